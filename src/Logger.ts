@@ -1,0 +1,56 @@
+/**
+ * The logger every hook and service writes through. The default writes to the console; pass
+ * your own (pino, winston, a test spy) through the options of `MonitoredSession` or a hook.
+ *
+ * @module
+ */
+
+/** Log levels, lowest first. */
+export type LogLevel = "debug" | "info" | "warn" | "error";
+
+/** A minimal structured logger. `fields` carry machine-readable context. */
+export interface Logger {
+  debug(message: string, fields?: Readonly<Record<string, unknown>>): void;
+  info(message: string, fields?: Readonly<Record<string, unknown>>): void;
+  warn(message: string, fields?: Readonly<Record<string, unknown>>): void;
+  error(message: string, fields?: Readonly<Record<string, unknown>>): void;
+}
+
+const rank: Record<LogLevel, number> = { debug: 0, info: 1, warn: 2, error: 3 };
+
+/**
+ * A console logger that prints `LEVEL message` lines at or above `level`
+ * (default: `MONITORED_SESSION_LOG_LEVEL`, else `info`).
+ */
+export const consoleLogger = (
+  level: LogLevel = parseLevel(process.env["MONITORED_SESSION_LOG_LEVEL"]) ?? "info",
+): Logger => {
+  const min = rank[level];
+  const line =
+    (l: LogLevel, sink: (s: string) => void) =>
+    (message: string, fields?: Readonly<Record<string, unknown>>): void => {
+      if (rank[l] < min) return;
+      const extra = fields === undefined ? "" : ` ${JSON.stringify(fields)}`;
+      sink(`${l.toUpperCase()} ${message}${extra}`);
+    };
+  return {
+    debug: line("debug", (s) => console.debug(s)),
+    info: line("info", (s) => console.info(s)),
+    warn: line("warn", (s) => console.warn(s)),
+    error: line("error", (s) => console.error(s)),
+  };
+};
+
+/** A logger that drops everything. */
+export const silentLogger: Logger = {
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: () => undefined,
+};
+
+/** The library's default logger: console, level `info`. */
+export const defaultLogger: Logger = consoleLogger();
+
+const parseLevel = (s: string | undefined): LogLevel | undefined =>
+  s === "debug" || s === "info" || s === "warn" || s === "error" ? s : undefined;

@@ -1,0 +1,102 @@
+/**
+ * The session contract: the thing a training loop calls once per step. A `Session` evaluates
+ * named fetches (ops or variables) with optional feeds, and may expose its variables through a
+ * {@link VariableStore} so that savers, readiness checks and recovery can work on any session:
+ * a plain-TypeScript {@link Graph} session, a TensorFlow.js adapter, or a test fake.
+ *
+ * @module
+ */
+
+import type { TensorValue } from "./Tensor.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * What to evaluate: a name, an array, or a record, nested to any depth. `null` fetches nothing
+ * and yields `null`. The result mirrors the structure.
+ *
+ * @example
+ * ```ts
+ * await session.run({ loss: "loss", metrics: ["accuracy", "auc"] });
+ * // → { loss: 0.31, metrics: [0.91, 0.95] }
+ * ```
+ */
+export type Fetches = string | null | readonly Fetches[] | { readonly [key: string]: Fetches };
+
+/** The result type of `run(fetches)`: the same structure with each name replaced by a value. */
+export type FetchResult<F, V = unknown> = F extends string
+  ? V
+  : F extends null
+    ? null
+    : F extends readonly unknown[]
+      ? { -readonly [K in keyof F]: FetchResult<F[K], V> }
+      : F extends object
+        ? { -readonly [K in keyof F]: FetchResult<F[K], V> }
+        : never;
+
+/** Values fed to named inputs for one run (TensorFlow's `feed_dict`). */
+export type Feeds = Readonly<Record<string, unknown>>;
+
+/**
+ * Per-run options (TensorFlow's `RunOptions`). Hooks may add options; they are merged as
+ * TensorFlow merges them (maximum of numbers, OR of flags, watches concatenated).
+ */
+export interface RunOptions {
+  readonly traceLevel?: number;
+  readonly timeoutInMs?: number;
+  readonly interOpThreadPool?: number;
+  readonly outputPartitionGraphs?: boolean;
+  readonly debugTensorWatchOpts?: readonly string[];
+  readonly reportTensorAllocationsUponOom?: boolean;
+  readonly resetDiskByteUsage?: boolean;
+}
+
+/** A bag a session may fill with information about a run (TensorFlow's `RunMetadata`). */
+export type RunMetadata = Record<string, unknown>;
+
+/** Which variables an operation applies to (TensorFlow's global and local collections). */
+export type VariableCollection = "global" | "local" | "all";
+
+/**
+ * A session's named variables. This is the seam for checkpointing, readiness checks and the
+ * TensorFlow.js adapter: anything that can list, initialize, snapshot and restore its state.
+ */
+export interface VariableStore {
+  /** The names of the variables in `collection` (default `all`), in a stable order. */
+  names(collection?: VariableCollection): readonly string[];
+  /** Names of variables in `collection` that are not initialized (empty means ready). */
+  reportUninitialized(collection?: VariableCollection): readonly string[];
+  /** Initializes the variables of `collection` (default `all`) to their initial values. */
+  initialize(collection?: VariableCollection): void | Promise<void>;
+  /**
+   * A consistent, deep copy of the variables' values, taken synchronously so that it reflects
+   * exactly one step. Defaults to the global variables (those that checkpoints hold).
+   */
+  snapshot(collection?: VariableCollection): Map<string, TensorValue>;
+  /** Sets the variables named in `values`, marking them initialized. Unknown names are errors. */
+  restore(values: ReadonlyMap<string, TensorValue>): void | Promise<void>;
+}
+
+/**
+ * A session runs one step at a time. Implement `run`; `close` and `variables` are optional.
+ */
+export interface Session {
+  /** Evaluates `fetches` with `feeds`; resolves with values mirroring the fetch structure. */
+  run<F extends Fetches>(
+    fetches: F,
+    feeds?: Feeds,
+    options?: RunOptions,
+    runMetadata?: RunMetadata,
+  ): Promise<FetchResult<F>>;
+  /** Releases resources. Called once by the monitored session when it closes. */
+  close?(): void | Promise<void>;
+  /** The session's variables, if it has any that can be checkpointed. */
+  readonly variables?: VariableStore | undefined;
+  /** The name of the global step variable, if the session has one. */
+  readonly globalStepName?: string | undefined;
+}
+
+/** The default name of the global step variable. */
+export const GLOBAL_STEP_NAME = "global_step";

@@ -1,0 +1,136 @@
+/**
+ * Named error classes mirroring TensorFlow's `tf.errors` and the Python built-ins that its
+ * session machinery raises. Every class sets `name`, so `instanceof` and `err.name` both work.
+ *
+ * @module
+ */
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** Canonical status codes, as in TensorFlow's `error_codes.proto`. */
+export const ErrorCode = {
+  CANCELLED: 1,
+  UNKNOWN: 2,
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  NOT_FOUND: 5,
+  ALREADY_EXISTS: 6,
+  PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8,
+  FAILED_PRECONDITION: 9,
+  ABORTED: 10,
+  OUT_OF_RANGE: 11,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  DATA_LOSS: 15,
+} as const;
+
+/** One of {@link ErrorCode}'s values. */
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+/**
+ * Base class of TensorFlow-style operation errors (`tf.errors.OpError`).
+ * Carries a canonical {@link ErrorCode}.
+ */
+export class OpError extends Error {
+  override readonly name: string = "OpError";
+  constructor(
+    message: string,
+    readonly code: ErrorCode = ErrorCode.UNKNOWN,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+const opError = <N extends string>(name: N, code: ErrorCode) =>
+  class extends OpError {
+    override readonly name: string = name;
+    constructor(message: string = name, options?: { cause?: unknown }) {
+      super(message, code, options);
+    }
+  };
+
+/** The input is exhausted. A clean end of training: hooks' `end()` still runs. */
+export class OutOfRangeError extends opError("OutOfRangeError", ErrorCode.OUT_OF_RANGE) {}
+/** The operation was aborted (e.g. a preempted worker). `MonitoredSession` recovers from it. */
+export class AbortedError extends opError("AbortedError", ErrorCode.ABORTED) {}
+/** The service is temporarily unavailable. `MonitoredSession` recovers from it. */
+export class UnavailableError extends opError("UnavailableError", ErrorCode.UNAVAILABLE) {}
+/** A deadline passed, e.g. `waitForSession` gave up waiting for the chief. */
+export class DeadlineExceededError extends opError(
+  "DeadlineExceededError",
+  ErrorCode.DEADLINE_EXCEEDED,
+) {}
+/** The system is not in a state the operation requires (e.g. an uninitialized variable). */
+export class FailedPreconditionError extends opError(
+  "FailedPreconditionError",
+  ErrorCode.FAILED_PRECONDITION,
+) {}
+/** The operation was cancelled. */
+export class CancelledError extends opError("CancelledError", ErrorCode.CANCELLED) {}
+/** An argument or input is invalid. */
+export class InvalidArgumentError extends opError(
+  "InvalidArgumentError",
+  ErrorCode.INVALID_ARGUMENT,
+) {}
+/** Something was not found (a file, a checkpoint, an op name). */
+export class NotFoundError extends opError("NotFoundError", ErrorCode.NOT_FOUND) {}
+/** Something already exists. */
+export class AlreadyExistsError extends opError("AlreadyExistsError", ErrorCode.ALREADY_EXISTS) {}
+/** An unknown error. */
+export class UnknownError extends opError("UnknownError", ErrorCode.UNKNOWN) {}
+/** Unrecoverable data loss or corruption (e.g. a checksum mismatch). */
+export class DataLossError extends opError("DataLossError", ErrorCode.DATA_LOSS) {}
+/** The operation is not implemented. */
+export class UnimplementedError extends opError("UnimplementedError", ErrorCode.UNIMPLEMENTED) {}
+/** A resource (memory, disk, quota) is exhausted. */
+export class ResourceExhaustedError extends opError(
+  "ResourceExhaustedError",
+  ErrorCode.RESOURCE_EXHAUSTED,
+) {}
+
+/** Python's `ValueError`: an argument has the right type but an invalid value. */
+export class ValueError extends Error {
+  override readonly name: string = "ValueError";
+}
+
+/** Python's `RuntimeError`: the call is not valid in the current state. */
+export class RuntimeError extends Error {
+  override readonly name: string = "RuntimeError";
+}
+
+/**
+ * Python's `StopIteration`. `StepContext.requestStop()` throws it; like `OutOfRangeError` it
+ * is a clean exit from `withSession`.
+ */
+export class StopIteration extends Error {
+  override readonly name: string = "StopIteration";
+}
+
+/** Raised by `NanTensorHook` when the loss is NaN. The message is TensorFlow's. */
+export class NanLossDuringTrainingError extends RuntimeError {
+  override readonly name: string = "NanLossDuringTrainingError";
+  constructor(message = "NaN loss during training.") {
+    super(message);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+/** `true` for the errors `MonitoredSession` recovers from (TensorFlow's `_PREEMPTION_ERRORS`). */
+export const isPreemptionError = (e: unknown): e is AbortedError | UnavailableError =>
+  e instanceof AbortedError || e instanceof UnavailableError;
+
+/** `true` for the errors that end a `with`-style scope cleanly (OutOfRange, StopIteration). */
+export const isCleanExit = (e: unknown): boolean =>
+  e instanceof OutOfRangeError || e instanceof StopIteration;
