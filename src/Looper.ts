@@ -1,0 +1,130 @@
+/**
+ * `Looper`: runs a function repeatedly on a timer until its coordinator stops (TensorFlow's
+ * `LooperThread`). The schedule is anchored to absolute times, so a slow iteration does not
+ * push later ones back: overdue iterations run back to back. The first call is immediate.
+ *
+ * @example
+ * ```ts
+ * Looper.loop(coord, 60, () => writer.flush()); // every 60 s until coord stops
+ * ```
+ *
+ * @module
+ */
+
+import { systemClock, type Clock } from "./Clock.js";
+import type { CoordinatedTask } from "./Coordinator.js";
+import { Coordinator } from "./Coordinator.js";
+import { ValueError } from "./errors.js";
+
+/** Options of {@link Looper}. */
+export interface LooperOptions {
+  /** The task's name in join reports (default `Looper-<n>`). */
+  readonly name?: string;
+  /** The clock for the schedule (default: the system clock). */
+  readonly clock?: Clock;
+}
+
+let counter = 0;
+
+/**
+ * A coordinated task that calls {@link runLoop} every `intervalSecs` (back to back when
+ * `null`) until the coordinator stops. Subclasses may override {@link startLoop},
+ * {@link runLoop} and {@link stopLoop}. An error stops the coordinator (it is reported to it)
+ * and skips `stopLoop`. The looper registers itself with the coordinator when constructed.
+ */
+export class Looper<A extends unknown[] = unknown[]> implements CoordinatedTask {
+  readonly name: string;
+  private readonly clock: Clock;
+  private alive = false;
+  private started: Promise<unknown> | undefined;
+  private resolveDone!: () => void;
+  /** Settles when the loop has finished. */
+  readonly done: Promise<unknown>;
+
+  constructor(
+    readonly coord: Coordinator,
+    readonly intervalSecs: number | null,
+    private readonly target?: (...args: A) => unknown,
+    private readonly args?: A,
+    options: LooperOptions = {},
+  ) {
+    if (!(coord instanceof Coordinator)) throw new ValueError("coord must be a Coordinator");
+    if (args !== undefined && target === undefined) throw new ValueError("'args' argument requires that 'target' be set");
+    if (intervalSecs !== null && !(intervalSecs >= 0)) {
+      throw new ValueError(`intervalSecs must be null or a number >= 0, got ${String(intervalSecs)}`);
+    }
+    this.name = options.name ?? `Looper-${++counter}`;
+    this.clock = options.clock ?? systemClock;
+    this.done = new Promise<void>((resolve) => {
+      this.resolveDone = resolve;
+    });
+    coord.registerThread(this);
+  }
+
+  /** Constructs a looper, starts it and returns it. */
+  static loop<A extends unknown[]>(
+    coord: Coordinator,
+    intervalSecs: number | null,
+    target: (...args: A) => unknown,
+    args?: A,
+    options?: LooperOptions,
+  ): Looper<A> {
+    return new Looper(coord, intervalSecs, target, args, options).start();
+  }
+
+  /** Starts the loop (once). */
+  start(): this {
+    if (this.started !== undefined) return this;
+    this.alive = true;
+    this.started = this.coord
+      .stopOnException(() => this.body())
+      .finally(() => {
+        this.alive = false;
+        this.resolveDone();
+      });
+    return this;
+  }
+
+  isAlive(): boolean {
+    return this.alive;
+  }
+
+  /** Called once before the first iteration. */
+  protected startLoop(): unknown {
+    return undefined;
+  }
+
+  /** One iteration: calls the target with its arguments. */
+  protected runLoop(): unknown {
+    return this.target?.(...((this.args ?? []) as A));
+  }
+
+  /** Called once after the last iteration, unless an iteration threw. */
+  protected stopLoop(): unknown {
+    return undefined;
+  }
+
+  private async body(): Promise<void> {
+    await this.startLoop();
+    if (this.intervalSecs === null) {
+      while (!this.coord.shouldStop()) {
+        await this.runLoop();
+        await yieldToEventLoop();
+      }
+    } else {
+      const intervalMs = this.intervalSecs * 1000;
+      let next = this.clock.now();
+      for (;;) {
+        const waitMs = next - this.clock.now();
+        if (waitMs <= 0) await yieldToEventLoop();
+        if (await this.coord.waitForStop(waitMs / 1000)) break;
+        next += intervalMs;
+        await this.runLoop();
+      }
+    }
+    await this.stopLoop();
+  }
+}
+
+/** Lets timers and I/O run between back-to-back iterations (no time passes). */
+const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
