@@ -26,7 +26,9 @@ import type { TensorValue } from "./Tensor.js";
 export type Fetches = string | null | readonly Fetches[] | { readonly [key: string]: Fetches };
 
 /** The result type of `run(fetches)`: the same structure with each name replaced by a value. */
-export type FetchResult<F, V = unknown> = F extends string
+export type FetchResult<F, V = unknown> = [Fetches] extends [F]
+  ? unknown
+  : F extends string
   ? V
   : F extends null
     ? null

@@ -99,6 +99,8 @@ export class SessionRunContext {
   private stop = false;
   /** @internal The hooks that asked to stop, for events. */
   stopRequesters: string[] | undefined;
+  /** @internal The hook being called, so a stop request can be attributed. */
+  currentHook: string | undefined;
 
   constructor(
     /** The caller's fetches and feeds. */
@@ -110,6 +112,7 @@ export class SessionRunContext {
   /** Asks the monitored session to stop after this run. Sticky for this run. */
   requestStop(): void {
     this.stop = true;
+    if (this.currentHook !== undefined) (this.stopRequesters ??= []).push(this.currentHook);
   }
 
   /** `true` once any hook called {@link requestStop} during this run. */

@@ -1,0 +1,775 @@
+/**
+ * `MonitoredSession` and `SingularMonitoredSession`: a session wrapped in hooks, a coordinator
+ * and (for `MonitoredSession`) recovery from preemption, with TensorFlow's semantics.
+ *
+ * The layers, outermost first, are TensorFlow's:
+ * - **recoverable** (`MonitoredSession` only): on `AbortedError`/`UnavailableError`, close the
+ *   session, create a new one (hooks' `afterCreateSession` runs again) and retry the same call;
+ * - **coordinated**: a {@link Coordinator} per session; a preemption error reported by a task
+ *   wins over the main error, so that recovery happens; `close()` stops and joins tasks;
+ * - **hooked**: hooks' `beforeRun` fetches and feeds are merged into the caller's, the results
+ *   split back out, `afterRun` called, and stop requests honoured.
+ *
+ * Every run emits `beforeRun`/`afterRun` events on {@link MonitoredSession.events$}, an RxJS
+ * Observable that observers use without being hooks. Hook dispatch itself is a plain loop:
+ * hooks that return plain values cost no microtask per step.
+ *
+ * @example
+ * ```ts
+ * await withSession({ sessionCreator, hooks: [new StopAtStepHook({ lastStep: 1000 })] }, async (sess) => {
+ *   while (!sess.shouldStop()) await sess.run("train");
+ * });
+ * ```
+ *
+ * @module
+ */
+
+import { Observable, Subject } from "rxjs";
+import { systemClock, type Clock } from "./Clock.js";
+import { Coordinator } from "./Coordinator.js";
+import { isCleanExit, isPreemptionError, RuntimeError, StopIteration, ValueError } from "./errors.js";
+import { Graph, isPromiseLike } from "./Graph.js";
+import { defaultLogger, type Logger } from "./Logger.js";
+import type { Feeds, FetchResult, Fetches, RunMetadata, RunOptions, Session } from "./Session.js";
+import type { SessionEvent } from "./SessionEvent.js";
+import {
+  hookName,
+  orderHooks,
+  SessionRunArgs,
+  SessionRunContext,
+  type HookEnv,
+  type SessionRunHook,
+} from "./SessionRunHook.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** Creates the raw session a monitored session wraps (TensorFlow's `SessionCreator`). */
+export interface SessionCreator {
+  createSession(): Promise<Session>;
+}
+
+/** Options of {@link MonitoredSession.create}. */
+export interface MonitoredSessionOptions {
+  /** Creates (and re-creates, after a preemption) the raw session. */
+  readonly sessionCreator: SessionCreator;
+  /** Hooks, in order (ordering constraints may reorder them). */
+  readonly hooks?: readonly SessionRunHook[];
+  /** How long tasks get to finish when the session closes (default 120). */
+  readonly stopGracePeriodSecs?: number;
+  /** The clock given to hooks and the coordinator (default: the system clock). */
+  readonly clock?: Clock;
+  /** The logger given to hooks (default: console). */
+  readonly logger?: Logger;
+  /**
+   * The graph the session runs, if any. It is finalized once every hook's `begin` ran and,
+   * if it was not finalized before, un-finalized when the session closes (TensorFlow's rule).
+   */
+  readonly graph?: Graph;
+}
+
+/** What a step function receives (TensorFlow's `StepContext`). */
+export interface StepContext {
+  /** The raw session: runs through it bypass hooks. */
+  readonly session: Session;
+  /** Runs through the hooks, like {@link MonitoredSession.run}. */
+  runWithHooks<F extends Fetches>(fetches: F, feeds?: Feeds, options?: RunOptions): Promise<FetchResult<F>>;
+  /**
+   * Stops the iterations: throws `StopIteration`, which {@link withSession} treats as a clean
+   * exit (outside it, the error reaches the caller and `shouldStop()` stays `false`).
+   */
+  requestStop(): never;
+}
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A session that runs hooks, coordinates tasks and recovers from preemption errors.
+ * Create it with {@link MonitoredSession.create} (the session is created eagerly, as in
+ * TensorFlow); use it with {@link withSession} or `await using`.
+ */
+export class MonitoredSession {
+  private readonly subject = new Subject<SessionEvent>();
+  /** Life-cycle events: session created, before/after each run, stop requested, end, closed. */
+  readonly events$: Observable<SessionEvent> = this.subject.asObservable();
+  /** @internal */
+  protected sess: WrappedSession | undefined;
+  private readonly graphWasFinalized: boolean;
+
+  /** @internal Use {@link MonitoredSession.create}. */
+  protected constructor(
+    /** @internal */ protected readonly creator: CoordinatedSessionCreator,
+    private readonly options: MonitoredSessionOptions,
+    private readonly hooks: readonly SessionRunHook[],
+  ) {
+    this.graphWasFinalized = options.graph?.finalized ?? true;
+  }
+
+  /**
+   * Runs every hook's `begin`, then creates the session (retrying preemption errors) and calls
+   * every hook's `afterCreateSession`.
+   */
+  static async create(options: MonitoredSessionOptions): Promise<MonitoredSession> {
+    return MonitoredSession.build(options, true, (c, o, h) => new MonitoredSession(c, o, h));
+  }
+
+  /** @internal */
+  protected static async build<T extends MonitoredSession>(
+    options: MonitoredSessionOptions,
+    shouldRecover: boolean,
+    make: (c: CoordinatedSessionCreator, o: MonitoredSessionOptions, h: readonly SessionRunHook[]) => T,
+  ): Promise<T> {
+    if (typeof options.sessionCreator?.createSession !== "function") {
+      throw new ValueError("sessionCreator must be an object with a createSession() method");
+    }
+    const grace = options.stopGracePeriodSecs ?? 120;
+    if (!(grace >= 0)) throw new ValueError(`stopGracePeriodSecs must be >= 0, got ${String(grace)}`);
+    const hooks = orderHooks(options.hooks ?? []);
+    const clock = options.clock ?? systemClock;
+    const logger = options.logger ?? defaultLogger;
+    const creator = new CoordinatedSessionCreator(options.sessionCreator, hooks, grace, clock, logger);
+    const self = make(creator, options, hooks);
+    creator.events = self.subject;
+    const env: HookEnv = { clock, logger, emit: (e) => self.subject.next(e) };
+    for (const h of hooks) {
+      const r = h.begin?.(env);
+      if (isPromiseLike(r)) await r;
+    }
+    options.graph?.finalize();
+    self.sess = shouldRecover ? await RecoverableSession.create(creator, logger) : await creator.createSession();
+    return self;
+  }
+
+  /**
+   * Runs `fetches` through the hooks. Results mirror the fetch structure.
+   * Throws `RuntimeError` if called after a hook requested a stop.
+   */
+  run<F extends Fetches>(
+    fetches: F,
+    feeds?: Feeds,
+    options?: RunOptions,
+    runMetadata?: RunMetadata,
+  ): Promise<FetchResult<F>> {
+    const s = this.sess;
+    if (s === undefined) return Promise.reject(new RuntimeError("Session is already closed."));
+    return s.run(fetches, feeds, options, runMetadata) as Promise<FetchResult<F>>;
+  }
+
+  /**
+   * Runs `stepFn(stepContext)` and returns its result. Inside, `runWithHooks` runs through the
+   * hooks and `session` runs raw; on a preemption error the whole step function is re-run.
+   * `stepFn` must take exactly one parameter (TensorFlow checks the same).
+   */
+  async runStepFn<T>(stepFn: (stepContext: StepContext) => T | Promise<T>): Promise<T> {
+    if (typeof stepFn !== "function" || stepFn.length !== 1) {
+      throw new ValueError(
+        `\`step_fn\` may either have one \`step_context\` argument, or \`self\` and \`step_context\` arguments if it's an instance method. Got a function with ${typeof stepFn === "function" ? stepFn.length : 0} parameters.`,
+      );
+    }
+    const s = this.sess;
+    if (s === undefined) throw new RuntimeError("Session is already closed.");
+    return s.runStepFn(stepFn, () => this.creator.tfSess, undefined);
+  }
+
+  /**
+   * `true` if the session is closed, a hook requested a stop, or the coordinator stopped.
+   * In `MonitoredSession` it never throws: a preemption error reported to the coordinator
+   * closes the session (it is re-created at the next `run`) and returns `false`.
+   */
+  shouldStop(): boolean {
+    return this.sess === undefined ? true : this.sess.shouldStop();
+  }
+
+  /**
+   * Calls every hook's `end`, then closes the session (stopping and joining the coordinator's
+   * tasks). A second call throws `RuntimeError('Session is already closed.')`.
+   */
+  close(): Promise<void> {
+    return this.closeInternal(undefined);
+  }
+
+  /** `close()`, for `await using sess = await MonitoredSession.create(...)`. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  /**
+   * An Observable that runs `fetches` until the session should stop, emitting each result.
+   * It completes on a stop or an OutOfRange/StopIteration and errors on anything else. It
+   * does not close the session.
+   */
+  loop$<F extends Fetches>(fetches: F, feeds?: Feeds): Observable<FetchResult<F>> {
+    return new Observable<FetchResult<F>>((subscriber) => {
+      let cancelled = false;
+      void (async () => {
+        try {
+          while (!cancelled && !this.shouldStop()) subscriber.next(await this.run(fetches, feeds));
+          subscriber.complete();
+        } catch (e) {
+          if (isCleanExit(e)) subscriber.complete();
+          else subscriber.error(e);
+        }
+      })();
+      return () => {
+        cancelled = true;
+      };
+    });
+  }
+
+  /** `true` once closed. */
+  get closed(): boolean {
+    return this.creator.tfSess === undefined;
+  }
+
+  /** The current raw session, or `undefined` when closed. */
+  get rawSession(): Session | undefined {
+    return this.creator.tfSess;
+  }
+
+  /** The coordinator of the current session, or `undefined` when closed. */
+  get coord(): Coordinator | undefined {
+    return this.creator.coord;
+  }
+
+  /** The graph given in the options, or `undefined` once closed. */
+  get graph(): Graph | undefined {
+    return this.sess === undefined ? undefined : this.options.graph;
+  }
+
+  /**
+   * @internal Closes with `with`-statement semantics: hooks' `end` runs only when `error` is
+   * `undefined`.
+   */
+  async closeInternal(error: unknown): Promise<void> {
+    try {
+      if (error === undefined) {
+        const tf = this.creator.tfSess;
+        if (tf !== undefined) {
+          for (const h of this.hooks) {
+            const r = h.end?.(tf);
+            if (isPromiseLike(r)) await r;
+          }
+          this.emit({ type: "end", time: this.now() });
+        }
+      }
+    } finally {
+      try {
+        if (this.sess === undefined) throw new RuntimeError("Session is already closed.");
+        await this.sess.close();
+      } finally {
+        const wasOpen = this.sess !== undefined;
+        this.sess = undefined;
+        this.creator.tfSess = undefined;
+        this.creator.coord = undefined;
+        if (!this.graphWasFinalized) this.options.graph?.unfinalize();
+        if (wasOpen) {
+          this.emit(error === undefined ? { type: "closed", time: this.now() } : { type: "closed", time: this.now(), error });
+          this.subject.complete();
+        }
+      }
+    }
+  }
+
+  private emit(e: SessionEvent): void {
+    if (this.subject.observed) this.subject.next(e);
+  }
+
+  private now(): number {
+    return (this.options.clock ?? systemClock).now();
+  }
+}
+
+/**
+ * A monitored session without recovery: a preemption error propagates, and `shouldStop()`
+ * raises an error a task reported to the coordinator. Always chief.
+ */
+export class SingularMonitoredSession extends MonitoredSession {
+  /** Creates the session (no recovery). */
+  static override async create(options: MonitoredSessionOptions): Promise<SingularMonitoredSession> {
+    return MonitoredSession.build(options, false, (c, o, h) => new SingularMonitoredSession(c, o, h));
+  }
+
+  /** The current raw session, or `undefined` after close (TensorFlow's `raw_session()`). */
+  rawSessionOrUndefined(): Session | undefined {
+    return this.rawSession;
+  }
+}
+
+/**
+ * Runs `body` with a monitored session and closes it with Python's `with` semantics:
+ * OutOfRange and StopIteration are a clean exit (hooks' `end` runs, the error is suppressed and
+ * `undefined` is returned); any other error closes the session without `end` and is rethrown.
+ */
+export const withSession = async <T, S extends MonitoredSession = MonitoredSession>(
+  session: S | Promise<S> | MonitoredSessionOptions,
+  body: (sess: S) => T | Promise<T>,
+): Promise<T | undefined> => {
+  const sess = (isMonitoredOptions(session) ? await MonitoredSession.create(session) : await session) as S;
+  let result: T;
+  try {
+    result = await body(sess);
+  } catch (e) {
+    if (isCleanExit(e)) {
+      await sess.closeInternal(undefined);
+      return undefined;
+    }
+    await sess.closeInternal(e);
+    throw e;
+  }
+  await sess.closeInternal(undefined);
+  return result;
+};
+
+// ---------------------------------------------------------------------------------------------
+// internal layers
+// ---------------------------------------------------------------------------------------------
+
+type RawGetter = () => Session | undefined;
+type StepFn<T> = (ctx: StepContext) => T | Promise<T>;
+type RunFn = (fetches: Fetches, feeds?: Feeds, options?: RunOptions) => Promise<unknown>;
+
+/** @internal Base of the layers (TensorFlow's `_WrappedSession`). */
+abstract class WrappedSession {
+  constructor(protected inner: WrappedSession | Session | undefined) {}
+
+  /** This layer's own stop condition. */
+  protected checkStop(): boolean {
+    return false;
+  }
+
+  shouldStop(): boolean {
+    if (this.checkStop()) return true;
+    const inner = this.inner;
+    if (inner === undefined) return true;
+    return inner instanceof WrappedSession ? inner.shouldStop() : false;
+  }
+
+  run(fetches: Fetches, feeds?: Feeds, options?: RunOptions, runMetadata?: RunMetadata): Promise<unknown> {
+    const inner = this.inner;
+    if (inner === undefined) return Promise.reject(new RuntimeError("Session is already closed."));
+    return inner.run(fetches, feeds, options, runMetadata);
+  }
+
+  runStepFn<T>(stepFn: StepFn<T>, raw: RawGetter, runWithHooks: RunFn | undefined): Promise<T> {
+    const session = raw();
+    if (session === undefined) return Promise.reject(new RuntimeError("Session is already closed."));
+    const runFn = runWithHooks ?? ((f: Fetches, d?: Feeds, o?: RunOptions) => this.run(f, d, o));
+    const ctx = makeStepContext(session, runFn);
+    return new Promise<T>((resolve) => resolve(stepFn(ctx)));
+  }
+
+  /** Idempotent; preemption errors from the inner close are logged and swallowed. */
+  async close(logger: Logger = defaultLogger): Promise<void> {
+    const inner = this.inner;
+    if (inner === undefined) return;
+    try {
+      if (inner instanceof WrappedSession) await inner.close(logger);
+      else await inner.close?.();
+    } catch (e) {
+      if (!isPreemptionError(e)) throw e;
+      logger.error(`An error occurred when attempting to close the session: ${String(e)}`);
+    } finally {
+      this.inner = undefined;
+    }
+  }
+}
+
+const makeStepContext = (session: Session, run: RunFn): StepContext => ({
+  session,
+  runWithHooks: run as StepContext["runWithHooks"],
+  requestStop(): never {
+    throw new StopIteration("step_fn has requested the iterations to stop.");
+  },
+});
+
+/** @internal TensorFlow's `_HookedSession`: merges hooks' run arguments into each run. */
+class HookedSession extends WrappedSession {
+  private stopFlag = false;
+  private readonly beforeHooks: readonly number[];
+  private readonly afterHooks: readonly number[];
+  private readonly names: readonly string[];
+  private runCount = 0;
+
+  constructor(
+    private readonly raw: Session,
+    private readonly hooks: readonly SessionRunHook[],
+    private readonly events: Subject<SessionEvent> | undefined,
+    private readonly clock: Clock,
+  ) {
+    super(raw);
+    this.beforeHooks = indicesWith(hooks, "beforeRun");
+    this.afterHooks = indicesWith(hooks, "afterRun");
+    this.names = hooks.map(hookName);
+  }
+
+  protected override checkStop(): boolean {
+    return this.stopFlag;
+  }
+
+  override run(fetches: Fetches, feeds?: Feeds, options?: RunOptions, runMetadata?: RunMetadata): Promise<unknown> {
+    if (this.shouldStop()) return Promise.reject(new RuntimeError("Run called even after should_stop requested."));
+    const ctx = new SessionRunContext(SessionRunArgs(fetches, feeds), this.raw);
+    const acc: RunAccumulator = { hookFetches: undefined, hookFeeds: undefined, options };
+    try {
+      const pending = this.callBefore(ctx, acc, 0);
+      if (pending !== undefined) return pending.then(() => this.callRaw(ctx, acc, fetches, feeds, runMetadata));
+      return this.callRaw(ctx, acc, fetches, feeds, runMetadata);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /** Calls `beforeRun` from the `k`-th hook on; synchronous until a hook returns a promise. */
+  private callBefore(ctx: SessionRunContext, acc: RunAccumulator, k: number): Promise<void> | undefined {
+    const idx = this.beforeHooks;
+    for (; k < idx.length; k++) {
+      const i = idx[k] as number;
+      ctx.currentHook = this.names[i];
+      const r = (this.hooks[i] as SessionRunHook).beforeRun?.(ctx);
+      if (isPromiseLike(r)) {
+        const next = k + 1;
+        return Promise.resolve(r).then((args) => {
+          this.collect(i, args, acc);
+          return this.callBefore(ctx, acc, next);
+        });
+      }
+      this.collect(i, r, acc);
+    }
+    return undefined;
+  }
+
+  private collect(i: number, args: SessionRunArgs | undefined | void, acc: RunAccumulator): void {
+    if (args === undefined || args === null) return;
+    if (args.fetches !== null && args.fetches !== undefined) {
+      (acc.hookFetches ??= []).push(i, args.fetches);
+    }
+    const f = args.feeds;
+    if (f !== undefined && f !== null) {
+      let has = false;
+      for (const _ in f) {
+        has = true;
+        break;
+      }
+      if (has) {
+        if (acc.hookFeeds === undefined) acc.hookFeeds = { ...f };
+        else {
+          const conflicts = Object.keys(f).filter((key) => key in (acc.hookFeeds as object));
+          if (conflicts.length > 0) throw sameTensorFed("two hooks", conflicts);
+          Object.assign(acc.hookFeeds, f);
+        }
+      }
+    }
+    if (args.options !== undefined) acc.options = mergeRunOptions(acc.options, args.options);
+  }
+
+  private callRaw(
+    ctx: SessionRunContext,
+    acc: RunAccumulator,
+    fetches: Fetches,
+    feeds: Feeds | undefined,
+    runMetadata: RunMetadata | undefined,
+  ): Promise<unknown> {
+    const hookFeeds = acc.hookFeeds;
+    let merged: Feeds | undefined;
+    if (hookFeeds === undefined) merged = feeds;
+    else if (feeds === undefined) merged = hookFeeds;
+    else {
+      const conflicts = Object.keys(hookFeeds).filter((k) => k in feeds);
+      if (conflicts.length > 0) throw sameTensorFed("a SessionRunHook and user", conflicts);
+      merged = { ...feeds, ...hookFeeds };
+    }
+    const hf = acc.hookFetches;
+    const allFetches: Fetches = hf === undefined ? fetches : [fetches, ...hf.filter((_, j) => j % 2 === 1)] as Fetches;
+    const options = acc.options ?? EMPTY_OPTIONS;
+    const meta = runMetadata ?? {};
+    const run = ++this.runCount;
+    const events = this.events;
+    if (events?.observed === true) {
+      events.next({ type: "beforeRun", time: this.clock.now(), run, fetches, feeds: merged });
+    }
+    return (this.raw.run(allFetches, merged, options, meta) as Promise<unknown>).then((outputs) => {
+      const callerResult = hf === undefined ? outputs : (outputs as unknown[])[0];
+      const pending = this.callAfter(ctx, outputs as unknown[], hf, options, meta, 0);
+      const finish = (): unknown => {
+        if (ctx.stopRequested && !this.stopFlag) {
+          this.stopFlag = true;
+          if (events?.observed === true) {
+            events.next({ type: "stopRequested", time: this.clock.now(), by: (ctx.stopRequesters ?? []).join(", ") });
+          }
+        }
+        if (events?.observed === true) {
+          events.next({ type: "afterRun", time: this.clock.now(), run, results: callerResult, stopRequested: ctx.stopRequested });
+        }
+        return callerResult;
+      };
+      return pending === undefined ? finish() : pending.then(finish);
+    });
+  }
+
+  private callAfter(
+    ctx: SessionRunContext,
+    outputs: unknown[],
+    hf: (number | Fetches)[] | undefined,
+    options: RunOptions,
+    runMetadata: RunMetadata,
+    k: number,
+  ): Promise<void> | undefined {
+    const idx = this.afterHooks;
+    for (; k < idx.length; k++) {
+      const i = idx[k] as number;
+      let results: unknown = null;
+      if (hf !== undefined) {
+        for (let j = 0; j < hf.length; j += 2) {
+          if (hf[j] === i) {
+            results = outputs[j / 2 + 1];
+            break;
+          }
+        }
+      }
+      ctx.currentHook = this.names[i];
+      const r = (this.hooks[i] as SessionRunHook).afterRun?.(ctx, { results, options, runMetadata });
+      if (isPromiseLike(r)) {
+        const next = k + 1;
+        return Promise.resolve(r).then(() => this.callAfter(ctx, outputs, hf, options, runMetadata, next));
+      }
+    }
+    return undefined;
+  }
+}
+
+interface RunAccumulator {
+  /** Pairs of (hook index, fetches), flattened. */
+  hookFetches: (number | Fetches)[] | undefined;
+  hookFeeds: Record<string, unknown> | undefined;
+  options: RunOptions | undefined;
+}
+
+const EMPTY_OPTIONS: RunOptions = Object.freeze({});
+
+const indicesWith = (hooks: readonly SessionRunHook[], method: "beforeRun" | "afterRun"): number[] =>
+  hooks.flatMap((h, i) => (typeof h[method] === "function" ? [i] : []));
+
+const sameTensorFed = (by: string, keys: readonly string[]): RuntimeError =>
+  new RuntimeError(`Same tensor is fed by ${by}. Conflict(s): [${keys.map((k) => `'${k}'`).join(", ")}]`);
+
+/**
+ * Merges hook run options into the caller's as TensorFlow does: numbers take the maximum,
+ * flags are OR-ed and tensor watches are concatenated, the caller's first. Returns a new object
+ * (the caller's is not mutated, unlike TensorFlow's).
+ */
+export const mergeRunOptions = (base: RunOptions | undefined, extra: RunOptions): RunOptions => {
+  const b = base ?? EMPTY_OPTIONS;
+  const max = (x: number | undefined, y: number | undefined): number | undefined =>
+    x === undefined ? y : y === undefined ? x : Math.max(x, y);
+  const or = (x: boolean | undefined, y: boolean | undefined): boolean | undefined =>
+    x === undefined && y === undefined ? undefined : x === true || y === true;
+  const out: Record<string, unknown> = {};
+  const set = (k: keyof RunOptions, v: unknown): void => {
+    if (v !== undefined) out[k] = v;
+  };
+  set("traceLevel", max(b.traceLevel, extra.traceLevel));
+  set("timeoutInMs", max(b.timeoutInMs, extra.timeoutInMs));
+  set("interOpThreadPool", max(b.interOpThreadPool, extra.interOpThreadPool));
+  set("outputPartitionGraphs", or(b.outputPartitionGraphs, extra.outputPartitionGraphs));
+  set("reportTensorAllocationsUponOom", or(b.reportTensorAllocationsUponOom, extra.reportTensorAllocationsUponOom));
+  set("resetDiskByteUsage", or(b.resetDiskByteUsage, extra.resetDiskByteUsage));
+  if (b.debugTensorWatchOpts !== undefined || extra.debugTensorWatchOpts !== undefined) {
+    out["debugTensorWatchOpts"] = [...(b.debugTensorWatchOpts ?? []), ...(extra.debugTensorWatchOpts ?? [])];
+  }
+  return out as RunOptions;
+};
+
+/** @internal TensorFlow's `_CoordinatedSession`. */
+class CoordinatedSession extends WrappedSession {
+  constructor(
+    inner: HookedSession,
+    readonly coord: Coordinator,
+    private readonly stopGracePeriodSecs: number,
+  ) {
+    super(inner);
+  }
+
+  protected override checkStop(): boolean {
+    // Raises an error a task reported; so SingularMonitoredSession.shouldStop() may throw.
+    this.coord.raiseRequestedException();
+    return this.coord.shouldStop();
+  }
+
+  override run(fetches: Fetches, feeds?: Feeds, options?: RunOptions, runMetadata?: RunMetadata): Promise<unknown> {
+    return super.run(fetches, feeds, options, runMetadata).catch((e: unknown) => {
+      throw this.rootCause(e);
+    });
+  }
+
+  override runStepFn<T>(stepFn: StepFn<T>, raw: RawGetter, runWithHooks: RunFn | undefined): Promise<T> {
+    return super.runStepFn(stepFn, raw, runWithHooks);
+  }
+
+  /** A preemption error in the coordinator wins over the main error, enabling recovery. */
+  private rootCause(e: unknown): unknown {
+    if (isPreemptionError(e)) return e;
+    const stored = this.coord.requestedException;
+    return isPreemptionError(stored) ? stored : e;
+  }
+
+  override async close(logger?: Logger): Promise<void> {
+    this.coord.requestStop();
+    try {
+      await this.coord.join(undefined, { stopGracePeriodSecs: this.stopGracePeriodSecs, ignoreLiveThreads: true });
+    } finally {
+      try {
+        await super.close(logger);
+      } catch {
+        // TensorFlow suppresses every error from closing the inner session here.
+      }
+    }
+  }
+}
+
+/** @internal TensorFlow's `_RecoverableSession`. */
+class RecoverableSession extends WrappedSession {
+  private pendingClose: Promise<void> | undefined;
+
+  private constructor(
+    private readonly creator: CoordinatedSessionCreator,
+    private readonly logger: Logger,
+  ) {
+    super(undefined);
+  }
+
+  static async create(creator: CoordinatedSessionCreator, logger: Logger): Promise<RecoverableSession> {
+    const s = new RecoverableSession(creator, logger);
+    s.inner = await s.createSession();
+    return s;
+  }
+
+  /** Creates a session, retrying preemption errors for as long as they occur. */
+  private async createSession(): Promise<CoordinatedSession> {
+    if (this.pendingClose !== undefined) {
+      const p = this.pendingClose;
+      this.pendingClose = undefined;
+      await p;
+    }
+    for (;;) {
+      try {
+        return await this.creator.createSession();
+      } catch (e) {
+        if (!isPreemptionError(e)) throw e;
+        this.logger.info(`An error was raised while a session was being created. This may be due to a preemption of a connected worker or parameter server. A new session will be created. This error may also occur due to a gRPC failure caused by high memory or network bandwidth usage in the parameter servers. Error: ${String(e)}`);
+      }
+    }
+  }
+
+  override run(fetches: Fetches, feeds?: Feeds, options?: RunOptions, runMetadata?: RunMetadata): Promise<unknown> {
+    const inner = this.inner;
+    if (inner !== undefined && this.pendingClose === undefined) {
+      return inner.run(fetches, feeds, options, runMetadata).catch((e: unknown) => this.recover(e, () => this.runLoop(fetches, feeds, options, runMetadata)));
+    }
+    return this.runLoop(fetches, feeds, options, runMetadata);
+  }
+
+  private async runLoop(fetches: Fetches, feeds?: Feeds, options?: RunOptions, runMetadata?: RunMetadata): Promise<unknown> {
+    for (;;) {
+      try {
+        this.inner ??= await this.createSession();
+        return await this.inner.run(fetches, feeds, options, runMetadata);
+      } catch (e) {
+        await this.afterPreemption(e);
+      }
+    }
+  }
+
+  override async runStepFn<T>(stepFn: StepFn<T>, raw: RawGetter, _runWithHooks: RunFn | undefined): Promise<T> {
+    for (;;) {
+      try {
+        this.inner ??= await this.createSession();
+        const inner = this.inner as CoordinatedSession;
+        // The raw session is read at each attempt, so a retried step sees the new session.
+        return await inner.runStepFn(stepFn, raw, (f, d, o) => inner.run(f, d, o));
+      } catch (e) {
+        await this.afterPreemption(e);
+      }
+    }
+  }
+
+  private async recover(e: unknown, retry: () => Promise<unknown>): Promise<unknown> {
+    await this.afterPreemption(e);
+    return retry();
+  }
+
+  /** Rethrows non-preemption errors; otherwise closes the session so that it is re-created. */
+  private async afterPreemption(e: unknown): Promise<void> {
+    if (!isPreemptionError(e)) throw e;
+    this.logger.info(`An error was raised. This may be due to a preemption in a connected worker or parameter server. The current session will be closed and a new session will be created. Error: ${String(e)}`);
+    this.creator.emitAborted(e);
+    await this.close(this.logger);
+  }
+
+  protected override checkStop(): boolean {
+    const inner = this.inner;
+    if (inner === undefined) return this.pendingClose === undefined;
+    try {
+      return (inner as CoordinatedSession)["checkStop"]();
+    } catch (e) {
+      if (isPreemptionError(e)) {
+        this.logger.info(`An error was raised while considering whether the session is complete. This may be due to a preemption in a connected worker or parameter server. The current session will be closed and a new session will be created. Error: ${String(e)}`);
+        this.creator.emitAborted(e);
+        // Closing and re-creating are asynchronous: the close starts now, and the next run()
+        // waits for it and creates the new session.
+        this.pendingClose = this.close(this.logger);
+        this.pendingClose.catch(() => undefined);
+        return false;
+      }
+      return true;
+    }
+  }
+
+  override shouldStop(): boolean {
+    if (this.checkStop()) return true;
+    const inner = this.inner;
+    if (inner === undefined) return this.pendingClose === undefined;
+    return (inner as CoordinatedSession).shouldStop();
+  }
+}
+
+/** @internal TensorFlow's `_CoordinatedSessionCreator`. */
+class CoordinatedSessionCreator {
+  tfSess: Session | undefined;
+  coord: Coordinator | undefined;
+  events: Subject<SessionEvent> | undefined;
+  private created = 0;
+
+  constructor(
+    private readonly inner: SessionCreator,
+    private readonly hooks: readonly SessionRunHook[],
+    private readonly stopGracePeriodSecs: number,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+  ) {}
+
+  async createSession(): Promise<CoordinatedSession> {
+    const tfSess = await this.inner.createSession();
+    const coord = new Coordinator({ cleanStopExceptionTypes: [], clock: this.clock, logger: this.logger });
+    this.tfSess = tfSess;
+    this.coord = coord;
+    for (const h of this.hooks) {
+      const r = h.afterCreateSession?.(tfSess, coord);
+      if (isPromiseLike(r)) await r;
+    }
+    const recovery = this.created++;
+    if (this.events?.observed === true) {
+      this.events.next({ type: "sessionCreated", time: this.clock.now(), session: tfSess, coord, recovery });
+    }
+    return new CoordinatedSession(new HookedSession(tfSess, this.hooks, this.events, this.clock), coord, this.stopGracePeriodSecs);
+  }
+
+  emitAborted(error: unknown): void {
+    if (this.events?.observed === true) this.events.next({ type: "sessionAborted", time: this.clock.now(), error });
+  }
+}
+
+const isMonitoredOptions = (x: unknown): x is MonitoredSessionOptions =>
+  typeof x === "object" && x !== null && !(x instanceof MonitoredSession) && !isPromiseLike(x) && "sessionCreator" in x;
