@@ -1,0 +1,47 @@
+/**
+ * `FeedFnHook`: feeds inputs to every run from a function (TensorFlow's
+ * `tf.estimator.FeedFnHook`).
+ *
+ * @module
+ */
+
+import type { Feeds } from "../src/Session.js";
+import { SessionRunArgs, SessionRunHook, type SessionRunContext } from "../src/SessionRunHook.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** Options of {@link FeedFnHook}. */
+export interface FeedFnHookOptions {
+  /** Called before every run; returns the feeds to add to it. */
+  readonly feedFn: () => Feeds;
+}
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Adds `feedFn()` to the feeds of every run. Feeding an input the caller or another hook also
+ * feeds is an error of the run.
+ *
+ * @example
+ * ```ts
+ * const batches = makeBatchIterator();
+ * const hooks = [new FeedFnHook({ feedFn: () => ({ x: batches.next().value }) })];
+ * ```
+ */
+export class FeedFnHook extends SessionRunHook {
+  /** The function called before every run (TensorFlow's `feed_fn` attribute). */
+  readonly feedFn: () => Feeds;
+
+  constructor(options: FeedFnHookOptions) {
+    super();
+    this.feedFn = options.feedFn;
+  }
+
+  override beforeRun(_ctx: SessionRunContext): SessionRunArgs {
+    return SessionRunArgs(null, this.feedFn());
+  }
+}

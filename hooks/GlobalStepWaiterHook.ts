@@ -1,0 +1,105 @@
+/**
+ * `GlobalStepWaiterHook`: delays a worker's first run until the global step reaches a value,
+ * for staggered worker start (TensorFlow's `tf.estimator.GlobalStepWaiterHook`).
+ *
+ * @module
+ */
+
+import { systemClock, type Clock } from "../src/Clock.js";
+import { defaultLogger, type Logger } from "../src/Logger.js";
+import type { Session } from "../src/Session.js";
+import { SessionRunHook, type HookEnv, type SessionRunContext } from "../src/SessionRunHook.js";
+import { globalStepNameOf, readGlobalStep } from "./internal/globalStep.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** Options of {@link GlobalStepWaiterHook}. */
+export interface GlobalStepWaiterHookOptions {
+  /** The global step to wait for before the first run. `<= 0` never waits. */
+  readonly waitUntilStep: number;
+  /** Time source for the polling sleeps (default: the session's clock). */
+  readonly clock?: Clock | undefined;
+  /** Where progress goes (default: the session's logger). */
+  readonly logger?: Logger | undefined;
+}
+
+/** How long to sleep between two reads of the global step (TensorFlow: 0.5 s). */
+const POLL_MS = 500;
+/** Log progress when the step moved more than this since the last line. */
+const LOG_EVERY_STEPS = 1000;
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Blocks the first run until the global step is at least `waitUntilStep`, reading it every
+ * 0.5 s and logging progress every 1000 steps. Once reached, it never blocks again, and
+ * costs nothing per run.
+ *
+ * @example
+ * ```ts
+ * // Worker k starts once the chief has trained k * 1000 steps.
+ * const hooks = [new GlobalStepWaiterHook({ waitUntilStep: taskIndex * 1000 })];
+ * ```
+ */
+export class GlobalStepWaiterHook extends SessionRunHook {
+  private readonly waitUntilStep: number;
+  private readonly ownClock: Clock | undefined;
+  private readonly ownLogger: Logger | undefined;
+  private clock: Clock;
+  private logger: Logger;
+  private workerIsStarted = false;
+  private globalStepName: string | undefined;
+
+  constructor(options: GlobalStepWaiterHookOptions) {
+    super();
+    this.waitUntilStep = options.waitUntilStep;
+    this.ownClock = options.clock;
+    this.ownLogger = options.logger;
+    this.clock = options.clock ?? systemClock;
+    this.logger = options.logger ?? defaultLogger;
+  }
+
+  override begin(env?: HookEnv): void {
+    this.clock = this.ownClock ?? env?.clock ?? systemClock;
+    this.logger = this.ownLogger ?? env?.logger ?? defaultLogger;
+    this.workerIsStarted = false;
+  }
+
+  override afterCreateSession(session: Session): void {
+    this.globalStepName = globalStepNameOf(session, "GlobalStepWaiterHook");
+  }
+
+  override beforeRun(ctx: SessionRunContext): void | Promise<void> {
+    if (this.workerIsStarted) return;
+    if (!(this.waitUntilStep > 0)) {
+      this.workerIsStarted = true;
+      return;
+    }
+    return this.waitForStep(ctx.session);
+  }
+
+  private async waitForStep(session: Session): Promise<void> {
+    const name = this.globalStepName ?? globalStepNameOf(session, "GlobalStepWaiterHook");
+    const target = this.waitUntilStep;
+    this.logger.info(`Waiting for global step ${target} before starting training.`);
+    let lastLoggedStep = 0;
+    for (;;) {
+      const currentStep = await readGlobalStep(session, name);
+      if (currentStep >= target) {
+        this.workerIsStarted = true;
+        return;
+      }
+      if (currentStep - lastLoggedStep > LOG_EVERY_STEPS) {
+        this.logger.info(
+          `Waiting for global step ${target} before starting training. Current step is ${currentStep}.`,
+        );
+        lastLoggedStep = currentStep;
+      }
+      await this.clock.sleep(POLL_MS);
+    }
+  }
+}

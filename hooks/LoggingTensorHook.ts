@@ -1,0 +1,158 @@
+/**
+ * `LoggingTensorHook`: logs the values of named tensors every N local iterations, every N
+ * seconds and/or at the end (TensorFlow's `tf.estimator.LoggingTensorHook`).
+ *
+ * @module
+ */
+
+import { systemClock, type Clock } from "../src/Clock.js";
+import { ValueError } from "../src/errors.js";
+import { defaultLogger, type Logger } from "../src/Logger.js";
+import type { Session } from "../src/Session.js";
+import {
+  SessionRunArgs,
+  SessionRunHook,
+  type HookEnv,
+  type SessionRunContext,
+  type SessionRunValues,
+} from "../src/SessionRunHook.js";
+import { formatFixed3, formatValue } from "./internal/format.js";
+import { NeverTriggerTimer, SecondOrStepTimer, type HookTimer } from "./SecondOrStepTimer.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** Fetched values by tag, as given to a {@link LoggingTensorHookOptions.formatter}. */
+export type LoggedValues = Readonly<Record<string, unknown>>;
+
+/** Options of {@link LoggingTensorHook}: `atEnd` and/or exactly one of `everyNIter` and `everyNSecs`. */
+export interface LoggingTensorHookOptions {
+  /**
+   * What to log. An array of names logs each under its own name, in the given order; a record
+   * maps tags to names and logs them in sorted tag order.
+   */
+  readonly tensors: readonly string[] | Readonly<Record<string, string>>;
+  /** Log every this many local iterations (runs of this session, not global steps). */
+  readonly everyNIter?: number | undefined;
+  /** Log every this many seconds. */
+  readonly everyNSecs?: number | undefined;
+  /** Also fetch and log the tensors once more in `end`. */
+  readonly atEnd?: boolean | undefined;
+  /** Builds the whole log line from the values by tag (replaces the default format). */
+  readonly formatter?: ((values: LoggedValues) => string) | undefined;
+  /** Time source (default: the session's clock). */
+  readonly clock?: Clock | undefined;
+  /** Where lines go, at `info` (default: the session's logger). */
+  readonly logger?: Logger | undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Logs `"tag = value, tag = value (1.234 sec)"` on the first run, then every `everyNIter`
+ * iterations or `everyNSecs` seconds; the time is the one since the previous line and is left
+ * out of the first. The count is local: the first run of every session that `begin`s this hook
+ * logs, whatever the global step. Runs that do not log fetch nothing extra.
+ *
+ * @example
+ * ```ts
+ * new LoggingTensorHook({ tensors: { loss: "loss", step: "global_step" }, everyNIter: 100 });
+ * // INFO loss = 0.25, step = 1200 (3.517 sec)
+ * new LoggingTensorHook({ tensors: ["accuracy"], atEnd: true, formatter: (v) => `acc=${v["accuracy"]}` });
+ * ```
+ */
+export class LoggingTensorHook extends SessionRunHook {
+  private readonly tagOrder: readonly string[];
+  private readonly args: SessionRunArgs;
+  private readonly everyNIter: number | undefined;
+  private readonly everyNSecs: number | undefined;
+  private readonly onlyLogAtEnd: boolean;
+  private readonly atEnd: boolean;
+  private readonly formatter: ((values: LoggedValues) => string) | undefined;
+  private readonly ownClock: Clock | undefined;
+  private readonly ownLogger: Logger | undefined;
+  private timer: HookTimer;
+  private logger: Logger;
+  private iterCount = 0;
+  private shouldTrigger = false;
+
+  constructor(options: LoggingTensorHookOptions) {
+    super();
+    const { everyNIter, everyNSecs } = options;
+    const atEnd = options.atEnd === true;
+    const onlyLogAtEnd = atEnd && everyNIter === undefined && everyNSecs === undefined;
+    if (!onlyLogAtEnd && (everyNIter === undefined) === (everyNSecs === undefined)) {
+      throw new ValueError("either atEnd and/or exactly one of everyNIter and everyNSecs must be provided.");
+    }
+    if (everyNIter !== undefined && !(everyNIter > 0)) {
+      throw new ValueError(`invalid everyNIter=${everyNIter}.`);
+    }
+    const tensors = options.tensors as unknown;
+    let fetches: Record<string, string>;
+    if (Array.isArray(tensors)) {
+      this.tagOrder = [...(tensors as readonly string[])];
+      fetches = Object.fromEntries(this.tagOrder.map((name) => [name, name]));
+    } else if (typeof tensors === "object" && tensors !== null) {
+      fetches = { ...(tensors as Record<string, string>) };
+      this.tagOrder = Object.keys(fetches).sort();
+    } else {
+      throw new ValueError("tensors must be an array of names or a record of tags to names.");
+    }
+    for (const tag of this.tagOrder) {
+      if (typeof fetches[tag] !== "string") throw new ValueError(`tensors.${tag} must be a tensor name.`);
+    }
+    this.args = SessionRunArgs(fetches);
+    this.everyNIter = everyNIter;
+    this.everyNSecs = everyNSecs;
+    this.onlyLogAtEnd = onlyLogAtEnd;
+    this.atEnd = atEnd;
+    this.formatter = options.formatter;
+    this.ownClock = options.clock;
+    this.ownLogger = options.logger;
+    this.logger = options.logger ?? defaultLogger;
+    this.timer = this.makeTimer(options.clock ?? systemClock);
+  }
+
+  override begin(env?: HookEnv): void {
+    this.timer = this.makeTimer(this.ownClock ?? env?.clock ?? systemClock);
+    this.logger = this.ownLogger ?? env?.logger ?? defaultLogger;
+    this.iterCount = 0;
+  }
+
+  override beforeRun(_ctx: SessionRunContext): SessionRunArgs | undefined {
+    this.shouldTrigger = this.timer.shouldTriggerForStep(this.iterCount);
+    return this.shouldTrigger ? this.args : undefined;
+  }
+
+  override afterRun(_ctx: SessionRunContext, values: SessionRunValues): void {
+    if (this.shouldTrigger) this.logTensors(values.results as LoggedValues);
+    this.iterCount++;
+  }
+
+  override end(session: Session): void | Promise<void> {
+    if (!this.atEnd) return;
+    return session.run(this.args.fetches).then((values) => this.logTensors(values as LoggedValues));
+  }
+
+  private logTensors(values: LoggedValues): void {
+    const [elapsedSecs] = this.timer.updateLastTriggeredStep(this.iterCount);
+    if (this.formatter !== undefined) {
+      this.logger.info(this.formatter(values));
+      return;
+    }
+    let line = "";
+    for (const tag of this.tagOrder) {
+      line += `${line.length === 0 ? "" : ", "}${tag} = ${formatValue(values[tag])}`;
+    }
+    this.logger.info(elapsedSecs === undefined ? line : `${line} (${formatFixed3(elapsedSecs)} sec)`);
+  }
+
+  private makeTimer(clock: Clock): HookTimer {
+    return this.onlyLogAtEnd
+      ? new NeverTriggerTimer()
+      : new SecondOrStepTimer({ everySteps: this.everyNIter, everySecs: this.everyNSecs, clock });
+  }
+}

@@ -1,0 +1,95 @@
+/**
+ * `NanTensorHook`: stops training when the loss becomes NaN (TensorFlow's
+ * `tf.estimator.NanTensorHook`).
+ *
+ * @module
+ */
+
+import { NanLossDuringTrainingError } from "../src/errors.js";
+import { defaultLogger, type Logger } from "../src/Logger.js";
+import {
+  SessionRunArgs,
+  SessionRunHook,
+  type HookEnv,
+  type SessionRunContext,
+  type SessionRunValues,
+} from "../src/SessionRunHook.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** Options of {@link NanTensorHook}. */
+export interface NanTensorHookOptions {
+  /** The name of the loss to watch. */
+  readonly lossTensor: string;
+  /**
+   * `true` (the default): throw `NanLossDuringTrainingError`. `false`: log a warning and
+   * request a stop.
+   */
+  readonly failOnNanLoss?: boolean | undefined;
+  /** Where the divergence message goes (default: the session's logger). */
+  readonly logger?: Logger | undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Fetches the loss with every run and, if it is NaN, logs "Model diverged with loss = NaN." and
+ * either throws {@link NanLossDuringTrainingError} or requests a stop. A tensor loss counts as
+ * NaN if any element is.
+ *
+ * @example
+ * ```ts
+ * const hooks = [new NanTensorHook({ lossTensor: "loss" })];
+ * // a diverging model: sess.run("train") rejects with NanLossDuringTrainingError
+ * ```
+ */
+export class NanTensorHook extends SessionRunHook {
+  private readonly args: SessionRunArgs;
+  private readonly failOnNanLoss: boolean;
+  private readonly ownLogger: Logger | undefined;
+  private logger: Logger;
+
+  constructor(options: NanTensorHookOptions) {
+    super();
+    this.args = SessionRunArgs(options.lossTensor);
+    this.failOnNanLoss = options.failOnNanLoss ?? true;
+    this.ownLogger = options.logger;
+    this.logger = options.logger ?? defaultLogger;
+  }
+
+  override begin(env?: HookEnv): void {
+    this.logger = this.ownLogger ?? env?.logger ?? defaultLogger;
+  }
+
+  override beforeRun(_ctx: SessionRunContext): SessionRunArgs {
+    return this.args;
+  }
+
+  override afterRun(ctx: SessionRunContext, values: SessionRunValues): void {
+    if (!isNan(values.results)) return;
+    const failureMessage = "Model diverged with loss = NaN.";
+    if (this.failOnNanLoss) {
+      this.logger.error(failureMessage);
+      throw new NanLossDuringTrainingError();
+    }
+    this.logger.warn(failureMessage);
+    // No error: a stop without an exception.
+    ctx.requestStop();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+const isNan = (v: unknown): boolean => {
+  if (typeof v === "number") return Number.isNaN(v);
+  if (v instanceof Float32Array || v instanceof Float64Array) return v.some(Number.isNaN);
+  if (Array.isArray(v)) return v.some(isNan);
+  if (typeof v === "object" && v !== null && "data" in v) return isNan((v as { data: unknown }).data);
+  return false;
+};

@@ -1,0 +1,174 @@
+/**
+ * `StepCounterHook`: measures training speed in global steps per second, logs it and writes it
+ * as a scalar summary (TensorFlow's `tf.estimator.StepCounterHook`).
+ *
+ * @module
+ */
+
+import { systemClock, type Clock } from "../src/Clock.js";
+import { ValueError } from "../src/errors.js";
+import { defaultLogger, type Logger } from "../src/Logger.js";
+import type { Session } from "../src/Session.js";
+import {
+  SessionRunArgs,
+  SessionRunHook,
+  type HookEnv,
+  type SessionRunContext,
+  type SessionRunValues,
+} from "../src/SessionRunHook.js";
+import { formatG } from "./internal/format.js";
+import { globalStepNameOf, readGlobalStep, stepValue } from "./internal/globalStep.js";
+import { SecondOrStepTimer } from "./SecondOrStepTimer.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** Where the hook writes its `<global step>/sec` scalar (a summary writer, a metrics sink...). */
+export interface ScalarSummaryWriter {
+  addScalar(tag: string, value: number, step: number): void;
+}
+
+/** Options of {@link StepCounterHook}: exactly one of `everyNSteps` and `everyNSecs`. */
+export interface StepCounterHookOptions {
+  /**
+   * Measure every this many global steps. Defaults to 100 as in TensorFlow, so counting by
+   * seconds needs `everyNSteps: null`.
+   */
+  readonly everyNSteps?: number | null | undefined;
+  /** Measure every this many seconds. */
+  readonly everyNSecs?: number | null | undefined;
+  /** Receives `<global step name>/sec` at the true global step of each measurement. */
+  readonly summaryWriter?: ScalarSummaryWriter | undefined;
+  /** Time source (default: the session's clock). */
+  readonly clock?: Clock | undefined;
+  /** Where the rate and warnings go (default: the session's logger). */
+  readonly logger?: Logger | undefined;
+  /**
+   * @internal How many global steps one run advances (TensorFlow's `_set_steps_per_run`,
+   * used by multi-step loops). Default 1.
+   */
+  readonly stepsPerRun?: number | undefined;
+}
+
+const MAX_NOT_INCREASED_WARNINGS = 5;
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Logs `"<global step name>/sec: <rate>"` every `everyNSteps` steps or `everyNSecs` seconds and
+ * writes the rate to `summaryWriter` at the true global step. The first measurement only
+ * anchors the timer: with `everyNSteps: 10` over 30 runs, rates appear at steps 11 and 21.
+ *
+ * If the global step does not move between runs, it warns (at most 5 times) that the train op
+ * probably does not increment it.
+ *
+ * @example
+ * ```ts
+ * const hooks = [new StepCounterHook({ everyNSteps: 500, summaryWriter: writer })];
+ * // INFO global_step/sec: 1234.5
+ * ```
+ */
+export class StepCounterHook extends SessionRunHook {
+  private timer: SecondOrStepTimer;
+  private readonly everyNSteps: number | undefined;
+  private readonly everyNSecs: number | undefined;
+  private readonly stepsPerRun: number;
+  private readonly summaryWriter: ScalarSummaryWriter | undefined;
+  private readonly ownClock: Clock | undefined;
+  private readonly ownLogger: Logger | undefined;
+  private logger: Logger;
+  private globalStepName: string | undefined;
+  private args: SessionRunArgs | undefined;
+  private summaryTag = "";
+  private lastGlobalStep: number | undefined;
+  private notIncreasedWarnings = 0;
+
+  constructor(options: StepCounterHookOptions = {}) {
+    super();
+    // `null` is Python's None: `undefined` takes TensorFlow's default of 100.
+    const everyNSteps = options.everyNSteps === undefined ? 100 : (options.everyNSteps ?? undefined);
+    const everyNSecs = options.everyNSecs ?? undefined;
+    if ((everyNSteps === undefined) === (everyNSecs === undefined)) {
+      throw new ValueError(
+        "exactly one of everyNSteps and everyNSecs should be provided (everyNSteps defaults to 100: pass everyNSteps: null to count by seconds).",
+      );
+    }
+    this.everyNSteps = everyNSteps;
+    this.everyNSecs = everyNSecs;
+    this.stepsPerRun = options.stepsPerRun ?? 1;
+    this.summaryWriter = options.summaryWriter;
+    this.ownClock = options.clock;
+    this.ownLogger = options.logger;
+    this.logger = options.logger ?? defaultLogger;
+    this.timer = this.makeTimer(options.clock ?? systemClock);
+  }
+
+  override begin(env?: HookEnv): void {
+    this.timer = this.makeTimer(this.ownClock ?? env?.clock ?? systemClock);
+    this.logger = this.ownLogger ?? env?.logger ?? defaultLogger;
+    this.lastGlobalStep = undefined;
+    this.notIncreasedWarnings = 0;
+  }
+
+  override afterCreateSession(session: Session): void {
+    this.resolve(session);
+  }
+
+  override beforeRun(ctx: SessionRunContext): SessionRunArgs {
+    return this.args ?? this.resolve(ctx.session);
+  }
+
+  override afterRun(ctx: SessionRunContext, values: SessionRunValues): void | Promise<void> {
+    const stale = stepValue(values.results);
+    if (this.timer.shouldTriggerForStep(stale + this.stepsPerRun)) {
+      // The fetched step predates this run's increment: measure at the true one.
+      return readGlobalStep(ctx.session, this.globalStepName as string).then((step) => {
+        this.measure(step);
+        this.checkIncreased(stale);
+      });
+    }
+    this.checkIncreased(stale);
+  }
+
+  private measure(step: number): void {
+    if (!this.timer.shouldTriggerForStep(step)) return;
+    const [elapsedSecs, elapsedSteps] = this.timer.updateLastTriggeredStep(step);
+    // TensorFlow divides by zero here (its float clock makes that a freak event). A
+    // millisecond clock can see two triggers in one tick, which has no rate: skip it.
+    if (elapsedSecs === undefined || elapsedSecs <= 0) return;
+    const stepsPerSec = elapsedSteps / elapsedSecs;
+    this.summaryWriter?.addScalar(this.summaryTag, stepsPerSec, step);
+    this.logger.info(`${this.summaryTag}: ${formatG(stepsPerSec)}`, { step, stepsPerSec });
+  }
+
+  private checkIncreased(stale: number): void {
+    // Compared with the previous stale read, not the timer's step, which may come from a
+    // different read.
+    if (stale === this.lastGlobalStep && this.notIncreasedWarnings < MAX_NOT_INCREASED_WARNINGS) {
+      this.notIncreasedWarnings++;
+      this.logger.warn(
+        `It seems that global step (${this.globalStepName as string}) has not been increased. ` +
+          `Current value (could be stable): ${stale} vs previous value: ${this.lastGlobalStep}. ` +
+          "You could increase the global step by incrementing it in your train op.",
+      );
+    }
+    this.lastGlobalStep = stale;
+  }
+
+  private resolve(session: Session): SessionRunArgs {
+    const name = globalStepNameOf(session, "StepCounterHook");
+    if (name !== this.globalStepName || this.args === undefined) {
+      this.globalStepName = name;
+      this.summaryTag = `${name}/sec`;
+      this.args = SessionRunArgs(name);
+    }
+    return this.args;
+  }
+
+  private makeTimer(clock: Clock): SecondOrStepTimer {
+    return new SecondOrStepTimer({ everySteps: this.everyNSteps, everySecs: this.everyNSecs, clock });
+  }
+}

@@ -1,0 +1,44 @@
+/**
+ * The built-in session run hooks, imported as `monitored-session/hooks`. Each is TensorFlow's
+ * hook of the same name, with options in camelCase.
+ *
+ * @example
+ * ```ts
+ * import { StopAtStepHook, StepCounterHook, NanTensorHook } from "monitored-session/hooks";
+ * const hooks = [new StopAtStepHook({ lastStep: 1000 }), new NanTensorHook({ lossTensor: "loss" })];
+ * ```
+ *
+ * @module
+ */
+
+/* Timers */
+export {
+  NeverTriggerTimer,
+  SecondOrStepTimer,
+  type ElapsedSinceTrigger,
+  type HookTimer,
+  type SecondOrStepTimerOptions,
+} from "./SecondOrStepTimer.js";
+
+/* Stopping */
+export { StopAtStepHook, type StopAtStepHookOptions } from "./StopAtStepHook.js";
+export { NanTensorHook, type NanTensorHookOptions } from "./NanTensorHook.js";
+
+/* Logging and metrics */
+export {
+  LoggingTensorHook,
+  type LoggedValues,
+  type LoggingTensorHookOptions,
+} from "./LoggingTensorHook.js";
+export {
+  StepCounterHook,
+  type ScalarSummaryWriter,
+  type StepCounterHookOptions,
+} from "./StepCounterHook.js";
+
+/* Inputs and final ops */
+export { FeedFnHook, type FeedFnHookOptions } from "./FeedFnHook.js";
+export { FinalOpsHook, type FinalOpsHookOptions } from "./FinalOpsHook.js";
+
+/* Distributed start */
+export { GlobalStepWaiterHook, type GlobalStepWaiterHookOptions } from "./GlobalStepWaiterHook.js";
