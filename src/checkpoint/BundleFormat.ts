@@ -1,0 +1,538 @@
+/**
+ * The on-disk checkpoint format (version 1): a checkpoint at `<prefix>` is two files,
+ *
+ * - `<prefix>.data-00000-of-00001`: the tensors' bytes, little-endian, each tensor starting at
+ *   an 8-byte-aligned offset (zero padding between), strings as `u32 byte length + UTF-8`;
+ * - `<prefix>.index`: a JSON manifest naming each tensor's dtype, shape, byte range and
+ *   CRC32C, plus a CRC32C of the manifest's own canonical body.
+ *
+ * Both are written under temporary names, fsynced and renamed (data first, index last), so an
+ * index on disk means a complete checkpoint. Reading verifies every checksum before returning
+ * anything. See docs/checkpoints.md for the byte layout and the crash guarantees.
+ *
+ * @module
+ */
+
+import { crc32c } from "@node-rs/crc32";
+import { isLeft } from "fp-ts/lib/Either.js";
+import * as t from "io-ts";
+import { open, readFile, rename } from "node:fs/promises";
+import { endianness } from "node:os";
+import { dirname } from "node:path";
+
+import { DataLossError, InvalidArgumentError, NotFoundError } from "../errors.js";
+import { DTYPES, numElements, type DType, type TensorValue } from "../Tensor.js";
+import { decodeWith, NonNegativeInt, SafeInt, strictType, Uint32 } from "./internal/decode.js";
+import { assertValidPath, fsyncDir, hold, releaseTemp, tempPathFor, unlinkIfExists, writeAll } from "./internal/files.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** The `format` field of every manifest. */
+export const BUNDLE_FORMAT = "monitored-session/checkpoint";
+/** The manifest version this library writes and reads. */
+export const BUNDLE_VERSION = 1;
+/** The suffix of the manifest file. */
+export const INDEX_SUFFIX = ".index";
+/** The suffix of the single data shard. */
+export const DATA_SUFFIX = ".data-00000-of-00001";
+/** Every tensor starts at a multiple of this many bytes, so it can be viewed without a copy. */
+export const ALIGNMENT_BYTES = 8;
+
+const DTypeCodec = t.keyof(Object.fromEntries(DTYPES.map((d) => [d, null])) as Record<DType, null>, "a dtype");
+
+/** One tensor's entry in the manifest. */
+export const TensorEntryCodec = strictType(
+  {
+    name: t.string,
+    dtype: DTypeCodec,
+    shape: t.array(NonNegativeInt),
+    offset: NonNegativeInt,
+    length: NonNegativeInt,
+    crc32c: Uint32,
+  },
+  "TensorEntry",
+);
+
+/** The `.index` manifest, version 1. */
+export const ManifestCodec = strictType(
+  {
+    format: t.literal(BUNDLE_FORMAT),
+    version: t.literal(BUNDLE_VERSION),
+    step: SafeInt,
+    createdAtMs: SafeInt,
+    dataBytes: NonNegativeInt,
+    tensors: t.array(TensorEntryCodec),
+    checksum: Uint32,
+  },
+  "Manifest",
+);
+
+/** A tensor's entry in the manifest. */
+export type TensorEntry = t.TypeOf<typeof TensorEntryCodec>;
+/** A decoded, verified manifest. */
+export type Manifest = t.TypeOf<typeof ManifestCodec>;
+
+/** What reading a checkpoint yields. */
+export interface CheckpointContents {
+  /** The step recorded at save time. */
+  readonly step: number;
+  /** The save time, epoch milliseconds (from the saver's clock). */
+  readonly createdAtMs: number;
+  /** The variables. Numeric tensors view one shared buffer (no per-tensor copy). */
+  readonly values: Map<string, TensorValue>;
+}
+
+/** Metadata written with a checkpoint. */
+export interface BundleMetadata {
+  readonly step: number;
+  readonly createdAtMs: number;
+}
+
+const BYTES_PER_ELEMENT: Record<Exclude<DType, "string">, number> = {
+  float32: 4,
+  float64: 8,
+  int32: 4,
+  int64: 8,
+  bool: 1,
+};
+
+/** Bytes per I/O call; the CRC of one chunk overlaps the write or read of the next. */
+const CHUNK_BYTES = 8 * 1024 * 1024;
+const LITTLE_ENDIAN_HOST = endianness() === "LE";
+const ZEROS = new Uint8Array(ALIGNMENT_BYTES);
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/** The manifest path of the checkpoint at `prefix`. */
+export const indexPath = (prefix: string): string => `${prefix}${INDEX_SUFFIX}`;
+/** The data path of the checkpoint at `prefix`. */
+export const dataPath = (prefix: string): string => `${prefix}${DATA_SUFFIX}`;
+
+// ---------------------------------------------------------------------------------------------
+// operations
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Writes `values` as a checkpoint at `prefix`, crash-safely: data and index go to temporary
+ * names and are fsynced, then renamed (data, then index) and the directory fsynced. Resolves
+ * once the checkpoint is durable. Throws `InvalidArgumentError` (naming the variable) for a
+ * malformed tensor before touching the disk.
+ *
+ * `values` must not be mutated until the returned promise settles (its buffers are written
+ * in place, without a copy).
+ */
+export const writeBundle = async (
+  prefix: string,
+  values: ReadonlyMap<string, TensorValue>,
+  meta: BundleMetadata,
+): Promise<Manifest> => {
+  assertValidPath(prefix);
+  if (!Number.isSafeInteger(meta.step)) throw new InvalidArgumentError(`checkpoint step ${meta.step} is not a safe integer`);
+  const layout = planLayout(values);
+  const dir = dirname(prefix);
+  const finalData = dataPath(prefix);
+  const finalIndex = indexPath(prefix);
+  const dataTmp = tempPathFor(finalData);
+  const indexTmp = tempPathFor(finalIndex);
+  // Between the two renames the data file has no index; cleanup must not take it for a leftover.
+  hold(finalData);
+  try {
+    const crcs = await writeDataFile(dataTmp, layout);
+    const tensors: TensorEntry[] = layout.entries.map((e, i) => ({
+      name: e.name,
+      dtype: e.dtype,
+      shape: [...e.shape],
+      offset: e.offset,
+      length: e.bytes.byteLength,
+      crc32c: crcs[i] as number,
+    }));
+    const body = { format: BUNDLE_FORMAT, version: BUNDLE_VERSION, step: meta.step, createdAtMs: meta.createdAtMs, dataBytes: layout.totalBytes, tensors } as const;
+    const manifest: Manifest = { ...body, checksum: manifestChecksum(body) };
+    const fh = await open(indexTmp, "wx", 0o644);
+    try {
+      await writeAll(fh, [Buffer.from(`${JSON.stringify(manifest, null, 1)}\n`, "utf8")], 0);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    // An older checkpoint with the same prefix is made invisible first, so that its index is
+    // never paired with the new data.
+    if (await unlinkIfExists(finalIndex)) await fsyncDir(dir);
+    await rename(dataTmp, finalData);
+    await rename(indexTmp, finalIndex);
+    await fsyncDir(dir);
+    return manifest;
+  } catch (e) {
+    await unlinkIfExists(dataTmp).catch(() => undefined);
+    await unlinkIfExists(indexTmp).catch(() => undefined);
+    throw e;
+  } finally {
+    releaseTemp(dataTmp);
+    releaseTemp(indexTmp);
+    releaseTemp(finalData);
+  }
+};
+
+/**
+ * Reads and decodes the manifest at `<prefix>.index`, verifying its checksum.
+ * Throws `NotFoundError` if it is missing and `DataLossError` listing every problem otherwise.
+ */
+export const readManifest = async (prefix: string): Promise<Manifest> => {
+  assertValidPath(prefix);
+  const path = indexPath(prefix);
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") {
+      throw new NotFoundError(`checkpoint index ${path} not found`, { cause: e });
+    }
+    throw e;
+  }
+  return parseManifest(text, path);
+};
+
+/**
+ * Decodes a manifest's text. Throws `DataLossError` listing every problem, each with its
+ * path, or a checksum mismatch.
+ */
+export const parseManifest = (text: string, path = "(manifest)"): Manifest => {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new DataLossError(`checkpoint index ${path} is not valid JSON (truncated or corrupt): ${(e as Error).message}`, { cause: e });
+  }
+  // The version is checked on its own first, so a newer file gets a clear message.
+  if (typeof json === "object" && json !== null && "version" in json && (json as { version: unknown }).version !== BUNDLE_VERSION) {
+    const v = (json as { version: unknown }).version;
+    throw new DataLossError(
+      `checkpoint index ${path} has format version ${JSON.stringify(v)}; this library reads version ${BUNDLE_VERSION}`,
+    );
+  }
+  const decoded = decodeWith(ManifestCodec, json);
+  if (isLeft(decoded)) {
+    throw new DataLossError(`checkpoint index ${path} is invalid:\n  ${decoded.left.join("\n  ")}`);
+  }
+  const m = decoded.right;
+  const expected = manifestChecksum(m);
+  if (expected !== m.checksum) {
+    throw new DataLossError(
+      `checkpoint index ${path} is corrupt: manifest checksum is ${hex(m.checksum)} but its body hashes to ${hex(expected)}`,
+    );
+  }
+  const problems = checkLayout(m);
+  if (problems.length > 0) {
+    throw new DataLossError(`checkpoint index ${path} is inconsistent:\n  ${problems.join("\n  ")}`);
+  }
+  return m;
+};
+
+/**
+ * Reads the checkpoint at `prefix`, verifying the manifest checksum, the data file's size and
+ * every tensor's CRC32C before returning anything. Throws `NotFoundError` for a missing
+ * checkpoint and `DataLossError` (naming the file and the variables) for a corrupt one.
+ */
+export const readBundle = async (prefix: string): Promise<CheckpointContents> => {
+  const manifest = await readManifest(prefix);
+  const path = dataPath(prefix);
+  let fh;
+  try {
+    fh = await open(path, "r");
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") {
+      throw new DataLossError(`checkpoint data ${path} is missing (its index exists)`, { cause: e });
+    }
+    throw e;
+  }
+  let buffer: Buffer;
+  let crcs: number[];
+  try {
+    const { size } = await fh.stat();
+    if (size !== manifest.dataBytes) {
+      throw new DataLossError(
+        `checkpoint data ${path} has ${size} bytes but its index says ${manifest.dataBytes} (${size < manifest.dataBytes ? "truncated" : "extended"})`,
+      );
+    }
+    buffer = Buffer.allocUnsafeSlow(size);
+    crcs = await readDataFile(fh, buffer, manifest.tensors, path);
+  } finally {
+    await fh.close();
+  }
+  const bad = manifest.tensors.filter((e, i) => crcs[i] !== e.crc32c);
+  if (bad.length > 0) {
+    throw new DataLossError(
+      `checkpoint data ${path} is corrupt: CRC32C mismatch for ${bad.map((e) => JSON.stringify(e.name)).join(", ")}`,
+    );
+  }
+  const values = new Map<string, TensorValue>();
+  for (const e of manifest.tensors) values.set(e.name, decodeTensor(buffer, e, path));
+  return { step: manifest.step, createdAtMs: manifest.createdAtMs, values };
+};
+
+/** Deletes a checkpoint's files: the index first (so it disappears atomically), then the data. */
+export const removeBundle = async (prefix: string): Promise<void> => {
+  assertValidPath(prefix);
+  await unlinkIfExists(indexPath(prefix));
+  await unlinkIfExists(dataPath(prefix));
+};
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The manifest's checksum: CRC32C of the UTF-8 JSON of its fields as an array in a fixed
+ * order, so key order and whitespace in the file do not matter.
+ */
+export const manifestChecksum = (m: Omit<Manifest, "checksum">): number =>
+  crc32c(
+    Buffer.from(
+      JSON.stringify([
+        m.format,
+        m.version,
+        m.step,
+        m.createdAtMs,
+        m.dataBytes,
+        m.tensors.map((e) => [e.name, e.dtype, e.shape, e.offset, e.length, e.crc32c]),
+      ]),
+      "utf8",
+    ),
+  );
+
+interface PlannedTensor {
+  readonly name: string;
+  readonly dtype: DType;
+  readonly shape: readonly number[];
+  readonly offset: number;
+  /** The little-endian bytes (a view of the tensor's own buffer where possible). */
+  readonly bytes: Uint8Array;
+}
+
+interface Layout {
+  readonly entries: readonly PlannedTensor[];
+  readonly totalBytes: number;
+}
+
+const planLayout = (values: ReadonlyMap<string, TensorValue>): Layout => {
+  const entries: PlannedTensor[] = [];
+  let offset = 0;
+  for (const [name, value] of values) {
+    if (name.length === 0) throw new InvalidArgumentError("a checkpointed variable name must not be empty");
+    const bytes = tensorBytes(name, value);
+    entries.push({ name, dtype: value.dtype, shape: value.shape, offset, bytes });
+    offset = align(offset + bytes.byteLength);
+  }
+  const last = entries[entries.length - 1];
+  return { entries, totalBytes: last === undefined ? 0 : last.offset + last.bytes.byteLength };
+};
+
+const tensorBytes = (name: string, value: TensorValue): Uint8Array => {
+  const where = `variable ${JSON.stringify(name)}`;
+  if (!DTYPES.includes(value.dtype)) throw new InvalidArgumentError(`${where} has unknown dtype ${String(value.dtype)}`);
+  for (const d of value.shape) {
+    if (!Number.isSafeInteger(d) || d < 0) throw new InvalidArgumentError(`${where} has invalid shape [${value.shape.join(", ")}]`);
+  }
+  const n = numElements(value.shape);
+  if (value.data.length !== n) {
+    throw new InvalidArgumentError(`${where} has shape [${value.shape.join(", ")}] (${n} elements) but ${value.data.length} elements`);
+  }
+  if (value.dtype === "string") {
+    const data = value.data as readonly string[];
+    let total = 0;
+    const lengths: number[] = [];
+    for (let i = 0; i < data.length; i++) {
+      const s = data[i];
+      if (typeof s !== "string") throw new InvalidArgumentError(`${where} element ${i} is not a string`);
+      if (LONE_SURROGATE.test(s)) {
+        throw new InvalidArgumentError(`${where} element ${i} is not well-formed Unicode (lone surrogate); UTF-8 cannot store it exactly`);
+      }
+      const len = Buffer.byteLength(s, "utf8");
+      lengths.push(len);
+      total += 4 + len;
+    }
+    const out = Buffer.allocUnsafe(total);
+    let at = 0;
+    for (let i = 0; i < data.length; i++) {
+      const len = lengths[i] as number;
+      out.writeUInt32LE(len, at);
+      at += 4;
+      at += out.write(data[i] as string, at, len, "utf8");
+    }
+    return out;
+  }
+  const ctor = STORAGE[value.dtype];
+  if (!(value.data instanceof ctor)) {
+    throw new InvalidArgumentError(`${where} has dtype ${value.dtype} but its data is not a ${ctor.name}`);
+  }
+  const data = value.data as Exclude<TensorValue["data"], readonly string[]>;
+  const view = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  return LITTLE_ENDIAN_HOST ? view : swapBytes(view, BYTES_PER_ELEMENT[value.dtype]);
+};
+
+const STORAGE = {
+  float32: Float32Array,
+  float64: Float64Array,
+  int32: Int32Array,
+  int64: BigInt64Array,
+  bool: Uint8Array,
+} as const;
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * Writes the data file with the layout's pieces, in batches of about {@link CHUNK_BYTES}. While
+ * one batch is written (on libuv's thread pool), the CRCs of its pieces are computed on this
+ * thread, so checksumming costs little wall time and never blocks for more than one chunk.
+ */
+const writeDataFile = async (path: string, layout: Layout): Promise<number[]> => {
+  const crcs = layout.entries.map(() => 0);
+  const fh = await open(path, "wx", 0o644);
+  try {
+    let batch: { piece: Uint8Array; tensor: number }[] = [];
+    let batchBytes = 0;
+    let batchStart = 0;
+    let position = 0;
+    let inflight: Promise<void> = Promise.resolve();
+    const flushBatch = async (): Promise<void> => {
+      const pieces = batch;
+      const start = batchStart;
+      batch = [];
+      batchBytes = 0;
+      batchStart = position;
+      await inflight;
+      inflight = writeAll(fh, pieces.map((p) => p.piece), start);
+      // Prevent an unhandled rejection while the CRCs run; the error surfaces at the next await.
+      inflight.catch(() => undefined);
+      for (const p of pieces) if (p.tensor >= 0) crcs[p.tensor] = crc32c(p.piece, crcs[p.tensor]);
+    };
+    const push = async (piece: Uint8Array, tensor: number): Promise<void> => {
+      batch.push({ piece, tensor });
+      batchBytes += piece.byteLength;
+      position += piece.byteLength;
+      if (batchBytes >= CHUNK_BYTES) await flushBatch();
+    };
+    for (let i = 0; i < layout.entries.length; i++) {
+      const e = layout.entries[i] as PlannedTensor;
+      if (e.offset > position) await push(ZEROS.subarray(0, e.offset - position), -1);
+      for (let at = 0; at < e.bytes.byteLength; at += CHUNK_BYTES) {
+        await push(e.bytes.subarray(at, Math.min(at + CHUNK_BYTES, e.bytes.byteLength)), i);
+      }
+      if (e.bytes.byteLength === 0) crcs[i] = crc32c(e.bytes, 0);
+    }
+    if (batch.length > 0) await flushBatch();
+    await inflight;
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  return crcs;
+};
+
+/**
+ * Reads the whole data file into `buffer` in chunks; the CRCs of one chunk's tensor ranges are
+ * computed while the next chunk is read.
+ */
+const readDataFile = async (
+  fh: Awaited<ReturnType<typeof open>>,
+  buffer: Buffer,
+  tensors: readonly TensorEntry[],
+  path: string,
+): Promise<number[]> => {
+  const crcs = tensors.map(() => 0);
+  // Tensors sorted by offset, walked with a cursor as chunks arrive.
+  const order = tensors.map((_, i) => i).sort((a, b) => (tensors[a] as TensorEntry).offset - (tensors[b] as TensorEntry).offset);
+  const readChunk = async (start: number): Promise<number> => {
+    const end = Math.min(start + CHUNK_BYTES, buffer.byteLength);
+    let at = start;
+    while (at < end) {
+      const { bytesRead } = await fh.read(buffer, at, end - at, at);
+      if (bytesRead === 0) throw new DataLossError(`checkpoint data ${path} ended early at byte ${at} (truncated while reading)`);
+      at += bytesRead;
+    }
+    return end;
+  };
+  const checksum = (from: number, to: number): void => {
+    for (const i of order) {
+      const e = tensors[i] as TensorEntry;
+      const a = Math.max(from, e.offset);
+      const b = Math.min(to, e.offset + e.length);
+      if (a < b) crcs[i] = crc32c(buffer.subarray(a, b), crcs[i]);
+    }
+  };
+  let done = 0;
+  let next: Promise<number> | undefined = buffer.byteLength > 0 ? readChunk(0) : undefined;
+  while (next !== undefined) {
+    const end = await next;
+    next = end < buffer.byteLength ? readChunk(end) : undefined;
+    next?.catch(() => undefined);
+    checksum(done, end);
+    done = end;
+  }
+  return crcs;
+};
+
+const decodeTensor = (buffer: Buffer, e: TensorEntry, path: string): TensorValue => {
+  const n = numElements(e.shape);
+  const bytes = buffer.subarray(e.offset, e.offset + e.length);
+  if (e.dtype === "string") {
+    const out: string[] = [];
+    let at = 0;
+    for (let i = 0; i < n; i++) {
+      if (at + 4 > bytes.byteLength) throw new DataLossError(`checkpoint data ${path}: string tensor ${JSON.stringify(e.name)} is cut short`);
+      const len = bytes.readUInt32LE(at);
+      at += 4;
+      if (at + len > bytes.byteLength) throw new DataLossError(`checkpoint data ${path}: string tensor ${JSON.stringify(e.name)} is cut short`);
+      out.push(bytes.toString("utf8", at, at + len));
+      at += len;
+    }
+    if (at !== bytes.byteLength) throw new DataLossError(`checkpoint data ${path}: string tensor ${JSON.stringify(e.name)} has trailing bytes`);
+    return { dtype: "string", shape: [...e.shape], data: out };
+  }
+  const size = BYTES_PER_ELEMENT[e.dtype];
+  const source = LITTLE_ENDIAN_HOST ? bytes : swapBytes(bytes, size);
+  const ctor = STORAGE[e.dtype];
+  // The buffer is freshly allocated with byteOffset 0 and offsets are aligned, so this is a view.
+  const buf = source.buffer as ArrayBuffer;
+  const data =
+    source.byteOffset % size === 0
+      ? new ctor(buf, source.byteOffset, n)
+      : new ctor(buf.slice(source.byteOffset, source.byteOffset + source.byteLength));
+  return { dtype: e.dtype, shape: [...e.shape], data } as TensorValue;
+};
+
+/** Problems a well-formed manifest may still have: sizes, bounds, alignment, duplicates. */
+const checkLayout = (m: Manifest): string[] => {
+  const problems: string[] = [];
+  const names = new Set<string>();
+  m.tensors.forEach((e, i) => {
+    const at = `tensors[${i}] (${JSON.stringify(e.name)})`;
+    if (names.has(e.name)) problems.push(`${at}: duplicate variable name`);
+    names.add(e.name);
+    if (e.name.length === 0) problems.push(`${at}: empty variable name`);
+    const n = numElements(e.shape);
+    if (e.dtype === "string") {
+      if (e.length < 4 * n) problems.push(`${at}: ${e.length} bytes cannot hold ${n} strings`);
+    } else {
+      const size = BYTES_PER_ELEMENT[e.dtype];
+      if (e.length !== n * size) problems.push(`${at}: ${e.dtype}[${e.shape.join(", ")}] needs ${n * size} bytes, index says ${e.length}`);
+      if (e.offset % size !== 0) problems.push(`${at}: offset ${e.offset} is not aligned to ${size} bytes`);
+    }
+    if (e.offset + e.length > m.dataBytes) problems.push(`${at}: bytes ${e.offset}..${e.offset + e.length} lie beyond the data size ${m.dataBytes}`);
+  });
+  return problems;
+};
+
+const align = (n: number): number => Math.ceil(n / ALIGNMENT_BYTES) * ALIGNMENT_BYTES;
+
+const swapBytes = (src: Uint8Array, size: number): Uint8Array => {
+  const out = new Uint8Array(src.byteLength);
+  for (let i = 0; i < src.byteLength; i += size) for (let j = 0; j < size; j++) out[i + j] = src[i + size - 1 - j] as number;
+  return out;
+};
+
+const hex = (n: number): string => `0x${n.toString(16).padStart(8, "0")}`;

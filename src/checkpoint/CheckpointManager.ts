@@ -1,0 +1,521 @@
+/**
+ * `CheckpointManager`: numbered checkpoints in a directory, with retention and a `checkpoint`
+ * state file (TensorFlow's `tf.train.CheckpointManager`). It decides when to save (step
+ * interval gating), names checkpoints `<dir>/<checkpointName>-<n>`, records them in the state
+ * file, deletes old ones (`maxToKeep`, `keepCheckpointEveryNHours` or a custom
+ * {@link RetentionPolicy}), and restores the newest checkpoint that verifies.
+ *
+ * @example
+ * ```ts
+ * const manager = await CheckpointManager.create({ directory: "/tmp/run", maxToKeep: 3 });
+ * await manager.restoreOrInitialize(session.variables);
+ * // ... train ...
+ * await manager.save(session.variables, { checkpointNumber: step });
+ * ```
+ *
+ * @module
+ */
+
+import { readdir } from "node:fs/promises";
+import { join, resolve } from "node:path";
+
+import { systemClock, type Clock } from "../Clock.js";
+import { DataLossError, NotFoundError, ValueError } from "../errors.js";
+import { defaultLogger, type Logger } from "../Logger.js";
+import type { VariableStore } from "../Session.js";
+import type { TensorValue } from "../Tensor.js";
+import { CHECKPOINT_STATE_FILENAME, getCheckpointState, updateCheckpointState } from "./CheckpointState.js";
+import { assertPlainName, isStaleTemp, resolveInside, TEMP_MARKER, unlinkIfExists } from "./internal/files.js";
+import { BundleSaver, toSnapshot, type SaveSource, type Saver } from "./Saver.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** A checkpoint the manager tracks (and may delete). */
+export interface ManagedCheckpoint {
+  /** The absolute prefix (`<dir>/<name>-<n>`). */
+  readonly path: string;
+  /** When it was recorded, Unix seconds. */
+  readonly timestamp: number;
+  /** The `<n>` of its name, or `null` if the name has no numeric suffix. */
+  readonly checkpointNumber: number | null;
+}
+
+/** What a {@link RetentionPolicy} sees. */
+export interface RetentionContext {
+  /** The clock's time, Unix seconds. */
+  readonly now: number;
+  /** The newest checkpoint (always kept, whatever the policy says). */
+  readonly latest: string;
+  /** The last preserved timestamp, Unix seconds. */
+  readonly lastPreservedTimestamp: number;
+}
+
+/** A retention decision: what stays managed, and what is kept forever but no longer managed. */
+export interface RetentionDecision {
+  /** Paths that stay managed. */
+  readonly keep: readonly string[];
+  /** Paths kept on disk forever and dropped from the state file (like `keepCheckpointEveryNHours`). */
+  readonly preserve?: readonly string[];
+}
+
+/**
+ * Decides which managed checkpoints to keep after each save. Checkpoints in neither `keep`
+ * nor `preserve` are deleted. Replaces the built-in `maxToKeep` / `keepCheckpointEveryNHours`
+ * sweep.
+ *
+ * @example
+ * ```ts
+ * // keep the 2 newest, plus every checkpoint whose number is a multiple of 1000
+ * const policy: RetentionPolicy = (cps) => ({
+ *   keep: cps.slice(-2).map((c) => c.path),
+ *   preserve: cps.filter((c) => c.checkpointNumber !== null && c.checkpointNumber % 1000 === 0).map((c) => c.path),
+ * });
+ * ```
+ */
+export type RetentionPolicy = (checkpoints: readonly ManagedCheckpoint[], context: RetentionContext) => RetentionDecision;
+
+/** Options of {@link CheckpointManager.create}. */
+export interface CheckpointManagerOptions {
+  /** The checkpoint directory (created on first save). */
+  readonly directory: string;
+  /** How many checkpoints to keep (default 5). `null` keeps all. `<= 0` is a `ValueError`. */
+  readonly maxToKeep?: number | null;
+  /** Keep one checkpoint per this many hours forever (beyond `maxToKeep`). */
+  readonly keepCheckpointEveryNHours?: number | null;
+  /** The checkpoint base name (default `ckpt`; `MonitoredTrainingSession` uses `model.ckpt`). */
+  readonly checkpointName?: string;
+  /** Reads the current step, for interval gating and the recorded step. */
+  readonly stepCounter?: () => number | bigint;
+  /** Save at most once per this many steps of `stepCounter` (requires `stepCounter`). */
+  readonly checkpointInterval?: number | null;
+  /** Called by {@link CheckpointManager.restoreOrInitialize} when there is nothing to restore. */
+  readonly initFn?: () => void | Promise<void>;
+  /** The step of the last checkpoint, if known (interval gating starts from it). */
+  readonly lastCheckpointStep?: number | null;
+  /** The state file's name (default `checkpoint`). */
+  readonly latestFilename?: string;
+  /** The storage format (default {@link BundleSaver}). */
+  readonly saver?: Saver;
+  /** A custom retention policy, replacing the built-in sweep. */
+  readonly retentionPolicy?: RetentionPolicy;
+  /** Time source for timestamps and `keepCheckpointEveryNHours` (default the system clock). */
+  readonly clock?: Clock;
+  /** Where warnings (corrupt checkpoints, leftovers, clock skew) go. */
+  readonly logger?: Logger;
+}
+
+/** Options of {@link CheckpointManager.save}. */
+export interface CheckpointSaveOptions {
+  /** The `<n>` of the name (default: the save counter). */
+  readonly checkpointNumber?: number;
+  /** Apply interval gating (default `true`). */
+  readonly checkInterval?: boolean;
+  /** The step to record (default: `stepCounter()`, else the checkpoint number). */
+  readonly step?: number;
+}
+
+/**
+ * A save whose number and snapshot are fixed, not yet written. Made by
+ * {@link CheckpointManager.prepareSave}; written by {@link CheckpointManager.commitSave}.
+ */
+export interface PreparedSave {
+  readonly checkpointNumber: number;
+  readonly step: number;
+  /** The absolute prefix it will be written to. */
+  readonly path: string;
+  readonly snapshot: ReadonlyMap<string, TensorValue>;
+  /** @internal its place in the commit order */
+  readonly turn: Turn;
+}
+
+interface Turn {
+  readonly previous: Promise<void>;
+  readonly done: () => void;
+}
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/** Manages numbered checkpoints in one directory. Create it with {@link CheckpointManager.create}. */
+export class CheckpointManager {
+  /** The checkpoint directory (absolute). */
+  readonly directory: string;
+  /** The checkpoint base name. */
+  readonly checkpointName: string;
+  /** The interval of step gating, if any. */
+  readonly checkpointInterval: number | null;
+  /** The storage format. */
+  readonly saver: Saver;
+  private readonly maxToKeep: number | null;
+  private readonly keepEveryNHours: number | null;
+  private readonly stepCounter: (() => number | bigint) | undefined;
+  private readonly initFn: (() => void | Promise<void>) | undefined;
+  private readonly latestFilename: string;
+  private readonly policy: RetentionPolicy | undefined;
+  private readonly clock: Clock;
+  private readonly logger: Logger;
+  private latest: string | null = null;
+  private lastPreserved: number;
+  private readonly maybeDelete = new Map<string, number>();
+  private counter = 0;
+  private lastCheckpointStep: number | null;
+  private tail: Promise<void> = Promise.resolve();
+
+  private constructor(options: CheckpointManagerOptions) {
+    const maxToKeep = options.maxToKeep === undefined ? 5 : options.maxToKeep;
+    if (maxToKeep !== null && (!Number.isInteger(maxToKeep) || maxToKeep <= 0)) {
+      throw new ValueError(`CheckpointManager: maxToKeep must be a positive integer or null (keep all), got ${maxToKeep}`);
+    }
+    const interval = options.checkpointInterval ?? null;
+    if (interval !== null && options.stepCounter === undefined) {
+      throw new ValueError("`stepCounter` should be passed if `checkpointInterval` is not None.");
+    }
+    if (interval !== null && !(Number.isFinite(interval) && interval > 0)) {
+      throw new ValueError(`CheckpointManager: checkpointInterval must be a positive number, got ${interval}`);
+    }
+    const hours = options.keepCheckpointEveryNHours ?? null;
+    if (hours !== null && !(hours > 0)) {
+      throw new ValueError(`CheckpointManager: keepCheckpointEveryNHours must be positive, got ${hours}`);
+    }
+    this.checkpointName = options.checkpointName ?? "ckpt";
+    assertPlainName(this.checkpointName);
+    this.latestFilename = options.latestFilename ?? CHECKPOINT_STATE_FILENAME;
+    assertPlainName(this.latestFilename, "state file name");
+    this.directory = resolve(options.directory);
+    this.maxToKeep = maxToKeep;
+    this.keepEveryNHours = hours;
+    this.checkpointInterval = interval;
+    this.stepCounter = options.stepCounter;
+    this.initFn = options.initFn;
+    this.clock = options.clock ?? systemClock;
+    this.logger = options.logger ?? defaultLogger;
+    this.saver = options.saver ?? new BundleSaver({ clock: this.clock });
+    this.policy = options.retentionPolicy;
+    this.lastCheckpointStep = options.lastCheckpointStep ?? null;
+    this.lastPreserved = this.nowSecs() - 1;
+  }
+
+  /**
+   * Creates a manager: validates the options, removes leftovers of interrupted saves, and
+   * recovers the state file. Entries with a timestamp `<= last_preserved_timestamp` are
+   * preserved: never managed or deleted. Throws `ValueError` for invalid options or a state
+   * file with an empty `model_checkpoint_path`.
+   */
+  static async create(options: CheckpointManagerOptions): Promise<CheckpointManager> {
+    const m = new CheckpointManager(options);
+    await m.cleanup();
+    await m.recover();
+    return m;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // properties
+  // -------------------------------------------------------------------------------------------
+
+  /** The newest checkpoint's prefix, or `null`. */
+  get latestCheckpoint(): string | null {
+    return this.latest;
+  }
+
+  /** The managed checkpoints' prefixes, oldest first (preserved ones excluded). */
+  get checkpoints(): readonly string[] {
+    return [...this.maybeDelete.keys()];
+  }
+
+  /** How many saves this manager has made (TensorFlow's `save_counter`), resumed from the names on disk. */
+  get saveCounter(): number {
+    return this.counter;
+  }
+
+  /** The last preserved timestamp, Unix seconds. */
+  get lastPreservedTimestamp(): number {
+    return this.lastPreserved;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // operations
+  // -------------------------------------------------------------------------------------------
+
+  /**
+   * Saves a checkpoint at `<dir>/<name>-<n>` and resolves with its path once it is durable and
+   * recorded, or with `null` if interval gating skipped it. Then records the state, deletes
+   * checkpoints beyond the retention, and records the state again (so a crash while deleting
+   * still sees the new checkpoint). A store is snapshotted synchronously, before this returns.
+   */
+  save(values: SaveSource, options: CheckpointSaveOptions = {}): Promise<string | null> {
+    let prepared: PreparedSave | null;
+    try {
+      prepared = this.prepareSave(values, options);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return prepared === null ? Promise.resolve(null) : this.commitSave(prepared);
+  }
+
+  /**
+   * The synchronous half of {@link save}: interval gating, the save counter, the name and the
+   * snapshot. Returns `null` if gating skips the save. Every prepared save must be passed to
+   * {@link commitSave} or {@link abandonSave}, in any order; they are recorded in
+   * preparation order.
+   */
+  prepareSave(values: SaveSource, options: CheckpointSaveOptions = {}): PreparedSave | null {
+    if (this.stepCounter !== undefined && this.checkpointInterval !== null) {
+      const current = Number(this.stepCounter());
+      if (this.lastCheckpointStep !== null) {
+        if (current === this.lastCheckpointStep) return null;
+        if ((options.checkInterval ?? true) && current < this.lastCheckpointStep + this.checkpointInterval) return null;
+      }
+      this.lastCheckpointStep = current;
+    }
+    const snapshot = toSnapshot(values);
+    this.counter += 1;
+    const checkpointNumber = options.checkpointNumber ?? this.counter;
+    if (!Number.isSafeInteger(checkpointNumber)) {
+      throw new ValueError(`checkpointNumber must be a safe integer, got ${checkpointNumber}`);
+    }
+    const step = options.step ?? (this.stepCounter !== undefined ? Number(this.stepCounter()) : checkpointNumber);
+    const path = resolveInside(this.directory, `${this.checkpointName}-${checkpointNumber}`);
+    const previous = this.tail;
+    let done!: () => void;
+    this.tail = new Promise<void>((r) => {
+      done = r;
+    });
+    return { checkpointNumber, step, path, snapshot, turn: { previous, done } };
+  }
+
+  /** Writes and records a {@link PreparedSave}; resolves with its path. */
+  async commitSave(prepared: PreparedSave): Promise<string> {
+    try {
+      await this.saver.save(prepared.snapshot, prepared.path, { step: prepared.step });
+      await prepared.turn.previous;
+      const ts = this.nowSecs();
+      this.maybeDelete.delete(prepared.path);
+      this.maybeDelete.set(prepared.path, ts);
+      this.latest = prepared.path;
+      await this.recordState();
+      await this.sweep();
+      await this.recordState();
+      return prepared.path;
+    } finally {
+      prepared.turn.done();
+    }
+  }
+
+  /** Gives up a {@link PreparedSave} without writing it (e.g. superseded by a newer one). */
+  abandonSave(prepared: PreparedSave): void {
+    void prepared.turn.previous.then(prepared.turn.done);
+  }
+
+  /**
+   * Restores the newest checkpoint that verifies into `store` and resolves with its path;
+   * with nothing to restore, calls `initFn` (this argument, else the option) and resolves with
+   * `null`. A corrupt or incomplete checkpoint is logged as a warning and skipped in favour of
+   * the previous one. If checkpoints exist but none verifies, throws `DataLossError` listing
+   * each: training never silently starts over.
+   */
+  async restoreOrInitialize(store: VariableStore, initFn?: () => void | Promise<void>): Promise<string | null> {
+    const failures: string[] = [];
+    for (const path of await this.candidates()) {
+      let contents;
+      try {
+        contents = await this.saver.restore(path);
+      } catch (e) {
+        if (e instanceof NotFoundError) continue;
+        if (!(e instanceof DataLossError)) throw e;
+        failures.push(`${path}: ${e.message}`);
+        this.logger.warn(`Checkpoint ${path} is corrupt or incomplete and was skipped; trying the previous one. ${e.message}`, {
+          path,
+        });
+        continue;
+      }
+      await store.restore(contents.values);
+      if (this.checkpointInterval !== null && this.stepCounter !== undefined) {
+        this.lastCheckpointStep = Number(this.stepCounter());
+      }
+      const n = checkpointNumberOf(path, this.checkpointName);
+      if (n !== null && n > this.counter) this.counter = n;
+      if (failures.length > 0) this.logger.warn(`Restored the previous valid checkpoint ${path} (step ${contents.step}).`, { path });
+      return path;
+    }
+    if (failures.length > 0) {
+      throw new DataLossError(`No valid checkpoint in ${this.directory}; every candidate failed verification:\n  ${failures.join("\n  ")}`);
+    }
+    const init = initFn ?? this.initFn;
+    if (init !== undefined) await init();
+    return null;
+  }
+
+  /**
+   * Restores a given checkpoint (default the latest) into `store`, verifying it first. Throws
+   * `InvalidArgumentError` for a path outside the directory, `NotFoundError`, or
+   * `DataLossError` for a corrupt checkpoint. Resolves with the recorded step.
+   */
+  async restore(store: VariableStore, path: string | null = this.latest): Promise<number> {
+    if (path === null) throw new NotFoundError(`No checkpoint to restore in ${this.directory}`);
+    const full = resolveInside(this.directory, path);
+    const contents = await this.saver.restore(full);
+    await store.restore(contents.values);
+    return contents.step;
+  }
+
+  /**
+   * Removes leftovers of interrupted saves: temporary files of dead writers and data files
+   * without an index (for this checkpoint name), and temporary state files. Called by
+   * {@link create}; safe to call again. Resolves with the removed paths.
+   */
+  async cleanup(): Promise<string[]> {
+    const removed = await this.saver.cleanup(this.directory, this.checkpointName);
+    let names: string[] = [];
+    try {
+      names = await readdir(this.directory);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+    }
+    for (const n of names) {
+      if (n.startsWith(`${this.latestFilename}${TEMP_MARKER}`) && isStaleTemp(this.directory, n)) {
+        if (await unlinkIfExists(join(this.directory, n))) removed.push(join(this.directory, n));
+      }
+    }
+    if (removed.length > 0) {
+      this.logger.warn(`Removed ${removed.length} leftover file(s) of interrupted checkpoint saves in ${this.directory}`, {
+        removed,
+      });
+    }
+    return removed;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // internals
+  // -------------------------------------------------------------------------------------------
+
+  private async recover(): Promise<void> {
+    const state = await getCheckpointState(this.directory, { latestFilename: this.latestFilename, logger: this.logger });
+    const now = this.nowSecs();
+    for (const n of await this.scanNumbers()) if (n > this.counter) this.counter = n;
+    if (state === null) return;
+    this.latest = state.modelCheckpointPath;
+    this.lastPreserved = state.lastPreservedTimestamp;
+    if (now < this.lastPreserved) {
+      this.logger.warn(
+        `The clock (${now}) is behind the last preserved checkpoint timestamp (${this.lastPreserved}); clamping it to now.`,
+      );
+      this.lastPreserved = now;
+    }
+    const paths = state.allModelCheckpointPaths;
+    const stamps =
+      state.allModelCheckpointTimestamps.length > 0 ? state.allModelCheckpointTimestamps : paths.map(() => this.lastPreserved);
+    for (let i = 0; i < Math.min(paths.length, stamps.length); i++) {
+      const ts = Math.min(stamps[i] as number, now);
+      if (ts > this.lastPreserved) this.maybeDelete.set(paths[i] as string, ts);
+    }
+  }
+
+  private async recordState(): Promise<void> {
+    if (this.latest === null) return;
+    await updateCheckpointState(
+      this.directory,
+      {
+        modelCheckpointPath: this.latest,
+        allModelCheckpointPaths: [...this.maybeDelete.keys()],
+        allModelCheckpointTimestamps: [...this.maybeDelete.values()],
+        lastPreservedTimestamp: this.lastPreserved,
+      },
+      { latestFilename: this.latestFilename },
+    );
+  }
+
+  private async sweep(): Promise<void> {
+    if (this.policy !== undefined) return this.sweepWithPolicy(this.policy);
+    if (this.maxToKeep === null) return;
+    while (this.maybeDelete.size > this.maxToKeep) {
+      const [path, ts] = this.maybeDelete.entries().next().value as [string, number];
+      this.maybeDelete.delete(path);
+      if (this.keepEveryNHours !== null && ts - this.keepEveryNHours * 3600 >= this.lastPreserved) {
+        this.lastPreserved = ts;
+        continue;
+      }
+      await this.deleteCheckpoint(path);
+    }
+  }
+
+  private async sweepWithPolicy(policy: RetentionPolicy): Promise<void> {
+    const managed = [...this.maybeDelete].map(([path, timestamp]) => ({
+      path,
+      timestamp,
+      checkpointNumber: checkpointNumberOf(path, this.checkpointName),
+    }));
+    const latest = this.latest as string;
+    const decision = policy(managed, { now: this.nowSecs(), latest, lastPreservedTimestamp: this.lastPreserved });
+    const keep = new Set(decision.keep);
+    const preserve = new Set(decision.preserve ?? []);
+    for (const c of managed) {
+      if (c.path === latest) continue; // the newest checkpoint is never deleted
+      if (preserve.has(c.path)) {
+        this.maybeDelete.delete(c.path);
+        this.lastPreserved = Math.max(this.lastPreserved, c.timestamp);
+      } else if (!keep.has(c.path)) {
+        this.maybeDelete.delete(c.path);
+        await this.deleteCheckpoint(c.path);
+      }
+    }
+  }
+
+  private async deleteCheckpoint(path: string): Promise<void> {
+    try {
+      await this.saver.remove(path);
+    } catch (e) {
+      this.logger.warn(`Could not delete checkpoint ${path}: ${(e as Error).message}`, { path });
+    }
+  }
+
+  /** Restore candidates, newest first: the state's latest and list, then other checkpoints of this name on disk. */
+  private async candidates(): Promise<string[]> {
+    const out: string[] = [];
+    const add = (p: string): void => {
+      if (!out.includes(p)) out.push(p);
+    };
+    if (this.latest !== null) add(this.latest);
+    for (const p of [...this.maybeDelete.keys()].reverse()) add(p);
+    for (const n of (await this.scanNumbers()).sort((a, b) => b - a)) add(join(this.directory, `${this.checkpointName}-${n}`));
+    return out;
+  }
+
+  /** The numbers of complete checkpoints named `<name>-<n>` in the directory. */
+  private async scanNumbers(): Promise<number[]> {
+    let names: string[];
+    try {
+      names = await readdir(this.directory);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return [];
+      throw e;
+    }
+    const out: number[] = [];
+    for (const n of names) {
+      if (!n.endsWith(".index")) continue;
+      const num = checkpointNumberOf(n.slice(0, -".index".length), this.checkpointName);
+      if (num !== null) out.push(num);
+    }
+    return out;
+  }
+
+  private nowSecs(): number {
+    return this.clock.now() / 1000;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+/** The `<n>` of `<...>/<name>-<n>`, or `null`. */
+export const checkpointNumberOf = (path: string, name: string): number | null => {
+  const base = path.slice(path.lastIndexOf("/") + 1);
+  if (!base.startsWith(`${name}-`)) return null;
+  const rest = base.slice(name.length + 1);
+  if (!/^-?\d+$/.test(rest)) return null;
+  const n = Number(rest);
+  return Number.isSafeInteger(n) ? n : null;
+};

@@ -1,0 +1,159 @@
+/**
+ * `Saver`: the seam between checkpoint management and a storage format. The manager decides
+ * *when* and *which* checkpoints exist; a saver writes, reads, verifies and deletes one. The
+ * default {@link BundleSaver} writes this library's crash-safe format (see `BundleFormat`); a
+ * TensorFlow.js adapter can plug in its own.
+ *
+ * @example
+ * ```ts
+ * const saver = new BundleSaver();
+ * await saver.save(session.variables, "/ckpts/model.ckpt-100", { step: 100 });
+ * const { values } = await saver.restore("/ckpts/model.ckpt-100");
+ * await session.variables.restore(values);
+ * ```
+ *
+ * @module
+ */
+
+import { access, readdir } from "node:fs/promises";
+import { join } from "node:path";
+
+import { systemClock, type Clock } from "../Clock.js";
+import type { VariableStore } from "../Session.js";
+import type { TensorValue } from "../Tensor.js";
+import {
+  DATA_SUFFIX,
+  INDEX_SUFFIX,
+  indexPath,
+  readBundle,
+  readManifest,
+  removeBundle,
+  writeBundle,
+  type CheckpointContents,
+} from "./BundleFormat.js";
+import { assertPlainName, assertValidPath, isHeld, isStaleTemp, TEMP_MARKER, unlinkIfExists } from "./internal/files.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** What can be saved: a session's variable store (snapshotted at once) or a snapshot. */
+export type SaveSource = VariableStore | ReadonlyMap<string, TensorValue>;
+
+/** Options of {@link Saver.save}. */
+export interface SaverSaveOptions {
+  /** The step to record in the checkpoint (default 0). */
+  readonly step?: number;
+}
+
+/**
+ * Writes, reads, verifies and deletes checkpoints at a prefix. Implementations must be
+ * crash-safe: after a crash at any moment, `exists(prefix)` is true only for a complete
+ * checkpoint, and `restore` never returns data that fails verification.
+ */
+export interface Saver {
+  /**
+   * Writes the values at `prefix`, resolving with `prefix` once the checkpoint is durable.
+   * A {@link VariableStore} is snapshotted synchronously, before the first `await`.
+   */
+  save(values: SaveSource, prefix: string, options?: SaverSaveOptions): Promise<string>;
+  /** Reads and verifies the checkpoint at `prefix`. `NotFoundError` if absent, `DataLossError` if corrupt. */
+  restore(prefix: string): Promise<CheckpointContents>;
+  /** `true` if a complete checkpoint is at `prefix` (its index exists; contents not verified). */
+  exists(prefix: string): Promise<boolean>;
+  /** The step recorded in the checkpoint at `prefix` (reads the manifest only). */
+  step(prefix: string): Promise<number>;
+  /** Deletes the checkpoint's files; missing files are not an error. */
+  remove(prefix: string): Promise<void>;
+  /**
+   * Deletes leftovers of interrupted saves of checkpoints named `<basename>-*` in `dir`:
+   * temporary files of dead writers and data files without an index. Resolves with the
+   * removed paths.
+   */
+  cleanup(dir: string, basename: string): Promise<string[]>;
+}
+
+/** Options of {@link BundleSaver}. */
+export interface BundleSaverOptions {
+  /** Where save times come from (default the system clock). */
+  readonly clock?: Clock;
+}
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/** The default {@link Saver}: this library's `.index` + `.data-00000-of-00001` format. */
+export class BundleSaver implements Saver {
+  private readonly clock: Clock;
+
+  constructor(options: BundleSaverOptions = {}) {
+    this.clock = options.clock ?? systemClock;
+  }
+
+  save(values: SaveSource, prefix: string, options: SaverSaveOptions = {}): Promise<string> {
+    try {
+      assertValidPath(prefix);
+      const snapshot = toSnapshot(values);
+      const createdAtMs = Math.round(this.clock.now());
+      return writeBundle(prefix, snapshot, { step: options.step ?? 0, createdAtMs }).then(() => prefix);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  restore(prefix: string): Promise<CheckpointContents> {
+    return readBundle(prefix);
+  }
+
+  async exists(prefix: string): Promise<boolean> {
+    assertValidPath(prefix);
+    try {
+      await access(indexPath(prefix));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async step(prefix: string): Promise<number> {
+    return (await readManifest(prefix)).step;
+  }
+
+  remove(prefix: string): Promise<void> {
+    return removeBundle(prefix);
+  }
+
+  async cleanup(dir: string, basename: string): Promise<string[]> {
+    assertPlainName(basename);
+    let names: string[];
+    try {
+      names = await readdir(dir);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return [];
+      throw e;
+    }
+    const present = new Set(names);
+    const mine = (n: string): boolean => n.startsWith(`${basename}-`);
+    const removed: string[] = [];
+    for (const n of names) {
+      const stale =
+        (mine(n) && n.includes(TEMP_MARKER) && isStaleTemp(dir, n)) ||
+        (mine(n) && n.endsWith(DATA_SUFFIX) && !present.has(`${n.slice(0, -DATA_SUFFIX.length)}${INDEX_SUFFIX}`) && !isHeld(join(dir, n)));
+      if (stale && (await unlinkIfExists(join(dir, n)))) removed.push(join(dir, n));
+    }
+    return removed;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+/** A store's snapshot (taken now, synchronously) or the given snapshot. */
+export const toSnapshot = (values: SaveSource): ReadonlyMap<string, TensorValue> =>
+  isVariableStore(values) ? values.snapshot("global") : values;
+
+/** `true` for a {@link VariableStore} (rather than a snapshot map). */
+export const isVariableStore = (v: SaveSource): v is VariableStore =>
+  typeof (v as VariableStore).snapshot === "function" && typeof (v as VariableStore).restore === "function";
