@@ -77,12 +77,23 @@ const singular = <A>(codec: t.Type<A, A, unknown>) =>
     (a) => a,
   );
 
+/** A repeated field: absent means empty. */
+const repeated = <A>(codec: t.Type<A, A, unknown>) => {
+  const array = t.array(codec);
+  return new t.Type<A[], A[], unknown>(
+    `repeated ${codec.name}`,
+    (u): u is A[] => array.is(u),
+    (u, c) => (u === undefined ? t.success([]) : array.validate(u, c)),
+    (a) => a,
+  );
+};
+
 /** The fields of a parsed state file (field name → occurrences), decoded strictly. */
 const StateFieldsCodec = strictType(
   {
     model_checkpoint_path: singular(StringScalar),
-    all_model_checkpoint_paths: t.union([t.undefined, t.array(StringScalar)]),
-    all_model_checkpoint_timestamps: t.union([t.undefined, t.array(NumberScalar)]),
+    all_model_checkpoint_paths: repeated(StringScalar),
+    all_model_checkpoint_timestamps: repeated(NumberScalar),
     last_preserved_timestamp: singular(NumberScalar),
   },
   "CheckpointState",
@@ -142,8 +153,8 @@ export const parseCheckpointState = (text: string): Either<string[], CheckpointS
   const f = decoded.right;
   return right({
     modelCheckpointPath: f.model_checkpoint_path ?? "",
-    allModelCheckpointPaths: f.all_model_checkpoint_paths ?? [],
-    allModelCheckpointTimestamps: f.all_model_checkpoint_timestamps ?? [],
+    allModelCheckpointPaths: f.all_model_checkpoint_paths,
+    allModelCheckpointTimestamps: f.all_model_checkpoint_timestamps,
     lastPreservedTimestamp: f.last_preserved_timestamp ?? 0,
   });
 };

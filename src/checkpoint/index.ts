@@ -15,6 +15,7 @@ export {
   INDEX_SUFFIX,
   dataPath,
   indexPath,
+  manifestChecksum,
   parseManifest,
   readBundle,
   readManifest,
