@@ -16,6 +16,9 @@ export interface Logger {
   error(message: string, fields?: Readonly<Record<string, unknown>>): void;
 }
 
+const parseLevel = (s: string | undefined): LogLevel | undefined =>
+  s === "debug" || s === "info" || s === "warn" || s === "error" ? s : undefined;
+
 const rank: Record<LogLevel, number> = { debug: 0, info: 1, warn: 2, error: 3 };
 
 /**
@@ -51,6 +54,3 @@ export const silentLogger: Logger = {
 
 /** The library's default logger: console, level `info`. */
 export const defaultLogger: Logger = consoleLogger();
-
-const parseLevel = (s: string | undefined): LogLevel | undefined =>
-  s === "debug" || s === "info" || s === "warn" || s === "error" ? s : undefined;

@@ -362,20 +362,24 @@ abstract class WrappedSession {
   }
 
   /** Idempotent; preemption errors from the inner close are logged and swallowed. */
-  async close(logger: Logger = defaultLogger): Promise<void> {
+  close(logger: Logger = defaultLogger): Promise<void> {
     const inner = this.inner;
-    if (inner === undefined) return;
-    try {
-      if (inner instanceof WrappedSession) await inner.close(logger);
-      else await inner.close?.();
-    } catch (e) {
-      if (!isPreemptionError(e)) throw e;
-      logger.error(`An error occurred when attempting to close the session: ${String(e)}`);
-    } finally {
-      this.inner = undefined;
-    }
+    this.inner = undefined;
+    return closeLayer(inner, logger);
   }
 }
+
+/** Closes a layer or raw session; preemption errors are logged and swallowed, others propagate. */
+const closeLayer = async (inner: WrappedSession | Session | undefined, logger: Logger): Promise<void> => {
+  if (inner === undefined) return;
+  try {
+    if (inner instanceof WrappedSession) await inner.close(logger);
+    else await inner.close?.();
+  } catch (e) {
+    if (!isPreemptionError(e)) throw e;
+    logger.error(`An error occurred when attempting to close the session: ${String(e)}`);
+  }
+};
 
 const makeStepContext = (session: Session, run: RunFn): StepContext => ({
   session,
@@ -719,7 +723,8 @@ class RecoverableSession extends WrappedSession {
         this.creator.emitAborted(e);
         // Closing and re-creating are asynchronous: the close starts now, and the next run()
         // waits for it and creates the new session.
-        this.pendingClose = this.close(this.logger);
+        this.inner = undefined;
+        this.pendingClose = closeLayer(inner, this.logger);
         this.pendingClose.catch(() => undefined);
         return false;
       }

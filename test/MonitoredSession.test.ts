@@ -1,0 +1,681 @@
+import { describe, expect, it } from "vitest";
+import { lastValueFrom, toArray } from "rxjs";
+import {
+  AbortedError,
+  CancelledError,
+  OutOfRangeError,
+  RuntimeError,
+  StopIteration,
+  UnavailableError,
+  UnknownError,
+  ValueError,
+} from "../src/errors.js";
+import { MonitoredSession, SingularMonitoredSession, withSession, type StepContext } from "../src/MonitoredSession.js";
+import { Graph } from "../src/Graph.js";
+import { SessionRunArgs, SessionRunHook, hook, type SessionRunContext } from "../src/SessionRunHook.js";
+import type { SessionEvent } from "../src/SessionEvent.js";
+import { silentLogger } from "../src/Logger.js";
+import { FakeSession, FakeSessionCreator, HookRecorder, VirtualClock } from "../src/testing/index.js";
+
+const create = (creator: FakeSessionCreator, hooks: SessionRunHook[] = [], extra: object = {}) =>
+  MonitoredSession.create({ sessionCreator: creator, hooks, logger: silentLogger, clock: new VirtualClock(), ...extra });
+
+describe("HookedSession (through MonitoredSession)", () => {
+  it("HookedSessionTest.testRunPassesAllArguments: fetches, feeds, options and metadata reach the raw session", async () => {
+    const creator = new FakeSessionCreator(() => new FakeSession({ ops: { echo: (c) => c.feeds["x"] } }));
+    const sess = await create(creator);
+    const meta = {};
+    const out = await sess.run({ a: "echo" }, { x: 7 }, { traceLevel: 2 }, meta);
+    expect(out).toEqual({ a: 7 });
+    const call = creator.last?.calls[0];
+    expect(call?.fetches).toEqual({ a: "echo" });
+    expect(call?.feeds).toEqual({ x: 7 });
+    expect(call?.options).toEqual({ traceLevel: 2 });
+    await sess.close();
+  });
+
+  it("HookedSessionTest.testCallsHooksBeginEnd: one beforeRun and afterRun per hook, null results, the same context", async () => {
+    const creator = new FakeSessionCreator();
+    const a = new HookRecorder("a");
+    const b = new HookRecorder("b");
+    const sess = await create(creator, [a, b]);
+    await sess.run("train", { unused: 1 });
+    for (const h of [a, b]) {
+      expect(h.counts.beforeRun).toBe(1);
+      expect(h.counts.afterRun).toBe(1);
+      const run = h.runs[0];
+      expect(run?.values?.results).toBeNull();
+      expect(run?.values?.options).toEqual({});
+      expect(run?.values?.runMetadata).toEqual({});
+      expect(run?.ctx.originalArgs).toEqual(SessionRunArgs("train", { unused: 1 }));
+      expect(run?.ctx.session).toBe(creator.last);
+    }
+    await sess.close();
+  });
+
+  it("HookedSessionTest.testShouldStop: a hook's stop request takes effect after the run; a further run raises", async () => {
+    const stopper = new HookRecorder("stopper", { requestStopAtRun: 2 });
+    const other = new HookRecorder("other");
+    const sess = await create(new FakeSessionCreator(), [stopper, other]);
+    await sess.run("train");
+    expect(sess.shouldStop()).toBe(false);
+    await sess.run("train");
+    // Every hook got afterRun for the run that requested the stop.
+    expect(other.counts.afterRun).toBe(2);
+    expect(sess.shouldStop()).toBe(true);
+    await expect(sess.run("train")).rejects.toThrow(new RuntimeError("Run called even after should_stop requested."));
+    await sess.close();
+  });
+
+  it("HookedSessionTest.testFetchesHookRequests: hook fetches ride on the same run and are split back out", async () => {
+    const creator = new FakeSessionCreator(() => new FakeSession({ ops: { a: () => 1, b: () => 2, c: () => 3 } }));
+    const h1 = new HookRecorder("h1", { fetches: "b" });
+    const h2 = new HookRecorder("h2", { fetches: { nested: ["c", "a"] } });
+    const sess = await create(creator, [h1, h2]);
+    expect(await sess.run(["a"])).toEqual([1]);
+    expect(h1.runs[0]?.values?.results).toBe(2);
+    expect(h2.runs[0]?.values?.results).toEqual({ nested: [3, 1] });
+    expect(creator.last?.calls).toHaveLength(1);
+    await sess.close();
+  });
+
+  const adder = () => new FakeSession({ ops: { sum: (c) => Object.values(c.feeds).reduce((x: number, y) => x + (y as number), 0) } });
+
+  it("HookedSessionTest.testOnlyHooksHaveFeeds: feeds from two hooks are merged (5 + 10 = 15)", async () => {
+    const sess = await create(new FakeSessionCreator(adder), [
+      new HookRecorder("a", { feeds: { x: 5 } }),
+      new HookRecorder("b", { feeds: { y: 10 } }),
+    ]);
+    expect(await sess.run("sum")).toBe(15);
+    await sess.close();
+  });
+
+  it("HookedSessionTest.testBothHooksAndUserHaveFeeds: user and hook feeds merge (35); the user's object is untouched", async () => {
+    const sess = await create(new FakeSessionCreator(adder), [
+      new HookRecorder("a", { feeds: { x: 5 } }),
+      new HookRecorder("b", { feeds: { y: 10 } }),
+    ]);
+    const userFeeds = { z: 20 };
+    expect(await sess.run("sum", userFeeds)).toBe(35);
+    expect(userFeeds).toEqual({ z: 20 });
+    await sess.close();
+  });
+
+  it("HookedSessionTest.testHooksFeedConflicts: two hooks feeding one input is an error", async () => {
+    const sess = await create(new FakeSessionCreator(adder), [
+      new HookRecorder("a", { feeds: { x: 5 } }),
+      new HookRecorder("b", { feeds: { x: 10 } }),
+    ]);
+    await expect(sess.run("sum")).rejects.toThrow(/Same tensor is fed by two hooks\. Conflict\(s\): \['x'\]/);
+    await sess.close();
+  });
+
+  it("HookedSessionTest.testHooksAndUserFeedConflicts: a hook and the user feeding one input is an error", async () => {
+    const sess = await create(new FakeSessionCreator(adder), [new HookRecorder("a", { feeds: { x: 5 } })]);
+    await expect(sess.run("sum", { x: 1 })).rejects.toThrow(/Same tensor is fed by a SessionRunHook and user/);
+    await sess.close();
+  });
+
+  it("afterRun is not called when the run throws; beforeRun of later hooks is skipped when one throws", async () => {
+    const creator = new FakeSessionCreator(() => new FakeSession().injectError(new UnknownError("boom"), { atCall: 1 }));
+    const log: string[] = [];
+    const sess = await create(creator, [new HookRecorder("a", { log }), new HookRecorder("b", { log })]);
+    await expect(sess.run("train")).rejects.toThrow("boom");
+    expect(log.filter((l) => l.includes("Run"))).toEqual(["a.beforeRun", "b.beforeRun"]);
+
+    const log2: string[] = [];
+    const sess2 = await create(new FakeSessionCreator(), [
+      new HookRecorder("a", { log: log2, throwIn: { method: "beforeRun", error: new Error("hook failed") } }),
+      new HookRecorder("b", { log: log2 }),
+    ]);
+    await expect(sess2.run("train")).rejects.toThrow("hook failed");
+    expect(log2.filter((l) => l.includes("Run"))).toEqual(["a.beforeRun"]);
+    await sess.closeInternal(new Error("x")).catch(() => undefined);
+    await sess2.closeInternal(new Error("x")).catch(() => undefined);
+  });
+
+  it("an afterRun error skips later hooks' afterRun and does not record the stop request", async () => {
+    const log: string[] = [];
+    const sess = await create(new FakeSessionCreator(), [
+      new HookRecorder("stopper", { log, requestStopAtRun: 1 }),
+      new HookRecorder("bad", { log, throwIn: { method: "afterRun", error: new Error("after failed") } }),
+      new HookRecorder("late", { log }),
+    ]);
+    await expect(sess.run("train")).rejects.toThrow("after failed");
+    expect(log).not.toContain("late.afterRun");
+    expect(sess.shouldStop()).toBe(false);
+    await sess.close();
+  });
+
+  it("async hooks are awaited in order, interleaved with sync ones", async () => {
+    const log: string[] = [];
+    const sess = await create(new FakeSessionCreator(), [
+      new HookRecorder("a", { log, async: true, fetches: "global_step" }),
+      new HookRecorder("b", { log }),
+      new HookRecorder("c", { log, async: true }),
+    ]);
+    await sess.run("train");
+    await sess.close();
+    expect(log).toEqual([
+      "a.begin", "b.begin", "c.begin",
+      "a.afterCreateSession", "b.afterCreateSession", "c.afterCreateSession",
+      "a.beforeRun", "b.beforeRun", "c.beforeRun",
+      "a.afterRun", "b.afterRun", "c.afterRun",
+      "a.end", "b.end", "c.end",
+    ]);
+  });
+
+  it("MonitoredSessionTest.test_merge_run_options_from_hooks: max of numbers, OR of flags, watches concatenated", async () => {
+    const creator = new FakeSessionCreator();
+    const sess = await create(creator, [
+      new HookRecorder("a", { options: { traceLevel: 3, timeoutInMs: 5000, outputPartitionGraphs: false, debugTensorWatchOpts: ["a"] } }),
+      new HookRecorder("b", { options: { traceLevel: 2, timeoutInMs: 60000, outputPartitionGraphs: true, debugTensorWatchOpts: ["b"], reportTensorAllocationsUponOom: true } }),
+    ]);
+    await sess.run("train");
+    expect(creator.last?.calls[0]?.options).toEqual({
+      traceLevel: 3,
+      timeoutInMs: 60000,
+      outputPartitionGraphs: true,
+      debugTensorWatchOpts: ["a", "b"],
+      reportTensorAllocationsUponOom: true,
+    });
+    await sess.close();
+  });
+
+  it("MonitoredSessionTest.test_merge_caller_and_hook_run_options: the caller's watches come first", async () => {
+    const creator = new FakeSessionCreator();
+    const sess = await create(creator, [new HookRecorder("a", { options: { traceLevel: 1, debugTensorWatchOpts: ["hook"] } })]);
+    const callerOptions = { traceLevel: 2, debugTensorWatchOpts: ["caller"] };
+    await sess.run("train", undefined, callerOptions);
+    expect(creator.last?.calls[0]?.options).toEqual({ traceLevel: 2, debugTensorWatchOpts: ["caller", "hook"] });
+    expect(callerOptions).toEqual({ traceLevel: 2, debugTensorWatchOpts: ["caller"] });
+    await sess.close();
+  });
+});
+
+describe("hook ordering constraints", () => {
+  const named = (name: string, extra: object = {}, log: string[]) =>
+    Object.assign(hook(name, { beforeRun: () => void log.push(name) }), extra);
+
+  it("keeps registration order without constraints and moves a hook after its provider", async () => {
+    const log: string[] = [];
+    const hooks = [
+      named("consumer", { runsAfter: ["metrics"] }, log),
+      named("plain", {}, log),
+      named("producer", { provides: ["metrics"] }, log),
+    ];
+    const sess = await create(new FakeSessionCreator(), hooks);
+    await sess.run("train");
+    expect(log).toEqual(["plain", "producer", "consumer"]);
+    await sess.close();
+  });
+
+  it("rejects a missing provider and a cycle at construction, naming them", async () => {
+    const log: string[] = [];
+    await expect(create(new FakeSessionCreator(), [named("x", { runsAfter: ["nothing"] }, log)])).rejects.toThrow(
+      new ValueError('hook "x" runs after "nothing", but no hook provides "nothing"'),
+    );
+    await expect(
+      create(new FakeSessionCreator(), [
+        named("a", { provides: ["A"], runsAfter: ["B"] }, log),
+        named("b", { provides: ["B"], runsAfter: ["A"] }, log),
+      ]),
+    ).rejects.toThrow(/cycle: (a -> b -> a|b -> a -> b)/);
+  });
+});
+
+describe("MonitoredSession", () => {
+  it("MonitoredSessionTest.test_defaults: begin once, session created eagerly, afterCreateSession with a coordinator", async () => {
+    const creator = new FakeSessionCreator();
+    const rec = new HookRecorder("rec");
+    const sess = await create(creator, [rec]);
+    expect(creator.created).toHaveLength(1);
+    expect(rec.counts).toEqual({ begin: 1, afterCreateSession: 1, beforeRun: 0, afterRun: 0, end: 0 });
+    expect(rec.sessions[0]?.coord).toBe(sess.coord);
+    expect(sess.rawSession).toBe(creator.last);
+    expect(sess.shouldStop()).toBe(false);
+    await sess.close();
+    expect(rec.counts.end).toBe(1);
+    expect(sess.closed).toBe(true);
+    expect(sess.shouldStop()).toBe(true);
+    expect(creator.last?.closed).toBe(true);
+  });
+
+  it("MonitoredSessionTest.test_retry_initialization_on_aborted_error: session creation retries preemption errors", async () => {
+    const creator = new FakeSessionCreator(undefined, [new AbortedError("init aborted"), new UnavailableError("down")]);
+    const rec = new HookRecorder("rec");
+    const sess = await create(creator, [rec]);
+    expect(creator.created).toHaveLength(1);
+    expect(rec.counts.afterCreateSession).toBe(1);
+    await sess.close();
+  });
+
+  it("a non-preemption error during creation propagates", async () => {
+    await expect(create(new FakeSessionCreator(undefined, [new UnknownError("bad config")]))).rejects.toThrow("bad config");
+  });
+
+  for (const [name, ErrorType] of [["aborted", AbortedError], ["unavailable", UnavailableError]] as const) {
+    it(`MonitoredSessionTest.test_retry_on_${name}_error: a hook raising in the 4th beforeRun re-creates the session and retries`, async () => {
+      const creator = new FakeSessionCreator();
+      let calls = 0;
+      const flaky = hook("flaky", {
+        beforeRun: () => {
+          if (++calls === 4) throw new ErrorType("preempted");
+        },
+      });
+      const rec = new HookRecorder("rec");
+      const sess = await create(creator, [flaky, rec]);
+      for (let i = 1; i <= 3; i++) expect(await sess.run("train")).toBe(i);
+      // The 4th call fails in beforeRun; a new session (global step back at 0) runs it.
+      expect(await sess.run("train")).toBe(1);
+      expect(creator.created).toHaveLength(2);
+      expect(creator.created[0]?.closed).toBe(true);
+      expect(rec.counts.begin).toBe(1);
+      expect(rec.counts.afterCreateSession).toBe(2);
+      await sess.close();
+    });
+  }
+
+  it("RecoverableSessionTest.test_recovery: sessions aborting after 1, 2 and 3 runs are replaced in turn", async () => {
+    const abortAfter = (n: number) => {
+      const s = new FakeSession({ ops: { v: (c) => c.call } });
+      s.injectError(new AbortedError(`abort after ${n}`), { atCall: n + 1 });
+      return s;
+    };
+    const sessions = [abortAfter(1), abortAfter(2), abortAfter(3)];
+    const creator = new FakeSessionCreator(() => {
+      throw new RangeError("no more sessions");
+    }, sessions);
+    const sess = await create(creator);
+    expect(await sess.run("v")).toBe(1);
+    expect(await sess.run("v")).toBe(1); // first aborted, second session's 1st call
+    expect(await sess.run("v")).toBe(2);
+    expect(await sess.run("v")).toBe(1); // third session
+    expect(await sess.run("v")).toBe(2);
+    expect(await sess.run("v")).toBe(3);
+    // The third session aborts, and the creator's own error surfaces.
+    await expect(sess.run("v")).rejects.toThrow("no more sessions");
+    expect(creator.created).toEqual(sessions);
+  });
+
+  it("RecoverableSessionTest.test_recovery_from_coordinator_exception: a task's Aborted error makes shouldStop false and re-creates", async () => {
+    const creator = new FakeSessionCreator();
+    const sess = await create(creator);
+    sess.coord?.requestStop(new AbortedError("task preempted"));
+    expect(sess.shouldStop()).toBe(false);
+    expect(await sess.run("train")).toBe(1);
+    expect(creator.created).toHaveLength(2);
+    expect(sess.shouldStop()).toBe(false);
+    await sess.close();
+  });
+
+  it("RecoverableSessionTest.test_recovery_from_non_preemption_in_coordinator: shouldStop is true, no re-creation, close raises", async () => {
+    const creator = new FakeSessionCreator();
+    const sess = await create(creator);
+    sess.coord?.requestStop(new UnknownError("task failed"));
+    expect(sess.shouldStop()).toBe(true);
+    expect(creator.created).toHaveLength(1);
+    // run() still works after a non-preemption task error.
+    expect(await sess.run("train")).toBe(1);
+    await expect(sess.close()).rejects.toThrow("task failed");
+    expect(sess.closed).toBe(true);
+  });
+
+  it("RecoverableSessionTest.test_recovery_from_session_getting_stuck: Cancelled in the main run with Aborted in the coordinator recovers", async () => {
+    const creator = new FakeSessionCreator();
+    const sess = await create(creator);
+    creator.last?.injectError(new CancelledError("stuck"), { atCall: 2 });
+    expect(await sess.run("train")).toBe(1);
+    sess.coord?.requestStop(new AbortedError("worker lost"));
+    expect(await sess.run("train")).toBe(1); // new session
+    expect(creator.created).toHaveLength(2);
+    await sess.close();
+  });
+
+  it("CoordinatedSessionTest.test_dont_request_stop_on_exception_in_main_thread", async () => {
+    const creator = new FakeSessionCreator(() => new FakeSession().injectError(new UnknownError("main"), { atCall: 1 }));
+    const sess = await create(creator);
+    await expect(sess.run("train")).rejects.toThrow("main");
+    expect(sess.coord?.shouldStop()).toBe(false);
+    expect(sess.shouldStop()).toBe(false);
+    await sess.close();
+  });
+
+  it("CoordinatedSessionTest.test_stop_threads_on_close: registered tasks are stopped and joined by close", async () => {
+    const sess = await create(new FakeSessionCreator());
+    const coord = sess.coord;
+    let stopped = false;
+    coord?.spawn("worker", async (signal) => {
+      await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve()));
+      stopped = true;
+    });
+    await sess.close();
+    expect(stopped).toBe(true);
+    expect(coord?.joined).toBe(true);
+  });
+
+  it("MonitoredSessionTest.test_regular_exception_reported_to_coord_pass_through_run: the original run error wins over a non-preemption task error", async () => {
+    const creator = new FakeSessionCreator(() => new FakeSession().injectError(new UnknownError("main error"), { atCall: 2 }));
+    const sess = await create(creator);
+    await sess.run("train");
+    sess.coord?.requestStop(new RangeError("task error"));
+    await expect(sess.run("train")).rejects.toThrow("main error");
+    await expect(sess.close()).rejects.toThrow("task error");
+  });
+
+  it("MonitoredSessionTest.test_with_statement_and_close: a second close raises 'Session is already closed.'", async () => {
+    const rec = new HookRecorder("rec");
+    const sess = await create(new FakeSessionCreator(), [rec]);
+    await sess.close();
+    await expect(sess.close()).rejects.toThrow(new RuntimeError("Session is already closed."));
+    await expect(sess.run("train")).rejects.toThrow("Session is already closed.");
+    expect(rec.counts.end).toBe(1);
+  });
+
+  it("MonitoredSessionTest.test_graph_finalized_during_run_unfinalized_after_exit / test_keep_finalized_graph_as_finalized", async () => {
+    const g = new Graph();
+    g.globalStep();
+    const creator = { createSession: async () => { const s = g.session(); await s.variables.initialize(); return s; } };
+    const sess = await MonitoredSession.create({ sessionCreator: creator, graph: g, logger: silentLogger });
+    expect(g.finalized).toBe(true);
+    expect(sess.graph).toBe(g);
+    await sess.close();
+    expect(g.finalized).toBe(false);
+    expect(sess.graph).toBeUndefined();
+
+    g.finalize();
+    const sess2 = await MonitoredSession.create({ sessionCreator: creator, graph: g, logger: silentLogger });
+    await sess2.close();
+    expect(g.finalized).toBe(true);
+  });
+
+  it("hook end() errors propagate, and the session is still closed", async () => {
+    const creator = new FakeSessionCreator();
+    const sess = await create(creator, [new HookRecorder("bad", { throwIn: { method: "end", error: new Error("end failed") } })]);
+    await expect(sess.close()).rejects.toThrow("end failed");
+    expect(sess.closed).toBe(true);
+    expect(creator.last?.closed).toBe(true);
+  });
+
+  it("validates its options", async () => {
+    await expect(MonitoredSession.create({} as never)).rejects.toThrow(ValueError);
+    await expect(create(new FakeSessionCreator(), [], { stopGracePeriodSecs: -1 })).rejects.toThrow(/stopGracePeriodSecs/);
+  });
+});
+
+describe("withSession and await using", () => {
+  it("MonitoredSessionTest.test_stop_cleanly_when_no_exception_in_with_body", async () => {
+    const rec = new HookRecorder("rec");
+    let captured: MonitoredSession | undefined;
+    const result = await withSession(create(new FakeSessionCreator(), [rec]), async (sess) => {
+      captured = sess;
+      await sess.run("train");
+      return "done";
+    });
+    expect(result).toBe("done");
+    expect(rec.counts.end).toBe(1);
+    expect(captured?.closed).toBe(true);
+  });
+
+  for (const [name, error] of [["out_of_range", new OutOfRangeError("input exhausted")], ["stop_iteration", new StopIteration("done")]] as const) {
+    it(`MonitoredSessionTest.test_exit_cleanly_on_${name}_exception: end() runs, the error is suppressed, shouldStop is true`, async () => {
+      const rec = new HookRecorder("rec");
+      const creator = new FakeSessionCreator(() => new FakeSession().injectError(error, { atCall: 2 }));
+      let captured: MonitoredSession | undefined;
+      const result = await withSession(create(creator, [rec]), async (sess) => {
+        captured = sess;
+        for (;;) await sess.run("train");
+      });
+      expect(result).toBeUndefined();
+      expect(rec.counts.afterRun).toBe(1);
+      expect(rec.counts.end).toBe(1);
+      expect(captured?.shouldStop()).toBe(true);
+    });
+  }
+
+  it("MonitoredSessionTest.test_raises_regular_exceptions_in_with_body: end() is skipped, the session closed, the error rethrown", async () => {
+    const rec = new HookRecorder("rec");
+    const creator = new FakeSessionCreator();
+    let captured: MonitoredSession | undefined;
+    await expect(
+      withSession(create(creator, [rec]), async (sess) => {
+        captured = sess;
+        throw new RangeError("body failed");
+      }),
+    ).rejects.toThrow("body failed");
+    expect(rec.counts.end).toBe(0);
+    expect(captured?.closed).toBe(true);
+    expect(creator.last?.closed).toBe(true);
+  });
+
+  it("MonitoredSessionTest.test_regular_exception_pass_through_run", async () => {
+    const rec = new HookRecorder("rec");
+    const creator = new FakeSessionCreator(() => new FakeSession().injectError(new UnknownError("run failed"), { atCall: 3 }));
+    await expect(
+      withSession(create(creator, [rec]), async (sess) => {
+        for (;;) await sess.run("train");
+      }),
+    ).rejects.toThrow("run failed");
+    expect(rec.counts.end).toBe(0);
+  });
+
+  it("withSession accepts options and creates the session", async () => {
+    const creator = new FakeSessionCreator();
+    const v = await withSession({ sessionCreator: creator, logger: silentLogger }, (sess) => sess.run("train"));
+    expect(v).toBe(1);
+    expect(creator.last?.closed).toBe(true);
+  });
+
+  it("await using closes the session (hooks' end runs) at the end of the block", async () => {
+    const rec = new HookRecorder("rec");
+    const creator = new FakeSessionCreator();
+    {
+      await using sess = await create(creator, [rec]);
+      await sess.run("train");
+    }
+    expect(rec.counts.end).toBe(1);
+    expect(creator.last?.closed).toBe(true);
+  });
+});
+
+describe("runStepFn", () => {
+  it("MonitoredSessionTest.test_step_fn_example: returns the step function's value; runWithHooks goes through hooks", async () => {
+    const rec = new HookRecorder("rec", { fetches: "global_step" });
+    const sess = await create(new FakeSessionCreator(), [rec]);
+    const v = await sess.runStepFn(async (ctx: StepContext) => {
+      const raw = await ctx.session.run("global_step");
+      const step = await ctx.runWithHooks("train");
+      return [raw, step];
+    });
+    expect(v).toEqual([0, 1]);
+    expect(rec.counts.beforeRun).toBe(1);
+    expect(rec.runs[0]?.values?.results).toBe(0);
+    await sess.close();
+  });
+
+  it("MonitoredSessionTest.test_step_with_extra_arguments: a step function must take exactly one parameter", async () => {
+    const sess = await create(new FakeSessionCreator());
+    await expect(sess.runStepFn(((a: StepContext, b: number) => [a, b]) as never)).rejects.toThrow(ValueError);
+    await expect(sess.runStepFn((() => 1) as never)).rejects.toThrow(/may either have one `step_context` argument/);
+    await sess.close();
+  });
+
+  it("MonitoredSessionTest.test_step_request_stop_without_a_with_block: StopIteration reaches the caller; shouldStop stays false", async () => {
+    const sess = await create(new FakeSessionCreator());
+    await expect(sess.runStepFn((ctx: StepContext) => ctx.requestStop())).rejects.toThrow(
+      new StopIteration("step_fn has requested the iterations to stop."),
+    );
+    expect(sess.shouldStop()).toBe(false);
+    await sess.close();
+  });
+
+  it("MonitoredSessionTest.test_step_request_stop_in_a_loop / test_step_fn_with_hooks_and_request_stop: clean exit in withSession; hooks never called", async () => {
+    const rec = new HookRecorder("rec");
+    let steps = 0;
+    await withSession(create(new FakeSessionCreator(), [rec]), async (sess) => {
+      while (!sess.shouldStop()) {
+        await sess.runStepFn((ctx: StepContext) => {
+          if (++steps === 3) ctx.requestStop();
+        });
+      }
+    });
+    expect(steps).toBe(3);
+    expect(rec.counts.beforeRun).toBe(0);
+    expect(rec.counts.end).toBe(1);
+  });
+
+  it("MonitoredSessionTest.test_recovers_from_an_exception_in_step_fn_after_hooks: the whole step function re-runs after recovery", async () => {
+    const creator = new FakeSessionCreator();
+    const sideEffects: number[] = [];
+    const sess = await create(creator);
+    let attempt = 0;
+    const v = await sess.runStepFn(async (ctx: StepContext) => {
+      sideEffects.push(++attempt);
+      const step = await ctx.runWithHooks("train");
+      if (attempt === 1) throw new AbortedError("preempted inside step_fn");
+      return [step, ctx.session];
+    });
+    expect(sideEffects).toEqual([1, 2]);
+    expect(creator.created).toHaveLength(2);
+    expect(v).toEqual([1, creator.created[1]]);
+    await sess.close();
+  });
+
+  it("MonitoredSessionTest.test_step_fn_exception_from_before_run: recovery re-runs the step function", async () => {
+    let calls = 0;
+    const flaky = hook("flaky", {
+      beforeRun: () => {
+        if (++calls === 1) throw new AbortedError("abort in beforeRun");
+      },
+    });
+    const creator = new FakeSessionCreator();
+    const sess = await create(creator, [flaky]);
+    let runs = 0;
+    const v = await sess.runStepFn(async (ctx: StepContext) => {
+      runs++;
+      return ctx.runWithHooks("train");
+    });
+    expect(runs).toBe(2);
+    expect(v).toBe(1);
+    expect(creator.created).toHaveLength(2);
+    await sess.close();
+  });
+
+  it("MonitoredSessionTest.test_step_fn_doesnt_recover_when_it_wasnt_asked_to (Singular)", async () => {
+    const creator = new FakeSessionCreator();
+    const sess = await SingularMonitoredSession.create({ sessionCreator: creator, logger: silentLogger });
+    await expect(
+      sess.runStepFn(async (_ctx: StepContext) => {
+        throw new AbortedError("no recovery");
+      }),
+    ).rejects.toThrow("no recovery");
+    expect(creator.created).toHaveLength(1);
+    await sess.close();
+  });
+});
+
+describe("SingularMonitoredSession", () => {
+  it("SingularMonitoredSessionTest.test_do_not_handle_aborted_error", async () => {
+    const creator = new FakeSessionCreator(() => new FakeSession().injectError(new AbortedError("aborted"), { atCall: 1 }));
+    const sess = await SingularMonitoredSession.create({ sessionCreator: creator, logger: silentLogger });
+    await expect(sess.run("train")).rejects.toThrow(AbortedError);
+    expect(creator.created).toHaveLength(1);
+    await sess.close();
+  });
+
+  it("SingularMonitoredSessionTest: shouldStop raises a task's error; run still works; close raises it", async () => {
+    const sess = await SingularMonitoredSession.create({ sessionCreator: new FakeSessionCreator(), logger: silentLogger });
+    sess.coord?.requestStop(new UnknownError("task error"));
+    expect(() => sess.shouldStop()).toThrow("task error");
+    expect(await sess.run("train")).toBe(1);
+    await expect(sess.close()).rejects.toThrow("task error");
+  });
+
+  it("SingularMonitoredSessionTest.test_raw_session / stops cleanly: rawSession is undefined after close", async () => {
+    const creator = new FakeSessionCreator();
+    const sess = await SingularMonitoredSession.create({ sessionCreator: creator, logger: silentLogger });
+    expect(sess.rawSessionOrUndefined()).toBe(creator.last);
+    await withSession(sess, async (s) => {
+      await s.run("train");
+    });
+    expect(sess.rawSessionOrUndefined()).toBeUndefined();
+    expect(sess.shouldStop()).toBe(true);
+  });
+});
+
+describe("events$", () => {
+  it("carries session created, before/after run, stop requested, end and closed, in order", async () => {
+    const clock = new VirtualClock();
+    const sess = await MonitoredSession.create({
+      sessionCreator: new FakeSessionCreator(),
+      hooks: [new HookRecorder("stopper", { requestStopAtRun: 2 })],
+      clock,
+      logger: silentLogger,
+    });
+    const all = lastValueFrom(sess.events$.pipe(toArray()));
+    while (!sess.shouldStop()) await sess.run("train");
+    await sess.close();
+    const events: SessionEvent[] = await all;
+    expect(events.map((e) => e.type)).toEqual(["beforeRun", "afterRun", "beforeRun", "stopRequested", "afterRun", "end", "closed"]);
+    expect(events[3]).toMatchObject({ type: "stopRequested", by: "stopper" });
+    expect(events[1]).toMatchObject({ type: "afterRun", run: 1, results: 1, stopRequested: false, time: clock.now() });
+  });
+
+  it("emits sessionAborted and sessionCreated on recovery", async () => {
+    const first = new FakeSession().injectError(new AbortedError("x"), { atCall: 1 });
+    const creator = new FakeSessionCreator(undefined, [first]);
+    const sess = await create(creator);
+    const events: SessionEvent[] = [];
+    const sub = sess.events$.subscribe((e) => events.push(e));
+    expect(await sess.run("train")).toBe(1);
+    sub.unsubscribe();
+    expect(events.map((e) => e.type)).toEqual(["beforeRun", "sessionAborted", "sessionCreated", "beforeRun", "afterRun"]);
+    expect(events[2]).toMatchObject({ type: "sessionCreated", recovery: 1, session: creator.created[1] });
+    await sess.close();
+  });
+
+  it("hooks can publish their own events through begin(env)", async () => {
+    const sess = await create(new FakeSessionCreator(), [
+      {
+        name: "announcer",
+        begin(env) {
+          this.env = env;
+        },
+        afterRun() {
+          this.env?.emit({ type: "warning", time: 0, message: "hello" });
+        },
+      } as SessionRunHook & { env?: import("../src/SessionRunHook.js").HookEnv },
+    ]);
+    const seen: string[] = [];
+    sess.events$.subscribe((e) => e.type === "warning" && seen.push(e.message));
+    await sess.run("train");
+    expect(seen).toEqual(["hello"]);
+    await sess.close();
+  });
+
+  it("loop$ runs until a stop and completes", async () => {
+    const sess = await create(new FakeSessionCreator(), [new HookRecorder("s", { requestStopAtRun: 3 })]);
+    const values = await lastValueFrom(sess.loop$("train").pipe(toArray()));
+    expect(values).toEqual([1, 2, 3]);
+    await sess.close();
+  });
+});
+
+describe("SessionRunHook base class", () => {
+  it("a subclass overriding one method is a hook; SessionRunContext.requestStop is sticky", async () => {
+    class StopAfterTwo extends SessionRunHook {
+      private n = 0;
+      override afterRun(ctx: SessionRunContext): void {
+        if (++this.n === 2) ctx.requestStop();
+      }
+    }
+    const sess = await create(new FakeSessionCreator(), [new StopAfterTwo()]);
+    let runs = 0;
+    while (!sess.shouldStop()) {
+      await sess.run("train");
+      runs++;
+    }
+    expect(runs).toBe(2);
+    await sess.close();
+  });
+});
