@@ -52,19 +52,18 @@ describe("GlobalStepWaiterHook", () => {
     const hook = new GlobalStepWaiterHook({ waitUntilStep: 5000 });
     const { sess, raw } = await driveHooks({ hooks: [hook], clock, logger });
     const run = sess.run("train");
-    for (const step of [600, 1200, 1800, 2400, 3000, 3600, 4200, 4800, 5400]) {
+    for (const step of [500, 1000, 1001, 2001, 2002, 5400]) {
       await flush();
       await setGlobalStep(raw, step);
       await clock.advance(500);
     }
     await run;
-    expect(clock.sleeps).toHaveLength(9);
+    expect(clock.sleeps).toHaveLength(6);
+    // "More than 1000": 1000 and 2001 are exactly 1000 past the last line, so they do not log.
     expect(logger.messages("info")).toEqual([
       "Waiting for global step 5000 before starting training.",
-      "Waiting for global step 5000 before starting training. Current step is 1200.",
-      "Waiting for global step 5000 before starting training. Current step is 2400.",
-      "Waiting for global step 5000 before starting training. Current step is 3600.",
-      "Waiting for global step 5000 before starting training. Current step is 4800.",
+      "Waiting for global step 5000 before starting training. Current step is 1001.",
+      "Waiting for global step 5000 before starting training. Current step is 2002.",
     ]);
     await sess.close();
   });
