@@ -20,7 +20,7 @@
  */
 
 import { systemClock, type Clock } from "./Clock.js";
-import { OutOfRangeError, RuntimeError } from "./errors.js";
+import { OutOfRangeError, RuntimeError, ValueError } from "./errors.js";
 import { defaultLogger, type Logger } from "./Logger.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -49,13 +49,16 @@ export interface CoordinatorOptions {
   readonly cleanStopExceptionTypes?: readonly ErrorClass[];
   /** The clock for `waitForStop` and the join grace period. */
   readonly clock?: Clock;
-  /** Where straggler reports go. */
+  /** Where reported errors and straggler reports go. */
   readonly logger?: Logger;
 }
 
 /** Options of {@link Coordinator.join}. */
 export interface JoinOptions {
-  /** How long tasks get to finish once a stop is requested (default 120). */
+  /**
+   * How long tasks get to finish once a stop is requested (default 120). As upstream, the
+   * stragglers are checked one last time 1 ms after the period ends; a negative value skips it.
+   */
   readonly stopGracePeriodSecs?: number;
   /** Log stragglers instead of raising (default `false`). */
   readonly ignoreLiveThreads?: boolean;
@@ -75,7 +78,7 @@ export class Coordinator {
   private isJoined = false;
   private readonly registered = new Set<CoordinatedTask>();
   private controller = new AbortController();
-  private stopWaiters: (() => void)[] = [];
+  private stopWaiters = new Set<() => void>();
 
   constructor(options: CoordinatorOptions = {}) {
     this.cleanTypes = options.cleanStopExceptionTypes ?? [OutOfRangeError];
@@ -91,13 +94,20 @@ export class Coordinator {
    */
   requestStop(error?: unknown): void {
     const ex = this.filter(error);
+    // After join nobody would see a recorded error, so it is raised to the caller instead.
     if (this.isJoined && ex !== undefined) throw ex;
-    if (this.stopped) return;
-    if (ex !== undefined && this.exception === undefined) this.exception = { error: ex };
+    if (this.stopped) {
+      if (ex !== undefined) this.logger.debug(`Error dropped by Coordinator (a stop was already requested): ${describe(ex)}`);
+      return;
+    }
+    if (ex !== undefined && this.exception === undefined) {
+      this.logger.info(`Error reported to Coordinator: ${describe(ex)}`);
+      this.exception = { error: ex };
+    }
     this.stopped = true;
     this.controller.abort(ex);
     const waiters = this.stopWaiters;
-    this.stopWaiters = [];
+    this.stopWaiters = new Set();
     for (const w of waiters) w();
   }
 
@@ -132,30 +142,27 @@ export class Coordinator {
   /**
    * Runs `fn`; if it throws (anything), reports the error with {@link requestStop} and swallows
    * it (TensorFlow's `stop_on_exception` context manager). Resolves to `fn`'s result or
-   * `undefined` after an error.
+   * `undefined` after an error. A thrown `undefined` or `null` is recorded as a `ValueError`, so
+   * that it still fails {@link join}. After {@link join}, the error is rethrown (see
+   * {@link requestStop}).
    */
   async stopOnException<T>(fn: () => T | Promise<T>): Promise<T | undefined> {
     try {
       return await fn();
     } catch (e) {
-      this.requestStop(e);
+      this.requestStop(e ?? new ValueError(`a coordinated task threw ${String(e)}`));
       return undefined;
     }
   }
 
   /**
    * Waits until a stop is requested or `timeoutSecs` pass. Resolves `true` if a stop was
-   * requested. A negative or zero timeout checks and returns at once; none waits forever.
+   * requested. A negative or zero timeout checks and returns at once; none (or `Infinity`)
+   * waits forever.
    */
   waitForStop(timeoutSecs?: number): Promise<boolean> {
-    if (this.stopped) return Promise.resolve(true);
-    if (timeoutSecs !== undefined && timeoutSecs <= 0) return Promise.resolve(false);
-    const stop = new Promise<boolean>((resolve) => this.stopWaiters.push(() => resolve(true)));
-    if (timeoutSecs === undefined) return stop;
-    return Promise.race([
-      stop,
-      this.clock.sleep(timeoutSecs * 1000, this.signal).then(() => this.stopped),
-    ]);
+    if (Number.isNaN(timeoutSecs)) return Promise.reject(new ValueError("waitForStop: timeoutSecs is NaN"));
+    return this.untilStop(timeoutSecs === undefined || timeoutSecs === Infinity ? undefined : timeoutSecs * 1000);
   }
 
   /** Registers a task, so that {@link join} waits for it without being told. */
@@ -168,7 +175,12 @@ export class Coordinator {
    * {@link requestStop}. `body` receives {@link signal} to notice a stop.
    */
   spawn(name: string, body: (signal: AbortSignal) => unknown): CoordinatedTask {
-    const t = task(name, this.stopOnException(() => body(this.signal)));
+    const run = this.stopOnException(() => body(this.signal)).catch((e: unknown) => {
+      // Only possible after join: the error cannot be recorded any more, so it must not vanish.
+      this.logger.error(`Task ${name} failed after the Coordinator was joined: ${describe(e)}`);
+      throw e;
+    });
+    const t = task(name, run);
     this.registerThread(t);
     return t;
   }
@@ -185,18 +197,28 @@ export class Coordinator {
    * `RuntimeError` names them (or, with `ignoreLiveThreads`, they are logged).
    */
   async join(tasks?: Iterable<CoordinatedTask>, options: JoinOptions = {}): Promise<void> {
-    const grace = options.stopGracePeriodSecs ?? 120;
+    // Tasks registered after this point are not joined (TensorFlow snapshots under its lock).
     const all = new Set<CoordinatedTask>(this.registered);
     for (const t of tasks ?? []) all.add(t);
     const list = [...all];
-    const allDone = Promise.all(list.map((t) => t.done.then(noop, noop)));
-    if (list.some((t) => t.isAlive())) {
-      await Promise.race([allDone, this.waitForStop()]);
-    }
-    if (list.some((t) => t.isAlive())) {
-      const timer = new AbortController();
-      await Promise.race([allDone, this.clock.sleep(grace * 1000, timer.signal)]);
-      timer.abort();
+    const anyAlive = (): boolean => list.some((t) => t.isAlive());
+    if (anyAlive()) {
+      const allDead = untilAllDead(list);
+      const cancel = new AbortController();
+      await Promise.race([allDead, this.untilStop(undefined, cancel.signal)]);
+      cancel.abort();
+      // TensorFlow polls with a sleep that starts at 1 ms and doubles, clamped to
+      // [1 ms, remaining grace], while the remaining grace is >= 0. We also wake as soon as every
+      // task has finished, but keep its schedule, so live tasks get the same time as upstream.
+      let remainingMs = (options.stopGracePeriodSecs ?? 120) * 1000;
+      let waitMs = 1;
+      while (anyAlive() && remainingMs >= 0) {
+        const timer = new AbortController();
+        await Promise.race([allDead, this.clock.sleep(waitMs, timer.signal)]);
+        timer.abort();
+        remainingMs -= waitMs;
+        waitMs = Math.max(Math.min(2 * waitMs, remainingMs), 1);
+      }
     }
     const stragglers = list.filter((t) => t.isAlive()).map((t) => t.name);
     this.isJoined = true;
@@ -209,6 +231,35 @@ export class Coordinator {
         throw new RuntimeError(`Coordinator stopped with threads still running: ${stragglers.join(" ")}`);
       }
     }
+  }
+
+  /**
+   * Resolves `true` on a stop request, `false` after `timeoutMs` (none: never) or when `cancel`
+   * aborts. The waiter and its timer are removed when it resolves, so a loop that waits
+   * repeatedly does not accumulate them.
+   */
+  private untilStop(timeoutMs: number | undefined, cancel?: AbortSignal): Promise<boolean> {
+    if (this.stopped) return Promise.resolve(true);
+    if (timeoutMs !== undefined && timeoutMs <= 0) return Promise.resolve(false);
+    if (cancel?.aborted === true) return Promise.resolve(false);
+    return new Promise<boolean>((resolve) => {
+      const timer = new AbortController();
+      const finish = (stopped: boolean): void => {
+        this.stopWaiters.delete(onStop);
+        cancel?.removeEventListener("abort", onCancel);
+        timer.abort();
+        resolve(stopped);
+      };
+      const onStop = (): void => finish(true);
+      const onCancel = (): void => finish(false);
+      this.stopWaiters.add(onStop);
+      cancel?.addEventListener("abort", onCancel, { once: true });
+      if (timeoutMs !== undefined) {
+        void this.clock.sleep(timeoutMs, timer.signal).then(() => {
+          if (!timer.signal.aborted) finish(false);
+        });
+      }
+    });
   }
 
   private filter(error: unknown): unknown {
@@ -235,3 +286,20 @@ export const task = (name: string, promise: Promise<unknown>): CoordinatedTask =
 };
 
 const noop = (): void => undefined;
+
+/**
+ * Resolves when every task of `tasks` is dead. A task that is not alive (finished, or a looper
+ * never started) is not waited for; one that starts later is. Each task's `done` is awaited at
+ * most once, so a task whose `isAlive` lies cannot spin this loop.
+ */
+const untilAllDead = async (tasks: readonly CoordinatedTask[]): Promise<void> => {
+  const awaited = new Set<CoordinatedTask>();
+  for (;;) {
+    const fresh = tasks.filter((t) => t.isAlive() && !awaited.has(t));
+    if (fresh.length === 0) return;
+    for (const t of fresh) awaited.add(t);
+    await Promise.all(fresh.map((t) => t.done.then(noop, noop)));
+  }
+};
+
+const describe = (e: unknown): string => (e instanceof Error ? `${e.name}: ${e.message}` : String(e));

@@ -11,10 +11,11 @@
  * @module
  */
 
-import { systemClock, type Clock } from "./Clock.js";
+import { systemClock, type Clock, type TimerHandle } from "./Clock.js";
 import type { CoordinatedTask } from "./Coordinator.js";
 import { Coordinator } from "./Coordinator.js";
-import { ValueError } from "./errors.js";
+import { RuntimeError, ValueError } from "./errors.js";
+import { defaultLogger, type Logger } from "./Logger.js";
 
 /** Options of {@link Looper}. */
 export interface LooperOptions {
@@ -22,6 +23,8 @@ export interface LooperOptions {
   readonly name?: string;
   /** The clock for the schedule (default: the system clock). */
   readonly clock?: Clock;
+  /** Where an error that can no longer be reported to the (joined) coordinator is logged. */
+  readonly logger?: Logger;
 }
 
 let counter = 0;
@@ -35,6 +38,7 @@ let counter = 0;
 export class Looper<A extends unknown[] = unknown[]> implements CoordinatedTask {
   readonly name: string;
   private readonly clock: Clock;
+  private readonly logger: Logger;
   private alive = false;
   private started: Promise<unknown> | undefined;
   private resolveDone!: () => void;
@@ -49,12 +53,16 @@ export class Looper<A extends unknown[] = unknown[]> implements CoordinatedTask 
     options: LooperOptions = {},
   ) {
     if (!(coord instanceof Coordinator)) throw new ValueError("coord must be a Coordinator");
-    if (args !== undefined && target === undefined) throw new ValueError("'args' argument requires that 'target' be set");
+    // As upstream, empty args without a target are accepted.
+    if (target === undefined && args !== undefined && args.length > 0) {
+      throw new ValueError("'args' argument requires that 'target' be set");
+    }
     if (intervalSecs !== null && !(intervalSecs >= 0)) {
       throw new ValueError(`intervalSecs must be null or a number >= 0, got ${String(intervalSecs)}`);
     }
     this.name = options.name ?? `Looper-${++counter}`;
     this.clock = options.clock ?? systemClock;
+    this.logger = options.logger ?? defaultLogger;
     this.done = new Promise<void>((resolve) => {
       this.resolveDone = resolve;
     });
@@ -72,12 +80,16 @@ export class Looper<A extends unknown[] = unknown[]> implements CoordinatedTask 
     return new Looper(coord, intervalSecs, target, args, options).start();
   }
 
-  /** Starts the loop (once). */
+  /** Starts the loop. Like a thread, a looper can be started only once (`RuntimeError`). */
   start(): this {
-    if (this.started !== undefined) return this;
+    if (this.started !== undefined) throw new RuntimeError(`Looper ${this.name} can only be started once`);
     this.alive = true;
     this.started = this.coord
       .stopOnException(() => this.body())
+      .catch((e: unknown) => {
+        // Only possible after join: the coordinator rethrows instead of recording.
+        this.logger.error(`Looper ${this.name} failed after the Coordinator was joined`, { error: String(e) });
+      })
       .finally(() => {
         this.alive = false;
         this.resolveDone();
@@ -109,14 +121,14 @@ export class Looper<A extends unknown[] = unknown[]> implements CoordinatedTask 
     if (this.intervalSecs === null) {
       while (!this.coord.shouldStop()) {
         await this.runLoop();
-        await yieldToEventLoop();
+        await this.yieldTurn();
       }
     } else {
       const intervalMs = this.intervalSecs * 1000;
       let next = this.clock.now();
       for (;;) {
         const waitMs = next - this.clock.now();
-        if (waitMs <= 0) await yieldToEventLoop();
+        if (waitMs <= 0) await this.yieldTurn();
         if (await this.coord.waitForStop(waitMs / 1000)) break;
         next += intervalMs;
         await this.runLoop();
@@ -124,7 +136,19 @@ export class Looper<A extends unknown[] = unknown[]> implements CoordinatedTask 
     }
     await this.stopLoop();
   }
-}
 
-/** Lets timers and I/O run between back-to-back iterations (no time passes). */
-const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+  /**
+   * Lets I/O, timers and other tasks run before an iteration that needs no wait; without it a
+   * back-to-back loop would starve the event loop on microtasks. A zero-delay timer on the clock
+   * races `setImmediate`, so a virtual clock sees the pending iteration as work due *now* and
+   * runs it before moving time on (with `setImmediate` alone, `advance` could jump past it).
+   */
+  private async yieldTurn(): Promise<void> {
+    let timer: TimerHandle | undefined;
+    await new Promise<void>((resolve) => {
+      timer = this.clock.setTimer(0, resolve);
+      setImmediate(resolve);
+    });
+    timer?.cancel();
+  }
+}
