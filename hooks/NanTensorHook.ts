@@ -38,8 +38,8 @@ export interface NanTensorHookOptions {
 
 /**
  * Fetches the loss with every run and, if it is NaN, logs "Model diverged with loss = NaN." and
- * either throws {@link NanLossDuringTrainingError} or requests a stop. A tensor loss counts as
- * NaN if any element is.
+ * either throws {@link NanLossDuringTrainingError} or requests a stop (then the message is also
+ * emitted as a `warning` event). A tensor loss counts as NaN if any element is.
  *
  * @example
  * ```ts
@@ -52,6 +52,7 @@ export class NanTensorHook extends SessionRunHook {
   private readonly failOnNanLoss: boolean;
   private readonly ownLogger: Logger | undefined;
   private logger: Logger;
+  private env: HookEnv | undefined;
 
   constructor(options: NanTensorHookOptions) {
     super();
@@ -63,6 +64,7 @@ export class NanTensorHook extends SessionRunHook {
 
   override begin(env?: HookEnv): void {
     this.logger = this.ownLogger ?? env?.logger ?? defaultLogger;
+    this.env = env;
   }
 
   override beforeRun(_ctx: SessionRunContext): SessionRunArgs {
@@ -77,6 +79,7 @@ export class NanTensorHook extends SessionRunHook {
       throw new NanLossDuringTrainingError();
     }
     this.logger.warn(failureMessage);
+    this.env?.emit({ type: "warning", time: this.env.clock.now(), message: failureMessage });
     // No error: a stop without an exception.
     ctx.requestStop();
   }

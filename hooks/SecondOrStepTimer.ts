@@ -15,7 +15,21 @@ import { ValueError } from "../src/errors.js";
 /** What {@link HookTimer.updateLastTriggeredStep} returns: elapsed seconds and steps, or nothing on the first trigger. */
 export type ElapsedSinceTrigger = readonly [elapsedSecs: number, elapsedSteps: number] | readonly [undefined, undefined];
 
-/** A timer that decides when a periodic hook fires (TensorFlow's `_HookTimer`). */
+/**
+ * A timer that decides when a periodic hook fires (TensorFlow's `_HookTimer`).
+ *
+ * @example
+ * ```ts
+ * // Fire on every power of two.
+ * let last: number | undefined;
+ * const powersOfTwo: HookTimer = {
+ *   reset: () => (last = undefined),
+ *   shouldTriggerForStep: (s) => s !== last && (s & (s - 1)) === 0,
+ *   updateLastTriggeredStep: (s) => ((last = s), [undefined, undefined]),
+ *   lastTriggeredStep: () => last,
+ * };
+ * ```
+ */
 export interface HookTimer {
   /** Forgets the last trigger, so the next step triggers. */
   reset(): void;

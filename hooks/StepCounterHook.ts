@@ -62,8 +62,8 @@ const MAX_NOT_INCREASED_WARNINGS = 5;
  * writes the rate to `summaryWriter` at the true global step. The first measurement only
  * anchors the timer: with `everyNSteps: 10` over 30 runs, rates appear at steps 11 and 21.
  *
- * If the global step does not move between runs, it warns (at most 5 times) that the train op
- * probably does not increment it.
+ * If the global step does not move between runs, it warns (at most 5 times, each also emitted
+ * as a `warning` event) that the train op probably does not increment it.
  *
  * @example
  * ```ts
@@ -80,6 +80,7 @@ export class StepCounterHook extends SessionRunHook {
   private readonly ownClock: Clock | undefined;
   private readonly ownLogger: Logger | undefined;
   private logger: Logger;
+  private env: HookEnv | undefined;
   private globalStepName: string | undefined;
   private args: SessionRunArgs | undefined;
   private summaryTag = "";
@@ -109,6 +110,7 @@ export class StepCounterHook extends SessionRunHook {
   override begin(env?: HookEnv): void {
     this.timer = this.makeTimer(this.ownClock ?? env?.clock ?? systemClock);
     this.logger = this.ownLogger ?? env?.logger ?? defaultLogger;
+    this.env = env;
     this.lastGlobalStep = undefined;
     this.notIncreasedWarnings = 0;
   }
@@ -149,11 +151,12 @@ export class StepCounterHook extends SessionRunHook {
     // different read.
     if (stale === this.lastGlobalStep && this.notIncreasedWarnings < MAX_NOT_INCREASED_WARNINGS) {
       this.notIncreasedWarnings++;
-      this.logger.warn(
+      const message =
         `It seems that global step (${this.globalStepName as string}) has not been increased. ` +
-          `Current value (could be stable): ${stale} vs previous value: ${this.lastGlobalStep}. ` +
-          "You could increase the global step by incrementing it in your train op.",
-      );
+        `Current value (could be stable): ${stale} vs previous value: ${this.lastGlobalStep}. ` +
+        "You could increase the global step by incrementing it in your train op.";
+      this.logger.warn(message);
+      this.env?.emit({ type: "warning", time: (this.ownClock ?? this.env.clock).now(), message });
     }
     this.lastGlobalStep = stale;
   }

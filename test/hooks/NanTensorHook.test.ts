@@ -31,11 +31,16 @@ describe("NanTensorHook", () => {
     const logger = new RecordingLogger();
     const hook = new NanTensorHook({ lossTensor: "loss", failOnNanLoss: false });
     const { sess } = await driveHooks({ hooks: [hook], graph: lossGraph([1, 2, Number.NaN, 4]), logger });
+    const events: string[] = [];
+    sess.events$.subscribe((e) => {
+      if (e.type === "warning") events.push(e.message);
+    });
     const seen: unknown[] = [];
     while (!sess.shouldStop()) seen.push(await sess.run("loss"));
     expect(seen).toEqual([1, 2, Number.NaN]);
     expect(logger.messages("warn")).toEqual(["Model diverged with loss = NaN."]);
     expect(logger.messages("error")).toEqual([]);
+    expect(events).toEqual(["Model diverged with loss = NaN."]);
     await sess.close();
   });
 

@@ -99,6 +99,19 @@ describe("StepCounterHook", () => {
     expect(logger.messages("info")).toEqual([]);
   });
 
+  it("each 'not increased' warning is also a warning event on events$", async () => {
+    const hook = new StepCounterHook({ everyNSteps: 1 });
+    const { sess } = await driveHooks({ hooks: [hook], graph: trainingGraph({ stepsPerRun: 0 }), logger: new RecordingLogger() });
+    const warnings: string[] = [];
+    sess.events$.subscribe((e) => {
+      if (e.type === "warning") warnings.push(e.message);
+    });
+    for (let i = 0; i < 8; i++) await sess.run("train");
+    await sess.close();
+    expect(warnings).toHaveLength(5);
+    expect(warnings[4]).toMatch(/has not been increased/);
+  });
+
   it.each([
     { name: "test_steps_per_run_less_than_every_n_steps", everyNSteps: 10, stepsPerRun: 5, expected: [15, 25] },
     { name: "test_steps_per_run_equal_every_n_steps", everyNSteps: 5, stepsPerRun: 5, expected: [10, 15, 20, 25] },
