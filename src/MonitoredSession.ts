@@ -347,10 +347,18 @@ abstract class WrappedSession {
     return inner instanceof WrappedSession ? inner.shouldStop() : false;
   }
 
-  run(fetches: Fetches, feeds?: Feeds, options?: RunOptions, runMetadata?: RunMetadata): Promise<unknown> {
+  run(
+    fetches: Fetches,
+    feeds?: Feeds,
+    options?: RunOptions,
+    runMetadata?: RunMetadata,
+    onError?: ErrorHandler,
+  ): Promise<unknown> {
     const inner = this.inner;
     if (inner === undefined) return Promise.reject(new RuntimeError("Session is already closed."));
-    return inner.run(fetches, feeds, options, runMetadata);
+    if (inner instanceof WrappedSession) return inner.run(fetches, feeds, options, runMetadata, onError);
+    const p = inner.run(fetches, feeds, options, runMetadata) as Promise<unknown>;
+    return onError === undefined ? p : p.then(undefined, onError);
   }
 
   runStepFn<T>(stepFn: StepFn<T>, raw: RawGetter, runWithHooks: RunFn | undefined): Promise<T> {
@@ -389,7 +397,16 @@ const makeStepContext = (session: Session, run: RunFn): StepContext => ({
   },
 });
 
-/** @internal TensorFlow's `_HookedSession`: merges hooks' run arguments into each run. */
+/** Handles a run's error: rethrows it (transformed) or recovers and returns the retried result. */
+type ErrorHandler = (error: unknown) => unknown;
+
+/**
+ * @internal TensorFlow's `_HookedSession`: merges hooks' run arguments into each run.
+ *
+ * The hot path is written so that a run costs one derived promise on top of the raw run:
+ * hooks that return plain values are called synchronously, and the error handling of the
+ * outer layers is passed down as `onError` instead of being chained as more promises.
+ */
 class HookedSession extends WrappedSession {
   private stopFlag = false;
   private readonly beforeHooks: readonly number[];
@@ -413,16 +430,29 @@ class HookedSession extends WrappedSession {
     return this.stopFlag;
   }
 
-  override run(fetches: Fetches, feeds?: Feeds, options?: RunOptions, runMetadata?: RunMetadata): Promise<unknown> {
-    if (this.shouldStop()) return Promise.reject(new RuntimeError("Run called even after should_stop requested."));
-    const ctx = new SessionRunContext(SessionRunArgs(fetches, feeds), this.raw);
-    const acc: RunAccumulator = { hookFetches: undefined, hookFeeds: undefined, options };
+  override shouldStop(): boolean {
+    // The raw session never stops by itself; only this layer's flag matters.
+    return this.stopFlag || this.inner === undefined;
+  }
+
+  override run(
+    fetches: Fetches,
+    feeds?: Feeds,
+    options?: RunOptions,
+    runMetadata?: RunMetadata,
+    onError?: ErrorHandler,
+  ): Promise<unknown> {
     try {
+      if (this.shouldStop()) throw new RuntimeError("Run called even after should_stop requested.");
+      const ctx = new SessionRunContext(SessionRunArgs(fetches, feeds), this.raw);
+      const acc: RunAccumulator = { hookIdx: undefined, allFetches: undefined, hookFeeds: undefined, options, onError };
       const pending = this.callBefore(ctx, acc, 0);
-      if (pending !== undefined) return pending.then(() => this.callRaw(ctx, acc, fetches, feeds, runMetadata));
+      if (pending !== undefined) {
+        return pending.then(() => this.callRaw(ctx, acc, fetches, feeds, runMetadata), onError);
+      }
       return this.callRaw(ctx, acc, fetches, feeds, runMetadata);
     } catch (e) {
-      return Promise.reject(e);
+      return onError === undefined ? Promise.reject(e) : Promise.resolve().then(() => onError(e));
     }
   }
 
@@ -440,30 +470,30 @@ class HookedSession extends WrappedSession {
           return this.callBefore(ctx, acc, next);
         });
       }
-      this.collect(i, r, acc);
+      if (r !== undefined && r !== null) this.collect(i, r, acc);
     }
     return undefined;
   }
 
   private collect(i: number, args: SessionRunArgs | undefined | void, acc: RunAccumulator): void {
     if (args === undefined || args === null) return;
-    if (args.fetches !== null && args.fetches !== undefined) {
-      (acc.hookFetches ??= []).push(i, args.fetches);
+    const fetches = args.fetches;
+    if (fetches !== null && fetches !== undefined) {
+      if (acc.hookIdx === undefined) {
+        acc.hookIdx = [i];
+        acc.allFetches = [ctxFetchesPlaceholder, fetches];
+      } else {
+        acc.hookIdx.push(i);
+        (acc.allFetches as Fetches[]).push(fetches);
+      }
     }
     const f = args.feeds;
-    if (f !== undefined && f !== null) {
-      let has = false;
-      for (const _ in f) {
-        has = true;
-        break;
-      }
-      if (has) {
-        if (acc.hookFeeds === undefined) acc.hookFeeds = { ...f };
-        else {
-          const conflicts = Object.keys(f).filter((key) => key in (acc.hookFeeds as object));
-          if (conflicts.length > 0) throw sameTensorFed("two hooks", conflicts);
-          Object.assign(acc.hookFeeds, f);
-        }
+    if (f !== undefined && f !== null && hasKeys(f)) {
+      if (acc.hookFeeds === undefined) acc.hookFeeds = { ...f };
+      else {
+        const conflicts = Object.keys(f).filter((key) => key in (acc.hookFeeds as object));
+        if (conflicts.length > 0) throw sameTensorFed("two hooks", conflicts);
+        Object.assign(acc.hookFeeds, f);
       }
     }
     if (args.options !== undefined) acc.options = mergeRunOptions(acc.options, args.options);
@@ -485,8 +515,8 @@ class HookedSession extends WrappedSession {
       if (conflicts.length > 0) throw sameTensorFed("a SessionRunHook and user", conflicts);
       merged = { ...feeds, ...hookFeeds };
     }
-    const hf = acc.hookFetches;
-    const allFetches: Fetches = hf === undefined ? fetches : [fetches, ...hf.filter((_, j) => j % 2 === 1)] as Fetches;
+    const all = acc.allFetches;
+    if (all !== undefined) all[0] = fetches;
     const options = acc.options ?? EMPTY_OPTIONS;
     const meta = runMetadata ?? {};
     const run = ++this.runCount;
@@ -494,62 +524,84 @@ class HookedSession extends WrappedSession {
     if (events?.observed === true) {
       events.next({ type: "beforeRun", time: this.clock.now(), run, fetches, feeds: merged });
     }
-    return (this.raw.run(allFetches, merged, options, meta) as Promise<unknown>).then((outputs) => {
-      const callerResult = hf === undefined ? outputs : (outputs as unknown[])[0];
-      const pending = this.callAfter(ctx, outputs as unknown[], hf, options, meta, 0);
-      const finish = (): unknown => {
-        if (ctx.stopRequested && !this.stopFlag) {
-          this.stopFlag = true;
-          if (events?.observed === true) {
-            events.next({ type: "stopRequested", time: this.clock.now(), by: (ctx.stopRequesters ?? []).join(", ") });
-          }
-        }
-        if (events?.observed === true) {
-          events.next({ type: "afterRun", time: this.clock.now(), run, results: callerResult, stopRequested: ctx.stopRequested });
-        }
-        return callerResult;
-      };
-      return pending === undefined ? finish() : pending.then(finish);
-    });
+    const onError = acc.onError;
+    const rawRun = this.raw.run as (f: Fetches, d?: Feeds, o?: RunOptions, m?: RunMetadata) => Promise<unknown>;
+    return rawRun.call(this.raw, all ?? fetches, merged, options, meta).then((outputs) => {
+      try {
+        const pending = this.callAfter(ctx, outputs, acc.hookIdx, options, meta, 0, 0);
+        if (pending === undefined) return this.finishRun(ctx, all === undefined ? outputs : (outputs as unknown[])[0], run);
+        return pending.then(() => this.finishRun(ctx, all === undefined ? outputs : (outputs as unknown[])[0], run), onError);
+      } catch (e) {
+        if (onError === undefined) throw e;
+        return onError(e);
+      }
+    }, onError);
   }
 
+  /**
+   * Calls `afterRun` from the `k`-th hook on. `j` walks `hookIdx` (hooks that fetched) in step,
+   * as both lists are in ascending hook order.
+   */
   private callAfter(
     ctx: SessionRunContext,
-    outputs: unknown[],
-    hf: (number | Fetches)[] | undefined,
+    outputs: unknown,
+    hookIdx: readonly number[] | undefined,
     options: RunOptions,
     runMetadata: RunMetadata,
     k: number,
+    j: number,
   ): Promise<void> | undefined {
     const idx = this.afterHooks;
     for (; k < idx.length; k++) {
       const i = idx[k] as number;
       let results: unknown = null;
-      if (hf !== undefined) {
-        for (let j = 0; j < hf.length; j += 2) {
-          if (hf[j] === i) {
-            results = outputs[j / 2 + 1];
-            break;
-          }
-        }
+      if (hookIdx !== undefined) {
+        while (j < hookIdx.length && (hookIdx[j] as number) < i) j++;
+        if (hookIdx[j] === i) results = (outputs as unknown[])[j + 1];
       }
       ctx.currentHook = this.names[i];
       const r = (this.hooks[i] as SessionRunHook).afterRun?.(ctx, { results, options, runMetadata });
       if (isPromiseLike(r)) {
-        const next = k + 1;
-        return Promise.resolve(r).then(() => this.callAfter(ctx, outputs, hf, options, runMetadata, next));
+        const nextK = k + 1;
+        const nextJ = j;
+        return Promise.resolve(r).then(() => this.callAfter(ctx, outputs, hookIdx, options, runMetadata, nextK, nextJ));
       }
     }
     return undefined;
   }
+
+  private finishRun(ctx: SessionRunContext, callerResult: unknown, run: number): unknown {
+    const events = this.events;
+    if (ctx.stopRequested && !this.stopFlag) {
+      this.stopFlag = true;
+      if (events?.observed === true) {
+        events.next({ type: "stopRequested", time: this.clock.now(), by: (ctx.stopRequesters ?? []).join(", ") });
+      }
+    }
+    if (events?.observed === true) {
+      events.next({ type: "afterRun", time: this.clock.now(), run, results: callerResult, stopRequested: ctx.stopRequested });
+    }
+    return callerResult;
+  }
 }
 
 interface RunAccumulator {
-  /** Pairs of (hook index, fetches), flattened. */
-  hookFetches: (number | Fetches)[] | undefined;
+  /** Indices of hooks that requested fetches, ascending. */
+  hookIdx: number[] | undefined;
+  /** `[callerFetches, ...hookFetches]` when any hook fetches. */
+  allFetches: Fetches[] | undefined;
   hookFeeds: Record<string, unknown> | undefined;
   options: RunOptions | undefined;
+  readonly onError: ErrorHandler | undefined;
 }
+
+/** Stands in for the caller's fetches until the raw run (they are set then). */
+const ctxFetchesPlaceholder: Fetches = null;
+
+const hasKeys = (o: object): boolean => {
+  for (const _ in o) return true;
+  return false;
+};
 
 const EMPTY_OPTIONS: RunOptions = Object.freeze({});
 
@@ -602,18 +654,27 @@ class CoordinatedSession extends WrappedSession {
     return this.coord.shouldStop();
   }
 
-  override run(fetches: Fetches, feeds?: Feeds, options?: RunOptions, runMetadata?: RunMetadata): Promise<unknown> {
-    return super.run(fetches, feeds, options, runMetadata).catch((e: unknown) => {
-      throw this.rootCause(e);
-    });
+  override run(
+    fetches: Fetches,
+    feeds?: Feeds,
+    options?: RunOptions,
+    runMetadata?: RunMetadata,
+    onError?: ErrorHandler,
+  ): Promise<unknown> {
+    // An outer layer's handler (recovery) receives the root cause; without one, it is thrown.
+    return super.run(fetches, feeds, options, runMetadata, onError ?? this.throwRootCause);
   }
+
+  private readonly throwRootCause = (e: unknown): never => {
+    throw this.rootCause(e);
+  };
 
   override runStepFn<T>(stepFn: StepFn<T>, raw: RawGetter, runWithHooks: RunFn | undefined): Promise<T> {
     return super.runStepFn(stepFn, raw, runWithHooks);
   }
 
   /** A preemption error in the coordinator wins over the main error, enabling recovery. */
-  private rootCause(e: unknown): unknown {
+  rootCause(e: unknown): unknown {
     if (isPreemptionError(e)) return e;
     const stored = this.coord.requestedException;
     return isPreemptionError(stored) ? stored : e;
@@ -668,9 +729,11 @@ class RecoverableSession extends WrappedSession {
   }
 
   override run(fetches: Fetches, feeds?: Feeds, options?: RunOptions, runMetadata?: RunMetadata): Promise<unknown> {
-    const inner = this.inner;
+    const inner = this.inner as CoordinatedSession | undefined;
     if (inner !== undefined && this.pendingClose === undefined) {
-      return inner.run(fetches, feeds, options, runMetadata).catch((e: unknown) => this.recover(e, () => this.runLoop(fetches, feeds, options, runMetadata)));
+      return inner.run(fetches, feeds, options, runMetadata, (e) =>
+        this.recover(inner.rootCause(e), () => this.runLoop(fetches, feeds, options, runMetadata)),
+      );
     }
     return this.runLoop(fetches, feeds, options, runMetadata);
   }

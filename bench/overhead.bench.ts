@@ -1,0 +1,88 @@
+/**
+ * Per-step overhead of the run pipeline, in microseconds per step, on a session whose ops do
+ * nothing. `bareUsPerStep` is a plain loop calling the session; the others run the same
+ * session through a MonitoredSession with 0, 6 or 50 hooks. Medians of repeated rounds; the
+ * variants are interleaved in each round so that machine noise hits them alike.
+ */
+import {
+  FeedFnHook,
+  LoggingTensorHook,
+  NanTensorHook,
+  StepCounterHook,
+  StopAtStepHook,
+} from "../hooks/index.js";
+import { mapFetchesAny } from "../src/internal/fetches.js";
+import { silentLogger } from "../src/Logger.js";
+import { MonitoredSession } from "../src/MonitoredSession.js";
+import type { Feeds, Fetches, Session } from "../src/Session.js";
+import type { SessionRunHook } from "../src/SessionRunHook.js";
+import { median, round } from "./stats.js";
+
+/** A session whose `train` op increments the global step and whose other names read constants. */
+const noopSession = (): Session => {
+  let step = 0;
+  const value = (name: string): unknown => {
+    if (name === "train") return ++step;
+    if (name === "global_step") return step;
+    return 0.5;
+  };
+  return {
+    globalStepName: "global_step",
+    run: ((fetches: Fetches, _feeds?: Feeds) =>
+      Promise.resolve(typeof fetches === "string" ? value(fetches) : mapFetchesAny(fetches, value))) as Session["run"],
+  };
+};
+
+const sixHooks = (): SessionRunHook[] => [
+  new StopAtStepHook({ lastStep: Number.MAX_SAFE_INTEGER }),
+  new StepCounterHook({ everyNSteps: 1e12, logger: silentLogger }),
+  new LoggingTensorHook({ tensors: ["loss"], atEnd: true, logger: silentLogger }),
+  new NanTensorHook({ lossTensor: "loss" }),
+  new FeedFnHook({ feedFn: () => ({}) }),
+  { name: "noop", beforeRun: () => undefined, afterRun: () => undefined },
+];
+
+const noopHooks = (n: number): SessionRunHook[] =>
+  Array.from({ length: n }, (_, i) => ({ name: `noop${i}`, beforeRun: () => undefined, afterRun: () => undefined }));
+
+const monitored = (hooks: SessionRunHook[]) =>
+  MonitoredSession.create({ sessionCreator: { createSession: async () => noopSession() }, hooks, logger: silentLogger });
+
+const timeSteps = async (run: () => Promise<unknown>, steps: number): Promise<number> => {
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < steps; i++) await run();
+  return Number(process.hrtime.bigint() - t0) / 1e3 / steps;
+};
+
+export default async (): Promise<Record<string, unknown>> => {
+  const steps = 200_000;
+  const rounds = 9;
+  const bare = noopSession();
+  const m0 = await monitored([]);
+  const m6 = await monitored(sixHooks());
+  const m50 = await monitored(noopHooks(50));
+  const variants: [string, () => Promise<unknown>][] = [
+    ["bare", () => bare.run("train")],
+    ["hooks0", () => m0.run("train")],
+    ["hooks6", () => m6.run("train")],
+    ["hooks50", () => m50.run("train")],
+  ];
+  // Warm up: let the JIT settle and the hooks pass their first (logging) steps.
+  for (const [, run] of variants) await timeSteps(run, steps);
+  const samples = new Map<string, number[]>(variants.map(([k]) => [k, []]));
+  for (let r = 0; r < rounds; r++) {
+    for (const [k, run] of variants) samples.get(k)?.push(await timeSteps(run, steps));
+  }
+  for (const m of [m0, m6, m50]) await m.close();
+  const med = (k: string) => median(samples.get(k) ?? []);
+  return {
+    stepsPerRound: steps,
+    rounds,
+    bareUsPerStep: round(med("bare")),
+    hooks0UsPerStep: round(med("hooks0")),
+    hooks6UsPerStep: round(med("hooks6")),
+    hooks50UsPerStep: round(med("hooks50")),
+    hooks6MinusBareUs: round(med("hooks6") - med("bare")),
+    targetHooks6MinusBareUs: 1.0,
+  };
+};
