@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ValueError } from "../../src/errors.js";
+import { SessionRunArgs, SessionRunContext } from "../../src/SessionRunHook.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { StepCounterHook, type ScalarSummaryWriter } from "../../hooks/StepCounterHook.js";
 import { driveHooks, RecordingLogger, trainingGraph } from "../util/driveHooks.js";
@@ -136,6 +137,19 @@ describe("StepCounterHook", () => {
     }
     // Stale+1 hits 1 (anchor), 11 and 21: three extra reads in 30 runs.
     expect(raw.readsOf("global_step")).toBe(3);
+    await sess.close();
+  });
+
+  it("hot path: a run that does not measure returns no promise", async () => {
+    const hook = new StepCounterHook({ everyNSteps: 10 });
+    const { sess, raw } = await driveHooks({ hooks: [hook], logger: new RecordingLogger() });
+    const ctx = new SessionRunContext(SessionRunArgs("train"), raw);
+    expect(hook.beforeRun(ctx)).toBe(hook.beforeRun(ctx));
+    await hook.afterRun(ctx, { results: 0, options: {}, runMetadata: {} }); // anchors at the true step 0
+    expect(hook.afterRun(ctx, { results: 1, options: {}, runMetadata: {} })).toBeUndefined();
+    const measuring = hook.afterRun(ctx, { results: 9, options: {}, runMetadata: {} });
+    expect(measuring).toBeInstanceOf(Promise);
+    await measuring;
     await sess.close();
   });
 

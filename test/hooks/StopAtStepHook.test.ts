@@ -132,6 +132,21 @@ describe("StopAtStepHook", () => {
     expect(stops).toEqual([false, true]);
   });
 
+  it("hot path: constant run arguments, and no promise for a run far from the target", async () => {
+    const hook = new StopAtStepHook({ lastStep: 100 });
+    const { sess, raw } = await driveHooks({ hooks: [hook] });
+    const ctx = new SessionRunContext(SessionRunArgs("train"), raw);
+    const args = hook.beforeRun(ctx);
+    expect(hook.beforeRun(ctx)).toBe(args);
+    expect(args.fetches).toBe("global_step");
+    expect(hook.afterRun(ctx, { results: 5, options: {}, runMetadata: {} })).toBeUndefined();
+    const nearTarget = hook.afterRun(ctx, { results: 99, options: {}, runMetadata: {} });
+    expect(nearTarget).toBeInstanceOf(Promise);
+    await nearTarget;
+    expect(ctx.stopRequested).toBe(false); // the true step is still 0
+    await sess.close();
+  });
+
   it("a session without a global step is a RuntimeError naming the hook", async () => {
     const hook = new StopAtStepHook({ lastStep: 3 });
     await expect(driveHooks({ hooks: [hook], graph: trainingGraph({ globalStepName: null }) })).rejects.toThrow(
