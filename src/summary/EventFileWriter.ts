@@ -134,6 +134,11 @@ export class EventFileWriter {
     return this.closing !== undefined;
   }
 
+  /** Records queued in memory, not yet handed to the file system. */
+  get pendingRecords(): number {
+    return this.buffer.records;
+  }
+
   /** The first background write error, if any. The writer drops records after it. */
   get error(): Error | undefined {
     return this.failure;

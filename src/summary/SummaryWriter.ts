@@ -95,6 +95,16 @@ export class SummaryWriter {
     return this.eventWriter.flushed$;
   }
 
+  /** The first background write error, if any (later events are dropped). */
+  get error(): Error | undefined {
+    return this.eventWriter.error;
+  }
+
+  /** Records queued in memory, not yet handed to the file system. */
+  get pendingRecords(): number {
+    return this.eventWriter.pendingRecords;
+  }
+
   /** `true` once `close()` was called. */
   get closed(): boolean {
     return this.eventWriter.closed;
