@@ -3,8 +3,11 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    exclude: ["test/util/**", "node_modules/**"],
-    // Child-process tests (kill/crash scenarios) spawn real Node processes.
+    exclude: ["test/util/**", "test/fixtures/**", "node_modules/**"],
+    // The JSON report feeds the `N passed, N failed` summary of .ci/run.
+    reporters: ["default", "json"],
+    outputFile: { json: ".vitest-report.json" },
+    // Child-process tests (kill and crash scenarios) spawn real Node processes.
     testTimeout: 60_000,
     hookTimeout: 60_000,
   },

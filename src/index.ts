@@ -1,0 +1,105 @@
+/**
+ * monitored-session: TensorFlow's hook-based training-session machinery for TypeScript.
+ *
+ * - `MonitoredSession` runs a training step through pluggable hooks, a coordinator and
+ *   recovery from preemption; `events$` lets observers watch every step.
+ * - Built-in hooks live in `monitored-session/hooks`; the test kit in `monitored-session/testing`.
+ *
+ * @module
+ */
+
+/* Sessions */
+export {
+  MonitoredSession,
+  SingularMonitoredSession,
+  mergeRunOptions,
+  withSession,
+  type MonitoredSessionOptions,
+  type SessionCreator,
+  type StepContext,
+} from "./MonitoredSession.js";
+export {
+  GLOBAL_STEP_NAME,
+  type Feeds,
+  type FetchResult,
+  type Fetches,
+  type RunMetadata,
+  type RunOptions,
+  type Session,
+  type VariableCollection,
+  type VariableStore,
+} from "./Session.js";
+export { Graph, GraphSession, Variable, type OpContext, type OpFn, type VariableOptions } from "./Graph.js";
+
+/* Hooks */
+export {
+  SessionRunArgs,
+  SessionRunContext,
+  SessionRunHook,
+  hook,
+  hookName,
+  orderHooks,
+  type HookEnv,
+  type MaybePromise,
+  type SessionRunValues,
+} from "./SessionRunHook.js";
+
+/* Events */
+export type { SessionEvent, SessionEventMap, SessionEventOf } from "./SessionEvent.js";
+
+/* Coordination */
+export { Coordinator, task, type CoordinatedTask, type CoordinatorOptions, type ErrorClass, type JoinOptions } from "./Coordinator.js";
+export { Looper, type LooperOptions } from "./Looper.js";
+
+/* Tensors */
+export {
+  DTYPES,
+  copyTensor,
+  fromTensorValue,
+  inferDType,
+  isTensorValue,
+  numElements,
+  scalar,
+  tensor,
+  toTensorValue,
+  type DType,
+  type TensorData,
+  type TensorDataMap,
+  type TensorValue,
+  type VariableValue,
+} from "./Tensor.js";
+
+/* Time and logging */
+export { systemClock, secs, type Clock, type TimerHandle } from "./Clock.js";
+export { consoleLogger, defaultLogger, silentLogger, type LogLevel, type Logger } from "./Logger.js";
+
+/* Errors */
+export {
+  AbortedError,
+  AlreadyExistsError,
+  CancelledError,
+  DataLossError,
+  DeadlineExceededError,
+  ErrorCode,
+  FailedPreconditionError,
+  InvalidArgumentError,
+  NanLossDuringTrainingError,
+  NotFoundError,
+  OpError,
+  OutOfRangeError,
+  ResourceExhaustedError,
+  RuntimeError,
+  StopIteration,
+  UnavailableError,
+  UnimplementedError,
+  UnknownError,
+  ValueError,
+  isCleanExit,
+  isPreemptionError,
+} from "./errors.js";
+
+/* Checkpoints */
+export * from "./checkpoint/index.js";
+
+/* TensorBoard summaries */
+export * from "./summary/index.js";
