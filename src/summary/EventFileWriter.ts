@@ -112,6 +112,9 @@ export class EventFileWriter {
     if (typeof logdir !== "string" || logdir === "") {
       throw new InvalidArgumentError("logdir must be a non-empty string");
     }
+    if (o.filenameSuffix.includes("/") || o.filenameSuffix.includes("\\")) {
+      throw new InvalidArgumentError(`filenameSuffix must not contain a path separator, got ${JSON.stringify(o.filenameSuffix)}`);
+    }
     this.logdir = logdir;
     this.clock = options.clock ?? systemClock;
     this.logger = options.logger ?? defaultLogger;

@@ -152,7 +152,9 @@ export const tensorSummaryValue = (
 /**
  * Writes a whole `Event` holding one TF2 scalar (what {@link scalarValue} in an event encodes
  * to, byte for byte) without building the intermediate objects. The summary writer's hot path:
- * it halves the cost of `addScalar` (measured in `bench/summary.bench.ts`).
+ * still `@bufbuild/protobuf`'s `BinaryWriter`, but with the field layout written out; it makes
+ * `addScalar` + flush about 1.5x faster end to end than the generic `encodeEvent` path
+ * (`bench/summary.bench.ts`: ~770k vs ~490k scalars/s on the shared 2-core machine).
  */
 export const writeScalarEvent = (w: BinaryWriter, wallTime: number, step: Int64, tag: string, value: number): void => {
   if (wallTime !== 0) w.uint32(0x09).double(wallTime);

@@ -1,0 +1,83 @@
+/**
+ * Summary writer throughput: scalar events encoded, framed, written and fsynced by a final
+ * `flush()`, as a training loop calling `addScalar` every step would drive it.
+ *
+ * - `scalarsPerSec`: `SummaryWriter.addScalar` (default options: maxQueue 10) × N, then `flush()`.
+ * - `scalarsPerSecGenericEncoder`: the same events through the generic path (building a
+ *   `Summary.Value` object and encoding it with `encodeEvent`), to keep the hand-written scalar
+ *   fast path (`writeScalarEvent`) honest: it must stay clearly faster or go.
+ * - baseline `rawWriteFsyncPerSec`: writing the very bytes the writer produced with one
+ *   `fs.write` + `fsync`, measured in the same run; `ratioToRawWrite` = writer time / raw time.
+ *
+ * Medians over repeated runs after a warm-up, because the machine is shared and noisy.
+ */
+import { closeSync, fsyncSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { firstValueFrom } from "rxjs";
+import { SummaryWriter } from "../src/summary/SummaryWriter.js";
+import { elapsedMs, median, round } from "./stats.js";
+
+const EVENTS = 200_000;
+const RUNS = 7;
+
+const timeWriter = async (dir: string, generic: boolean): Promise<{ ms: number; path: string }> => {
+  const writer = new SummaryWriter(dir);
+  await firstValueFrom(writer.flushed$); // the file_version record; not part of the measurement
+  const options = generic ? { displayName: "loss" } : undefined; // any option takes the generic path
+  const start = process.hrtime.bigint();
+  for (let step = 0; step < EVENTS; step++) writer.addScalar("loss", 1 / (step + 1), step, options);
+  await writer.flush();
+  const ms = elapsedMs(start);
+  await writer.close();
+  return { ms, path: writer.path };
+};
+
+const timeRawWrite = (dir: string, bytes: Uint8Array): number => {
+  const start = process.hrtime.bigint();
+  const fd = openSync(join(dir, "raw.bin"), "wx");
+  let off = 0;
+  while (off < bytes.length) off += writeSync(fd, bytes, off, bytes.length - off);
+  fsyncSync(fd);
+  closeSync(fd);
+  return elapsedMs(start);
+};
+
+export default async (): Promise<Record<string, unknown>> => {
+  const root = mkdtempSync(join(tmpdir(), "summary-bench-"));
+  try {
+    const writerMs: number[] = [];
+    const genericMs: number[] = [];
+    const rawMs: number[] = [];
+    let bytesPerEvent = 0;
+    for (let run = 0; run <= RUNS; run++) {
+      const fast = await timeWriter(join(root, `fast${run}`), false);
+      const generic = await timeWriter(join(root, `generic${run}`), true);
+      const bytes = readFileSync(fast.path);
+      const raw = timeRawWrite(join(root, `fast${run}`), bytes);
+      bytesPerEvent = bytes.length / (EVENTS + 1);
+      if (run === 0) continue; // warm-up (JIT, page cache)
+      writerMs.push(fast.ms);
+      genericMs.push(generic.ms);
+      rawMs.push(raw);
+    }
+    const writer = median(writerMs);
+    const generic = median(genericMs);
+    const raw = median(rawMs);
+    return {
+      events: EVENTS,
+      runs: RUNS,
+      bytesPerEvent: round(bytesPerEvent, 1),
+      scalarsPerSec: Math.round(EVENTS / (writer / 1000)),
+      scalarsPerSecTarget: 500_000,
+      scalarsPerSecGenericEncoder: Math.round(EVENTS / (generic / 1000)),
+      baseline: "raw fs write + fsync of the same bytes",
+      rawWriteFsyncPerSec: Math.round(EVENTS / (raw / 1000)),
+      ratioToRawWrite: round(writer / raw, 2),
+      medianMs: { writer: round(writer, 1), genericEncoder: round(generic, 1), rawWriteFsync: round(raw, 1) },
+      loadAverage1m: round((await import("node:os")).loadavg()[0] ?? 0, 2),
+    };
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+};
