@@ -344,7 +344,7 @@ const makeStore = (graph: Graph, values: Map<string, VariableValue>): VariableSt
         }
         const like = values.get(name) ?? v.initialValue();
         try {
-          decoded.set(name, fromTensorValue(t, like));
+          decoded.set(name, fromTensorValue(t, like, v.dtype));
         } catch (e) {
           throw new InvalidArgumentError(`Variable "${name}": ${(e as Error).message}`, { cause: e });
         }

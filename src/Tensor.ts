@@ -137,10 +137,12 @@ export const toTensorValue = (value: VariableValue, dtype?: DType): TensorValue 
 /**
  * Converts a tensor back to the JS form of `like` (the variable's current or initial value):
  * a number for a numeric scalar, a typed array for a 1-D tensor, or the tensor itself.
+ * `dtype` is the variable's declared dtype when `like` is a JS number stored as another type
+ * (an `int64` global step, say).
  * Throws `InvalidArgumentError` if the dtype or shape do not fit `like`.
  */
-export const fromTensorValue = (t: TensorValue, like: VariableValue): VariableValue => {
-  const expected = toTensorValue(like, isTensorValue(like) ? undefined : inferDType(like));
+export const fromTensorValue = (t: TensorValue, like: VariableValue, dtype?: DType): VariableValue => {
+  const expected = toTensorValue(like, isTensorValue(like) ? undefined : (dtype ?? inferDType(like)));
   if (t.dtype !== expected.dtype) {
     throw new InvalidArgumentError(`dtype mismatch: expected ${expected.dtype}, got ${t.dtype}`);
   }

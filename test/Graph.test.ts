@@ -1,0 +1,89 @@
+import { describe, expect, it } from "vitest";
+import { FailedPreconditionError, InvalidArgumentError, RuntimeError, ValueError } from "../src/errors.js";
+import { Graph } from "../src/Graph.js";
+
+const counterGraph = () => {
+  const g = new Graph();
+  const step = g.globalStep();
+  const w = g.variable("w", new Float32Array([1, 2]));
+  const acc = g.variable("acc", { initialValue: 0, collection: "local" });
+  g.op("train", (ctx) => {
+    const v = ctx.read(w).map((x) => x * 2);
+    ctx.assign(w, v);
+    return ctx.assignAdd(step, 1);
+  });
+  g.op("double_step", (ctx) => (ctx.run("train") as number) * 2);
+  g.op("async_op", async (ctx) => ctx.feed<number>("x") + 1);
+  return { g, step, w, acc };
+};
+
+describe("Graph", () => {
+  it("variable fetches read the value at the start of the run; ops run once per run", async () => {
+    const { g } = counterGraph();
+    const s = g.session();
+    await s.variables.initialize();
+    expect(await s.run({ before: "global_step", t: "train", again: "double_step" })).toEqual({ before: 0, t: 1, again: 2 });
+    expect(await s.run(["global_step", "w"])).toEqual([1, new Float32Array([2, 4])]);
+  });
+
+  it("feeds, async ops and nested fetch structures", async () => {
+    const { g } = counterGraph();
+    const s = g.session();
+    await s.variables.initialize();
+    expect(await s.run({ a: ["async_op", { x: "x" }] }, { x: 41 })).toEqual({ a: [42, { x: 41 }] });
+    await expect(s.run("async_op")).rejects.toThrow(new InvalidArgumentError('You must feed a value for "x".'));
+    expect(await s.run(null)).toBeNull();
+  });
+
+  it("reports uninitialized variables by collection and refuses to read them", async () => {
+    const { g } = counterGraph();
+    const s = g.session();
+    expect(s.variables.reportUninitialized()).toEqual(["global_step", "w", "acc"]);
+    expect(s.variables.reportUninitialized("local")).toEqual(["acc"]);
+    await s.variables.initialize("global");
+    expect(s.variables.reportUninitialized()).toEqual(["acc"]);
+    await expect(s.run("acc")).rejects.toThrow(new FailedPreconditionError("Attempting to use uninitialized value acc"));
+  });
+
+  it("each session holds its own values", async () => {
+    const { g } = counterGraph();
+    const a = g.session();
+    const b = g.session();
+    await a.variables.initialize();
+    await b.variables.initialize();
+    await a.run("train");
+    expect(await b.run("global_step")).toBe(0);
+  });
+
+  it("snapshot is a deep copy of the global variables; restore is all or nothing", async () => {
+    const { g } = counterGraph();
+    const s = g.session();
+    await s.variables.initialize();
+    const snap = s.variables.snapshot();
+    expect([...snap.keys()]).toEqual(["global_step", "w"]);
+    expect(snap.get("global_step")).toEqual({ dtype: "int64", shape: [], data: BigInt64Array.of(0n) });
+    await s.run("train");
+    expect(snap.get("w")?.data).toEqual(new Float32Array([1, 2]));
+    await s.variables.restore(snap);
+    expect(await s.run(["global_step", "w"])).toEqual([0, new Float32Array([1, 2])]);
+    const bad = new Map(snap);
+    bad.set("w", { dtype: "float64", shape: [2], data: new Float64Array(2) });
+    bad.set("global_step", { dtype: "int64", shape: [], data: BigInt64Array.of(9n) });
+    expect(() => s.variables.restore(bad)).toThrow(/Variable "w" is float32 but the checkpoint holds float64/);
+    expect(await s.run("global_step")).toBe(0);
+    expect(() => s.variables.restore(new Map([["nope", snap.get("w")!]]))).toThrow(/"nope"/);
+  });
+
+  it("rejects duplicate names, empty names, unknown fetches and changes after finalize", async () => {
+    const { g } = counterGraph();
+    expect(() => g.variable("w", 1)).toThrow(ValueError);
+    expect(() => g.op("", () => 1)).toThrow(ValueError);
+    expect(() => g.globalStep("other")).toThrow(/already has a global step/);
+    const s = g.session();
+    await expect(s.run("missing")).rejects.toThrow(/Fetch "missing" is not a variable, op or feed/);
+    g.finalize();
+    expect(() => g.op("late", () => 1)).toThrow(new RuntimeError('Graph is finalized and cannot be modified: cannot add op "late".'));
+    s.close();
+    await expect(s.run("train")).rejects.toThrow("Attempted to use a closed Session.");
+  });
+});
