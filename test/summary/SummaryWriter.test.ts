@@ -64,6 +64,12 @@ describe("SummaryWriter: the event file", () => {
     expect(eventFiles(dir)).toHaveLength(2);
   });
 
+  it("appends filenameSuffix (e.g. TF2's .v2)", async () => {
+    const w = new SummaryWriter(dir, { clock: new VirtualClock({ startMs: START_MS }), filenameSuffix: ".v2" });
+    await w.close();
+    expect(basename(w.path)).toMatch(/^events\.out\.tfevents\.1599759586\..*\.v2$/);
+  });
+
   it("creates a missing log directory", async () => {
     const w = new SummaryWriter(join(dir, "a", "b", "c"));
     await w.close();
@@ -231,6 +237,7 @@ describe("SummaryWriter: bad input gives clear errors and writes nothing", () =>
     );
     expect(() => new SummaryWriter(dir, { purgeStep: Number.NaN })).toThrow(/purgeStep: step must be an integer/);
     expect(() => new SummaryWriter("")).toThrow(/logdir must be a non-empty string/);
+    expect(() => new SummaryWriter(dir, { filenameSuffix: "/../x" })).toThrow(/filenameSuffix must not contain a path separator/);
     expect(eventFiles(dir)).toHaveLength(0);
   });
 
