@@ -152,9 +152,7 @@ export class EventFileWriter {
    * is not an integer) or a closed writer; never waits for I/O.
    */
   addEvent(event: EventProto): void {
-    this.checkOpen();
-    writeEvent(this.proto, event);
-    this.addRecord(this.proto.finish());
+    this.addEncoded((w) => writeEvent(w, event));
   }
 
   /**
@@ -163,7 +161,12 @@ export class EventFileWriter {
    */
   addEncoded(encode: (w: BinaryWriter) => void): void {
     this.checkOpen();
-    encode(this.proto);
+    try {
+      encode(this.proto);
+    } catch (e) {
+      this.proto.finish(); // drop the half-encoded event so it cannot prefix the next one
+      throw e;
+    }
     this.addRecord(this.proto.finish());
   }
 

@@ -200,7 +200,7 @@ export interface EventProto {
 
 /**
  * Serializes an `Event`. Throws `InvalidArgumentError` if a `oneof` has more than one member
- * set or an `int64` is not an integer in range.
+ * set, an `int64` is not an integer in range, or `wallTime` is not finite.
  *
  * @example
  * ```ts
@@ -222,6 +222,10 @@ export const encodeSummary = (summary: Summary, writer: BinaryWriter = new Binar
 /** Writes the fields of an `Event` into `w` (no length prefix). */
 export const writeEvent = (w: BinaryWriter, e: EventProto): void => {
   checkOneof("Event", e.fileVersion, e.graphDef, e.summary, e.sessionLog, e.taggedRunMetadata, e.metaGraphDef);
+  // TensorBoard's Rust reader gives up on a whole file at a NaN wall time.
+  if (!Number.isFinite(e.wallTime)) {
+    throw new InvalidArgumentError(`Event.wall_time must be a finite number of seconds, got ${e.wallTime}`);
+  }
   if (e.wallTime !== 0) w.uint32(TAG_1_BIT64).double(e.wallTime);
   if (e.step !== undefined && e.step !== 0 && e.step !== 0n) writeInt64(w.uint32(TAG_2_VARINT), e.step, "Event.step");
   if (e.fileVersion !== undefined) w.uint32(TAG_3_LEN).string(e.fileVersion);

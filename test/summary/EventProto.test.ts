@@ -80,6 +80,11 @@ describe("encodeEvent", () => {
     expect(toHex(encodeEvent({ wallTime: 0, step: 0 }))).toBe("");
   });
 
+  it("rejects a NaN or infinite wall time (rustboard drops a file at a NaN wall_time)", () => {
+    expect(() => encodeEvent({ wallTime: Number.NaN })).toThrow(/Event.wall_time must be a finite number of seconds, got NaN/);
+    expect(() => encodeEvent({ wallTime: Number.POSITIVE_INFINITY })).toThrow(InvalidArgumentError);
+  });
+
   it("rejects an event with two members of the oneof set", () => {
     expect(() => encodeEvent({ wallTime: 1, fileVersion: "x", summary: { value: [] } })).toThrow(
       /Event: at most one member of the oneof may be set, got 2/,

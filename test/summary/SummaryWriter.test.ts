@@ -231,6 +231,18 @@ describe("SummaryWriter: bad input gives clear errors and writes nothing", () =>
     expect(readEvents(w.path)).toHaveLength(1);
   });
 
+  it("an event that fails half-way through encoding leaves no trace in the file", async () => {
+    const w = new SummaryWriter(dir, { clock: new VirtualClock({ startMs: START_MS }) });
+    const bad = { value: [{ tag: "t", tensor: { dtype: DataType.DT_INT64, int64Val: [1, 0.5] } }] };
+    expect(() => w.addSummary(bad, 3)).toThrow(/TensorProto.int64_val must be an integer/);
+    expect(() => w.addEvent({ wallTime: Number.NaN, step: 1 })).toThrow(/wall_time must be a finite number/);
+    w.addScalar("ok", 1, 4);
+    await w.close();
+    const events = readEvents(w.path);
+    expect(events).toHaveLength(2);
+    expect(events[1]).toMatchObject({ step: "4", summary: { value: [{ tag: "ok" }] } });
+  });
+
   it("rejects invalid options, listing every problem with its path, before creating any file", () => {
     expect(() => new SummaryWriter(dir, { maxQueue: 0, flushSecs: -1 })).toThrow(
       'invalid summary writer options: maxQueue: expected a positive integer, got 0; flushSecs: expected a positive finite number, got -1',
