@@ -16,7 +16,7 @@
 import { crc32c } from "@node-rs/crc32";
 import { isLeft } from "fp-ts/lib/Either.js";
 import * as t from "io-ts";
-import { open, readFile, rename } from "node:fs/promises";
+import { mkdir, open, readFile, rename } from "node:fs/promises";
 import { endianness } from "node:os";
 import { dirname } from "node:path";
 
@@ -136,6 +136,9 @@ export const writeBundle = async (
   const dir = dirname(prefix);
   const finalData = dataPath(prefix);
   const finalIndex = indexPath(prefix);
+  // A directory created here must itself survive a power cut: fsync its parent.
+  const created = await mkdir(dir, { recursive: true });
+  if (created !== undefined) await fsyncDir(dirname(created));
   const dataTmp = tempPathFor(finalData);
   const indexTmp = tempPathFor(finalIndex);
   // Between the two renames the data file has no index; cleanup must not take it for a leftover.
@@ -155,7 +158,7 @@ export const writeBundle = async (
     const fh = await open(indexTmp, "wx", 0o644);
     try {
       await writeAll(fh, [Buffer.from(`${JSON.stringify(manifest, null, 1)}\n`, "utf8")], 0);
-      await fh.sync();
+      await fh.datasync();
     } finally {
       await fh.close();
     }
@@ -426,7 +429,7 @@ const writeDataFile = async (path: string, layout: Layout): Promise<number[]> =>
     }
     if (batch.length > 0) await flushBatch();
     await inflight;
-    await fh.sync();
+    await fh.datasync();
   } finally {
     await fh.close();
   }

@@ -296,8 +296,10 @@ export class CheckpointManager {
       this.maybeDelete.set(prepared.path, ts);
       this.latest = prepared.path;
       await this.recordState();
-      await this.sweep();
-      await this.recordState();
+      // The second write narrows the window in which a crash while deleting leaves the state
+      // naming deleted checkpoints. When the sweep changed nothing, the file would be
+      // identical, so it is skipped (two fsyncs saved).
+      if (await this.sweep()) await this.recordState();
       return prepared.path;
     } finally {
       prepared.turn.done();
@@ -427,10 +429,16 @@ export class CheckpointManager {
     );
   }
 
-  private async sweep(): Promise<void> {
-    if (this.policy !== undefined) return this.sweepWithPolicy(this.policy);
-    if (this.maxToKeep === null) return;
-    while (this.maybeDelete.size > this.maxToKeep) {
+  /** Applies the retention; resolves `true` if the managed set changed. */
+  private async sweep(): Promise<boolean> {
+    const before = this.maybeDelete.size;
+    if (this.policy !== undefined) await this.sweepWithPolicy(this.policy);
+    else if (this.maxToKeep !== null) await this.sweepMaxToKeep(this.maxToKeep);
+    return this.maybeDelete.size !== before;
+  }
+
+  private async sweepMaxToKeep(maxToKeep: number): Promise<void> {
+    while (this.maybeDelete.size > maxToKeep) {
       const [path, ts] = this.maybeDelete.entries().next().value as [string, number];
       this.maybeDelete.delete(path);
       if (this.keepEveryNHours !== null && ts - this.keepEveryNHours * 3600 >= this.lastPreserved) {

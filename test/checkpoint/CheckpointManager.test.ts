@@ -109,6 +109,14 @@ describe("CheckpointManager save and retention", () => {
     expect(mgr.checkpoints).toEqual([join(dir, "model.ckpt-50"), join(dir, "model.ckpt-100")]);
   });
 
+  it("creates a missing (nested) directory on the first save", async () => {
+    const s = await session(model().graph);
+    const nested = join(dir, "run", "ckpts");
+    const mgr = await create({ directory: nested });
+    expect(await mgr.save(s.variables)).toBe(join(nested, "ckpt-1"));
+    expect(await latestCheckpoint(nested)).toBe(join(nested, "ckpt-1"));
+  });
+
   it("maxToKeep null keeps everything", async () => {
     const s = await session(model().graph);
     const mgr = await create({ maxToKeep: null });
