@@ -6,6 +6,9 @@
  * - `scalarsPerSecGenericEncoder`: the same events through the generic path (building a
  *   `Summary.Value` object and encoding it with `encodeEvent`), to keep the hand-written scalar
  *   fast path (`writeScalarEvent`) honest: it must stay clearly faster or go.
+ * - `scalarsPerSecYielding`: the loop yields to the event loop (`setImmediate`) after every 10
+ *   events, as an async training loop does, so batches of about `maxQueue` records go out in
+ *   many small background writes instead of one large one.
  * - baseline `rawWriteFsyncPerSec`: writing the very bytes the writer produced with one
  *   `fs.write` + `fsync`, measured in the same run; `ratioToRawWrite` = writer time / raw time.
  *
@@ -19,6 +22,7 @@ import { SummaryWriter } from "../src/summary/SummaryWriter.js";
 import { elapsedMs, median, round } from "./stats.js";
 
 const EVENTS = 200_000;
+const YIELDING_EVENTS = 50_000;
 const RUNS = 7;
 
 const timeWriter = async (dir: string, generic: boolean): Promise<{ ms: number; path: string }> => {
@@ -31,6 +35,20 @@ const timeWriter = async (dir: string, generic: boolean): Promise<{ ms: number; 
   const ms = elapsedMs(start);
   await writer.close();
   return { ms, path: writer.path };
+};
+
+const timeYielding = async (dir: string): Promise<number> => {
+  const writer = new SummaryWriter(dir);
+  await firstValueFrom(writer.flushed$);
+  const start = process.hrtime.bigint();
+  for (let step = 0; step < YIELDING_EVENTS; step++) {
+    writer.addScalar("loss", 1 / (step + 1), step);
+    if (step % 10 === 9) await new Promise<void>((r) => setImmediate(r));
+  }
+  await writer.flush();
+  const ms = elapsedMs(start);
+  await writer.close();
+  return ms;
 };
 
 const timeRawWrite = (dir: string, bytes: Uint8Array): number => {
@@ -49,17 +67,20 @@ export default async (): Promise<Record<string, unknown>> => {
     const writerMs: number[] = [];
     const genericMs: number[] = [];
     const rawMs: number[] = [];
+    const yieldingMs: number[] = [];
     let bytesPerEvent = 0;
     for (let run = 0; run <= RUNS; run++) {
       const fast = await timeWriter(join(root, `fast${run}`), false);
       const generic = await timeWriter(join(root, `generic${run}`), true);
       const bytes = readFileSync(fast.path);
       const raw = timeRawWrite(join(root, `fast${run}`), bytes);
+      const yielding = await timeYielding(join(root, `yielding${run}`));
       bytesPerEvent = bytes.length / (EVENTS + 1);
       if (run === 0) continue; // warm-up (JIT, page cache)
       writerMs.push(fast.ms);
       genericMs.push(generic.ms);
       rawMs.push(raw);
+      yieldingMs.push(yielding);
     }
     const writer = median(writerMs);
     const generic = median(genericMs);
@@ -71,6 +92,7 @@ export default async (): Promise<Record<string, unknown>> => {
       scalarsPerSec: Math.round(EVENTS / (writer / 1000)),
       scalarsPerSecTarget: 500_000,
       scalarsPerSecGenericEncoder: Math.round(EVENTS / (generic / 1000)),
+      scalarsPerSecYielding: Math.round(YIELDING_EVENTS / (median(yieldingMs) / 1000)),
       baseline: "raw fs write + fsync of the same bytes",
       rawWriteFsyncPerSec: Math.round(EVENTS / (raw / 1000)),
       ratioToRawWrite: round(writer / raw, 2),

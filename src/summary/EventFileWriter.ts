@@ -2,7 +2,7 @@
  * The file side of TensorBoard summaries: creates a new event file in a log directory, frames
  * and queues records, and writes them from a single in-order background writer so the caller
  * never waits for the disk. The equivalent of TensorBoard's Python `EventFileWriter` and TF's
- * `EventsWriter`; {@link SummaryWriter} builds the summaries on top of it.
+ * `EventsWriter`; `SummaryWriter` builds the summaries on top of it.
  *
  * Guarantees:
  * - A writer always creates a new file (exclusive create), never appends to an existing one:

@@ -37,8 +37,11 @@ export class RecordBuffer {
   private used = 0;
   private count = 0;
 
+  private readonly initialBytes: number;
+
   constructor(initialBytes = 64 * 1024) {
-    this.bytes = new Uint8Array(Math.max(64, initialBytes));
+    this.initialBytes = Math.max(64, initialBytes);
+    this.bytes = new Uint8Array(this.initialBytes);
     this.view = new DataView(this.bytes.buffer);
   }
 
@@ -65,15 +68,21 @@ export class RecordBuffer {
   }
 
   /**
-   * Returns the framed bytes appended since the last call (a view of an internal buffer the
-   * caller now owns) and starts a fresh buffer. Returns an empty array if nothing is pending.
+   * Returns the framed bytes appended since the last call, which the caller owns (the buffer
+   * never writes into them again), and starts over. Returns an empty array if nothing is pending.
    */
   take(): Uint8Array {
     if (this.used === 0) return EMPTY;
-    const out = this.bytes.subarray(0, this.used);
-    // The caller may still be writing `out` in the background: never reuse its memory.
-    this.bytes = new Uint8Array(Math.max(this.bytes.length, 64 * 1024));
-    this.view = new DataView(this.bytes.buffer);
+    let out: Uint8Array;
+    if (this.used <= COPY_LIMIT_BYTES) {
+      // The usual case (a few records): copy them out and keep the buffer.
+      out = this.bytes.slice(0, this.used);
+    } else {
+      // A large backlog: hand the buffer over instead of copying it, and start a fresh one.
+      out = this.bytes.subarray(0, this.used);
+      this.bytes = new Uint8Array(this.initialBytes);
+      this.view = new DataView(this.bytes.buffer);
+    }
     this.used = 0;
     this.count = 0;
     return out;
@@ -115,6 +124,8 @@ export const framedLength = (payloadBytes: number): number =>
 // ---------------------------------------------------------------------------------------------
 
 const EMPTY = new Uint8Array(0);
+/** Up to this size, {@link RecordBuffer.take} copies; above it, it hands its buffer over. */
+const COPY_LIMIT_BYTES = 64 * 1024;
 const TWO_32 = 2 ** 32;
 
 /**

@@ -154,7 +154,7 @@ export const tensorSummaryValue = (
  * to, byte for byte) without building the intermediate objects. The summary writer's hot path:
  * still `@bufbuild/protobuf`'s `BinaryWriter`, but with the field layout written out; it makes
  * `addScalar` + flush about 1.5x faster end to end than the generic `encodeEvent` path
- * (`bench/summary.bench.ts`: ~770k vs ~490k scalars/s on the shared 2-core machine).
+ * (`bench/summary.bench.ts`: ~700-850k vs ~500k scalars/s on the shared 2-core machine).
  */
 export const writeScalarEvent = (w: BinaryWriter, wallTime: number, step: Int64, tag: string, value: number): void => {
   if (wallTime !== 0) w.uint32(0x09).double(wallTime);
