@@ -23,7 +23,7 @@ afterEach(() => {
 const START_MS = 1_599_759_586_000;
 
 /** Lets background I/O (libuv thread pool) progress without real sleeps: bounded event-loop turns. */
-const until = async (cond: () => boolean, turns = 20_000): Promise<void> => {
+const until = async (cond: () => boolean, turns = 500_000): Promise<void> => {
   for (let i = 0; i < turns && !cond(); i++) await new Promise<void>((r) => setImmediate(r));
   if (!cond()) throw new Error("condition not reached");
 };

@@ -71,7 +71,7 @@ describe("crash mid-write (SIGKILL)", () => {
     expect(events[0]?.fileVersion).toBe("brain.Event:2");
     // Every loss step from 0 is present, in order, with no gap, up to where the kill landed.
     const steps = events.filter((e) => e.summary?.value?.[0]?.tag === "loss").map((e) => Number(e.step ?? "0"));
-    expect(steps.length).toBeGreaterThan(lastReported - 100);
+    expect(steps.length).toBeGreaterThan(lastReported); // the child flushed 0..lastReported before saying so
     steps.forEach((s, i) => expect(s).toBe(i));
 
     const next = new SummaryWriter(dir, { clock: new VirtualClock() });
