@@ -18,6 +18,12 @@
  * await sess.run("train");
  * ```
  *
+ * **Values are immutable.** An op changes a variable with `ctx.assign(v, next)`; it must not
+ * mutate what `ctx.read(v)` (or a fetch) returned, since a fetch result or an in-flight
+ * checkpoint snapshot may share it. This is what makes snapshots free: a checkpoint of a
+ * 100 MB model takes references, not copies. For in-place updates of a large array, use
+ * `ctx.readForUpdate(v)`, which returns an array the op owns (copied only if shared).
+ *
  * @module
  */
 
@@ -44,6 +50,7 @@ import {
   fromTensorValue,
   inferDType,
   isTensorValue,
+  tensorView,
   toTensorValue,
   type DType,
   type TensorValue,
@@ -76,7 +83,7 @@ export class Variable<T extends VariableValue = VariableValue> {
   /** A fresh initial value. */
   initialValue(): T {
     const v = this.init();
-    return (isTensorValue(v) ? copyTensor(v) : typeof v === "object" ? (v as unknown as { slice(): T }).slice() : v) as T;
+    return cloneValue(v) as T;
   }
 }
 
@@ -90,8 +97,13 @@ export interface OpContext {
   feed<T = unknown>(name: string): T;
   /** The current value of a variable; `FailedPreconditionError` if uninitialized. */
   read<T extends VariableValue>(v: Variable<T> | string): T;
-  /** Sets a variable's value. */
+  /** Sets a variable's value. The value then belongs to the variable: do not mutate it. */
   assign<T extends VariableValue>(v: Variable<T>, value: T): void;
+  /**
+   * The variable's value as an array this op may mutate in place (copy-on-write: it is copied
+   * only if a fetch or a snapshot still shares the current one). Mutations are the new value.
+   */
+  readForUpdate<T extends VariableValue>(v: Variable<T>): T;
   /** Adds `delta` to a numeric scalar variable and returns the new value. */
   assignAdd(v: Variable<number>, delta: number): number;
   /** Evaluates another op or variable within this run (each op runs at most once per run). */
@@ -207,13 +219,15 @@ export class Graph {
 export class GraphSession implements Session {
   /** Variable values; absent means uninitialized. */
   private readonly values = new Map<string, VariableValue>();
+  /** Variables whose current (object) value was handed out: a fetch, a read or a snapshot. */
+  private readonly shared = new Set<string>();
   private closed = false;
   readonly variables: VariableStore;
   readonly globalStepName: string | undefined;
 
   constructor(readonly graph: Graph) {
     this.globalStepName = graph.globalStepVariable?.name;
-    this.variables = makeStore(graph, this.values);
+    this.variables = makeStore(graph, this.values, this.shared);
   }
 
   run<F extends Fetches>(
@@ -272,6 +286,16 @@ export class GraphSession implements Session {
       assign: (v, value) => {
         this.checkOwn(v);
         this.values.set(v.name, value);
+        this.shared.delete(v.name);
+      },
+      readForUpdate: <T extends VariableValue>(v: Variable<T>): T => {
+        this.checkOwn(v);
+        const current = this.readValue(v.name, false);
+        if (typeof current !== "object" || !this.shared.has(v.name)) return current as T;
+        const copy = cloneValue(current);
+        this.values.set(v.name, copy);
+        this.shared.delete(v.name);
+        return copy as T;
       },
       assignAdd: (v, delta) => {
         const next = (this.readValue(v.name) as number) + delta;
@@ -292,12 +316,13 @@ export class GraphSession implements Session {
     return ctx;
   }
 
-  private readValue(name: string): VariableValue {
+  private readValue(name: string, share = true): VariableValue {
     const v = this.values.get(name);
     if (v === undefined) {
       if (this.graph.getVariable(name) === undefined) throw new InvalidArgumentError(`No variable named "${name}".`);
       throw new FailedPreconditionError(`Attempting to use uninitialized value ${name}`);
     }
+    if (share && typeof v === "object") this.shared.add(name);
     return v;
   }
 
@@ -312,7 +337,7 @@ export class GraphSession implements Session {
 // utils
 // ---------------------------------------------------------------------------------------------
 
-const makeStore = (graph: Graph, values: Map<string, VariableValue>): VariableStore => {
+const makeStore = (graph: Graph, values: Map<string, VariableValue>, shared: Set<string>): VariableStore => {
   const inCollection = (c: VariableCollection) => (v: Variable) => c === "all" || v.collection === c;
   return {
     names: (c = "all") => graph.variables().filter(inCollection(c)).map((v) => v.name),
@@ -323,14 +348,20 @@ const makeStore = (graph: Graph, values: Map<string, VariableValue>): VariableSt
         .filter((v) => !values.has(v.name))
         .map((v) => v.name),
     initialize: (c = "all") => {
-      for (const v of graph.variables().filter(inCollection(c))) values.set(v.name, v.initialValue());
+      for (const v of graph.variables().filter(inCollection(c))) {
+        values.set(v.name, v.initialValue());
+        shared.delete(v.name);
+      }
     },
     snapshot: (c = "global") => {
       const out = new Map<string, TensorValue>();
       for (const v of graph.variables().filter(inCollection(c))) {
         const value = values.get(v.name);
         if (value === undefined) throw new FailedPreconditionError(`Attempting to use uninitialized value ${v.name}`);
-        out.set(v.name, copyTensor(toTensorValue(value, v.dtype)));
+        // No copy: values are immutable by contract, and the variable is marked shared so
+        // that readForUpdate copies before mutating.
+        out.set(v.name, tensorView(value, v.dtype));
+        if (typeof value === "object") shared.add(v.name);
       }
       return out;
     },
@@ -350,10 +381,17 @@ const makeStore = (graph: Graph, values: Map<string, VariableValue>): VariableSt
         }
       }
       // All or nothing: a bad entry leaves every variable untouched.
-      for (const [k, v] of decoded) values.set(k, v);
+      for (const [k, v] of decoded) {
+        values.set(k, v);
+        shared.delete(k);
+      }
     },
   };
 };
+
+/** A deep copy of a variable value (primitives are returned as they are). */
+const cloneValue = (v: VariableValue): VariableValue =>
+  isTensorValue(v) ? copyTensor(v) : typeof v === "object" ? (v as unknown as { slice(): VariableValue }).slice() : v;
 
 const isVariableOptions = <T extends VariableValue>(x: unknown): x is VariableOptions<T> =>
   typeof x === "object" && x !== null && "initialValue" in x;

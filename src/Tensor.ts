@@ -135,6 +135,21 @@ export const toTensorValue = (value: VariableValue, dtype?: DType): TensorValue 
 };
 
 /**
+ * Like {@link toTensorValue}, but typed arrays are wrapped, not copied: the tensor shares the
+ * array's memory. For values that are immutable by contract (a `Graph` variable's value), this
+ * makes a snapshot free.
+ */
+export const tensorView = (value: VariableValue, dtype?: DType): TensorValue => {
+  if (isTensorValue(value)) return value;
+  if (value instanceof Float32Array) return { dtype: "float32", shape: [value.length], data: value };
+  if (value instanceof Float64Array) return { dtype: "float64", shape: [value.length], data: value };
+  if (value instanceof Int32Array) return { dtype: "int32", shape: [value.length], data: value };
+  if (value instanceof BigInt64Array) return { dtype: "int64", shape: [value.length], data: value };
+  if (value instanceof Uint8Array) return { dtype: "bool", shape: [value.length], data: value };
+  return toTensorValue(value, dtype);
+};
+
+/**
  * Converts a tensor back to the JS form of `like` (the variable's current or initial value):
  * a number for a numeric scalar, a typed array for a 1-D tensor, or the tensor itself.
  * `dtype` is the variable's declared dtype when `like` is a JS number stored as another type

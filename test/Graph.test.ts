@@ -74,6 +74,29 @@ describe("Graph", () => {
     expect(() => s.variables.restore(new Map([["nope", snap.get("w")!]]))).toThrow(/"nope"/);
   });
 
+  it("snapshots share memory with immutable values; readForUpdate copies only when shared", async () => {
+    const g = new Graph();
+    const big = g.variable("big", new Float32Array([1, 2, 3]));
+    g.op("scale_in_place", (ctx) => {
+      const a = ctx.readForUpdate(big);
+      for (let i = 0; i < a.length; i++) a[i] = (a[i] as number) * 10;
+    });
+    g.op("update_twice_same_array", (ctx) => ctx.readForUpdate(big) === ctx.readForUpdate(big));
+    const s = g.session();
+    await s.variables.initialize();
+    const snap = s.variables.snapshot();
+    const [before] = (await s.run(["big"])) as [Float32Array];
+    await s.run("scale_in_place");
+    // Neither the snapshot nor the earlier fetch saw the in-place update.
+    expect(snap.get("big")?.data).toEqual(new Float32Array([1, 2, 3]));
+    expect(before).toEqual(new Float32Array([1, 2, 3]));
+    expect(await s.run("big")).toEqual(new Float32Array([10, 20, 30]));
+    // Owned after the copy: a second readForUpdate in the same op returns the same array.
+    expect(await s.run("update_twice_same_array")).toBe(true);
+    await s.run("scale_in_place");
+    expect(await s.run("big")).toEqual(new Float32Array([100, 200, 300]));
+  });
+
   it("rejects duplicate names, empty names, unknown fetches and changes after finalize", async () => {
     const { g } = counterGraph();
     expect(() => g.variable("w", 1)).toThrow(ValueError);

@@ -6,7 +6,7 @@ describe("Tensor", () => {
   it("builds tensors and checks storage and element count", () => {
     expect(tensor("float32", [2, 2], new Float32Array(4)).shape).toEqual([2, 2]);
     expect(() => tensor("float32", [3], new Float32Array(4))).toThrow(new InvalidArgumentError("tensor of shape [3] needs 3 elements, got 4"));
-    expect(() => tensor("int32", [1], new Float32Array(1))).toThrow(/does not match dtype int32/);
+    expect(() => tensor("int32", [1], new Float32Array(1) as never)).toThrow(/does not match dtype int32/);
     expect(() => tensor("string", [-1], [])).toThrow(/invalid tensor shape/);
     expect(numElements([])).toBe(1);
   });
