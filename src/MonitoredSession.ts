@@ -30,6 +30,9 @@ import { Coordinator } from "./Coordinator.js";
 import { isCleanExit, isPreemptionError, RuntimeError, StopIteration, ValueError } from "./errors.js";
 import { Graph, isPromiseLike } from "./Graph.js";
 import { defaultLogger, type Logger } from "./Logger.js";
+import type { Scaffold } from "./Scaffold.js";
+import { ChiefSessionCreator } from "./SessionCreators.js";
+import type { SessionFactory } from "./SessionManager.js";
 import type { Feeds, FetchResult, Fetches, RunMetadata, RunOptions, Session } from "./Session.js";
 import type { SessionEvent } from "./SessionEvent.js";
 import {
@@ -50,10 +53,26 @@ export interface SessionCreator {
   createSession(): Promise<Session>;
 }
 
-/** Options of {@link MonitoredSession.create}. */
+/**
+ * Options of {@link MonitoredSession.create}. Either a `sessionCreator`, or (TensorFlow's
+ * `SingularMonitoredSession` signature) what a {@link ChiefSessionCreator} needs: a `graph`,
+ * `scaffold` or `sessionFactory`, and optionally a checkpoint location.
+ */
 export interface MonitoredSessionOptions {
-  /** Creates (and re-creates, after a preemption) the raw session. */
-  readonly sessionCreator: SessionCreator;
+  /**
+   * Creates (and re-creates, after a preemption) the raw session. Default: a
+   * {@link ChiefSessionCreator} built from `scaffold`, `graph`, `sessionFactory`,
+   * `checkpointDir` and `checkpointFilenameWithPath`.
+   */
+  readonly sessionCreator?: SessionCreator | undefined;
+  /** Without `sessionCreator`: the scaffold of the default chief creator. */
+  readonly scaffold?: Scaffold | undefined;
+  /** Without `sessionCreator`: makes the raw sessions (default `graph.session()`). */
+  readonly sessionFactory?: SessionFactory | undefined;
+  /** Without `sessionCreator`: restore the latest checkpoint in this directory, if any. */
+  readonly checkpointDir?: string | undefined;
+  /** Without `sessionCreator`: restore this checkpoint prefix. */
+  readonly checkpointFilenameWithPath?: string | undefined;
   /** Hooks, in order (ordering constraints may reorder them). */
   readonly hooks?: readonly SessionRunHook[];
   /** How long tasks get to finish when the session closes (default 120). */
@@ -122,15 +141,16 @@ export class MonitoredSession {
     shouldRecover: boolean,
     make: (c: CoordinatedSessionCreator, o: MonitoredSessionOptions, h: readonly SessionRunHook[]) => T,
   ): Promise<T> {
-    if (typeof options.sessionCreator?.createSession !== "function") {
-      throw new ValueError("sessionCreator must be an object with a createSession() method");
-    }
+    const sessionCreator = resolveSessionCreator(options);
+    // A scaffold's graph is the session's graph (TensorFlow's default graph) unless one is given.
+    const scaffoldGraph = options.scaffold?.graph;
+    if (options.graph === undefined && scaffoldGraph !== undefined) options = { ...options, graph: scaffoldGraph };
     const grace = options.stopGracePeriodSecs ?? 120;
     if (!(grace >= 0)) throw new ValueError(`stopGracePeriodSecs must be >= 0, got ${String(grace)}`);
     const hooks = orderHooks(options.hooks ?? []);
     const clock = options.clock ?? systemClock;
     const logger = options.logger ?? defaultLogger;
-    const creator = new CoordinatedSessionCreator(options.sessionCreator, hooks, grace, clock, logger);
+    const creator = new CoordinatedSessionCreator(sessionCreator, hooks, grace, clock, logger);
     const self = make(creator, options, hooks);
     creator.events = self.subject;
     const env: HookEnv = { clock, logger, emit: (e) => self.subject.next(e) };
@@ -840,4 +860,41 @@ class CoordinatedSessionCreator {
 }
 
 const isMonitoredOptions = (x: unknown): x is MonitoredSessionOptions =>
-  typeof x === "object" && x !== null && !(x instanceof MonitoredSession) && !isPromiseLike(x) && "sessionCreator" in x;
+  typeof x === "object" && x !== null && !(x instanceof MonitoredSession) && !isPromiseLike(x);
+
+/**
+ * The given `sessionCreator`, or a {@link ChiefSessionCreator} from the options (TensorFlow's
+ * default). `ValueError` if the creator is malformed, if it is given together with the chief
+ * creator's options (they would be ignored), or if nothing can make sessions.
+ */
+const resolveSessionCreator = (options: MonitoredSessionOptions): SessionCreator => {
+  const { sessionCreator, scaffold, sessionFactory, checkpointDir, checkpointFilenameWithPath } = options;
+  if (sessionCreator !== undefined) {
+    if (typeof sessionCreator?.createSession !== "function") {
+      throw new ValueError("sessionCreator must be an object with a createSession() method");
+    }
+    const ignored = Object.entries({ scaffold, sessionFactory, checkpointDir, checkpointFilenameWithPath })
+      .filter(([, v]) => v !== undefined)
+      .map(([k]) => k);
+    if (ignored.length > 0) {
+      throw new ValueError(
+        `${ignored.join(", ")} cannot be given with sessionCreator: they configure the default ChiefSessionCreator, which sessionCreator replaces`,
+      );
+    }
+    return sessionCreator;
+  }
+  if (options.graph === undefined && scaffold?.graph === undefined && sessionFactory === undefined) {
+    throw new ValueError(
+      "MonitoredSession needs a sessionCreator, or a graph, a scaffold with a graph or a sessionFactory to create sessions",
+    );
+  }
+  return new ChiefSessionCreator({
+    scaffold,
+    sessionFactory,
+    graph: options.graph,
+    checkpointDir,
+    checkpointFilenameWithPath,
+    clock: options.clock,
+    logger: options.logger,
+  });
+};

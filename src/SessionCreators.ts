@@ -1,0 +1,175 @@
+/**
+ * The session creators a `MonitoredSession` uses (TensorFlow's `ChiefSessionCreator` and
+ * `WorkerSessionCreator`). The chief's creator restores the latest checkpoint or initializes
+ * the model; a worker's waits until the chief made the model ready. Both run on every
+ * (re)creation, so `MonitoredSession` recovery restores the latest checkpoint.
+ *
+ * @example
+ * ```ts
+ * const sess = await MonitoredSession.create({
+ *   sessionCreator: new ChiefSessionCreator({ graph, checkpointDir: "/ckpts" }),
+ *   graph,
+ * });
+ * ```
+ *
+ * @module
+ */
+
+import type { Clock } from "./Clock.js";
+import { ValueError } from "./errors.js";
+import type { Graph } from "./Graph.js";
+import type { Logger } from "./Logger.js";
+import type { SessionCreator } from "./MonitoredSession.js";
+import { Scaffold } from "./Scaffold.js";
+import type { Session } from "./Session.js";
+import { SessionManager, type SessionFactory } from "./SessionManager.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** Options shared by the chief's and the workers' creators. */
+export interface SessionCreatorOptions {
+  /** The pieces that initialize and check the session (default `new Scaffold({ graph })`). */
+  readonly scaffold?: Scaffold | undefined;
+  /** Makes raw sessions. Default: `graph.session()`, with `graph` or else the scaffold's graph. */
+  readonly sessionFactory?: SessionFactory | undefined;
+  /** The graph sessions are made from (finalized at each creation, as TensorFlow's default graph). */
+  readonly graph?: Graph | undefined;
+  /** Where waiting time comes from (default the system clock). */
+  readonly clock?: Clock | undefined;
+  /** Where progress is logged (default console). */
+  readonly logger?: Logger | undefined;
+}
+
+/** Options of {@link ChiefSessionCreator}: at most one of the two checkpoint locations. */
+export interface ChiefSessionCreatorOptions extends SessionCreatorOptions {
+  /** Restore the latest checkpoint in this directory, if any. */
+  readonly checkpointDir?: string | undefined;
+  /** Restore this checkpoint prefix. */
+  readonly checkpointFilenameWithPath?: string | undefined;
+}
+
+/** Options of {@link WorkerSessionCreator}. */
+export interface WorkerSessionCreatorOptions extends SessionCreatorOptions {
+  /** How long to wait for the chief to make the model ready (default 30 minutes). */
+  readonly maxWaitSecs?: number | undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The chief's creator: each `createSession()` finalizes the scaffold, then prepares a session:
+ * restores the latest checkpoint if there is one, else runs the scaffold's init op and init
+ * function, then the local init op, and checks readiness.
+ */
+export class ChiefSessionCreator implements SessionCreator {
+  /** The scaffold (finalized at the first `createSession()`). */
+  readonly scaffold: Scaffold;
+  private readonly base: Base;
+  private readonly checkpointDir: string | undefined;
+  private readonly checkpointFilenameWithPath: string | undefined;
+
+  /**
+   * Throws `ValueError` if nothing can make sessions (no `sessionFactory`, `graph` or scaffold
+   * graph) or if both checkpoint locations are given.
+   */
+  constructor(options: ChiefSessionCreatorOptions = {}) {
+    if (options.checkpointDir !== undefined && options.checkpointFilenameWithPath !== undefined) {
+      throw new ValueError("Can not provide both checkpoint_dir and checkpoint_filename_with_path.");
+    }
+    this.base = new Base("ChiefSessionCreator", options);
+    this.scaffold = this.base.scaffold;
+    this.checkpointDir = options.checkpointDir;
+    this.checkpointFilenameWithPath = options.checkpointFilenameWithPath;
+  }
+
+  /** Finalizes the scaffold and prepares a session (restored or initialized, then checked). */
+  async createSession(): Promise<Session> {
+    const scaffold = this.base.finalize();
+    return this.base.sessionManager().prepareSession({
+      saver: scaffold.saver,
+      checkpointDir: this.checkpointDir,
+      checkpointFilenameWithPath: this.checkpointFilenameWithPath,
+      initOp: scaffold.initOp,
+      initFeedDict: scaffold.initFeedDict,
+      initFn: scaffold.initFn,
+    });
+  }
+}
+
+/**
+ * A worker's creator: each `createSession()` finalizes the scaffold, then waits (polling every
+ * 30 s of the clock) until the chief made the model ready, running the local init op. It never
+ * initializes or restores; after `maxWaitSecs` it throws `DeadlineExceededError`.
+ */
+export class WorkerSessionCreator implements SessionCreator {
+  /** The scaffold (finalized at the first `createSession()`). */
+  readonly scaffold: Scaffold;
+  private readonly base: Base;
+  private readonly maxWaitSecs: number;
+
+  /** Throws `ValueError` if nothing can make sessions (no `sessionFactory`, `graph` or scaffold graph). */
+  constructor(options: WorkerSessionCreatorOptions = {}) {
+    this.base = new Base("WorkerSessionCreator", options);
+    this.scaffold = this.base.scaffold;
+    this.maxWaitSecs = options.maxWaitSecs ?? 30 * 60;
+  }
+
+  /** Finalizes the scaffold and waits for a ready session. */
+  async createSession(): Promise<Session> {
+    this.base.finalize();
+    return this.base.sessionManager().waitForSession({ maxWaitSecs: this.maxWaitSecs });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// internals
+// ---------------------------------------------------------------------------------------------
+
+/** What both creators share: the scaffold, the graph, and the cached {@link SessionManager}. */
+class Base {
+  readonly scaffold: Scaffold;
+  private readonly graph: Graph | undefined;
+  private readonly factory: SessionFactory;
+  private manager: SessionManager | undefined;
+
+  constructor(
+    who: string,
+    private readonly options: SessionCreatorOptions,
+  ) {
+    const scaffold = options.scaffold ?? new Scaffold({ graph: options.graph });
+    if (!(scaffold instanceof Scaffold)) throw new TypeError(`${who}: scaffold is not a Scaffold instance.`);
+    this.scaffold = scaffold;
+    const graph = options.graph ?? scaffold.graph;
+    this.graph = graph;
+    const factory = options.sessionFactory ?? (graph === undefined ? undefined : () => graph.session());
+    if (factory === undefined) {
+      throw new ValueError(`${who} needs a sessionFactory, a graph, or a scaffold with a graph to create sessions`);
+    }
+    this.factory = factory;
+  }
+
+  /** Finalizes the scaffold and the graph (harmless on every recovery). */
+  finalize(): Scaffold {
+    this.scaffold.finalize();
+    this.graph?.finalize();
+    return this.scaffold;
+  }
+
+  /** Created once, from the finalized scaffold (TensorFlow's `_get_session_manager`). */
+  sessionManager(): SessionManager {
+    this.manager ??= new SessionManager({
+      localInitOp: this.scaffold.localInitOp,
+      localInitFeedDict: this.scaffold.localInitFeedDict,
+      readyOp: this.scaffold.readyOp,
+      readyForLocalInitOp: this.scaffold.readyForLocalInitOp,
+      sessionFactory: this.factory,
+      clock: this.options.clock,
+      logger: this.options.logger,
+    });
+    return this.manager;
+  }
+}
