@@ -74,13 +74,6 @@ console.log(`Training y = w*x + b on ${N} points, batch ${batchSize}, learning r
 await withSession(
   {
     graph,
-    sessionCreator: {
-      createSession: async () => {
-        const sess = graph.session();
-        await sess.variables.initialize();
-        return sess;
-      },
-    },
     hooks: [
       new FeedFnHook({ feedFn: nextBatch }),
       new StopAtStepHook({ lastStep }),

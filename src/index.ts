@@ -31,6 +31,24 @@ export {
 } from "./Session.js";
 export { Graph, GraphSession, Variable, type OpContext, type OpFn, type VariableOptions } from "./Graph.js";
 
+/* Session creation */
+export { Scaffold, runScaffoldOp, type ScaffoldInitFn, type ScaffoldOp, type ScaffoldOptions } from "./Scaffold.js";
+export {
+  SessionManager,
+  type PrepareSessionOptions,
+  type RestoreOptions,
+  type SessionFactory,
+  type SessionManagerOptions,
+  type WaitForSessionOptions,
+} from "./SessionManager.js";
+export {
+  ChiefSessionCreator,
+  WorkerSessionCreator,
+  type ChiefSessionCreatorOptions,
+  type SessionCreatorOptions,
+  type WorkerSessionCreatorOptions,
+} from "./SessionCreators.js";
+
 /* Hooks */
 export {
   SessionRunArgs,

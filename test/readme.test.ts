@@ -14,12 +14,9 @@ describe("README example", () => {
       return ctx.assignAdd(step, 1);
     });
 
-    const sessionCreator = {
-      createSession: async () => { const s = graph.session(); await s.variables.initialize(); return s; },
-    };
     const hooks = [new StopAtStepHook({ lastStep: 100 }), new NanTensorHook({ lossTensor: "loss" }), new StepCounterHook()];
 
-    const final = await withSession({ graph, sessionCreator, hooks, logger: silentLogger }, async (sess) => {
+    const final = await withSession({ graph, hooks, logger: silentLogger }, async (sess) => {
       while (!sess.shouldStop()) await sess.run("train");
       return sess.rawSession?.run({ w: "w", step: "global_step" });
     });
