@@ -69,14 +69,14 @@ export interface ScaffoldOptions {
 // ---------------------------------------------------------------------------------------------
 
 /** Initializes the global variables: the default `initOp`. */
-const defaultInitOp = (session: Session): void | Promise<void> => session.variables?.initialize("global");
+export const defaultInitOp = (session: Session): void | Promise<void> => session.variables?.initialize("global");
 /** Lists uninitialized variables, global and local: the default `readyOp`. */
-const defaultReadyOp = (session: Session): readonly string[] => session.variables?.reportUninitialized("all") ?? [];
+export const defaultReadyOp = (session: Session): readonly string[] => session.variables?.reportUninitialized("all") ?? [];
 /** Lists uninitialized global variables: the default `readyForLocalInitOp`. */
 const defaultReadyForLocalInitOp = (session: Session): readonly string[] =>
   session.variables?.reportUninitialized("global") ?? [];
 /** Initializes the local variables: the default `localInitOp`. */
-const defaultLocalInitOp = (session: Session): void | Promise<void> => session.variables?.initialize("local");
+export const defaultLocalInitOp = (session: Session): void | Promise<void> => session.variables?.initialize("local");
 
 /**
  * The default saver of each graph, so that every scaffold of a graph shares one (TensorFlow

@@ -1,0 +1,439 @@
+/**
+ * `Supervisor` (TensorFlow's deprecated `tf.compat.v1.train.Supervisor`): prepares or waits
+ * for a session, runs the standard services (summaries, step rate, timed checkpoints) as
+ * coordinated loops, and stops them together. Kept for programs ported from TF1; new code
+ * should prefer `monitoredTrainingSession` or a declarative configuration.
+ *
+ * "Use the default" and "disable" are distinct, as in TensorFlow: leave an option out (or pass
+ * {@link USE_DEFAULT}) for the default, pass `null` to disable that piece.
+ *
+ * @example
+ * ```ts
+ * const sv = new Supervisor({ graph, logdir: "/tmp/train" });
+ * await sv.managedSession(async (sess) => {
+ *   while (!sv.shouldStop()) await sess.run("train");
+ * });
+ * ```
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import { Subject, type Observable } from "rxjs";
+import { systemClock, type Clock } from "./Clock.js";
+import { CheckpointManager } from "./checkpoint/CheckpointManager.js";
+import { BundleSaver, type Saver } from "./checkpoint/Saver.js";
+import { Coordinator, type CoordinatedTask } from "./Coordinator.js";
+import { RuntimeError, ValueError } from "./errors.js";
+import type { Graph } from "./Graph.js";
+import { defaultLogger, type Logger } from "./Logger.js";
+import { Looper } from "./Looper.js";
+import { defaultInitOp, defaultLocalInitOp, defaultReadyOp, runScaffoldOp, type ScaffoldOp } from "./Scaffold.js";
+import type { Feeds, Session } from "./Session.js";
+import { SessionManager, type SessionFactory } from "./SessionManager.js";
+import { fileWriterCache } from "./summary/FileWriterCache.js";
+import type { Summary, SummaryValue } from "./summary/EventProto.js";
+import type { SummaryWriter } from "./summary/SummaryWriter.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** "Use the default" for a Supervisor option (TensorFlow's `Supervisor.USE_DEFAULT`). */
+export const USE_DEFAULT: unique symbol = Symbol("USE_DEFAULT");
+
+/** An option that can take its default ({@link USE_DEFAULT} or absent) or be disabled (`null`). */
+export type Defaultable<T> = T | typeof USE_DEFAULT | null | undefined;
+
+/** What a summary op returns: summary values ready for the writer. */
+export type SummaryResult = Summary | readonly SummaryValue[];
+
+/** Options of {@link Supervisor}. */
+export interface SupervisorOptions {
+  /** The graph sessions are made from (or give `sessionFactory`). */
+  readonly graph?: Graph;
+  /** Makes a new raw session (default: `graph.session()`). */
+  readonly sessionFactory?: SessionFactory;
+  /** Whether this process is the chief (default `true`). Only the chief initializes and saves. */
+  readonly isChief?: boolean;
+  /** Where checkpoints and summaries go (chief only). */
+  readonly logdir?: string | null;
+  readonly readyOp?: Defaultable<ScaffoldOp>;
+  readonly readyForLocalInitOp?: Defaultable<ScaffoldOp>;
+  readonly initOp?: Defaultable<ScaffoldOp>;
+  readonly initFeedDict?: Feeds | null;
+  readonly localInitOp?: Defaultable<ScaffoldOp>;
+  /** Called with the session after `initOp` when nothing was restored. */
+  readonly initFn?: ((session: Session) => unknown) | null;
+  /** An op that returns summary values ({@link SummaryResult}); there is no default. */
+  readonly summaryOp?: Defaultable<ScaffoldOp>;
+  readonly saver?: Defaultable<Saver>;
+  /** The global step variable's name (default: the graph's global step). */
+  readonly globalStep?: Defaultable<string>;
+  readonly summaryWriter?: Defaultable<SummaryWriter>;
+  /** Interval of the summary and step-rate services (default 120; `null` or 0 disables). */
+  readonly saveSummariesSecs?: number | null;
+  /** Interval of the checkpoint service (default 600; `null` or 0 disables). */
+  readonly saveModelSecs?: number | null;
+  /** How often a worker polls for the chief's session (default 30). */
+  readonly recoveryWaitSecs?: number;
+  /** Grace period for services to stop (default 120). */
+  readonly stopGraceSecs?: number;
+  /** Checkpoint file name prefix (default `model.ckpt`). */
+  readonly checkpointBasename?: string;
+  readonly sessionManager?: SessionManager | null;
+  readonly clock?: Clock;
+  readonly logger?: Logger;
+}
+
+/** What the standard services did: a checkpoint saved or summaries written. */
+export type SupervisorEvent =
+  | { readonly type: "checkpointSaved"; readonly step: number; readonly path: string }
+  | { readonly type: "summaryWritten"; readonly step: number };
+
+/** Options of {@link Supervisor.prepareOrWaitForSession}. */
+export interface PrepareOrWaitOptions {
+  readonly waitForCheckpoint?: boolean;
+  readonly maxWaitSecs?: number;
+  readonly startStandardServices?: boolean;
+}
+
+/** Options of {@link Supervisor.managedSession}. */
+export interface ManagedSessionOptions extends PrepareOrWaitOptions {
+  readonly closeSummaryWriter?: boolean;
+}
+
+/** Options of {@link Supervisor.stop}. */
+export interface StopOptions {
+  readonly threads?: Iterable<CoordinatedTask>;
+  readonly closeSummaryWriter?: boolean;
+  readonly ignoreLiveThreads?: boolean;
+}
+
+/** A managed session for `await using`: disposing it stops the services and closes the session. */
+export interface ManagedSession extends AsyncDisposable {
+  readonly session: Session;
+}
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/** Prepares sessions and runs the standard training services. */
+export class Supervisor {
+  /** The coordinator; its clean-stop types are the default (`OutOfRangeError`). */
+  readonly coord: Coordinator;
+  readonly isChief: boolean;
+  readonly sessionManager: SessionManager;
+  readonly initOp: ScaffoldOp | undefined;
+  readonly initFeedDict: Feeds | undefined;
+  readonly initFn: ((session: Session) => unknown) | undefined;
+  readonly readyOp: ScaffoldOp | undefined;
+  readonly readyForLocalInitOp: ScaffoldOp | undefined;
+  readonly localInitOp: ScaffoldOp | undefined;
+  readonly summaryOp: ScaffoldOp | undefined;
+  readonly saver: Saver | undefined;
+  readonly globalStep: string | undefined;
+  readonly saveSummariesSecs: number | undefined;
+  readonly saveModelSecs: number | undefined;
+  readonly logdir: string | undefined;
+  /** `<logdir>/<checkpointBasename>` on the chief. */
+  readonly savePath: string | undefined;
+  readonly stopGraceSecs: number;
+  private writer: SummaryWriter | undefined;
+  /** `true` when the writer is the default one from the cache (reopened after `stop`). */
+  private readonly defaultWriter: boolean;
+  private readonly checkpointBasename: string;
+  private readonly clock: Clock;
+  private readonly logger: Logger;
+  private manager: CheckpointManager | undefined;
+  private readonly subject = new Subject<SupervisorEvent>();
+  /** Checkpoints saved and summaries written by the standard services. */
+  readonly events$: Observable<SupervisorEvent> = this.subject.asObservable();
+
+  constructor(options: SupervisorOptions = {}) {
+    const graph = options.graph;
+    const factory = options.sessionFactory ?? (graph === undefined ? undefined : () => graph.session());
+    if (factory === undefined && options.sessionManager == null) {
+      throw new ValueError("Supervisor needs a graph, a sessionFactory or a sessionManager to make sessions");
+    }
+    this.clock = options.clock ?? systemClock;
+    this.logger = options.logger ?? defaultLogger;
+    this.isChief = options.isChief ?? true;
+    this.coord = new Coordinator({ clock: this.clock, logger: this.logger });
+    this.readyOp = resolve(options.readyOp, defaultReadyOp);
+    this.readyForLocalInitOp = resolve(options.readyForLocalInitOp, undefined);
+    this.initOp = resolve(options.initOp, defaultInitOp);
+    this.initFeedDict = options.initFeedDict ?? undefined;
+    this.initFn = options.initFn ?? undefined;
+    this.localInitOp = resolve(options.localInitOp, defaultLocalInitOp);
+    this.summaryOp = resolve(options.summaryOp, undefined);
+    const hasGlobals = graph === undefined || graph.variables().some((v) => v.collection === "global");
+    this.saver = resolve(options.saver, hasGlobals ? new BundleSaver({ clock: this.clock }) : undefined);
+    this.globalStep = resolve(options.globalStep, graph?.globalStepVariable?.name);
+    this.checkpointBasename = options.checkpointBasename ?? "model.ckpt";
+    this.stopGraceSecs = nonNegative("stopGraceSecs", options.stopGraceSecs ?? 120);
+    if (this.isChief) {
+      this.logdir = options.logdir ?? undefined;
+      this.saveSummariesSecs = enabled(nonNegative("saveSummariesSecs", options.saveSummariesSecs ?? 120));
+      this.saveModelSecs = enabled(nonNegative("saveModelSecs", options.saveModelSecs ?? 600));
+      this.savePath = this.logdir === undefined ? undefined : join(this.logdir, this.checkpointBasename);
+      const w = options.summaryWriter;
+      this.defaultWriter = w === undefined || w === USE_DEFAULT;
+      this.writer =
+        w === undefined || w === USE_DEFAULT
+          ? this.logdir === undefined
+            ? undefined
+            : fileWriterCache.getWriter(this.logdir, { clock: this.clock, logger: this.logger })
+          : (w ?? undefined);
+    } else {
+      this.logdir = undefined;
+      this.saveSummariesSecs = undefined;
+      this.saveModelSecs = undefined;
+      this.savePath = undefined;
+      this.defaultWriter = false;
+    }
+    this.sessionManager =
+      options.sessionManager ??
+      new SessionManager({
+        localInitOp: this.localInitOp,
+        readyOp: this.readyOp,
+        readyForLocalInitOp: this.readyForLocalInitOp,
+        sessionFactory: factory,
+        graph,
+        recoveryWaitSecs: options.recoveryWaitSecs ?? 30,
+        clock: this.clock,
+        logger: this.logger,
+      });
+    graph?.finalize();
+  }
+
+  /** The summary writer (chief only), if any. */
+  get summaryWriter(): SummaryWriter | undefined {
+    return this.writer;
+  }
+
+  /**
+   * The chief prepares a session (restoring the latest checkpoint in `logdir`, else running
+   * the init op) and starts the standard services; a worker waits for the chief's session.
+   */
+  async prepareOrWaitForSession(options: PrepareOrWaitOptions = {}): Promise<Session> {
+    this.coord.clearStop();
+    if (this.defaultWriter && this.writer?.closed === true && this.logdir !== undefined) {
+      this.writer = fileWriterCache.getWriter(this.logdir, { clock: this.clock, logger: this.logger });
+    }
+    if (this.isChief) {
+      const sess = await this.sessionManager.prepareSession({
+        saver: this.saver,
+        checkpointDir: this.logdir,
+        waitForCheckpoint: options.waitForCheckpoint ?? false,
+        maxWaitSecs: options.maxWaitSecs ?? 7200,
+        initOp: this.initOp,
+        initFeedDict: this.initFeedDict,
+        initFn: this.initFn,
+      });
+      if (options.startStandardServices ?? true) await this.startStandardServices(sess);
+      return sess;
+    }
+    return this.sessionManager.waitForSession({ maxWaitSecs: options.maxWaitSecs ?? 7200 });
+  }
+
+  /**
+   * Starts the chief's services as coordinated loops: summaries, step rate (both every
+   * `saveSummariesSecs`) and timed checkpoints (every `saveModelSecs`). The first iteration of
+   * each runs at once. Returns the started tasks.
+   */
+  async startStandardServices(sess: Session): Promise<Looper[]> {
+    if (!this.isChief) throw new RuntimeError("Only chief supervisor can start standard services.");
+    if (this.logdir === undefined) {
+      this.logger.warn("Standard services need a 'logdir' passed to the SessionManager");
+      return [];
+    }
+    const writer = this.writer;
+    if (this.globalStep !== undefined && writer !== undefined) {
+      writer.addSessionLog("START", await this.currentStep(sess));
+    }
+    const loops: Looper[] = [];
+    const secs = this.saveSummariesSecs;
+    if (secs !== undefined && writer !== undefined && this.summaryOp !== undefined) {
+      const op = this.summaryOp;
+      loops.push(
+        Looper.loop(this.coord, secs, async () => this.summaryComputed(sess, (await runScaffoldOp(sess, op)) as SummaryResult), undefined, {
+          name: "SVSummaryThread",
+          clock: this.clock,
+          logger: this.logger,
+        }),
+      );
+    }
+    if (secs !== undefined && writer !== undefined && this.globalStep !== undefined) {
+      loops.push(this.stepCounterLoop(sess, writer, this.globalStep, secs));
+    }
+    if (this.saver !== undefined && this.saveModelSecs !== undefined) {
+      loops.push(
+        Looper.loop(this.coord, this.saveModelSecs, () => this.saveCheckpoint(sess), undefined, {
+          name: "SVTimerCheckpointThread",
+          clock: this.clock,
+          logger: this.logger,
+        }),
+      );
+    }
+    return loops;
+  }
+
+  /** Registers input-pipeline tasks (TensorFlow's queue runners) with the coordinator. */
+  startQueueRunners(tasks: Iterable<CoordinatedTask>): CoordinatedTask[] {
+    const list = [...tasks];
+    for (const t of list) this.coord.registerThread(t);
+    return list;
+  }
+
+  /** Runs `target(...args)` every `intervalSecs` on a coordinated {@link Looper}. */
+  loop<A extends unknown[]>(intervalSecs: number | null, target: (...args: A) => unknown, args?: A): Looper<A> {
+    return Looper.loop(this.coord, intervalSecs, target, args, { clock: this.clock, logger: this.logger });
+  }
+
+  /** Requests a stop of the services (and records `error`, unless it is an OutOfRange). */
+  requestStop(error?: unknown): void {
+    this.coord.requestStop(error);
+  }
+
+  /** `true` once a stop was requested. */
+  shouldStop(): boolean {
+    return this.coord.shouldStop();
+  }
+
+  /** Runs `fn`, reporting any error to the coordinator (see `Coordinator.stopOnException`). */
+  stopOnException<T>(fn: () => T | Promise<T>): Promise<T | undefined> {
+    return this.coord.stopOnException(fn);
+  }
+
+  /** Waits until a stop is requested (or `timeoutSecs` pass). */
+  waitForStop(timeoutSecs?: number): Promise<boolean> {
+    return this.coord.waitForStop(timeoutSecs);
+  }
+
+  /**
+   * Stops the services: requests a stop, joins the tasks within `stopGraceSecs` (rethrowing a
+   * task's error), then writes `SessionLog STOP` and closes the summary writer. Does not close
+   * the session.
+   */
+  async stop(options: StopOptions = {}): Promise<void> {
+    this.coord.requestStop();
+    try {
+      await this.coord.join(options.threads, {
+        stopGracePeriodSecs: this.stopGraceSecs,
+        ignoreLiveThreads: options.ignoreLiveThreads ?? false,
+      });
+    } finally {
+      if ((options.closeSummaryWriter ?? true) && this.writer !== undefined) {
+        this.writer.addSessionLog("STOP", 0);
+        await this.writer.close();
+      }
+    }
+  }
+
+  /** Writes `summary` at `globalStep` (read from the session if not given). */
+  async summaryComputed(sess: Session, summary: SummaryResult, globalStep?: number): Promise<void> {
+    const writer = this.writer;
+    if (writer === undefined) throw new RuntimeError("Writing a summary requires a summary writer.");
+    const step = globalStep ?? (this.globalStep === undefined ? 0 : await this.currentStep(sess));
+    writer.addSummary(summary, step);
+    this.subject.next({ type: "summaryWritten", step });
+  }
+
+  /**
+   * Runs `fn` with a prepared session and the standard services, then stops them and closes the
+   * session. An OutOfRange error ends it cleanly; any other error is rethrown after the stop.
+   * Without `fn`, returns a {@link ManagedSession} for `await using`.
+   */
+  managedSession<T>(fn: (sess: Session) => T | Promise<T>, options?: ManagedSessionOptions): Promise<T | undefined>;
+  managedSession(options?: ManagedSessionOptions): Promise<ManagedSession>;
+  async managedSession<T>(
+    fnOrOptions?: ((sess: Session) => T | Promise<T>) | ManagedSessionOptions,
+    maybeOptions?: ManagedSessionOptions,
+  ): Promise<T | undefined | ManagedSession> {
+    const fn = typeof fnOrOptions === "function" ? fnOrOptions : undefined;
+    const options = (typeof fnOrOptions === "function" ? maybeOptions : fnOrOptions) ?? {};
+    const sess = await this.prepareOrWaitForSession(options);
+    const finish = async (): Promise<void> => {
+      try {
+        await this.stop({ closeSummaryWriter: options.closeSummaryWriter ?? true });
+      } finally {
+        try {
+          await sess.close?.();
+        } catch {
+          // TensorFlow ignores every error from closing the session here.
+        }
+      }
+    };
+    if (fn === undefined) return { session: sess, [Symbol.asyncDispose]: finish };
+    let result: T | undefined;
+    try {
+      result = await fn(sess);
+    } catch (e) {
+      this.requestStop(e);
+    }
+    await finish();
+    return result;
+  }
+
+  /** TensorFlow's `SVStepCounterThread`: writes `<global step>/sec` every interval. */
+  private stepCounterLoop(sess: Session, writer: SummaryWriter, globalStep: string, secs: number): Looper {
+    const tag = `${globalStep}/sec`;
+    let last: { time: number; step: number } | undefined;
+    let logged = 0;
+    return Looper.loop(
+      this.coord,
+      secs,
+      async () => {
+        const now = this.clock.now();
+        const step = await this.currentStep(sess);
+        // The first iteration runs at once, as TensorFlow's start_loop + run_loop: no time has
+        // passed, so the rate is infinite.
+        const elapsed = last === undefined ? 0 : (now - last.time) / 1000;
+        const rate = elapsed > 0 ? (step - (last as { step: number }).step) / elapsed : Number.POSITIVE_INFINITY;
+        last = { time: now, step };
+        writer.addScalar(tag, rate, step, { simpleValue: true });
+        if (logged++ < 10) this.logger.info(`${tag}: ${rate}`);
+      },
+      undefined,
+      { name: "SVStepCounterThread", clock: this.clock, logger: this.logger },
+    );
+  }
+
+  private async saveCheckpoint(sess: Session): Promise<void> {
+    const store = sess.variables;
+    if (store === undefined || this.logdir === undefined || this.saver === undefined) return;
+    this.manager ??= await CheckpointManager.create({
+      directory: this.logdir,
+      checkpointName: this.checkpointBasename,
+      saver: this.saver,
+      clock: this.clock,
+      logger: this.logger,
+    });
+    const step = this.globalStep === undefined ? undefined : await this.currentStep(sess);
+    const path = await this.manager.save(store, step === undefined ? {} : { checkpointNumber: step, step });
+    if (path === null) return;
+    this.writer?.addSessionLog("CHECKPOINT", step ?? 0, { checkpointPath: path });
+    this.subject.next({ type: "checkpointSaved", step: step ?? 0, path });
+  }
+
+  private async currentStep(sess: Session): Promise<number> {
+    if (this.globalStep === undefined) return 0;
+    return Number(await sess.run(this.globalStep));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+const resolve = <T>(value: Defaultable<T>, fallback: T | undefined): T | undefined =>
+  value === undefined || value === USE_DEFAULT ? fallback : (value ?? undefined);
+
+const nonNegative = (name: string, v: number): number => {
+  if (!(v >= 0)) throw new ValueError(`${name} must be a number >= 0, got ${String(v)}`);
+  return v;
+};
+
+const enabled = (v: number): number | undefined => (v > 0 ? v : undefined);
