@@ -49,6 +49,20 @@ export {
   type WorkerSessionCreatorOptions,
 } from "./SessionCreators.js";
 
+/* Supervisor */
+export {
+  Supervisor,
+  USE_DEFAULT,
+  type Defaultable,
+  type ManagedSession,
+  type ManagedSessionOptions,
+  type PrepareOrWaitOptions,
+  type StopOptions,
+  type SummaryResult,
+  type SupervisorEvent,
+  type SupervisorOptions,
+} from "./Supervisor.js";
+
 /* Hooks */
 export {
   SessionRunArgs,
