@@ -1,0 +1,45 @@
+/**
+ * The input side of the TensorFlow.js adapter: a source of `{ xs, ys }` batches whose position
+ * is part of the session's checkpointed state, so that a restored session continues with exactly
+ * the batch the saved one would have taken next.
+ *
+ * @module
+ */
+
+import type * as tf from "@tensorflow/tfjs";
+
+import type { TensorValue } from "../Tensor.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** Batch data: a tf tensor, or nested plain arrays / a typed array that `tf.tensor` accepts. */
+export type BatchData = tf.Tensor | tf.TensorLike;
+
+/** One batch: inputs and targets with the same leading (batch) dimension. */
+export interface TfjsBatch {
+  readonly xs: BatchData;
+  readonly ys: BatchData;
+}
+
+/**
+ * A checkpointable source of batches.
+ *
+ * The session takes ownership of tensors returned by {@link TfjsDataSource.next} and disposes
+ * them; a source must return fresh tensors on every call.
+ */
+export interface TfjsDataSource {
+  /** The next batch. A finite source throws `OutOfRangeError` once exhausted (and keeps throwing). */
+  next(): TfjsBatch;
+  /** The names of the position's parts, in a stable order (the session prefixes them with `data/`). */
+  stateNames(): readonly string[];
+  /** The current position as deep-copied tensors, one per name of {@link TfjsDataSource.stateNames}. */
+  state(): Map<string, TensorValue>;
+  /**
+   * Moves to a position returned by {@link TfjsDataSource.state} (of this or an identically
+   * configured source). Validates everything before changing anything; throws
+   * `InvalidArgumentError` for a position that does not fit.
+   */
+  restore(state: ReadonlyMap<string, TensorValue>): void;
+}

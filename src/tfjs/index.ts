@@ -1,0 +1,32 @@
+/**
+ * The TensorFlow.js adapter: a `Session` over a `@tensorflow/tfjs` `LayersModel` whose weights,
+ * optimizer state, global step and data position checkpoint through the library's savers.
+ * Imported as `monitored-session/tfjs`, so that the core does not load TensorFlow.js.
+ *
+ * @module
+ */
+
+/* Session */
+export {
+  FEED_NAMES,
+  LOSS_OP,
+  TRAIN_OP,
+  TfjsSession,
+  exportModelArtifacts,
+  tfjsSession,
+  type ExportedModel,
+  type TfjsLossFn,
+  type TfjsMetricFn,
+  type TfjsSessionOptions,
+  type TfjsSummaryContext,
+  type TfjsSummaryFn,
+} from "./TfjsSession.js";
+
+/* Data */
+export type { BatchData, TfjsBatch, TfjsDataSource } from "./DataSource.js";
+export {
+  IN_MEMORY_STATE_NAMES,
+  InMemoryDataSource,
+  type ExampleArray,
+  type InMemoryDataSourceOptions,
+} from "./InMemoryDataSource.js";

@@ -1,0 +1,104 @@
+import * as tf from "@tensorflow/tfjs";
+import { describe, expect, it } from "vitest";
+
+import { InvalidArgumentError, OutOfRangeError, ValueError } from "../../src/errors.js";
+import type { TensorValue } from "../../src/Tensor.js";
+import { InMemoryDataSource, type TfjsBatch } from "../../src/tfjs/index.js";
+
+tf.env().set("IS_TEST", true);
+
+const N = 10;
+const xs = Array.from({ length: N }, (_, i) => [i, 100 + i]);
+const ys = Array.from({ length: N }, (_, i) => i);
+
+/** The example ids of a batch (ys holds the id), disposing its tensors. */
+const ids = (b: TfjsBatch): number[] => {
+  const out = Array.from((b.ys as tf.Tensor).dataSync());
+  tf.dispose([b.xs as tf.Tensor, b.ys as tf.Tensor]);
+  return out;
+};
+
+const take = (src: InMemoryDataSource, batches: number): number[][] => Array.from({ length: batches }, () => ids(src.next()));
+
+describe("InMemoryDataSource", () => {
+  it("serves every example once per epoch, in a new seeded order each epoch, with the last batch smaller", () => {
+    const src = new InMemoryDataSource({ xs, ys, batchSize: 4, seed: 3 });
+    const epoch1 = take(src, 3);
+    const epoch2 = take(src, 3);
+    expect(epoch1.map((b) => b.length)).toEqual([4, 4, 2]);
+    expect(epoch1.flat().sort((a, b) => a - b)).toEqual(ys);
+    expect(epoch2.flat().sort((a, b) => a - b)).toEqual(ys);
+    expect(epoch2.flat()).not.toEqual(epoch1.flat());
+    // Same seed, same sequence; another seed, another.
+    expect(take(new InMemoryDataSource({ xs, ys, batchSize: 4, seed: 3 }), 6)).toEqual([...epoch1, ...epoch2]);
+    expect(take(new InMemoryDataSource({ xs, ys, batchSize: 4, seed: 4 }), 3).flat()).not.toEqual(epoch1.flat());
+  });
+
+  it("keeps xs rows with their ys", () => {
+    const b = new InMemoryDataSource({ xs, ys, batchSize: 5, seed: 1 }).next();
+    const x = (b.xs as tf.Tensor).arraySync() as number[][];
+    const y = Array.from((b.ys as tf.Tensor).dataSync());
+    expect(x).toEqual(y.map((i) => [i, 100 + i]));
+    tf.dispose([b.xs as tf.Tensor, b.ys as tf.Tensor]);
+  });
+
+  it("serves in order without shuffle, drops the remainder when asked, and throws OutOfRangeError when finite", () => {
+    const src = new InMemoryDataSource({ xs, ys, batchSize: 4, shuffle: false, epochs: 2, dropRemainder: true });
+    expect(take(src, 4)).toEqual([
+      [0, 1, 2, 3],
+      [4, 5, 6, 7],
+      [0, 1, 2, 3],
+      [4, 5, 6, 7],
+    ]);
+    expect(() => src.next()).toThrow(OutOfRangeError);
+    expect(() => src.next()).toThrow(OutOfRangeError);
+  });
+
+  it("resumes from a saved position exactly, across an epoch boundary", () => {
+    const a = new InMemoryDataSource({ xs, ys, batchSize: 3, seed: 11 });
+    take(a, 5); // mid second epoch
+    const saved = a.state();
+    const expected = take(a, 9);
+    const b = new InMemoryDataSource({ xs, ys, batchSize: 3, seed: 999 });
+    b.restore(saved);
+    expect(take(b, 9)).toEqual(expected);
+    expect([...saved.keys()]).toEqual(["epoch", "offset", "rng", "permutation"]);
+  });
+
+  it("state() is a deep copy", () => {
+    const src = new InMemoryDataSource({ xs, ys, batchSize: 3, seed: 11 });
+    const s = src.state();
+    (s.get("permutation")?.data as Int32Array).fill(0);
+    expect(() => src.restore(src.state())).not.toThrow();
+    expect(take(src, 4).flat().sort((x, y) => x - y)).toEqual(ys);
+  });
+
+  it("rejects positions that do not fit, changing nothing", () => {
+    const src = new InMemoryDataSource({ xs, ys, batchSize: 3, seed: 11, epochs: 3 });
+    const good = src.state();
+    const expected = take(new InMemoryDataSource({ xs, ys, batchSize: 3, seed: 11, epochs: 3 }), 2);
+    const with_ = (name: string, t: TensorValue) => new Map([...good, [name, t]]);
+    const bad: [Map<string, TensorValue>, RegExp][] = [
+      [with_("permutation", { dtype: "int32", shape: [N], data: new Int32Array(N) }), /not a permutation/],
+      [with_("permutation", { dtype: "int32", shape: [4], data: Int32Array.of(0, 1, 2, 3) }), /int32\[10\]/],
+      [with_("offset", { dtype: "int64", shape: [], data: BigInt64Array.of(11n) }), /outside/],
+      [with_("epoch", { dtype: "int64", shape: [], data: BigInt64Array.of(3n) }), /beyond the configured 3 epochs/],
+      [with_("rng", { dtype: "int32", shape: [], data: Int32Array.of(1) }), /int64 scalar/],
+      [with_("extra", { dtype: "int32", shape: [], data: Int32Array.of(1) }), /unknown entry "extra"/],
+      [new Map([...good].filter(([k]) => k !== "rng")), /lacks "rng"/],
+    ];
+    for (const [state, message] of bad) {
+      expect(() => src.restore(state)).toThrow(InvalidArgumentError);
+      expect(() => src.restore(state)).toThrow(message);
+    }
+    expect(take(src, 2)).toEqual(expected);
+  });
+
+  it("rejects bad configuration", () => {
+    expect(() => new InMemoryDataSource({ xs, ys: [1, 2], batchSize: 2 })).toThrow(ValueError);
+    expect(() => new InMemoryDataSource({ xs, ys, batchSize: 0 })).toThrow(/batchSize/);
+    expect(() => new InMemoryDataSource({ xs, ys, batchSize: 2, epochs: 0 })).toThrow(/epochs/);
+    expect(() => new InMemoryDataSource({ xs: [[1, 2], [3]], ys: [0, 1], batchSize: 2 })).toThrow(/xs\[1\]/);
+    expect(() => new InMemoryDataSource({ xs: [], ys: [], batchSize: 2 })).toThrow(/empty/);
+  });
+});
