@@ -4,7 +4,8 @@
  * accuracy logging, a NaN guard, and checkpoints of the weights, optimizer slots, step and data
  * position that a re-run resumes from bit-exactly.
  *
- * Run it with `npx tsx examples/tfjs-classifier.ts [checkpointDir]`.
+ * Run it with `npx tsx examples/tfjs-classifier.ts [checkpointDir]`; run it again with the same
+ * directory to train 300 more steps from the saved checkpoint.
  */
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -24,7 +25,8 @@ tf.enableProdMode();
 const dir = process.argv[2] ?? (await mkdtemp(join(tmpdir(), "tfjs-classifier-")));
 const prefix = join(dir, "model.ckpt");
 const saver = new BundleSaver();
-const lastStep = 300;
+// Each run trains this many steps past where the checkpoint left off.
+const numSteps = 300;
 const { xs, ys } = makeDataset(42);
 
 await withSession(
@@ -48,7 +50,7 @@ await withSession(
       },
     },
     hooks: [
-      new StopAtStepHook({ lastStep }),
+      new StopAtStepHook({ numSteps }),
       new StepCounterHook({ everyNSteps: 100 }),
       new LoggingTensorHook({ tensors: { step: "global_step", loss: "loss", accuracy: "accuracy" }, everyNIter: 50 }),
       new NanTensorHook({ lossTensor: "loss" }),

@@ -269,9 +269,8 @@ export class TfjsSession implements Session {
         );
       }
     }
-    const uninit = this.variables.reportUninitialized();
-    if (wanted.size > 0 && uninit.length > 0) {
-      throw new FailedPreconditionError(`Attempting to use uninitialized value ${uninit[0] as string}`);
+    if (wanted.size > 0 && !this.isReady()) {
+      throw new FailedPreconditionError(`Attempting to use uninitialized value ${this.uninitialized()[0] as string}`);
     }
     const fed = this.feedBatch(feeds);
     const results = new Map<string, unknown>();
@@ -442,7 +441,13 @@ export class TfjsSession implements Session {
   }
 
   private isVariable(n: string): boolean {
-    return this.allNames().includes(n);
+    if (n === this.globalStepName || this.weightByName.has(n)) return true;
+    if (n.startsWith("optimizer/")) return this.optimizerNames().includes(n);
+    return this.dataNames.includes(n);
+  }
+
+  private isReady(): boolean {
+    return this.initOptimizer && this.initStep && this.initData && this.initWeights.size === this.weights.length;
   }
 
   private optimizerNames(): string[] {
