@@ -1,0 +1,199 @@
+/**
+ * `monitoredTrainingSession`: TensorFlow's `MonitoredTrainingSession` factory. It resolves the
+ * cadence defaults, builds the chief's default hooks (step counter, summaries, checkpoints) in
+ * TensorFlow's order, and returns a `MonitoredSession`. A worker gets no default hooks and
+ * waits for the chief.
+ *
+ * This is the one module of `src/` that imports from `hooks/`: it assembles the default set.
+ *
+ * @example
+ * ```ts
+ * await withSession(
+ *   monitoredTrainingSession({ graph, checkpointDir: "runs/1", hooks: [new StopAtStepHook({ lastStep: 10_000 })] }),
+ *   async (sess) => { while (!sess.shouldStop()) await sess.run("train"); },
+ * );
+ * ```
+ *
+ * @module
+ */
+
+import { CheckpointSaverHook, type CheckpointSaverHookOptions } from "../hooks/CheckpointSaverHook.js";
+import { StepCounterHook } from "../hooks/StepCounterHook.js";
+import { SummarySaverHook } from "../hooks/SummarySaverHook.js";
+import type { Clock } from "./Clock.js";
+import { ValueError } from "./errors.js";
+import type { Graph } from "./Graph.js";
+import type { Logger } from "./Logger.js";
+import { MonitoredSession } from "./MonitoredSession.js";
+import { Scaffold } from "./Scaffold.js";
+import { ChiefSessionCreator, WorkerSessionCreator } from "./SessionCreators.js";
+import type { SessionFactory } from "./SessionManager.js";
+import type { SessionRunHook } from "./SessionRunHook.js";
+import { USE_DEFAULT } from "./Supervisor.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** A cadence: a positive number enables, `0` or `null` disables, absent (or `USE_DEFAULT`) takes the default. */
+export type Cadence = number | null | typeof USE_DEFAULT | undefined;
+
+/** Options of {@link monitoredTrainingSession}, TensorFlow's parameters in camelCase. */
+export interface MonitoredTrainingSessionOptions {
+  /** The session target; unused on one machine (kept for the distributed issue). */
+  readonly master?: string;
+  /** Whether this process is the chief (default `true`): it initializes, restores and saves. */
+  readonly isChief?: boolean;
+  /** Where checkpoints are saved and restored from. */
+  readonly checkpointDir?: string | null;
+  /** Where summaries go (default `checkpointDir`). */
+  readonly summaryDir?: string | null;
+  /** The graph to run (used to build a default `Scaffold`). */
+  readonly graph?: Graph;
+  /** Makes raw sessions (default `graph.session()`). */
+  readonly sessionFactory?: SessionFactory;
+  readonly scaffold?: Scaffold;
+  /** The user's hooks; on the chief they run after the default hooks. */
+  readonly hooks?: readonly SessionRunHook[];
+  /** Hooks that only the chief runs, before the default hooks. */
+  readonly chiefOnlyHooks?: readonly SessionRunHook[];
+  /** Checkpoint every this many seconds (default 600 when neither cadence is given). */
+  readonly saveCheckpointSecs?: Cadence;
+  /** Checkpoint every this many steps. */
+  readonly saveCheckpointSteps?: Cadence;
+  /** Write summaries every this many steps (default 100 when neither cadence is given). */
+  readonly saveSummariesSteps?: Cadence;
+  /** Write summaries every this many seconds. */
+  readonly saveSummariesSecs?: Cadence;
+  /** Log the step rate every this many steps (default 100; `0`/`null` disables). */
+  readonly logStepCountSteps?: number | null;
+  /** Grace period for tasks when the session closes (default 120). */
+  readonly stopGracePeriodSecs?: number;
+  /** How long a worker waits for the chief (default 7200). */
+  readonly maxWaitSecs?: number;
+  /** Checkpoints to keep (default 5; `null` keeps all). */
+  readonly maxToKeep?: number | null;
+  /** Persist checkpoints in the background (default `false`). */
+  readonly asyncCheckpoints?: CheckpointSaverHookOptions["async"];
+  readonly clock?: Clock;
+  readonly logger?: Logger;
+}
+
+/** The cadences after TensorFlow's default resolution (`undefined` = disabled). */
+export interface ResolvedCadences {
+  readonly saveCheckpointSecs: number | undefined;
+  readonly saveCheckpointSteps: number | undefined;
+  readonly saveSummariesSecs: number | undefined;
+  readonly saveSummariesSteps: number | undefined;
+  readonly logStepCountSteps: number | undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Creates a `MonitoredSession` configured like TensorFlow's `MonitoredTrainingSession`.
+ * On the chief the hooks are, in order: `chiefOnlyHooks`, `StepCounterHook`,
+ * `SummarySaverHook`, `CheckpointSaverHook`, then `hooks`.
+ */
+export const monitoredTrainingSession = async (
+  options: MonitoredTrainingSessionOptions = {},
+): Promise<MonitoredSession> => {
+  const cadences = resolveCadences(options);
+  const scaffold =
+    options.scaffold ?? new Scaffold(options.graph === undefined ? {} : { graph: options.graph });
+  const common = {
+    scaffold,
+    ...(options.sessionFactory === undefined ? {} : { sessionFactory: options.sessionFactory }),
+    ...(options.graph === undefined ? {} : { graph: options.graph }),
+    ...(options.clock === undefined ? {} : { clock: options.clock }),
+    ...(options.logger === undefined ? {} : { logger: options.logger }),
+  };
+  const stopGracePeriodSecs = options.stopGracePeriodSecs ?? 120;
+  const base = {
+    stopGracePeriodSecs,
+    ...(options.clock === undefined ? {} : { clock: options.clock }),
+    ...(options.logger === undefined ? {} : { logger: options.logger }),
+  };
+  if (!(options.isChief ?? true)) {
+    return MonitoredSession.create({
+      ...base,
+      sessionCreator: new WorkerSessionCreator({ ...common, maxWaitSecs: options.maxWaitSecs ?? 7200 }),
+      hooks: options.hooks ?? [],
+    });
+  }
+  const checkpointDir = options.checkpointDir ?? undefined;
+  const summaryDir = options.summaryDir ?? checkpointDir;
+  const hooks: SessionRunHook[] = [...(options.chiefOnlyHooks ?? [])];
+  if (summaryDir !== undefined && cadences.logStepCountSteps !== undefined) {
+    hooks.push(new StepCounterHook({ outputDir: summaryDir, everyNSteps: cadences.logStepCountSteps }));
+  }
+  if (summaryDir !== undefined && (cadences.saveSummariesSteps !== undefined || cadences.saveSummariesSecs !== undefined)) {
+    hooks.push(
+      new SummarySaverHook({
+        scaffold,
+        saveSteps: cadences.saveSummariesSteps,
+        saveSecs: cadences.saveSummariesSecs,
+        outputDir: summaryDir,
+      }),
+    );
+  }
+  if (checkpointDir !== undefined && (cadences.saveCheckpointSteps !== undefined || cadences.saveCheckpointSecs !== undefined)) {
+    hooks.push(
+      new CheckpointSaverHook({
+        checkpointDir,
+        scaffold,
+        saveSteps: cadences.saveCheckpointSteps,
+        saveSecs: cadences.saveCheckpointSecs,
+        ...(options.maxToKeep === undefined ? {} : { maxToKeep: options.maxToKeep }),
+        ...(options.asyncCheckpoints === undefined ? {} : { async: options.asyncCheckpoints }),
+      }),
+    );
+  }
+  hooks.push(...(options.hooks ?? []));
+  return MonitoredSession.create({
+    ...base,
+    sessionCreator: new ChiefSessionCreator({ ...common, ...(checkpointDir === undefined ? {} : { checkpointDir }) }),
+    hooks,
+  });
+};
+
+// ---------------------------------------------------------------------------------------------
+// operations
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * TensorFlow's default resolution of the cadences. Summaries: both absent → every 100 steps;
+ * checkpoints: both absent → every 600 seconds; otherwise an absent one is disabled. `0` and
+ * `null` disable. Giving both secs and steps (two numbers, even if one is 0) for one feature is
+ * a `ValueError` (TensorFlow's docstring says secs wins, but its code raises; we raise, naming
+ * both options).
+ */
+export const resolveCadences = (options: MonitoredTrainingSessionOptions): ResolvedCadences => {
+  const isDefault = (c: Cadence): boolean => c === undefined || c === USE_DEFAULT;
+  const check = (name: string, c: Cadence): number | undefined => {
+    if (isDefault(c) || c === null) return undefined;
+    if (typeof c !== "number" || !(c >= 0)) throw new ValueError(`${name} must be a number >= 0 or null, got ${String(c)}`);
+    return c > 0 ? c : undefined;
+  };
+  const pair = (secsName: string, secs: Cadence, stepsName: string, steps: Cadence, defaults: { secs?: number; steps?: number }) => {
+    // As in TensorFlow, two numbers are an error even if one is 0 (`steps: 100, secs: 0`);
+    // `null` is "not given".
+    if (typeof secs === "number" && typeof steps === "number") {
+      throw new ValueError(`give only one of ${secsName} and ${stepsName} (got ${secs} and ${steps})`);
+    }
+    const both = isDefault(secs) && isDefault(steps);
+    return { secs: both ? defaults.secs : check(secsName, secs), steps: both ? defaults.steps : check(stepsName, steps) };
+  };
+  const ckpt = pair("saveCheckpointSecs", options.saveCheckpointSecs, "saveCheckpointSteps", options.saveCheckpointSteps, { secs: 600 });
+  const sums = pair("saveSummariesSecs", options.saveSummariesSecs, "saveSummariesSteps", options.saveSummariesSteps, { steps: 100 });
+  const log = options.logStepCountSteps === undefined ? 100 : check("logStepCountSteps", options.logStepCountSteps);
+  return {
+    saveCheckpointSecs: ckpt.secs,
+    saveCheckpointSteps: ckpt.steps,
+    saveSummariesSecs: sums.secs,
+    saveSummariesSteps: sums.steps,
+    logStepCountSteps: log,
+  };
+};
