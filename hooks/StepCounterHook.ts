@@ -9,6 +9,7 @@ import { systemClock, type Clock } from "../src/Clock.js";
 import { ValueError } from "../src/errors.js";
 import { defaultLogger, type Logger } from "../src/Logger.js";
 import type { Session } from "../src/Session.js";
+import { fileWriterCache } from "../src/summary/FileWriterCache.js";
 import {
   SessionRunArgs,
   SessionRunHook,
@@ -40,6 +41,11 @@ export interface StepCounterHookOptions {
   readonly everyNSecs?: number | null | undefined;
   /** Receives `<global step name>/sec` at the true global step of each measurement. */
   readonly summaryWriter?: ScalarSummaryWriter | undefined;
+  /**
+   * Writes the rate to this log directory, through the writer `fileWriterCache` holds for it
+   * (TensorFlow's `output_dir`). Ignored if `summaryWriter` is given.
+   */
+  readonly outputDir?: string | undefined;
   /** Time source (default: the session's clock). */
   readonly clock?: Clock | undefined;
   /** Where the rate and warnings go (default: the session's logger). */
@@ -76,7 +82,9 @@ export class StepCounterHook extends SessionRunHook {
   private readonly everyNSteps: number | undefined;
   private readonly everyNSecs: number | undefined;
   private readonly stepsPerRun: number;
-  private readonly summaryWriter: ScalarSummaryWriter | undefined;
+  private readonly ownSummaryWriter: ScalarSummaryWriter | undefined;
+  private readonly outputDir: string | undefined;
+  private summaryWriter: ScalarSummaryWriter | undefined;
   private readonly ownClock: Clock | undefined;
   private readonly ownLogger: Logger | undefined;
   private logger: Logger;
@@ -100,7 +108,9 @@ export class StepCounterHook extends SessionRunHook {
     this.everyNSteps = everyNSteps;
     this.everyNSecs = everyNSecs;
     this.stepsPerRun = options.stepsPerRun ?? 1;
+    this.ownSummaryWriter = options.summaryWriter;
     this.summaryWriter = options.summaryWriter;
+    this.outputDir = options.outputDir;
     this.ownClock = options.clock;
     this.ownLogger = options.logger;
     this.logger = options.logger ?? defaultLogger;
@@ -110,6 +120,11 @@ export class StepCounterHook extends SessionRunHook {
   override begin(env?: HookEnv): void {
     this.timer = this.makeTimer(this.ownClock ?? env?.clock ?? systemClock);
     this.logger = this.ownLogger ?? env?.logger ?? defaultLogger;
+    this.summaryWriter =
+      this.ownSummaryWriter ??
+      (this.outputDir === undefined
+        ? undefined
+        : fileWriterCache.getWriter(this.outputDir, env === undefined ? {} : { clock: env.clock, logger: env.logger }));
     this.env = env;
     this.lastGlobalStep = undefined;
     this.notIncreasedWarnings = 0;
