@@ -11,6 +11,10 @@
  *   many small background writes instead of one large one.
  * - baseline `rawWriteFsyncPerSec`: writing the very bytes the writer produced with one
  *   `fs.write` + `fsync`, measured in the same run; `ratioToRawWrite` = writer time / raw time.
+ * - `idleSummaryHookUsPerStep`: what a `SummarySaverHook` adds per step on the steps where it
+ *   does not write (`saveSteps` huge, after its first run), over the same MonitoredSession
+ *   without it, on a session whose ops do nothing. The two variants are interleaved in each
+ *   round; the figure is the median of the per-round differences.
  *
  * Medians over repeated runs after a warm-up, because the machine is shared and noisy.
  */
@@ -18,12 +22,20 @@ import { closeSync, fsyncSync, mkdtempSync, openSync, readFileSync, rmSync, writ
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { firstValueFrom } from "rxjs";
+import { SummarySaverHook } from "../hooks/SummarySaverHook.js";
+import { mapFetchesAny } from "../src/internal/fetches.js";
+import { silentLogger } from "../src/Logger.js";
+import { MonitoredSession } from "../src/MonitoredSession.js";
+import type { Feeds, Fetches, Session } from "../src/Session.js";
+import type { SessionRunHook } from "../src/SessionRunHook.js";
 import { SummaryWriter } from "../src/summary/SummaryWriter.js";
 import { elapsedMs, median, round } from "./stats.js";
 
 const EVENTS = 200_000;
 const YIELDING_EVENTS = 50_000;
 const RUNS = 7;
+const HOOK_STEPS = 200_000;
+const HOOK_ROUNDS = 9;
 
 const timeWriter = async (dir: string, generic: boolean): Promise<{ ms: number; path: string }> => {
   const writer = new SummaryWriter(dir);
@@ -61,6 +73,55 @@ const timeRawWrite = (dir: string, bytes: Uint8Array): number => {
   return elapsedMs(start);
 };
 
+/**
+ * A session whose `train` op increments the global step and whose other names read constants
+ * (the same no-op session as bench/overhead.bench.ts).
+ */
+const noopSession = (): Session => {
+  let step = 0;
+  const value = (name: string): unknown => {
+    if (name === "train") return ++step;
+    if (name === "global_step") return step;
+    return 0.5;
+  };
+  return {
+    globalStepName: "global_step",
+    run: ((fetches: Fetches, _feeds?: Feeds) =>
+      Promise.resolve(typeof fetches === "string" ? value(fetches) : mapFetchesAny(fetches, value))) as Session["run"],
+  };
+};
+
+const monitored = (hooks: SessionRunHook[]) =>
+  MonitoredSession.create({ sessionCreator: { createSession: async () => noopSession() }, hooks, logger: silentLogger });
+
+const timeSteps = async (sess: MonitoredSession, steps: number): Promise<number> => {
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < steps; i++) await sess.run("train");
+  return Number(process.hrtime.bigint() - t0) / 1e3 / steps;
+};
+
+/** Microseconds per step without a hook and with an idle SummarySaverHook, per round. */
+const timeIdleHook = async (dir: string): Promise<{ none: number[]; idle: number[] }> => {
+  const writer = new SummaryWriter(dir);
+  const hook = new SummarySaverHook({ saveSteps: 1e12, summaryWriter: writer, summaryOp: ["loss", "accuracy"] });
+  const none = await monitored([]);
+  const idle = await monitored([hook]);
+  await idle.run("train"); // the first run writes START and the summaries; all later runs are idle
+  const variants: [keyof Awaited<ReturnType<typeof timeIdleHook>>, MonitoredSession][] = [
+    ["none", none],
+    ["idle", idle],
+  ];
+  for (const [, sess] of variants) await timeSteps(sess, HOOK_STEPS); // warm-up
+  const samples = { none: [] as number[], idle: [] as number[] };
+  for (let r = 0; r < HOOK_ROUNDS; r++) {
+    for (const [k, sess] of variants) samples[k].push(await timeSteps(sess, HOOK_STEPS));
+  }
+  await none.close();
+  await idle.close();
+  await writer.close();
+  return samples;
+};
+
 export default async (): Promise<Record<string, unknown>> => {
   const root = mkdtempSync(join(tmpdir(), "summary-bench-"));
   try {
@@ -82,6 +143,7 @@ export default async (): Promise<Record<string, unknown>> => {
       rawMs.push(raw);
       yieldingMs.push(yielding);
     }
+    const hook = await timeIdleHook(join(root, "idle-hook"));
     const writer = median(writerMs);
     const generic = median(genericMs);
     const raw = median(rawMs);
@@ -96,6 +158,11 @@ export default async (): Promise<Record<string, unknown>> => {
       baseline: "raw fs write + fsync of the same bytes",
       rawWriteFsyncPerSec: Math.round(EVENTS / (raw / 1000)),
       ratioToRawWrite: round(writer / raw, 2),
+      idleSummaryHookUsPerStep: round(median(hook.idle.map((t, i) => t - (hook.none[i] as number)))),
+      idleSummaryHookTargetUs: 0.2,
+      idleSummaryHookMedianUsPerStep: { noHook: round(median(hook.none)), idleHook: round(median(hook.idle)) },
+      idleSummaryHookStepsPerRound: HOOK_STEPS,
+      idleSummaryHookRounds: HOOK_ROUNDS,
       medianMs: { writer: round(writer, 1), genericEncoder: round(generic, 1), rawWriteFsync: round(raw, 1) },
       loadAverage1m: round((await import("node:os")).loadavg()[0] ?? 0, 2),
     };
