@@ -36,6 +36,20 @@ export {
   type StepCounterHookOptions,
 } from "./StepCounterHook.js";
 
+/* TensorBoard */
+export {
+  SummarySaverHook,
+  markedSummaryKind,
+  summaries,
+  toSummaryValues,
+  type MarkedSummary,
+  type MarkedSummaryKind,
+  type SummaryOp,
+  type SummarySaverHookOptions,
+  type SummarySink,
+  type TagOption,
+} from "./SummarySaverHook.js";
+
 /* Inputs and final ops */
 export { FeedFnHook, type FeedFnHookOptions } from "./FeedFnHook.js";
 export { FinalOpsHook, type FinalOpsHookOptions } from "./FinalOpsHook.js";

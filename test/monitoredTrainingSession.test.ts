@@ -1,0 +1,169 @@
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { CheckpointSaverHook } from "../hooks/CheckpointSaverHook.js";
+import { StepCounterHook } from "../hooks/StepCounterHook.js";
+import { SummarySaverHook } from "../hooks/SummarySaverHook.js";
+import { ValueError } from "../src/errors.js";
+import { Graph } from "../src/Graph.js";
+import { silentLogger } from "../src/Logger.js";
+import { withSession } from "../src/MonitoredSession.js";
+import { monitoredTrainingSession, resolveCadences } from "../src/monitoredTrainingSession.js";
+import { USE_DEFAULT } from "../src/Supervisor.js";
+import { FakeSession, HookRecorder, VirtualClock } from "../src/testing/index.js";
+import { eventFiles, readEvents } from "./summary/decoder.js";
+
+const dirs: string[] = [];
+const tempDir = () => {
+  const d = mkdtempSync(join(tmpdir(), "mts-test-"));
+  dirs.push(d);
+  return d;
+};
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+const model = () => {
+  const g = new Graph();
+  const step = g.globalStep();
+  g.op("train", (ctx) => ctx.assignAdd(step, 1));
+  g.op("my_summary", () => 3.5);
+  return g;
+};
+
+const train = (n: number) => async (sess: { run(f: string): Promise<unknown> }) => {
+  for (let i = 0; i < n; i++) await sess.run("train");
+};
+
+const tagsIn = (dir: string): string[] =>
+  [...new Set(eventFiles(dir).flatMap(readEvents).flatMap((e) => e.summary?.value?.map((v) => v.tag as string) ?? []))].sort();
+
+describe("monitoredTrainingSession", () => {
+  it("resolves cadences as TensorFlow does", () => {
+    expect(resolveCadences({})).toEqual({
+      saveCheckpointSecs: 600,
+      saveCheckpointSteps: undefined,
+      saveSummariesSecs: undefined,
+      saveSummariesSteps: 100,
+      logStepCountSteps: 100,
+    });
+    expect(resolveCadences({ saveCheckpointSteps: 10, saveSummariesSecs: 30 })).toMatchObject({
+      saveCheckpointSecs: undefined,
+      saveCheckpointSteps: 10,
+      saveSummariesSecs: 30,
+      saveSummariesSteps: undefined,
+    });
+    expect(resolveCadences({ saveCheckpointSecs: 0, saveSummariesSteps: null, logStepCountSteps: 0 })).toMatchObject({
+      saveCheckpointSecs: undefined,
+      saveCheckpointSteps: undefined,
+      saveSummariesSteps: undefined,
+      logStepCountSteps: undefined,
+    });
+    expect(resolveCadences({ saveCheckpointSecs: USE_DEFAULT, saveCheckpointSteps: USE_DEFAULT }).saveCheckpointSecs).toBe(600);
+    expect(() => resolveCadences({ saveCheckpointSecs: 60, saveCheckpointSteps: 100 })).toThrow(
+      new ValueError("give only one of saveCheckpointSecs and saveCheckpointSteps (got 60 and 100)"),
+    );
+    expect(() => resolveCadences({ saveSummariesSteps: 100, saveSummariesSecs: 0 })).toThrow(/saveSummariesSecs and saveSummariesSteps/);
+    expect(() => resolveCadences({ saveSummariesSteps: -1 })).toThrow(/saveSummariesSteps must be a number >= 0/);
+  });
+
+  it("MonitoredTrainingSessionTest: on the chief, hooks are chief-only, step counter, summary, checkpoint, then user hooks", async () => {
+    const log: string[] = [];
+    const dir = tempDir();
+    const sess = await monitoredTrainingSession({
+      graph: model(),
+      checkpointDir: dir,
+      chiefOnlyHooks: [new HookRecorder("chiefOnly", { log })],
+      hooks: [new HookRecorder("user", { log })],
+      clock: new VirtualClock(),
+      logger: silentLogger,
+    });
+    const hooks = (sess as unknown as { hooks: readonly object[] }).hooks;
+    expect(hooks.map((h) => h.constructor.name)).toEqual(["HookRecorder", "StepCounterHook", "SummarySaverHook", "CheckpointSaverHook", "HookRecorder"]);
+    expect(hooks[1]).toBeInstanceOf(StepCounterHook);
+    expect(hooks[2]).toBeInstanceOf(SummarySaverHook);
+    expect(hooks[3]).toBeInstanceOf(CheckpointSaverHook);
+    expect(log.slice(0, 2)).toEqual(["chiefOnly.begin", "user.begin"]);
+    await sess.close();
+  });
+
+  it("MonitoredTrainingSessionTest: a worker gets no default hooks and ignores chief-only hooks", async () => {
+    const chiefOnly = new HookRecorder("chiefOnly");
+    const user = new HookRecorder("user");
+    const sess = await monitoredTrainingSession({
+      isChief: false,
+      sessionFactory: () => new FakeSession(),
+      checkpointDir: tempDir(),
+      chiefOnlyHooks: [chiefOnly],
+      hooks: [user],
+      logger: silentLogger,
+    });
+    expect((sess as unknown as { hooks: readonly object[] }).hooks).toEqual([user]);
+    expect(chiefOnly.counts.begin).toBe(0);
+    await sess.close();
+  });
+
+  it("MonitoredTrainingSessionTest.test_saving_restoring_checkpoint: a restart resumes at global step 2", async () => {
+    const dir = tempDir();
+    const opts = { checkpointDir: dir, clock: new VirtualClock(), logger: silentLogger };
+    await withSession(monitoredTrainingSession({ ...opts, graph: model() }), train(2));
+    const step = await withSession(monitoredTrainingSession({ ...opts, graph: model() }), (s) => s.run("global_step"));
+    expect(step).toBe(2);
+  });
+
+  it("MonitoredTrainingSessionTest.test_save_checkpoint_steps: saveCheckpointSteps 100 over 100 runs, a restart sees 100", async () => {
+    const dir = tempDir();
+    const opts = { checkpointDir: dir, saveCheckpointSteps: 100, clock: new VirtualClock(), logger: silentLogger };
+    await withSession(monitoredTrainingSession({ ...opts, graph: model() }), train(100));
+    const step = await withSession(monitoredTrainingSession({ ...opts, graph: model() }), (s) => s.run("global_step"));
+    expect(step).toBe(100);
+  });
+
+  it("MonitoredTrainingSessionTest.test_save_checkpoint_secs: a save after the interval, a restart sees 11", async () => {
+    const dir = tempDir();
+    const clock = new VirtualClock();
+    const opts = { checkpointDir: dir, saveCheckpointSecs: 0.1, clock, logger: silentLogger };
+    await withSession(monitoredTrainingSession({ ...opts, graph: model() }), async (sess) => {
+      await sess.run("train");
+      await clock.advance(200);
+      for (let i = 0; i < 10; i++) await sess.run("train");
+    });
+    const step = await withSession(monitoredTrainingSession({ ...opts, graph: model() }), (s) => s.run("global_step"));
+    expect(step).toBe(11);
+  });
+
+  it("MonitoredTrainingSessionTest.test_summaries_steps: the summary op's tag and global_step/sec appear", async () => {
+    const dir = tempDir();
+    const clock = new VirtualClock();
+    await withSession(
+      monitoredTrainingSession({
+        graph: model(),
+        checkpointDir: dir,
+        saveSummariesSteps: 100,
+        logStepCountSteps: 10,
+        clock,
+        logger: silentLogger,
+        chiefOnlyHooks: [new SummarySaverHook({ saveSteps: 100, outputDir: dir, summaryOp: ["my_summary"] })],
+      }),
+      async (sess) => {
+        for (let i = 0; i < 101; i++) {
+          await sess.run("train");
+          await clock.advance(10);
+        }
+      },
+    );
+    expect(tagsIn(dir)).toEqual(expect.arrayContaining(["global_step/sec", "my_summary"]));
+  });
+
+  it("MonitoredTrainingSessionTest.test_custom_saving: saveCheckpointSecs 0 writes no checkpoint; a chief-only hook begins once", async () => {
+    const dir = tempDir();
+    const custom = new HookRecorder("custom");
+    await withSession(
+      monitoredTrainingSession({ graph: model(), checkpointDir: dir, saveCheckpointSecs: 0, chiefOnlyHooks: [custom], clock: new VirtualClock(), logger: silentLogger }),
+      train(3),
+    );
+    expect(custom.counts.begin).toBe(1);
+    expect(readdirSync(dir).filter((f) => f.includes("model.ckpt"))).toEqual([]);
+  });
+});
