@@ -1,0 +1,423 @@
+/**
+ * `CheckpointSaverHook` and `CheckpointSaverListener`: save the session's variables every N
+ * seconds or steps, at session creation (after every recovery too) and at the end
+ * (TensorFlow's `tf.estimator.CheckpointSaverHook`), optionally in the background.
+ *
+ * The hook publishes `checkpointSaved` and `checkpointFailed` on the session's `events$` (this
+ * module adds them to `SessionEventMap`).
+ *
+ * @module
+ */
+
+import { systemClock, type Clock } from "../src/Clock.js";
+import {
+  AsyncCheckpointer,
+  BundleSaver,
+  CheckpointManager,
+  type AsyncSavePolicy,
+  type CheckpointOutcome,
+  type Saver,
+} from "../src/checkpoint/index.js";
+import { DeadlineExceededError, RuntimeError, ValueError } from "../src/errors.js";
+import { defaultLogger, type Logger } from "../src/Logger.js";
+import type { Scaffold } from "../src/Scaffold.js";
+import type { Session, VariableStore } from "../src/Session.js";
+import {
+  SessionRunArgs,
+  SessionRunHook,
+  type HookEnv,
+  type MaybePromise,
+  type SessionRunContext,
+  type SessionRunValues,
+} from "../src/SessionRunHook.js";
+import { fileWriterCache, type SessionLogOptions, type SessionLogStatus } from "../src/summary/index.js";
+import { globalStepNameOf, readGlobalStep, stepValue } from "./internal/globalStep.js";
+import { SecondOrStepTimer } from "./SecondOrStepTimer.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+declare module "../src/SessionEvent.js" {
+  interface SessionEventMap {
+    /** A checkpoint is durable and recorded in the state file. */
+    checkpointSaved: { readonly step: number; readonly path: string };
+    /** A checkpoint save failed (the error is also raised by the hook). */
+    checkpointFailed: { readonly step: number; readonly error: unknown };
+  }
+}
+
+/**
+ * Called around each save of a {@link CheckpointSaverHook} (TensorFlow's
+ * `CheckpointSaverListener`). All methods are optional and may be async. A truthy result of
+ * `afterSave` asks training to stop (ignored for the saves at session creation and at the end).
+ *
+ * @example
+ * ```ts
+ * const evaluateAfterSave: CheckpointSaverListener = {
+ *   afterSave: async (_session, step) => (await evaluate(step)) > 0.99, // stop when good enough
+ * };
+ * ```
+ */
+export interface CheckpointSaverListener {
+  /** Called once, in the hook's `begin`. */
+  begin?(): MaybePromise<void>;
+  /** Called before each save, with the global step being saved. */
+  beforeSave?(session: Session, globalStep: number): MaybePromise<void>;
+  /** Called after each save is durable. A truthy result requests a stop. */
+  afterSave?(session: Session, globalStep: number): MaybePromise<unknown>;
+  /** Called at the end, after the final save, with the last global step. */
+  end?(session: Session, globalStep: number): MaybePromise<void>;
+}
+
+/** Base class for listeners, for TensorFlow's `class MyListener(CheckpointSaverListener)`. */
+export class CheckpointSaverListener {}
+
+/** Where the hook records `SessionLog(CHECKPOINT)` events (a `SummaryWriter`, or anything like it). */
+export interface SessionLogWriter {
+  addSessionLog(status: SessionLogStatus, step: number, options?: SessionLogOptions): void;
+}
+
+/** Options of {@link CheckpointSaverHook}: exactly one of `saveSecs` and `saveSteps`. */
+export interface CheckpointSaverHookOptions {
+  /** Where checkpoints (`<checkpointBasename>-<step>`) and the `checkpoint` state file go. */
+  readonly checkpointDir: string;
+  /** Save every this many seconds. */
+  readonly saveSecs?: number | undefined;
+  /** Save every this many global steps. */
+  readonly saveSteps?: number | undefined;
+  /** The storage format (default: the scaffold's saver, else a {@link BundleSaver}). */
+  readonly saver?: Saver | undefined;
+  /** Takes the saver from this scaffold (after it is finalized). Not with `saver`. */
+  readonly scaffold?: Scaffold | undefined;
+  /** The checkpoint base name (default `model.ckpt`). */
+  readonly checkpointBasename?: string | undefined;
+  /** Called around every save. */
+  readonly listeners?: readonly CheckpointSaverListener[] | undefined;
+  /** How many checkpoints to keep (default 5, TensorFlow's `Saver`; `null` keeps all). */
+  readonly maxToKeep?: number | null | undefined;
+  /**
+   * Save in the background: the step pays for the snapshot only. `true` means the `skip`
+   * policy (TensorFlow's async hook skips a save while one runs); or give the policy.
+   * Default `false`.
+   */
+  readonly async?: boolean | AsyncSavePolicy | undefined;
+  /** How long `end` waits for background saves (default 600 s); then `DeadlineExceededError`. */
+  readonly endGracePeriodSecs?: number | undefined;
+  /** Receives `SessionLog(CHECKPOINT)` (default: the cached writer of `checkpointDir`). */
+  readonly summaryWriter?: SessionLogWriter | undefined;
+  /** Time source (default: the session's clock). */
+  readonly clock?: Clock | undefined;
+  /** Where saves and failures are logged (default: the session's logger). */
+  readonly logger?: Logger | undefined;
+  /**
+   * @internal How many global steps one run may advance (TensorFlow's `_steps_per_run`,
+   * default 1,000,000: with `saveSteps` the true global step is read after every run).
+   */
+  readonly stepsPerRun?: number | undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Saves checkpoints every `saveSecs` seconds or `saveSteps` steps, named
+ * `<checkpointDir>/<checkpointBasename>-<global step>`.
+ *
+ * - It saves once the session is created (the step 0 or restored checkpoint), again after
+ *   every recovery, and at the end if the last step was not saved.
+ * - Listeners' `beforeSave` and `afterSave` are all called around each save; any truthy
+ *   `afterSave` requests a stop (except for the creation and end saves).
+ * - Each save writes `SessionLog(CHECKPOINT)` with the checkpoint's path at its step, and emits
+ *   `checkpointSaved` (or `checkpointFailed`) on `events$`.
+ * - With `async`, `afterRun` only snapshots the variables; the write runs in the background.
+ *   A background failure is raised by the next run's `beforeRun`/`afterRun` or by `end`,
+ *   never lost; `end` waits (at most `endGracePeriodSecs`) for saves in flight.
+ *
+ * @example
+ * ```ts
+ * const hooks = [new CheckpointSaverHook({ checkpointDir: "/runs/exp1", saveSteps: 1000, async: true })];
+ * ```
+ */
+export class CheckpointSaverHook extends SessionRunHook {
+  private readonly checkpointDir: string;
+  private readonly basename: string;
+  private readonly everySecs: number | undefined;
+  private readonly everySteps: number | undefined;
+  private readonly explicitSaver: Saver | undefined;
+  private readonly scaffold: Scaffold | undefined;
+  private readonly listeners: readonly CheckpointSaverListener[];
+  private readonly maxToKeep: number | null;
+  private readonly policy: AsyncSavePolicy | undefined;
+  private readonly endGraceMs: number;
+  private readonly ownWriter: SessionLogWriter | undefined;
+  private readonly ownClock: Clock | undefined;
+  private readonly ownLogger: Logger | undefined;
+  private readonly stepsPerRun: number;
+  private clock: Clock;
+  private logger: Logger;
+  private env: HookEnv | undefined;
+  private timer: SecondOrStepTimer;
+  private writer: SessionLogWriter | undefined;
+  private manager: CheckpointManager | undefined;
+  private checkpointer: AsyncCheckpointer | undefined;
+  private globalStepName: string | undefined;
+  private args: SessionRunArgs | undefined;
+  /** Background work: saves' completions and their listeners. */
+  private readonly inFlight = new Set<Promise<void>>();
+  private backgroundErrors: unknown[] = [];
+  private checkpointerFailed = false;
+  private pendingStop = false;
+
+  /**
+   * Throws `ValueError` if both `saver` and `scaffold` are given, or not exactly one of
+   * `saveSecs` and `saveSteps`.
+   */
+  constructor(options: CheckpointSaverHookOptions) {
+    super();
+    if (options.saver !== undefined && options.scaffold !== undefined) {
+      throw new ValueError("You cannot provide both saver and scaffold.");
+    }
+    if (options.saveSecs === undefined && options.saveSteps === undefined) {
+      throw new ValueError("Either saveSecs or saveSteps should be provided.");
+    }
+    if (options.saveSecs !== undefined && options.saveSteps !== undefined) {
+      throw new ValueError("Can not provide both saveSecs and saveSteps.");
+    }
+    if (typeof options.checkpointDir !== "string" || options.checkpointDir.length === 0) {
+      throw new ValueError("CheckpointSaverHook: checkpointDir must be a non-empty path");
+    }
+    this.checkpointDir = options.checkpointDir;
+    this.basename = options.checkpointBasename ?? "model.ckpt";
+    this.everySecs = options.saveSecs;
+    this.everySteps = options.saveSteps;
+    this.explicitSaver = options.saver;
+    this.scaffold = options.scaffold;
+    this.listeners = options.listeners ?? [];
+    this.maxToKeep = options.maxToKeep === undefined ? 5 : options.maxToKeep;
+    const a = options.async ?? false;
+    this.policy = a === false ? undefined : a === true ? "skip" : a;
+    this.endGraceMs = (options.endGracePeriodSecs ?? 600) * 1000;
+    this.ownWriter = options.summaryWriter;
+    this.ownClock = options.clock;
+    this.ownLogger = options.logger;
+    this.stepsPerRun = options.stepsPerRun ?? 1_000_000;
+    this.clock = options.clock ?? systemClock;
+    this.logger = options.logger ?? defaultLogger;
+    this.timer = this.makeTimer();
+  }
+
+  /** The save path prefix, `<checkpointDir>/<checkpointBasename>` (TensorFlow's `_save_path`). */
+  get savePath(): string {
+    return `${this.checkpointDir.replace(/\/+$/, "")}/${this.basename}`;
+  }
+
+  override async begin(env?: HookEnv): Promise<void> {
+    this.env = env;
+    this.clock = this.ownClock ?? env?.clock ?? systemClock;
+    this.logger = this.ownLogger ?? env?.logger ?? defaultLogger;
+    this.timer = this.makeTimer();
+    this.writer = this.ownWriter ?? fileWriterCache.getWriter(this.checkpointDir);
+    this.manager = undefined;
+    this.checkpointer = undefined;
+    this.backgroundErrors = [];
+    this.checkpointerFailed = false;
+    this.pendingStop = false;
+    for (const l of this.listeners) await l.begin?.();
+  }
+
+  override async afterCreateSession(session: Session): Promise<void> {
+    this.resolve(session);
+    const step = await readGlobalStep(session, this.globalStepName as string);
+    // Saved again after each recovery (TensorFlow's behaviour); a listener's stop is ignored.
+    await this.saveNow(session, step);
+    this.timer.updateLastTriggeredStep(step);
+  }
+
+  override beforeRun(ctx: SessionRunContext): SessionRunArgs | Promise<SessionRunArgs> {
+    const args = this.args ?? this.resolve(ctx.session);
+    if (this.backgroundErrors.length > 0 || this.checkpointerFailed) return this.raiseBackgroundErrors().then(() => args);
+    return args;
+  }
+
+  override afterRun(ctx: SessionRunContext, values: SessionRunValues): void | Promise<void> {
+    if (this.backgroundErrors.length > 0 || this.checkpointerFailed) return this.raiseBackgroundErrors();
+    if (this.pendingStop) {
+      this.pendingStop = false;
+      ctx.requestStop();
+    }
+    const stale = stepValue(values.results);
+    if (!this.timer.shouldTriggerForStep(stale + this.stepsPerRun)) return;
+    return readGlobalStep(ctx.session, this.globalStepName as string).then(async (step) => {
+      if (!this.timer.shouldTriggerForStep(step)) return;
+      this.timer.updateLastTriggeredStep(step);
+      const stop = this.policy === undefined ? await this.saveNow(ctx.session, step) : await this.saveInBackground(ctx.session, step);
+      if (stop) ctx.requestStop();
+    });
+  }
+
+  override async end(session: Session): Promise<void> {
+    this.resolve(session);
+    const lastStep = await readGlobalStep(session, this.globalStepName as string);
+    const errors: unknown[] = [];
+    try {
+      if (lastStep !== this.timer.lastTriggeredStep()) {
+        this.timer.updateLastTriggeredStep(lastStep);
+        await this.saveNow(session, lastStep); // a listener's stop is ignored at the end
+      }
+    } catch (e) {
+      errors.push(e);
+    }
+    try {
+      await this.drain();
+    } catch (e) {
+      errors.push(e);
+    }
+    for (const l of this.listeners) await l.end?.(session, lastStep);
+    if (errors.length > 0) throw errors[0];
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // internals
+  // -------------------------------------------------------------------------------------------
+
+  /** Saves synchronously (TensorFlow's `_save`); resolves `true` if a listener asked to stop. */
+  private async saveNow(session: Session, step: number): Promise<boolean> {
+    const store = storeOf(session);
+    for (const l of this.listeners) await l.beforeSave?.(session, step);
+    const manager = await this.getManager();
+    this.logger.info(`Saving checkpoints for ${step} into ${this.savePath}.`, { step });
+    let path: string;
+    try {
+      path = (await manager.save(store, { checkpointNumber: step, step, checkInterval: false })) as string;
+    } catch (error) {
+      this.reportFailure(step, error);
+      throw error;
+    }
+    this.reportSaved(step, path);
+    return this.callAfterSave(session, step);
+  }
+
+  /**
+   * Snapshots now and writes in the background. `afterSave` listeners run when the write is
+   * durable; a stop they request is applied at the next `afterRun`.
+   */
+  private async saveInBackground(session: Session, step: number): Promise<boolean> {
+    const store = storeOf(session);
+    for (const l of this.listeners) await l.beforeSave?.(session, step);
+    const checkpointer = await this.getCheckpointer();
+    const result = await checkpointer.save(store, { checkpointNumber: step, step, checkInterval: false });
+    if (result.status !== "started" && result.status !== "queued") return false;
+    const done = result.done.then(async (outcome: CheckpointOutcome) => {
+      if (outcome.status === "saved") {
+        this.reportSaved(step, outcome.path);
+        try {
+          if (await this.callAfterSave(session, step)) this.pendingStop = true;
+        } catch (e) {
+          this.backgroundErrors.push(e);
+        }
+      } else if (outcome.status === "failed") {
+        this.checkpointerFailed = true;
+        this.reportFailure(step, outcome.error, false);
+      }
+    });
+    this.inFlight.add(done);
+    void done.finally(() => this.inFlight.delete(done));
+    return false;
+  }
+
+  private async callAfterSave(session: Session, step: number): Promise<boolean> {
+    let stop = false;
+    // Every listener is called, even after one asked to stop.
+    for (const l of this.listeners) if (await l.afterSave?.(session, step)) stop = true;
+    return stop;
+  }
+
+  private reportSaved(step: number, path: string): void {
+    this.writer?.addSessionLog("CHECKPOINT", step, { checkpointPath: path });
+    this.env?.emit({ type: "checkpointSaved", time: this.clock.now(), step, path });
+  }
+
+  private reportFailure(step: number, error: unknown, log = true): void {
+    if (log) this.logger.error(`Saving the checkpoint for step ${step} into ${this.savePath} failed: ${messageOf(error)}`, { step });
+    this.env?.emit({ type: "checkpointFailed", time: this.clock.now(), step, error });
+  }
+
+  /** Throws the first background failure (a listener's error, or the checkpointer's). */
+  private async raiseBackgroundErrors(): Promise<void> {
+    const errors = this.backgroundErrors;
+    this.backgroundErrors = [];
+    if (errors.length > 0) throw errors.length === 1 ? errors[0] : new AggregateError(errors, "CheckpointSaverHook: listeners failed after background saves");
+    this.checkpointerFailed = false;
+    // Throws the CheckpointSaveError (unless a save() call already raised it).
+    await this.checkpointer?.waitForPending();
+  }
+
+  /** Waits, at most `endGracePeriodSecs`, for background saves and their listeners. */
+  private async drain(): Promise<void> {
+    const checkpointer = this.checkpointer;
+    if (checkpointer === undefined) return;
+    this.checkpointer = undefined;
+    let timer: { cancel(): void } | undefined;
+    const expired = await Promise.race([
+      checkpointer.close().then(
+        () => Promise.all([...this.inFlight]).then(() => false),
+        (e: unknown) => Promise.all([...this.inFlight]).then(() => Promise.reject(e)),
+      ),
+      new Promise<boolean>((resolve) => {
+        timer = this.clock.setTimer(this.endGraceMs, () => resolve(true));
+      }),
+    ]).finally(() => timer?.cancel());
+    if (expired) {
+      const message = `CheckpointSaverHook.end: background checkpoint saves did not finish within ${this.endGraceMs / 1000} s (${checkpointer.pending} pending); the newest checkpoint may be missing.`;
+      this.logger.error(message);
+      throw new DeadlineExceededError(message);
+    }
+    if (this.backgroundErrors.length > 0) await this.raiseBackgroundErrors();
+  }
+
+  private async getManager(): Promise<CheckpointManager> {
+    // The scaffold's saver exists only once the scaffold is finalized (at session creation).
+    this.manager ??= await CheckpointManager.create({
+      directory: this.checkpointDir,
+      checkpointName: this.basename,
+      maxToKeep: this.maxToKeep,
+      saver: this.explicitSaver ?? this.scaffold?.saver ?? new BundleSaver({ clock: this.clock }),
+      clock: this.clock,
+      logger: this.logger,
+    });
+    return this.manager;
+  }
+
+  private async getCheckpointer(): Promise<AsyncCheckpointer> {
+    const manager = await this.getManager();
+    this.checkpointer ??= new AsyncCheckpointer(manager, { policy: this.policy ?? "skip", clock: this.clock, logger: this.logger });
+    return this.checkpointer;
+  }
+
+  private resolve(session: Session): SessionRunArgs {
+    const name = globalStepNameOf(session, "CheckpointSaverHook");
+    if (name !== this.globalStepName || this.args === undefined) {
+      this.globalStepName = name;
+      this.args = SessionRunArgs(name);
+    }
+    return this.args;
+  }
+
+  private makeTimer(): SecondOrStepTimer {
+    return new SecondOrStepTimer({ everySecs: this.everySecs, everySteps: this.everySteps, clock: this.clock });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+const storeOf = (session: Session): VariableStore => {
+  const store = session.variables;
+  if (store === undefined) throw new RuntimeError("CheckpointSaverHook: the session exposes no variables to save (session.variables is undefined)");
+  return store;
+};
+
+const messageOf = (e: unknown): string => (e instanceof Error ? e.message : String(e));

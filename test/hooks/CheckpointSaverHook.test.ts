@@ -1,0 +1,465 @@
+/**
+ * CheckpointSaverHook: ports of TensorFlow's CheckpointSaverHookTest and
+ * CheckpointSaverHookMultiStepTest, plus recovery, events, the summary log and async saving.
+ */
+
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+
+import { CheckpointSaverHook, type CheckpointSaverListener, type SessionLogWriter } from "../../hooks/CheckpointSaverHook.js";
+import { CheckpointSaveError, latestCheckpoint, readBundle } from "../../src/checkpoint/index.js";
+import { AbortedError, DeadlineExceededError, ValueError } from "../../src/errors.js";
+import { Scaffold } from "../../src/Scaffold.js";
+import type { Session } from "../../src/Session.js";
+import type { SessionEvent } from "../../src/SessionEvent.js";
+import { SessionRunArgs, SessionRunContext, type HookEnv } from "../../src/SessionRunHook.js";
+import { fileWriterCache } from "../../src/summary/index.js";
+import { VirtualClock } from "../../src/testing/VirtualClock.js";
+import { GatedSaver, tempDir } from "../checkpoint/helpers.js";
+import { driveHooks, RecordingLogger, trainingGraph } from "../util/driveHooks.js";
+
+let dir: string;
+let cleanup: () => Promise<void>;
+beforeEach(async () => {
+  ({ dir, cleanup } = await tempDir());
+});
+afterEach(async () => {
+  await fileWriterCache.closeAll();
+  await cleanup();
+});
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+// ---------------------------------------------------------------------------------------------
+
+/** The global step held by the latest checkpoint in `dir` (TF's `load_variable(global_step)`), or null. */
+const savedStep = async (d = dir): Promise<number | null> => {
+  const p = await latestCheckpoint(d);
+  if (p === null) return null;
+  const { step, values } = await readBundle(p);
+  const gs = values.get("global_step");
+  expect(Number((gs?.data as BigInt64Array)[0]), "the recorded step is the global step's value").toBe(step);
+  return step;
+};
+
+/** A session log writer that records its calls. */
+const recordingWriter = (): SessionLogWriter & { logs: { status: string; step: number; path: string | undefined }[] } => {
+  const logs: { status: string; step: number; path: string | undefined }[] = [];
+  return { logs, addSessionLog: (status, step, o) => void logs.push({ status, step, path: o?.checkpointPath }) };
+};
+
+/** Counts listener calls (TF's MockCheckpointSaverListener). */
+class CountingListener implements CheckpointSaverListener {
+  readonly counts = { begin: 0, beforeSave: 0, afterSave: 0, end: 0 };
+  readonly steps: number[] = [];
+  constructor(private readonly stopAt?: (step: number) => boolean) {}
+  begin(): void {
+    this.counts.begin++;
+  }
+  beforeSave(_s: Session, step: number): void {
+    this.counts.beforeSave++;
+    this.steps.push(step);
+  }
+  afterSave(_s: Session, step: number): boolean {
+    this.counts.afterSave++;
+    return this.stopAt?.(step) ?? false;
+  }
+  end(): void {
+    this.counts.end++;
+  }
+}
+
+/**
+ * TensorFlow's bare `_HookedSession`: hooks get `begin`, `beforeRun`/`afterRun` around each run
+ * and `end`, but never `afterCreateSession`.
+ */
+const bare = async (hook: CheckpointSaverHook, options: { stepsPerRun?: number; clock?: VirtualClock } = {}) => {
+  const graph = trainingGraph({ stepsPerRun: options.stepsPerRun ?? 1 });
+  const session = graph.session();
+  await session.variables.initialize();
+  const events: SessionEvent[] = [];
+  const waiters: { type: string; resolve: () => void }[] = [];
+  const emit = (e: SessionEvent): void => {
+    events.push(e);
+    for (const w of waiters.splice(0)) {
+      if (w.type === e.type) w.resolve();
+      else waiters.push(w);
+    }
+  };
+  /** Resolves once the `n`-th event of `type` was emitted, and pending callbacks ran. */
+  const eventCount = async (type: SessionEvent["type"], n: number): Promise<void> => {
+    while (events.filter((e) => e.type === type).length < n) await new Promise<void>((resolve) => waiters.push({ type, resolve }));
+    await new Promise((r) => setImmediate(r));
+  };
+  const env: HookEnv = { clock: options.clock ?? new VirtualClock(), logger: new RecordingLogger(), emit };
+  await hook.begin(env);
+  const run = async (): Promise<boolean> => {
+    const ctx = new SessionRunContext(SessionRunArgs("train"), session);
+    const args = (await hook.beforeRun(ctx)) as SessionRunArgs;
+    const [, stale] = (await session.run(["train", args.fetches])) as [unknown, unknown];
+    await hook.afterRun(ctx, { results: stale, options: {}, runMetadata: {} });
+    return ctx.stopRequested;
+  };
+  return { session, run, events, eventCount, end: () => hook.end(session) };
+};
+
+// ---------------------------------------------------------------------------------------------
+// CheckpointSaverHookTest
+// ---------------------------------------------------------------------------------------------
+
+describe("CheckpointSaverHookTest", () => {
+  it("test_raise_when_saver_and_scaffold_both_present", () => {
+    expect(() => new CheckpointSaverHook({ checkpointDir: dir, saveSecs: 10, saver: new GatedSaver(), scaffold: new Scaffold() })).toThrow(
+      new ValueError("You cannot provide both saver and scaffold."),
+    );
+  });
+
+  it("test_raise_in_both_secs_and_steps / test_raise_in_none_secs_and_steps", () => {
+    expect(() => new CheckpointSaverHook({ checkpointDir: dir, saveSecs: 10, saveSteps: 20 })).toThrow(
+      new ValueError("Can not provide both saveSecs and saveSteps."),
+    );
+    expect(() => new CheckpointSaverHook({ checkpointDir: dir })).toThrow(new ValueError("Either saveSecs or saveSteps should be provided."));
+  });
+
+  it("test_saves_when_saver_and_scaffold_both_missing (default saver)", async () => {
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1 });
+    const { run } = await bare(hook);
+    await run();
+    expect(await savedStep()).toBe(1);
+    expect(await latestCheckpoint(dir)).toBe(`${dir}/model.ckpt-1`);
+  });
+
+  it("test_save_secs_saves_in_first_step", async () => {
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSecs: 2, scaffold: new Scaffold().finalize() });
+    const { run } = await bare(hook);
+    await run();
+    expect(await savedStep()).toBe(1);
+  });
+
+  it("test_listener_with_default_saver: bare hooked session counts {begin 1, before 2, after 2, end 1}", async () => {
+    const listener = new CountingListener();
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, listeners: [listener] });
+    const { run, end } = await bare(hook);
+    await run();
+    await run();
+    expect(await savedStep()).toBe(2);
+    await end();
+    expect(listener.counts).toEqual({ begin: 1, beforeSave: 2, afterSave: 2, end: 1 });
+  });
+
+  it("test_listener_with_monitored_session: {begin 1, before 3, after 3, end 1} over 2 steps incl. the creation save", async () => {
+    const listener = new CountingListener();
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, listeners: [listener] });
+    const { sess } = await driveHooks({ hooks: [hook] });
+    await sess.run("train");
+    await sess.run("train");
+    expect(await savedStep()).toBe(2);
+    await sess.close();
+    expect(listener.counts).toEqual({ begin: 1, beforeSave: 3, afterSave: 3, end: 1 });
+    expect(listener.steps).toEqual([0, 1, 2]);
+  });
+
+  it("test_listener_stops_training_in_after_save (the creation save's stop is ignored)", async () => {
+    const listener = new CountingListener(() => true);
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, listeners: [listener] });
+    const { sess } = await driveHooks({ hooks: [hook] });
+    expect(sess.shouldStop()).toBe(false); // creation save asked to stop: ignored
+    await sess.run("train");
+    expect(sess.shouldStop()).toBe(true);
+    await sess.close();
+  });
+
+  it("test_multiple_listeners: every listener is called even after one asks to stop", async () => {
+    const stopper = new CountingListener(() => true);
+    const other = new CountingListener();
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, listeners: [stopper, other] });
+    const { run } = await bare(hook);
+    expect(await run()).toBe(true);
+    expect(stopper.counts.afterSave).toBe(1);
+    expect(other.counts).toEqual({ begin: 1, beforeSave: 1, afterSave: 1, end: 0 });
+  });
+
+  it("test_save_secs_saves_periodically: 1 → 3 → 6", async () => {
+    const clock = new VirtualClock();
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSecs: 2 });
+    const { run } = await bare(hook, { clock });
+    await run(); // saved
+    clock.set(clock.now() + 500);
+    await run(); // not saved
+    expect(await savedStep()).toBe(1);
+    clock.set(clock.now() + 2000); // start + 2.5 s
+    await run(); // saved
+    clock.set(clock.now() + 100);
+    await run();
+    clock.set(clock.now() + 100);
+    await run();
+    expect(await savedStep()).toBe(3);
+    clock.set(clock.now() + 7300); // start + 10 s
+    await run(); // saved
+    expect(await savedStep()).toBe(6);
+  });
+
+  it("test_save_secs_calls_listeners_periodically: 4 saves", async () => {
+    const clock = new VirtualClock();
+    const listener = new CountingListener();
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSecs: 2, listeners: [listener] });
+    const { run, end } = await bare(hook, { clock });
+    await run(); // saved (1)
+    clock.set(clock.now() + 500);
+    await run();
+    clock.set(clock.now() + 2000);
+    await run(); // saved (3)
+    clock.set(clock.now() + 100);
+    await run();
+    clock.set(clock.now() + 7400);
+    await run(); // saved (5)
+    clock.set(clock.now() + 100);
+    await run(); // not saved (6)
+    await end(); // saved at the end (6)
+    expect(listener.counts).toEqual({ begin: 1, beforeSave: 4, afterSave: 4, end: 1 });
+    expect(listener.steps).toEqual([1, 3, 5, 6]);
+  });
+
+  it("test_save_steps_saves_in_first_step", async () => {
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 2 });
+    const { run } = await bare(hook);
+    await run();
+    expect(await savedStep()).toBe(1);
+  });
+
+  it("test_save_steps_saves_periodically: 1, 3, 5", async () => {
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 2 });
+    const { run } = await bare(hook);
+    const seen: (number | null)[] = [];
+    for (let i = 0; i < 5; i++) {
+      await run();
+      seen.push(await savedStep());
+    }
+    expect(seen).toEqual([1, 1, 3, 3, 5]);
+  });
+
+  it("test_save_saves_at_end: 2", async () => {
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 2 });
+    const { run, end } = await bare(hook);
+    await run();
+    await run();
+    expect(await savedStep()).toBe(1);
+    await end();
+    expect(await savedStep()).toBe(2);
+  });
+
+  it("test_summary_writer_defs: SessionLog(CHECKPOINT) with the checkpoint path at each saved step", async () => {
+    const writer = recordingWriter();
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 2, summaryWriter: writer });
+    const { sess } = await driveHooks({ hooks: [hook] });
+    for (let i = 0; i < 3; i++) await sess.run("train");
+    await sess.close();
+    expect(writer.logs).toEqual([
+      { status: "CHECKPOINT", step: 0, path: `${dir}/model.ckpt-0` },
+      { status: "CHECKPOINT", step: 2, path: `${dir}/model.ckpt-2` },
+      { status: "CHECKPOINT", step: 3, path: `${dir}/model.ckpt-3` },
+    ]);
+  });
+
+  it("writes SessionLog(CHECKPOINT) to the cached writer of checkpointDir by default", async () => {
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1 });
+    const { sess } = await driveHooks({ hooks: [hook] });
+    await sess.run("train");
+    await sess.close();
+    const writer = fileWriterCache.getWriter(dir);
+    await writer.flush();
+    const { readdir, readFile } = await import("node:fs/promises");
+    const events = (await readdir(dir)).filter((f) => f.startsWith("events.out.tfevents"));
+    expect(events).toHaveLength(1);
+    const bytes = await readFile(`${dir}/${events[0] as string}`);
+    expect(bytes.includes(Buffer.from(`${dir}/model.ckpt-1`))).toBe(true);
+  });
+
+  it("test_save_checkpoint_before_first_train_step: 0 after creation, 0 after one step, 2 after two", async () => {
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 2 });
+    const { sess } = await driveHooks({ hooks: [hook] });
+    expect(await savedStep()).toBe(0);
+    await sess.run("train");
+    expect(await savedStep()).toBe(0);
+    await sess.run("train");
+    expect(await savedStep()).toBe(2);
+    await sess.close();
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// CheckpointSaverHookMultiStepTest (steps_per_run=5, save_steps=10)
+// ---------------------------------------------------------------------------------------------
+
+describe("CheckpointSaverHookMultiStepTest", () => {
+  it("test_save_steps_saves_periodically: 5, 15, 25", async () => {
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 10, stepsPerRun: 5 });
+    const { run } = await bare(hook, { stepsPerRun: 5 });
+    const seen: (number | null)[] = [];
+    for (let i = 0; i < 5; i++) {
+      await run();
+      seen.push(await savedStep());
+    }
+    expect(seen).toEqual([5, 5, 15, 15, 25]);
+  });
+
+  it("test_save_steps_saves_at_end: 10", async () => {
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 10, stepsPerRun: 5 });
+    const { run, end } = await bare(hook, { stepsPerRun: 5 });
+    await run();
+    await run();
+    expect(await savedStep()).toBe(5);
+    await end();
+    expect(await savedStep()).toBe(10);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// beyond the TensorFlow tests
+// ---------------------------------------------------------------------------------------------
+
+describe("CheckpointSaverHook", () => {
+  it("saves again after each recovery (edge case 2) and emits checkpointSaved on events$", async () => {
+    let failed = false;
+    const graph = trainingGraph({
+      ops: {
+        flaky: (ctx) => {
+          if (!failed && (ctx.read("global_step") as number) === 2) {
+            failed = true;
+            throw new AbortedError("preempted");
+          }
+          return ctx.run("train");
+        },
+      },
+    });
+    const listener = new CountingListener();
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 100, listeners: [listener] });
+    const events: SessionEvent[] = [];
+    const { sess, sessions } = await driveHooks({
+      hooks: [hook],
+      graph,
+      // Each new session restores the latest checkpoint, as ChiefSessionCreator does.
+      onCreate: async (s) => {
+        const p = await latestCheckpoint(dir);
+        if (p !== null) await s.variables.restore((await readBundle(p)).values);
+      },
+    });
+    sess.events$.subscribe((e) => events.push(e));
+    await sess.run("flaky");
+    await sess.run("flaky");
+    await sess.run("flaky"); // aborted at step 2 → new session restored at 0, retried
+    expect(sessions).toHaveLength(2);
+    expect(listener.steps).toEqual([0, 0]);
+    await sess.close();
+    expect(listener.steps).toEqual([0, 0, 1]);
+    expect(events.filter((e) => e.type === "checkpointSaved").map((e) => (e as { step: number }).step)).toEqual([0, 1]);
+  });
+
+  it("takes the saver from the scaffold once it is finalized", async () => {
+    const saver = new GatedSaver();
+    const scaffold = new Scaffold({ saver });
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, scaffold });
+    const { run } = await bare(hook);
+    const pending = run();
+    await saver.waitStarted(1);
+    saver.release();
+    await pending;
+    expect(saver.started).toEqual([`${dir}/model.ckpt-1`]);
+  });
+
+  it("a failed save is raised, logged and emitted as checkpointFailed", async () => {
+    const saver = new GatedSaver();
+    saver.failNext = 1;
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, saver });
+    const { run, events } = await bare(hook);
+    const pending = run();
+    await saver.waitStarted(1);
+    saver.release();
+    await expect(pending).rejects.toThrow(/injected failure writing .*model\.ckpt-1/);
+    expect(events.map((e) => e.type)).toEqual(["checkpointFailed"]);
+  });
+
+  it("maxToKeep bounds the checkpoints kept", async () => {
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, maxToKeep: 2 });
+    const { run } = await bare(hook);
+    for (let i = 0; i < 4; i++) await run();
+    const { readdir } = await import("node:fs/promises");
+    expect((await readdir(dir)).filter((f) => f.endsWith(".index")).sort()).toEqual(["model.ckpt-3.index", "model.ckpt-4.index"]);
+  });
+});
+
+describe("CheckpointSaverHook async", () => {
+  it("snapshots in afterRun, writes in the background; afterSave and checkpointSaved follow the write", async () => {
+    const saver = new GatedSaver();
+    const listener = new CountingListener();
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 2, saver, async: "block", listeners: [listener] });
+    const { run, events, end, eventCount } = await bare(hook);
+    await run(); // step 1: save starts, does not wait for the write
+    await saver.waitStarted(1);
+    expect(listener.counts.beforeSave).toBe(1);
+    expect(listener.counts.afterSave).toBe(0);
+    await run(); // step 2: trains while step 1 is being written
+    saver.release();
+    await eventCount("checkpointSaved", 1);
+    expect(await savedStep()).toBe(1); // the snapshot of step 1, not step 2
+    expect(listener.counts.afterSave).toBe(1);
+    expect(events.filter((e) => e.type === "checkpointSaved")).toHaveLength(1);
+    const ending = end(); // saves step 2 synchronously, after the background one
+    await saver.waitStarted(2);
+    saver.release();
+    await ending;
+    expect(await savedStep()).toBe(2);
+    expect(listener.counts).toEqual({ begin: 1, beforeSave: 2, afterSave: 2, end: 1 });
+  });
+
+  it("a background failure is raised at the next run, never lost", async () => {
+    const saver = new GatedSaver();
+    saver.failNext = 1;
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, saver, async: true });
+    const { run, events, eventCount } = await bare(hook);
+    await run();
+    await saver.waitStarted(1);
+    saver.release();
+    await eventCount("checkpointFailed", 1);
+    await expect(run()).rejects.toBeInstanceOf(CheckpointSaveError);
+    expect(events.map((e) => e.type)).toEqual(["checkpointFailed"]);
+  });
+
+  it("a background failure during the last run is raised by end", async () => {
+    const saver = new GatedSaver();
+    saver.failNext = 1;
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, saver, async: true });
+    const { run, end } = await bare(hook);
+    await run();
+    await saver.waitStarted(1);
+    const ending = end();
+    saver.release();
+    await expect(ending).rejects.toThrow(CheckpointSaveError);
+  });
+
+  it("end waits at most endGracePeriodSecs for a background save, then DeadlineExceededError", async () => {
+    const clock = new VirtualClock();
+    const saver = new GatedSaver();
+    const listener = new CountingListener();
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, saver, async: true, endGracePeriodSecs: 30, listeners: [listener] });
+    const { run, end } = await bare(hook, { clock });
+    await run();
+    await saver.waitStarted(1);
+    const ending = end();
+    const outcome = expect(ending).rejects.toThrow(DeadlineExceededError);
+    await clock.advanceSecs(31);
+    await outcome;
+    expect(listener.counts.end).toBe(1);
+    saver.release();
+  });
+
+  it("a truthy afterSave of a background save requests a stop at the next run", async () => {
+    const saver = new GatedSaver();
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, saver, async: true, listeners: [new CountingListener(() => true)] });
+    const { run, eventCount } = await bare(hook);
+    expect(await run()).toBe(false);
+    await saver.waitStarted(1);
+    saver.release();
+    await eventCount("checkpointSaved", 1);
+    expect(await run()).toBe(true);
+  });
+});
