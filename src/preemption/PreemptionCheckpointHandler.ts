@@ -1,0 +1,347 @@
+/**
+ * `PreemptionCheckpointHandler`: saves a checkpoint when the process is about to be terminated
+ * (SIGTERM by default, or a custom watcher), at a step boundary, then exits so that a restart
+ * resumes at exactly that step (TensorFlow's
+ * `tf.distribute.experimental.PreemptionCheckpointHandler`, local mode).
+ *
+ * The signal handler only sets a flag: the save happens before the next step, never in the
+ * middle of one. The run counter (`totalRunCalls`) is saved in the checkpoint as
+ * `checkpointed_runs` and restored on creation, so a restarted loop knows where it is.
+ *
+ * @example
+ * ```ts
+ * const session = graph.session();
+ * const handler = await PreemptionCheckpointHandler.create({
+ *   checkpointDir: "/runs/exp1",
+ *   store: session.variables,
+ *   initFn: () => session.variables.initialize(),
+ * });
+ * while (handler.totalRunCalls < numSteps) await handler.run(() => session.run("train"));
+ * handler.close();
+ * // On SIGTERM: saves at the next step boundary and exits with code 42 ("restart me").
+ * ```
+ *
+ * @module
+ */
+
+import { Subject, type Observable } from "rxjs";
+
+import { CheckpointManager, type CheckpointSaveOptions } from "../checkpoint/index.js";
+import { systemClock, type Clock, type TimerHandle } from "../Clock.js";
+import { InvalidArgumentError, RuntimeError, ValueError } from "../errors.js";
+import { defaultLogger, type Logger } from "../Logger.js";
+import { ResumableState } from "../ResumableState.js";
+import type { VariableStore } from "../Session.js";
+import { tensor, type TensorValue } from "../Tensor.js";
+import { LocalPreemptionCoordinator, type PreemptionCoordinator, type PreemptionDecision } from "./PreemptionCoordinator.js";
+import { TerminationConfig } from "./TerminationConfig.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** The name under which the run counter is saved (TensorFlow's `checkpointed_runs`). */
+export const CHECKPOINTED_RUNS = "checkpointed_runs";
+
+/** Where the handler listens for signals (default `process`). */
+export interface SignalTarget {
+  on(signal: NodeJS.Signals, listener: () => void): unknown;
+  off(signal: NodeJS.Signals, listener: () => void): unknown;
+}
+
+/** Options of {@link PreemptionCheckpointHandler.create}: a `checkpointManager` or a `checkpointDir`. */
+export interface PreemptionCheckpointHandlerOptions {
+  /** Saves and restores through this manager. */
+  readonly checkpointManager?: CheckpointManager | undefined;
+  /** Without a manager: one is made here (`maxToKeep: 1`, name `ckpt`, TensorFlow's choice). */
+  readonly checkpointDir?: string | undefined;
+  /**
+   * What is saved: the session's variables (wrap it with a `ResumableState` to add data and RNG
+   * state). A function is called at each save and restore (e.g. a monitored session's current
+   * raw session).
+   */
+  readonly store: VariableStore | (() => VariableStore);
+  /** Called by the restore on creation when there is no checkpoint (e.g. initialize the variables). */
+  readonly initFn?: (() => void | Promise<void>) | undefined;
+  /** How termination is noticed, saved and exited (default `new TerminationConfig()`). */
+  readonly terminationConfig?: TerminationConfig | undefined;
+  /** The "at which run do we save" decision (default a {@link LocalPreemptionCoordinator}). */
+  readonly coordinator?: PreemptionCoordinator | undefined;
+  /** Signals that mean "terminate soon" when there is no watcher (default `["SIGTERM"]`). */
+  readonly signals?: readonly NodeJS.Signals[] | undefined;
+  /** Where signals are listened for (default `process`; tests pass an `EventEmitter`). */
+  readonly signalTarget?: SignalTarget | undefined;
+  readonly clock?: Clock | undefined;
+  readonly logger?: Logger | undefined;
+}
+
+/** An event of {@link PreemptionCheckpointHandler.events$}. `time` is the clock's epoch ms. */
+export type PreemptionEvent =
+  | { readonly type: "terminationNoticed"; readonly time: number; readonly source: string }
+  | { readonly type: "preemptionCheckpointSaved"; readonly time: number; readonly run: number; readonly path: string | null; readonly exit: boolean }
+  | { readonly type: "gracePeriodExceeded"; readonly time: number; readonly run: number; readonly message: string };
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/** Checkpoints at a step boundary on preemption, then exits. Create it with {@link create}. */
+export class PreemptionCheckpointHandler {
+  /** Termination notices, preemption saves and grace-period overruns. */
+  readonly events$: Observable<PreemptionEvent>;
+  private readonly subject = new Subject<PreemptionEvent>();
+  private runCounter = 0;
+  private estimatedRunTimeMs = 0;
+  private readonly state: ResumableState;
+  private readonly signalListeners: [NodeJS.Signals, () => void][] = [];
+  private pollTimer: TimerHandle | undefined;
+  private closed = false;
+
+  private constructor(
+    /** The manager checkpoints are saved and restored through. */
+    readonly checkpointManager: CheckpointManager,
+    private readonly store: VariableStore | (() => VariableStore),
+    private readonly config: TerminationConfig,
+    private readonly coordinator: PreemptionCoordinator,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+  ) {
+    this.events$ = this.subject.asObservable();
+    this.state = new ResumableState().registerTensor(
+      CHECKPOINTED_RUNS,
+      { save: () => tensor("int64", [], BigInt64Array.of(BigInt(this.runCounter))), restore: (v) => this.restoreRuns(v) },
+      // Checkpoints written without the handler (e.g. by a CheckpointSaverHook) restore as 0 runs.
+      { optional: true },
+    );
+  }
+
+  /**
+   * Validates the options, restores the latest checkpoint (or calls `initFn`) with the run
+   * counter, and starts watching for termination. Throws `ValueError` unless exactly one of
+   * `checkpointManager` and `checkpointDir` is given.
+   */
+  static async create(options: PreemptionCheckpointHandlerOptions): Promise<PreemptionCheckpointHandler> {
+    if ((options.checkpointManager === undefined) === (options.checkpointDir === undefined)) {
+      throw new ValueError("PreemptionCheckpointHandler needs exactly one of checkpointManager and checkpointDir");
+    }
+    if (options.store === undefined) throw new ValueError("PreemptionCheckpointHandler needs the store to save (e.g. session.variables)");
+    const clock = options.clock ?? systemClock;
+    const logger = options.logger ?? defaultLogger;
+    const config = options.terminationConfig ?? new TerminationConfig();
+    const manager =
+      options.checkpointManager ??
+      (await CheckpointManager.create({ directory: options.checkpointDir as string, maxToKeep: 1, clock, logger }));
+    const coordinator =
+      options.coordinator ?? new LocalPreemptionCoordinator({ gracePeriodSecs: config.gracePeriodSecs, clock, logger });
+    const h = new PreemptionCheckpointHandler(manager, options.store, config, coordinator, clock, logger);
+    const path = await manager.restoreOrInitialize(h.wrappedStore(), options.initFn);
+    if (path !== null) logger.info(`PreemptionCheckpointHandler: restored ${path} at run ${h.runCounter}.`, { path, run: h.runCounter });
+    h.watch(options.signals ?? ["SIGTERM"], options.signalTarget ?? process);
+    return h;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // properties
+  // -------------------------------------------------------------------------------------------
+
+  /** Runs completed, counting those restored from the checkpoint (TensorFlow's `total_run_calls`). */
+  get totalRunCalls(): number {
+    return this.runCounter;
+  }
+
+  /** `true` once a termination notice was received. */
+  get terminationReceived(): boolean {
+    return this.coordinator.terminationReceived;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // operations
+  // -------------------------------------------------------------------------------------------
+
+  /**
+   * Runs one step: first saves (and maybe exits) if a preemption agreed on this run, then calls
+   * `fn(...args)` and counts the run. Errors of `fn` are rethrown (and reported to peers by a
+   * multi-worker coordinator).
+   */
+  async run<A extends unknown[], R>(fn: (...args: A) => R | Promise<R>, ...args: A): Promise<Awaited<R>> {
+    this.assertOpen();
+    const check = this.checkPreemptionAndMaybeCheckpoint(undefined);
+    if (check !== undefined) await check;
+    const start = this.clock.now();
+    let result: Awaited<R>;
+    try {
+      result = await fn(...args);
+    } catch (e) {
+      await this.coordinator.reportError?.(e);
+      throw e;
+    }
+    this.runCounter += 1;
+    this.estimatedRunTimeMs += (this.clock.now() - start - this.estimatedRunTimeMs) / this.runCounter;
+    return result;
+  }
+
+  /**
+   * For loops that do not wrap steps in {@link run}: call once per step. Saves (and maybe
+   * exits) if a preemption agreed on this run, passing `options` to the save, then counts one run.
+   */
+  async saveCheckpointIfPreempted(options?: CheckpointSaveOptions): Promise<void> {
+    this.assertOpen();
+    const check = this.checkPreemptionAndMaybeCheckpoint(options);
+    if (check !== undefined) await check;
+    this.runCounter += 1;
+    this.estimatedRunTimeMs = 0;
+  }
+
+  /**
+   * Runs `fn`, reporting an error it throws to the peers (multi-worker) before rethrowing it.
+   * Locally it only runs `fn`.
+   */
+  async watchPreemptionScope<T>(fn: () => T | Promise<T>): Promise<Awaited<T>> {
+    try {
+      return await fn();
+    } catch (e) {
+      await this.coordinator.reportError?.(e);
+      throw e;
+    }
+  }
+
+  /** Stops watching: removes the signal handlers, stops the watcher's polling, closes the coordinator. Idempotent. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.stopWatching();
+    await this.coordinator.close();
+    this.subject.complete();
+  }
+
+  /** `close()`, for `await using`. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // internals
+  // -------------------------------------------------------------------------------------------
+
+  /** `undefined` (no promise, no microtask) when there is nothing to do. */
+  private checkPreemptionAndMaybeCheckpoint(options: CheckpointSaveOptions | undefined): Promise<void> | undefined {
+    const d = this.coordinator.beforeStep(this.runCounter, this.estimatedRunTimeMs);
+    if (isPromise(d)) return d.then((x) => this.act(x, options));
+    return d.save ? this.act(d, options) : undefined;
+  }
+
+  private async act(d: PreemptionDecision, options: CheckpointSaveOptions | undefined): Promise<void> {
+    if (!d.save) return;
+    const run = this.runCounter;
+    const path = await this.saveWithinDeadline(run, d.deadlineMs, options);
+    this.logger.info(`PreemptionCheckpointHandler: checkpoint saved at run ${run}${path === null ? "" : ` (${path})`}.${d.exit ? " Exiting." : ""}`, {
+      run,
+      path,
+    });
+    this.emit({ type: "preemptionCheckpointSaved", time: this.clock.now(), run, path, exit: d.exit });
+    if (d.exit) {
+      this.stopWatching();
+      await this.config.exitFn();
+    }
+  }
+
+  private async saveWithinDeadline(run: number, deadlineMs: number | undefined, options: CheckpointSaveOptions | undefined): Promise<string | null> {
+    let timer: TimerHandle | undefined;
+    if (deadlineMs !== undefined) {
+      timer = this.clock.setTimer(deadlineMs - this.clock.now(), () => {
+        const message = `PreemptionCheckpointHandler: the preemption checkpoint at run ${run} has not finished within the grace period of ${this.config.gracePeriodSecs} s; if the process is killed now, a restart resumes from the previous checkpoint.`;
+        this.logger.error(message, { run });
+        this.emit({ type: "gracePeriodExceeded", time: this.clock.now(), run, message });
+      });
+    }
+    try {
+      if (this.config.saveFn !== undefined) {
+        await this.config.saveFn(options);
+        return null;
+      }
+      return await this.checkpointManager.save(this.wrappedStore(), options);
+    } catch (e) {
+      this.logger.error(`PreemptionCheckpointHandler: saving the preemption checkpoint at run ${run} failed: ${e instanceof Error ? e.message : String(e)}`, { run });
+      throw e;
+    } finally {
+      timer?.cancel();
+    }
+  }
+
+  private wrappedStore(): VariableStore {
+    return this.state.wrap(typeof this.store === "function" ? this.store() : this.store);
+  }
+
+  private restoreRuns(v: TensorValue): void {
+    if (v.dtype !== "int64" || v.shape.length !== 0) {
+      throw new InvalidArgumentError(`${CHECKPOINTED_RUNS}: expected an int64 scalar, got ${v.dtype}[${v.shape.join(", ")}]`);
+    }
+    const n = Number((v.data as BigInt64Array)[0]);
+    if (!Number.isSafeInteger(n) || n < 0) throw new InvalidArgumentError(`${CHECKPOINTED_RUNS}: expected a non-negative count, got ${n}`);
+    this.runCounter = n;
+  }
+
+  private watch(signals: readonly NodeJS.Signals[], target: SignalTarget): void {
+    const watcher = this.config.terminationWatcherFn;
+    if (watcher === undefined) {
+      for (const signal of signals) {
+        // Only a flag: the save happens at the next step boundary.
+        const listener = (): void => this.notice(signal);
+        target.on(signal, listener);
+        this.signalListeners.push([signal, listener]);
+      }
+      this.removeSignals = () => {
+        for (const [s, l] of this.signalListeners.splice(0)) target.off(s, l);
+      };
+      return;
+    }
+    const pollMs = this.config.watcherPollSecs * 1000;
+    const tick = (): void => {
+      this.pollTimer = undefined;
+      if (this.closed || this.coordinator.terminationReceived) return;
+      Promise.resolve()
+        .then(watcher)
+        .then(
+          (terminating) => {
+            if (terminating) this.notice("terminationWatcherFn");
+          },
+          (e: unknown) =>
+            this.logger.warn(`PreemptionCheckpointHandler: terminationWatcherFn failed (polling goes on): ${e instanceof Error ? e.message : String(e)}`),
+        )
+        .finally(() => {
+          if (!this.closed && !this.coordinator.terminationReceived) this.pollTimer = this.clock.setTimer(pollMs, tick);
+        });
+    };
+    this.pollTimer = this.clock.setTimer(pollMs, tick);
+  }
+
+  private removeSignals: () => void = () => undefined;
+
+  private notice(source: string): void {
+    if (this.coordinator.terminationReceived) return;
+    const time = this.clock.now();
+    this.coordinator.notifyTermination(time);
+    this.logger.info(`PreemptionCheckpointHandler: termination notice (${source}) at run ${this.runCounter}; a checkpoint is saved at the next step boundary.`);
+    this.emit({ type: "terminationNoticed", time, source });
+  }
+
+  private stopWatching(): void {
+    this.removeSignals();
+    this.pollTimer?.cancel();
+    this.pollTimer = undefined;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new RuntimeError("PreemptionCheckpointHandler is closed.");
+  }
+
+  private emit(e: PreemptionEvent): void {
+    this.subject.next(e);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+const isPromise = <T>(x: T | Promise<T>): x is Promise<T> => typeof (x as { then?: unknown })?.then === "function";

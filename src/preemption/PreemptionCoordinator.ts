@@ -1,0 +1,119 @@
+/**
+ * `PreemptionCoordinator`: the decision "at which run do we save, and do we exit after it",
+ * behind an interface. {@link LocalPreemptionCoordinator} is TensorFlow's local (single-worker)
+ * mode; a multi-worker implementation agrees on the run with its peers behind the same methods.
+ *
+ * @module
+ */
+
+import type { Clock } from "../Clock.js";
+import type { Logger } from "../Logger.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** What to do before a step. */
+export type PreemptionDecision =
+  | { readonly save: false }
+  | {
+      readonly save: true;
+      /** Exit (call `exitFn`) after this save. */
+      readonly exit: boolean;
+      /** The clock time (ms) by which the save must be durable, if the grace period bounds it. */
+      readonly deadlineMs: number | undefined;
+    };
+
+/**
+ * Decides when every worker saves. Called by the handler: `notifyTermination` when this process
+ * learns it will be terminated (from a signal handler or a watcher: synchronous and cheap), and
+ * `beforeStep` before each step.
+ */
+export interface PreemptionCoordinator {
+  /** Records that this process received a termination notice at `nowMs`. */
+  notifyTermination(nowMs: number): void;
+  /** `true` once a notice was received (by this process, or for a multi-worker one, any peer). */
+  readonly terminationReceived: boolean;
+  /**
+   * Before each step, with the number of completed runs and the mean run time: whether to save
+   * now and whether to exit after. Should return a plain value when nothing happened, so the
+   * step pays no microtask.
+   */
+  beforeStep(runCounter: number, estimatedRunTimeMs: number): PreemptionDecision | Promise<PreemptionDecision>;
+  /** Reports an error of a step to the peers (multi-worker); a no-op locally. */
+  reportError?(error: unknown): void | Promise<void>;
+  /** Stops watching peers. */
+  close(): void | Promise<void>;
+}
+
+/** Options of {@link LocalPreemptionCoordinator}. */
+export interface LocalPreemptionCoordinatorOptions {
+  /** See `TerminationConfig.gracePeriodSecs` (default 0). */
+  readonly gracePeriodSecs?: number;
+  readonly clock: Clock;
+  readonly logger: Logger;
+}
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+const CONTINUE: PreemptionDecision = Object.freeze({ save: false });
+
+/**
+ * TensorFlow's local mode of `PreemptionCheckpointHandler._check_preemption_and_maybe_checkpoint`:
+ * - on the first step boundary after the notice, the run to save at is set to `runCounter + 1`
+ *   (TensorFlow's rule, which lets workers be one step apart), so one more step runs;
+ * - at that run the handler saves; with no grace period it then exits;
+ * - with a grace period it trains on until `notice + grace - 6 × mean run time`, then sets the
+ *   run again (`runCounter + 1`), saves a second time and exits.
+ */
+export class LocalPreemptionCoordinator implements PreemptionCoordinator {
+  private readonly graceMs: number;
+  private readonly clock: Clock;
+  private readonly logger: Logger;
+  private noticeAtMs: number | undefined;
+  private stepToCheckpoint: number | undefined;
+  private countdown = false;
+  private targetTimeMs = 0;
+
+  constructor(options: LocalPreemptionCoordinatorOptions) {
+    this.graceMs = (options.gracePeriodSecs ?? 0) * 1000;
+    this.clock = options.clock;
+    this.logger = options.logger;
+  }
+
+  get terminationReceived(): boolean {
+    return this.noticeAtMs !== undefined;
+  }
+
+  notifyTermination(nowMs: number): void {
+    this.noticeAtMs ??= nowMs;
+  }
+
+  beforeStep(runCounter: number, estimatedRunTimeMs: number): PreemptionDecision {
+    if (this.stepToCheckpoint !== undefined) {
+      if (this.stepToCheckpoint !== runCounter) return CONTINUE;
+      this.stepToCheckpoint = undefined;
+      const exit = this.graceMs <= 0 || this.countdown;
+      if (!exit) {
+        this.logger.info("PreemptionCheckpointHandler: continue training for the grace period.");
+        this.countdown = true;
+      }
+      const deadlineMs = this.graceMs > 0 ? (this.noticeAtMs as number) + this.graceMs : undefined;
+      return { save: true, exit, deadlineMs };
+    }
+    if (this.noticeAtMs === undefined) return CONTINUE;
+    if (this.countdown) {
+      if (this.targetTimeMs >= this.clock.now()) return CONTINUE;
+      this.logger.info("PreemptionCheckpointHandler: grace period almost ended. Final call to save a checkpoint!");
+    } else {
+      this.logger.info(`PreemptionCheckpointHandler: termination notice caught; saving a checkpoint at run ${runCounter + 1}.`);
+      if (this.graceMs > 0) this.targetTimeMs = this.noticeAtMs + this.graceMs - 3 * estimatedRunTimeMs * 2;
+    }
+    this.stepToCheckpoint = runCounter + 1;
+    return CONTINUE;
+  }
+
+  close(): void {}
+}
