@@ -1,0 +1,263 @@
+/**
+ * PreemptionCheckpointHandler unit tests: a fake signal target, a fake watcher and a
+ * VirtualClock; local mode of failure_handler_test (save at run_counter + 1, exit, grace period
+ * saves twice, passed-in save_fn, restore of checkpointed_runs).
+ */
+
+import { EventEmitter } from "node:events";
+import { readdir } from "node:fs/promises";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+
+import { CheckpointManager } from "../../src/checkpoint/index.js";
+import { Graph } from "../../src/Graph.js";
+import {
+  LocalPreemptionCoordinator,
+  PreemptionCheckpointHandler,
+  TerminationConfig,
+  type PreemptionEvent,
+} from "../../src/preemption/index.js";
+import { ValueError } from "../../src/errors.js";
+import { VirtualClock } from "../../src/testing/VirtualClock.js";
+import { GatedSaver, recordingLogger, tempDir } from "../checkpoint/helpers.js";
+
+let dir: string;
+let cleanup: () => Promise<void>;
+beforeEach(async () => {
+  ({ dir, cleanup } = await tempDir());
+});
+afterEach(async () => {
+  await cleanup();
+});
+
+const model = () => {
+  const g = new Graph();
+  const step = g.globalStep();
+  const v = g.variable("v", 0);
+  g.op("train", (ctx) => {
+    ctx.assign(v, (ctx.read(v) as number) + 1);
+    return ctx.assignAdd(step, 1);
+  });
+  return g.session();
+};
+
+const setup = async (config: ConstructorParameters<typeof TerminationConfig>[0] = {}, extra: { manager?: CheckpointManager } = {}) => {
+  const session = model();
+  const signals = new EventEmitter();
+  const clock = new VirtualClock();
+  const logger = recordingLogger();
+  const exits: number[] = [];
+  const handler = await PreemptionCheckpointHandler.create({
+    ...(extra.manager === undefined ? { checkpointDir: dir } : { checkpointManager: extra.manager }),
+    store: session.variables,
+    initFn: () => session.variables.initialize(),
+    terminationConfig: new TerminationConfig({ exitFn: () => exits.push(handler.totalRunCalls), ...config }),
+    signalTarget: signals,
+    clock,
+    logger,
+  });
+  const events: PreemptionEvent[] = [];
+  handler.events$.subscribe((e) => events.push(e));
+  const step = () => handler.run(() => session.run("train"));
+  return { session, signals, clock, logger, exits, handler, events, step };
+};
+
+const indexes = async (): Promise<string[]> => (await readdir(dir)).filter((f) => f.endsWith(".index")).sort();
+
+describe("PreemptionCheckpointHandler", () => {
+  it("needs exactly one of checkpointManager and checkpointDir", async () => {
+    const session = model();
+    await expect(PreemptionCheckpointHandler.create({ store: session.variables })).rejects.toThrow(ValueError);
+  });
+
+  it("SIGTERM only sets a flag; it saves at run_counter + 1 before the step, then calls exitFn", async () => {
+    const { signals, exits, handler, step, events } = await setup();
+    await step();
+    await step();
+    signals.emit("SIGTERM");
+    expect(handler.terminationReceived).toBe(true);
+    expect(await indexes()).toEqual([]); // nothing saved in the signal handler
+    await step(); // decides: save at run 3; runs step 3
+    expect(await indexes()).toEqual([]);
+    await step(); // saves at run 3, exits (the fake exit returns, so the step runs)
+    expect(exits).toEqual([3]);
+    expect(await indexes()).toEqual(["ckpt-1.index"]);
+    expect(events.map((e) => e.type)).toEqual(["terminationNoticed", "preemptionCheckpointSaved"]);
+    expect(signals.listenerCount("SIGTERM")).toBe(0); // removed before exiting
+  });
+
+  it("restores the latest checkpoint and totalRunCalls from checkpointed_runs", async () => {
+    const a = await setup();
+    for (let i = 0; i < 4; i++) await a.step();
+    a.signals.emit("SIGTERM");
+    await a.step();
+    await a.step();
+    expect(a.exits).toEqual([5]);
+    await a.handler.close();
+
+    const b = await setup();
+    expect(b.handler.totalRunCalls).toBe(5);
+    expect(await b.session.run(["v", "global_step"])).toEqual([5, 5]);
+    await b.handler.close();
+  });
+
+  it("a checkpoint without checkpointed_runs (e.g. a CheckpointSaverHook's) restores as 0 runs", async () => {
+    const session = model();
+    await session.variables.initialize();
+    const manager = await CheckpointManager.create({ directory: dir, maxToKeep: 1 });
+    await manager.save(session.variables);
+    const { handler } = await setup({}, { manager });
+    expect(handler.totalRunCalls).toBe(0);
+    await handler.close();
+  });
+
+  it("test_grace_period_continue_training: saves, trains on until the period nearly ends, saves again and exits", async () => {
+    const { signals, clock, exits, step, events } = await setup({ gracePeriodSecs: 10 });
+    await step();
+    signals.emit("SIGTERM");
+    await step(); // sets the run to save at: 2
+    await step(); // saves at 2 (first), continues
+    expect(exits).toEqual([]);
+    expect(await indexes()).toEqual(["ckpt-1.index"]);
+    for (let i = 0; i < 5; i++) await step(); // within the grace period: no save
+    clock.set(clock.now() + 10_001);
+    await step(); // final call: save at run_counter + 1
+    await step(); // saves and exits
+    expect(exits).toEqual([9]);
+    expect(await indexes()).toEqual(["ckpt-2.index"]);
+    expect(events.filter((e) => e.type === "preemptionCheckpointSaved").map((e) => [e.type === "preemptionCheckpointSaved" && e.run, e.type === "preemptionCheckpointSaved" && e.exit])).toEqual([
+      [2, false],
+      [9, true],
+    ]);
+  });
+
+  it("a save that outlives the grace period is logged as an error naming the run", async () => {
+    const saver = new GatedSaver();
+    const clock = new VirtualClock();
+    const manager = await CheckpointManager.create({ directory: dir, saver, clock });
+    const session = model();
+    const signals = new EventEmitter();
+    const logger = recordingLogger();
+    const exits: number[] = [];
+    const handler = await PreemptionCheckpointHandler.create({
+      checkpointManager: manager,
+      store: session.variables,
+      initFn: () => session.variables.initialize(),
+      terminationConfig: new TerminationConfig({ gracePeriodSecs: 5, exitFn: () => exits.push(1) }),
+      signalTarget: signals,
+      clock,
+      logger,
+    });
+    const step = () => handler.run(() => session.run("train"));
+    signals.emit("SIGTERM");
+    await step();
+    const saving = step(); // first save at run 1 hangs
+    await saver.waitStarted(1);
+    await clock.advanceSecs(6);
+    expect(logger.errors()).toEqual([expect.stringMatching(/checkpoint at run 1 has not finished within the grace period of 5 s/)]);
+    saver.release();
+    await saving;
+    expect(await indexes()).toEqual(["ckpt-1.index"]);
+    await handler.close();
+  });
+
+  it("test_passed_in_save_fn: a custom saveFn replaces the manager (no ckpt files)", async () => {
+    const saved: number[] = [];
+    const { signals, exits, step, handler } = await setup({ saveFn: () => void saved.push(handler.totalRunCalls) });
+    signals.emit("SIGTERM");
+    await step();
+    await step();
+    expect(saved).toEqual([1]);
+    expect(exits).toEqual([1]);
+    expect(await indexes()).toEqual([]);
+  });
+
+  it("a custom terminationWatcherFn is polled on the clock instead of SIGTERM", async () => {
+    let terminating = false;
+    let polls = 0;
+    const { signals, clock, exits, step, handler } = await setup({
+      terminationWatcherFn: () => {
+        polls++;
+        return terminating;
+      },
+    });
+    expect(signals.listenerCount("SIGTERM")).toBe(0);
+    await clock.advanceSecs(3);
+    expect(polls).toBe(3);
+    await step();
+    expect(handler.terminationReceived).toBe(false);
+    terminating = true;
+    await clock.advanceSecs(1);
+    expect(handler.terminationReceived).toBe(true);
+    await clock.advanceSecs(5);
+    expect(polls).toBe(4); // polling stops after the notice
+    await step();
+    await step();
+    expect(exits).toEqual([2]);
+    expect(clock.pendingTimers).toBe(0);
+  });
+
+  it("a failing watcher is logged and polling goes on", async () => {
+    let calls = 0;
+    const { clock, logger, handler } = await setup({
+      terminationWatcherFn: () => {
+        calls++;
+        if (calls === 1) throw new Error("probe down");
+        return calls === 2;
+      },
+    });
+    await clock.advanceSecs(1);
+    expect(logger.warnings()).toEqual([expect.stringContaining("probe down")]);
+    await clock.advanceSecs(1);
+    expect(handler.terminationReceived).toBe(true);
+    await handler.close();
+  });
+
+  it("saveCheckpointIfPreempted counts a run per call and passes the save options", async () => {
+    const { signals, session, exits, handler } = await setup();
+    for (let i = 0; i < 3; i++) {
+      await session.run("train");
+      await handler.saveCheckpointIfPreempted({ checkpointNumber: handler.totalRunCalls });
+    }
+    signals.emit("SIGTERM");
+    for (let i = 0; i < 2; i++) {
+      await session.run("train");
+      await handler.saveCheckpointIfPreempted({ checkpointNumber: handler.totalRunCalls });
+    }
+    expect(exits).toEqual([4]);
+    expect(await indexes()).toEqual(["ckpt-4.index"]);
+  });
+
+  it("close() removes the signal handlers; run() afterwards is a RuntimeError", async () => {
+    const { signals, handler, step } = await setup();
+    expect(signals.listenerCount("SIGTERM")).toBe(1);
+    await handler.close();
+    expect(signals.listenerCount("SIGTERM")).toBe(0);
+    await expect(step()).rejects.toThrow("PreemptionCheckpointHandler is closed.");
+  });
+
+  it("a step's error propagates through run() and watchPreemptionScope() (reported to the coordinator)", async () => {
+    const reported: unknown[] = [];
+    const clock = new VirtualClock();
+    const coordinator = new LocalPreemptionCoordinator({ clock, logger: recordingLogger() });
+    Object.assign(coordinator, { reportError: (e: unknown) => void reported.push(e) });
+    const session = model();
+    const handler = await PreemptionCheckpointHandler.create({
+      checkpointDir: dir,
+      store: session.variables,
+      initFn: () => session.variables.initialize(),
+      coordinator,
+      signalTarget: new EventEmitter(),
+      clock,
+    });
+    const boom = new Error("boom");
+    await expect(handler.run(() => Promise.reject(boom))).rejects.toBe(boom);
+    await expect(handler.watchPreemptionScope(() => { throw boom; })).rejects.toBe(boom);
+    expect(reported).toEqual([boom, boom]);
+    expect(handler.totalRunCalls).toBe(0);
+    await handler.close();
+  });
+
+  it("TerminationConfig validates the grace period", () => {
+    expect(() => new TerminationConfig({ gracePeriodSecs: -1 })).toThrow(/gracePeriodSecs must be a finite number >= 0, got -1/);
+  });
+});
