@@ -36,6 +36,14 @@ export {
   type StepCounterHookOptions,
 } from "./StepCounterHook.js";
 
+/* Checkpoints */
+export {
+  CheckpointSaverHook,
+  CheckpointSaverListener,
+  type CheckpointSaverHookOptions,
+  type SessionLogWriter,
+} from "./CheckpointSaverHook.js";
+
 /* TensorBoard */
 export {
   SummarySaverHook,

@@ -132,6 +132,19 @@ export {
 
 /* Checkpoints */
 export * from "./checkpoint/index.js";
+export { ResumableState, type Json, type RegisterOptions, type ResumableEntry } from "./ResumableState.js";
+
+/* Preemption */
+export * from "./preemption/index.js";
+
+/* MonitoredTrainingSession */
+export {
+  monitoredTrainingSession,
+  resolveCadences,
+  type Cadence,
+  type MonitoredTrainingSessionOptions,
+  type ResolvedCadences,
+} from "./monitoredTrainingSession.js";
 
 /* TensorBoard summaries */
 export * from "./summary/index.js";

@@ -160,6 +160,12 @@ export class TfjsSession implements Session {
   private readonly hiddenFields: readonly string[];
   private readonly dataNames: readonly string[];
   private slots: readonly Slot[] = [];
+  /**
+   * `true` once `slots` reflects the optimizer: slot variables are created by the first
+   * optimizer step and keep their identity afterwards (they are updated with `assign`), so
+   * they are listed after that step and after each restore, not on every step.
+   */
+  private slotsKnown = false;
   private globalStep = 0;
   private lastBatch: OwnedBatch | undefined;
   private closed = false;
@@ -291,7 +297,7 @@ export class TfjsSession implements Session {
         }
         this.globalStep += 1;
         this.setLastBatch(batch);
-        await this.refreshSlots();
+        if (!this.slotsKnown) await this.refreshSlots();
         results.set(TRAIN_OP, out.get(LOSS_OP));
         for (const n of evalNames) results.set(n, out.get(n));
       } else if (evalNames.length > 0) {
@@ -506,10 +512,13 @@ export class TfjsSession implements Session {
       );
     }
     const [iter, ...rest] = named;
-    if (iter?.name === "iter") iter.tensor.dispose();
-    else throw new ValueError(`optimizer.getWeights() must start with "iter", got "${String(iter?.name)}"`);
+    if (iter?.name !== "iter") throw new ValueError(`optimizer.getWeights() must start with "iter", got "${String(iter?.name)}"`);
+    // Slots exist once the optimizer has taken a step (or had its weights set).
+    const stepped = (iter.tensor.dataSync()[0] ?? 0) > 0;
+    iter.tensor.dispose();
     const byTfName = new Map(this.weights.map((w) => [tfName(w), w.key]));
     this.slots = rest.map((s, k) => ({ name: slotName(k, s.name, byTfName), tensor: s.tensor }));
+    this.slotsKnown = stepped || this.slots.length > 0;
   }
 
   private makeStore(): VariableStore {
