@@ -1,7 +1,8 @@
 /**
  * The same TensorFlow.js model trained on the same data for the same number of steps, three
  * ways, in one run, saving every `SAVE_EVERY` steps:
- * - `bareMs`: a plain loop calling `optimizer.minimize`, saving the weights with plain Node fs;
+ * - `bareMs`: a plain loop calling `optimizer.minimize` on the same shuffled batches (the same
+ *   `InMemoryDataSource`), saving the weights with plain Node fs (no fsync);
  * - `fitMs`: `model.fit` with a callback that saves through `model.save` every N batches;
  * - `monitoredMs`: `monitoredTrainingSession` with its default hooks (step counter, summaries)
  *   and asynchronous checkpoints every N steps.
@@ -39,25 +40,22 @@ const timed = async (fn: () => Promise<void>): Promise<number> => {
 const bare = async (dir: string): Promise<number> => {
   const model = buildModel();
   const optimizer = buildOptimizer();
-  const x = tf.tensor2d(xs.data, [n, 2]);
-  const y = tf.tensor2d(oneHot, [n, NUM_CLASSES]);
-  const batchesPerEpoch = Math.ceil(n / BATCH);
+  const data = new InMemoryDataSource({ xs, ys: labels, batchSize: BATCH, seed: 7 });
   const ms = await timed(async () => {
     for (let step = 1; step <= STEPS; step++) {
-      const b = (step - 1) % batchesPerEpoch;
-      const size = Math.min(BATCH, n - b * BATCH);
+      const batch = data.next();
+      const bx = batch.xs as tf.Tensor;
+      const by = batch.ys as tf.Tensor;
       tf.tidy(() => {
-        const bx = x.slice([b * BATCH, 0], [size, 2]);
-        const by = y.slice([b * BATCH, 0], [size, NUM_CLASSES]);
         optimizer.minimize(() => loss(by, model.apply(bx) as tf.Tensor) as tf.Scalar);
       });
+      tf.dispose([bx, by]);
       if (step % SAVE_EVERY === 0) {
         const buffers = model.getWeights().map((w) => Buffer.from((w.dataSync() as Float32Array).buffer));
         writeFileSync(join(dir, `weights-${step}.bin`), Buffer.concat(buffers));
       }
     }
   });
-  tf.dispose([x, y]);
   model.dispose();
   return ms;
 };
