@@ -11,27 +11,10 @@ import {
   StepCounterHook,
   StopAtStepHook,
 } from "../hooks/index.js";
-import { mapFetchesAny } from "../src/internal/fetches.js";
 import { silentLogger } from "../src/Logger.js";
-import { MonitoredSession } from "../src/MonitoredSession.js";
-import type { Feeds, Fetches, Session } from "../src/Session.js";
 import type { SessionRunHook } from "../src/SessionRunHook.js";
+import { monitoredNoop, noopSession } from "./noopSession.js";
 import { median, round } from "./stats.js";
-
-/** A session whose `train` op increments the global step and whose other names read constants. */
-const noopSession = (): Session => {
-  let step = 0;
-  const value = (name: string): unknown => {
-    if (name === "train") return ++step;
-    if (name === "global_step") return step;
-    return 0.5;
-  };
-  return {
-    globalStepName: "global_step",
-    run: ((fetches: Fetches, _feeds?: Feeds) =>
-      Promise.resolve(typeof fetches === "string" ? value(fetches) : mapFetchesAny(fetches, value))) as Session["run"],
-  };
-};
 
 const sixHooks = (): SessionRunHook[] => [
   new StopAtStepHook({ lastStep: Number.MAX_SAFE_INTEGER }),
@@ -45,9 +28,6 @@ const sixHooks = (): SessionRunHook[] => [
 const noopHooks = (n: number): SessionRunHook[] =>
   Array.from({ length: n }, (_, i) => ({ name: `noop${i}`, beforeRun: () => undefined, afterRun: () => undefined }));
 
-const monitored = (hooks: SessionRunHook[]) =>
-  MonitoredSession.create({ sessionCreator: { createSession: async () => noopSession() }, hooks, logger: silentLogger });
-
 const timeSteps = async (run: () => Promise<unknown>, steps: number): Promise<number> => {
   const t0 = process.hrtime.bigint();
   for (let i = 0; i < steps; i++) await run();
@@ -58,9 +38,9 @@ export default async (): Promise<Record<string, unknown>> => {
   const steps = 200_000;
   const rounds = 9;
   const bare = noopSession();
-  const m0 = await monitored([]);
-  const m6 = await monitored(sixHooks());
-  const m50 = await monitored(noopHooks(50));
+  const m0 = await monitoredNoop([]);
+  const m6 = await monitoredNoop(sixHooks());
+  const m50 = await monitoredNoop(noopHooks(50));
   const variants: [string, () => Promise<unknown>][] = [
     ["bare", () => bare.run("train")],
     ["hooks0", () => m0.run("train")],

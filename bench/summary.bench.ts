@@ -23,12 +23,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { firstValueFrom } from "rxjs";
 import { SummarySaverHook } from "../hooks/SummarySaverHook.js";
-import { mapFetchesAny } from "../src/internal/fetches.js";
-import { silentLogger } from "../src/Logger.js";
-import { MonitoredSession } from "../src/MonitoredSession.js";
-import type { Feeds, Fetches, Session } from "../src/Session.js";
-import type { SessionRunHook } from "../src/SessionRunHook.js";
+import type { MonitoredSession } from "../src/MonitoredSession.js";
 import { SummaryWriter } from "../src/summary/SummaryWriter.js";
+import { monitoredNoop } from "./noopSession.js";
 import { elapsedMs, median, round } from "./stats.js";
 
 const EVENTS = 200_000;
@@ -73,27 +70,6 @@ const timeRawWrite = (dir: string, bytes: Uint8Array): number => {
   return elapsedMs(start);
 };
 
-/**
- * A session whose `train` op increments the global step and whose other names read constants
- * (the same no-op session as bench/overhead.bench.ts).
- */
-const noopSession = (): Session => {
-  let step = 0;
-  const value = (name: string): unknown => {
-    if (name === "train") return ++step;
-    if (name === "global_step") return step;
-    return 0.5;
-  };
-  return {
-    globalStepName: "global_step",
-    run: ((fetches: Fetches, _feeds?: Feeds) =>
-      Promise.resolve(typeof fetches === "string" ? value(fetches) : mapFetchesAny(fetches, value))) as Session["run"],
-  };
-};
-
-const monitored = (hooks: SessionRunHook[]) =>
-  MonitoredSession.create({ sessionCreator: { createSession: async () => noopSession() }, hooks, logger: silentLogger });
-
 const timeSteps = async (sess: MonitoredSession, steps: number): Promise<number> => {
   const t0 = process.hrtime.bigint();
   for (let i = 0; i < steps; i++) await sess.run("train");
@@ -104,8 +80,8 @@ const timeSteps = async (sess: MonitoredSession, steps: number): Promise<number>
 const timeIdleHook = async (dir: string): Promise<{ none: number[]; idle: number[] }> => {
   const writer = new SummaryWriter(dir);
   const hook = new SummarySaverHook({ saveSteps: 1e12, summaryWriter: writer, summaryOp: ["loss", "accuracy"] });
-  const none = await monitored([]);
-  const idle = await monitored([hook]);
+  const none = await monitoredNoop([]);
+  const idle = await monitoredNoop([hook]);
   await idle.run("train"); // the first run writes START and the summaries; all later runs are idle
   const variants: [keyof Awaited<ReturnType<typeof timeIdleHook>>, MonitoredSession][] = [
     ["none", none],

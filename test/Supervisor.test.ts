@@ -1,25 +1,17 @@
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { filter, firstValueFrom } from "rxjs";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { DeadlineExceededError, OutOfRangeError, RuntimeError, UnknownError, ValueError } from "../src/errors.js";
 import { Graph } from "../src/Graph.js";
 import { silentLogger } from "../src/Logger.js";
 import { scalarValue } from "../src/summary/summaryValues.js";
 import { USE_DEFAULT, Supervisor } from "../src/Supervisor.js";
 import { FakeSession, VirtualClock } from "../src/testing/index.js";
+import { useTempDirs } from "./util/tempDirs.js";
 import { eventFiles, readEvents, type DecodedEvent } from "./summary/decoder.js";
 
-const dirs: string[] = [];
-const tempDir = () => {
-  const d = mkdtempSync(join(tmpdir(), "sv-test-"));
-  dirs.push(d);
-  return d;
-};
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const tempDir = useTempDirs("sv-test-");
 
 const model = () => {
   const g = new Graph();

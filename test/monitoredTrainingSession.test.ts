@@ -1,7 +1,5 @@
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { readdirSync } from "node:fs";
+import { describe, expect, it } from "vitest";
 import { CheckpointSaverHook } from "../hooks/CheckpointSaverHook.js";
 import { StepCounterHook } from "../hooks/StepCounterHook.js";
 import { SummarySaverHook } from "../hooks/SummarySaverHook.js";
@@ -12,17 +10,10 @@ import { withSession } from "../src/MonitoredSession.js";
 import { monitoredTrainingSession, resolveCadences } from "../src/monitoredTrainingSession.js";
 import { USE_DEFAULT } from "../src/Supervisor.js";
 import { FakeSession, HookRecorder, VirtualClock } from "../src/testing/index.js";
+import { useTempDirs } from "./util/tempDirs.js";
 import { eventFiles, readEvents } from "./summary/decoder.js";
 
-const dirs: string[] = [];
-const tempDir = () => {
-  const d = mkdtempSync(join(tmpdir(), "mts-test-"));
-  dirs.push(d);
-  return d;
-};
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const tempDir = useTempDirs("mts-test-");
 
 const model = () => {
   const g = new Graph();

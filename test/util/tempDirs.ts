@@ -1,0 +1,21 @@
+/** Temporary directories for tests, removed after each test. */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach } from "vitest";
+
+/**
+ * Registers cleanup for the calling test file and returns a function that makes a new
+ * temporary directory; every directory made during a test is removed after it.
+ */
+export const useTempDirs = (prefix = "monitored-session-test-"): (() => string) => {
+  const dirs: string[] = [];
+  afterEach(() => {
+    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  });
+  return () => {
+    const d = mkdtempSync(join(tmpdir(), prefix));
+    dirs.push(d);
+    return d;
+  };
+};
