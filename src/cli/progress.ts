@@ -1,0 +1,168 @@
+/**
+ * Progress output of `monitored-session run`: a cli-progress bar on a terminal, plain log lines
+ * in a pipe or CI. Both show the global step, steps/sec, the loss (when the job fetches one)
+ * and, when the last step is known, the ETA. Library log messages go through {@link Progress.logger}
+ * so that they do not tear the bar.
+ *
+ * @module
+ */
+
+import cliProgress from "cli-progress";
+
+import type { Clock } from "../Clock.js";
+import type { Logger, LogLevel } from "../Logger.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** Where the progress goes. */
+export interface ProgressOptions {
+  /** A terminal (a bar) or not (log lines). */
+  readonly tty: boolean;
+  readonly out: NodeJS.WritableStream;
+  readonly err: NodeJS.WritableStream;
+  readonly clock: Clock;
+  /** Minimum milliseconds between plain lines (default 1000). */
+  readonly lineIntervalMs?: number;
+  /** Log messages below this level are dropped (default `info`). */
+  readonly logLevel?: LogLevel;
+}
+
+/** The progress display of one run. */
+export interface Progress {
+  /** Log messages, printed above the bar (or as lines). */
+  readonly logger: Logger;
+  /** Starts the display at `step` (the restored global step). */
+  start(step: number, lastStep: number | undefined): void;
+  /** Whether {@link update} would draw now (so the caller reads the step only when needed). */
+  due(): boolean;
+  /** Records the global step (and loss) after a run. */
+  update(step: number, loss: number | undefined): void;
+  /** Draws the final state and releases the terminal. */
+  stop(): void;
+}
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/** A bar on a terminal, else plain lines. */
+export const createProgress = (options: ProgressOptions): Progress => (options.tty ? barProgress(options) : lineProgress(options));
+
+const rank: Record<LogLevel, number> = { debug: 0, info: 1, warn: 2, error: 3 };
+
+const makeLogger = (level: LogLevel, write: (line: string) => void): Logger => {
+  const at =
+    (l: LogLevel) =>
+    (message: string): void => {
+      if (rank[l] >= rank[level]) write(`${l.toUpperCase()} ${message}`);
+    };
+  return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
+};
+
+/** Steps per second over the last few seconds. */
+class Rate {
+  private samples: [number, number][] = [];
+  add(t: number, step: number): void {
+    this.samples.push([t, step]);
+    while (this.samples.length > 2 && t - (this.samples[0] as [number, number])[0] > 5000) this.samples.shift();
+  }
+  get value(): number | undefined {
+    const first = this.samples[0];
+    const last = this.samples[this.samples.length - 1];
+    if (first === undefined || last === undefined || last[0] <= first[0]) return undefined;
+    return ((last[1] - first[1]) * 1000) / (last[0] - first[0]);
+  }
+}
+
+const fmtLoss = (loss: number | undefined): string => (loss === undefined ? "" : Math.abs(loss) >= 1e4 || (loss !== 0 && Math.abs(loss) < 1e-3) ? loss.toExponential(3) : loss.toFixed(4));
+const fmtRate = (r: number | undefined): string => (r === undefined ? "-" : r >= 100 ? r.toFixed(0) : r.toFixed(1));
+const fmtEta = (secs: number | undefined): string => {
+  if (secs === undefined || !Number.isFinite(secs)) return "-";
+  const s = Math.max(0, Math.round(secs));
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  return h > 0 ? `${h}h${String(m).padStart(2, "0")}m` : m > 0 ? `${m}m${String(s % 60).padStart(2, "0")}s` : `${s}s`;
+};
+
+const lineProgress = (o: ProgressOptions): Progress => {
+  const interval = o.lineIntervalMs ?? 1000;
+  const rate = new Rate();
+  let lastStep: number | undefined;
+  let lastLine = -Infinity;
+  let step = 0;
+  let loss: number | undefined;
+  let printed = -1;
+  const print = (): void => {
+    const r = rate.value;
+    const parts = [`step ${step}${lastStep === undefined ? "" : `/${lastStep}`}`, `${fmtRate(r)} steps/s`];
+    if (loss !== undefined) parts.push(`loss ${fmtLoss(loss)}`);
+    if (lastStep !== undefined) parts.push(`eta ${fmtEta(r === undefined || r <= 0 ? undefined : (lastStep - step) / r)}`);
+    o.out.write(`${parts.join(" | ")}\n`);
+    printed = step;
+    lastLine = o.clock.now();
+  };
+  return {
+    logger: makeLogger(o.logLevel ?? "info", (line) => o.err.write(`${line}\n`)),
+    start(s, last) {
+      step = s;
+      lastStep = last;
+      rate.add(o.clock.now(), s);
+    },
+    due: () => o.clock.now() - lastLine >= interval,
+    update(s, l) {
+      step = s;
+      loss = l;
+      rate.add(o.clock.now(), s);
+      if (o.clock.now() - lastLine >= interval) print();
+    },
+    stop() {
+      if (printed !== step) print();
+    },
+  };
+};
+
+const barProgress = (o: ProgressOptions): Progress => {
+  const rate = new Rate();
+  let lastStep: number | undefined;
+  let lastDraw = -Infinity;
+  const multi = new cliProgress.MultiBar(
+    {
+      stream: o.out,
+      hideCursor: true,
+      clearOnComplete: false,
+      stopOnComplete: false,
+      noTTYOutput: false,
+      format: (options, params, payload: { speed: string; loss: string; eta: string; last: string }) => {
+        const bar = lastStep === undefined ? "" : `${cliProgress.Format.BarFormat(params.progress, options)} ${Math.floor(params.progress * 100)}% | `;
+        return `${bar}step ${params.value}${payload.last} | ${payload.speed} steps/s${payload.loss === "" ? "" : ` | loss ${payload.loss}`}${lastStep === undefined ? "" : ` | ETA ${payload.eta}`}`;
+      },
+    },
+    cliProgress.Presets.shades_classic,
+  );
+  let bar: cliProgress.SingleBar | undefined;
+  return {
+    logger: makeLogger(o.logLevel ?? "info", (line) => (bar === undefined ? o.err.write(`${line}\n`) : multi.log(`${line}\n`))),
+    start(s, last) {
+      lastStep = last;
+      rate.add(o.clock.now(), s);
+      bar = multi.create(last ?? Math.max(s, 1), s, { speed: "-", loss: "", eta: "-", last: last === undefined ? "" : `/${last}` });
+    },
+    due: () => o.clock.now() - lastDraw >= 100,
+    update(s, l) {
+      rate.add(o.clock.now(), s);
+      const r = rate.value;
+      if (lastStep === undefined) bar?.setTotal(Math.max(s, 1));
+      bar?.update(s, {
+        speed: fmtRate(r),
+        loss: fmtLoss(l),
+        eta: fmtEta(lastStep === undefined || r === undefined || r <= 0 ? undefined : (lastStep - s) / r),
+      });
+      lastDraw = o.clock.now();
+    },
+    stop() {
+      multi.stop();
+    },
+  };
+};

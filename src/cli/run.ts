@@ -1,0 +1,241 @@
+/**
+ * `monitored-session run <config>`: loads and checks the configuration and the job module
+ * (printing every problem and exiting 2 before anything is created), builds the session with
+ * `monitoredTrainingSession`, and runs the job's fetches until `shouldStop()`.
+ *
+ * SIGTERM and SIGINT go through a `PreemptionCheckpointHandler`: a checkpoint is saved at the
+ * next step boundary, then the command exits with 42 (or `preemption.exitCode`), and running it
+ * again resumes at that step.
+ *
+ * @module
+ */
+
+import { isLeft } from "fp-ts/lib/Either.js";
+import { existsSync } from "node:fs";
+import { isAbsolute, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+
+import { CheckpointManager, latestCheckpoint, type CheckpointManagerOptions } from "../checkpoint/index.js";
+import { systemClock, type Clock } from "../Clock.js";
+import { checkpointDirOf, ConfigError, decodeJob, formatIssue, lastStepOf, loadConfig, toMonitoredTrainingSessionOptions, type ConfigIssue } from "../config/index.js";
+import type { LogLevel } from "../Logger.js";
+import { withSession, type MonitoredSession } from "../MonitoredSession.js";
+import { monitoredTrainingSession } from "../monitoredTrainingSession.js";
+import { PreemptionCheckpointHandler } from "../preemption/PreemptionCheckpointHandler.js";
+import { PREEMPTION_EXIT_CODE, TerminationConfig } from "../preemption/TerminationConfig.js";
+import type { Fetches, VariableStore } from "../Session.js";
+import { fileWriterCache } from "../summary/index.js";
+import { ExitCodes } from "./exitCodes.js";
+import { createProgress } from "./progress.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** The process the command talks to (injected by tests). */
+export interface CliIo {
+  readonly out: NodeJS.WritableStream;
+  readonly err: NodeJS.WritableStream;
+  readonly env: NodeJS.ProcessEnv;
+  /** Whether `out` is a terminal. */
+  readonly isTTY: boolean;
+  readonly clock?: Clock;
+}
+
+/** Options of `run`. */
+export interface RunCommandOptions {
+  /** `false` forces plain lines even on a terminal. */
+  readonly progress?: boolean;
+  readonly logLevel?: LogLevel;
+}
+
+/** Thrown by the preemption handler's exit function: unwinds the loop, then the command exits. */
+class PreemptedExit extends Error {
+  override readonly name = "PreemptedExit";
+  constructor(readonly exitCode: number) {
+    super(`preempted: exiting with ${exitCode}`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// operations
+// ---------------------------------------------------------------------------------------------
+
+/** Prints the problems of a configuration, one per line, under a header naming the file. */
+export const printIssues = (err: NodeJS.WritableStream, file: string, issues: readonly ConfigIssue[]): void => {
+  err.write(`${file}: ${issues.length} problem${issues.length === 1 ? "" : "s"}:\n`);
+  for (const i of issues) err.write(`  ${formatIssue(i)}\n`);
+};
+
+/** Runs the command; resolves with the exit code. */
+export const runCommand = async (configPath: string, options: RunCommandOptions, io: CliIo): Promise<number> => {
+  const clock = io.clock ?? systemClock;
+  const loaded = await loadConfig(configPath);
+  if (isLeft(loaded)) {
+    printIssues(io.err, configPath, loaded.left);
+    return ExitCodes.usage;
+  }
+  const { config, baseDir, file } = loaded.right;
+
+  const modulePath = isAbsolute(config.module) ? config.module : resolve(baseDir, config.module);
+  if (!existsSync(modulePath)) {
+    printIssues(io.err, file, [{ path: "module", message: `${modulePath} does not exist` }]);
+    return ExitCodes.usage;
+  }
+  let namespace: unknown;
+  try {
+    namespace = await import(pathToFileURL(modulePath).href);
+  } catch (e) {
+    io.err.write(`${file}: module: importing ${modulePath} failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+    return ExitCodes.failure;
+  }
+  const decodedJob = await decodeJob(namespace);
+  if (isLeft(decodedJob)) {
+    printIssues(io.err, modulePath, decodedJob.left);
+    return ExitCodes.usage;
+  }
+  const job = decodedJob.right;
+
+  const ci = io.env["CI"] !== undefined && io.env["CI"] !== "" && io.env["CI"] !== "false" && io.env["CI"] !== "0";
+  const progress = createProgress({
+    tty: io.isTTY && !ci && options.progress !== false,
+    out: io.out,
+    err: io.err,
+    clock,
+    ...(options.logLevel === undefined ? {} : { logLevel: options.logLevel }),
+  });
+  const logger = progress.logger;
+
+  let sessionOptions;
+  try {
+    sessionOptions = toMonitoredTrainingSessionOptions(config, job, { baseDir, logger, clock });
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    printIssues(io.err, file, e.issues);
+    return ExitCodes.usage;
+  }
+
+  // The input is valid: from here on, things are created.
+  const checkpointDir = checkpointDirOf(config, baseDir);
+  const restoring = checkpointDir === undefined || !(config.isChief ?? true) ? null : await latestCheckpoint(checkpointDir);
+  const fetches: Fetches = job.fetches ?? "train";
+  const lossOf = lossExtractor(fetches);
+  const lastStep = lastStepOf(config, job);
+  let handler: PreemptionCheckpointHandler | undefined;
+  let started = false;
+  try {
+    const sess = await monitoredTrainingSession(sessionOptions);
+    handler = await createPreemptionHandler(sess, config, checkpointDir, baseDir, logger, clock);
+    const startStep = await readStep(sess);
+    logger.info(
+      `Starting at global step ${startStep ?? "(none)"}${restoring === null ? "" : ` (restored from ${restoring})`}${lastStep === undefined ? "" : `; last step ${lastStep}`}.`,
+    );
+    progress.start(startStep ?? 0, lastStep);
+    started = true;
+    let run = 0;
+    await withSession(sess, async (s) => {
+      while (!s.shouldStop()) {
+        const feeds = typeof job.feeds === "function" ? job.feeds() : job.feeds;
+        const step = () => s.run(fetches, feeds);
+        const result = handler === undefined ? await step() : await handler.run(step);
+        run += 1;
+        if (job.onStep !== undefined) await job.onStep(result, { run });
+        if (progress.due() || s.shouldStop()) progress.update((await readStep(s)) ?? run, lossOf(result));
+      }
+    });
+    progress.stop();
+    await fileWriterCache.closeAll();
+    logger.info("Done.");
+    return ExitCodes.done;
+  } catch (e) {
+    if (started) progress.stop();
+    await fileWriterCache.closeAll().catch(() => undefined);
+    if (e instanceof PreemptedExit) {
+      logger.info(`Preempted: checkpoint saved; exiting with ${e.exitCode} (run the same command again to resume).`);
+      return e.exitCode;
+    }
+    io.err.write(`Training failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+    return ExitCodes.failure;
+  } finally {
+    await handler?.close();
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+/** The global step of the current raw session, or `undefined` if it has none. */
+const readStep = async (sess: MonitoredSession): Promise<number | undefined> => {
+  const raw = sess.rawSession;
+  if (raw === undefined) return undefined;
+  const name = raw.globalStepName;
+  if (name === undefined) return undefined;
+  const v = await raw.run(name);
+  return typeof v === "number" || typeof v === "bigint" ? Number(v) : undefined;
+};
+
+/** Reads `loss` from a step's results: the fetch `"loss"`, or a record key or list entry named so. */
+const lossExtractor = (fetches: Fetches): ((result: unknown) => number | undefined) => {
+  const asNumber = (v: unknown): number | undefined => (typeof v === "number" ? v : typeof v === "bigint" ? Number(v) : undefined);
+  if (fetches === "loss") return asNumber;
+  if (Array.isArray(fetches)) {
+    const i = fetches.indexOf("loss");
+    return i < 0 ? () => undefined : (r) => asNumber((r as unknown[])[i]);
+  }
+  if (typeof fetches === "object" && fetches !== null && "loss" in fetches) return (r) => asNumber((r as Record<string, unknown>)["loss"]);
+  return () => undefined;
+};
+
+/**
+ * A `PreemptionCheckpointHandler` for the chief when preemption is enabled (by default when
+ * there is a checkpoint directory). Its save writes `<basename>-<global step>` into the
+ * checkpoint directory through a manager opened at save time (so it sees every checkpoint the
+ * checkpoint hook recorded); its exit unwinds the loop with {@link PreemptedExit}.
+ */
+const createPreemptionHandler = async (
+  sess: MonitoredSession,
+  config: Parameters<typeof toMonitoredTrainingSessionOptions>[0],
+  checkpointDir: string | undefined,
+  baseDir: string,
+  logger: ReturnType<typeof createProgress>["logger"],
+  clock: Clock,
+): Promise<PreemptionCheckpointHandler | undefined> => {
+  const p = config.preemption;
+  const enabled = p?.enabled ?? config.checkpoint !== undefined;
+  if (!enabled || checkpointDir === undefined || !(config.isChief ?? true)) return undefined;
+  const exitCode = p?.exitCode ?? PREEMPTION_EXIT_CODE;
+  const managerOptions: CheckpointManagerOptions = {
+    directory: checkpointDir,
+    checkpointName: config.checkpoint?.basename ?? "model.ckpt",
+    maxToKeep: config.checkpoint?.maxToKeep === undefined ? 5 : config.checkpoint.maxToKeep,
+    clock,
+    logger,
+  };
+  const store = (): VariableStore => {
+    const v = sess.rawSession?.variables;
+    if (v === undefined) throw new Error("the session has no variables to checkpoint");
+    return v;
+  };
+  const watchFile = p?.watchFile === undefined ? undefined : isAbsolute(p.watchFile) ? p.watchFile : resolve(baseDir, p.watchFile);
+  return PreemptionCheckpointHandler.create({
+    checkpointManager: await CheckpointManager.create(managerOptions),
+    store,
+    signals: ["SIGTERM", "SIGINT"],
+    clock,
+    logger,
+    terminationConfig: new TerminationConfig({
+      gracePeriodSecs: p?.gracePeriodSecs ?? 0,
+      ...(watchFile === undefined ? {} : { terminationWatcherFn: () => existsSync(watchFile) }),
+      saveFn: async () => {
+        const step = (await readStep(sess)) ?? 0;
+        const manager = await CheckpointManager.create(managerOptions);
+        const path = await manager.save(store(), { checkpointNumber: step, step, checkInterval: false });
+        logger.info(`Preemption checkpoint for step ${step} saved: ${path ?? "(skipped)"}.`);
+      },
+      exitFn: () => {
+        throw new PreemptedExit(exitCode);
+      },
+    }),
+  });
+};

@@ -1,0 +1,340 @@
+/**
+ * `HookRegistry`: the hook types a configuration file may name in `hooks: [{ type, ...options }]`,
+ * each with the codec of its options and a factory. The built-in hooks that can be configured
+ * without code are pre-registered; users register their own by name.
+ *
+ * `FeedFnHook` (a function) and `FinalOpsHook` (values read by code) are not registered: give
+ * them in the job's `hooks` instead.
+ *
+ * @example
+ * ```ts
+ * const registry = HookRegistry.withBuiltins().register({
+ *   type: "EarlyStoppingHook",
+ *   doc: "Stops when the loss stops improving.",
+ *   codec: struct("EarlyStoppingHook", "Stops when the loss stops improving.", {
+ *     patienceSteps: required(PositiveInt, "Steps without improvement before stopping."),
+ *   }),
+ *   create: (options) => new EarlyStoppingHook(options),
+ * });
+ * const config = decodeConfig(input, registry);
+ * ```
+ *
+ * @module
+ */
+
+import * as t from "io-ts";
+
+import { CheckpointSaverHook } from "../../hooks/CheckpointSaverHook.js";
+import { GlobalStepWaiterHook } from "../../hooks/GlobalStepWaiterHook.js";
+import { LoggingTensorHook } from "../../hooks/LoggingTensorHook.js";
+import { NanTensorHook } from "../../hooks/NanTensorHook.js";
+import { StepCounterHook } from "../../hooks/StepCounterHook.js";
+import { StopAtStepHook } from "../../hooks/StopAtStepHook.js";
+import { SummarySaverHook } from "../../hooks/SummarySaverHook.js";
+import { ValueError } from "../errors.js";
+import type { Scaffold } from "../Scaffold.js";
+import type { Fetches } from "../Session.js";
+import type { SessionRunHook } from "../SessionRunHook.js";
+import {
+  atMostOneOf,
+  Bool,
+  exactlyOneOf,
+  NonEmptyString,
+  NonNegativeInt,
+  NonNegativeNumber,
+  oneOf,
+  optional,
+  PositiveInt,
+  PositiveNumber,
+  refined,
+  required,
+  show,
+  struct,
+} from "./struct.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** A decoded entry of `hooks`: its `type` and its decoded options. */
+export interface HookConfig {
+  readonly type: string;
+  readonly [option: string]: unknown;
+}
+
+/** What a hook factory receives besides its options. */
+export interface HookFactoryContext {
+  /** Resolves a path of the configuration (relative to the configuration file's directory). */
+  resolvePath(path: string): string;
+  /** The scaffold the session is built with (its saver and summary op). */
+  readonly scaffold: Scaffold;
+}
+
+/** A hook type: its name in `type`, the codec of its options, and how to make the hook. */
+export interface HookType<A> {
+  /** The value of `type` in the configuration. */
+  readonly type: string;
+  /** Decodes the options (every key but `type`). A {@link struct} also documents them. */
+  readonly codec: t.Type<A, unknown, unknown>;
+  /** Makes the hook from decoded options. May throw (reported as a configuration problem). */
+  readonly create: (options: A, context: HookFactoryContext) => SessionRunHook;
+  /** One sentence for the reference. */
+  readonly doc?: string;
+}
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+let sharedBuiltins: HookRegistry | undefined;
+
+/** The hook types a configuration may use. */
+export class HookRegistry {
+  private readonly entries = new Map<string, HookType<unknown>>();
+
+  private constructor(private readonly frozen: boolean) {}
+
+  /** An empty registry. */
+  static empty(): HookRegistry {
+    return new HookRegistry(false);
+  }
+
+  /** A new registry holding the built-in hook types, to which more can be registered. */
+  static withBuiltins(): HookRegistry {
+    const r = new HookRegistry(false);
+    for (const h of builtinHookTypes) r.register(h);
+    return r;
+  }
+
+  /** The shared registry of built-ins used when none is given. It cannot be changed. */
+  static get builtins(): HookRegistry {
+    sharedBuiltins ??= HookRegistry.withBuiltins().freeze();
+    return sharedBuiltins;
+  }
+
+  /**
+   * Registers a hook type. Throws `ValueError` for a name already registered, or on
+   * {@link HookRegistry.builtins} (make your own with {@link HookRegistry.withBuiltins}).
+   */
+  register<A>(hook: HookType<A>): this {
+    if (this.frozen) throw new ValueError("HookRegistry.builtins cannot be changed; register on HookRegistry.withBuiltins() instead");
+    if (typeof hook.type !== "string" || hook.type.length === 0) throw new ValueError("a hook type needs a non-empty name");
+    if (this.entries.has(hook.type)) throw new ValueError(`hook type "${hook.type}" is already registered`);
+    this.entries.set(hook.type, hook as HookType<unknown>);
+    return this;
+  }
+
+  /** The registered type named `type`, if any. */
+  get(type: string): HookType<unknown> | undefined {
+    return this.entries.get(type);
+  }
+
+  /** The registered type names, in registration order. */
+  get types(): readonly string[] {
+    return [...this.entries.keys()];
+  }
+
+  /** The registered types, in registration order. */
+  get hookTypes(): readonly HookType<unknown>[] {
+    return [...this.entries.values()];
+  }
+
+  /**
+   * The codec of one `hooks` entry: an object whose `type` names a registered hook type, the
+   * other keys being that type's options.
+   */
+  entryCodec(): t.Type<HookConfig, HookConfig, unknown> {
+    return new t.Type<HookConfig, HookConfig, unknown>(
+      "a hook ({ type, ...options })",
+      (u): u is HookConfig => typeof u === "object" && u !== null && typeof (u as { type?: unknown }).type === "string",
+      (u, c) => {
+        if (typeof u !== "object" || u === null || Array.isArray(u)) return t.failure(u, c, `expected a hook object ({ type: "...", ...options }), got ${show(u)}`);
+        const { type, ...options } = u as Record<string, unknown>;
+        const typeContext = [...c, { key: "type", type: t.string, actual: type }];
+        if (type === undefined) return t.failure(type, typeContext, `is required (one of ${this.types.join(", ")})`);
+        const hook = typeof type === "string" ? this.entries.get(type) : undefined;
+        if (hook === undefined) return t.failure(type, typeContext, `unknown hook type ${show(type)}; registered: ${this.types.join(", ")}`);
+        const r = hook.codec.validate(options, c);
+        return r._tag === "Left" ? r : t.success({ ...(r.right as object), type: hook.type });
+      },
+      (a) => a,
+    );
+  }
+
+  /** Instantiates a decoded entry. Throws `ValueError` for an unregistered type. */
+  create(entry: HookConfig, context: HookFactoryContext): SessionRunHook {
+    const hook = this.entries.get(entry.type);
+    if (hook === undefined) throw new ValueError(`unknown hook type "${entry.type}"`);
+    const { type: _type, ...options } = entry;
+    return hook.create(options, context);
+  }
+
+  private freeze(): HookRegistry {
+    const f = new HookRegistry(true);
+    for (const [k, v] of this.entries) f.entries.set(k, v);
+    return f;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// built-in hook codecs
+// ---------------------------------------------------------------------------------------------
+
+/** Tensor names: a list, or a record of tags to names. */
+export const TensorNames = oneOf("a list of names or a record of tags to names", [
+  t.array(NonEmptyString),
+  t.record(t.string, NonEmptyString),
+] as const);
+
+const isFetches = (u: unknown, depth = 0): u is Fetches =>
+  depth < 32 &&
+  (u === null ||
+    (typeof u === "string" && u.length > 0) ||
+    (Array.isArray(u) && u.every((x) => isFetches(x, depth + 1))) ||
+    (typeof u === "object" && u !== null && !Array.isArray(u) && Object.values(u).every((x) => isFetches(x, depth + 1))));
+
+/** Fetches: a name, or lists and records of names. */
+export const FetchesCodec = refined("fetches (a name, or lists and records of names)", (u): u is Fetches => isFetches(u));
+
+const AsyncPolicy = oneOf('true, false, "block", "skip" or "coalesce"', [Bool, t.keyof({ block: null, skip: null, coalesce: null })] as const);
+const MaxToKeep = oneOf("a positive integer or null (keep all)", [PositiveInt, t.null] as const);
+
+/** Options of `StopAtStepHook`. */
+export const StopAtStepHookConfig = struct(
+  "StopAtStepHook",
+  "Requests a stop at a global step.",
+  {
+    numSteps: optional(PositiveInt, "Stop after this many steps past the global step at the first session creation."),
+    lastStep: optional(NonNegativeInt, "Stop once the global step reaches this."),
+  },
+  exactlyOneOf("numSteps", "lastStep"),
+);
+
+/** Options of `NanTensorHook`. */
+export const NanTensorHookConfig = struct("NanTensorHook", "Stops (or fails) when the loss is NaN.", {
+  lossTensor: required(NonEmptyString, "The name of the loss to watch."),
+  failOnNanLoss: optional(Bool, "Throw `NanLossDuringTrainingError` (`true`) or log and stop (`false`).", "true"),
+});
+
+/** Options of `LoggingTensorHook`. */
+export const LoggingTensorHookConfig = struct(
+  "LoggingTensorHook",
+  "Logs tensors every N steps or seconds, and/or at the end.",
+  {
+    tensors: required(TensorNames, "The tensors to log: names, or tags to names."),
+    everyNIter: optional(PositiveInt, "Log every this many runs."),
+    everyNSecs: optional(PositiveNumber, "Log every this many seconds."),
+    atEnd: optional(Bool, "Also log at the end.", "false"),
+  },
+  atMostOneOf("everyNIter", "everyNSecs"),
+  (v) =>
+    v.everyNIter === undefined && v.everyNSecs === undefined && v.atEnd !== true
+      ? [{ message: "give one of everyNIter and everyNSecs, or atEnd: true" }]
+      : [],
+);
+
+/** Options of `StepCounterHook`. */
+export const StepCounterHookConfig = struct(
+  "StepCounterHook",
+  "Logs and records the global steps per second.",
+  {
+    everyNSteps: optional(PositiveInt, "Measure every this many steps.", "100 (unless everyNSecs)"),
+    everyNSecs: optional(PositiveNumber, "Measure every this many seconds."),
+    outputDir: optional(NonEmptyString, "Write `global_step/sec` summaries to this log directory (relative to the file)."),
+  },
+  atMostOneOf("everyNSteps", "everyNSecs"),
+);
+
+/** Options of `GlobalStepWaiterHook`. */
+export const GlobalStepWaiterHookConfig = struct("GlobalStepWaiterHook", "Delays a worker's first run until the global step reaches a value.", {
+  waitUntilStep: required(NonNegativeInt, "The global step to wait for."),
+});
+
+/** Options of `CheckpointSaverHook` (besides the one `checkpoint` builds). */
+export const CheckpointSaverHookConfig = struct(
+  "CheckpointSaverHook",
+  "Saves checkpoints every N seconds or steps (in addition to the one `checkpoint` configures).",
+  {
+    checkpointDir: required(NonEmptyString, "Where checkpoints go (relative to the file)."),
+    saveSecs: optional(PositiveNumber, "Save every this many seconds."),
+    saveSteps: optional(PositiveInt, "Save every this many steps."),
+    checkpointBasename: optional(NonEmptyString, "The checkpoint base name.", "model.ckpt"),
+    maxToKeep: optional(MaxToKeep, "How many checkpoints to keep.", "5"),
+    async: optional(AsyncPolicy, "Save in the background (`true` is the `skip` policy).", "false"),
+    endGracePeriodSecs: optional(NonNegativeNumber, "How long the end waits for background saves.", "600"),
+  },
+  exactlyOneOf("saveSecs", "saveSteps"),
+);
+
+/** Options of `SummarySaverHook` (besides the one `summaries` builds). */
+export const SummarySaverHookConfig = struct(
+  "SummarySaverHook",
+  "Writes summaries every N steps or seconds (in addition to the one `summaries` configures).",
+  {
+    outputDir: required(NonEmptyString, "The log directory (relative to the file)."),
+    saveSteps: optional(PositiveInt, "Write every this many steps."),
+    saveSecs: optional(PositiveNumber, "Write every this many seconds."),
+    summaryOp: optional(FetchesCodec, "The summary fetches.", "the scaffold's summary op"),
+  },
+  exactlyOneOf("saveSteps", "saveSecs"),
+);
+
+const definedOnly = <A extends object>(a: A): { [K in keyof A]-?: Exclude<A[K], undefined> } =>
+  Object.fromEntries(Object.entries(a).filter(([, v]) => v !== undefined)) as never;
+
+/** The built-in hook types, in the order of the reference. */
+export const builtinHookTypes: readonly HookType<never>[] = [
+  {
+    type: "StopAtStepHook",
+    doc: StopAtStepHookConfig.doc,
+    codec: StopAtStepHookConfig,
+    create: (o: t.TypeOf<typeof StopAtStepHookConfig>) => new StopAtStepHook(o),
+  },
+  {
+    type: "NanTensorHook",
+    doc: NanTensorHookConfig.doc,
+    codec: NanTensorHookConfig,
+    create: (o: t.TypeOf<typeof NanTensorHookConfig>) => new NanTensorHook(o),
+  },
+  {
+    type: "LoggingTensorHook",
+    doc: LoggingTensorHookConfig.doc,
+    codec: LoggingTensorHookConfig,
+    create: (o: t.TypeOf<typeof LoggingTensorHookConfig>) => new LoggingTensorHook(o),
+  },
+  {
+    type: "StepCounterHook",
+    doc: StepCounterHookConfig.doc,
+    codec: StepCounterHookConfig,
+    create: (o: t.TypeOf<typeof StepCounterHookConfig>, ctx: HookFactoryContext) =>
+      new StepCounterHook({
+        ...(o.everyNSecs === undefined ? { everyNSteps: o.everyNSteps ?? 100 } : { everyNSteps: null, everyNSecs: o.everyNSecs }),
+        ...(o.outputDir === undefined ? {} : { outputDir: ctx.resolvePath(o.outputDir) }),
+      }),
+  },
+  {
+    type: "GlobalStepWaiterHook",
+    doc: GlobalStepWaiterHookConfig.doc,
+    codec: GlobalStepWaiterHookConfig,
+    create: (o: t.TypeOf<typeof GlobalStepWaiterHookConfig>) => new GlobalStepWaiterHook(o),
+  },
+  {
+    type: "CheckpointSaverHook",
+    doc: CheckpointSaverHookConfig.doc,
+    codec: CheckpointSaverHookConfig,
+    create: (o: t.TypeOf<typeof CheckpointSaverHookConfig>, ctx: HookFactoryContext) =>
+      new CheckpointSaverHook({ ...definedOnly(o), checkpointDir: ctx.resolvePath(o.checkpointDir), scaffold: ctx.scaffold }),
+  },
+  {
+    type: "SummarySaverHook",
+    doc: SummarySaverHookConfig.doc,
+    codec: SummarySaverHookConfig,
+    create: (o: t.TypeOf<typeof SummarySaverHookConfig>, ctx: HookFactoryContext) =>
+      new SummarySaverHook({
+        outputDir: ctx.resolvePath(o.outputDir),
+        ...(o.saveSteps === undefined ? {} : { saveSteps: o.saveSteps }),
+        ...(o.saveSecs === undefined ? {} : { saveSecs: o.saveSecs }),
+        ...(o.summaryOp === undefined ? { scaffold: ctx.scaffold } : { summaryOp: o.summaryOp }),
+      }),
+  },
+] as unknown as readonly HookType<never>[];

@@ -1,0 +1,106 @@
+/**
+ * The job contract: what a training module named by a configuration's `module` exports by
+ * default. {@link defineJob} types it; {@link decodeJob} checks a module's export at the
+ * boundary (it is external input), listing every problem.
+ *
+ * @example
+ * ```ts
+ * // train.ts
+ * export default defineJob({
+ *   graph,
+ *   fetches: { train: "train", loss: "loss" }, // a `loss` fetch shows in the progress line
+ *   feeds: () => nextBatch(),
+ *   lastStep: 1000,
+ * });
+ * ```
+ *
+ * @module
+ */
+
+import { isLeft, left, right, type Either } from "fp-ts/lib/Either.js";
+import * as t from "io-ts";
+
+import { Graph } from "../Graph.js";
+import { Scaffold } from "../Scaffold.js";
+import type { Feeds, FetchResult, Fetches } from "../Session.js";
+import type { SessionFactory } from "../SessionManager.js";
+import { SessionRunHook } from "../SessionRunHook.js";
+import { FetchesCodec } from "./HookRegistry.js";
+import { NonNegativeInt, optional, refined, struct, toIssues, type ConfigIssue } from "./struct.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** What one step's `onStep` callback receives besides the results. */
+export interface StepInfo {
+  /** Runs of this process, from 1. */
+  readonly run: number;
+}
+
+/** A training job: what to run each step. One of `graph`, `sessionFactory` and `scaffold` is needed. */
+export interface Job<F extends Fetches = Fetches> {
+  /** The graph to train. */
+  readonly graph?: Graph;
+  /** Makes raw sessions (instead of `graph.session()`). */
+  readonly sessionFactory?: SessionFactory;
+  /** The scaffold (init ops, saver, summary op). */
+  readonly scaffold?: Scaffold;
+  /** What each step runs (default `"train"`). A `loss` fetch (or a record key `loss`) is shown as progress. */
+  readonly fetches?: F;
+  /** Feeds of each step: fixed, or a function called before every step. */
+  readonly feeds?: Feeds | (() => Feeds);
+  /** Where to stop when the configuration gives no `lastStep`. */
+  readonly lastStep?: number;
+  /** Hooks that need code (e.g. a `FeedFnHook`); they run after the configured ones. */
+  readonly hooks?: readonly SessionRunHook[];
+  /** Called after each step with its results. */
+  readonly onStep?: (results: FetchResult<F>, info: StepInfo) => void | Promise<void>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/** Types a job (the identity at runtime). */
+export const defineJob = <const F extends Fetches = "train">(job: Job<F>): Job<F> => job;
+
+// ---------------------------------------------------------------------------------------------
+// operations
+// ---------------------------------------------------------------------------------------------
+
+const instance = <C>(name: string, ctor: abstract new (...args: never[]) => C) => refined(name, (u): u is C => u instanceof ctor);
+const fn = refined("a function", (u): u is (...args: never[]) => unknown => typeof u === "function");
+
+/** The codec of a module's default export (checked field by field, unknown keys are errors). */
+export const JobCodec = struct(
+  "Job",
+  "A training job.",
+  {
+    graph: optional(instance("a Graph", Graph), "The graph to train."),
+    sessionFactory: optional(fn, "Makes raw sessions."),
+    scaffold: optional(instance("a Scaffold", Scaffold), "The scaffold."),
+    fetches: optional(FetchesCodec, "What each step runs.", '"train"'),
+    feeds: optional(
+      refined("feeds (an object or a function returning one)", (u): u is Feeds | (() => Feeds) => typeof u === "function" || (typeof u === "object" && u !== null && !Array.isArray(u))),
+      "Feeds of each step.",
+    ),
+    lastStep: optional(NonNegativeInt, "Where to stop without a configured lastStep."),
+    hooks: optional(t.array(instance("a SessionRunHook", SessionRunHook)), "Hooks that need code."),
+    onStep: optional(fn, "Called after each step."),
+  },
+  (j) => (j.graph === undefined && j.sessionFactory === undefined && j.scaffold === undefined ? [{ message: "a job needs one of graph, sessionFactory and scaffold" }] : []),
+);
+
+/**
+ * Checks a training module's namespace: its default export must be a job (or a function,
+ * possibly async, returning one). Paths start at `default`.
+ */
+export const decodeJob = async (moduleNamespace: unknown): Promise<Either<ConfigIssue[], Job>> => {
+  let value = (moduleNamespace as { default?: unknown } | null)?.default;
+  if (value === undefined) return left([{ path: "default", message: "the training module has no default export (export default defineJob({ ... }))" }]);
+  if (typeof value === "function") value = await (value as () => unknown)();
+  const r = JobCodec.decode(value);
+  if (isLeft(r)) return left(toIssues(r.left).map((i) => ({ ...i, path: i.path === "(root)" ? "default" : `default.${i.path}` })));
+  return right(r.right as unknown as Job);
+};

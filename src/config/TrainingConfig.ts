@@ -1,0 +1,137 @@
+/**
+ * The training configuration: the codecs of a configuration file (JSON or YAML) that
+ * describes a `monitoredTrainingSession`, and {@link decodeConfig}, which reports every problem
+ * of an input with its path. The TypeScript types are derived from the codecs.
+ *
+ * @example
+ * ```ts
+ * const r = decodeConfig({ module: "./train.ts", checkpoint: { dir: "runs/1", saveSteps: 100 }, lastStep: 1000 });
+ * if (isLeft(r)) for (const issue of r.left) console.error(formatIssue(issue));
+ * ```
+ *
+ * @module
+ */
+
+import { isLeft, left, right, type Either } from "fp-ts/lib/Either.js";
+import * as t from "io-ts";
+
+import { HookRegistry, type HookConfig } from "./HookRegistry.js";
+import {
+  atMostOneOf,
+  Bool,
+  Cadence,
+  ExitCode,
+  NonEmptyString,
+  NonNegativeInt,
+  NonNegativeNumber,
+  oneOf,
+  optional,
+  PositiveInt,
+  PositiveNumber,
+  required,
+  StepCadence,
+  struct,
+  toIssues,
+  type ConfigIssue,
+} from "./struct.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+const MaxToKeep = oneOf("a positive integer or null (keep all)", [PositiveInt, t.null] as const);
+const AsyncPolicy = oneOf('true, false, "block", "skip" or "coalesce"', [Bool, t.keyof({ block: null, skip: null, coalesce: null })] as const);
+
+/** The `checkpoint` section. */
+export const CheckpointConfigCodec = struct(
+  "checkpoint",
+  "Checkpoints: where they go, how often, how many are kept. The chief restores the latest one from `dir` at start.",
+  {
+    dir: required(NonEmptyString, "The checkpoint directory (relative to the file). Created at the first save."),
+    saveSecs: optional(Cadence, "Save every this many seconds; `0` or `null` disables.", "600 when saveSteps is absent"),
+    saveSteps: optional(StepCadence, "Save every this many global steps; `0` or `null` disables.", "absent"),
+    maxToKeep: optional(MaxToKeep, "How many recent checkpoints to keep.", "5"),
+    keepCheckpointEveryNHours: optional(PositiveNumber, "Also keep one checkpoint per this many hours, forever. Not yet supported by CheckpointSaverHook: the run rejects it (exit 2).", "absent (none)"),
+    basename: optional(NonEmptyString, "The checkpoint file prefix.", "model.ckpt"),
+    async: optional(AsyncPolicy, "Write checkpoints in the background (`true` is the `skip` policy).", "false"),
+  },
+  atMostOneOf("saveSecs", "saveSteps"),
+);
+
+/** The `summaries` section. */
+export const SummariesConfigCodec = struct(
+  "summaries",
+  "TensorBoard summaries (the scaffold's summary op) and the step rate.",
+  {
+    dir: optional(NonEmptyString, "The log directory (relative to the file).", "checkpoint.dir"),
+    saveSteps: optional(StepCadence, "Write every this many global steps; `0` or `null` disables.", "100 when saveSecs is absent"),
+    saveSecs: optional(Cadence, "Write every this many seconds; `0` or `null` disables.", "absent"),
+  },
+  atMostOneOf("saveSecs", "saveSteps"),
+);
+
+/** The `preemption` section. */
+export const PreemptionConfigCodec = struct(
+  "preemption",
+  "What SIGTERM/SIGINT (or the watched file) does: save a checkpoint at the next step boundary, then exit with `exitCode` so a supervisor restarts the job, which resumes at that step.",
+  {
+    enabled: optional(Bool, "Handle termination notices.", "true when checkpoint.dir is set"),
+    gracePeriodSecs: optional(NonNegativeNumber, "Seconds between the notice and the kill: with more than 0, train on and save again just before it ends.", "0"),
+    exitCode: optional(ExitCode, "The exit code after the preemption checkpoint.", "42"),
+    watchFile: optional(NonEmptyString, "Also treat the appearance of this file (relative to the file) as a termination notice (polled every second)."),
+  },
+);
+
+const topLevelFields = {
+  module: required(NonEmptyString, "The training module (relative to the file); its default export is a job made with `defineJob`."),
+  isChief: optional(Bool, "Whether this process is the chief: it initializes, restores, saves and writes summaries.", "true"),
+  master: optional(t.string, "The session target (kept for distributed setups).", '""'),
+  checkpoint: optional(CheckpointConfigCodec, "Checkpoints (see below).", "no checkpoints"),
+  summaries: optional(SummariesConfigCodec, "Summaries (see below).", "every 100 steps into checkpoint.dir"),
+  logStepCountSteps: optional(StepCadence, "Log the step rate every this many steps; `0` or `null` disables.", "100"),
+  stopGracePeriodSecs: optional(NonNegativeNumber, "How long background tasks get to finish when the session closes.", "120"),
+  maxWaitSecs: optional(NonNegativeNumber, "How long a worker waits for the chief's session.", "7200"),
+  lastStep: optional(NonNegativeInt, "Stop at this global step (adds a `StopAtStepHook`).", "the job's lastStep, else none"),
+  hooks: optional(t.array(t.unknown), "More hooks, each `{ type: <hook type>, ...options }` (see Hooks).", "[]"),
+  preemption: optional(PreemptionConfigCodec, "Preemption handling (see below).", "enabled when checkpoint.dir is set"),
+} as const;
+
+/** The codec of a whole configuration whose hooks are decoded with `registry`. */
+export const trainingConfigCodec = (registry: HookRegistry = HookRegistry.builtins) =>
+  struct(
+    "TrainingConfig",
+    "A training run: the job module, checkpoints, summaries, hooks and preemption.",
+    { ...topLevelFields, hooks: optional(t.array(registry.entryCodec()), topLevelFields.hooks.doc, topLevelFields.hooks.defaultValue) },
+    (v) =>
+      v.preemption?.enabled === true && v.checkpoint === undefined
+        ? [{ key: "preemption", message: "preemption.enabled needs a checkpoint section (the preemption checkpoint is saved in checkpoint.dir)" }]
+        : [],
+  );
+
+/** The codec of a configuration with the built-in hook types. */
+export const TrainingConfigCodec = trainingConfigCodec();
+
+/** A decoded configuration. */
+export type TrainingConfig = t.TypeOf<typeof TrainingConfigCodec>;
+/** The decoded `checkpoint` section. */
+export type CheckpointConfig = t.TypeOf<typeof CheckpointConfigCodec>;
+/** The decoded `summaries` section. */
+export type SummariesConfig = t.TypeOf<typeof SummariesConfigCodec>;
+/** The decoded `preemption` section. */
+export type PreemptionConfig = t.TypeOf<typeof PreemptionConfigCodec>;
+export type { HookConfig };
+
+// ---------------------------------------------------------------------------------------------
+// operations
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Decodes a configuration (already parsed from JSON or YAML). `Left` lists every problem, each
+ * with its path (`hooks[1].everyNSecs: expected a positive number, got -1`); unknown keys are
+ * problems that name them. Hooks' `type` must be registered in `registry` (default: the
+ * built-ins).
+ */
+export const decodeConfig = (input: unknown, registry: HookRegistry = HookRegistry.builtins): Either<ConfigIssue[], TrainingConfig> => {
+  const r = (registry === HookRegistry.builtins ? TrainingConfigCodec : trainingConfigCodec(registry)).decode(input);
+  return isLeft(r) ? left(toIssues(r.left)) : right(r.right);
+};

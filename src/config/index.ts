@@ -1,0 +1,80 @@
+/**
+ * Declarative configuration: codecs of a training configuration file (JSON or YAML), the hook
+ * registry, the job contract, and the mapping to `monitoredTrainingSession` options. See
+ * docs/configuration.md.
+ *
+ * @module
+ */
+
+/* Codec building blocks */
+export {
+  atMostOneOf,
+  Bool,
+  Cadence,
+  exactlyOneOf,
+  ExitCode,
+  formatIssue,
+  NonEmptyString,
+  NonNegativeInt,
+  NonNegativeNumber,
+  oneOf,
+  optional,
+  PositiveInt,
+  PositiveNumber,
+  refined,
+  required,
+  StepCadence,
+  struct,
+  StructType,
+  toIssues,
+  type ConfigIssue,
+  type FieldSpec,
+  type Fields,
+  type StructCheck,
+  type StructOf,
+} from "./struct.js";
+
+/* Configuration */
+export {
+  CheckpointConfigCodec,
+  decodeConfig,
+  PreemptionConfigCodec,
+  SummariesConfigCodec,
+  trainingConfigCodec,
+  TrainingConfigCodec,
+  type CheckpointConfig,
+  type PreemptionConfig,
+  type SummariesConfig,
+  type TrainingConfig,
+} from "./TrainingConfig.js";
+export { loadConfig, parseConfigText, type LoadedConfig } from "./loadConfig.js";
+
+/* Hooks */
+export {
+  builtinHookTypes,
+  CheckpointSaverHookConfig,
+  FetchesCodec,
+  GlobalStepWaiterHookConfig,
+  HookRegistry,
+  LoggingTensorHookConfig,
+  NanTensorHookConfig,
+  StepCounterHookConfig,
+  StopAtStepHookConfig,
+  SummarySaverHookConfig,
+  TensorNames,
+  type HookConfig,
+  type HookFactoryContext,
+  type HookType,
+} from "./HookRegistry.js";
+
+/* Jobs */
+export { decodeJob, defineJob, JobCodec, type Job, type StepInfo } from "./Job.js";
+
+/* Mapping */
+export {
+  checkpointDirOf,
+  ConfigError,
+  lastStepOf,
+  toMonitoredTrainingSessionOptions,
+  type ToOptionsOptions,
+} from "./toMonitoredTrainingSessionOptions.js";

@@ -1,0 +1,288 @@
+/**
+ * The io-ts building blocks of the configuration codecs: strict documented objects
+ * ({@link struct}), the scalar codecs they use, and the reporter that turns io-ts errors into
+ * {@link ConfigIssue}s (`hooks[1].everyNSecs: expected a positive number, got -1`).
+ *
+ * A {@link StructType} keeps its fields (codec, optional or not, description, default), so the
+ * reference in docs/configuration.md is generated from the codecs themselves.
+ *
+ * @example
+ * ```ts
+ * const MyHookOptions = struct("MyHook", "Sends the loss somewhere.", {
+ *   url: required(NonEmptyString, "Where to send it."),
+ *   everyNSteps: optional(PositiveInt, "How often.", "100"),
+ * });
+ * ```
+ *
+ * @module
+ */
+
+import * as t from "io-ts";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** One problem of a configuration: where (`hooks[1].everyNSecs`) and what. */
+export interface ConfigIssue {
+  /** The path in the configuration, `.key` and `[index]`; `(root)` for the whole document. */
+  readonly path: string;
+  readonly message: string;
+  /** 1-based line in the file, when known (syntax errors, and decode errors of YAML/JSON files). */
+  readonly line?: number;
+  /** 1-based column in the file, when known. */
+  readonly column?: number;
+}
+
+/** A field of a {@link struct}: its codec, whether it may be left out, its description and default. */
+export interface FieldSpec<C extends t.Mixed = t.Mixed, O extends boolean = boolean> {
+  readonly codec: C;
+  readonly optional: O;
+  /** One sentence for the reference. */
+  readonly doc: string;
+  /** What leaving it out means, as shown in the reference (e.g. `600`, `checkpoint.dir`). */
+  readonly defaultValue?: string | undefined;
+}
+
+/** The fields of a {@link struct}. */
+export type Fields = { readonly [key: string]: FieldSpec };
+
+type RequiredKeys<F extends Fields> = { [K in keyof F]: F[K]["optional"] extends true ? never : K }[keyof F];
+type OptionalKeys<F extends Fields> = { [K in keyof F]: F[K]["optional"] extends true ? K : never }[keyof F];
+type Simplify<T> = { [K in keyof T]: T[K] } & {};
+
+/** The decoded value of a {@link struct}: required fields present, optional ones possibly absent. */
+export type StructOf<F extends Fields> = Simplify<
+  { readonly [K in RequiredKeys<F>]: t.TypeOf<F[K]["codec"]> } & { readonly [K in OptionalKeys<F>]?: t.TypeOf<F[K]["codec"]> }
+>;
+
+/** A cross-field rule of a {@link struct}: the problems of a value whose fields each decoded. */
+export type StructCheck<A> = (value: A) => readonly { readonly key?: string; readonly message: string }[];
+
+/** A strict object codec that remembers its fields for documentation. Make one with {@link struct}. */
+export class StructType<F extends Fields> extends t.Type<StructOf<F>, StructOf<F>, unknown> {
+  readonly _tag = "StructType" as const;
+
+  constructor(
+    name: string,
+    /** What the object configures (first line of its section in the reference). */
+    readonly doc: string,
+    readonly fields: F,
+    readonly checks: readonly StructCheck<StructOf<F>>[],
+  ) {
+    const holder: { self?: StructType<F> } = {};
+    super(
+      name,
+      (u): u is StructOf<F> => validateStruct(holder.self as StructType<F>, u, [])._tag === "Right",
+      (u, c) => validateStruct(holder.self as StructType<F>, u, c),
+      (a) => a,
+    );
+    holder.self = this;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/** A field that must be given. */
+export const required = <C extends t.Mixed>(codec: C, doc: string): FieldSpec<C, false> => ({ codec, optional: false, doc });
+
+/** A field that may be left out; `defaultValue` says what that means, for the reference. */
+export const optional = <C extends t.Mixed>(codec: C, doc: string, defaultValue?: string): FieldSpec<C, true> => ({
+  codec,
+  optional: true,
+  doc,
+  defaultValue,
+});
+
+/**
+ * A strict object: unknown keys are errors naming them (with a suggestion for a likely typo),
+ * a missing required field is an error, and every field's problems are reported. `checks`
+ * run once every field decoded (e.g. "not both secs and steps").
+ */
+export const struct = <F extends Fields>(
+  name: string,
+  doc: string,
+  fields: F,
+  ...checks: readonly StructCheck<StructOf<F>>[]
+): StructType<F> => new StructType(name, doc, fields, checks);
+
+/** A codec from a predicate; its name is the expectation shown in messages ("a positive number"). */
+export const refined = <A>(name: string, is: (u: unknown) => u is A): t.Type<A, A, unknown> =>
+  new t.Type<A, A, unknown>(name, is, (u, c) => (is(u) ? t.success(u) : t.failure(u, c)), (a) => a);
+
+/**
+ * The first of `codecs` that accepts the value; a value none accepts is one problem,
+ * `expected <name>, got ...` (not one per alternative, as `t.union` would report).
+ */
+export const oneOf = <C extends readonly [t.Mixed, ...t.Mixed[]]>(name: string, codecs: C): t.Type<t.TypeOf<C[number]>, t.TypeOf<C[number]>, unknown> =>
+  new t.Type<t.TypeOf<C[number]>, t.TypeOf<C[number]>, unknown>(
+    name,
+    (u): u is t.TypeOf<C[number]> => codecs.some((k) => k.is(u)),
+    (u, c) => {
+      for (const k of codecs) {
+        const r = k.validate(u, c);
+        if (r._tag === "Right") return r;
+      }
+      return t.failure(u, c);
+    },
+    (a) => a,
+  );
+
+/** A non-empty string. */
+export const NonEmptyString = refined("a non-empty string", (u): u is string => typeof u === "string" && u.length > 0);
+/** A finite number > 0. */
+export const PositiveNumber = refined("a positive number", (u): u is number => typeof u === "number" && Number.isFinite(u) && u > 0);
+/** A finite number >= 0. */
+export const NonNegativeNumber = refined("a number >= 0", (u): u is number => typeof u === "number" && Number.isFinite(u) && u >= 0);
+/** An integer > 0. */
+export const PositiveInt = refined("a positive integer", (u): u is number => typeof u === "number" && Number.isSafeInteger(u) && u > 0);
+/** An integer >= 0. */
+export const NonNegativeInt = refined("an integer >= 0", (u): u is number => typeof u === "number" && Number.isSafeInteger(u) && u >= 0);
+/** A process exit code, 0 to 255. */
+export const ExitCode = refined("an exit code (integer 0-255)", (u): u is number => typeof u === "number" && Number.isInteger(u) && u >= 0 && u <= 255);
+/** A boolean. */
+export const Bool = refined("true or false", (u): u is boolean => typeof u === "boolean");
+
+/** A cadence: a number >= 0 (`0` disables) or `null` (disables). */
+export const Cadence = refined("a number >= 0 or null", (u): u is number | null => u === null || (typeof u === "number" && Number.isFinite(u) && u >= 0));
+/** A step cadence: an integer >= 0 (`0` disables) or `null` (disables). */
+export const StepCadence = refined("an integer >= 0 or null", (u): u is number | null => u === null || (typeof u === "number" && Number.isSafeInteger(u) && u >= 0));
+
+// ---------------------------------------------------------------------------------------------
+// operations
+// ---------------------------------------------------------------------------------------------
+
+/** The rule "at most one of `a` and `b`" (each counted when given and not `null`), naming both. */
+export const atMostOneOf =
+  (a: string, b: string) =>
+  (value: Readonly<Record<string, unknown>>): { message: string }[] => {
+    const given = (k: string) => value[k] !== undefined && value[k] !== null;
+    return given(a) && given(b)
+      ? [{ message: `give only one of ${a} and ${b} (got ${a}: ${show(value[a])}, ${b}: ${show(value[b])})` }]
+      : [];
+  };
+
+/** The rule "exactly one of `a` and `b`", naming both. */
+export const exactlyOneOf =
+  (a: string, b: string) =>
+  (value: Readonly<Record<string, unknown>>): { message: string }[] => {
+    const given = (k: string) => value[k] !== undefined && value[k] !== null;
+    if (given(a) && given(b)) return atMostOneOf(a, b)(value);
+    return given(a) || given(b) ? [] : [{ message: `give one of ${a} and ${b}` }];
+  };
+
+/** io-ts errors as issues, one per problem, in order, without duplicates. */
+export const toIssues = (errors: t.Errors): ConfigIssue[] => {
+  const out: ConfigIssue[] = [];
+  const seen = new Set<string>();
+  for (const e of errors) {
+    const path = pathOf(e.context);
+    const last = e.context[e.context.length - 1];
+    const message = e.message ?? `expected ${last?.type.name ?? "a valid value"}, got ${show(e.value)}`;
+    const key = `${path}\u0000${message}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    out.push({ path, message });
+  }
+  return out;
+};
+
+/** `path: message` (with ` (line L, column C)` when known). */
+export const formatIssue = (issue: ConfigIssue): string =>
+  `${issue.path}: ${issue.message}${issue.line === undefined ? "" : ` (line ${issue.line}${issue.column === undefined ? "" : `, column ${issue.column}`})`}`;
+
+/** A value as shown in messages: JSON, shortened. */
+export const show = (u: unknown): string => {
+  if (u === undefined) return "nothing";
+  if (typeof u === "function") return "a function";
+  try {
+    const s = JSON.stringify(u);
+    return s === undefined ? String(u) : s.length > 60 ? `${s.slice(0, 57)}...` : s;
+  } catch {
+    return String(u);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+/** The path of an io-ts context: `.key` and `[index]`, `(root)` for the root. */
+export const pathOf = (context: t.Context): string => {
+  let path = "";
+  for (const entry of context.slice(1)) {
+    if (entry.key === "") continue;
+    path += /^\d+$/.test(entry.key) ? `[${entry.key}]` : path === "" ? entry.key : `.${entry.key}`;
+  }
+  return path === "" ? "(root)" : path;
+};
+
+const isPlainObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u);
+
+const validateStruct = <F extends Fields>(type: StructType<F>, u: unknown, c: t.Context): t.Validation<StructOf<F>> => {
+  if (!isPlainObject(u)) return t.failure(u, c, `expected an object (${type.name}), got ${show(u)}`);
+  const errors: t.ValidationError[] = [];
+  const out: Record<string, unknown> = {};
+  const names = Object.keys(type.fields);
+  for (const key of Object.keys(u)) {
+    if (key in type.fields) continue;
+    const hint = closest(key, names);
+    errors.push({
+      value: u[key],
+      context: [...c, { key, type: t.never, actual: u[key] }],
+      message: `unknown field "${key}"${hint === undefined ? "" : ` (did you mean "${hint}"?)`}; ${type.name} accepts ${names.join(", ")}`,
+    });
+  }
+  for (const key of names) {
+    const field = type.fields[key] as FieldSpec;
+    const value = u[key];
+    if (value === undefined) {
+      if (!field.optional) {
+        errors.push({ value, context: [...c, { key, type: field.codec, actual: value }], message: `is required (${field.codec.name})` });
+      }
+      continue;
+    }
+    const r = field.codec.validate(value, [...c, { key, type: field.codec, actual: value }]);
+    if (r._tag === "Left") errors.push(...r.left);
+    else out[key] = r.right;
+  }
+  if (errors.length > 0) return t.failures(errors);
+  const value = out as StructOf<F>;
+  for (const check of type.checks) {
+    for (const p of check(value)) {
+      const context = p.key === undefined ? c : [...c, { key: p.key, type: t.unknown, actual: (value as Record<string, unknown>)[p.key] }];
+      errors.push({ value, context, message: p.message });
+    }
+  }
+  return errors.length > 0 ? t.failures(errors) : t.success(value);
+};
+
+/** The name within edit distance 2 of `key` (case-insensitive), if one is. */
+const closest = (key: string, names: readonly string[]): string | undefined => {
+  let best: string | undefined;
+  let bestD = 3;
+  for (const n of names) {
+    const d = distance(key.toLowerCase(), n.toLowerCase());
+    if (d < bestD) {
+      best = n;
+      bestD = d;
+    }
+  }
+  return best;
+};
+
+const distance = (a: string, b: string): number => {
+  const row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    let prev = row[0] as number;
+    row[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const tmp = row[j] as number;
+      row[j] = Math.min((row[j] as number) + 1, (row[j - 1] as number) + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
+      prev = tmp;
+    }
+  }
+  return row[b.length] as number;
+};

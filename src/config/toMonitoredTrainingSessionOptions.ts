@@ -1,0 +1,163 @@
+/**
+ * `toMonitoredTrainingSessionOptions`: maps a decoded configuration and a job to the options of
+ * `monitoredTrainingSession`, instantiating the configured hooks from a {@link HookRegistry}.
+ * It creates nothing on disk (hooks open their files when the session begins).
+ *
+ * @example
+ * ```ts
+ * const options = toMonitoredTrainingSessionOptions(config, job, { baseDir });
+ * await withSession(monitoredTrainingSession(options), async (sess) => { while (!sess.shouldStop()) await sess.run("train"); });
+ * ```
+ *
+ * @module
+ */
+
+import { isAbsolute, resolve } from "node:path";
+
+import { CheckpointSaverHook } from "../../hooks/CheckpointSaverHook.js";
+import { StopAtStepHook } from "../../hooks/StopAtStepHook.js";
+import type { Clock } from "../Clock.js";
+import type { Logger } from "../Logger.js";
+import { resolveCadences, type MonitoredTrainingSessionOptions } from "../monitoredTrainingSession.js";
+import { Scaffold } from "../Scaffold.js";
+import type { SessionRunHook } from "../SessionRunHook.js";
+import { HookRegistry, type HookFactoryContext } from "./HookRegistry.js";
+import type { Job } from "./Job.js";
+import { formatIssue, type ConfigIssue } from "./struct.js";
+import type { TrainingConfig } from "./TrainingConfig.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** A configuration that decoded but cannot be used (a hook rejected its options). Lists every problem. */
+export class ConfigError extends Error {
+  override readonly name = "ConfigError";
+  constructor(readonly issues: readonly ConfigIssue[]) {
+    super(`invalid configuration:\n  ${issues.map(formatIssue).join("\n  ")}`);
+  }
+}
+
+/** Options of {@link toMonitoredTrainingSessionOptions}. */
+export interface ToOptionsOptions {
+  /** Relative paths of the configuration are resolved against this (default: the current directory). */
+  readonly baseDir?: string;
+  /** The registry the configuration was decoded with (default: the built-ins). */
+  readonly registry?: HookRegistry;
+  readonly clock?: Clock;
+  readonly logger?: Logger;
+}
+
+// ---------------------------------------------------------------------------------------------
+// operations
+// ---------------------------------------------------------------------------------------------
+
+/** The directory a configuration's checkpoints go to (absolute), if it has one. */
+export const checkpointDirOf = (config: TrainingConfig, baseDir: string = process.cwd()): string | undefined =>
+  config.checkpoint === undefined ? undefined : resolvePath(baseDir, config.checkpoint.dir);
+
+/** The last step of a run: the configuration's `lastStep`, else the job's, else `undefined`. */
+export const lastStepOf = (config: TrainingConfig, job: Job): number | undefined => config.lastStep ?? job.lastStep;
+
+/**
+ * Maps `config` and `job` to `monitoredTrainingSession` options. On the chief the hooks are, in
+ * order: the factory's step counter and summary hooks, the checkpoint hook of `checkpoint`
+ * (TensorFlow's position), a `StopAtStepHook` for `lastStep`, the configured `hooks`, then the
+ * job's `hooks`. A worker gets the last three only. Throws {@link ConfigError} listing every
+ * hook whose options its constructor rejects.
+ */
+export const toMonitoredTrainingSessionOptions = (
+  config: TrainingConfig,
+  job: Job,
+  options: ToOptionsOptions = {},
+): MonitoredTrainingSessionOptions => {
+  const baseDir = options.baseDir ?? process.cwd();
+  const registry = options.registry ?? HookRegistry.builtins;
+  const isChief = config.isChief ?? true;
+  const scaffold = job.scaffold ?? new Scaffold(job.graph === undefined ? {} : { graph: job.graph });
+  const context: HookFactoryContext = { resolvePath: (p) => resolvePath(baseDir, p), scaffold };
+  const issues: ConfigIssue[] = [];
+  const attempt = <H>(path: string, make: () => H): H | undefined => {
+    try {
+      return make();
+    } catch (e) {
+      issues.push({ path, message: e instanceof Error ? e.message : String(e) });
+      return undefined;
+    }
+  };
+
+  const checkpointDir = checkpointDirOf(config, baseDir);
+  const ckpt = config.checkpoint;
+  const hooks: SessionRunHook[] = [];
+  if (isChief && ckpt !== undefined && checkpointDir !== undefined) {
+    // Built here rather than by the factory because the factory has no basename option; the
+    // factory's own checkpoint hook is disabled below, so this one takes its place in the order.
+    const cadence = resolveCadences({
+      ...(ckpt.saveSecs === undefined ? {} : { saveCheckpointSecs: ckpt.saveSecs }),
+      ...(ckpt.saveSteps === undefined ? {} : { saveCheckpointSteps: ckpt.saveSteps }),
+    });
+    if (ckpt.keepCheckpointEveryNHours !== undefined) {
+      issues.push({
+        path: "checkpoint.keepCheckpointEveryNHours",
+        message: "not supported yet: CheckpointSaverHook has no keepCheckpointEveryNHours option in this version",
+      });
+    }
+    if (cadence.saveCheckpointSecs !== undefined || cadence.saveCheckpointSteps !== undefined) {
+      const hook = attempt("checkpoint", () =>
+        new CheckpointSaverHook({
+          checkpointDir,
+          scaffold,
+          ...(cadence.saveCheckpointSecs === undefined ? {} : { saveSecs: cadence.saveCheckpointSecs }),
+          ...(cadence.saveCheckpointSteps === undefined ? {} : { saveSteps: cadence.saveCheckpointSteps }),
+          ...(ckpt.basename === undefined ? {} : { checkpointBasename: ckpt.basename }),
+          ...(ckpt.maxToKeep === undefined ? {} : { maxToKeep: ckpt.maxToKeep }),
+          ...(ckpt.async === undefined ? {} : { async: ckpt.async }),
+        }),
+      );
+      if (hook !== undefined) hooks.push(hook);
+    }
+  }
+  const lastStep = config.lastStep;
+  if (lastStep !== undefined) {
+    const h = attempt("lastStep", () => new StopAtStepHook({ lastStep }));
+    if (h !== undefined) hooks.push(h);
+  } else if (job.lastStep !== undefined) {
+    const jobLastStep = job.lastStep;
+    const h = attempt("default.lastStep", () => new StopAtStepHook({ lastStep: jobLastStep }));
+    if (h !== undefined) hooks.push(h);
+  }
+  (config.hooks ?? []).forEach((entry, i) => {
+    const h = attempt(`hooks[${i}]`, () => registry.create(entry, context));
+    if (h !== undefined) hooks.push(h);
+  });
+  hooks.push(...(job.hooks ?? []));
+  if (issues.length > 0) throw new ConfigError(issues);
+
+  const sums = config.summaries;
+  return {
+    isChief,
+    scaffold,
+    hooks,
+    ...(config.master === undefined ? {} : { master: config.master }),
+    ...(job.graph === undefined ? {} : { graph: job.graph }),
+    ...(job.sessionFactory === undefined ? {} : { sessionFactory: job.sessionFactory }),
+    ...(checkpointDir === undefined ? {} : { checkpointDir }),
+    // The checkpoint hook is built above.
+    saveCheckpointSecs: null,
+    saveCheckpointSteps: null,
+    ...(sums?.dir === undefined ? {} : { summaryDir: resolvePath(baseDir, sums.dir) }),
+    ...(sums?.saveSecs === undefined ? {} : { saveSummariesSecs: sums.saveSecs }),
+    ...(sums?.saveSteps === undefined ? {} : { saveSummariesSteps: sums.saveSteps }),
+    ...(config.logStepCountSteps === undefined ? {} : { logStepCountSteps: config.logStepCountSteps }),
+    ...(config.stopGracePeriodSecs === undefined ? {} : { stopGracePeriodSecs: config.stopGracePeriodSecs }),
+    ...(config.maxWaitSecs === undefined ? {} : { maxWaitSecs: config.maxWaitSecs }),
+    ...(options.clock === undefined ? {} : { clock: options.clock }),
+    ...(options.logger === undefined ? {} : { logger: options.logger }),
+  };
+};
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+const resolvePath = (baseDir: string, p: string): string => (isAbsolute(p) ? p : resolve(baseDir, p));

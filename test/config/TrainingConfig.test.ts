@@ -1,0 +1,232 @@
+import { isLeft, isRight } from "fp-ts/lib/Either.js";
+import { existsSync } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+
+import { StopAtStepHook } from "../../hooks/StopAtStepHook.js";
+import {
+  ConfigError,
+  decodeConfig,
+  defineJob,
+  formatIssue,
+  HookRegistry,
+  loadConfig,
+  parseConfigText,
+  PositiveInt,
+  required,
+  struct,
+  toMonitoredTrainingSessionOptions,
+  type ConfigIssue,
+} from "../../src/config/index.js";
+import { Graph } from "../../src/index.js";
+import { SessionRunHook } from "../../src/SessionRunHook.js";
+
+const issues = (input: unknown, registry?: HookRegistry): string[] => {
+  const r = decodeConfig(input, registry);
+  if (!isLeft(r)) throw new Error("expected problems");
+  return r.left.map(formatIssue);
+};
+
+describe("decodeConfig", () => {
+  it("accepts a full configuration and derives the typed value", () => {
+    const r = decodeConfig({
+      module: "./train.ts",
+      isChief: true,
+      master: "",
+      checkpoint: { dir: "runs", saveSteps: 100, maxToKeep: null, basename: "m.ckpt", async: "coalesce" },
+      summaries: { dir: "logs", saveSecs: 30 },
+      logStepCountSteps: 0,
+      stopGracePeriodSecs: 5,
+      maxWaitSecs: 10,
+      lastStep: 1000,
+      hooks: [{ type: "StopAtStepHook", numSteps: 5 }, { type: "LoggingTensorHook", tensors: { loss: "loss" }, everyNSecs: 1.5 }],
+      preemption: { enabled: true, gracePeriodSecs: 0, exitCode: 42, watchFile: "stop" },
+    });
+    expect(isRight(r)).toBe(true);
+    if (isRight(r)) {
+      expect(r.right.checkpoint?.saveSteps).toBe(100);
+      expect(r.right.hooks?.[1]).toEqual({ type: "LoggingTensorHook", tensors: { loss: "loss" }, everyNSecs: 1.5 });
+    }
+  });
+
+  it("reports every problem at once, each with its path", () => {
+    expect(
+      issues({
+        module: 3,
+        checkpoint: { dir: "" },
+        lastStep: -1,
+        hooks: [{ type: "StopAtStepHook", lastStep: 1 }, { type: "LoggingTensorHook", tensors: ["loss"], everyNSecs: -1 }, { type: "Nope" }],
+        preemption: { exitCode: 300 },
+      }),
+    ).toEqual([
+      "module: expected a non-empty string, got 3",
+      'checkpoint.dir: expected a non-empty string, got ""',
+      "lastStep: expected an integer >= 0, got -1",
+      "hooks[1].everyNSecs: expected a positive number, got -1",
+      expect.stringMatching(/^hooks\[2\]\.type: unknown hook type "Nope"; registered: StopAtStepHook, /),
+      "preemption.exitCode: expected an exit code (integer 0-255), got 300",
+    ]);
+  });
+
+  it("rejects unknown keys at every level, naming them and suggesting the likely key", () => {
+    const out = issues({ module: "m.ts", lastSteps: 3, checkpoint: { dir: "d", saveStep: 3 }, hooks: [{ type: "NanTensorHook", lossTensor: "loss", failOnNan: true }] });
+    expect(out).toHaveLength(3);
+    expect(out[0]).toMatch(/^lastSteps: unknown field "lastSteps" \(did you mean "lastStep"\?\)/);
+    expect(out[1]).toMatch(/^checkpoint\.saveStep: unknown field "saveStep" \(did you mean "saveSteps"\?\)/);
+    expect(out[2]).toMatch(/^hooks\[0\]\.failOnNan: unknown field "failOnNan"/);
+  });
+
+  it("reports secs and steps given together, naming both, for checkpoints, summaries and hooks", () => {
+    expect(
+      issues({
+        module: "m.ts",
+        checkpoint: { dir: "d", saveSecs: 60, saveSteps: 100 },
+        summaries: { saveSecs: 0, saveSteps: 10 },
+        hooks: [{ type: "StepCounterHook", everyNSteps: 10, everyNSecs: 1 }],
+      }),
+    ).toEqual([
+      "checkpoint: give only one of saveSecs and saveSteps (got saveSecs: 60, saveSteps: 100)",
+      "summaries: give only one of saveSecs and saveSteps (got saveSecs: 0, saveSteps: 10)",
+      "hooks[0]: give only one of everyNSteps and everyNSecs (got everyNSteps: 10, everyNSecs: 1)",
+    ]);
+  });
+
+  it("reports a missing required field and a non-object root", () => {
+    expect(issues({})).toEqual(["module: is required (a non-empty string)"]);
+    expect(issues(null)).toEqual(["(root): expected an object (TrainingConfig), got null"]);
+    expect(issues({ module: "m", hooks: [{ type: "NanTensorHook" }] })).toEqual(["hooks[0].lossTensor: is required (a non-empty string)"]);
+  });
+
+  it("decodes hook types registered by the user, with their codec", () => {
+    const registry = HookRegistry.withBuiltins().register({
+      type: "EveryNHook",
+      codec: struct("EveryNHook", "test hook", { n: required(PositiveInt, "n") }),
+      create: () => new SessionRunHook(),
+    });
+    expect(isRight(decodeConfig({ module: "m", hooks: [{ type: "EveryNHook", n: 3 }] }, registry))).toBe(true);
+    expect(issues({ module: "m", hooks: [{ type: "EveryNHook", n: 0, m: 1 }] }, registry)).toEqual([
+      expect.stringMatching(/^hooks\[0\]\.m: unknown field "m"/),
+      "hooks[0].n: expected a positive integer, got 0",
+    ]);
+    // not in the built-ins
+    expect(issues({ module: "m", hooks: [{ type: "EveryNHook", n: 3 }] })[0]).toMatch(/unknown hook type "EveryNHook"/);
+    expect(() => HookRegistry.builtins.register({ type: "X", codec: PositiveInt, create: () => new SessionRunHook() })).toThrow(/cannot be changed/);
+    expect(() => registry.register({ type: "EveryNHook", codec: PositiveInt, create: () => new SessionRunHook() })).toThrow(/already registered/);
+  });
+});
+
+describe("parseConfigText and loadConfig", () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), "ms-config-"));
+  });
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("locates YAML decode problems and syntax errors by line and column", () => {
+    const r = parseConfigText("module: a.ts\ncheckpoint:\n  dir: x\n  saveSecs: -3\n", "yaml");
+    expect(isLeft(r) && r.left).toEqual([{ path: "checkpoint.saveSecs", message: "expected a number >= 0 or null, got -3", line: 4, column: 13 }]);
+    const s = parseConfigText("module: a.ts\ncheckpoint: [\n", "yaml");
+    expect(isLeft(s) && s.left[0]).toMatchObject({ path: "(file)", line: 3, column: 1 });
+    expect(isLeft(s) && s.left[0]?.message).toMatch(/^YAML syntax error: /);
+  });
+
+  it("locates JSON syntax errors and decode problems by line and column", () => {
+    const s = parseConfigText('{\n  "module": "a",\n  "lastStep": }', "json");
+    expect(isLeft(s) && s.left[0]).toMatchObject({ path: "(file)", line: 3, column: 15 });
+    const d = parseConfigText('{\n  "module": "a",\n  "lastStep": -1\n}', "json");
+    expect(isLeft(d) && d.left).toEqual([{ path: "lastStep", message: "expected an integer >= 0, got -1", line: 3, column: 15 }]);
+  });
+
+  it("reads YAML and JSON files by extension, and by content otherwise", async () => {
+    const yaml = join(dir, "c.yml");
+    await writeFile(yaml, "module: ./train.ts\nlastStep: 5\n");
+    const json = join(dir, "c.json");
+    await writeFile(json, JSON.stringify({ module: "./train.ts", lastStep: 6 }));
+    const other = join(dir, "c.conf");
+    await writeFile(other, '{ "module": "./train.ts", "lastStep": 7 }');
+    for (const [file, step, format] of [[yaml, 5, "yaml"], [json, 6, "json"], [other, 7, "json"]] as const) {
+      const r = await loadConfig(file);
+      expect(isRight(r) && r.right).toMatchObject({ config: { lastStep: step }, baseDir: dir, format });
+    }
+    const missing = await loadConfig(join(dir, "nope.yaml"));
+    expect(isLeft(missing) && missing.left[0]?.message).toMatch(/does not exist/);
+  });
+
+  it("creates nothing on disk for an invalid file", async () => {
+    const file = join(dir, "bad.yaml");
+    await writeFile(file, "module: ./train.ts\ncheckpoint:\n  dir: ckpt\n  saveSteps: 10\n  saveSecs: 5\n");
+    const r = await loadConfig(file);
+    expect(isLeft(r)).toBe(true);
+    expect(existsSync(join(dir, "ckpt"))).toBe(false);
+  });
+});
+
+describe("toMonitoredTrainingSessionOptions", () => {
+  const job = defineJob({ graph: new Graph(), lastStep: 9 });
+  const decode = (input: unknown) => {
+    const r = decodeConfig(input);
+    if (isLeft(r)) throw new Error(r.left.map(formatIssue).join("\n"));
+    return r.right;
+  };
+
+  it("maps the sections to the factory's options and resolves paths against baseDir", () => {
+    const o = toMonitoredTrainingSessionOptions(
+      decode({ module: "m", checkpoint: { dir: "ckpt", saveSteps: 10 }, summaries: { dir: "/abs/logs", saveSecs: 30 }, logStepCountSteps: 0, stopGracePeriodSecs: 3, maxWaitSecs: 4 }),
+      job,
+      { baseDir: "/base" },
+    );
+    expect(o).toMatchObject({
+      checkpointDir: "/base/ckpt",
+      summaryDir: "/abs/logs",
+      saveSummariesSecs: 30,
+      logStepCountSteps: 0,
+      stopGracePeriodSecs: 3,
+      maxWaitSecs: 4,
+      isChief: true,
+    });
+    // the checkpoint hook first (TensorFlow's position), then StopAtStepHook for the job's lastStep
+    expect(o.hooks?.map((h) => h.constructor.name)).toEqual(["CheckpointSaverHook", "StopAtStepHook"]);
+  });
+
+  it("instantiates configured hooks from the registry, in order, after lastStep's StopAtStepHook", () => {
+    const o = toMonitoredTrainingSessionOptions(
+      decode({ module: "m", lastStep: 5, hooks: [{ type: "NanTensorHook", lossTensor: "loss" }, { type: "StopAtStepHook", numSteps: 3 }] }),
+      job,
+    );
+    expect(o.hooks?.map((h) => h.constructor.name)).toEqual(["StopAtStepHook", "NanTensorHook", "StopAtStepHook"]);
+    expect(o.hooks?.[0]).toBeInstanceOf(StopAtStepHook);
+  });
+
+  it("gives a worker no checkpoint hook", () => {
+    const o = toMonitoredTrainingSessionOptions(decode({ module: "m", isChief: false, checkpoint: { dir: "c", saveSteps: 1 } }), defineJob({ graph: new Graph() }));
+    expect(o.hooks).toEqual([]);
+    expect(o.isChief).toBe(false);
+  });
+
+  it("throws ConfigError listing every hook whose factory rejects its options", () => {
+    const registry = HookRegistry.withBuiltins().register({
+      type: "Picky",
+      codec: struct("Picky", "", {}),
+      create: () => {
+        throw new Error("Picky needs a GPU");
+      },
+    });
+    const config = decodeConfig({ module: "m", hooks: [{ type: "Picky" }, { type: "Picky" }] }, registry);
+    if (isLeft(config)) throw new Error("unexpected");
+    let error: unknown;
+    try {
+      toMonitoredTrainingSessionOptions(config.right, job, { registry });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).issues).toEqual<ConfigIssue[]>([
+      { path: "hooks[0]", message: "Picky needs a GPU" },
+      { path: "hooks[1]", message: "Picky needs a GPU" },
+    ]);
+  });
+});
