@@ -99,7 +99,7 @@ export const optional = <C extends t.Mixed>(codec: C, doc: string, defaultValue?
 /**
  * A strict object: unknown keys are errors naming them (with a suggestion for a likely typo),
  * a missing required field is an error, and every field's problems are reported. `checks`
- * run once every field decoded (e.g. "not both secs and steps").
+ * (e.g. "not both secs and steps") run even when a field failed, seeing its raw value.
  */
 export const struct = <F extends Fields>(
   name: string,
@@ -225,6 +225,7 @@ const validateStruct = <F extends Fields>(type: StructType<F>, u: unknown, c: t.
   if (!isPlainObject(u)) return t.failure(u, c, `expected an object (${type.name}), got ${show(u)}`);
   const errors: t.ValidationError[] = [];
   const out: Record<string, unknown> = {};
+  const failed: Record<string, unknown> = {};
   const names = Object.keys(type.fields);
   for (const key of Object.keys(u)) {
     if (key in type.fields) continue;
@@ -245,11 +246,14 @@ const validateStruct = <F extends Fields>(type: StructType<F>, u: unknown, c: t.
       continue;
     }
     const r = field.codec.validate(value, [...c, { key, type: field.codec, actual: value }]);
-    if (r._tag === "Left") errors.push(...r.left);
-    else out[key] = r.right;
+    if (r._tag === "Left") {
+      errors.push(...r.left);
+      failed[key] = value;
+    } else out[key] = r.right;
   }
-  if (errors.length > 0) return t.failures(errors);
-  const value = out as StructOf<F>;
+  // Checks also run when some fields failed, so that every problem is reported at once; a
+  // failed field keeps its raw value there (it was given), so no check reports it as missing.
+  const value = (errors.length > 0 ? { ...out, ...failed } : out) as StructOf<F>;
   for (const check of type.checks) {
     for (const p of check(value)) {
       const context = p.key === undefined ? c : [...c, { key: p.key, type: t.unknown, actual: (value as Record<string, unknown>)[p.key] }];

@@ -20,6 +20,7 @@ import type { Clock } from "../Clock.js";
 import type { Logger } from "../Logger.js";
 import { resolveCadences, type MonitoredTrainingSessionOptions } from "../monitoredTrainingSession.js";
 import { Scaffold } from "../Scaffold.js";
+import type { Fetches } from "../Session.js";
 import type { SessionRunHook } from "../SessionRunHook.js";
 import { HookRegistry, type HookFactoryContext } from "./HookRegistry.js";
 import type { Job } from "./Job.js";
@@ -57,7 +58,7 @@ export const checkpointDirOf = (config: TrainingConfig, baseDir: string = proces
   config.checkpoint === undefined ? undefined : resolvePath(baseDir, config.checkpoint.dir);
 
 /** The last step of a run: the configuration's `lastStep`, else the job's, else `undefined`. */
-export const lastStepOf = (config: TrainingConfig, job: Job): number | undefined => config.lastStep ?? job.lastStep;
+export const lastStepOf = <F extends Fetches>(config: TrainingConfig, job: Job<F>): number | undefined => config.lastStep ?? job.lastStep;
 
 /**
  * Maps `config` and `job` to `monitoredTrainingSession` options. On the chief the hooks are, in
@@ -66,9 +67,9 @@ export const lastStepOf = (config: TrainingConfig, job: Job): number | undefined
  * job's `hooks`. A worker gets the last three only. Throws {@link ConfigError} listing every
  * hook whose options its constructor rejects.
  */
-export const toMonitoredTrainingSessionOptions = (
+export const toMonitoredTrainingSessionOptions = <F extends Fetches>(
   config: TrainingConfig,
-  job: Job,
+  job: Job<F>,
   options: ToOptionsOptions = {},
 ): MonitoredTrainingSessionOptions => {
   const baseDir = options.baseDir ?? process.cwd();

@@ -1,0 +1,143 @@
+/**
+ * The `monitored-session` command as a new user runs it: a configuration in a temp directory,
+ * the tiny Graph job of test/fixtures/cli, child processes (cwd = project root so tsx resolves).
+ */
+import { spawn } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+
+const root = resolve(fileURLToPath(new URL("../..", import.meta.url)));
+const job = join(root, "test/fixtures/cli/linear-job.ts");
+
+interface Result {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+const cli = (args: string[], env: Record<string, string> = {}, onSpawn?: (p: ReturnType<typeof spawn>) => void): Promise<Result> =>
+  new Promise((done, fail) => {
+    const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
+      cwd: root,
+      env: { ...process.env, CI: "true", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
+    child.on("error", fail);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      done({ code, stdout, stderr });
+    });
+    onSpawn?.(child);
+  });
+
+const waitFor = async (cond: () => boolean, ms = 20_000): Promise<void> => {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error("timed out");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+};
+
+describe("monitored-session CLI", () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), "ms-cli-"));
+  });
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("run: trains the job to its last step, saving checkpoints, with plain progress lines in CI", async () => {
+    const config = join(dir, "train.yaml");
+    await writeFile(config, `module: ${job}\ncheckpoint:\n  dir: ckpt\n  saveSteps: 10\nlastStep: 30\nlogStepCountSteps: 0\nhooks:\n  - type: NanTensorHook\n    lossTensor: loss\n`);
+    const r = await cli(["run", config]);
+    expect(r.stderr).toContain("Starting at global step 0; last step 30.");
+    expect(r.code).toBe(0);
+    // the last progress line: step, rate, loss (the job fetches "loss") and ETA
+    expect(r.stdout.trim().split("\n").at(-1)).toMatch(/^step 30\/30 \| [\d.]+ steps\/s \| loss [\d.e+-]+ \| eta 0s$/);
+    expect(readFileSync(join(dir, "ckpt", "checkpoint"), "utf8")).toContain("model.ckpt-30");
+
+    const inspect = await cli(["inspect", join(dir, "ckpt")]);
+    expect(inspect.code).toBe(0);
+    expect(inspect.stdout).toMatch(/\* model\.ckpt-30\s+30\s+\d+ B\s+\S+\s+ok/);
+    expect(inspect.stdout).toContain("4 checkpoints, all verified.");
+  });
+
+  it("run: SIGTERM mid-run saves at the next step and exits 42; the rerun resumes at the saved step", async () => {
+    const config = join(dir, "train.yaml");
+    await writeFile(config, `module: ${job}\ncheckpoint:\n  dir: ckpt\n  saveSteps: 100000\nlastStep: 1000000\nlogStepCountSteps: 0\n`);
+    const marker = join(dir, "step");
+    const first = await cli(["run", config], { CLI_TEST_STEP_DELAY_MS: "2", CLI_TEST_MARKER: marker }, (child) => {
+      void waitFor(() => existsSync(marker) && Number(readFileSync(marker, "utf8")) >= 5).then(() => child.kill("SIGTERM"));
+    });
+    expect(first.stderr).toContain("termination notice (SIGTERM)");
+    expect(first.code).toBe(42);
+    const saved = /Preemption checkpoint for step (\d+) saved/.exec(first.stderr);
+    expect(saved).not.toBeNull();
+    const step = Number(saved?.[1]);
+    expect(step).toBeGreaterThanOrEqual(5);
+
+    await writeFile(config, `module: ${job}\ncheckpoint:\n  dir: ckpt\n  saveSteps: 100000\nlastStep: ${step + 3}\nlogStepCountSteps: 0\n`);
+    const second = await cli(["run", config]);
+    expect(second.stderr).toContain(`Starting at global step ${step} (restored from ${join(dir, "ckpt", `model.ckpt-${step}`)})`);
+    expect(second.code).toBe(0);
+    expect(second.stdout).toContain(`step ${step + 3}/${step + 3}`);
+  });
+
+  it("run: a bad configuration exits 2, lists every problem, and creates nothing", async () => {
+    const config = join(dir, "bad.yaml");
+    await writeFile(
+      config,
+      `module: ${job}\ncheckpoint:\n  dir: ckpt\n  saveSecs: 60\n  saveSteps: 10\nlastStp: 3\nhooks:\n  - type: LoggingTensorHook\n    tensors: [loss]\n    everyNSecs: -1\n`,
+    );
+    const r = await cli(["run", config]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("3 problems:");
+    expect(r.stderr).toContain("checkpoint: give only one of saveSecs and saveSteps (got saveSecs: 60, saveSteps: 10) (line 3, column 3)");
+    expect(r.stderr).toMatch(/lastStp: unknown field "lastStp" \(did you mean "lastStep"\?\)/);
+    expect(r.stderr).toContain("hooks[0].everyNSecs: expected a positive number, got -1 (line 10, column 17)");
+    expect(existsSync(join(dir, "ckpt"))).toBe(false);
+  });
+
+  it("run: a module that is not a job exits 2 naming the problem; usage errors exit 2; --help exits 0 with the exit codes", async () => {
+    const notJob = join(dir, "notjob.ts");
+    await writeFile(notJob, "export default { fetches: 3 };\n");
+    const config = join(dir, "c.json");
+    await writeFile(config, JSON.stringify({ module: "./notjob.ts", checkpoint: { dir: "ckpt" } }));
+    const r = await cli(["run", config]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("default.fetches: expected fetches");
+    expect(r.stderr).toContain("default: a job needs one of graph, sessionFactory and scaffold");
+    expect(existsSync(join(dir, "ckpt"))).toBe(false);
+
+    expect((await cli(["run"])).code).toBe(2);
+    expect((await cli(["frobnicate"])).code).toBe(2);
+    const help = await cli(["run", "--help"]);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain("42  preempted");
+  });
+
+  it("inspect: flags a corrupt checkpoint and exits 1; a missing directory exits 2", async () => {
+    const config = join(dir, "train.yaml");
+    await writeFile(config, `module: ${job}\ncheckpoint:\n  dir: ckpt\n  saveSteps: 5\nlastStep: 5\nlogStepCountSteps: 0\n`);
+    expect((await cli(["run", config])).code).toBe(0);
+    const data = join(dir, "ckpt", "model.ckpt-5.data-00000-of-00001");
+    const bytes = readFileSync(data);
+    bytes[0] = (bytes[0] as number) ^ 0xff;
+    await writeFile(data, bytes);
+    const r = await cli(["inspect", join(dir, "ckpt")]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/model\.ckpt-5\s+5 .*CORRUPT: .*CRC32C mismatch/);
+    expect(r.stdout).toMatch(/model\.ckpt-0\s+0 .*ok/);
+    expect((await cli(["inspect", join(dir, "nope")])).code).toBe(2);
+  });
+});
