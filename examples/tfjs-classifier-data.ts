@@ -63,6 +63,45 @@ export const buildModel = (seed = 1): tf.Sequential =>
     ],
   });
 
+/**
+ * Three interleaved spiral arms (`perClass` points each, with Gaussian `noise`), from the same
+ * seeded generator: a problem a small network needs thousands of steps to learn.
+ */
+export const makeSpirals = (seed: number, perClass = 1000, noise = 0.15): Dataset => {
+  let state = seed >>> 0;
+  const uniform = (): number => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(state ^ (state >>> 15), state | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const gaussian = (): number => Math.sqrt(-2 * Math.log(1 - uniform())) * Math.cos(2 * Math.PI * uniform());
+  const n = perClass * NUM_CLASSES;
+  const xs = new Float32Array(n * 2);
+  const ys = new Int32Array(n);
+  for (let c = 0; c < NUM_CLASSES; c++) {
+    for (let i = 0; i < perClass; i++) {
+      const k = c * perClass + i;
+      const r = (i / perClass) * 4;
+      const angle = (2 * Math.PI * c) / NUM_CLASSES + (i / perClass) * 1.75 * Math.PI;
+      xs[2 * k] = r * Math.cos(angle) + noise * gaussian();
+      xs[2 * k + 1] = r * Math.sin(angle) + noise * gaussian();
+      ys[k] = c;
+    }
+  }
+  return { xs: { dtype: "float32", shape: [n, 2], data: xs }, ys: { dtype: "int32", shape: [n], data: ys }, numClasses: NUM_CLASSES };
+};
+
+/** A 2 → hidden → hidden → 3 network (relu), seeded, for the spirals. */
+export const buildDeepModel = (seed = 1, hidden = 32): tf.Sequential =>
+  tf.sequential({
+    layers: [
+      tf.layers.dense({ inputShape: [2], units: hidden, activation: "relu", kernelInitializer: tf.initializers.glorotUniform({ seed }) }),
+      tf.layers.dense({ units: hidden, activation: "relu", kernelInitializer: tf.initializers.glorotUniform({ seed: seed + 1 }) }),
+      tf.layers.dense({ units: NUM_CLASSES, kernelInitializer: tf.initializers.glorotUniform({ seed: seed + 2 }) }),
+    ],
+  });
+
 /** The optimizer the example uses. */
 export const buildOptimizer = (learningRate = 0.02): tf.Optimizer => tf.train.adam(learningRate);
 

@@ -27,10 +27,10 @@ describe("package", () => {
     for (const d of ["rxjs", "fp-ts", "io-ts"]) expect(pkg.dependencies[d]).toBeDefined();
   });
 
-  it("exports ., ./hooks, ./testing and ./tfjs with types; internals are blocked", () => {
-    expect(Object.keys(pkg.exports).sort()).toEqual([".", "./hooks", "./internal/*", "./package.json", "./testing", "./tfjs"]);
+  it("exports ., ./hooks, ./testing, ./config and ./tfjs with types; internals are blocked", () => {
+    expect(Object.keys(pkg.exports).sort()).toEqual([".", "./config", "./hooks", "./internal/*", "./package.json", "./testing", "./tfjs"]);
     expect(pkg.exports["./internal/*"]).toBeNull();
-    for (const key of [".", "./hooks", "./testing", "./tfjs"]) {
+    for (const key of [".", "./hooks", "./testing", "./config", "./tfjs"]) {
       const target = pkg.exports[key] as { types: string; import: string };
       expect(target.types.replace(/\.d\.ts$/, "")).toBe(target.import.replace(/\.js$/, ""));
       // dist/<path>.js is built from <path>.ts.

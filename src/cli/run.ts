@@ -117,6 +117,14 @@ export const runCommand = async (configPath: string, options: RunCommandOptions,
 
   // The input is valid: from here on, things are created.
   const checkpointDir = checkpointDirOf(config, baseDir);
+  const summaryDir = config.summaries?.dir === undefined ? checkpointDir : resolve(baseDir, config.summaries.dir);
+  const where = (): void => {
+    if (checkpointDir !== undefined) logger.info(`Checkpoints: ${checkpointDir}`);
+    if (summaryDir !== undefined) {
+      logger.info(`TensorBoard logs: ${summaryDir}`);
+      logger.info(`View them with: tensorboard --logdir ${summaryDir}`);
+    }
+  };
   const restoring = checkpointDir === undefined || !(config.isChief ?? true) ? null : await latestCheckpoint(checkpointDir);
   const fetches: Fetches = job.fetches ?? "train";
   const lossOf = lossExtractor(fetches);
@@ -130,9 +138,18 @@ export const runCommand = async (configPath: string, options: RunCommandOptions,
     logger.info(
       `Starting at global step ${startStep ?? "(none)"}${restoring === null ? "" : ` (restored from ${restoring})`}${lastStep === undefined ? "" : `; last step ${lastStep}`}.`,
     );
+    where();
+    if (lastStep !== undefined && startStep !== undefined && startStep >= lastStep) {
+      // TensorFlow's StopAtStepHook would still run one step; a finished job has nothing to do.
+      logger.info(`Already at global step ${startStep} (last step ${lastStep}): nothing to train.`);
+      await sess.close();
+      await fileWriterCache.closeAll();
+      return ExitCodes.done;
+    }
     progress.start(startStep ?? 0, lastStep);
     started = true;
     let run = 0;
+    let finalStep: number | undefined;
     await withSession(sess, async (s) => {
       while (!s.shouldStop()) {
         const feeds = typeof job.feeds === "function" ? job.feeds() : job.feeds;
@@ -142,16 +159,19 @@ export const runCommand = async (configPath: string, options: RunCommandOptions,
         if (job.onStep !== undefined) await job.onStep(result, { run });
         if (progress.due() || s.shouldStop()) progress.update((await readStep(s)) ?? run, lossOf(result));
       }
+      finalStep = await readStep(s);
     });
     progress.stop();
     await fileWriterCache.closeAll();
-    logger.info("Done.");
+    logger.info(finalStep === undefined ? "Done." : `Done at global step ${finalStep}.`);
+    where();
     return ExitCodes.done;
   } catch (e) {
     if (started) progress.stop();
     await fileWriterCache.closeAll().catch(() => undefined);
     if (e instanceof PreemptedExit) {
       logger.info(`Preempted: checkpoint saved; exiting with ${e.exitCode} (run the same command again to resume).`);
+      where();
       return e.exitCode;
     }
     io.err.write(`Training failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);

@@ -1,0 +1,30 @@
+/**
+ * The training job behind `npm start`: a small TensorFlow.js classifier learns three spiral
+ * arms generated in the repository (no downloads). `examples/tfjs-classifier.yaml` says how it
+ * is checkpointed, summarized and stopped; the `monitored-session run` command runs it.
+ */
+import * as tf from "@tensorflow/tfjs";
+
+import { defineJob } from "../src/config/index.js";
+import { InMemoryDataSource, tfjsSession } from "../src/tfjs/index.js";
+import { accuracy, buildDeepModel, buildOptimizer, classifierLoss, makeSpirals } from "./tfjs-classifier-data.js";
+
+// A program, not a library: it may silence tfjs's "install tfjs-node" hint.
+tf.enableProdMode();
+
+const data = makeSpirals(42);
+
+export default defineJob({
+  // Each new session gets a fresh model; the chief then initializes it or restores the latest
+  // checkpoint, so a second `npm start` resumes where the first stopped.
+  sessionFactory: () =>
+    tfjsSession({
+      model: buildDeepModel(1),
+      optimizer: buildOptimizer(0.01),
+      data: new InMemoryDataSource({ xs: data.xs, ys: data.ys, batchSize: 64, seed: 7 }),
+      lossFn: classifierLoss,
+      metrics: { accuracy },
+    }),
+  fetches: { train: "train", loss: "loss", accuracy: "accuracy" },
+  lastStep: 15_000,
+});
