@@ -96,6 +96,8 @@ export interface CheckpointSaverHookOptions {
   readonly listeners?: readonly CheckpointSaverListener[] | undefined;
   /** How many checkpoints to keep (default 5, TensorFlow's `Saver`; `null` keeps all). */
   readonly maxToKeep?: number | null | undefined;
+  /** Also keep one checkpoint every this many hours, beyond `maxToKeep` (default: none). */
+  readonly keepCheckpointEveryNHours?: number | null | undefined;
   /**
    * Save in the background: the step pays for the snapshot only. `true` means the `skip`
    * policy (TensorFlow's async hook skips a save while one runs); or give the policy.
@@ -149,6 +151,7 @@ export class CheckpointSaverHook extends SessionRunHook {
   private readonly scaffold: Scaffold | undefined;
   private readonly listeners: readonly CheckpointSaverListener[];
   private readonly maxToKeep: number | null;
+  private readonly keepCheckpointEveryNHours: number | null;
   private readonly policy: AsyncSavePolicy | undefined;
   private readonly endGraceMs: number;
   private readonly ownWriter: SessionLogWriter | undefined;
@@ -196,6 +199,7 @@ export class CheckpointSaverHook extends SessionRunHook {
     this.scaffold = options.scaffold;
     this.listeners = options.listeners ?? [];
     this.maxToKeep = options.maxToKeep === undefined ? 5 : options.maxToKeep;
+    this.keepCheckpointEveryNHours = options.keepCheckpointEveryNHours ?? null;
     const a = options.async ?? false;
     this.policy = a === false ? undefined : a === true ? "skip" : a;
     this.endGraceMs = (options.endGracePeriodSecs ?? 600) * 1000;
@@ -383,6 +387,7 @@ export class CheckpointSaverHook extends SessionRunHook {
       directory: this.checkpointDir,
       checkpointName: this.basename,
       maxToKeep: this.maxToKeep,
+      keepCheckpointEveryNHours: this.keepCheckpointEveryNHours,
       saver: this.explicitSaver ?? this.scaffold?.saver ?? new BundleSaver({ clock: this.clock }),
       clock: this.clock,
       logger: this.logger,

@@ -97,12 +97,6 @@ export const toMonitoredTrainingSessionOptions = <F extends Fetches>(
       ...(ckpt.saveSecs === undefined ? {} : { saveCheckpointSecs: ckpt.saveSecs }),
       ...(ckpt.saveSteps === undefined ? {} : { saveCheckpointSteps: ckpt.saveSteps }),
     });
-    if (ckpt.keepCheckpointEveryNHours !== undefined) {
-      issues.push({
-        path: "checkpoint.keepCheckpointEveryNHours",
-        message: "not supported yet: CheckpointSaverHook has no keepCheckpointEveryNHours option in this version",
-      });
-    }
     if (cadence.saveCheckpointSecs !== undefined || cadence.saveCheckpointSteps !== undefined) {
       const hook = attempt("checkpoint", () =>
         new CheckpointSaverHook({
@@ -112,6 +106,7 @@ export const toMonitoredTrainingSessionOptions = <F extends Fetches>(
           ...(cadence.saveCheckpointSteps === undefined ? {} : { saveSteps: cadence.saveCheckpointSteps }),
           ...(ckpt.basename === undefined ? {} : { checkpointBasename: ckpt.basename }),
           ...(ckpt.maxToKeep === undefined ? {} : { maxToKeep: ckpt.maxToKeep }),
+          ...(ckpt.keepCheckpointEveryNHours === undefined ? {} : { keepCheckpointEveryNHours: ckpt.keepCheckpointEveryNHours }),
           ...(ckpt.async === undefined ? {} : { async: ckpt.async }),
         }),
       );

@@ -385,6 +385,22 @@ describe("CheckpointSaverHook", () => {
     const { readdir } = await import("node:fs/promises");
     expect((await readdir(dir)).filter((f) => f.endsWith(".index")).sort()).toEqual(["model.ckpt-3.index", "model.ckpt-4.index"]);
   });
+
+  it("keepCheckpointEveryNHours preserves one checkpoint per period beyond maxToKeep", async () => {
+    const clock = new VirtualClock();
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, maxToKeep: 1, keepCheckpointEveryNHours: 1, clock });
+    const { run } = await bare(hook, { clock });
+    for (let i = 0; i < 6; i++) {
+      await clock.advanceSecs(30 * 60); // half an hour per step
+      await run();
+    }
+    const { readdir } = await import("node:fs/promises");
+    const kept = (await readdir(dir)).filter((f) => f.endsWith(".index")).map((f) => Number(/-(\d+)\.index$/.exec(f)?.[1])).sort((a, b) => a - b);
+    // Saves every 30 min from step 1 (this harness has no creation-time save). The newest is
+    // kept by maxToKeep; an older one is preserved once it is an hour newer than the last
+    // preserved time (initially the manager's creation - 1 s): TensorFlow's sweep keeps 3 and 5.
+    expect(kept).toEqual([3, 5, 6]);
+  });
 });
 
 describe("CheckpointSaverHook async", () => {
