@@ -2,8 +2,10 @@
  * Checkpoint benchmark: sync save, async-save stall, restore, against plain-fs baselines
  * measured in the same run (write + fsync, and read, of the same bytes).
  *
- * - `syncSaveMs`: `CheckpointManager.save(snapshot)`: data + index written to temp names,
- *   fsynced, renamed, directory fsynced, state file written atomically twice, sweep.
+ * - `syncSaveMs`: `CheckpointManager.save(snapshot)`: data, index and state file(s) written to
+ *   temp names and fsynced concurrently, renamed, one directory fsync, sweep (see "How a save
+ *   is written" in docs/checkpoints.md). `fileFsyncsPerSave` / `dirFsyncsPerSave` count the
+ *   fsyncs of one sync save (a breakdown, not a target).
  * - `snapshotMs`: `VariableStore.snapshot()` of a `GraphSession` (the store's deep copy).
  * - `asyncStallMs`: how long `await AsyncCheckpointer.save(store)` blocks the loop (snapshot
  *   included); `asyncLoopMaxGapMs`: the longest event-loop stall while the save then runs in
@@ -17,6 +19,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 import { AsyncCheckpointer, BundleSaver, CheckpointManager, dataPath } from "../src/checkpoint/index.js";
+import { syncCounters } from "../src/checkpoint/internal/files.js";
 import { Graph } from "../src/Graph.js";
 import { silentLogger } from "../src/Logger.js";
 import type { TensorValue } from "../src/Tensor.js";
@@ -74,15 +77,23 @@ const runCase = async (c: Case): Promise<Record<string, number>> => {
     const saver = new BundleSaver();
     const s = { syncSaveMs: [], snapshotMs: [], asyncStallMs: [], asyncLoopMaxGapMs: [], asyncTotalMs: [], restoreMs: [], rawWriteFsyncMs: [], rawReadMs: [] } as Record<string, number[]>;
     let n = 0;
+    let fileFsyncs = 0;
+    let dirFsyncs = 0;
     for (let rep = 0; rep < c.reps + 1; rep++) {
       const record = rep > 0; // the first round warms up
       let t = process.hrtime.bigint();
       const snapshot = store.snapshot();
       const snapMs = elapsedMs(t);
 
+      const files0 = syncCounters.files;
+      const dirs0 = syncCounters.directories;
       t = process.hrtime.bigint();
       const path = (await manager.save(snapshot, { checkpointNumber: ++n })) as string;
       const syncMs = elapsedMs(t);
+      if (record) {
+        fileFsyncs += syncCounters.files - files0;
+        dirFsyncs += syncCounters.directories - dirs0;
+      }
 
       t = process.hrtime.bigint();
       await rawWrite(join(dir, "raw.bin"), snapshot);
@@ -134,6 +145,8 @@ const runCase = async (c: Case): Promise<Record<string, number>> => {
     for (const [k, v] of Object.entries(med)) out[k] = round(v, 2);
     out["bytes"] = c.tensors * c.floatsPerTensor * 4;
     out["reps"] = c.reps;
+    out["fileFsyncsPerSave"] = round(fileFsyncs / c.reps, 2);
+    out["dirFsyncsPerSave"] = round(dirFsyncs / c.reps, 2);
     out["asyncStallOverSyncSave"] = round((med["asyncStallMs"] as number) / (med["syncSaveMs"] as number), 3);
     out["asyncStallOverSyncSavePlusSnapshot"] = round(
       (med["asyncStallMs"] as number) / ((med["syncSaveMs"] as number) + (med["snapshotMs"] as number)),

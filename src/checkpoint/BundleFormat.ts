@@ -16,14 +16,25 @@
 import { crc32c } from "@node-rs/crc32";
 import { isLeft } from "fp-ts/lib/Either.js";
 import * as t from "io-ts";
-import { mkdir, open, readFile, rename } from "node:fs/promises";
+import { mkdir, open, type FileHandle } from "node:fs/promises";
 import { endianness } from "node:os";
 import { dirname } from "node:path";
 
 import { DataLossError, InvalidArgumentError, NotFoundError } from "../errors.js";
 import { DTYPES, numElements, type DType, type TensorValue } from "../Tensor.js";
 import { decodeWith, NonNegativeInt, SafeInt, strictType, Uint32 } from "./internal/decode.js";
-import { assertValidPath, fsyncDir, hold, releaseTemp, tempPathFor, unlinkIfExists, writeAll } from "./internal/files.js";
+import {
+  assertValidPath,
+  fsyncDir,
+  hold,
+  releaseTemp,
+  settleAll,
+  stageFile,
+  stageFileWith,
+  unlinkIfExists,
+  writeAll,
+  type StagedFile,
+} from "./internal/files.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -100,6 +111,10 @@ const BYTES_PER_ELEMENT: Record<Exclude<DType, "string">, number> = {
 
 /** Bytes per I/O call; the CRC of one chunk overlaps the write or read of the next. */
 const CHUNK_BYTES = 8 * 1024 * 1024;
+/** The smallest read chunk on restore (see `readDataFile`). */
+const MIN_READ_CHUNK_BYTES = 256 * 1024;
+/** Reads kept in flight on restore, so the next chunk is ready when a CRC finishes. */
+const READS_IN_FLIGHT = 2;
 const LITTLE_ENDIAN_HOST = endianness() === "LE";
 const ZEROS = new Uint8Array(ALIGNMENT_BYTES);
 
@@ -118,9 +133,9 @@ export const dataPath = (prefix: string): string => `${prefix}${DATA_SUFFIX}`;
 
 /**
  * Writes `values` as a checkpoint at `prefix`, crash-safely: data and index go to temporary
- * names and are fsynced, then renamed (data, then index) and the directory fsynced. Resolves
- * once the checkpoint is durable. Throws `InvalidArgumentError` (naming the variable) for a
- * malformed tensor before touching the disk.
+ * names and are fsynced (concurrently), then renamed (data, then index) and the directory
+ * fsynced. Resolves once the checkpoint is durable. Throws `InvalidArgumentError` (naming the
+ * variable) for a malformed tensor before touching the disk.
  *
  * `values` must not be mutated until the returned promise settles (its buffers are written
  * in place, without a copy).
@@ -130,6 +145,51 @@ export const writeBundle = async (
   values: ReadonlyMap<string, TensorValue>,
   meta: BundleMetadata,
 ): Promise<Manifest> => {
+  const staged = await stageBundle(prefix, values, meta);
+  try {
+    await staged.sync();
+    await staged.publish();
+    await fsyncDir(dirname(prefix));
+    return staged.manifest;
+  } finally {
+    await staged.abort();
+  }
+};
+
+/**
+ * A checkpoint whose data and index are written under temporary names, not yet durable or
+ * visible. {@link CheckpointManager} uses it to fsync the checkpoint's files together with the
+ * state file's, and to cover all the renames with one directory fsync.
+ *
+ * @internal
+ */
+export interface StagedBundle {
+  readonly prefix: string;
+  readonly manifest: Manifest;
+  /** `fdatasync`s the data and index files, concurrently. */
+  sync(): Promise<void>;
+  /**
+   * Makes the checkpoint visible: deletes an older index at the same prefix (and fsyncs the
+   * directory, so an old index is never paired with the new data), then renames the data
+   * file and then the index to their final names. Call after {@link sync}. Does not fsync the
+   * directory: the caller must, before anything that relies on the checkpoint being durable.
+   */
+  publish(): Promise<void>;
+  /** Deletes whatever temporary files are left. Never throws. */
+  abort(): Promise<void>;
+}
+
+/**
+ * Writes the checkpoint's data and index under temporary names (see {@link StagedBundle}).
+ * Throws `InvalidArgumentError` for a malformed tensor before touching the disk.
+ *
+ * @internal
+ */
+export const stageBundle = async (
+  prefix: string,
+  values: ReadonlyMap<string, TensorValue>,
+  meta: BundleMetadata,
+): Promise<StagedBundle> => {
   assertValidPath(prefix);
   if (!Number.isSafeInteger(meta.step)) throw new InvalidArgumentError(`checkpoint step ${meta.step} is not a safe integer`);
   const layout = planLayout(values);
@@ -139,12 +199,18 @@ export const writeBundle = async (
   // A directory created here must itself survive a power cut: fsync its parent.
   const created = await mkdir(dir, { recursive: true });
   if (created !== undefined) await fsyncDir(dirname(created));
-  const dataTmp = tempPathFor(finalData);
-  const indexTmp = tempPathFor(finalIndex);
   // Between the two renames the data file has no index; cleanup must not take it for a leftover.
   hold(finalData);
+  let data: StagedFile | undefined;
+  let index: StagedFile | undefined;
+  const abort = async (): Promise<void> => {
+    await Promise.all([data?.abort(), index?.abort()]);
+    releaseTemp(finalData);
+  };
   try {
-    const crcs = await writeDataFile(dataTmp, layout);
+    const written = await stageFileWith(finalData, (fh) => writeDataFile(fh, layout));
+    data = written.staged;
+    const crcs = written.result;
     const tensors: TensorEntry[] = layout.entries.map((e, i) => ({
       name: e.name,
       dtype: e.dtype,
@@ -155,28 +221,27 @@ export const writeBundle = async (
     }));
     const body = { format: BUNDLE_FORMAT, version: BUNDLE_VERSION, step: meta.step, createdAtMs: meta.createdAtMs, dataBytes: layout.totalBytes, tensors } as const;
     const manifest: Manifest = { ...body, checksum: manifestChecksum(body) };
-    const fh = await open(indexTmp, "wx", 0o644);
-    try {
-      await writeAll(fh, [Buffer.from(`${JSON.stringify(manifest, null, 1)}\n`, "utf8")], 0);
-      await fh.datasync();
-    } finally {
-      await fh.close();
-    }
-    // An older checkpoint with the same prefix is made invisible first, so that its index is
-    // never paired with the new data.
-    if (await unlinkIfExists(finalIndex)) await fsyncDir(dir);
-    await rename(dataTmp, finalData);
-    await rename(indexTmp, finalIndex);
-    await fsyncDir(dir);
-    return manifest;
+    index = await stageFile(finalIndex, `${JSON.stringify(manifest, null, 1)}\n`);
+    const d = data;
+    const x = index;
+    return {
+      prefix,
+      manifest,
+      sync: async () => {
+        await settleAll([d.sync(), x.sync()]);
+      },
+      publish: async () => {
+        // An older checkpoint with the same prefix is made invisible first, so that its index
+        // is never paired with the new data.
+        if (await unlinkIfExists(finalIndex)) await fsyncDir(dir);
+        await d.publish();
+        await x.publish();
+      },
+      abort,
+    };
   } catch (e) {
-    await unlinkIfExists(dataTmp).catch(() => undefined);
-    await unlinkIfExists(indexTmp).catch(() => undefined);
+    await abort();
     throw e;
-  } finally {
-    releaseTemp(dataTmp);
-    releaseTemp(indexTmp);
-    releaseTemp(finalData);
   }
 };
 
@@ -189,7 +254,7 @@ export const readManifest = async (prefix: string): Promise<Manifest> => {
   const path = indexPath(prefix);
   let text: string;
   try {
-    text = await readFile(path, "utf8");
+    text = await readSmallFile(path);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === "ENOENT") {
       throw new NotFoundError(`checkpoint index ${path} not found`, { cause: e });
@@ -241,30 +306,45 @@ export const parseManifest = (text: string, path = "(manifest)"): Manifest => {
  * checkpoint and `DataLossError` (naming the file and the variables) for a corrupt one.
  */
 export const readBundle = async (prefix: string): Promise<CheckpointContents> => {
-  const manifest = await readManifest(prefix);
+  assertValidPath(prefix);
   const path = dataPath(prefix);
-  let fh;
+  // The index and the data are read concurrently; nothing is returned before both are
+  // verified. A missing index is reported as such even if the data is missing too.
+  const manifestP = readManifest(prefix);
+  manifestP.catch(() => undefined);
+  let fh: FileHandle;
   try {
     fh = await open(path, "r");
   } catch (e) {
+    await manifestP;
     if ((e as NodeJS.ErrnoException).code === "ENOENT") {
       throw new DataLossError(`checkpoint data ${path} is missing (its index exists)`, { cause: e });
     }
     throw e;
   }
+  let manifest: Manifest;
   let buffer: Buffer;
   let crcs: number[];
+  let closed: Promise<void> | undefined;
   try {
     const { size } = await fh.stat();
-    if (size !== manifest.dataBytes) {
-      throw new DataLossError(
-        `checkpoint data ${path} has ${size} bytes but its index says ${manifest.dataBytes} (${size < manifest.dataBytes ? "truncated" : "extended"})`,
-      );
-    }
     buffer = Buffer.allocUnsafeSlow(size);
-    crcs = await readDataFile(fh, buffer, manifest.tensors, path);
+    const f = fh;
+    // The CRCs start once the manifest (read meanwhile) gives the tensors' ranges.
+    crcs = await readDataFile(f, buffer, manifestP, path, async (m) => {
+      if (size !== m.dataBytes) {
+        throw new DataLossError(
+          `checkpoint data ${path} has ${size} bytes but its index says ${m.dataBytes} (${size < m.dataBytes ? "truncated" : "extended"})`,
+        );
+      }
+    }, () => {
+      // The last read is done: close while the last chunk is checksummed.
+      closed = f.close();
+      closed.catch(() => undefined);
+    });
+    manifest = await manifestP;
   } finally {
-    await fh.close();
+    await (closed ?? fh.close());
   }
   const bad = manifest.tensors.filter((e, i) => crcs[i] !== e.crc32c);
   if (bad.length > 0) {
@@ -392,65 +472,64 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
  * one batch is written (on libuv's thread pool), the CRCs of its pieces are computed on this
  * thread, so checksumming costs little wall time and never blocks for more than one chunk.
  */
-const writeDataFile = async (path: string, layout: Layout): Promise<number[]> => {
+const writeDataFile = async (fh: FileHandle, layout: Layout): Promise<number[]> => {
   const crcs = layout.entries.map(() => 0);
-  const fh = await open(path, "wx", 0o644);
-  try {
-    let batch: { piece: Uint8Array; tensor: number }[] = [];
-    let batchBytes = 0;
-    let batchStart = 0;
-    let position = 0;
-    let inflight: Promise<void> = Promise.resolve();
-    const flushBatch = async (): Promise<void> => {
-      const pieces = batch;
-      const start = batchStart;
-      batch = [];
-      batchBytes = 0;
-      batchStart = position;
-      await inflight;
-      inflight = writeAll(fh, pieces.map((p) => p.piece), start);
-      // Prevent an unhandled rejection while the CRCs run; the error surfaces at the next await.
-      inflight.catch(() => undefined);
-      for (const p of pieces) if (p.tensor >= 0) crcs[p.tensor] = crc32c(p.piece, crcs[p.tensor]);
-    };
-    const push = async (piece: Uint8Array, tensor: number): Promise<void> => {
-      batch.push({ piece, tensor });
-      batchBytes += piece.byteLength;
-      position += piece.byteLength;
-      if (batchBytes >= CHUNK_BYTES) await flushBatch();
-    };
-    for (let i = 0; i < layout.entries.length; i++) {
-      const e = layout.entries[i] as PlannedTensor;
-      if (e.offset > position) await push(ZEROS.subarray(0, e.offset - position), -1);
-      for (let at = 0; at < e.bytes.byteLength; at += CHUNK_BYTES) {
-        await push(e.bytes.subarray(at, Math.min(at + CHUNK_BYTES, e.bytes.byteLength)), i);
-      }
-      if (e.bytes.byteLength === 0) crcs[i] = crc32c(e.bytes, 0);
-    }
-    if (batch.length > 0) await flushBatch();
+  let batch: { piece: Uint8Array; tensor: number }[] = [];
+  let batchBytes = 0;
+  let batchStart = 0;
+  let position = 0;
+  let inflight: Promise<void> = Promise.resolve();
+  const flushBatch = async (): Promise<void> => {
+    const pieces = batch;
+    const start = batchStart;
+    batch = [];
+    batchBytes = 0;
+    batchStart = position;
     await inflight;
-    await fh.datasync();
-  } finally {
-    await fh.close();
+    inflight = writeAll(fh, pieces.map((p) => p.piece), start);
+    // Prevent an unhandled rejection while the CRCs run; the error surfaces at the next await.
+    inflight.catch(() => undefined);
+    for (const p of pieces) if (p.tensor >= 0) crcs[p.tensor] = crc32c(p.piece, crcs[p.tensor]);
+  };
+  const push = async (piece: Uint8Array, tensor: number): Promise<void> => {
+    batch.push({ piece, tensor });
+    batchBytes += piece.byteLength;
+    position += piece.byteLength;
+    if (batchBytes >= CHUNK_BYTES) await flushBatch();
+  };
+  for (let i = 0; i < layout.entries.length; i++) {
+    const e = layout.entries[i] as PlannedTensor;
+    if (e.offset > position) await push(ZEROS.subarray(0, e.offset - position), -1);
+    for (let at = 0; at < e.bytes.byteLength; at += CHUNK_BYTES) {
+      await push(e.bytes.subarray(at, Math.min(at + CHUNK_BYTES, e.bytes.byteLength)), i);
+    }
+    if (e.bytes.byteLength === 0) crcs[i] = crc32c(e.bytes, 0);
   }
+  if (batch.length > 0) await flushBatch();
+  await inflight;
   return crcs;
 };
 
 /**
  * Reads the whole data file into `buffer` in chunks; the CRCs of one chunk's tensor ranges are
- * computed while the next chunk is read.
+ * computed while the next chunk is read. Reading starts at once; checksumming waits for the
+ * manifest (read concurrently), which `check` validates against the file first. `lastRead` is
+ * called once every read has returned.
  */
 const readDataFile = async (
-  fh: Awaited<ReturnType<typeof open>>,
+  fh: FileHandle,
   buffer: Buffer,
-  tensors: readonly TensorEntry[],
+  manifestP: Promise<Manifest>,
   path: string,
+  check: (m: Manifest) => Promise<void>,
+  lastRead: () => void,
 ): Promise<number[]> => {
-  const crcs = tensors.map(() => 0);
-  // Tensors sorted by offset, walked with a cursor as chunks arrive.
-  const order = tensors.map((_, i) => i).sort((a, b) => (tensors[a] as TensorEntry).offset - (tensors[b] as TensorEntry).offset);
+  // Checksumming 1 MB takes about as long as reading it from the page cache, so small files
+  // are read in smaller chunks too (at least 8 per file, at least 256 KiB each): the CRCs then
+  // overlap the reads instead of following them. Two reads stay in flight.
+  const chunk = Math.min(CHUNK_BYTES, Math.max(MIN_READ_CHUNK_BYTES, Math.ceil(buffer.byteLength / 8 / 4096) * 4096));
   const readChunk = async (start: number): Promise<number> => {
-    const end = Math.min(start + CHUNK_BYTES, buffer.byteLength);
+    const end = Math.min(start + chunk, buffer.byteLength);
     let at = start;
     while (at < end) {
       const { bytesRead } = await fh.read(buffer, at, end - at, at);
@@ -459,24 +538,88 @@ const readDataFile = async (
     }
     return end;
   };
+  // Reads in flight, oldest first; `issued` is where the next one starts.
+  const pending: Promise<number>[] = [];
+  let issued = 0;
+  const issue = (): void => {
+    while (pending.length < READS_IN_FLIGHT && issued < buffer.byteLength) {
+      const p = readChunk(issued);
+      p.catch(() => undefined);
+      pending.push(p);
+      issued = Math.min(issued + chunk, buffer.byteLength);
+    }
+  };
+  issue();
+  let manifest: Manifest;
+  try {
+    manifest = await manifestP;
+    await check(manifest);
+  } catch (e) {
+    await Promise.allSettled(pending);
+    throw e;
+  }
+  const tensors = manifest.tensors;
+  const crcs = tensors.map(() => 0);
+  // Tensors sorted by offset, walked with a cursor as chunks arrive.
+  const order = tensors.map((_, i) => i).sort((a, b) => (tensors[a] as TensorEntry).offset - (tensors[b] as TensorEntry).offset);
+  let cursor = 0;
   const checksum = (from: number, to: number): void => {
-    for (const i of order) {
+    while (cursor < order.length) {
+      const e = tensors[order[cursor] as number] as TensorEntry;
+      if (e.offset + e.length <= from) cursor++;
+      else break;
+    }
+    for (let k = cursor; k < order.length; k++) {
+      const i = order[k] as number;
       const e = tensors[i] as TensorEntry;
+      if (e.offset >= to) break;
       const a = Math.max(from, e.offset);
       const b = Math.min(to, e.offset + e.length);
       if (a < b) crcs[i] = crc32c(buffer.subarray(a, b), crcs[i]);
     }
   };
   let done = 0;
-  let next: Promise<number> | undefined = buffer.byteLength > 0 ? readChunk(0) : undefined;
-  while (next !== undefined) {
-    const end = await next;
-    next = end < buffer.byteLength ? readChunk(end) : undefined;
-    next?.catch(() => undefined);
+  if (pending.length === 0) lastRead();
+  while (pending.length > 0) {
+    let end: number;
+    try {
+      end = await (pending[0] as Promise<number>);
+    } catch (e) {
+      await Promise.allSettled(pending);
+      throw e;
+    }
+    pending.shift();
+    issue();
+    if (pending.length === 0) lastRead();
     checksum(done, end);
     done = end;
   }
   return crcs;
+};
+
+/**
+ * Reads a small file (an index) with as few calls as possible: no `stat`, one read for files
+ * up to 64 KiB, then one more read that confirms the end.
+ */
+const readSmallFile = async (path: string): Promise<string> => {
+  const fh = await open(path, "r");
+  try {
+    let buffer = Buffer.allocUnsafe(64 * 1024);
+    let size = 0;
+    for (;;) {
+      if (size === buffer.byteLength) {
+        const bigger = Buffer.allocUnsafe(buffer.byteLength * 2);
+        buffer.copy(bigger, 0, 0, size);
+        buffer = bigger;
+      }
+      const { bytesRead } = await fh.read(buffer, size, buffer.byteLength - size, size);
+      if (bytesRead === 0) break;
+      size += bytesRead;
+    }
+    return buffer.toString("utf8", 0, size);
+  } finally {
+    await fh.close();
+  }
 };
 
 const decodeTensor = (buffer: Buffer, e: TensorEntry, path: string): TensorValue => {

@@ -16,7 +16,7 @@
  * @module
  */
 
-import { readdir } from "node:fs/promises";
+import { mkdir, readdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 
 import { systemClock, type Clock } from "../Clock.js";
@@ -24,8 +24,19 @@ import { DataLossError, NotFoundError, ValueError } from "../errors.js";
 import { defaultLogger, type Logger } from "../Logger.js";
 import type { VariableStore } from "../Session.js";
 import type { TensorValue } from "../Tensor.js";
-import { CHECKPOINT_STATE_FILENAME, getCheckpointState, updateCheckpointState } from "./CheckpointState.js";
-import { assertPlainName, isStaleTemp, resolveInside, TEMP_MARKER, unlinkIfExists } from "./internal/files.js";
+import type { StagedBundle } from "./BundleFormat.js";
+import { CHECKPOINT_STATE_FILENAME, getCheckpointState, renderCheckpointState } from "./CheckpointState.js";
+import {
+  assertPlainName,
+  fsyncDir,
+  isStaleTemp,
+  resolveInside,
+  settleAll,
+  stageFile,
+  TEMP_MARKER,
+  unlinkIfExists,
+  type StagedFile,
+} from "./internal/files.js";
 import { BundleSaver, toSnapshot, type SaveSource, type Saver } from "./Saver.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -159,7 +170,7 @@ export class CheckpointManager {
   private readonly logger: Logger;
   private latest: string | null = null;
   private lastPreserved: number;
-  private readonly maybeDelete = new Map<string, number>();
+  private maybeDelete = new Map<string, number>();
   private counter = 0;
   private lastCheckpointStep: number | null;
   private tail: Promise<void> = Promise.resolve();
@@ -241,9 +252,10 @@ export class CheckpointManager {
 
   /**
    * Saves a checkpoint at `<dir>/<name>-<n>` and resolves with its path once it is durable and
-   * recorded, or with `null` if interval gating skipped it. Then records the state, deletes
-   * checkpoints beyond the retention, and records the state again (so a crash while deleting
-   * still sees the new checkpoint). A store is snapshotted synchronously, before this returns.
+   * recorded, or with `null` if interval gating skipped it. The state file names it before
+   * checkpoints beyond the retention are deleted, and is then replaced by one without them (so
+   * a crash while deleting still sees the new checkpoint). A store is snapshotted
+   * synchronously, before this returns.
    */
   save(values: SaveSource, options: CheckpointSaveOptions = {}): Promise<string | null> {
     let prepared: PreparedSave | null;
@@ -286,22 +298,57 @@ export class CheckpointManager {
     return { checkpointNumber, step, path, snapshot, turn: { previous, done } };
   }
 
-  /** Writes and records a {@link PreparedSave}; resolves with its path. */
+  /**
+   * Writes and records a {@link PreparedSave}; resolves with its path once the checkpoint is
+   * durable and the state file names it (see "How a save is written" in docs/checkpoints.md).
+   */
   async commitSave(prepared: PreparedSave): Promise<string> {
+    let bundle: StagedBundle | null = null;
+    const states: StagedFile[] = [];
     try {
-      await this.saver.save(prepared.snapshot, prepared.path, { step: prepared.step });
+      // The default saver's files are written now and made durable below, together with the
+      // state file's; any other saver makes its checkpoint durable itself.
+      if (Object.getPrototypeOf(this.saver) === BundleSaver.prototype) {
+        bundle = await (this.saver as BundleSaver).stage(prepared.snapshot, prepared.path, { step: prepared.step });
+      } else {
+        await this.saver.save(prepared.snapshot, prepared.path, { step: prepared.step });
+        await mkdir(this.directory, { recursive: true });
+      }
       await prepared.turn.previous;
+      // The new bookkeeping is computed on copies and adopted once the save is recorded, so a
+      // failed save changes nothing.
       const ts = this.nowSecs();
-      this.maybeDelete.delete(prepared.path);
-      this.maybeDelete.set(prepared.path, ts);
+      const managed = new Map(this.maybeDelete);
+      managed.delete(prepared.path);
+      managed.set(prepared.path, ts);
+      // First the state naming the new checkpoint and every managed one, then (after the
+      // deletions) the state without the swept ones, as TensorFlow records it twice: a crash
+      // while deleting still sees the new checkpoint, and leaves the swept ones listed so a
+      // later sweep deletes them. Identical states are written once.
+      const recorded = this.renderState(prepared.path, managed, this.lastPreserved);
+      const plan = this.planSweep(managed, prepared.path);
+      const swept = this.renderState(prepared.path, plan.managed, plan.lastPreserved);
+      const keep = (f: StagedFile): StagedFile => (states.push(f), f);
+      const [first, second] = await settleAll([
+        stageFile(recorded.file, recorded.text).then(keep),
+        swept.text === recorded.text ? null : stageFile(swept.file, swept.text).then(keep),
+      ]);
+      // One round of concurrent file fsyncs: data, index, both states (not yet visible).
+      await settleAll([bundle?.sync(), first?.sync(), second?.sync()]);
+      // Then the renames, the state last, and one directory fsync for all of them.
+      await bundle?.publish();
+      await first?.publish();
+      await fsyncDir(this.directory);
       this.latest = prepared.path;
-      await this.recordState();
-      // The second write narrows the window in which a crash while deleting leaves the state
-      // naming deleted checkpoints. When the sweep changed nothing, the file would be
-      // identical, so it is skipped (two fsyncs saved).
-      if (await this.sweep()) await this.recordState();
+      this.maybeDelete = plan.managed;
+      this.lastPreserved = plan.lastPreserved;
+      for (const path of plan.remove) await this.deleteCheckpoint(path);
+      // Its content is durable already; the rename becomes durable with the next directory
+      // fsync. Until then a power cut leaves the first state, which is valid.
+      await second?.publish();
       return prepared.path;
     } finally {
+      await Promise.all([bundle?.abort(), ...states.map((f) => f.abort())]);
       prepared.turn.done();
     }
   }
@@ -415,60 +462,71 @@ export class CheckpointManager {
     }
   }
 
-  private async recordState(): Promise<void> {
-    if (this.latest === null) return;
-    await updateCheckpointState(
+  private renderState(latest: string, managed: ReadonlyMap<string, number>, lastPreserved: number): { file: string; text: string } {
+    return renderCheckpointState(
       this.directory,
       {
-        modelCheckpointPath: this.latest,
-        allModelCheckpointPaths: [...this.maybeDelete.keys()],
-        allModelCheckpointTimestamps: [...this.maybeDelete.values()],
-        lastPreservedTimestamp: this.lastPreserved,
+        modelCheckpointPath: latest,
+        allModelCheckpointPaths: [...managed.keys()],
+        allModelCheckpointTimestamps: [...managed.values()],
+        lastPreservedTimestamp: lastPreserved,
       },
       { latestFilename: this.latestFilename },
     );
   }
 
-  /** Applies the retention; resolves `true` if the managed set changed. */
-  private async sweep(): Promise<boolean> {
-    const before = this.maybeDelete.size;
-    if (this.policy !== undefined) await this.sweepWithPolicy(this.policy);
-    else if (this.maxToKeep !== null) await this.sweepMaxToKeep(this.maxToKeep);
-    return this.maybeDelete.size !== before;
-  }
-
-  private async sweepMaxToKeep(maxToKeep: number): Promise<void> {
-    while (this.maybeDelete.size > maxToKeep) {
-      const [path, ts] = this.maybeDelete.entries().next().value as [string, number];
-      this.maybeDelete.delete(path);
-      if (this.keepEveryNHours !== null && ts - this.keepEveryNHours * 3600 >= this.lastPreserved) {
-        this.lastPreserved = ts;
-        continue;
+  /**
+   * Applies the retention to `managed` (which it changes), without deleting anything:
+   * resolves the checkpoints that stay managed, the new last preserved timestamp, and the
+   * checkpoints to delete (oldest first).
+   */
+  private planSweep(
+    managed: Map<string, number>,
+    latest: string,
+  ): { managed: Map<string, number>; lastPreserved: number; remove: string[] } {
+    if (this.policy !== undefined) return this.planWithPolicy(this.policy, managed, latest);
+    const remove: string[] = [];
+    let lastPreserved = this.lastPreserved;
+    if (this.maxToKeep !== null) {
+      while (managed.size > this.maxToKeep) {
+        const [path, ts] = managed.entries().next().value as [string, number];
+        managed.delete(path);
+        if (this.keepEveryNHours !== null && ts - this.keepEveryNHours * 3600 >= lastPreserved) {
+          lastPreserved = ts;
+          continue;
+        }
+        remove.push(path);
       }
-      await this.deleteCheckpoint(path);
     }
+    return { managed, lastPreserved, remove };
   }
 
-  private async sweepWithPolicy(policy: RetentionPolicy): Promise<void> {
-    const managed = [...this.maybeDelete].map(([path, timestamp]) => ({
+  private planWithPolicy(
+    policy: RetentionPolicy,
+    managed: Map<string, number>,
+    latest: string,
+  ): { managed: Map<string, number>; lastPreserved: number; remove: string[] } {
+    const checkpoints = [...managed].map(([path, timestamp]) => ({
       path,
       timestamp,
       checkpointNumber: checkpointNumberOf(path, this.checkpointName),
     }));
-    const latest = this.latest as string;
-    const decision = policy(managed, { now: this.nowSecs(), latest, lastPreservedTimestamp: this.lastPreserved });
+    let lastPreserved = this.lastPreserved;
+    const decision = policy(checkpoints, { now: this.nowSecs(), latest, lastPreservedTimestamp: lastPreserved });
     const keep = new Set(decision.keep);
     const preserve = new Set(decision.preserve ?? []);
-    for (const c of managed) {
+    const remove: string[] = [];
+    for (const c of checkpoints) {
       if (c.path === latest) continue; // the newest checkpoint is never deleted
       if (preserve.has(c.path)) {
-        this.maybeDelete.delete(c.path);
-        this.lastPreserved = Math.max(this.lastPreserved, c.timestamp);
+        managed.delete(c.path);
+        lastPreserved = Math.max(lastPreserved, c.timestamp);
       } else if (!keep.has(c.path)) {
-        this.maybeDelete.delete(c.path);
-        await this.deleteCheckpoint(c.path);
+        managed.delete(c.path);
+        remove.push(c.path);
       }
     }
+    return { managed, lastPreserved, remove };
   }
 
   private async deleteCheckpoint(path: string): Promise<void> {

@@ -238,6 +238,22 @@ export const updateCheckpointState = async (
   state: CheckpointState,
   options: Pick<CheckpointStateOptions, "latestFilename"> = {},
 ): Promise<void> => {
+  const { file, text } = renderCheckpointState(dir, state, options);
+  await mkdir(dir, { recursive: true });
+  await writeFileAtomic(file, text);
+};
+
+/**
+ * The state file's path and text for `state`, validated as {@link updateCheckpointState}
+ * does, without writing anything.
+ *
+ * @internal
+ */
+export const renderCheckpointState = (
+  dir: string,
+  state: CheckpointState,
+  options: Pick<CheckpointStateOptions, "latestFilename"> = {},
+): { file: string; text: string } => {
   const file = statePath(dir, options.latestFilename);
   const normalized = generateCheckpointState(
     state.modelCheckpointPath,
@@ -256,15 +272,14 @@ export const updateCheckpointState = async (
     const r = relative(resolve(dir), full);
     return r !== "" && !r.startsWith("..") && !isAbsolute(r) ? r : full;
   };
-  await mkdir(dir, { recursive: true });
-  await writeFileAtomic(
+  return {
     file,
-    formatCheckpointState({
+    text: formatCheckpointState({
       ...normalized,
       modelCheckpointPath: rel(normalized.modelCheckpointPath),
       allModelCheckpointPaths: normalized.allModelCheckpointPaths.map(rel),
     }),
-  );
+  };
 };
 
 /**

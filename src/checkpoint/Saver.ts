@@ -28,8 +28,10 @@ import {
   readBundle,
   readManifest,
   removeBundle,
+  stageBundle,
   writeBundle,
   type CheckpointContents,
+  type StagedBundle,
 } from "./BundleFormat.js";
 import { assertPlainName, assertValidPath, isHeld, isStaleTemp, TEMP_MARKER, unlinkIfExists } from "./internal/files.js";
 
@@ -97,6 +99,24 @@ export class BundleSaver implements Saver {
       const snapshot = toSnapshot(values);
       const createdAtMs = Math.round(this.clock.now());
       return writeBundle(prefix, snapshot, { step: options.step ?? 0, createdAtMs }).then(() => prefix);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /**
+   * The first half of {@link save}: writes the checkpoint under temporary names without
+   * making it durable or visible. `CheckpointManager` uses it to fsync the checkpoint's files
+   * together with the state file's and to cover every rename with one directory fsync.
+   *
+   * @internal
+   */
+  stage(values: SaveSource, prefix: string, options: SaverSaveOptions = {}): Promise<StagedBundle> {
+    try {
+      assertValidPath(prefix);
+      const snapshot = toSnapshot(values);
+      const createdAtMs = Math.round(this.clock.now());
+      return stageBundle(prefix, snapshot, { step: options.step ?? 0, createdAtMs });
     } catch (e) {
       return Promise.reject(e);
     }

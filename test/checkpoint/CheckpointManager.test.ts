@@ -1,4 +1,4 @@
-import { readFile, truncate, writeFile } from "node:fs/promises";
+import { readFile, truncate, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 
@@ -330,5 +330,51 @@ describe("CheckpointManager leftovers", () => {
     for (let i = 0; i < 3; i++) await mgr.save(s.variables);
     expect((await ls(dir)).filter((f) => f.includes(".tmp"))).toEqual([]);
     expect((await getCheckpointState(dir))?.allModelCheckpointPaths).toEqual([join(dir, "ckpt-3")]);
+  });
+});
+
+describe("CheckpointManager after a power cut during the directory fsync", () => {
+  // One directory fsync covers the data, index and state renames (docs/checkpoints.md, "Why
+  // one directory fsync is enough"): a power cut may persist the state rename without the
+  // checkpoint's. These reproduce the resulting disk states and check the fallback.
+  const powerCutAfter = async (maxToKeep: number, lose: "data+index" | "data") => {
+    const m = model();
+    const s = await session(m.graph);
+    await setValues(s, m, 1);
+    await (await create({ maxToKeep })).save(s.variables, { checkpointNumber: 1 });
+    await setValues(s, m, 2);
+    await (await create({ maxToKeep: null })).save(s.variables, { checkpointNumber: 2 });
+    // Save 2's first state (before its sweep): it names ckpt-2, listing the managed ones; with
+    // maxToKeep 1 the list is [ckpt-2] only. ckpt-1 is still on disk: nothing is deleted
+    // before the directory fsync completes.
+    const listed = maxToKeep === 1 ? ["ckpt-2"] : ["ckpt-1", "ckpt-2"];
+    await writeFile(
+      join(dir, "checkpoint"),
+      `model_checkpoint_path: "ckpt-2"\n${listed.map((p) => `all_model_checkpoint_paths: "${p}"\n`).join("")}`,
+    );
+    await unlink(dataPath(join(dir, "ckpt-2")));
+    if (lose === "data+index") await unlink(indexPath(join(dir, "ckpt-2")));
+    const logger = recordingLogger();
+    const fresh = m.graph.session();
+    const mgr = await create({ logger, maxToKeep });
+    const restored = await mgr.restoreOrInitialize(fresh.variables);
+    return { restored, logger, fresh };
+  };
+
+  it("the state names a checkpoint whose files are missing: the previous one is restored, silently", async () => {
+    for (const maxToKeep of [3, 1]) {
+      ({ dir, cleanup } = await tempDir().then(async (t) => (await cleanup(), t)));
+      const { restored, logger, fresh } = await powerCutAfter(maxToKeep, "data+index");
+      expect(restored).toBe(join(dir, "ckpt-1"));
+      expect(fresh.variables.snapshot().get("global_step")?.data[0]).toBe(1n);
+      expect(logger.warnings()).toEqual([]);
+    }
+  });
+
+  it("the state names a checkpoint whose index survived but not its data: warned, previous one restored", async () => {
+    const { restored, logger, fresh } = await powerCutAfter(3, "data");
+    expect(restored).toBe(join(dir, "ckpt-1"));
+    expect(fresh.variables.snapshot().get("global_step")?.data[0]).toBe(1n);
+    expect(logger.warnings().join("\n")).toMatch(/ckpt-2 is corrupt or incomplete.*data .* is missing/s);
   });
 });
