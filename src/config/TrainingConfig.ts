@@ -51,7 +51,7 @@ export const CheckpointConfigCodec = struct(
     saveSecs: optional(Cadence, "Save every this many seconds; `0` or `null` disables.", "600 when saveSteps is absent"),
     saveSteps: optional(StepCadence, "Save every this many global steps; `0` or `null` disables.", "absent"),
     maxToKeep: optional(MaxToKeep, "How many recent checkpoints to keep.", "5"),
-    keepCheckpointEveryNHours: optional(PositiveNumber, "Also keep one checkpoint per this many hours, forever. Not yet supported by CheckpointSaverHook: the run rejects it (exit 2).", "absent (none)"),
+    keepCheckpointEveryNHours: optional(PositiveNumber, "Also keep one checkpoint per this many hours, beyond maxToKeep (TensorFlow's keep_checkpoint_every_n_hours).", "absent (none)"),
     basename: optional(NonEmptyString, "The checkpoint file prefix.", "model.ckpt"),
     async: optional(AsyncPolicy, "Write checkpoints in the background (`true` is the `skip` policy).", "false"),
   },
