@@ -10,7 +10,8 @@ import { BundleSaver, type Saver, type SaveSource, type SaverSaveOptions } from 
 /** A fresh directory under the OS temp dir, and its removal. */
 export const tempDir = async (): Promise<{ dir: string; cleanup: () => Promise<void> }> => {
   const dir = await mkdtemp(join(tmpdir(), "ms-ckpt-"));
-  return { dir, cleanup: () => rm(dir, { recursive: true, force: true }) };
+  // Retries cover a background write that finishes while the directory is being removed.
+  return { dir, cleanup: () => rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 20 }) };
 };
 
 /** The file names in `dir`, sorted. */
@@ -42,6 +43,7 @@ export class GatedSaver extends BundleSaver implements Saver {
   private waiting: (() => void)[] = [];
   failNext = 0;
   readonly started: string[] = [];
+  private readonly writes: Promise<unknown>[] = [];
 
   override save(values: SaveSource, prefix: string, options?: SaverSaveOptions): Promise<string> {
     this.started.push(prefix);
@@ -52,10 +54,17 @@ export class GatedSaver extends BundleSaver implements Saver {
     const fail = this.failNext > 0;
     if (fail) this.failNext--;
     // The values were snapshotted by the manager already; write them after the gate opens.
-    return gate.then(() => {
+    const write = gate.then(() => {
       if (fail) throw new Error(`injected failure writing ${prefix}`);
       return super.save(values, prefix, options);
     });
+    this.writes.push(write.catch(() => undefined));
+    return write;
+  }
+
+  /** Resolves once every save started so far has finished writing (or failed). */
+  async idle(): Promise<void> {
+    await Promise.all(this.writes);
   }
 
   /** Lets the oldest waiting save proceed. */
