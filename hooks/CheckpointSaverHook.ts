@@ -104,7 +104,10 @@ export interface CheckpointSaverHookOptions {
    * Default `false`.
    */
   readonly async?: boolean | AsyncSavePolicy | undefined;
-  /** How long `end` waits for background saves (default 600 s); then `DeadlineExceededError`. */
+  /**
+   * How long `end` waits for background saves (default: the session's stop grace period, 120 s
+   * unless set); then `DeadlineExceededError`.
+   */
   readonly endGracePeriodSecs?: number | undefined;
   /** Receives `SessionLog(CHECKPOINT)` (default: the cached writer of `checkpointDir`). */
   readonly summaryWriter?: SessionLogWriter | undefined;
@@ -153,7 +156,8 @@ export class CheckpointSaverHook extends SessionRunHook {
   private readonly maxToKeep: number | null;
   private readonly keepCheckpointEveryNHours: number | null;
   private readonly policy: AsyncSavePolicy | undefined;
-  private readonly endGraceMs: number;
+  private readonly ownEndGraceMs: number | undefined;
+  private endGraceMs = 120_000;
   private readonly ownWriter: SessionLogWriter | undefined;
   private readonly ownClock: Clock | undefined;
   private readonly ownLogger: Logger | undefined;
@@ -202,7 +206,7 @@ export class CheckpointSaverHook extends SessionRunHook {
     this.keepCheckpointEveryNHours = options.keepCheckpointEveryNHours ?? null;
     const a = options.async ?? false;
     this.policy = a === false ? undefined : a === true ? "skip" : a;
-    this.endGraceMs = (options.endGracePeriodSecs ?? 600) * 1000;
+    this.ownEndGraceMs = options.endGracePeriodSecs === undefined ? undefined : options.endGracePeriodSecs * 1000;
     this.ownWriter = options.summaryWriter;
     this.ownClock = options.clock;
     this.ownLogger = options.logger;
@@ -221,6 +225,7 @@ export class CheckpointSaverHook extends SessionRunHook {
     this.env = env;
     this.clock = this.ownClock ?? env?.clock ?? systemClock;
     this.logger = this.ownLogger ?? env?.logger ?? defaultLogger;
+    this.endGraceMs = this.ownEndGraceMs ?? (env?.stopGracePeriodSecs ?? 120) * 1000;
     this.timer = this.makeTimer();
     this.writer = this.ownWriter ?? fileWriterCache.getWriter(this.checkpointDir);
     this.manager = undefined;

@@ -153,7 +153,7 @@ export class MonitoredSession {
     const creator = new CoordinatedSessionCreator(sessionCreator, hooks, grace, clock, logger);
     const self = make(creator, options, hooks);
     creator.events = self.subject;
-    const env: HookEnv = { clock, logger, emit: (e) => self.subject.next(e) };
+    const env: HookEnv = { clock, logger, stopGracePeriodSecs: grace, emit: (e) => self.subject.next(e) };
     for (const h of hooks) {
       const r = h.begin?.(env);
       if (isPromiseLike(r)) await r;

@@ -54,6 +54,11 @@ export interface HookEnv {
   readonly clock: Clock;
   /** The session's logger. */
   readonly logger: Logger;
+  /**
+   * The session's stop grace period: how long closing may wait for tasks. Hooks that wait in
+   * `end` (for background saves, say) should wait at most this long by default.
+   */
+  readonly stopGracePeriodSecs?: number;
   /** Publishes an event on the session's `events$`. */
   emit(event: SessionEvent): void;
 }

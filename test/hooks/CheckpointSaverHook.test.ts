@@ -481,3 +481,32 @@ describe("CheckpointSaverHook async", () => {
     expect(await run()).toBe(true);
   });
 });
+
+describe("CheckpointSaverHook and the session's stop grace period", () => {
+  it("closing waits for a background save at most the session's stopGracePeriodSecs", async () => {
+    const { MonitoredSession } = await import("../../src/MonitoredSession.js");
+    const clock = new VirtualClock();
+    const saver = new GatedSaver();
+    const graph = trainingGraph();
+    const creating = MonitoredSession.create({
+      sessionCreator: { createSession: async () => { const s = graph.session(); await s.variables.initialize(); return s; } },
+      hooks: [new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, saver, async: true })],
+      stopGracePeriodSecs: 5,
+      clock,
+      logger: new RecordingLogger(),
+    });
+    await saver.waitStarted(1); // the creation save
+    saver.release();
+    const sess = await creating;
+    await sess.run("train");
+    await saver.waitStarted(2); // the step-1 save, in the background and blocked
+    const closing = sess.close();
+    const outcome = expect(closing).rejects.toThrow(/did not finish within 5 s/);
+    await clock.advanceSecs(4.9);
+    expect(sess.closed).toBe(false);
+    await clock.advanceSecs(0.2);
+    await outcome;
+    saver.release();
+    await saver.idle();
+  });
+});
