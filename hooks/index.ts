@@ -45,18 +45,7 @@ export {
 } from "./CheckpointSaverHook.js";
 
 /* TensorBoard */
-export {
-  SummarySaverHook,
-  markedSummaryKind,
-  summaries,
-  toSummaryValues,
-  type MarkedSummary,
-  type MarkedSummaryKind,
-  type SummaryOp,
-  type SummarySaverHookOptions,
-  type SummarySink,
-  type TagOption,
-} from "./SummarySaverHook.js";
+export { SummarySaverHook, type SummaryOp, type SummarySaverHookOptions, type SummarySink } from "./SummarySaverHook.js";
 
 /* Inputs and final ops */
 export { FeedFnHook, type FeedFnHookOptions } from "./FeedFnHook.js";

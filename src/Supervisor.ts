@@ -33,6 +33,7 @@ import type { Feeds, Session } from "./Session.js";
 import { SessionManager, type SessionFactory } from "./SessionManager.js";
 import { fileWriterCache } from "./summary/FileWriterCache.js";
 import type { Summary, SummaryValue } from "./summary/EventProto.js";
+import { toSummaryValues } from "./summary/summaryOps.js";
 import type { SummaryWriter } from "./summary/SummaryWriter.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -45,7 +46,7 @@ export const USE_DEFAULT: unique symbol = Symbol("USE_DEFAULT");
 /** An option that can take its default ({@link USE_DEFAULT} or absent) or be disabled (`null`). */
 export type Defaultable<T> = T | typeof USE_DEFAULT | null | undefined;
 
-/** What a summary op returns: summary values ready for the writer. */
+/** Summary values ready for the writer (what {@link Supervisor.summaryComputed} takes). */
 export type SummaryResult = Summary | readonly SummaryValue[];
 
 /** Options of {@link Supervisor}. */
@@ -65,7 +66,11 @@ export interface SupervisorOptions {
   readonly localInitOp?: Defaultable<ScaffoldOp>;
   /** Called with the session after `initOp` when nothing was restored. */
   readonly initFn?: ((session: Session) => unknown) | null;
-  /** An op that returns summary values ({@link SummaryResult}); there is no default. */
+  /**
+   * An op whose result is written by the summary service, as `SummarySaverHook` writes it
+   * (numbers as scalars under the op's name, records by key, `summaries.*` markers, summary
+   * values); there is no default.
+   */
   readonly summaryOp?: Defaultable<ScaffoldOp>;
   readonly saver?: Defaultable<Saver>;
   /** The global step variable's name (default: the graph's global step). */
@@ -258,7 +263,7 @@ export class Supervisor {
     if (secs !== undefined && writer !== undefined && this.summaryOp !== undefined) {
       const op = this.summaryOp;
       loops.push(
-        Looper.loop(this.coord, secs, async () => this.summaryComputed(sess, (await runScaffoldOp(sess, op)) as SummaryResult), undefined, {
+        Looper.loop(this.coord, secs, async () => this.summaryComputed(sess, toSummaryValues(typeof op === "string" ? op : null, await runScaffoldOp(sess, op))), undefined, {
           name: "SVSummaryThread",
           clock: this.clock,
           logger: this.logger,

@@ -21,7 +21,8 @@ const model = () => {
     ctx.assign(w, ctx.read(w) + 1);
     return ctx.assignAdd(step, 1);
   });
-  g.op("summary", (ctx) => [scalarValue("w", ctx.read(w))]);
+  // A summary op returns a record of scalars, as SummarySaverHook's summary ops do.
+  g.op("summary", (ctx) => ({ w: ctx.read(w) }));
   return g;
 };
 

@@ -29,6 +29,16 @@ export type { Histogram, HistogramInput, HistogramOptions } from "./histogram.js
 export { encodePixels, imageValue, pngSummaryImage } from "./image.js";
 export type { ImageInput, PixelImage, PngImage } from "./image.js";
 
+/* Summary ops */
+export {
+  markedSummaryKind,
+  summaries,
+  toSummaryValues,
+  type MarkedSummary,
+  type MarkedSummaryKind,
+  type TagOption,
+} from "./summaryOps.js";
+
 /* Protos */
 export { DataClass, DataType, SessionStatus, encodeEvent, encodeSummary, writeEvent, writeSummary } from "./EventProto.js";
 export type {

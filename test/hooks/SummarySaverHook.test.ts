@@ -7,7 +7,8 @@ import { Graph } from "../../src/Graph.js";
 import { SessionRunArgs, SessionRunContext } from "../../src/SessionRunHook.js";
 import { fileWriterCache, scalarValue, SummaryWriter } from "../../src/summary/index.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
-import { summaries, SummarySaverHook, toSummaryValues } from "../../hooks/SummarySaverHook.js";
+import { SummarySaverHook } from "../../hooks/SummarySaverHook.js";
+import { summaries, toSummaryValues } from "../../src/summary/index.js";
 import { eventFiles, float32At, float32s, readEvents, type DecodedEvent, type DecodedValue } from "../summary/decoder.js";
 import { driveHooks, RecordingLogger, trainingGraph } from "../util/driveHooks.js";
 
