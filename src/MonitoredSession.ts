@@ -24,7 +24,7 @@
  * @module
  */
 
-import { Observable, Subject } from "rxjs";
+import { Observable, Subject, type PartialObserver } from "rxjs";
 import { systemClock, type Clock } from "./Clock.js";
 import { Coordinator } from "./Coordinator.js";
 import { isCleanExit, isPreemptionError, RuntimeError, StopIteration, ValueError } from "./errors.js";
@@ -51,6 +51,11 @@ import {
 /** Creates the raw session a monitored session wraps (TensorFlow's `SessionCreator`). */
 export interface SessionCreator {
   createSession(): Promise<Session>;
+  /**
+   * The checkpoint the last created session was restored from (`null`: initialized, not
+   * restored). Optional; reported in the `sessionCreated` event.
+   */
+  readonly restoredFrom?: string | null;
 }
 
 /**
@@ -81,6 +86,11 @@ export interface MonitoredSessionOptions {
   readonly clock?: Clock;
   /** The logger given to hooks (default: console). */
   readonly logger?: Logger;
+  /**
+   * Subscribed to `events$` before anything happens, so it also sees the events of creation
+   * (the first `sessionCreated`), which a subscription after `create()` resolves would miss.
+   */
+  readonly observer?: PartialObserver<SessionEvent>;
   /**
    * The graph the session runs, if any. It is finalized once every hook's `begin` ran and,
    * if it was not finalized before, un-finalized when the session closes (TensorFlow's rule).
@@ -153,6 +163,7 @@ export class MonitoredSession {
     const creator = new CoordinatedSessionCreator(sessionCreator, hooks, grace, clock, logger);
     const self = make(creator, options, hooks);
     creator.events = self.subject;
+    if (options.observer !== undefined) self.subject.subscribe(options.observer);
     const env: HookEnv = { clock, logger, stopGracePeriodSecs: grace, emit: (e) => self.subject.next(e) };
     for (const h of hooks) {
       const r = h.begin?.(env);
@@ -849,7 +860,8 @@ class CoordinatedSessionCreator {
     }
     const recovery = this.created++;
     if (this.events?.observed === true) {
-      this.events.next({ type: "sessionCreated", time: this.clock.now(), session: tfSess, coord, recovery });
+      const restoredFrom = this.inner.restoredFrom ?? null;
+      this.events.next({ type: "sessionCreated", time: this.clock.now(), session: tfSess, coord, recovery, restoredFrom });
     }
     return new CoordinatedSession(new HookedSession(tfSess, this.hooks, this.events, this.clock), coord, this.stopGracePeriodSecs);
   }

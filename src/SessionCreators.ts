@@ -87,6 +87,11 @@ export class ChiefSessionCreator implements SessionCreator {
   }
 
   /** Finalizes the scaffold and prepares a session (restored or initialized, then checked). */
+  /** The checkpoint the last created session was restored from, `null` if it was initialized. */
+  get restoredFrom(): string | null {
+    return this.base.sessionManager().lastRestored;
+  }
+
   async createSession(): Promise<Session> {
     const scaffold = this.base.finalize();
     return this.base.sessionManager().prepareSession({

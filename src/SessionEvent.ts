@@ -18,8 +18,17 @@ import type { Feeds, Fetches, Session } from "./Session.js";
 
 /** Event payloads by `type`. Augment this interface to add event types. */
 export interface SessionEventMap {
-  /** A session was created (or re-created after a recoverable error; then `recovery` > 0). */
-  sessionCreated: { readonly session: Session; readonly coord: Coordinator; readonly recovery: number };
+  /**
+   * A session was created (or re-created after a recoverable error; then `recovery` > 0).
+   * `restoredFrom` is the checkpoint it was restored from, `null` if it was initialized or the
+   * creator does not say.
+   */
+  sessionCreated: {
+    readonly session: Session;
+    readonly coord: Coordinator;
+    readonly recovery: number;
+    readonly restoredFrom: string | null;
+  };
   /** A run is about to start. `run` counts runs of this monitored session from 1. */
   beforeRun: { readonly run: number; readonly fetches: Fetches; readonly feeds: Feeds | undefined };
   /** A run finished and every hook's `afterRun` returned. */

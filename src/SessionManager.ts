@@ -102,6 +102,8 @@ export class SessionManager {
   private readonly localInitFeedDict: Feeds | undefined;
   private readonly clock: Clock;
   private readonly logger: Logger;
+  /** The checkpoint the last prepare or recover restored, `null` if it restored none. */
+  lastRestored: string | null = null;
 
   /**
    * Throws `ValueError` if `readyForLocalInitOp` is given without `localInitOp`, if neither
@@ -250,6 +252,7 @@ export class SessionManager {
    */
   private async restoreCheckpoint(options: RestoreOptions): Promise<readonly [Session, boolean]> {
     const { saver, checkpointDir, checkpointFilenameWithPath } = options;
+    this.lastRestored = null;
     const session = await this.sessionFactory();
     try {
       if (checkpointDir !== undefined && checkpointFilenameWithPath !== undefined) {
@@ -265,6 +268,7 @@ export class SessionManager {
       if (checkpointFilenameWithPath !== undefined) {
         const contents = await saver.restore(checkpointFilenameWithPath);
         await store.restore(contents.values);
+        this.lastRestored = checkpointFilenameWithPath;
         return [session, true];
       }
       const dir = checkpointDir as string;
@@ -283,6 +287,7 @@ export class SessionManager {
       if (path === null) {
         throw new NotFoundError(`The checkpoint state in ${dir} names checkpoints, but none of them exists on disk.`);
       }
+      this.lastRestored = path;
       return [session, true];
     } catch (e) {
       await this.safeClose(session);

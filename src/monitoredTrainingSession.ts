@@ -24,7 +24,7 @@ import type { Clock } from "./Clock.js";
 import { ValueError } from "./errors.js";
 import type { Graph } from "./Graph.js";
 import type { Logger } from "./Logger.js";
-import { MonitoredSession } from "./MonitoredSession.js";
+import { MonitoredSession, type MonitoredSessionOptions } from "./MonitoredSession.js";
 import { Scaffold } from "./Scaffold.js";
 import { ChiefSessionCreator, WorkerSessionCreator } from "./SessionCreators.js";
 import type { SessionFactory } from "./SessionManager.js";
@@ -77,6 +77,8 @@ export interface MonitoredTrainingSessionOptions {
   readonly asyncCheckpoints?: CheckpointSaverHookOptions["async"];
   readonly clock?: Clock;
   readonly logger?: Logger;
+  /** Subscribed to the session's `events$` before it is created (see `MonitoredSessionOptions`). */
+  readonly observer?: MonitoredSessionOptions["observer"];
 }
 
 /** The cadences after TensorFlow's default resolution (`undefined` = disabled). */
@@ -113,6 +115,7 @@ export const monitoredTrainingSession = async (
   const stopGracePeriodSecs = options.stopGracePeriodSecs ?? 120;
   const base = {
     stopGracePeriodSecs,
+    ...(options.observer === undefined ? {} : { observer: options.observer }),
     ...(options.clock === undefined ? {} : { clock: options.clock }),
     ...(options.logger === undefined ? {} : { logger: options.logger }),
   };

@@ -621,6 +621,15 @@ describe("events$", () => {
     expect(events[1]).toMatchObject({ type: "afterRun", run: 1, results: 1, stopRequested: false, time: clock.now() });
   });
 
+  it("an observer given in the options also sees the creation of the first session", async () => {
+    const creator = new FakeSessionCreator();
+    const events: SessionEvent[] = [];
+    const sess = await create(creator, [], { observer: { next: (e: SessionEvent) => events.push(e) } });
+    expect(events).toMatchObject([{ type: "sessionCreated", recovery: 0, restoredFrom: null, session: creator.last }]);
+    await sess.close();
+    expect(events.map((e) => e.type)).toEqual(["sessionCreated", "end", "closed"]);
+  });
+
   it("emits sessionAborted and sessionCreated on recovery", async () => {
     const first = new FakeSession().injectError(new AbortedError("x"), { atCall: 1 });
     const creator = new FakeSessionCreator(undefined, [first]);

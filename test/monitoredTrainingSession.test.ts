@@ -1,4 +1,5 @@
 import { readdirSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { CheckpointSaverHook } from "../hooks/CheckpointSaverHook.js";
 import { StepCounterHook } from "../hooks/StepCounterHook.js";
@@ -8,6 +9,7 @@ import { Graph } from "../src/Graph.js";
 import { silentLogger } from "../src/Logger.js";
 import { withSession } from "../src/MonitoredSession.js";
 import { monitoredTrainingSession, resolveCadences } from "../src/monitoredTrainingSession.js";
+import type { SessionEvent } from "../src/SessionEvent.js";
 import { USE_DEFAULT } from "../src/Supervisor.js";
 import { FakeSession, HookRecorder, VirtualClock } from "../src/testing/index.js";
 import { useTempDirs } from "./util/tempDirs.js";
@@ -101,6 +103,16 @@ describe("monitoredTrainingSession", () => {
     await withSession(monitoredTrainingSession({ ...opts, graph: model() }), train(2));
     const step = await withSession(monitoredTrainingSession({ ...opts, graph: model() }), (s) => s.run("global_step"));
     expect(step).toBe(2);
+  });
+
+  it("sessionCreated events say which checkpoint a session was restored from", async () => {
+    const dir = tempDir();
+    const seen: (string | null)[] = [];
+    const observer = { next: (e: SessionEvent) => void (e.type === "sessionCreated" && seen.push(e.restoredFrom)) };
+    const opts = { checkpointDir: dir, observer, clock: new VirtualClock(), logger: silentLogger };
+    await withSession(monitoredTrainingSession({ ...opts, graph: model() }), train(3));
+    await withSession(monitoredTrainingSession({ ...opts, graph: model() }), train(1));
+    expect(seen).toEqual([null, join(dir, "model.ckpt-3")]);
   });
 
   it("MonitoredTrainingSessionTest.test_save_checkpoint_steps: saveCheckpointSteps 100 over 100 runs, a restart sees 100", async () => {
