@@ -241,6 +241,8 @@ const createPreemptionHandler = async (
   return PreemptionCheckpointHandler.create({
     checkpointManager: await CheckpointManager.create(managerOptions),
     store,
+    // The chief session creator restored the session already.
+    restoreOnCreate: false,
     signals: ["SIGTERM", "SIGINT"],
     clock,
     logger,

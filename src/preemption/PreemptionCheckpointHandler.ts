@@ -63,6 +63,12 @@ export interface PreemptionCheckpointHandlerOptions {
   readonly store: VariableStore | (() => VariableStore);
   /** Called by the restore on creation when there is no checkpoint (e.g. initialize the variables). */
   readonly initFn?: (() => void | Promise<void>) | undefined;
+  /**
+   * Restore the latest checkpoint into the store on creation (default `true`, TensorFlow's
+   * behaviour). Pass `false` when the session was already restored (by a `ChiefSessionCreator`,
+   * say): the run counter then starts at 0.
+   */
+  readonly restoreOnCreate?: boolean | undefined;
   /** How termination is noticed, saved and exited (default `new TerminationConfig()`). */
   readonly terminationConfig?: TerminationConfig | undefined;
   /** The "at which run do we save" decision (default a {@link LocalPreemptionCoordinator}). */
@@ -134,7 +140,7 @@ export class PreemptionCheckpointHandler {
     const coordinator =
       options.coordinator ?? new LocalPreemptionCoordinator({ gracePeriodSecs: config.gracePeriodSecs, clock, logger });
     const h = new PreemptionCheckpointHandler(manager, options.store, config, coordinator, clock, logger);
-    const path = await manager.restoreOrInitialize(h.wrappedStore(), options.initFn);
+    const path = options.restoreOnCreate === false ? null : await manager.restoreOrInitialize(h.wrappedStore(), options.initFn);
     if (path !== null) logger.info(`PreemptionCheckpointHandler: restored ${path} at run ${h.runCounter}.`, { path, run: h.runCounter });
     h.watch(options.signals ?? ["SIGTERM"], options.signalTarget ?? process);
     return h;

@@ -100,6 +100,28 @@ describe("PreemptionCheckpointHandler", () => {
     await b.handler.close();
   });
 
+  it("restoreOnCreate: false leaves an already restored (or initialized) session alone", async () => {
+    const a = await setup();
+    for (let i = 0; i < 3; i++) await a.step();
+    a.signals.emit("SIGTERM");
+    await a.step();
+    await a.handler.close();
+
+    const session = model();
+    await session.variables.initialize();
+    const handler = await PreemptionCheckpointHandler.create({
+      checkpointDir: dir,
+      store: session.variables,
+      restoreOnCreate: false,
+      signalTarget: new EventEmitter(),
+      clock: new VirtualClock(),
+      logger: recordingLogger(),
+    });
+    expect(handler.totalRunCalls).toBe(0);
+    expect(await session.run(["v", "global_step"])).toEqual([0, 0]);
+    await handler.close();
+  });
+
   it("a checkpoint without checkpointed_runs (e.g. a CheckpointSaverHook's) restores as 0 runs", async () => {
     const session = model();
     await session.variables.initialize();
