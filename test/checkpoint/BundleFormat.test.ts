@@ -227,6 +227,17 @@ describe("BundleFormat corruption", () => {
     expect(message).toContain("tensors[0].extra: unknown field");
   });
 
+  it("rejects manifest keys that are Object.prototype members as unknown fields", () => {
+    const body = { format: BUNDLE_FORMAT as typeof BUNDLE_FORMAT, version: 1 as const, step: 1, createdAtMs: 0, dataBytes: 0, tensors: [] };
+    const good = { ...body, checksum: manifestChecksum(body) };
+    expect(() => parseManifest(JSON.stringify(good), "x.index")).not.toThrow();
+    for (const key of ["constructor", "toString", "__proto__"]) {
+      // JSON.parse makes "__proto__" an own key, as it does every other key.
+      const text = `${JSON.stringify(good).slice(0, -1)},${JSON.stringify(key)}:1}`;
+      expect(() => parseManifest(text, "x.index"), key).toThrow(`${key}: unknown field`);
+    }
+  });
+
   it("reports a newer format version clearly, and a valid-looking manifest with a bad checksum", () => {
     expect(() => parseManifest(JSON.stringify({ format: BUNDLE_FORMAT, version: 2 }), "x.index")).toThrow(
       "checkpoint index x.index has format version 2; this library reads version 1",

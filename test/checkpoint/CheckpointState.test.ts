@@ -94,6 +94,13 @@ describe("CheckpointState text format", () => {
     expect(isLeft(unterminated) && unterminated.left).toEqual(["line 1: model_checkpoint_path: unterminated string"]);
   });
 
+  it("is strict about field names that are Object.prototype members (toString, constructor, __proto__)", () => {
+    for (const field of ["toString", "constructor", "__proto__", "hasOwnProperty"]) {
+      const r = parseCheckpointState(`model_checkpoint_path: "ckpt-1"\n${field}: "x"\n`);
+      expect(isLeft(r) && r.left, field).toEqual([`${field}: unknown field`]);
+    }
+  });
+
   it("generateCheckpointState appends the model path and rejects mismatched timestamps (ValueError)", () => {
     expect(generateCheckpointState("c-2", ["c-1"]).allModelCheckpointPaths).toEqual(["c-1", "c-2"]);
     expect(generateCheckpointState("c-2", ["c-1", "c-2"]).allModelCheckpointPaths).toEqual(["c-1", "c-2"]);

@@ -55,12 +55,13 @@ export const strictType = <P extends t.Props>(props: P, name: string): t.Type<t.
   const base = t.type(props, name);
   return new t.Type<t.TypeOfProps<P>, t.OutputOfProps<P>, unknown>(
     name,
-    (u): u is t.TypeOfProps<P> => base.is(u) && Object.keys(u as object).every((k) => k in props),
+    (u): u is t.TypeOfProps<P> => base.is(u) && Object.keys(u as object).every((k) => hasOwn(props, k)),
     (u, c) => {
       const errors: t.ValidationError[] = [];
       if (typeof u === "object" && u !== null && !Array.isArray(u)) {
         for (const k of Object.keys(u)) {
-          if (!(k in props)) {
+          // Own keys only: `k in props` would accept `constructor`, `toString`, `__proto__`.
+          if (!hasOwn(props, k)) {
             errors.push({
               value: (u as Record<string, unknown>)[k],
               context: [...c, { key: k, type: t.never, actual: (u as Record<string, unknown>)[k] }],
@@ -117,3 +118,5 @@ const show = (u: unknown): string => {
     return String(u);
   }
 };
+
+const hasOwn = (o: object, k: string): boolean => Object.prototype.hasOwnProperty.call(o, k);
