@@ -180,8 +180,9 @@ export class Supervisor {
     this.stopGraceSecs = nonNegative("stopGraceSecs", options.stopGraceSecs ?? 120);
     if (this.isChief) {
       this.logdir = options.logdir ?? undefined;
-      this.saveSummariesSecs = enabled(nonNegative("saveSummariesSecs", options.saveSummariesSecs ?? 120));
-      this.saveModelSecs = enabled(nonNegative("saveModelSecs", options.saveModelSecs ?? 600));
+      // Absent means the default; `null` (TensorFlow's `None`) disables, as 0 does.
+      this.saveSummariesSecs = enabled(nonNegative("saveSummariesSecs", orDefault(options.saveSummariesSecs, 120)));
+      this.saveModelSecs = enabled(nonNegative("saveModelSecs", orDefault(options.saveModelSecs, 600)));
       this.savePath = this.logdir === undefined ? undefined : join(this.logdir, this.checkpointBasename);
       const w = options.summaryWriter;
       this.defaultWriter = w === undefined || w === USE_DEFAULT;
@@ -442,3 +443,6 @@ const nonNegative = (name: string, v: number): number => {
 };
 
 const enabled = (v: number): number | undefined => (v > 0 ? v : undefined);
+
+/** `undefined` → `fallback`; `null` → 0 (disabled); a number as is. */
+const orDefault = (v: number | null | undefined, fallback: number): number => (v === undefined ? fallback : (v ?? 0));

@@ -139,6 +139,19 @@ describe("Supervisor", () => {
     await sv2.stop();
   });
 
+  it("saveModelSecs and saveSummariesSecs: null disables the service; absent keeps 600 and 120", async () => {
+    const clock = new VirtualClock();
+    const off = new Supervisor({ graph: model(), logdir: tempDir(), summaryOp: "summary", saveModelSecs: null, saveSummariesSecs: null, clock, logger: silentLogger });
+    expect(off.saveModelSecs).toBeUndefined();
+    expect(off.saveSummariesSecs).toBeUndefined();
+    const sess = await off.prepareOrWaitForSession({ startStandardServices: false });
+    expect(await off.startStandardServices(sess)).toEqual([]);
+    await off.stop();
+    const on = new Supervisor({ graph: model(), logdir: tempDir(), clock, logger: silentLogger });
+    expect([on.saveModelSecs, on.saveSummariesSecs]).toEqual([600, 120]);
+    await on.stop();
+  });
+
   it("only the chief starts standard services; bad options are named", async () => {
     const worker = new Supervisor({ sessionFactory: () => new FakeSession(), isChief: false, logger: silentLogger });
     await expect(worker.startStandardServices(new FakeSession())).rejects.toThrow("Only chief supervisor can start standard services.");
