@@ -14,7 +14,9 @@
  * @module
  */
 
-import { CheckpointManager, getCheckpointState, type Saver } from "./checkpoint/index.js";
+import { basename } from "node:path";
+
+import { CheckpointManager, getCheckpointState, type CheckpointState, type Saver } from "./checkpoint/index.js";
 import { secs, systemClock, type Clock } from "./Clock.js";
 import { DeadlineExceededError, FailedPreconditionError, NotFoundError, RuntimeError, ValueError } from "./errors.js";
 import type { Graph } from "./Graph.js";
@@ -274,15 +276,26 @@ export class SessionManager {
       const dir = checkpointDir as string;
       const maxWaitSecs = options.maxWaitSecs ?? 7200;
       let waitedSecs = 0;
+      let state: CheckpointState | null;
       for (;;) {
-        const state = await getCheckpointState(dir, { logger: this.logger });
+        state = await getCheckpointState(dir, { logger: this.logger });
         if (state !== null && state.modelCheckpointPath !== "") break;
         if (options.waitForCheckpoint !== true || !(waitedSecs < maxWaitSecs)) return [session, false];
         this.logger.info("Waiting for checkpoint to be available.");
         await this.clock.sleep(secs(this.recoveryWaitSecs));
         waitedSecs += this.recoveryWaitSecs;
       }
-      const manager = await CheckpointManager.create({ directory: dir, saver, clock: this.clock, logger: this.logger });
+      // The fallback past a missing or corrupt latest checkpoint scans `<name>-<n>` files: the
+      // name is the state's (`model.ckpt` for the hooks), not the manager's default `ckpt`.
+      // Restoring never deletes anything (a writer may be mid-save in this directory).
+      const manager = await CheckpointManager.create({
+        directory: dir,
+        checkpointName: checkpointNameOf(state.modelCheckpointPath),
+        saver,
+        clock: this.clock,
+        logger: this.logger,
+        removeLeftovers: false,
+      });
       const path = await manager.restoreOrInitialize(store, () => undefined);
       if (path === null) {
         throw new NotFoundError(`The checkpoint state in ${dir} names checkpoints, but none of them exists on disk.`);
@@ -345,6 +358,13 @@ export class SessionManager {
 // ---------------------------------------------------------------------------------------------
 
 /** The names a readiness op reported, or `undefined` when it means "ready". */
+/** The base name of a numbered checkpoint path (`/d/model.ckpt-5` → `model.ckpt`); the file name if unnumbered. */
+const checkpointNameOf = (path: string): string => {
+  const base = basename(path);
+  const m = /^(.+)-\d+$/.exec(base);
+  return m === null ? base : (m[1] as string);
+};
+
 const notInitializedNames = (value: unknown): readonly string[] | undefined => {
   if (value === undefined || value === null) return undefined;
   if (isTensorValue(value)) {

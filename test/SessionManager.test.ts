@@ -1,4 +1,4 @@
-import { mkdtemp, rename, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -272,6 +272,28 @@ describe("SessionManager.prepareSession", () => {
     const sess = await sm.prepareSession({ initOp: initGlobal, saver: new BundleSaver(), checkpointDir: dir });
     expect(await sess.run("v")).toBe(10);
     expect(logger.warnings.join("\n")).toContain(latest);
+  });
+
+  it("falls back to a model.ckpt-<n> checkpoint on disk that the state file no longer lists (maxToKeep 1, power cut)", async () => {
+    const dir = await tempDir();
+    const g = new Graph();
+    const v = g.variable("v", 0);
+    g.op("set", (ctx) => ctx.assign(v, ctx.feed<number>("x")));
+    const writer = g.session();
+    await writer.variables.initialize();
+    const m = await CheckpointManager.create({ directory: dir, checkpointName: "model.ckpt", maxToKeep: 1, clock: new VirtualClock(), logger: silentLogger });
+    await writer.run("set", { x: 10 });
+    await m.save(writer.variables, { checkpointNumber: 1 });
+    // The next save's state rename survived a power cut, its checkpoint's renames did not.
+    await writeFile(join(dir, "checkpoint"), 'model_checkpoint_path: "model.ckpt-2"\nall_model_checkpoint_paths: "model.ckpt-2"\n');
+    // Another process's save between its data and index renames: restoring must not delete it.
+    await writeFile(dataPath(join(dir, "model.ckpt-3")), "in flight");
+
+    const { sm } = manager(g, { readyOp: reportUninitialized });
+    const sess = await sm.prepareSession({ initOp: initGlobal, saver: new BundleSaver(), checkpointDir: dir });
+    expect(await sess.run("v")).toBe(10);
+    expect(sm.lastRestored).toBe(join(dir, "model.ckpt-1"));
+    expect(await readFile(dataPath(join(dir, "model.ckpt-3")), "utf8")).toBe("in flight");
   });
 
   it("waitForCheckpoint polls every recoveryWaitSecs until the state file appears", async () => {

@@ -115,6 +115,12 @@ export interface CheckpointManagerOptions {
   readonly clock?: Clock;
   /** Where warnings (corrupt checkpoints, leftovers, clock skew) go. */
   readonly logger?: Logger;
+  /**
+   * Remove leftovers of interrupted saves at creation (default `true`). A manager that only
+   * restores, in a directory another process may be writing, passes `false`: a data file
+   * between that writer's data and index renames would otherwise look like a leftover.
+   */
+  readonly removeLeftovers?: boolean;
 }
 
 /** Options of {@link CheckpointManager.save}. */
@@ -217,7 +223,7 @@ export class CheckpointManager {
    */
   static async create(options: CheckpointManagerOptions): Promise<CheckpointManager> {
     const m = new CheckpointManager(options);
-    await m.cleanup();
+    if (options.removeLeftovers ?? true) await m.cleanup();
     await m.recover();
     return m;
   }
