@@ -169,10 +169,10 @@ export interface StagedBundle {
   /** `fdatasync`s the data and index files, concurrently. */
   sync(): Promise<void>;
   /**
-   * Makes the checkpoint visible: deletes an older index at the same prefix (and fsyncs the
-   * directory, so an old index is never paired with the new data), then renames the data
-   * file and then the index to their final names. Call after {@link sync}. Does not fsync the
-   * directory: the caller must, before anything that relies on the checkpoint being durable.
+   * Makes the checkpoint visible: renames the data file and then the index to their final
+   * names (replacing an older checkpoint at the same prefix; see the comment inside). Call
+   * after {@link sync}. Does not fsync the directory: the caller must, before anything that
+   * relies on the checkpoint being durable.
    */
   publish(): Promise<void>;
   /** Deletes whatever temporary files are left. Never throws. */
@@ -231,9 +231,11 @@ export const stageBundle = async (
         await settleAll([d.sync(), x.sync()]);
       },
       publish: async () => {
-        // An older checkpoint with the same prefix is made invisible first, so that its index
-        // is never paired with the new data.
-        if (await unlinkIfExists(finalIndex)) await fsyncDir(dir);
+        // An older checkpoint at the same prefix (a re-save of the restored step) keeps its
+        // index until the new one replaces it. If the save stops in between, the old index
+        // sits beside the new data: identical data (the usual re-save) still verifies, other
+        // data fails its size or CRC check (DataLossError). Deleting the old index first
+        // would instead make the checkpoint vanish, and a restore silently start over.
         await d.publish();
         await x.publish();
       },

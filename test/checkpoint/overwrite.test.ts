@@ -1,0 +1,78 @@
+/**
+ * Re-saving a checkpoint number that already exists (CheckpointSaverHook saves at the restored
+ * step after every restart): a save that fails or is killed before its index rename must not
+ * lose the checkpoint that was there.
+ */
+
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+
+import { DataLossError } from "../../src/errors.js";
+import { CheckpointManager } from "../../src/checkpoint/index.js";
+import type { TensorValue } from "../../src/Tensor.js";
+import { recordingLogger, tempDir } from "./helpers.js";
+
+/** When set, renaming a temporary file onto a `.index` name fails (as a crash there would stop the save). */
+const fault = vi.hoisted(() => ({ failIndexRename: false }));
+
+vi.mock("node:fs/promises", async (importOriginal) => {
+  const actual = await importOriginal<typeof import("node:fs/promises")>();
+  const rename: typeof actual.rename = async (from, to) => {
+    if (fault.failIndexRename && String(to).endsWith(".index")) throw Object.assign(new Error(`EIO: injected, rename '${String(to)}'`), { code: "EIO" });
+    return actual.rename(from, to);
+  };
+  return { ...actual, default: { ...actual, rename }, rename };
+});
+
+let dir: string;
+let cleanup: () => Promise<void>;
+beforeEach(async () => {
+  ({ dir, cleanup } = await tempDir());
+  fault.failIndexRename = false;
+});
+afterEach(async () => {
+  fault.failIndexRename = false;
+  await cleanup();
+});
+
+const values = (x: number): Map<string, TensorValue> =>
+  new Map<string, TensorValue>([["w", { dtype: "float32", shape: [2], data: Float32Array.of(x, x + 1) }]]);
+
+/** A store that records what is restored into it. */
+const store = () => {
+  const restored: Map<string, TensorValue>[] = [];
+  return {
+    restored,
+    snapshot: () => new Map<string, TensorValue>(),
+    restore: (v: ReadonlyMap<string, TensorValue>) => void restored.push(new Map(v)),
+  } as unknown as import("../../src/Session.js").VariableStore & { restored: Map<string, TensorValue>[] };
+};
+
+const create = () => CheckpointManager.create({ directory: dir, checkpointName: "model.ckpt", maxToKeep: 1, logger: recordingLogger() });
+
+describe("re-saving an existing checkpoint number", () => {
+  it("a save of the same values that fails before its index rename leaves the checkpoint restorable", async () => {
+    const path = (await (await create()).save(values(100), { checkpointNumber: 100, step: 100 })) as string;
+    fault.failIndexRename = true;
+    await expect((await create()).save(values(100), { checkpointNumber: 100, step: 100 })).rejects.toThrow(/injected/);
+    fault.failIndexRename = false;
+
+    const s = store();
+    const init = vi.fn();
+    expect(await (await create()).restoreOrInitialize(s, init)).toBe(path);
+    expect(init).not.toHaveBeenCalled();
+    expect(s.restored[0]?.get("w")?.data).toEqual(Float32Array.of(100, 101));
+    expect(path).toBe(join(dir, "model.ckpt-100"));
+  });
+
+  it("with different values, the half-replaced checkpoint is reported as corrupt, never silently re-initialized", async () => {
+    await (await create()).save(values(100), { checkpointNumber: 100, step: 100 });
+    fault.failIndexRename = true;
+    await expect((await create()).save(values(7), { checkpointNumber: 100, step: 100 })).rejects.toThrow(/injected/);
+    fault.failIndexRename = false;
+
+    const init = vi.fn();
+    await expect((await create()).restoreOrInitialize(store(), init)).rejects.toThrow(DataLossError);
+    expect(init).not.toHaveBeenCalled();
+  });
+});
