@@ -87,7 +87,7 @@ export const inspectCommand = async (dir: string, options: { readonly json?: boo
       r.step === null ? "?" : String(r.step),
       formatBytes(r.bytes),
       r.createdAtMs === null ? "?" : new Date(r.createdAtMs).toISOString(),
-      r.status === "ok" ? "ok" : `CORRUPT: ${r.error ?? ""}`,
+      r.status === "ok" ? "ok" : `CORRUPT: ${oneLine(r.error ?? "")}`,
     ]);
     const header = ["  checkpoint", "step", "size", "saved at", "checksums"];
     const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)));
@@ -111,6 +111,9 @@ const sizeOf = async (path: string): Promise<number> => {
     return 0;
   }
 };
+
+/** A message as one printable line: readers quote the bad bytes, which may hold newlines or control characters. */
+const oneLine = (s: string): string => s.replace(/[\u0000-\u001f\u007f-\u009f\ufffd]+/g, " ").replace(/ {2,}/g, " ").trim();
 
 const formatBytes = (n: number): string =>
   n < 1024 ? `${n} B` : n < 1024 ** 2 ? `${(n / 1024).toFixed(1)} KiB` : n < 1024 ** 3 ? `${(n / 1024 ** 2).toFixed(1)} MiB` : `${(n / 1024 ** 3).toFixed(2)} GiB`;

@@ -47,6 +47,11 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
       code = await inspectCommand(dir, opts.json === true ? { json: true } : {}, io);
     });
 
+  if (argv.length === 0) {
+    // No command: the usage, on stderr, as a usage error (commander would report it as help).
+    program.outputHelp({ error: true });
+    return ExitCodes.usage;
+  }
   try {
     await program.parseAsync([...argv], { from: "user" });
   } catch (e) {
@@ -55,10 +60,6 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
       return ExitCodes.usage;
     }
     throw e;
-  }
-  if (argv.length === 0) {
-    program.outputHelp();
-    return ExitCodes.usage;
   }
   return code;
 };
