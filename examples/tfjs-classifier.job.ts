@@ -6,6 +6,7 @@
 import * as tf from "@tensorflow/tfjs";
 
 import { defineJob } from "../src/config/index.js";
+import { Scaffold } from "../src/Scaffold.js";
 import { InMemoryDataSource, tfjsSession } from "../src/tfjs/index.js";
 import { accuracy, buildDeepModel, buildOptimizer, classifierLoss, makeSpirals } from "./tfjs-classifier-data.js";
 
@@ -25,6 +26,9 @@ export default defineJob({
       lossFn: classifierLoss,
       metrics: { accuracy },
     }),
+  // The summary op that `summaries:` in the YAML writes every `saveSteps` steps: the loss and
+  // accuracy of the model just trained, on that step's batch (tags `loss` and `accuracy`).
+  scaffold: new Scaffold({ summaryOp: (session) => session.run({ loss: "loss", accuracy: "accuracy" }) }),
   fetches: { train: "train", loss: "loss", accuracy: "accuracy" },
   lastStep: 15_000,
 });

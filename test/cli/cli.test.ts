@@ -10,6 +10,8 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 
+import { eventFiles, readEvents } from "../summary/decoder.js";
+
 const root = resolve(fileURLToPath(new URL("../..", import.meta.url)));
 const job = join(root, "test/fixtures/cli/linear-job.ts");
 
@@ -120,10 +122,26 @@ describe("monitored-session CLI", () => {
     expect(existsSync(join(dir, "ckpt"))).toBe(false);
 
     expect((await cli(["run"])).code).toBe(2);
+    const bare = await cli([]);
+    expect(bare.code).toBe(2);
+    expect(bare.stdout + bare.stderr).toContain("Usage: monitored-session");
     expect((await cli(["frobnicate"])).code).toBe(2);
     const help = await cli(["run", "--help"]);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain("42  preempted");
+  });
+
+  it("run: the npm start example job writes its loss and accuracy to TensorBoard at the summaries cadence", async () => {
+    const config = join(dir, "example.yaml");
+    const exampleJob = join(root, "examples/tfjs-classifier.job.ts");
+    await writeFile(config, `module: ${exampleJob}\ncheckpoint: { dir: ckpt, saveSteps: 1000 }\nsummaries: { saveSteps: 2 }\nlogStepCountSteps: 0\nlastStep: 5\n`);
+    const r = await cli(["run", config]);
+    expect(r.code).toBe(0);
+    const events = eventFiles(join(dir, "ckpt")).flatMap((f) => readEvents(f));
+    const stepsOf = (tag: string) =>
+      events.filter((e) => (e.summary?.value ?? []).some((v) => v.tag === tag)).map((e) => Number(e.step ?? 0));
+    expect(stepsOf("loss")).toEqual([1, 3, 5]);
+    expect(stepsOf("accuracy")).toEqual([1, 3, 5]);
   });
 
   it("inspect: flags a corrupt checkpoint and exits 1; a missing directory exits 2", async () => {
@@ -139,5 +157,15 @@ describe("monitored-session CLI", () => {
     expect(r.stdout).toMatch(/model\.ckpt-5\s+5 .*CORRUPT: .*CRC32C mismatch/);
     expect(r.stdout).toMatch(/model\.ckpt-0\s+0 .*ok/);
     expect((await cli(["inspect", join(dir, "nope")])).code).toBe(2);
+
+    // An unreadable index: the reader's message quotes the bytes; each report stays on one line.
+    await writeFile(join(dir, "ckpt", "model.ckpt-9.index"), "xx\n\u0001\u0002yy");
+    const garbled = await cli(["inspect", join(dir, "ckpt")]);
+    expect(garbled.code).toBe(1);
+    const lines = garbled.stdout.trim().split("\n");
+    expect(lines.at(-1)).toBe("3 checkpoints, 2 failed verification.");
+    expect(lines.filter((l) => /model\.ckpt-9\s/.test(l))).toHaveLength(1);
+    expect(lines).toHaveLength(2 + 3 + 1);
+    expect(garbled.stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f]/);
   });
 });
