@@ -228,7 +228,7 @@ const validateStruct = <F extends Fields>(type: StructType<F>, u: unknown, c: t.
   const failed: Record<string, unknown> = {};
   const names = Object.keys(type.fields);
   for (const key of Object.keys(u)) {
-    if (key in type.fields) continue;
+    if (Object.hasOwn(type.fields, key)) continue;
     const hint = closest(key, names);
     errors.push({
       value: u[key],

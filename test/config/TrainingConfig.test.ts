@@ -78,6 +78,14 @@ describe("decodeConfig", () => {
     expect(out[2]).toMatch(/^hooks\[0\]\.failOnNan: unknown field "failOnNan"/);
   });
 
+  it("rejects keys that are names of Object.prototype members (constructor, toString) as unknown", () => {
+    const out = issues(JSON.parse('{"module":"m.ts","constructor":1,"checkpoint":{"dir":"d","toString":"x"},"hooks":[{"type":"NanTensorHook","lossTensor":"loss","hasOwnProperty":2}]}'));
+    expect(out).toHaveLength(3);
+    expect(out[0]).toMatch(/^constructor: unknown field "constructor"/);
+    expect(out[1]).toMatch(/^checkpoint\.toString: unknown field "toString"/);
+    expect(out[2]).toMatch(/^hooks\[0\]\.hasOwnProperty: unknown field "hasOwnProperty"/);
+  });
+
   it("reports secs and steps given together, naming both, for checkpoints, summaries and hooks", () => {
     expect(
       issues({
