@@ -113,6 +113,8 @@ const BYTES_PER_ELEMENT: Record<Exclude<DType, "string">, number> = {
 const CHUNK_BYTES = 8 * 1024 * 1024;
 /** The smallest read chunk on restore (see `readDataFile`). */
 const MIN_READ_CHUNK_BYTES = 256 * 1024;
+/** Data files above this size are checked against the index before their buffer is allocated. */
+const LARGE_DATA_BYTES = 64 * 1024 * 1024;
 /** Reads kept in flight on restore, so the next chunk is ready when a CRC finishes. */
 const READS_IN_FLIGHT = 2;
 const LITTLE_ENDIAN_HOST = endianness() === "LE";
@@ -330,16 +332,20 @@ export const readBundle = async (prefix: string): Promise<CheckpointContents> =>
   let closed: Promise<void> | undefined;
   try {
     const { size } = await fh.stat();
-    buffer = Buffer.allocUnsafeSlow(size);
-    const f = fh;
-    // The CRCs start once the manifest (read meanwhile) gives the tensors' ranges.
-    crcs = await readDataFile(f, buffer, manifestP, path, async (m) => {
+    const checkSize = async (m: Manifest): Promise<void> => {
       if (size !== m.dataBytes) {
         throw new DataLossError(
           `checkpoint data ${path} has ${size} bytes but its index says ${m.dataBytes} (${size < m.dataBytes ? "truncated" : "extended"})`,
         );
       }
-    }, () => {
+    };
+    // A large file is checked against its index before its buffer is allocated: a corrupt or
+    // extended (e.g. sparse) file must be a DataLossError, not an allocation failure.
+    if (size > LARGE_DATA_BYTES) await checkSize(await manifestP);
+    buffer = Buffer.allocUnsafeSlow(size);
+    const f = fh;
+    // The CRCs start once the manifest (read meanwhile) gives the tensors' ranges.
+    crcs = await readDataFile(f, buffer, manifestP, path, checkSize, () => {
       // The last read is done: close while the last chunk is checksummed.
       closed = f.close();
       closed.catch(() => undefined);

@@ -179,6 +179,13 @@ describe("BundleFormat corruption", () => {
     await expect(readBundle(prefix)).rejects.toThrow(/extended/);
   });
 
+  it("a hugely extended (sparse) data file is DataLossError, not an allocation failure", async () => {
+    const prefix = join(dir, "ckpt-1");
+    await writeBundle(prefix, small(), { step: 1, createdAtMs: 0 });
+    await truncate(dataPath(prefix), 2 ** 40); // 1 TiB, sparse: no disk space used
+    await expect(readBundle(prefix)).rejects.toThrow(/has 1099511627776 bytes but its index says \d+ \(extended\)/);
+  });
+
   it("rejects the index truncated at every byte offset or with any byte changed", async () => {
     const prefix = join(dir, "ckpt-1");
     await writeBundle(prefix, small(), { step: 1, createdAtMs: 0 });
