@@ -102,8 +102,13 @@ export interface MonitoredSessionOptions {
 export interface StepContext {
   /** The raw session: runs through it bypass hooks. */
   readonly session: Session;
-  /** Runs through the hooks, like {@link MonitoredSession.run}. */
-  runWithHooks<F extends Fetches>(fetches: F, feeds?: Feeds, options?: RunOptions): Promise<FetchResult<F>>;
+  /** Runs through the hooks, like {@link MonitoredSession.run} (same arguments). */
+  runWithHooks<F extends Fetches>(
+    fetches: F,
+    feeds?: Feeds,
+    options?: RunOptions,
+    runMetadata?: RunMetadata,
+  ): Promise<FetchResult<F>>;
   /**
    * Stops the iterations: throws `StopIteration`, which {@link withSession} treats as a clean
    * exit (outside it, the error reaches the caller and `shouldStop()` stays `false`).
@@ -277,6 +282,8 @@ export class MonitoredSession {
   async closeInternal(error: unknown): Promise<void> {
     try {
       if (error === undefined) {
+        const settling = this.sess?.settle();
+        if (settling !== undefined) await settling;
         const tf = this.creator.tfSess;
         if (tf !== undefined) {
           for (const h of this.hooks) {
@@ -360,7 +367,7 @@ export const withSession = async <T, S extends MonitoredSession = MonitoredSessi
 
 type RawGetter = () => Session | undefined;
 type StepFn<T> = (ctx: StepContext) => T | Promise<T>;
-type RunFn = (fetches: Fetches, feeds?: Feeds, options?: RunOptions) => Promise<unknown>;
+type RunFn = (fetches: Fetches, feeds?: Feeds, options?: RunOptions, runMetadata?: RunMetadata) => Promise<unknown>;
 
 /** @internal Base of the layers (TensorFlow's `_WrappedSession`). */
 abstract class WrappedSession {
@@ -395,9 +402,17 @@ abstract class WrappedSession {
   runStepFn<T>(stepFn: StepFn<T>, raw: RawGetter, runWithHooks: RunFn | undefined): Promise<T> {
     const session = raw();
     if (session === undefined) return Promise.reject(new RuntimeError("Session is already closed."));
-    const runFn = runWithHooks ?? ((f: Fetches, d?: Feeds, o?: RunOptions) => this.run(f, d, o));
+    const runFn = runWithHooks ?? ((f: Fetches, d?: Feeds, o?: RunOptions, m?: RunMetadata) => this.run(f, d, o, m));
     const ctx = makeStepContext(session, runFn);
     return new Promise<T>((resolve) => resolve(stepFn(ctx)));
+  }
+
+  /**
+   * Completes what an earlier call left in progress before hooks' `end` runs (see
+   * {@link RecoverableSession.settle}); `undefined` when there is nothing to complete.
+   */
+  settle(): Promise<void> | undefined {
+    return undefined;
   }
 
   /** Idempotent; preemption errors from the inner close are logged and swallowed. */
@@ -430,6 +445,10 @@ const makeStepContext = (session: Session, run: RunFn): StepContext => ({
 
 /** Handles a run's error: rethrows it (transformed) or recovers and returns the retried result. */
 type ErrorHandler = (error: unknown) => unknown;
+
+/** A run's synchronous error as a rejection, through the outer layers' handler if any. */
+const failRun = (e: unknown, onError: ErrorHandler | undefined): Promise<unknown> =>
+  onError === undefined ? Promise.reject(e) : Promise.resolve().then(() => onError(e));
 
 /**
  * @internal TensorFlow's `_HookedSession`: merges hooks' run arguments into each run.
@@ -483,7 +502,7 @@ class HookedSession extends WrappedSession {
       }
       return this.callRaw(ctx, acc, fetches, feeds, runMetadata);
     } catch (e) {
-      return onError === undefined ? Promise.reject(e) : Promise.resolve().then(() => onError(e));
+      return failRun(e, onError);
     }
   }
 
@@ -537,27 +556,36 @@ class HookedSession extends WrappedSession {
     feeds: Feeds | undefined,
     runMetadata: RunMetadata | undefined,
   ): Promise<unknown> {
+    const onError = acc.onError;
     const hookFeeds = acc.hookFeeds;
     let merged: Feeds | undefined;
-    if (hookFeeds === undefined) merged = feeds;
-    else if (feeds === undefined) merged = hookFeeds;
-    else {
-      const conflicts = Object.keys(hookFeeds).filter((k) => k in feeds);
-      if (conflicts.length > 0) throw sameTensorFed("a SessionRunHook and user", conflicts);
-      merged = { ...feeds, ...hookFeeds };
-    }
+    let p: Promise<unknown>;
     const all = acc.allFetches;
-    if (all !== undefined) all[0] = fetches;
     const options = acc.options ?? EMPTY_OPTIONS;
     const meta = runMetadata ?? {};
-    const run = ++this.runCount;
-    const events = this.events;
-    if (events?.observed === true) {
-      events.next({ type: "beforeRun", time: this.clock.now(), run, fetches, feeds: merged });
+    let run: number;
+    // A feed conflict or a raw session that throws instead of rejecting goes to `onError` like
+    // any run error, also when an async `beforeRun` put this call in a promise callback.
+    try {
+      if (hookFeeds === undefined) merged = feeds;
+      else if (feeds === undefined) merged = hookFeeds;
+      else {
+        const conflicts = Object.keys(hookFeeds).filter((k) => k in feeds);
+        if (conflicts.length > 0) throw sameTensorFed("a SessionRunHook and user", conflicts);
+        merged = { ...feeds, ...hookFeeds };
+      }
+      if (all !== undefined) all[0] = fetches;
+      run = ++this.runCount;
+      const events = this.events;
+      if (events?.observed === true) {
+        events.next({ type: "beforeRun", time: this.clock.now(), run, fetches, feeds: merged });
+      }
+      const rawRun = this.raw.run as (f: Fetches, d?: Feeds, o?: RunOptions, m?: RunMetadata) => Promise<unknown>;
+      p = rawRun.call(this.raw, all ?? fetches, merged, options, meta);
+    } catch (e) {
+      return failRun(e, onError);
     }
-    const onError = acc.onError;
-    const rawRun = this.raw.run as (f: Fetches, d?: Feeds, o?: RunOptions, m?: RunMetadata) => Promise<unknown>;
-    return rawRun.call(this.raw, all ?? fetches, merged, options, meta).then((outputs) => {
+    return p.then((outputs) => {
       try {
         const pending = this.callAfter(ctx, outputs, acc.hookIdx, options, meta, 0, 0);
         if (pending === undefined) return this.finishRun(ctx, all === undefined ? outputs : (outputs as unknown[])[0], run);
@@ -786,7 +814,7 @@ class RecoverableSession extends WrappedSession {
         this.inner ??= await this.createSession();
         const inner = this.inner as CoordinatedSession;
         // The raw session is read at each attempt, so a retried step sees the new session.
-        return await inner.runStepFn(stepFn, raw, (f, d, o) => inner.run(f, d, o));
+        return await inner.runStepFn(stepFn, raw, (f, d, o, m) => inner.run(f, d, o, m));
       } catch (e) {
         await this.afterPreemption(e);
       }
@@ -831,6 +859,30 @@ class RecoverableSession extends WrappedSession {
     const inner = this.inner;
     if (inner === undefined) return this.pendingClose === undefined;
     return (inner as CoordinatedSession).shouldStop();
+  }
+
+  /**
+   * Finishes a recovery that `shouldStop()` started: waits for the old session to close and
+   * creates the new one, as TensorFlow's `should_stop()` did before returning. Closing the
+   * monitored session calls this before hooks' `end`, so they see the new session, not the
+   * one being closed.
+   */
+  override settle(): Promise<void> | undefined {
+    if (this.inner !== undefined || this.pendingClose === undefined) return undefined;
+    return this.createSession().then((s) => {
+      this.inner = s;
+    });
+  }
+
+  /** Also waits for a close that `shouldStop()` started, so nothing outlives `close()`. */
+  override async close(logger?: Logger): Promise<void> {
+    const pending = this.pendingClose;
+    this.pendingClose = undefined;
+    try {
+      await super.close(logger);
+    } finally {
+      if (pending !== undefined) await pending;
+    }
   }
 }
 

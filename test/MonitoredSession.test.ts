@@ -332,6 +332,87 @@ describe("MonitoredSession", () => {
     await sess.close();
   });
 
+  it("RecoverableSessionTest.test_recovery_from_coordinator_exception, then close(): end() gets the re-created session and close() waits for the old one", async () => {
+    // TensorFlow's should_stop() closes and re-creates the session before returning, so a
+    // close() right after it runs hooks' end() on the new session, and nothing of the old one
+    // outlives close().
+    const creator = new FakeSessionCreator();
+    const ends: { session: unknown; step: unknown }[] = [];
+    const finalStep: SessionRunHook = {
+      end: async (s) => {
+        ends.push({ session: s, step: await s.run("global_step") });
+      },
+    };
+    const sess = await create(creator, [finalStep]);
+    const first = creator.last as FakeSession;
+    // A task that takes a while to wind down once told to stop.
+    sess.coord?.spawn("slow", () => new Promise<void>((resolve) => setTimeout(resolve, 30)));
+    sess.coord?.requestStop(new AbortedError("task preempted"));
+    expect(sess.shouldStop()).toBe(false);
+    await sess.close();
+    expect(first.closed).toBe(true);
+    expect(creator.created).toHaveLength(2);
+    expect(ends).toEqual([{ session: creator.created[1], step: 0 }]);
+    expect(creator.created[1]?.closed).toBe(true);
+  });
+
+  it("RecoverableSessionTest.test_recovery_from_coordinator_exception, then a failing body: the old session is closed before withSession rethrows", async () => {
+    const creator = new FakeSessionCreator();
+    const sess = await create(creator);
+    const first = creator.last as FakeSession;
+    sess.coord?.spawn("slow", () => new Promise<void>((resolve) => setTimeout(resolve, 30)));
+    sess.coord?.requestStop(new AbortedError("task preempted"));
+    await expect(
+      withSession(sess, (s) => {
+        expect(s.shouldStop()).toBe(false);
+        throw new UnknownError("body failed");
+      }),
+    ).rejects.toThrow("body failed");
+    expect(first.closed).toBe(true);
+    expect(creator.created).toHaveLength(1);
+  });
+
+  it("HookedSession with an async beforeRun: a hook/user feed conflict while a task reported Aborted recovers (the coordinator's root cause wins)", async () => {
+    const creator = new FakeSessionCreator();
+    let conflicting = true;
+    const asyncFeeder: SessionRunHook = {
+      beforeRun: async () => {
+        if (!conflicting) return undefined;
+        conflicting = false;
+        return SessionRunArgs(null, { x: 1 });
+      },
+    };
+    const sess = await create(creator, [asyncFeeder]);
+    sess.coord?.requestStop(new AbortedError("worker lost"));
+    // TensorFlow: the RuntimeError of the conflict meets the coordinator's AbortedError, which
+    // is raised instead, so the session is re-created and the run retried.
+    expect(await sess.run("train", { x: 2 })).toBe(1);
+    expect(creator.created).toHaveLength(2);
+    await sess.close();
+  });
+
+  for (const async of [false, true]) {
+    it(`MonitoredSessionTest.test_retry_on_aborted_error: a raw session whose run throws (not rejects) AbortedError is recovered from (${async ? "async" : "sync"} hooks)`, async () => {
+      let calls = 0;
+      const creator = new FakeSessionCreator(() => {
+        const s = new FakeSession();
+        const run = s.run.bind(s);
+        // A hand-written Session whose run throws synchronously on the first call.
+        Object.assign(s, {
+          run: (...args: Parameters<FakeSession["run"]>) => {
+            if (calls++ === 0) throw new AbortedError("connection reset");
+            return run(...args);
+          },
+        });
+        return s;
+      });
+      const sess = await create(creator, [new HookRecorder("h", { async })]);
+      expect(await sess.run("train")).toBe(1);
+      expect(creator.created).toHaveLength(2);
+      await sess.close();
+    });
+  }
+
   it("CoordinatedSessionTest.test_dont_request_stop_on_exception_in_main_thread", async () => {
     const creator = new FakeSessionCreator(() => new FakeSession().injectError(new UnknownError("main"), { atCall: 1 }));
     const sess = await create(creator);
@@ -492,6 +573,19 @@ describe("runStepFn", () => {
     expect(rec.runs[0]?.values?.results).toBe(0);
     await sess.close();
   });
+
+  for (const Kind of [MonitoredSession, SingularMonitoredSession]) {
+    it(`MonitoredSessionTest.test_step_fn_with_hooks (${Kind.name}): runWithHooks takes run() arguments, run metadata included`, async () => {
+      // TensorFlow's run_with_hooks(*args, **kwargs) is MonitoredSession.run with every argument.
+      const rec = new HookRecorder("rec");
+      const sess = await Kind.create({ sessionCreator: new FakeSessionCreator(), hooks: [rec], logger: silentLogger, clock: new VirtualClock() });
+      const meta = {};
+      await sess.runStepFn((ctx) => ctx.runWithHooks("train", undefined, { traceLevel: 3 }, meta));
+      expect(rec.runs[0]?.values?.options).toEqual({ traceLevel: 3 });
+      expect(rec.runs[0]?.values?.runMetadata).toBe(meta);
+      await sess.close();
+    });
+  }
 
   it("MonitoredSessionTest.test_step_with_extra_arguments: a step function must take exactly one parameter", async () => {
     const sess = await create(new FakeSessionCreator());
