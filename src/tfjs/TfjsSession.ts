@@ -320,17 +320,23 @@ export class TfjsSession implements Session {
   /** One optimizer step; returns the loss and `evalNames` from the step's forward pass. */
   private trainStep(batch: OwnedBatch, evalNames: readonly string[]): Map<string, number> {
     const out = new Map<string, number>();
-    const cost = this.optimizer.minimize(
-      () => {
-        const pred = this.predict(batch.xs, true);
-        const loss = meanScalar(this.lossFn(batch.ys, pred), "lossFn");
-        // Read inside the gradient tape's tidy, which disposes these tensors.
-        for (const n of evalNames) if (n !== LOSS_OP) out.set(n, this.metricValue(n, batch.ys, pred));
-        return loss;
-      },
-      true,
-      this.trainableVars,
-    );
+    let cost: tf.Scalar | null;
+    try {
+      cost = this.optimizer.minimize(
+        () => {
+          const pred = this.predict(batch.xs, true);
+          const loss = meanScalar(this.lossFn(batch.ys, pred), "lossFn");
+          // Read inside the gradient tape's tidy, which disposes these tensors.
+          for (const n of evalNames) if (n !== LOSS_OP) out.set(n, this.metricValue(n, batch.ys, pred));
+          return loss;
+        },
+        true,
+        this.trainableVars,
+      );
+    } catch (e) {
+      discardGradientTape();
+      throw e;
+    }
     if (cost === null) throw new RuntimeError("optimizer.minimize returned no cost");
     out.set(LOSS_OP, (cost.dataSync() as Float32Array)[0] as number);
     cost.dispose();
@@ -872,3 +878,15 @@ const sameShape = (a: readonly number[], b: readonly number[]): boolean =>
   a.length === b.length && a.every((d, i) => d === b[i]);
 
 const snakeCase = (s: string): string => s.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toLowerCase();
+
+/**
+ * After the forward pass of `minimize` throws, tfjs leaves the gradient tape with the tensors it
+ * saved for the backward pass (its normal path disposes them once the gradients are computed):
+ * dispose them, as that path does.
+ */
+const discardGradientTape = (): void => {
+  const state = tf.engine().state;
+  if (state.gradientDepth !== 0 || state.activeTape == null) return;
+  for (const node of state.activeTape) for (const t of node.saved ?? []) t.dispose();
+  (state as { activeTape: unknown }).activeTape = null;
+};

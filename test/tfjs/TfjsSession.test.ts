@@ -260,6 +260,35 @@ describe("TfjsSession", () => {
     s.close();
   });
 
+  it("does not leak the gradient tape's tensors when the loss or a metric throws during a train step", async () => {
+    let fail: "loss" | "metric" | undefined;
+    const s = await initialized({
+      lossFn: (y, p) => {
+        if (fail === "loss") throw new Error("loss boom");
+        return classifierLoss(y, p);
+      },
+      metrics: {
+        accuracy,
+        flaky: (y, p) => {
+          if (fail === "metric") throw new Error("metric boom");
+          return accuracy(y, p);
+        },
+      },
+    });
+    await train(s, 2);
+    const baseline = tf.memory().numTensors;
+    for (const what of ["loss", "metric"] as const) {
+      fail = what;
+      await expect(s.run(["train", "flaky"])).rejects.toThrow(`${what} boom`);
+      fail = undefined;
+    }
+    expect(tf.memory().numTensors).toBe(baseline);
+    expect(await s.run("global_step")).toBe(2);
+    await train(s, 2);
+    expect(tf.memory().numTensors).toBe(baseline);
+    s.close();
+  });
+
   it("trains with plain SGD (no slots) and with a compiled model's optimizer and loss", async () => {
     const sgd = await initialized({ optimizer: tf.train.sgd(0.1) });
     await train(sgd, 3);
