@@ -298,7 +298,12 @@ export class GraphSession implements Session {
         return copy as T;
       },
       assignAdd: (v, delta) => {
-        const next = (this.readValue(v.name) as number) + delta;
+        this.checkOwn(v);
+        const current = this.readValue(v.name);
+        if (typeof current !== "number") {
+          throw new InvalidArgumentError(`assignAdd needs a numeric scalar variable; "${v.name}" is not one.`);
+        }
+        const next = current + delta;
         this.values.set(v.name, next);
         return next;
       },

@@ -109,4 +109,19 @@ describe("Graph", () => {
     s.close();
     await expect(s.run("train")).rejects.toThrow("Attempted to use a closed Session.");
   });
+
+  it("assignAdd checks its variable like assign: another graph's variable or a non-number is InvalidArgumentError", async () => {
+    const { g } = counterGraph();
+    const other = new Graph();
+    const foreignStep = other.globalStep();
+    const name = g.variable("name", "abc");
+    g.op("foreign_add", (ctx) => ctx.assignAdd(foreignStep, 1));
+    g.op("string_add", (ctx) => ctx.assignAdd(name as never, 1));
+    const s = g.session();
+    await s.variables?.initialize();
+    await expect(s.run("foreign_add")).rejects.toThrow(InvalidArgumentError);
+    await expect(s.run("string_add")).rejects.toThrow(InvalidArgumentError);
+    // Neither variable was touched.
+    expect(await s.run(["global_step", "name"])).toEqual([0, "abc"]);
+  });
 });
