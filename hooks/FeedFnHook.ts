@@ -5,6 +5,7 @@
  * @module
  */
 
+import { ValueError } from "../src/errors.js";
 import type { Feeds } from "../src/Session.js";
 import { SessionRunArgs, SessionRunHook, type SessionRunContext } from "../src/SessionRunHook.js";
 
@@ -38,6 +39,9 @@ export class FeedFnHook extends SessionRunHook {
 
   constructor(options: FeedFnHookOptions) {
     super();
+    if (typeof options?.feedFn !== "function") {
+      throw new ValueError(`feedFn must be a function returning the feeds, got ${typeof options?.feedFn}`);
+    }
     this.feedFn = options.feedFn;
   }
 

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { ValueError } from "../src/errors.js";
 import { systemClock, type Clock } from "../src/Clock.js";
 import { defaultLogger, type Logger } from "../src/Logger.js";
 import type { Session } from "../src/Session.js";
@@ -56,6 +57,9 @@ export class GlobalStepWaiterHook extends SessionRunHook {
 
   constructor(options: GlobalStepWaiterHookOptions) {
     super();
+    if (typeof options?.waitUntilStep !== "number" || Number.isNaN(options.waitUntilStep)) {
+      throw new ValueError(`waitUntilStep must be a number, got ${String(options?.waitUntilStep)}`);
+    }
     this.waitUntilStep = options.waitUntilStep;
     this.ownClock = options.clock;
     this.ownLogger = options.logger;

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { NanLossDuringTrainingError } from "../src/errors.js";
+import { NanLossDuringTrainingError, ValueError } from "../src/errors.js";
 import { defaultLogger, type Logger } from "../src/Logger.js";
 import {
   SessionRunArgs,
@@ -56,6 +56,9 @@ export class NanTensorHook extends SessionRunHook {
 
   constructor(options: NanTensorHookOptions) {
     super();
+    if (typeof options?.lossTensor !== "string" || options.lossTensor.length === 0) {
+      throw new ValueError(`lossTensor must be the name of the loss to check, got ${JSON.stringify(options?.lossTensor)}`);
+    }
     this.args = SessionRunArgs(options.lossTensor);
     this.failOnNanLoss = options.failOnNanLoss ?? true;
     this.ownLogger = options.logger;

@@ -170,12 +170,18 @@ export class MonitoredSession {
     creator.events = self.subject;
     if (options.observer !== undefined) self.subject.subscribe(options.observer);
     const env: HookEnv = { clock, logger, stopGracePeriodSecs: grace, emit: (e) => self.subject.next(e) };
-    for (const h of hooks) {
-      const r = h.begin?.(env);
-      if (isPromiseLike(r)) await r;
+    try {
+      for (const h of hooks) {
+        const r = h.begin?.(env);
+        if (isPromiseLike(r)) await r;
+      }
+      options.graph?.finalize();
+      self.sess = shouldRecover ? await RecoverableSession.create(creator, logger) : await creator.createSession();
+    } catch (e) {
+      // There is no session to observe: tell the observers why, then fail.
+      self.subject.error(e);
+      throw e;
     }
-    options.graph?.finalize();
-    self.sess = shouldRecover ? await RecoverableSession.create(creator, logger) : await creator.createSession();
     return self;
   }
 

@@ -724,6 +724,14 @@ describe("events$", () => {
     expect(events.map((e) => e.type)).toEqual(["sessionCreated", "end", "closed"]);
   });
 
+  it("an observer given in the options gets the error when creation fails", async () => {
+    let failure: unknown;
+    await expect(
+      create(new FakeSessionCreator(undefined, [new UnknownError("cannot connect")]), [], { observer: { error: (e: unknown) => (failure = e) } }),
+    ).rejects.toThrow("cannot connect");
+    expect(failure).toBeInstanceOf(UnknownError);
+  });
+
   it("emits sessionAborted and sessionCreated on recovery", async () => {
     const first = new FakeSession().injectError(new AbortedError("x"), { atCall: 1 });
     const creator = new FakeSessionCreator(undefined, [first]);

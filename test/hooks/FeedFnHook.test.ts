@@ -29,3 +29,9 @@ describe("FeedFnHook", () => {
     await sess.close();
   });
 });
+
+describe("FeedFnHook options", () => {
+  it("rejects a feedFn that is not a function, naming the option", () => {
+    expect(() => new FeedFnHook({ feedFn: { x: 1 } as never })).toThrow(/feedFn must be a function/);
+  });
+});

@@ -84,3 +84,10 @@ describe("GlobalStepWaiterHook", () => {
     ).rejects.toThrow("Global step should be created to use GlobalStepWaiterHook.");
   });
 });
+
+describe("GlobalStepWaiterHook options", () => {
+  it("rejects a waitUntilStep that is not a number, naming the option", () => {
+    expect(() => new GlobalStepWaiterHook({ waitUntilStep: "10" as never })).toThrow(/waitUntilStep must be a number/);
+    expect(() => new GlobalStepWaiterHook({ waitUntilStep: Number.NaN })).toThrow(/waitUntilStep/);
+  });
+});

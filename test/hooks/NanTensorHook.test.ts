@@ -64,3 +64,10 @@ describe("NanTensorHook", () => {
     await sess.close();
   });
 });
+
+describe("NanTensorHook options", () => {
+  it("rejects a missing or empty lossTensor, naming the option", () => {
+    expect(() => new NanTensorHook({ lossTensor: "" })).toThrow(/lossTensor must be the name of the loss/);
+    expect(() => new NanTensorHook({} as never)).toThrow(/lossTensor/);
+  });
+});
