@@ -176,6 +176,8 @@ export class CheckpointSaverHook extends SessionRunHook {
   private backgroundErrors: unknown[] = [];
   private checkpointerFailed = false;
   private pendingStop = false;
+  /** Set when `end` stopped waiting for background saves: later outcomes can only be logged. */
+  private abandoned = false;
 
   /**
    * Throws `ValueError` if both `saver` and `scaffold` are given, or not exactly one of
@@ -233,6 +235,7 @@ export class CheckpointSaverHook extends SessionRunHook {
     this.backgroundErrors = [];
     this.checkpointerFailed = false;
     this.pendingStop = false;
+    this.abandoned = false;
     for (const l of this.listeners) await l.begin?.();
   }
 
@@ -319,16 +322,18 @@ export class CheckpointSaverHook extends SessionRunHook {
     const result = await checkpointer.save(store, { checkpointNumber: step, step, checkInterval: false });
     if (result.status !== "started" && result.status !== "queued") return false;
     const done = result.done.then(async (outcome: CheckpointOutcome) => {
-      if (outcome.status === "saved") {
-        this.reportSaved(step, outcome.path);
-        try {
+      try {
+        if (outcome.status === "saved") {
+          this.reportSaved(step, outcome.path);
           if (await this.callAfterSave(session, step)) this.pendingStop = true;
-        } catch (e) {
-          this.backgroundErrors.push(e);
+        } else if (outcome.status === "failed") {
+          this.checkpointerFailed = true;
+          this.reportFailure(step, outcome.error, this.abandoned);
         }
-      } else if (outcome.status === "failed") {
-        this.checkpointerFailed = true;
-        this.reportFailure(step, outcome.error, false);
+      } catch (e) {
+        // After `end` gave up waiting, nobody is left to raise it to: log it.
+        if (this.abandoned) this.logger.error(`After the session ended, the background checkpoint of step ${step} failed: ${messageOf(e)}`, { step });
+        else this.backgroundErrors.push(e);
       }
     });
     this.inFlight.add(done);
@@ -344,7 +349,13 @@ export class CheckpointSaverHook extends SessionRunHook {
   }
 
   private reportSaved(step: number, path: string): void {
-    this.writer?.addSessionLog("CHECKPOINT", step, { checkpointPath: path });
+    // A background save may finish after the writer was closed (the session ended): the
+    // checkpoint is durable, only its TensorBoard marker is lost, which is worth a warning.
+    try {
+      this.writer?.addSessionLog("CHECKPOINT", step, { checkpointPath: path });
+    } catch (e) {
+      this.logger.warn(`Could not record SessionLog CHECKPOINT for step ${step} (${path}): ${messageOf(e)}`, { step });
+    }
     this.env?.emit({ type: "checkpointSaved", time: this.clock.now(), step, path });
   }
 
@@ -379,6 +390,7 @@ export class CheckpointSaverHook extends SessionRunHook {
       }),
     ]).finally(() => timer?.cancel());
     if (expired) {
+      this.abandoned = true;
       const message = `CheckpointSaverHook.end: background checkpoint saves did not finish within ${this.endGraceMs / 1000} s (${checkpointer.pending} pending); the newest checkpoint may be missing.`;
       this.logger.error(message);
       throw new DeadlineExceededError(message);
