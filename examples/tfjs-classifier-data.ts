@@ -23,11 +23,8 @@ const CENTERS: readonly (readonly [number, number])[] = [
   [0, 2],
 ];
 
-/**
- * Three Gaussian blobs (standard deviation `spread`) of `perClass` points each, in class order,
- * from a mulberry32 generator seeded with `seed` and Box–Muller.
- */
-export const makeDataset = (seed: number, perClass = 200, spread = 0.8): Dataset => {
+/** Standard normal samples (Box–Muller) from a mulberry32 generator seeded with `seed`. */
+const seededGaussian = (seed: number): (() => number) => {
   let state = seed >>> 0;
   const uniform = (): number => {
     state = (state + 0x6d2b79f5) >>> 0;
@@ -35,7 +32,15 @@ export const makeDataset = (seed: number, perClass = 200, spread = 0.8): Dataset
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
-  const gaussian = (): number => Math.sqrt(-2 * Math.log(1 - uniform())) * Math.cos(2 * Math.PI * uniform());
+  return () => Math.sqrt(-2 * Math.log(1 - uniform())) * Math.cos(2 * Math.PI * uniform());
+};
+
+/**
+ * Three Gaussian blobs (standard deviation `spread`) of `perClass` points each, in class order,
+ * from a mulberry32 generator seeded with `seed` and Box–Muller.
+ */
+export const makeDataset = (seed: number, perClass = 200, spread = 0.8): Dataset => {
+  const gaussian = seededGaussian(seed);
   const n = perClass * NUM_CLASSES;
   const xs = new Float32Array(n * 2);
   const ys = new Int32Array(n);
@@ -68,14 +73,7 @@ export const buildModel = (seed = 1): tf.Sequential =>
  * seeded generator: a problem a small network needs thousands of steps to learn.
  */
 export const makeSpirals = (seed: number, perClass = 1000, noise = 0.15): Dataset => {
-  let state = seed >>> 0;
-  const uniform = (): number => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(state ^ (state >>> 15), state | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const gaussian = (): number => Math.sqrt(-2 * Math.log(1 - uniform())) * Math.cos(2 * Math.PI * uniform());
+  const gaussian = seededGaussian(seed);
   const n = perClass * NUM_CLASSES;
   const xs = new Float32Array(n * 2);
   const ys = new Int32Array(n);

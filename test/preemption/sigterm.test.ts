@@ -5,28 +5,19 @@
  */
 
 import { readdir } from "node:fs/promises";
-import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 
 import { CHECKPOINTED_RUNS, PREEMPTION_EXIT_CODE } from "../../src/preemption/index.js";
 import { latestCheckpoint, readBundle } from "../../src/checkpoint/index.js";
 import { tempDir } from "../checkpoint/helpers.js";
+import { useTempDirs } from "../util/tempDirs.js";
 import { finalOf, numbersOf, runTraining } from "../fixtures/preemption/runChild.js";
 
 const STEPS = 100;
 const STEP_MS = 10;
 
-let dirs: { dir: string; cleanup: () => Promise<void> }[] = [];
-const newDir = async (): Promise<string> => {
-  const d = await tempDir();
-  dirs.push(d);
-  return d.dir;
-};
-beforeEach(() => {
-  dirs = [];
-});
-afterEach(async () => {
-  await Promise.all(dirs.map((d) => d.cleanup()));
-});
+const makeDir = useTempDirs("ms-resume-");
+const newDir = async (): Promise<string> => makeDir();
 
 let expected: { step: number; hex: string };
 beforeAll(async () => {

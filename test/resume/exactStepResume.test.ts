@@ -5,27 +5,17 @@
  * weights are bit-identical to an uninterrupted run.
  */
 
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 
 import { latestCheckpoint, readBundle } from "../../src/checkpoint/index.js";
-import { tempDir } from "../checkpoint/helpers.js";
+import { useTempDirs } from "../util/tempDirs.js";
 import { finalOf, numbersOf, runTraining } from "../fixtures/preemption/runChild.js";
 
 const STEPS = 60;
 const STEP_MS = 10;
 
-let dirs: { dir: string; cleanup: () => Promise<void> }[] = [];
-const newDir = async (): Promise<string> => {
-  const d = await tempDir();
-  dirs.push(d);
-  return d.dir;
-};
-beforeEach(() => {
-  dirs = [];
-});
-afterEach(async () => {
-  await Promise.all(dirs.map((d) => d.cleanup()));
-});
+const makeDir = useTempDirs("ms-resume-");
+const newDir = async (): Promise<string> => makeDir();
 
 describe("exact-step resume (real processes)", () => {
   it("SIGKILL after step 10, restart from the last checkpoint: final weights are bit-identical to an uninterrupted run", async () => {
