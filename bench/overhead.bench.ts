@@ -7,7 +7,7 @@
  * per step: the clock read and comparison on every run plus the turns themselves.
  * `hooks6+subscriber` is hooks6 with one no-op subscriber on `events$`, so every run builds and
  * delivers its `beforeRun`/`afterRun` events: `subscriberUs` = hooks6+subscriber − hooks6 is what
- * an observer (the CLI's progress display, say) costs per step. Medians of repeated rounds; the
+ * an observer (the CLI's progress display, say) costs per step. Medians of many short rounds (differences are medians of per-round differences); the
  * variants are interleaved in each round so that machine noise hits them alike.
  */
 import {
@@ -68,8 +68,11 @@ const timeSteps = async (run: () => Promise<unknown>, steps: number): Promise<nu
 };
 
 export default async (): Promise<Record<string, unknown>> => {
-  const steps = 200_000;
-  const rounds = 9;
+  // Many short rounds: a burst of machine noise spoils a round or two, and the median of the
+  // per-round differences (each variant against the bare loop timed right before it, in the
+  // same round) leaves them out.
+  const steps = 100_000;
+  const rounds = 21;
   const bare = noopSession();
   const m0 = await monitoredNoop([]);
   const m6 = await monitoredNoop(sixHooks());
@@ -94,6 +97,12 @@ export default async (): Promise<Record<string, unknown>> => {
   subscriber.unsubscribe();
   for (const m of [m0, m6, m6NoYield, m50, m6Sub]) await m.close();
   const med = (k: string) => median(samples.get(k) ?? []);
+  /** Median over rounds of `a − b` within each round. */
+  const medDiff = (a: string, b: string) => {
+    const xs = samples.get(a) ?? [];
+    const ys = samples.get(b) ?? [];
+    return median(xs.map((x, i) => x - (ys[i] as number)));
+  };
   return {
     stepsPerRound: steps,
     rounds,
@@ -103,10 +112,10 @@ export default async (): Promise<Record<string, unknown>> => {
     hooks50UsPerStep: round(med("hooks50")),
     hooks6NoYieldUsPerStep: round(med("hooks6NoYield")),
     hooks6SubscriberUsPerStep: round(med("hooks6+subscriber")),
-    hooks6MinusBareUs: round(med("hooks6") - med("bare")),
-    yieldUs: round(med("hooks6") - med("hooks6NoYield")),
-    hooks6SubscriberMinusBareUs: round(med("hooks6+subscriber") - med("bare")),
-    subscriberUs: round(med("hooks6+subscriber") - med("hooks6")),
+    hooks6MinusBareUs: round(medDiff("hooks6", "bare")),
+    yieldUs: round(medDiff("hooks6", "hooks6NoYield")),
+    hooks6SubscriberMinusBareUs: round(medDiff("hooks6+subscriber", "bare")),
+    subscriberUs: round(medDiff("hooks6+subscriber", "hooks6")),
     yieldCheckNsPerRun: yieldCheckNs(),
     targetHooks6MinusBareUs: 0.6,
   };

@@ -12,6 +12,7 @@ import { RuntimeError } from "../errors.js";
 import type { Feeds, Fetches, RunMetadata, RunOptions, Session } from "../Session.js";
 import type { HookTimingSpan } from "../SessionEvent.js";
 import { hookName, SessionRunArgs, SessionRunContext, type SessionRunHook } from "../SessionRunHook.js";
+import { compileHookDispatch, type HookDispatch } from "./hookDispatch.js";
 import type { HookTimingSwitch } from "./HookTimingSwitch.js";
 import { isPromiseLike } from "./promise.js";
 import type { SessionEventStream } from "./SessionEventStream.js";
@@ -32,6 +33,8 @@ export class HookedSession extends WrappedSession {
   private runCount = 0;
   /** How many hooks fetched in the last run: the size of the next run's fetch arrays. */
   private fetchHint = 0;
+  /** The hook calls unrolled for these hooks (see hookDispatch.ts); `undefined`: the loops only. */
+  private readonly dispatch: HookDispatch<HookedRunContext> | undefined;
 
   constructor(
     private readonly raw: Session,
@@ -39,11 +42,14 @@ export class HookedSession extends WrappedSession {
     private readonly events: SessionEventStream | undefined,
     private readonly clock: Clock,
     private readonly timing: HookTimingSwitch,
+    /** `false` keeps to the generic loops (the reference the unrolled calls are tested against). */
+    unroll = true,
   ) {
     super(raw);
     this.beforeHooks = indicesWith(hooks, "beforeRun");
     this.afterHooks = indicesWith(hooks, "afterRun");
     this.names = hooks.map(hookName);
+    this.dispatch = unroll ? compileHookDispatch(hooks, this.names, this.beforeHooks, this.afterHooks, this) : undefined;
   }
 
   override checkStop(): boolean {
@@ -61,7 +67,8 @@ export class HookedSession extends WrappedSession {
       // One object carries the whole run (the hooks' context and what is merged for the raw
       // run): fewer allocations per step than a context plus a separate accumulator.
       const ctx = new HookedRunContext(fetches, feeds, this.raw, options, runMetadata, onError, this.timing.on ? startTiming(this.clock.now()) : undefined);
-      const pending = this.callBefore(ctx, 0);
+      const dispatch = this.dispatch;
+      const pending = dispatch !== undefined && ctx.timed === undefined ? dispatch.before(ctx) : this.callBefore(ctx, 0);
       if (pending !== undefined) return pending.then(() => this.callRaw(ctx), onError === undefined ? undefined : (e: unknown) => onError(e, ctx));
       return this.callRaw(ctx);
     } catch (e) {
@@ -99,11 +106,26 @@ export class HookedSession extends WrappedSession {
     return undefined;
   }
 
+  /** The unrolled calls' way back into {@link callBefore} after a hook answered with a promise. */
+  resumeBefore(ctx: HookedRunContext, k: number, pending: PromiseLike<SessionRunArgs | undefined | void>): Promise<void> {
+    const i = this.beforeHooks[k] as number;
+    return Promise.resolve(pending).then((args) => {
+      this.collect(i, args, ctx);
+      return this.callBefore(ctx, k + 1);
+    });
+  }
+
+  /** The unrolled calls' way back into {@link callAfter} after an `afterRun` answered with a promise. */
+  resumeAfter(ctx: HookedRunContext, outputs: unknown, k: number, j: number, pending: PromiseLike<void>): Promise<void> {
+    return Promise.resolve(pending).then(() => this.callAfter(ctx, outputs, k + 1, j));
+  }
+
   private addSpan(timed: RunTiming, i: number, method: HookTimingSpan["method"], startMs: number): void {
     timed.spans.push({ hook: this.names[i] as string, method, startMs, durationMs: this.clock.now() - startMs });
   }
 
-  private collect(i: number, args: SessionRunArgs | undefined | void, ctx: HookedRunContext): void {
+  /** Merges hook `i`'s run arguments into the run (called by the unrolled calls too). */
+  collect(i: number, args: SessionRunArgs | undefined | void, ctx: HookedRunContext): void {
     if (args === undefined || args === null) return;
     const fetches = args.fetches;
     if (fetches !== null && fetches !== undefined) {
@@ -179,7 +201,8 @@ export class HookedSession extends WrappedSession {
     try {
       const timed = ctx.timed;
       if (timed !== undefined) timed.sessionRunMs = this.clock.now() - timed.sessionRunStartMs;
-      const pending = this.callAfter(ctx, outputs, 0, 0);
+      const dispatch = this.dispatch;
+      const pending = dispatch !== undefined && timed === undefined ? dispatch.after(ctx, outputs) : this.callAfter(ctx, outputs, 0, 0);
       if (pending === undefined) return this.finishRun(ctx, outputs);
       return pending.then(() => this.finishRun(ctx, outputs), onError === undefined ? undefined : (e: unknown) => onError(e, ctx));
     } catch (e) {
