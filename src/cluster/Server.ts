@@ -72,9 +72,18 @@ export interface ServerOptions {
   readonly startTimeoutMs?: number | undefined;
   /** How long `stop()` lets calls in flight finish before it closes their connections, in ms (default 5 000). */
   readonly stopGraceMs?: number | undefined;
+  /**
+   * More gRPC services to serve next to the status service, each registered on the server's
+   * router when it starts (the coordination service and the model service are served this way).
+   * They are behind the same token check and TLS as every call.
+   */
+  readonly services?: readonly ServiceRegistration[] | undefined;
   readonly logger?: Logger | undefined;
   readonly clock?: Clock | undefined;
 }
+
+/** Registers one or more services on a server's router (`router.service(Def, impl)`). */
+export type ServiceRegistration = (router: ConnectRouter) => void;
 
 /** A random 64-bit id drawn once per process start; a restarted task has a new one. */
 export const processIncarnation: bigint = BigInt(newIncarnation());
@@ -279,6 +288,7 @@ export class Server implements AsyncDisposable {
               serverVersion,
             }),
         });
+        for (const register of this.#options.services ?? []) register(router);
       },
       interceptors,
       contextValues: (req) => createContextValues().set(peerKey, `${req.socket.remoteAddress ?? "?"}:${req.socket.remotePort ?? "?"}`),

@@ -19,7 +19,7 @@ export type { ResolvedCluster } from "./ClusterResolver.js";
 
 /* Server */
 export { makeServerDef, processIncarnation, Server, serverVersion } from "./Server.js";
-export type { ServerOptions } from "./Server.js";
+export type { ServerOptions, ServiceRegistration } from "./Server.js";
 
 /* Calling a server */
 export { clusterTransport, getServerStatus } from "./clusterClient.js";

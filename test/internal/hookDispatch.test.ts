@@ -130,7 +130,7 @@ const randomPlans = (rand: () => number): HookPlan[] => {
     const noAfter = rand() < 0.2;
     // Throws are rare, so that most scenarios run all their runs.
     const b = (): BeforeKind => (noBefore ? "none" : rand() < 0.03 ? "throw" : pick(rand, befores.filter((k) => k !== "none" && k !== "throw")));
-    const a = (): AfterKind => (noAfter ? "none" : rand() < 0.03 ? "throw" : rand() < 0.05 ? "stop" : pick(rand, ["record", "async"] as const));
+    const a = (): AfterKind => (noAfter ? "none" : rand() < 0.03 ? "throw" : rand() < 0.05 ? "stop" : pick(rand, afters.filter((k) => k === "record" || k === "async")));
     return { before: Array.from({ length: RUNS }, b), after: Array.from({ length: RUNS }, a) };
   });
 };
