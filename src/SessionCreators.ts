@@ -19,6 +19,7 @@
  */
 
 import type { CheckpointManager } from "./checkpoint/CheckpointManager.js";
+import type { ChiefModel } from "./ChiefModel.js";
 import type { Clock } from "./Clock.js";
 import { ValueError } from "./errors.js";
 import type { Graph } from "./Graph.js";
@@ -76,6 +77,13 @@ export interface ChiefSessionCreatorOptions extends SessionCreatorOptions {
 export interface WorkerSessionCreatorOptions extends SessionCreatorOptions {
   /** How long to wait for the chief to make the model ready (default 30 minutes). */
   readonly maxWaitSecs?: number | undefined;
+  /** How long to wait between two attempts (default 30 seconds). */
+  readonly recoveryWaitSecs?: number | undefined;
+  /**
+   * The chief's model in another process (a `grpc://` target's `chiefModel`): each session
+   * starts from the chief's values, once the chief is ready.
+   */
+  readonly chiefModel?: ChiefModel | undefined;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -136,26 +144,39 @@ export class ChiefSessionCreator implements SessionCreator {
 
 /**
  * A worker's creator: each `createSession()` finalizes the scaffold, then waits (polling every
- * 30 s of the clock) until the chief made the model ready, running the local init op. It never
- * initializes or restores; after `maxWaitSecs` it throws `DeadlineExceededError`.
+ * `recoveryWaitSecs`, 30 s of the clock by default) until the chief made the model ready,
+ * running the local init op. With a `chiefModel` the session starts from the chief's values. It
+ * never initializes or restores a checkpoint; after `maxWaitSecs` it throws
+ * `DeadlineExceededError`.
  */
 export class WorkerSessionCreator implements SessionCreator {
   /** The scaffold (finalized at the first `createSession()`). */
   readonly scaffold: Scaffold;
   private readonly base: Base;
   private readonly maxWaitSecs: number;
+  private readonly chiefModel: ChiefModel | undefined;
+  private readonly recoveryWaitSecs: number | undefined;
 
-  /** Throws `ValueError` if nothing can make sessions (no `sessionFactory`, `graph` or scaffold graph). */
+  /**
+   * Throws `ValueError` if nothing can make sessions (no `sessionFactory`, `graph` or scaffold
+   * graph) or `recoveryWaitSecs` is not positive.
+   */
   constructor(options: WorkerSessionCreatorOptions = {}) {
     this.base = new Base("WorkerSessionCreator", options);
     this.scaffold = this.base.scaffold;
     this.maxWaitSecs = options.maxWaitSecs ?? 30 * 60;
+    this.chiefModel = options.chiefModel;
+    const wait = options.recoveryWaitSecs;
+    if (wait !== undefined && !(Number.isFinite(wait) && wait > 0)) {
+      throw new ValueError(`WorkerSessionCreator: recoveryWaitSecs must be a positive number of seconds, got ${String(wait)}`);
+    }
+    this.recoveryWaitSecs = wait;
   }
 
   /** Finalizes the scaffold and waits for a ready session. */
   async createSession(): Promise<Session> {
     this.base.finalize();
-    return this.base.sessionManager().waitForSession({ maxWaitSecs: this.maxWaitSecs });
+    return this.base.sessionManager(this.recoveryWaitSecs).waitForSession({ maxWaitSecs: this.maxWaitSecs, chiefModel: this.chiefModel });
   }
 }
 
@@ -194,8 +215,9 @@ class Base {
   }
 
   /** Created once, from the finalized scaffold (TensorFlow's `_get_session_manager`). */
-  sessionManager(): SessionManager {
+  sessionManager(recoveryWaitSecs?: number): SessionManager {
     this.manager ??= new SessionManager({
+      recoveryWaitSecs,
       localInitOp: this.scaffold.localInitOp,
       localInitFeedDict: this.scaffold.localInitFeedDict,
       readyOp: this.scaffold.readyOp,

@@ -21,13 +21,14 @@ import { readdir } from "node:fs/promises";
 import { basename, resolve } from "node:path";
 
 import { CheckpointManager, getCheckpointState, readCheckpointState, type Saver } from "./checkpoint/index.js";
+import type { ChiefModel } from "./ChiefModel.js";
 import { secs, systemClock, type Clock } from "./Clock.js";
 import { DeadlineExceededError, FailedPreconditionError, NotFoundError, RuntimeError, ValueError } from "./errors.js";
 import type { Graph } from "./Graph.js";
 import { defaultLogger, type Logger } from "./Logger.js";
 import { opName, runScaffoldOp, type ScaffoldOp } from "./Scaffold.js";
 import type { Feeds, RunOptions, Session } from "./Session.js";
-import { isTensorValue, numElements } from "./Tensor.js";
+import { isTensorValue, numElements, type TensorValue } from "./Tensor.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -97,6 +98,12 @@ export interface PrepareSessionOptions extends RestoreOptions {
 export interface WaitForSessionOptions {
   /** Give up after this many seconds (default: wait forever). */
   readonly maxWaitSecs?: number | undefined;
+  /**
+   * The chief's model in another process (a `grpc://` master's): each attempt first asks it,
+   * and once it is ready restores its values into the new session, bit for bit. Without it the
+   * session itself must become ready (a session that shares the chief's variables).
+   */
+  readonly chiefModel?: ChiefModel | undefined;
 }
 
 /** A readiness check's answer: `[true, undefined]` or `[false, why]`. */
@@ -221,36 +228,53 @@ export class SessionManager {
   /**
    * The workers' path: creates a session, runs the local init op when the global state allows
    * it and resolves once the model is ready. Each failed attempt closes its session and waits
-   * `recoveryWaitSecs` before a new one. Never initializes or restores. Throws
-   * `DeadlineExceededError` when the next wait would go past `maxWaitSecs`.
+   * `recoveryWaitSecs` before a new one. Never initializes or restores from a checkpoint. With a
+   * `chiefModel`, each attempt asks the chief first and makes a session only once the chief is
+   * ready, starting it from the chief's values. Throws `DeadlineExceededError` when the next
+   * wait would go past `maxWaitSecs` (naming the chief's address when there is one).
    */
   async waitForSession(options: WaitForSessionOptions = {}): Promise<Session> {
     const maxWaitSecs = options.maxWaitSecs ?? Number.POSITIVE_INFINITY;
     if (!(maxWaitSecs >= 0)) throw new ValueError(`waitForSession: maxWaitSecs must be >= 0, got ${String(maxWaitSecs)}`);
+    const chief = options.chiefModel;
     const deadline = this.clock.now() + secs(maxWaitSecs);
     for (;;) {
-      const session = await this.sessionFactory();
       let notReadyMsg: string | undefined;
       let notReadyLocalMsg: string | undefined;
-      try {
-        const [localInitOk, localMsg] = await this.tryRunLocalInitOp(session);
-        notReadyLocalMsg = localMsg;
-        if (localInitOk) {
-          const [ready, msg] = await this.modelReady(session);
-          if (ready) return session;
-          notReadyMsg = msg;
+      const state = chief === undefined ? undefined : await chief.pull();
+      if (state !== undefined && !state.ready) {
+        notReadyMsg = state.reason;
+      } else {
+        const session = await this.sessionFactory();
+        try {
+          if (state !== undefined) {
+            await restoreChiefValues(session, state.values, (chief as ChiefModel).address);
+            this.logger.info(`Starting from the chief's values: ${state.origin}`);
+          }
+          const [localInitOk, localMsg] = await this.tryRunLocalInitOp(session);
+          notReadyLocalMsg = localMsg;
+          if (localInitOk) {
+            const [ready, msg] = await this.modelReady(session);
+            if (ready) return session;
+            notReadyMsg = msg;
+          }
+        } catch (e) {
+          await this.safeClose(session);
+          throw e;
         }
-      } catch (e) {
         await this.safeClose(session);
-        throw e;
       }
-      await this.safeClose(session);
       const remainingAfterWaitMs = deadline - this.clock.now() - secs(this.recoveryWaitSecs);
       if (remainingAfterWaitMs < 0) {
-        throw new DeadlineExceededError(`Session was not ready after waiting ${Math.trunc(maxWaitSecs)} secs.`);
+        const waited = `Session was not ready after waiting ${Math.trunc(maxWaitSecs)} secs.`;
+        throw new DeadlineExceededError(
+          chief === undefined ? waited : `${waited} The chief at ${chief.address}: ${notReadyLocalMsg ?? notReadyMsg ?? "not ready"}`,
+        );
       }
       this.logger.info(
-        `Waiting for model to be ready.  Ready_for_local_init_op:  ${notReadyLocalMsg ?? "None"}, ready: ${notReadyMsg ?? "None"}`,
+        state !== undefined && !state.ready
+          ? `Waiting for the chief at ${(chief as ChiefModel).address}: ${notReadyMsg ?? ""}`
+          : `Waiting for model to be ready.  Ready_for_local_init_op:  ${notReadyLocalMsg ?? "None"}, ready: ${notReadyMsg ?? "None"}`,
       );
       await this.clock.sleep(secs(this.recoveryWaitSecs));
     }
@@ -420,7 +444,15 @@ export class SessionManager {
 // utils
 // ---------------------------------------------------------------------------------------------
 
-/** The names a readiness op reported, or `undefined` when it means "ready". */
+/** Restores the chief's values into a worker's new session. */
+const restoreChiefValues = async (session: Session, values: ReadonlyMap<string, TensorValue>, address: string): Promise<void> => {
+  const store = session.variables;
+  if (store === undefined) {
+    throw new ValueError(`The chief at ${address} is ready, but this worker's session exposes no variables to restore its values into (session.variables is undefined)`);
+  }
+  await store.restore(values);
+};
+
 /** The base name of a numbered checkpoint path (`/d/model.ckpt-5` → `model.ckpt`); the file name if unnumbered. */
 const checkpointNameOf = (path: string): string => {
   const base = basename(path);
@@ -438,6 +470,7 @@ const checkpointNameOnDisk = async (dir: string): Promise<string | null> => {
   return names.size === 1 ? ([...names][0] as string) : null;
 };
 
+/** The names a readiness op reported, or `undefined` when it means "ready". */
 const notInitializedNames = (value: unknown): readonly string[] | undefined => {
   if (value === undefined || value === null) return undefined;
   if (isTensorValue(value)) {

@@ -2,22 +2,25 @@
  * Session targets: what the `master` option of `monitoredTrainingSession` means. TensorFlow's
  * `master` names where sessions run: `""` is in-process, `grpc://host:port` a cluster's
  * server. A {@link SessionTargetRegistry} maps a target's scheme to a
- * {@link SessionTargetResolver}; the default one knows only the in-process target, and the
- * cluster support adds `grpc://`.
+ * {@link SessionTargetResolver}; the default one knows only the in-process target, and
+ * `clusterSessionTargets(...)` from `monitored-session/cluster` adds `grpc://` (the graph still
+ * runs in this process; a worker waits for the chief's model and starts from its values).
  *
  * @example
  * ```ts
  * import { defaultSessionTargets } from "monitored-session";
  *
  * defaultSessionTargets.resolve("");              // the in-process target
- * // defaultSessionTargets.resolve("grpc://ps0:2222") throws ValueError: cluster support is not there yet
+ * // defaultSessionTargets.resolve("grpc://ps0:2222") throws ValueError: use clusterSessionTargets(...)
  * ```
  *
  * @module
  */
 
+import type { ChiefModel } from "./ChiefModel.js";
 import { ValueError } from "./errors.js";
 import type { SessionFactory } from "./SessionManager.js";
+import type { SessionRunHook } from "./SessionRunHook.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -33,6 +36,14 @@ export interface SessionTarget {
    * returns it as it is, a remote one a factory of sessions that run elsewhere.
    */
   sessionFactory(local: SessionFactory | undefined): SessionFactory | undefined;
+  /**
+   * Where a worker's model comes from when the chief runs elsewhere: a worker's session creator
+   * waits for it and starts from its values. `undefined` (in-process): the worker's own session
+   * must become ready.
+   */
+  readonly chiefModel?: ChiefModel | undefined;
+  /** Hooks the chief runs to publish its model to the workers (its model service). */
+  readonly chiefHooks?: readonly SessionRunHook[] | undefined;
 }
 
 /** Resolves the targets of one scheme. */
@@ -80,7 +91,7 @@ export class SessionTargetRegistry {
 
   /**
    * Resolves `master`. Throws `ValueError` in one line if it is malformed or its scheme has no
-   * resolver (today that is every scheme but the in-process `""`).
+   * resolver (in the default registry, every scheme but the in-process `""`).
    */
   resolve(master: string): SessionTarget {
     const scheme = schemeOf(master);
@@ -90,9 +101,8 @@ export class SessionTargetRegistry {
     const resolver = this.byScheme.get(scheme);
     if (resolver === undefined) {
       const known = this.schemes.map((s) => (s === "" ? '"" (in-process)' : `${s}://`)).join(", ");
-      throw new ValueError(
-        `master "${master}": ${scheme}:// session targets are not supported yet (cluster support is not there yet); supported: ${known}`,
-      );
+      const fix = scheme === "grpc" ? 'pass sessionTargets: clusterSessionTargets(...) from "monitored-session/cluster"' : `supported: ${known}`;
+      throw new ValueError(`master "${master}": this registry has no resolver for ${scheme}:// session targets; ${fix}`);
     }
     return resolver.resolve(master);
   }

@@ -51,7 +51,9 @@ export type Cadence = number | null | typeof USE_DEFAULT | undefined;
 export interface MonitoredTrainingSessionOptions {
   /**
    * The session target (TensorFlow's `master`), resolved through `sessionTargets`: `""` (the
-   * default) is in-process; another scheme is an error until a resolver for it is registered.
+   * default) is in-process; `grpc://host:port` (this task's server's `target`) needs the
+   * cluster's registry (`clusterSessionTargets` from `monitored-session/cluster`): the graph runs
+   * here, the chief publishes its model, a worker waits for it and starts from its values.
    */
   readonly master?: string;
   /** Resolves `master` (default {@link defaultSessionTargets}: the in-process target only). */
@@ -93,6 +95,8 @@ export interface MonitoredTrainingSessionOptions {
   readonly stopGracePeriodSecs?: number;
   /** How long a worker waits for the chief (default 7200). */
   readonly maxWaitSecs?: number;
+  /** How often a worker asks whether the chief is ready (default 30). */
+  readonly recoveryWaitSecs?: number;
   /** Checkpoints to keep (default 5; `null` keeps all). */
   readonly maxToKeep?: number | null;
   /** Persist checkpoints in the background (default `false`). */
@@ -149,7 +153,12 @@ export const monitoredTrainingSession = async (
   if (!(options.isChief ?? true)) {
     return MonitoredSession.create({
       ...base,
-      sessionCreator: new WorkerSessionCreator({ ...common, maxWaitSecs: options.maxWaitSecs ?? 7200 }),
+      sessionCreator: new WorkerSessionCreator({
+        ...common,
+        maxWaitSecs: options.maxWaitSecs ?? 7200,
+        recoveryWaitSecs: options.recoveryWaitSecs,
+        chiefModel: target.chiefModel,
+      }),
       hooks: options.hooks ?? [],
     });
   }
@@ -173,7 +182,8 @@ export const monitoredTrainingSession = async (
         })
       : undefined;
   const manager = shared ?? owned;
-  const hooks: SessionRunHook[] = [...(options.chiefOnlyHooks ?? [])];
+  // The target's hooks (a grpc:// chief's model service) come first: they see every step boundary.
+  const hooks: SessionRunHook[] = [...(target.chiefHooks ?? []), ...(options.chiefOnlyHooks ?? [])];
   if (summaryDir !== undefined && cadences.logStepCountSteps !== undefined) {
     hooks.push(new StepCounterHook({ outputDir: summaryDir, everyNSteps: cadences.logStepCountSteps }));
   }

@@ -40,6 +40,7 @@ import { Looper } from "../../Looper.js";
 import { defaultInitOp, defaultLocalInitOp, defaultReadyOp, runScaffoldOp, type ScaffoldOp } from "../../Scaffold.js";
 import type { Fetches, Feeds, RunOptions, Session } from "../../Session.js";
 import { SessionManager, type SessionFactory } from "../../SessionManager.js";
+import { defaultSessionTargets, type SessionTargetRegistry } from "../../SessionTarget.js";
 import { fileWriterCache } from "../../summary/FileWriterCache.js";
 import type { Summary, SummaryValue } from "../../summary/EventProto.js";
 import { toSummaryValues } from "../../summary/summaryOps.js";
@@ -131,6 +132,14 @@ export type SupervisorEvent =
 
 /** Options of {@link Supervisor.prepareOrWaitForSession}. */
 export interface PrepareOrWaitOptions {
+  /**
+   * The session target (TensorFlow's `master`), resolved through `sessionTargets`. A worker
+   * whose target is another process's (`grpc://`) waits for the chief's model and starts from
+   * its values. Default `""`, in-process.
+   */
+  readonly master?: string;
+  /** Resolves `master` (default `defaultSessionTargets`, in-process only). */
+  readonly sessionTargets?: SessionTargetRegistry;
   readonly waitForCheckpoint?: boolean;
   readonly maxWaitSecs?: number;
   readonly startStandardServices?: boolean;
@@ -269,6 +278,7 @@ export class Supervisor {
    * the init op) and starts the standard services; a worker waits for the chief's session.
    */
   async prepareOrWaitForSession(options: PrepareOrWaitOptions = {}): Promise<Session> {
+    const target = (options.sessionTargets ?? defaultSessionTargets).resolve(options.master ?? "");
     this.coord.clearStop();
     if (this.defaultWriter && this.writer?.closed === true && this.logdir !== undefined) {
       this.writer = fileWriterCache.getWriter(this.logdir, { clock: this.clock, logger: this.logger });
@@ -292,10 +302,12 @@ export class Supervisor {
         await this.closeOwnManager();
         throw e;
       }
+      // A grpc:// chief publishes its model (no hooks run here: snapshots are taken when asked).
+      for (const h of target.chiefHooks ?? []) await h.afterCreateSession?.(sess, this.coord);
       if (options.startStandardServices ?? true) await this.startStandardServices(sess);
       return sess;
     }
-    return this.sessionManager.waitForSession({ maxWaitSecs: options.maxWaitSecs ?? 7200 });
+    return this.sessionManager.waitForSession({ maxWaitSecs: options.maxWaitSecs ?? 7200, chiefModel: target.chiefModel });
   }
 
   /**
