@@ -93,6 +93,7 @@ export {
   type SessionTarget,
   type SessionTargetResolver,
 } from "./SessionTarget.js";
+export type { ChiefModel, ChiefModelState } from "./ChiefModel.js";
 
 /* Coordination */
 export { Coordinator, defaultCoordinatorFactory, task, type CoordinatedTask, type CoordinatorFactory, type CoordinatorOptions, type ErrorClass, type JoinOptions } from "./Coordinator.js";

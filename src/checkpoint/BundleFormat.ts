@@ -419,7 +419,8 @@ const planLayout = (values: ReadonlyMap<string, TensorValue>): Layout => {
   return { entries, totalBytes: last === undefined ? 0 : last.offset + last.bytes.byteLength };
 };
 
-const tensorBytes = (name: string, value: TensorValue): Uint8Array => {
+/** A tensor's little-endian bytes (strings: a `uint32` byte length, then UTF-8, each); also the model service's wire form. */
+export const tensorBytes = (name: string, value: TensorValue): Uint8Array => {
   const where = `variable ${JSON.stringify(name)}`;
   if (!DTYPES.includes(value.dtype)) throw new InvalidArgumentError(`${where} has unknown dtype ${String(value.dtype)}`);
   for (const d of value.shape) {
@@ -627,7 +628,8 @@ const readSmallFile = async (path: string): Promise<string> => {
   }
 };
 
-const decodeTensor = (buffer: Buffer, e: TensorEntry, path: string): TensorValue => {
+/** The tensor `e` describes, from its bytes in `buffer` (the inverse of {@link tensorBytes}). */
+export const decodeTensor = (buffer: Buffer, e: TensorEntry, path: string): TensorValue => {
   const n = numElements(e.shape);
   const bytes = buffer.subarray(e.offset, e.offset + e.length);
   if (e.dtype === "string") {

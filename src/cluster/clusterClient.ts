@@ -16,7 +16,7 @@
 
 import { Code, ConnectError, createClient, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { DeadlineExceededError, InvalidArgumentError, OpError, type ErrorCode, UnauthenticatedError, UnavailableError } from "../errors.js";
+import { AbortedError, DeadlineExceededError, InvalidArgumentError, OpError, type ErrorCode, UnauthenticatedError, UnavailableError } from "../errors.js";
 import { StatusService, type GetStatusResponse } from "./proto/gen/monitored_session/v1/status_pb.js";
 import { bearer, loadTlsCredentials, readPem, TOKEN_HEADER, type TlsFiles } from "./security.js";
 import { parseAddress } from "./TfConfig.js";
@@ -94,7 +94,7 @@ const tlsClientOptions = (tls: Partial<TlsFiles>): { ca?: Buffer; cert?: Buffer;
 };
 
 /** A failed call as the project's error: the class of its gRPC code, the target in the message. */
-const callError = (e: unknown, target: string): Error => {
+export const callError = (e: unknown, target: string): Error => {
   const err = ConnectError.from(e);
   const nodeCode = (err.cause as NodeJS.ErrnoException | undefined)?.code;
   if (typeof nodeCode === "string" && /^ERR_(SSL|TLS)_/.test(nodeCode)) {
@@ -109,6 +109,8 @@ const callError = (e: unknown, target: string): Error => {
       return new UnavailableError(message, { cause: e });
     case Code.DeadlineExceeded:
       return new DeadlineExceededError(message, { cause: e });
+    case Code.Aborted:
+      return new AbortedError(message, { cause: e });
     default:
       return new OpError(message, err.code as ErrorCode, { cause: e });
   }

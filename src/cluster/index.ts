@@ -25,6 +25,12 @@ export type { ServerOptions, ServiceRegistration } from "./Server.js";
 export { clusterTransport, getServerStatus } from "./clusterClient.js";
 export type { ClusterClientOptions } from "./clusterClient.js";
 
+/* Sessions across processes: the grpc:// target and the chief's model service */
+export { clusterSessionTargets, GrpcChiefModel, grpcSessionTargetResolver } from "./grpcSessionTarget.js";
+export type { GrpcSessionTargetOptions } from "./grpcSessionTarget.js";
+export { ModelPublisher } from "./ModelPublisher.js";
+export type { ModelPublisherOptions } from "./ModelPublisher.js";
+
 /* Security */
 export { bearer, CLUSTER_TOKEN_ENV, loadClusterToken, loadTlsCredentials, readPem, TOKEN_HEADER, tokenMatches } from "./security.js";
 export type { TlsCredentials, TlsFiles } from "./security.js";
@@ -38,6 +44,26 @@ export { ClusterDefSchema, JobDefSchema, ServerDefSchema } from "./proto/gen/mon
 export type { ClusterDef, JobDef, ServerDef } from "./proto/gen/monitored_session/v1/cluster_pb.js";
 export { GetStatusRequestSchema, GetStatusResponseSchema, StatusService } from "./proto/gen/monitored_session/v1/status_pb.js";
 export type { GetStatusRequest, GetStatusResponse } from "./proto/gen/monitored_session/v1/status_pb.js";
+
+export {
+  GetReadinessRequestSchema,
+  GetReadinessResponseSchema,
+  GetVariablesRequestSchema,
+  GetVariablesResponseSchema,
+  ModelService,
+  SnapshotHeaderSchema,
+  SnapshotTrailerSchema,
+  VariableHeaderSchema,
+} from "./proto/gen/monitored_session/v1/model_pb.js";
+export type {
+  GetReadinessRequest,
+  GetReadinessResponse,
+  GetVariablesRequest,
+  GetVariablesResponse,
+  SnapshotHeader,
+  SnapshotTrailer,
+  VariableHeader,
+} from "./proto/gen/monitored_session/v1/model_pb.js";
 
 /* Errors */
 export { InternalError, UnauthenticatedError } from "../errors.js";
