@@ -3,7 +3,8 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 
 import { BundleSaver, CheckpointManager, dataPath, latestCheckpoint } from "../src/checkpoint/index.js";
-import { DeadlineExceededError, FailedPreconditionError, RuntimeError, ValueError } from "../src/errors.js";
+import type { ChiefModel, ChiefModelState } from "../src/ChiefModel.js";
+import { DeadlineExceededError, FailedPreconditionError, RuntimeError, UnauthenticatedError, ValueError } from "../src/errors.js";
 import { Graph, type GraphSession, type Variable } from "../src/Graph.js";
 import { silentLogger } from "../src/Logger.js";
 import { Scaffold } from "../src/Scaffold.js";
@@ -478,6 +479,89 @@ describe("SessionManager.waitForSession", () => {
     await expect(sm.waitForSession({ maxWaitSecs: 25 })).rejects.toThrow("Session was not ready after waiting 25 secs.");
     expect(made).toHaveLength(3);
     expect(made.every((s) => !initialized(s, "v"))).toBe(true);
+  });
+});
+
+/** A chief in another process, as a worker sees it: not ready for `notReadyPulls` pulls, then `values`. */
+const fakeChief = (values: ReadonlyMap<string, TensorValue>, notReadyPulls: number, address = "grpc://chief0:2222") => {
+  let pulls = 0;
+  const chief: ChiefModel & { readonly pulls: () => number } = {
+    address,
+    pulls: () => pulls,
+    pull: () => {
+      pulls += 1;
+      return Promise.resolve<ChiefModelState>(
+        pulls <= notReadyPulls
+          ? { ready: false, reason: "not reachable: connect ECONNREFUSED" }
+          : { ready: true, values, globalStep: 7, origin: "the fake chief" },
+      );
+    },
+  };
+  return chief;
+};
+
+describe("SessionManager.waitForSession with the chief's model (a grpc:// worker)", () => {
+  const chiefValues = (): Map<string, TensorValue> =>
+    new Map<string, TensorValue>([
+      ["v", tensor("float64", [], new Float64Array([Math.PI]))],
+      ["global_step", tensor("int64", [], new BigInt64Array([7n]))],
+    ]);
+  const workerGraph = (): Graph => {
+    const g = new Graph();
+    g.variable("v", 1);
+    g.globalStep();
+    return g;
+  };
+
+  it("polls the chief every recoveryWaitSecs, makes a session only once it is ready, and starts from its values", async () => {
+    const g = workerGraph();
+    const { sm, made, clock } = manager(g, { readyOp: reportUninitialized, recoveryWaitSecs: 2 });
+    const chief = fakeChief(chiefValues(), 3);
+    const sess = await sm.waitForSession({ maxWaitSecs: 60, chiefModel: chief });
+    expect(clock.sleeps).toEqual([2000, 2000, 2000]);
+    expect(chief.pulls()).toBe(4);
+    expect(made).toHaveLength(1);
+    expect(await sess.run(["v", "global_step"])).toEqual([Math.PI, 7]);
+  });
+
+  it("raises DeadlineExceededError after maxWaitSecs, in one line naming the chief's address and why", async () => {
+    const g = workerGraph();
+    const { sm, made, clock } = manager(g, { readyOp: reportUninitialized, recoveryWaitSecs: 1 });
+    const start = clock.now();
+    const e = await sm.waitForSession({ maxWaitSecs: 3, chiefModel: fakeChief(chiefValues(), Infinity) }).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(DeadlineExceededError);
+    expect((e as Error).message).toBe(
+      "Session was not ready after waiting 3 secs. The chief at grpc://chief0:2222: not reachable: connect ECONNREFUSED",
+    );
+    expect((e as Error).message).not.toContain("\n");
+    expect(clock.now() - start).toBe(3000);
+    expect(made).toHaveLength(0);
+  });
+
+  it("the chief's values must make the worker's model ready: a variable the chief lacks keeps it waiting", async () => {
+    const g = workerGraph();
+    g.variable("extra", 2);
+    const { sm, made } = manager(g, { readyOp: reportUninitialized, recoveryWaitSecs: 10 });
+    await expect(sm.waitForSession({ maxWaitSecs: 25, chiefModel: fakeChief(chiefValues(), 0) })).rejects.toThrow(
+      "Session was not ready after waiting 25 secs. The chief at grpc://chief0:2222: Variables not initialized: extra",
+    );
+    expect(made).toHaveLength(3);
+    for (const s of made) await expect(s.run("v")).rejects.toThrow(/closed Session/);
+  });
+
+  it("an error that waiting cannot fix (a wrong token) is thrown at once", async () => {
+    const g = workerGraph();
+    const { sm, clock } = manager(g, { readyOp: reportUninitialized });
+    const chief: ChiefModel = { address: "grpc://chief0:2222", pull: () => Promise.reject(new UnauthenticatedError("grpc://chief0:2222: wrong token")) };
+    await expect(sm.waitForSession({ maxWaitSecs: 60, chiefModel: chief })).rejects.toThrow(UnauthenticatedError);
+    expect(clock.sleeps).toEqual([]);
+  });
+
+  it("a worker session without variables cannot take the chief's values: a one-line ValueError", async () => {
+    const { sm } = manager(new Graph(), {}, () => ({ run: () => Promise.resolve(null) }) as unknown as GraphSession);
+    await expect(sm.waitForSession({ maxWaitSecs: 60, chiefModel: fakeChief(chiefValues(), 0) })).rejects.toThrow(
+      /^The chief at grpc:\/\/chief0:2222 is ready, but this worker's session exposes no variables/,
+    );
   });
 });
 

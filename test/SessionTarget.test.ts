@@ -43,9 +43,12 @@ describe("session targets (master)", () => {
     expect(target.sessionFactory(undefined)).toBeUndefined();
   });
 
-  it("an unknown scheme is a one-line error saying cluster support is not there yet", () => {
+  it("a scheme without a resolver is a one-line error naming the fix (grpc://: the cluster's registry)", () => {
     expect(() => defaultSessionTargets.resolve("grpc://ps0:2222")).toThrow(
-      new ValueError('master "grpc://ps0:2222": grpc:// session targets are not supported yet (cluster support is not there yet); supported: "" (in-process)'),
+      new ValueError('master "grpc://ps0:2222": this registry has no resolver for grpc:// session targets; pass sessionTargets: clusterSessionTargets(...) from "monitored-session/cluster"'),
+    );
+    expect(() => defaultSessionTargets.resolve("ipc://x")).toThrow(
+      new ValueError('master "ipc://x": this registry has no resolver for ipc:// session targets; supported: "" (in-process)'),
     );
     expect(() => defaultSessionTargets.resolve("local")).toThrow('master "local" is not a session target: use "" (in-process) or "<scheme>://<address>"');
   });

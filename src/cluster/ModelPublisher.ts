@@ -53,7 +53,7 @@ export interface ModelPublisherOptions {
   readonly logger?: Logger | undefined;
 }
 
-/** One snapshot, encoded once and streamed to every worker that asks before the next step. */
+/** One snapshot, encoded once and streamed to every worker that asked for it during the same step. */
 interface EncodedSnapshot {
   readonly generation: bigint;
   readonly globalStep: bigint;
@@ -91,7 +91,6 @@ export class ModelPublisher implements SessionRunHook {
   #generation = 0n;
   #globalStep = -1n;
   #inStep = false;
-  #cached: EncodedSnapshot | undefined;
   #waiters: Waiter[] = [];
 
   /** @throws ValueError for a `maxChunkBytes` outside 1 KiB..4 MiB. */
@@ -132,7 +131,6 @@ export class ModelPublisher implements SessionRunHook {
   publish(session: Session): void {
     this.#session = session;
     this.#generation += 1n;
-    this.#cached = undefined;
     this.#inStep = false;
     this.#logger.info(`${this.#taskName}: model published to the workers (session ${this.#generation})`);
     this.#flushWaiters();
@@ -142,7 +140,6 @@ export class ModelPublisher implements SessionRunHook {
   unpublish(reason: string): void {
     this.#session = undefined;
     this.#notReady = reason;
-    this.#cached = undefined;
     const waiters = this.#waiters.splice(0);
     for (const w of waiters) w.reject(new ConnectError(`the chief ${reason}`, Code.Unavailable));
   }
@@ -153,7 +150,6 @@ export class ModelPublisher implements SessionRunHook {
 
   beforeRun(): undefined {
     this.#inStep = true;
-    this.#cached = undefined;
     return undefined;
   }
 
@@ -192,7 +188,6 @@ export class ModelPublisher implements SessionRunHook {
   /** A snapshot at a step boundary: now if no step is running, else at the end of the running one. */
   #snapshot(signal: AbortSignal): EncodedSnapshot | Promise<EncodedSnapshot> {
     if (this.#session === undefined) throw new ConnectError(`the chief ${this.#notReady}`, Code.Unavailable);
-    if (this.#cached !== undefined) return this.#cached;
     if (!this.#inStep) return this.#take();
     return new Promise<EncodedSnapshot>((resolve, reject) => {
       const waiter: Waiter = {
@@ -225,10 +220,7 @@ export class ModelPublisher implements SessionRunHook {
     const generation = this.#generation;
     const encode = (values: ReadonlyMap<string, TensorValue>): EncodedSnapshot => {
       const s = encodeSnapshot(values, generation, session.globalStepName);
-      if (generation === this.#generation) {
-        this.#globalStep = s.globalStep;
-        if (!this.#inStep) this.#cached = s;
-      }
+      if (generation === this.#generation) this.#globalStep = s.globalStep;
       return s;
     };
     let values: ReturnType<typeof store.snapshot>;

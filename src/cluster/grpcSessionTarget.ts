@@ -52,6 +52,8 @@ export interface GrpcSessionTargetOptions extends ClusterClientOptions {
   readonly snapshotTimeoutMs?: number | undefined;
   /** The largest data chunk to ask for, in bytes (default: the chief's, 1 MiB). */
   readonly maxChunkBytes?: number | undefined;
+  /** Call the chief through this transport instead of one built from the address, token and TLS (a proxy, a test's in-memory router). */
+  readonly transport?: Transport | undefined;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -131,12 +133,13 @@ export class GrpcChiefModel implements ChiefModel {
   }
 
   #transport(): Transport {
-    const { token, tls, timeoutMs } = this.#options;
+    const { token, tls, timeoutMs, transport } = this.#options;
+    if (transport !== undefined) return transport;
     return clusterTransport(this.address, { token, tls, timeoutMs });
   }
 
   #notReached(e: unknown): ChiefModelState {
-    const err = callError(e, this.address);
+    const err = e instanceof UnavailableError ? e : callError(e, this.address);
     if (err instanceof UnavailableError || err instanceof AbortedError || err instanceof DeadlineExceededError) {
       return { ready: false, reason: `not reachable: ${err.message.replace(`${this.address}: `, "")}` };
     }
@@ -222,6 +225,9 @@ const readSnapshot = async (stream: AsyncIterable<GetVariablesResponse>, address
       default:
         throw bad("a message with no part (a newer chief?)");
     }
+  }
+  if (current !== undefined && current.at !== current.buf.byteLength) {
+    throw new UnavailableError(`the snapshot stream from ${address} ended inside variable "${current.v.name}"`);
   }
   throw new UnavailableError(`the snapshot stream from ${address} ended before its trailer`);
 };
