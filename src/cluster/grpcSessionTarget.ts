@@ -189,7 +189,10 @@ const readSnapshot = async (stream: AsyncIterable<GetVariablesResponse>, address
     values.set(v.name, decodeVariable(v, buf, bad));
     current = undefined;
   };
+  let done: Snapshot | undefined;
+  // Read to the end of the stream (not just the trailer): a call left half-read keeps its connection busy.
   for await (const msg of stream) {
+    if (done !== undefined) throw bad("messages after the trailer");
     const part = msg.part;
     if (part.case !== "header" && header === undefined) throw bad(`it starts with ${part.case ?? "an empty message"}, not a header`);
     switch (part.case) {
@@ -220,12 +223,14 @@ const readSnapshot = async (stream: AsyncIterable<GetVariablesResponse>, address
         if (t.variableCount !== h.variableCount || values.size !== h.variableCount || t.totalBytes !== h.totalBytes || totalBytes !== h.totalBytes) {
           throw bad(`header announced ${h.variableCount} variables and ${h.totalBytes} bytes; got ${values.size} and ${totalBytes}`);
         }
-        return { header: h, values };
+        done = { header: h, values };
+        break;
       }
       default:
         throw bad("a message with no part (a newer chief?)");
     }
   }
+  if (done !== undefined) return done;
   if (current !== undefined && current.at !== current.buf.byteLength) {
     throw new UnavailableError(`the snapshot stream from ${address} ended inside variable "${current.v.name}"`);
   }
