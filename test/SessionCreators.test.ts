@@ -196,6 +196,31 @@ describe("WorkerSessionCreator", () => {
     const short = new WorkerSessionCreator({ graph: g, maxWaitSecs: 90, clock, logger: silentLogger });
     await expect(short.createSession()).rejects.toThrow("Session was not ready after waiting 90 secs.");
   });
+
+  it("with a chiefModel it polls the chief every recoveryWaitSecs and each session starts from the chief's values", async () => {
+    const g = new Graph();
+    g.variable("v", 0);
+    const clock = new VirtualClock({ autoAdvance: true });
+    let pulls = 0;
+    const chiefModel = {
+      address: "grpc://chief:2222",
+      pull: () => {
+        pulls += 1;
+        return Promise.resolve(
+          pulls < 3
+            ? ({ ready: false, reason: "not ready: it has not created its session yet" } as const)
+            : ({ ready: true, values: new Map<string, TensorValue>([["v", { dtype: "float64", shape: [], data: new Float64Array([pulls]) }]]), globalStep: -1, origin: "chief" } as const),
+        );
+      },
+    };
+    const creator = new WorkerSessionCreator({ graph: g, chiefModel, recoveryWaitSecs: 5, clock, logger: silentLogger });
+    expect(await (await creator.createSession()).run("v")).toBe(3);
+    expect(clock.sleeps).toEqual([5000, 5000]);
+    expect(await (await creator.createSession()).run("v")).toBe(4); // a re-created session asks again
+    expect(() => new WorkerSessionCreator({ graph: g, recoveryWaitSecs: 0 })).toThrow(
+      new ValueError("WorkerSessionCreator: recoveryWaitSecs must be a positive number of seconds, got 0"),
+    );
+  });
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -5,7 +5,11 @@
  * taken at a step boundary; a wrong token, a corrupt or cut stream and a chief that is not up
  * each give the error or the wait the docs promise.
  */
+import { fileURLToPath } from "node:url";
+
 import { create } from "@bufbuild/protobuf";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
 import { createRouterTransport } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
 
@@ -31,6 +35,8 @@ import { makeSession, train } from "../util/tfjsSessions.js";
 // ---------------------------------------------------------------------------------------------
 // helpers
 // ---------------------------------------------------------------------------------------------
+
+const PROTO_ROOT = fileURLToPath(new URL("../../src/cluster/proto", import.meta.url));
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -271,6 +277,48 @@ describe("grpc:// sessions: a worker starts from the chief's values", () => {
 });
 
 describe("grpc:// sessions: the chief's side", () => {
+  it("a variable larger than gRPC's usual 4 MiB message limit crosses in 1 MiB chunks, bit for bit", async () => {
+    const publisher = new ModelPublisher({ logger: silentLogger });
+    const server = await chiefServer(publisher);
+    const big = new Float32Array(1_500_000); // 6 MB
+    for (let i = 0; i < big.length; i++) big[i] = Math.fround(Math.sin(i) * 1e3);
+    const values = new Map<string, TensorValue>([["big", tensor("float32", [1500, 1000], big)]]);
+    publisher.publish(storeSession(values));
+    const state = (await new GrpcChiefModel(server.target).pull()) as Extract<ChiefModelState, { ready: true }>;
+    expect(state.ready).toBe(true);
+    expect(Buffer.from((state.values.get("big")?.data as Float32Array).buffer).equals(Buffer.from(big.buffer))).toBe(true);
+    expect(state.values.get("big")?.shape).toEqual([1500, 1000]);
+  });
+
+  it("what it serves is gRPC: @grpc/grpc-js with our model.proto loaded at run time reads readiness", async () => {
+    const publisher = new ModelPublisher({ logger: silentLogger, taskName: "/job:chief/replica:0/task:0" });
+    const server = await chiefServer(publisher);
+    publisher.publish(storeSession(new Map()));
+    const def = protoLoader.loadSync("monitored_session/v1/model.proto", { includeDirs: [PROTO_ROOT], longs: String, defaults: true });
+    const pkg = grpc.loadPackageDefinition(def) as unknown as { monitored_session: { v1: { ModelService: grpc.ServiceClientConstructor } } };
+    const client = new pkg.monitored_session.v1.ModelService(server.target.replace("grpc://", ""), grpc.credentials.createInsecure()) as unknown as grpc.Client & {
+      getReadiness(req: object, opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: { ready: boolean; taskName: string; generation: string }) => void): void;
+    };
+    cleanups.push(() => client.close());
+    const r = await new Promise<{ ready: boolean; taskName: string; generation: string }>((ok, fail) =>
+      client.getReadiness({}, { deadline: Date.now() + 10_000 }, (e, res) => (e === null && res !== undefined ? ok(res) : fail(e))),
+    );
+    expect(r).toMatchObject({ ready: true, taskName: "/job:chief/replica:0/task:0", generation: "1" });
+  });
+
+  it("the Supervisor's chief publishes its prepared session (no hooks run there)", async () => {
+    const publisher = new ModelPublisher({ logger: silentLogger });
+    const g = new Graph();
+    g.variable("v", 5);
+    const sv = new Supervisor({ graph: g, isChief: true, logdir: null, clock: new VirtualClock(), logger: silentLogger });
+    expect(publisher.readiness().ready).toBe(false);
+    const sess = await sv.prepareOrWaitForSession({ master: "grpc://localhost:1", sessionTargets: clusterSessionTargets({ publisher }), startStandardServices: false });
+    cleanups.push(() => sess.close?.());
+    expect(publisher.readiness().ready).toBe(true);
+    const state = (await new GrpcChiefModel("grpc://chief:1", { transport: createRouterTransport(publisher.registration) }).pull()) as Extract<ChiefModelState, { ready: true }>;
+    expect(state.values.get("v")?.data).toEqual(new Float64Array([5]));
+  });
+
   it("readiness reports the incarnation, a new generation per session, and the global step of the last snapshot", async () => {
     const publisher = new ModelPublisher({ logger: silentLogger, taskName: "/job:chief/replica:0/task:0" });
     expect(publisher.readiness().ready).toBe(false);
