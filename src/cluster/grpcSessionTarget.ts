@@ -120,7 +120,7 @@ export class GrpcChiefModel implements ChiefModel {
         this.address,
       );
     } catch (e) {
-      if (e instanceof DataLossError || e instanceof ValueError) throw e;
+      if (e instanceof DataLossError) throw e;
       return this.#notReached(e);
     }
     const { header, values } = snapshot;
