@@ -29,7 +29,7 @@ import { toBinary } from "@bufbuild/protobuf";
 import { base64Encode } from "@bufbuild/protobuf/wire";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { systemClock, type Clock } from "../../Clock.js";
-import { ErrorCode, OpError, UnauthenticatedError, UnavailableError } from "../../errors.js";
+import { DeadlineExceededError, ErrorCode, OpError, UnauthenticatedError, UnavailableError } from "../../errors.js";
 import { clusterTransport, clusterTransportSettings, type ClusterClientOptions } from "../clusterClient.js";
 import {
   CoordinationService,
@@ -111,7 +111,7 @@ export const grpcCoordinationTransport = (
             ),
           );
         } catch (e) {
-          if (!(e instanceof UnavailableError) || clock.now() + backoffMs >= deadline) throw e;
+          if (!(e instanceof Error && unanswered.has(e)) || clock.now() + backoffMs >= deadline) throw e;
           await new Promise<void>((resolve) => clock.setTimer(backoffMs, resolve));
         }
       }
@@ -147,7 +147,7 @@ export const grpcCoordinationTransport = (
   return {
     target,
     api,
-    openPort: () => Promise.resolve(openChannelThread(settings, threads)),
+    openPort: () => Promise.resolve(openChannelThread(target, settings, threads)),
     close: async () => {
       const all = [...threads];
       threads.clear();
@@ -189,18 +189,28 @@ class GrpcCoordinationClient extends EmbeddedCoordinationClient {
 /** Milliseconds on the wire: a whole, non-negative number. */
 const wireMs = (ms: number): bigint => BigInt(Math.max(0, Math.ceil(ms)));
 
-/** A failed call as the project's error. */
+/** Errors of calls that got no answer from the service (nobody listens, the connection broke). */
+const unanswered = new WeakSet<Error>();
+
+/**
+ * A failed call as the project's error. A status the server sent (it has `grpc-status`) keeps
+ * its class and message; a call without an answer names `target`.
+ */
 const callError = (e: unknown, target: string): OpError => {
   if (e instanceof OpError) return e;
   const err = ConnectError.from(e);
-  if (err.code === Code.Unauthenticated) return new UnauthenticatedError(`${target}: ${err.rawMessage}`, { cause: e });
-  // A Node error underneath: the call got no answer (nobody listens, the connection broke, TLS failed).
-  const nodeCode = (err.cause as NodeJS.ErrnoException | undefined)?.code;
-  if (typeof nodeCode === "string" || err.code === Code.Unavailable) {
-    const why = typeof nodeCode === "string" && !err.rawMessage.includes(nodeCode) ? `${nodeCode}: ${err.rawMessage}` : err.rawMessage;
-    return new UnavailableError(`the coordination service at ${target} is unreachable (${why}); its host (the chief) stopped or has not started`, { cause: e });
+  if (err.metadata.has("grpc-status")) {
+    if (err.code === Code.Unauthenticated) return new UnauthenticatedError(`${target}: ${err.rawMessage}`, { cause: e });
+    return fromStatus({ code: err.code as number as ErrorCode, message: err.rawMessage });
   }
-  return fromStatus({ code: err.code as number as ErrorCode, message: err.rawMessage });
+  if (err.code === Code.DeadlineExceeded) {
+    return new DeadlineExceededError(`the coordination service at ${target} did not answer within the call's deadline (${err.rawMessage})`, { cause: e });
+  }
+  const nodeCode = (err.cause as NodeJS.ErrnoException | undefined)?.code;
+  const why = typeof nodeCode === "string" && !err.rawMessage.includes(nodeCode) ? `${nodeCode}: ${err.rawMessage}` : err.rawMessage;
+  const error = new UnavailableError(`the coordination service at ${target} is unreachable (${why}); its host (the chief) stopped or has not started`, { cause: e });
+  unanswered.add(error);
+  return error;
 };
 
 /** The service's file descriptor, base64: the channel thread rebuilds the service from it. */
@@ -222,14 +232,14 @@ const packagePaths = (): { connect: string; connectNode: string; codegen: string
  */
 const CHANNEL_SCRIPT = `
 const { MessageChannel, workerData } = require("node:worker_threads");
-const { port, paths, descriptor, settings } = workerData;
+const { port, paths, descriptor, settings, target } = workerData;
 const unavailable = ${ErrorCode.UNAVAILABLE};
 const serveWith = (client) => {
-  const serve = (p) => {
+  const serve = (p, root) => {
     p.on("message", (msg) => {
       if (msg.method === "openPort") {
         const { port1, port2 } = new MessageChannel();
-        serve(port1);
+        serve(port1, false);
         p.postMessage({ id: msg.id, value: port2 }, [port2]);
         return;
       }
@@ -240,17 +250,19 @@ const serveWith = (client) => {
       client.heartbeat({ caller: msg.request }).then(
         () => p.postMessage({ id: msg.id, value: undefined }),
         (e) => {
-          const node = e.cause && typeof e.cause.code === "string";
-          const status = node || e.code === unavailable
-            ? { code: unavailable, message: "the coordination service at " + settings.baseUrl + " is unreachable (" + (e.rawMessage ?? e.message) + "); its host (the chief) stopped" }
-            : { code: typeof e.code === "number" ? e.code : 2, message: e.rawMessage ?? String(e) };
+          // A status the server sent has grpc-status; anything else got no answer.
+          const answered = e.metadata !== undefined && e.metadata.has("grpc-status");
+          const status = answered
+            ? { code: e.code, message: e.rawMessage }
+            : { code: unavailable, message: "the coordination service at " + target + " is unreachable (" + (e.rawMessage ?? e.message) + "); its host (the chief) stopped" };
           p.postMessage({ id: msg.id, status });
         },
       );
     });
-    p.on("close", () => process.exit(0));
+    // The thread lives as long as the port it was started for.
+    if (root) p.on("close", () => process.exit(0));
   };
-  serve(port);
+  serve(port, true);
 };
 try {
   const { createClient } = require(paths.connect);
@@ -275,6 +287,7 @@ try {
 
 /** Starts a channel thread serving a new port; returns the port's other end. */
 const openChannelThread = (
+  target: string,
   settings: ReturnType<typeof clusterTransportSettings>,
   threads: Set<Worker>,
 ): MessagePort => {
@@ -282,7 +295,7 @@ const openChannelThread = (
   const { port1, port2 } = new MessageChannel();
   const worker = new Worker(CHANNEL_SCRIPT, {
     eval: true,
-    workerData: { port: port2, paths: packagePaths(), descriptor: descriptorBase64, settings: { ...settings, headers: [...settings.headers] } },
+    workerData: { port: port2, paths: packagePaths(), descriptor: descriptorBase64, settings: { ...settings, headers: [...settings.headers] }, target },
     transferList: [port2],
   });
   worker.unref();

@@ -27,7 +27,8 @@ interface TaskEvent {
 interface Task {
   readonly process: ChildProcess;
   readonly events: TaskEvent[];
-  next(event: string, ms: number): Promise<TaskEvent>;
+  /** The next of these events (after the last one returned); rejects after `ms` or if the child exits first. */
+  next(event: string | readonly string[], ms: number): Promise<TaskEvent>;
   readonly exited: Promise<number | null>;
 }
 
@@ -72,22 +73,23 @@ const start = (args: Record<string, unknown>): Task => {
     for (const wake of [...waiters]) wake();
   });
   let seen = 0;
-  const next = (event: string, ms: number): Promise<TaskEvent> =>
+  const next = (event: string | readonly string[], ms: number): Promise<TaskEvent> =>
     new Promise((resolve, reject) => {
+      const wanted = typeof event === "string" ? [event] : event;
       const check = (): void => {
-        const i = events.findIndex((e, j) => j >= seen && e.event === event);
+        const i = events.findIndex((e, j) => j >= seen && wanted.includes(e.event));
         if (i >= 0) {
           seen = i + 1;
           done();
           resolve(events[i] as TaskEvent);
         } else if (child.exitCode !== null || child.signalCode !== null) {
           done();
-          reject(new Error(`${JSON.stringify(args)} exited before "${event}"; printed ${JSON.stringify(events)}; stderr:\n${stderr}`));
+          reject(new Error(`${JSON.stringify(args)} exited before "${String(event)}"; printed ${JSON.stringify(events)}; stderr:\n${stderr}`));
         }
       };
       const timer = setTimeout(() => {
         done();
-        reject(new Error(`test deadline: no "${event}" from ${JSON.stringify(args)} within ${ms} ms; printed ${JSON.stringify(events)}; stderr:\n${stderr}`));
+        reject(new Error(`test deadline: no "${String(event)}" from ${JSON.stringify(args)} within ${ms} ms; printed ${JSON.stringify(events)}; stderr:\n${stderr}`));
       }, ms);
       const done = (): void => {
         clearTimeout(timer);
@@ -99,15 +101,15 @@ const start = (args: Record<string, unknown>): Task => {
   return { process: child, events, next, exited };
 };
 
-/** A chief and two workers with these scenarios, all connected. */
+/** A chief and two workers with these scenarios (and arguments: `all` for every task), all connected. */
 const startCluster = async (
   scenarios: { chief: string; worker0: string; worker1: string },
-  extra: { chief?: Record<string, unknown>; worker0?: Record<string, unknown>; worker1?: Record<string, unknown> } = {},
+  extra: { all?: Record<string, unknown>; chief?: Record<string, unknown>; worker0?: Record<string, unknown>; worker1?: Record<string, unknown> } = {},
 ): Promise<[Task, Task, Task]> => {
-  const c = start({ role: "chief", index: 0, scenario: scenarios.chief, ...extra.chief });
+  const c = start({ role: "chief", index: 0, scenario: scenarios.chief, ...extra.all, ...extra.chief });
   const { target } = await c.next("serving", startBound);
-  const w0 = start({ role: "worker", index: 0, target, scenario: scenarios.worker0, ...extra.worker0 });
-  const w1 = start({ role: "worker", index: 1, target, scenario: scenarios.worker1, ...extra.worker1 });
+  const w0 = start({ role: "worker", index: 0, target, scenario: scenarios.worker0, ...extra.all, ...extra.worker0 });
+  const w1 = start({ role: "worker", index: 1, target, scenario: scenarios.worker1, ...extra.all, ...extra.worker1 });
   await Promise.all([c, w0, w1].map((t) => t.next("connected", startBound)));
   return [c, w0, w1];
 };
@@ -138,10 +140,28 @@ describe("embedded coordination service across processes", () => {
     expect(told.message).toContain("declared failed");
   });
 
+  // A longer heartbeat timeout here: the steps test checks that nothing is declared failed, and
+  // on a loaded 2-core machine a 1 s heartbeat interval leaves too little margin for scheduling.
+  const slow = { heartbeatTimeoutMs: 4_000, steps: 3 };
+
   it("a task whose synchronous steps take 2× the heartbeat interval is never declared failed", async () => {
-    const [c, w0, w1] = await startCluster({ chief: "barrier", worker0: "barrier", worker1: "steps" });
-    for (const t of [c, w0, w1]) await t.next("done", startBound);
-    expect([c, w0, w1].flatMap((t) => t.events.filter((e) => e.event === "error"))).toEqual([]);
+    const tasks = await startCluster({ chief: "barrier", worker0: "barrier", worker1: "steps" }, { all: slow });
+    for (const t of tasks) {
+      const outcome = await t.next(["done", "error"], 3 * slow.steps * slow.heartbeatTimeoutMs + startBound);
+      expect(outcome).toMatchObject({ event: "done" });
+    }
+  });
+
+  it("the control: the same steps (3 intervals each) with heartbeats on the main thread get the task declared failed", async () => {
+    const [c, w0] = await startCluster(
+      { chief: "barrier", worker0: "barrier", worker1: "steps" },
+      { all: slow, worker1: { heartbeats: "inline", stepIntervals: 3 } },
+    );
+    for (const t of [c, w0]) {
+      const e = await t.next("error", 3 * slow.steps * slow.heartbeatTimeoutMs + startBound);
+      expect(e.name).toBe("UnavailableError");
+      expect(e.message).toContain(worker1);
+    }
   });
 
   it("a wrong token: the worker gets UnauthenticatedError and exits 2", async () => {
@@ -176,7 +196,7 @@ describe("embedded coordination service across processes", () => {
 
   it("a chief restart loses every key: the workers get UnavailableError, then register with the new service", async () => {
     const c1 = start({ role: "chief", index: 0, scenario: "block", launch: 1 });
-    const { target } = await c1.next("serving", startBound);
+    const target = String((await c1.next("serving", startBound)).target);
     const workers = [0, 1].map((index) => start({ role: "worker", index, target, scenario: "follow" }));
     for (const w of workers) {
       expect(await w.next("value", startBound)).toMatchObject({ launch: "1", stale: "1" });
