@@ -4,11 +4,14 @@
  * what it gets (a server's status, or no answer at all).
  */
 
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 import {
   connectCoordinationService,
   type CoordinationClient,
@@ -18,6 +21,7 @@ import {
 } from "../../../src/cluster/coordination/index.js";
 import { InvalidArgumentError, UnavailableError } from "../../../src/errors.js";
 import type { Logger } from "../../../src/Logger.js";
+import { makeCertificates, opensslVersion } from "../../util/tlsCertificates.js";
 import { rejection, within } from "./conformance.js";
 
 const PROTO_ROOT = fileURLToPath(new URL("../../../src/cluster/proto", import.meta.url));
@@ -135,5 +139,38 @@ describe("the coordination service over gRPC", () => {
 
   it("a target that is not grpc://host:port is a TypeError", () => {
     expect(() => connectCoordinationService("localhost", { task: chief, tasks: [chief], isChief: true })).toThrow(/grpc:\/\/host:port/);
+  });
+});
+
+if (opensslVersion === undefined) console.warn("SKIP TLS test of test/cluster/coordination/grpcCoordination.test.ts: no openssl on PATH (apt-get install openssl)");
+const certDir = opensslVersion === undefined ? "" : mkdtempSync(join(tmpdir(), "ms-coord-tls-"));
+afterAll(() => {
+  if (certDir !== "") rmSync(certDir, { recursive: true, force: true });
+});
+
+describe.skipIf(opensslVersion === undefined)("the coordination service over mutual TLS with a token", () => {
+  it("heartbeats from their own channel carry the token and the client certificate: nobody is declared failed", async () => {
+    const { f } = makeCertificates(certDir);
+    const heartbeatTimeoutMs = 2_000;
+    const token = "the-cluster-token";
+    const h = await hostCoordinationService(
+      { chief: ["localhost:0"] },
+      { logger: quiet, stopGraceMs: 100, token, tls: { certFile: f("server.pem"), keyFile: f("server.key"), caFile: f("ca.pem") }, coordination: { heartbeatTimeoutMs } },
+    );
+    hosts.push(h);
+    const worker = taskName("worker", 0);
+    const tasks = [chief, worker];
+    const timeouts = { heartbeatTimeoutMs };
+    const c = h.client({ task: chief, tasks, isChief: true, timeouts });
+    const w = connectCoordinationService(
+      h.server.target,
+      { task: worker, tasks, isChief: false, timeouts },
+      { token, tls: { caFile: f("ca.pem"), certFile: f("client.pem"), keyFile: f("client.key") } },
+    );
+    clients.push(c, w);
+    await within(Promise.all([c.connect(), w.connect()]), 20_000, "registration");
+    await new Promise((r) => setTimeout(r, 2 * heartbeatTimeoutMs)); // heartbeats alone keep the worker alive
+    await c.insert("still", "alive");
+    expect(await w.tryGet("still")).toBe("alive");
   });
 });
