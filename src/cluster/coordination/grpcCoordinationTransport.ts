@@ -30,7 +30,7 @@ import { base64Encode } from "@bufbuild/protobuf/wire";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { systemClock, type Clock } from "../../Clock.js";
 import { DeadlineExceededError, ErrorCode, OpError, UnauthenticatedError, UnavailableError } from "../../errors.js";
-import { clusterTransport, clusterTransportSettings, type ClusterClientOptions } from "../clusterClient.js";
+import { clusterTransport, clusterTransportSettings, type ClusterClientOptions, type ClusterTransportSettings } from "../clusterClient.js";
 import {
   CoordinationService,
   file_monitored_session_v1_coordination,
@@ -288,7 +288,7 @@ try {
 /** Starts a channel thread serving a new port; returns the port's other end. */
 const openChannelThread = (
   target: string,
-  settings: ReturnType<typeof clusterTransportSettings>,
+  settings: ClusterTransportSettings,
   threads: Set<Worker>,
 ): MessagePort => {
   descriptorBase64 ??= base64Encode(toBinary(FileDescriptorProtoSchema, file_monitored_session_v1_coordination.proto));

@@ -10,7 +10,9 @@ import { afterEach, describe, expect, it } from "vitest";
 import { taskName } from "../../../src/cluster/coordination/index.js";
 import { repoRoot } from "../../util/cliChild.js";
 
-const heartbeatTimeoutMs = 2_000;
+// Generous for a loaded 2-core machine, where a 1 s heartbeat interval leaves too little margin
+// for scheduling and a live task could be declared failed.
+const heartbeatTimeoutMs = 4_000;
 const failBound = 3 * (heartbeatTimeoutMs + 1_000);
 const startBound = 60_000; // process start with tsx on a loaded 2-core machine
 const chief = taskName("chief", 0);
@@ -140,14 +142,12 @@ describe("embedded coordination service across processes", () => {
     expect(told.message).toContain("declared failed");
   });
 
-  // A longer heartbeat timeout here: the steps test checks that nothing is declared failed, and
-  // on a loaded 2-core machine a 1 s heartbeat interval leaves too little margin for scheduling.
-  const slow = { heartbeatTimeoutMs: 4_000, steps: 3 };
+  const slow = { steps: 3 };
 
   it("a task whose synchronous steps take 2× the heartbeat interval is never declared failed", async () => {
     const tasks = await startCluster({ chief: "barrier", worker0: "barrier", worker1: "steps" }, { all: slow });
     for (const t of tasks) {
-      const outcome = await t.next(["done", "error"], 3 * slow.steps * slow.heartbeatTimeoutMs + startBound);
+      const outcome = await t.next(["done", "error"], 3 * slow.steps * heartbeatTimeoutMs + startBound);
       expect(outcome).toMatchObject({ event: "done" });
     }
   });
@@ -158,7 +158,7 @@ describe("embedded coordination service across processes", () => {
       { all: slow, worker1: { heartbeats: "inline", stepIntervals: 3 } },
     );
     for (const t of [c, w0]) {
-      const e = await t.next("error", 3 * slow.steps * slow.heartbeatTimeoutMs + startBound);
+      const e = await t.next("error", 3 * slow.steps * heartbeatTimeoutMs + startBound);
       expect(e.name).toBe("UnavailableError");
       expect(e.message).toContain(worker1);
     }
