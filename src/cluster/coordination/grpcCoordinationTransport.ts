@@ -109,7 +109,7 @@ export const grpcCoordinationTransport = (
               },
               { timeoutMs: leftMs + graceMs },
             ),
-          );
+          ).then(({ generation, serviceId }) => ({ generation, serviceId }));
         } catch (e) {
           if (!(e instanceof Error && unanswered.has(e)) || clock.now() + backoffMs >= deadline) throw e;
           await new Promise<void>((resolve) => clock.setTimer(backoffMs, resolve));
