@@ -40,8 +40,8 @@ import { toStatus } from "./status.js";
 // model
 // ---------------------------------------------------------------------------------------------
 
-/** Options of {@link hostCoordinationService}: the server's, and the service's. */
-export interface HostCoordinationServiceOptions extends ServerOptions {
+/** Options of {@link hostCoordinationService}: the server's (it always starts), and the service's. */
+export interface HostCoordinationServiceOptions extends Omit<ServerOptions, "start"> {
   /** The embedded service's options (heartbeat timeout, clock). */
   readonly coordination?: EmbeddedCoordinationServiceOptions | undefined;
 }
