@@ -35,31 +35,46 @@ export interface ClusterClientOptions {
   readonly timeoutMs?: number | undefined;
 }
 
+/** What a gRPC transport to a cluster server needs, as plain data (it can be sent to a worker thread). */
+export interface ClusterTransportSettings {
+  readonly baseUrl: string;
+  /** Headers sent on every call (the cluster token). */
+  readonly headers: readonly (readonly [string, string])[];
+  readonly defaultTimeoutMs: number;
+  /** TLS material for `http2.connect`. */
+  readonly nodeOptions?: { ca?: Buffer; cert?: Buffer; key?: Buffer };
+}
+
 // ---------------------------------------------------------------------------------------------
 // constructors
 // ---------------------------------------------------------------------------------------------
 
-/** A gRPC transport to `target` (`grpc://host:port`). @throws InvalidArgumentError for a bad target or unreadable TLS files. */
-export const clusterTransport = (target: string, options: ClusterClientOptions = {}): Transport => {
+/** The settings of a transport to `target` (`grpc://host:port`). @throws TypeError for a bad target; InvalidArgumentError for unreadable TLS files. */
+export const clusterTransportSettings = (target: string, options: ClusterClientOptions = {}): ClusterTransportSettings => {
   const address = target.replace(/^grpc:\/\//, "");
   if (parseAddress(address) === undefined) throw new TypeError(`target "${target}" is not grpc://host:port`);
-  const token = options.token;
+  const tls = options.tls;
+  return {
+    baseUrl: `${tls === undefined ? "http" : "https"}://${address}`,
+    headers: options.token === undefined ? [] : [[TOKEN_HEADER, bearer(options.token)]],
+    defaultTimeoutMs: options.timeoutMs ?? 10_000,
+    ...(tls === undefined ? {} : { nodeOptions: tlsClientOptions(tls) }),
+  };
+};
+
+/** A gRPC transport to `target` (`grpc://host:port`). @throws InvalidArgumentError for a bad target or unreadable TLS files. */
+export const clusterTransport = (target: string, options: ClusterClientOptions = {}): Transport => {
+  const { baseUrl, headers, defaultTimeoutMs, nodeOptions } = clusterTransportSettings(target, options);
   const interceptors: Interceptor[] =
-    token === undefined
+    headers.length === 0
       ? []
       : [
           (next) => (req) => {
-            req.header.set(TOKEN_HEADER, bearer(token));
+            for (const [name, value] of headers) req.header.set(name, value);
             return next(req);
           },
         ];
-  const tls = options.tls;
-  return createGrpcTransport({
-    baseUrl: `${tls === undefined ? "http" : "https"}://${address}`,
-    interceptors,
-    defaultTimeoutMs: options.timeoutMs ?? 10_000,
-    ...(tls === undefined ? {} : { nodeOptions: tlsClientOptions(tls) }),
-  });
+  return createGrpcTransport({ baseUrl, interceptors, defaultTimeoutMs, ...(nodeOptions === undefined ? {} : { nodeOptions }) });
 };
 
 // ---------------------------------------------------------------------------------------------

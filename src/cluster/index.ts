@@ -44,6 +44,7 @@ export { ClusterDefSchema, JobDefSchema, ServerDefSchema } from "./proto/gen/mon
 export type { ClusterDef, JobDef, ServerDef } from "./proto/gen/monitored_session/v1/cluster_pb.js";
 export { GetStatusRequestSchema, GetStatusResponseSchema, StatusService } from "./proto/gen/monitored_session/v1/status_pb.js";
 export type { GetStatusRequest, GetStatusResponse } from "./proto/gen/monitored_session/v1/status_pb.js";
+export { CoordinationService } from "./proto/gen/monitored_session/v1/coordination_pb.js";
 
 export {
   GetReadinessRequestSchema,
@@ -81,6 +82,10 @@ export {
   openServicePort,
   portTransport,
   servePort,
+  coordinationServiceRegistration,
+  hostCoordinationService,
+  connectCoordinationService,
+  grpcCoordinationTransport,
   EtcdCoordinationClient,
   decodeStatusJson,
   fromStatus,
@@ -99,6 +104,10 @@ export {
   type RegisterResponse,
   type EmbeddedTransport,
   type PortTransport,
+  type HostCoordinationServiceOptions,
+  type HostedCoordinationService,
+  type GrpcCoordinationTransport,
+  type GrpcCoordinationTransportOptions,
   type EtcdCoordinationClientOptions,
   type Status,
 } from "./coordination/index.js";

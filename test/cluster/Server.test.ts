@@ -3,7 +3,6 @@
  * @grpc/proto-loader loading our .proto at run time (the server is connect-node), so what we
  * serve is gRPC that any implementation speaks.
  */
-import { execFileSync } from "node:child_process";
 import * as http2 from "node:http2";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -29,6 +28,7 @@ import {
 } from "../../src/errors.js";
 import type { Logger } from "../../src/Logger.js";
 import { flush, VirtualClock } from "../../src/testing/index.js";
+import { makeCertificates, opensslVersion } from "../util/tlsCertificates.js";
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -366,13 +366,6 @@ describe("getServerStatus (our connect-node client)", () => {
 // TLS, with certificates made at test time by openssl
 // ---------------------------------------------------------------------------------------------
 
-const opensslVersion = (() => {
-  try {
-    return execFileSync("openssl", ["version"], { encoding: "utf8" }).trim();
-  } catch {
-    return undefined;
-  }
-})();
 if (opensslVersion === undefined) console.warn("SKIP TLS tests of test/cluster/Server.test.ts: no openssl on PATH (apt-get install openssl)");
 
 const certDir = opensslVersion === undefined ? "" : mkdtempSync(join(tmpdir(), "ms-tls-"));
@@ -380,23 +373,8 @@ afterAll(() => {
   if (certDir !== "") rmSync(certDir, { recursive: true, force: true });
 });
 
-/** A CA, a server certificate for localhost/127.0.0.1 and a client certificate, both signed by the CA. */
-const makeCertificates = () => {
-  const f = (name: string) => join(certDir, name);
-  const ssl = (...args: string[]) => execFileSync("openssl", args, { stdio: "pipe" });
-  const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
-  ssl("req", "-x509", ...ec, "-keyout", f("ca.key"), "-out", f("ca.pem"), "-days", "1", "-subj", "/CN=monitored-session test CA");
-  writeFileSync(f("server.ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n");
-  writeFileSync(f("client.ext"), "extendedKeyUsage=clientAuth\n");
-  for (const who of ["server", "client"]) {
-    ssl("req", ...ec, "-keyout", f(`${who}.key`), "-out", f(`${who}.csr`), "-subj", `/CN=${who === "server" ? "localhost" : "worker"}`);
-    ssl("x509", "-req", "-in", f(`${who}.csr`), "-CA", f("ca.pem"), "-CAkey", f("ca.key"), "-CAcreateserial", "-out", f(`${who}.pem`), "-days", "1", "-extfile", f(`${who}.ext`));
-  }
-  return { f, read: (name: string) => readFileSync(f(name)) };
-};
-
 describe.skipIf(opensslVersion === undefined)("TLS from certificate files", () => {
-  const certs = opensslVersion === undefined ? undefined : makeCertificates();
+  const certs = opensslVersion === undefined ? undefined : makeCertificates(certDir);
 
   it("serves TLS: a client trusting the CA gets through; a plaintext client does not", async () => {
     const { f, read } = certs!;

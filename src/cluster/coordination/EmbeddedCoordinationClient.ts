@@ -1,7 +1,8 @@
 /**
  * A task's client of the embedded coordination service ({@link EmbeddedCoordinationService}),
  * over any transport that carries its request/response API: the service object itself
- * ({@link inProcessTransport}), a `MessagePort` (`portTransport`), or later an RPC stub.
+ * ({@link inProcessTransport}), a `MessagePort` (`portTransport`), or gRPC to the chief's `Server`
+ * (`grpcCoordinationTransport`).
  *
  * @example
  * ```ts

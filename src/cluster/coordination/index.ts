@@ -38,6 +38,20 @@ export {
 export { EmbeddedCoordinationClient, type EmbeddedTransport, inProcessTransport } from "./EmbeddedCoordinationClient.js";
 export { openServicePort, type PortTransport, portTransport, servePort } from "./portTransport.js";
 
+/* Embedded backend over gRPC */
+export {
+  coordinationServiceRegistration,
+  type HostCoordinationServiceOptions,
+  type HostedCoordinationService,
+  hostCoordinationService,
+} from "./coordinationServer.js";
+export {
+  connectCoordinationService,
+  type GrpcCoordinationTransport,
+  grpcCoordinationTransport,
+  type GrpcCoordinationTransportOptions,
+} from "./grpcCoordinationTransport.js";
+
 /* etcd backend */
 export { EtcdCoordinationClient, type EtcdCoordinationClientOptions } from "./EtcdCoordinationClient.js";
 

@@ -21,6 +21,7 @@ import {
   OpError,
   OutOfRangeError,
   ResourceExhaustedError,
+  UnauthenticatedError,
   UnavailableError,
   UnimplementedError,
   UnknownError,
@@ -54,6 +55,7 @@ const classes: Partial<Record<ErrorCode, new (message: string) => OpError>> = {
   [ErrorCode.UNIMPLEMENTED]: UnimplementedError,
   [ErrorCode.UNAVAILABLE]: UnavailableError,
   [ErrorCode.DATA_LOSS]: DataLossError,
+  [ErrorCode.UNAUTHENTICATED]: UnauthenticatedError,
 };
 
 /** The status of any thrown value: an `OpError` keeps its code, anything else is UNKNOWN. */

@@ -1,0 +1,219 @@
+/**
+ * The embedded coordination service across real processes on loopback: a chief process hosts it
+ * in its Server, two worker processes reach it over gRPC. Faults are real signals. Each test
+ * asserts the outcome and the named task, with deadlines of at least 3× the bound.
+ */
+
+import { type ChildProcess, spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import { afterEach, describe, expect, it } from "vitest";
+import { taskName } from "../../../src/cluster/coordination/index.js";
+import { repoRoot } from "../../util/cliChild.js";
+
+// Generous for a loaded 2-core machine, where a 1 s heartbeat interval leaves too little margin
+// for scheduling and a live task could be declared failed.
+const heartbeatTimeoutMs = 4_000;
+const failBound = 3 * (heartbeatTimeoutMs + 1_000);
+const startBound = 60_000; // process start with tsx on a loaded 2-core machine
+const chief = taskName("chief", 0);
+const worker0 = taskName("worker", 0);
+const worker1 = taskName("worker", 1);
+
+interface TaskEvent {
+  readonly task: string;
+  readonly event: string;
+  readonly [field: string]: unknown;
+}
+
+/** A child task: its process, what it printed, and a bounded wait for an event. */
+interface Task {
+  readonly process: ChildProcess;
+  readonly events: TaskEvent[];
+  /** The next of these events (after the last one returned); rejects after `ms` or if the child exits first. */
+  next(event: string | readonly string[], ms: number): Promise<TaskEvent>;
+  readonly exited: Promise<number | null>;
+}
+
+const children: ChildProcess[] = [];
+
+afterEach(async () => {
+  const running = children.splice(0);
+  await Promise.all(
+    running.map(
+      (child) =>
+        new Promise<void>((resolve) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resolve();
+          child.once("exit", () => resolve());
+          child.kill("SIGCONT");
+          child.kill("SIGKILL");
+        }),
+    ),
+  );
+});
+
+const start = (args: Record<string, unknown>): Task => {
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", "test/fixtures/coordination/task.ts", JSON.stringify({ heartbeatTimeoutMs, ...args })],
+    { cwd: repoRoot, stdio: ["ignore", "pipe", "pipe"] },
+  );
+  children.push(child);
+  const events: TaskEvent[] = [];
+  let stderr = "";
+  const waiters = new Set<() => void>();
+  child.stderr?.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+  createInterface({ input: child.stdout! }).on("line", (line) => {
+    try {
+      events.push(JSON.parse(line) as TaskEvent);
+    } catch {
+      stderr += `${line}\n`;
+    }
+    for (const wake of [...waiters]) wake();
+  });
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  void exited.then(() => {
+    for (const wake of [...waiters]) wake();
+  });
+  let seen = 0;
+  const next = (event: string | readonly string[], ms: number): Promise<TaskEvent> =>
+    new Promise((resolve, reject) => {
+      const wanted = typeof event === "string" ? [event] : event;
+      const check = (): void => {
+        const i = events.findIndex((e, j) => j >= seen && wanted.includes(e.event));
+        if (i >= 0) {
+          seen = i + 1;
+          done();
+          resolve(events[i] as TaskEvent);
+        } else if (child.exitCode !== null || child.signalCode !== null) {
+          done();
+          reject(new Error(`${JSON.stringify(args)} exited before "${String(event)}"; printed ${JSON.stringify(events)}; stderr:\n${stderr}`));
+        }
+      };
+      const timer = setTimeout(() => {
+        done();
+        reject(new Error(`test deadline: no "${String(event)}" from ${JSON.stringify(args)} within ${ms} ms; printed ${JSON.stringify(events)}; stderr:\n${stderr}`));
+      }, ms);
+      const done = (): void => {
+        clearTimeout(timer);
+        waiters.delete(check);
+      };
+      waiters.add(check);
+      check();
+    });
+  return { process: child, events, next, exited };
+};
+
+/** A chief and two workers with these scenarios (and arguments: `all` for every task), all connected. */
+const startCluster = async (
+  scenarios: { chief: string; worker0: string; worker1: string },
+  extra: { all?: Record<string, unknown>; chief?: Record<string, unknown>; worker0?: Record<string, unknown>; worker1?: Record<string, unknown> } = {},
+): Promise<[Task, Task, Task]> => {
+  const c = start({ role: "chief", index: 0, scenario: scenarios.chief, ...extra.all, ...extra.chief });
+  const { target } = await c.next("serving", startBound);
+  const w0 = start({ role: "worker", index: 0, target, scenario: scenarios.worker0, ...extra.all, ...extra.worker0 });
+  const w1 = start({ role: "worker", index: 1, target, scenario: scenarios.worker1, ...extra.all, ...extra.worker1 });
+  await Promise.all([c, w0, w1].map((t) => t.next("connected", startBound)));
+  return [c, w0, w1];
+};
+
+describe("embedded coordination service across processes", () => {
+  it("SIGKILL of a worker: every other task raises UnavailableError naming it", async () => {
+    const [c, w0, w1] = await startCluster({ chief: "block", worker0: "block", worker1: "block" });
+    w1.process.kill("SIGKILL");
+    for (const t of [c, w0]) {
+      const e = await t.next("error", failBound);
+      expect(e.name).toBe("UnavailableError");
+      expect(e.message).toContain(worker1);
+    }
+  });
+
+  it("SIGSTOP of a worker: the same; after SIGCONT it is told it was declared failed", async () => {
+    const [c, w0, w1] = await startCluster({ chief: "block", worker0: "block", worker1: "block" });
+    w1.process.kill("SIGSTOP");
+    for (const t of [c, w0]) {
+      const e = await t.next("error", failBound);
+      expect(e.name).toBe("UnavailableError");
+      expect(e.message).toContain(worker1);
+    }
+    w1.process.kill("SIGCONT");
+    const told = await w1.next("error", failBound);
+    expect(told.name).toBe("UnavailableError");
+    expect(told.message).toContain(worker1);
+    expect(told.message).toContain("declared failed");
+  });
+
+  const slow = { steps: 3 };
+
+  it("a task whose synchronous steps take 2× the heartbeat interval is never declared failed", async () => {
+    const tasks = await startCluster({ chief: "barrier", worker0: "barrier", worker1: "steps" }, { all: slow });
+    for (const t of tasks) {
+      const outcome = await t.next(["done", "error"], 3 * slow.steps * heartbeatTimeoutMs + startBound);
+      expect(outcome).toMatchObject({ event: "done" });
+    }
+  });
+
+  it("the control: the same steps (3 intervals each) with heartbeats on the main thread get the task declared failed", async () => {
+    const [c, w0] = await startCluster(
+      { chief: "barrier", worker0: "barrier", worker1: "steps" },
+      { all: slow, worker1: { heartbeats: "inline", stepIntervals: 3 } },
+    );
+    for (const t of [c, w0]) {
+      const e = await t.next("error", 3 * slow.steps * heartbeatTimeoutMs + startBound);
+      expect(e.name).toBe("UnavailableError");
+      expect(e.message).toContain(worker1);
+    }
+  });
+
+  it("a wrong token: the worker gets UnauthenticatedError and exits 2", async () => {
+    const c = start({ role: "chief", index: 0, scenario: "block", token: "the-cluster-token" });
+    const { target } = await c.next("serving", startBound);
+    const w0 = start({ role: "worker", index: 0, target, scenario: "block", token: "a-wrong-token" });
+    const e = await w0.next("error", startBound);
+    expect(e.name).toBe("UnauthenticatedError");
+    expect(await w0.exited).toBe(2);
+  });
+
+  it("reportErrorToCluster reaches every task, naming the reporter", async () => {
+    const [c, w0, w1] = await startCluster({ chief: "block", worker0: "report", worker1: "block" });
+    for (const t of [c, w0, w1]) {
+      const e = await t.next("error", failBound);
+      expect(e.name).toBe("InvalidArgumentError");
+      expect(e.message).toContain("loss is NaN");
+      expect(e.message).toContain(`reported by task ${worker0}`);
+    }
+  });
+
+  it("a barrier timeout names the stragglers", async () => {
+    const barrier = { barrierTimeoutMs: 1_500 };
+    const [c, w0] = await startCluster({ chief: "barrier", worker0: "barrier", worker1: "block" }, { chief: barrier, worker0: barrier });
+    for (const t of [c, w0]) {
+      const e = await t.next("error", 3 * (barrier.barrierTimeoutMs + 1_000));
+      expect(e.name).toBe("DeadlineExceededError");
+      expect(e.message).toContain(`stragglers: ${worker1}`);
+      expect(e.message).not.toContain(`stragglers: ${chief}`);
+    }
+  });
+
+  it("a chief restart loses every key: the workers get UnavailableError, then register with the new service", async () => {
+    const c1 = start({ role: "chief", index: 0, scenario: "block", launch: 1 });
+    const target = String((await c1.next("serving", startBound)).target);
+    const workers = [0, 1].map((index) => start({ role: "worker", index, target, scenario: "follow" }));
+    for (const w of workers) {
+      expect(await w.next("value", startBound)).toMatchObject({ launch: "1", stale: "1" });
+    }
+    c1.process.kill("SIGKILL");
+    await c1.exited;
+    for (const w of workers) {
+      const e = await w.next("error", failBound);
+      expect(e.name).toBe("UnavailableError");
+    }
+    const port = Number(new URL(target.replace(/^grpc:/, "http:")).port);
+    const c2 = start({ role: "chief", index: 0, scenario: "block", launch: 2, port });
+    await c2.next("connected", startBound);
+    for (const w of workers) {
+      await w.next("connected", startBound);
+      // The first launch's one-shot key is gone with the chief.
+      expect(await w.next("value", startBound)).toMatchObject({ launch: "2", stale: null });
+    }
+  });
+});
