@@ -90,17 +90,26 @@ class PreemptedExit extends Error {
  */
 export const runCommand = async (configPath: string, options: RunCommandOptions, io: CliIo): Promise<number> => {
   const clock = io.clock ?? systemClock;
+  const notices = watchNotices(io, clock);
+  try {
+    return await runWithNotices(configPath, options, io, clock, notices);
+  } finally {
+    notices.close();
+  }
+};
+
+/**
+ * Starts watching the command's termination notices (signals, replaying the early ones, and the
+ * parent's death), then tells the entry point to drop its early handlers.
+ */
+export const watchNotices = (io: CliIo, clock: Clock): TerminationNotices => {
   const notices = TerminationNotices.start({
     clock,
     earlier: io.earlySignals,
     ...(io.noticeProcess === undefined ? {} : { process: io.noticeProcess }),
   });
   io.onStarted?.();
-  try {
-    return await runWithNotices(configPath, options, io, clock, notices);
-  } finally {
-    notices.close();
-  }
+  return notices;
 };
 
 const runWithNotices = async (configPath: string, options: RunCommandOptions, io: CliIo, clock: Clock, notices: TerminationNotices): Promise<number> => {
