@@ -42,7 +42,7 @@ type Plan = Record<string, string | string[]>;
 /** Starts `launch <args>` on a new config in a new directory, the tasks behaving as `plan` says. */
 const launch = (args: readonly string[], plan: Plan = {}): { run: CliChild; dir: string } => {
   const dir = tempDir();
-  const run = startCli(["launch", ...args, config(dir)], { env: { CLUSTER_TEST_PLAN: JSON.stringify(plan), CLUSTER_TEST_DIR: dir }, timeoutMs: 90_000 });
+  const run = startCli(["launch", ...args, config(dir)], { env: { CLUSTER_TEST_PLAN: JSON.stringify(plan), CLUSTER_TEST_DIR: dir }, timeoutMs: 170_000 });
   launched.push(run);
   return { run, dir };
 };
@@ -72,7 +72,9 @@ describe("launch's TF_CONFIGs", () => {
   });
 });
 
-describe("monitored-session launch", () => {
+// A group start is a few node processes loading tsx (seconds each on a busy machine); a restart
+// test starts three groups in a row.
+describe("monitored-session launch", { timeout: 180_000 }, () => {
   it("every task exits 0: exit 0, and every line of every task carries its task's prefix", async () => {
     const { run } = launch(["--workers", "3"]);
     const r = await run.done;
@@ -101,6 +103,15 @@ describe("monitored-session launch", () => {
     expect(r.stderr).toContain("[worker:0] INFO Preempted (SIGTERM)");
     expect(r.stderr).toContain("[launch] worker:0 was preempted (exit 42): stopping chief:0");
     expect(r.stderr).toContain("[chief:0] INFO Preempted (SIGTERM)");
+  });
+
+  it("a stopped task that does not exit is SIGKILLed after --kill-after; the failure still decides the exit code", async () => {
+    const { run } = launch(["--workers", "2", "--kill-after", "1"], { "chief:0": "hang", "worker:0": "fail" });
+    const r = await run.done;
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stdout).toContain("[chief:0] hanging");
+    expect(r.stderr).toContain("[launch] chief:0 still running after 1 s: SIGKILL");
+    expect(r.stderr).toContain("[launch] chief:0 exited with 137 (killed by SIGKILL)");
   });
 
   it("--max-restarts 1: a task failing on its first launch only is restarted with the whole group, and launch exits 0", async () => {
@@ -163,6 +174,7 @@ describe("monitored-session launch", () => {
     [["--workers", "1.5"], /--workers <n>.*expected an integer >= 1/],
     [["--workers", "two"], /--workers <n>.*expected an integer >= 1/],
     [["--workers", "2", "--max-restarts", "-1"], /--max-restarts <k>.*expected an integer >= 0/],
+    [["--workers", "2", "--kill-after", "0"], /--kill-after <secs>.*expected a positive number of seconds/],
     [[], /required option '--workers <n>'/],
   ])("bad arguments %j exit 2 with one line", async (args, message) => {
     const { run } = launch(args);
