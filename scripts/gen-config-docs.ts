@@ -62,6 +62,7 @@ The \`monitored-session\` command runs it:
 npx tsx src/cli/main.ts run train.yaml      # from a checkout
 monitored-session run train.yaml             # installed package (npx monitored-session ...)
 monitored-session run --verbose train.yaml   # stack traces of failures
+monitored-session launch --workers 3 train.yaml   # a local cluster: a chief and 2 workers (docs/distributed.md)
 monitored-session inspect runs/exp1          # list checkpoints, verify their checksums
 \`\`\`
 
