@@ -20,6 +20,7 @@ import { resolve } from "node:path";
 
 import { BundleSaver, CheckpointDirInUseError, CheckpointManager } from "../checkpoint/index.js";
 import { systemClock, type Clock } from "../Clock.js";
+import { resolveTfConfig } from "../cluster/ClusterResolver.js";
 import { TF_CONFIG } from "../cluster/TfConfig.js";
 import { checkpointDirOf, ConfigError, lastStepOf, toMonitoredTrainingSessionOptions, type SessionRole } from "../config/index.js";
 import { ValueError } from "../errors.js";
@@ -128,7 +129,7 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
     printIssues(io.err, TF_CONFIG, tfConfig.left);
     return ExitCodes.usage;
   }
-  const prepared = await prepareRun(configPath, io.err, verbose);
+  const prepared = await prepareRun(configPath, io.err, verbose, tfConfig.right !== undefined && !resolveTfConfig(tfConfig.right).isChief);
   if (isLeft(prepared)) return prepared.left;
   const { config, baseDir, file, job, registry, backendNote } = prepared.right;
   const clustered = tfConfig.right === undefined ? right(undefined) : clusterTaskOf(tfConfig.right, config, baseDir);

@@ -76,6 +76,17 @@ describe("run with a hand-set TF_CONFIG", () => {
     expect(listTree(join(dir, "ck"))).toEqual([]);
   });
 
+  it("a worker does not check checkpoint.dir (it never writes there, and on its machine the path may be the chief's): a file in the way stops the chief only", async () => {
+    const dir = tempDir();
+    const file = config(dir);
+    writeFileSync(join(dir, "ck"), "not a directory");
+    const worker = await run(file, { TF_CONFIG: tfConfig("worker", 0) }).done;
+    expect(worker.code, worker.stderr).toBe(0);
+    const chief = await run(file, { TF_CONFIG: tfConfig("chief", 0) }).done;
+    expect(chief.code).toBe(2);
+    expect(lines(chief)).toEqual([`${file}: checkpoint.dir: ${join(dir, "ck")} is an existing file, not a directory: choose another directory, or move the file away`]);
+  });
+
   it("without a chief job, worker 0 is the chief (TensorFlow's rule)", async () => {
     const dir = tempDir();
     const r = await run(config(dir), { TF_CONFIG: tfConfig("worker", 0, { worker: ["127.0.0.1:7001", "127.0.0.1:7002"] }) }).done;
