@@ -41,9 +41,14 @@ module.exports = {
       to: { path: [CORE, HOOKS, "^src/$1/"], pathNot: ROOT_BARREL },
     },
     {
-      comment: "3. config (and cluster beside it) imports every layer below it and its own folder.",
-      from: { path: "^src/(config|cluster)/" },
-      to: { path: [CORE, HOOKS, MIDDLE, "^src/$1/"], pathNot: ROOT_BARREL },
+      comment: "3. cluster (beside config) imports every layer below it and its own folder.",
+      from: { path: "^src/cluster/" },
+      to: { path: [CORE, HOOKS, MIDDLE, "^src/cluster/"], pathNot: ROOT_BARREL },
+    },
+    {
+      comment: "3. config imports every layer below it, its own folder, and cluster's `cluster:` section codec (cluster never imports config).",
+      from: { path: "^src/config/" },
+      to: { path: [CORE, HOOKS, MIDDLE, "^src/config/", "^src/cluster/ClusterConfig\\.ts$"], pathNot: ROOT_BARREL },
     },
     {
       comment: "3. The CLI imports every layer below it, config (and cluster), and its own folder.",

@@ -21,6 +21,7 @@ import {
   type Fields,
 } from "../src/config/index.js";
 import { exitCodesHelp } from "../src/cli/exitCodes.js";
+import { ClusterConfigCodec, ClusterConfigReference, ClusterTimeouts, ClusterTls } from "../src/cluster/ClusterConfig.js";
 
 /** The path of the generated reference. */
 export const CONFIG_DOCS_PATH = fileURLToPath(new URL("../docs/configuration.md", import.meta.url));
@@ -29,7 +30,8 @@ const cell = (s: string): string => s.replace(/\|/g, "\\|").replace(/\n/g, " ");
 
 const table = (fields: Fields, prefix = ""): string => {
   const rows = Object.entries(fields).map(([key, f]) => {
-    const type = f.codec instanceof StructType ? `object (see \`${prefix}${key}\`)` : f.codec.name;
+    // The `cluster:` codec wraps its struct (it also rejects a cluster spec): documented as one.
+    const type = f.codec instanceof StructType || f.codec === ClusterConfigCodec ? `object (see \`${prefix}${key}\`)` : f.codec.name;
     const dflt = f.optional ? (f.defaultValue ?? "absent") : "**required**";
     return `| \`${prefix}${key}\` | ${cell(type)} | ${cell(dflt)} | ${cell(f.doc)} |`;
   });
@@ -60,6 +62,7 @@ The \`monitored-session\` command runs it:
 npx tsx src/cli/main.ts run train.yaml      # from a checkout
 monitored-session run train.yaml             # installed package (npx monitored-session ...)
 monitored-session run --verbose train.yaml   # stack traces of failures
+monitored-session launch --workers 3 train.yaml   # a local cluster: a chief and 2 workers (docs/distributed.md)
 monitored-session inspect runs/exp1          # list checkpoints, verify their checksums
 \`\`\`
 
@@ -166,10 +169,25 @@ train.yaml: 1 problem:
 \`\`\`
 
 Which backend is faster depends on the model: see docs/performance.md and docs/tfjs.md.
+
+${section("cluster", ClusterConfigReference as unknown as StructType<Fields>, "cluster.")}
+${section("cluster.tls", ClusterTls as unknown as StructType<Fields>, "cluster.tls.")}
+${section("cluster.timeouts", ClusterTimeouts as unknown as StructType<Fields>, "cluster.timeouts.")}
+The cluster itself (its jobs, their addresses, and which task this process is) comes from the
+\`TF_CONFIG\` environment variable only, so the same file runs on every task. When TF_CONFIG is set,
+\`run\` checks it first (a bad one exits 2 with every problem and its path), takes \`isChief\` and
+\`master\` from the task (the configuration may not give them), and names the task on its start
+line. A cluster spec in this section (\`cluster\`, \`clusterSpec\`, \`jobs\`, \`task\`...) exits 2,
+as does a \`heartbeatTimeoutSecs\` under 2 with \`backend: etcd\`. Without TF_CONFIG the section is
+not used. \`tokenFile\` and the TLS files are relative to the file. \`monitored-session launch
+--workers N train.yaml\` starts such a cluster on one machine: see docs/distributed.md.
+
 On the chief, the hooks are, in order: the step counter and summary hooks of the factory, the
 checkpoint hook of \`checkpoint\`, a \`StopAtStepHook\` for \`lastStep\`, the configured \`hooks\`,
-then the job's \`hooks\`. A worker (\`isChief: false\`) gets the last three only and never handles
-preemption.
+then the job's \`hooks\`. A worker (\`isChief: false\`, or a TF_CONFIG task that is not the chief)
+gets the last three only, never handles preemption (it exits with the preemption code without
+saving), and never creates or writes anything under \`checkpoint.dir\`: only the chief takes the
+directory's lock.
 
 ## Hooks
 

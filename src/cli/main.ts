@@ -14,8 +14,9 @@ const earlySignals: NodeJS.Signals[] = [];
 const catchEarly = (signal: NodeJS.Signals): void => {
   earlySignals.push(signal);
 };
-// Only `run` trains; `inspect` and `--help` keep Node's default handling.
-const early = process.argv[2] === "run" ? (["SIGTERM", "SIGINT", "SIGHUP"] as const) : [];
+// Only `run` and `launch` (which forwards them to its tasks) watch them; `inspect` and `--help`
+// keep Node's default handling.
+const early = process.argv[2] === "run" || process.argv[2] === "launch" ? (["SIGTERM", "SIGINT", "SIGHUP"] as const) : [];
 for (const s of early) process.on(s, catchEarly);
 
 const { main } = await import("./program.js");

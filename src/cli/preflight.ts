@@ -66,7 +66,13 @@ export const printIssues = (err: NodeJS.WritableStream, file: string, issues: re
  * names used against the session. Prints the problems and resolves with the exit code, or
  * resolves with the prepared run. With `verbose`, import failures print their stack.
  */
-export const prepareRun = async (configPath: string, err: NodeJS.WritableStream, verbose: boolean): Promise<Either<number, PreparedRun>> => {
+export const prepareRun = async (
+  configPath: string,
+  err: NodeJS.WritableStream,
+  verbose: boolean,
+  /** A cluster's worker (from TF_CONFIG): it never writes `checkpoint.dir` or `summaries.dir`, so they are not checked. */
+  worker = false,
+): Promise<Either<number, PreparedRun>> => {
   const fail = (f: ModuleFailure, file: string): Either<number, never> => {
     err.write(`${file}: ${f.message}\n`);
     if (verbose && f.cause instanceof Error && f.cause.stack !== undefined) err.write(`${f.cause.stack}\n`);
@@ -102,7 +108,7 @@ export const prepareRun = async (configPath: string, err: NodeJS.WritableStream,
   }
   const { config, baseDir, file } = loaded.right;
 
-  const dirIssues = checkOutputDirs(outputDirsOf(config, baseDir));
+  const dirIssues = checkOutputDirs(outputDirsOf(config, baseDir).filter(([key]) => !(worker && (key === "checkpoint.dir" || key === "summaries.dir"))));
   if (dirIssues.length > 0) {
     printIssues(err, file, dirIssues);
     return left(ExitCodes.usage);

@@ -1,21 +1,22 @@
 /**
- * The `monitored-session` command line: `run <config>` and `inspect <checkpointDir>`, built
- * with commander. Usage errors exit 2; see {@link ExitCodes}.
+ * The `monitored-session` command line: `run <config>`, `launch --workers N <config>` and
+ * `inspect <checkpointDir>`, built with commander. Usage errors exit 2; see {@link ExitCodes}.
  *
  * @module
  */
 
-import { Command, CommanderError, Option } from "commander";
+import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 
 import { ExitCodes, exitCodesHelp } from "./exitCodes.js";
 import { inspectCommand } from "./inspect.js";
+import { launchCommand } from "./launch.js";
 import { runCommand, type CliIo } from "./run.js";
 
 /** Parses `argv` (without `node` and the script) and runs the command; resolves with the exit code. */
 export const main = async (argv: readonly string[], io: CliIo): Promise<number> => {
   let code: number = ExitCodes.done;
   const program = new Command("monitored-session")
-    .description("Run a training job described by a configuration file, and inspect its checkpoints.")
+    .description("Run a training job described by a configuration file, launch it as a local cluster, and inspect its checkpoints.")
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.out.write(s), writeErr: (s) => io.err.write(s) })
     .showHelpAfterError("(run with --help for usage)")
@@ -35,6 +36,26 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     .exitOverride()
     .action(async (config: string, opts: { progress: boolean; verbose?: boolean; logLevel: "debug" | "info" | "warn" | "error" }) => {
       code = await runCommand(config, { progress: opts.progress, logLevel: opts.logLevel, verbose: opts.verbose === true }, io);
+    });
+
+  program
+    .command("launch")
+    .description("Start a local cluster on loopback: <n> processes (the chief and n-1 workers), each running `run <config>` with its TF_CONFIG.")
+    .argument("<config>", "the configuration file every task runs")
+    .requiredOption("--workers <n>", "processes to start, the chief included", integerAtLeast(1))
+    .option("--max-restarts <k>", "restart the whole group after a failure, at most k times (a preemption, exit 42, does not count)", integerAtLeast(0), 0)
+    .option("--kill-after <secs>", "seconds between the SIGTERM that stops a task and its SIGKILL", positiveNumber, 30)
+    .option("--verbose", "passed to each task's run")
+    .addOption(new Option("--log-level <level>", "passed to each task's run").choices(["debug", "info", "warn", "error"]))
+    .addHelpText(
+      "after",
+      `\nEach task's lines are prefixed with its name ([chief:0], [worker:1], ...). When a task exits non-zero the others get SIGTERM, then SIGKILL after --kill-after seconds. SIGINT, SIGTERM and SIGHUP are forwarded to every task. See docs/distributed.md.\n\nExit codes: 0 every task exited 0; ${ExitCodes.preempted} a task was preempted (exited ${ExitCodes.preempted}) before any other failed; otherwise the first other non-zero exit code of a task (after --max-restarts restarts); ${ExitCodes.usage} bad usage.`,
+    )
+    .showHelpAfterError(false)
+    .exitOverride()
+    .action(async (config: string, opts: { workers: number; maxRestarts: number; killAfter: number; verbose?: boolean; logLevel?: string }) => {
+      const runArgs = [...(opts.verbose === true ? ["--verbose"] : []), ...(opts.logLevel === undefined ? [] : ["--log-level", opts.logLevel])];
+      code = await launchCommand(config, { workers: opts.workers, maxRestarts: opts.maxRestarts, killAfterSecs: opts.killAfter, runArgs }, io);
     });
 
   program
@@ -63,4 +84,20 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     throw e;
   }
   return code;
+};
+
+/** A commander parser of integers >= `min`. */
+const integerAtLeast =
+  (min: number) =>
+  (value: string): number => {
+    const n = Number(value);
+    if (!/^\s*[+-]?\d+\s*$/.test(value) || !Number.isSafeInteger(n) || n < min) throw new InvalidArgumentError(`expected an integer >= ${min}`);
+    return n;
+  };
+
+/** A commander parser of positive numbers. */
+const positiveNumber = (value: string): number => {
+  const n = Number(value);
+  if (value.trim() === "" || !(n > 0) || !Number.isFinite(n)) throw new InvalidArgumentError("expected a positive number of seconds");
+  return n;
 };

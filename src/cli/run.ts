@@ -7,18 +7,26 @@
  * next step boundary, then the command exits with 42 (or `preemption.exitCode`), and running it
  * again resumes at that step.
  *
+ * With TF_CONFIG set, the process is one task of a cluster (src/cli/clusterTask.ts): the task
+ * decides `isChief` and `master`, the start line names it, and only the chief takes the
+ * checkpoint directory's lock and writes there (a worker exits with the preemption code without
+ * saving).
+ *
  * @module
  */
 
-import { isLeft } from "fp-ts/lib/Either.js";
+import { isLeft, right } from "fp-ts/lib/Either.js";
 import { resolve } from "node:path";
 
 import { BundleSaver, CheckpointDirInUseError, CheckpointManager } from "../checkpoint/index.js";
 import { systemClock, type Clock } from "../Clock.js";
-import { checkpointDirOf, ConfigError, lastStepOf, toMonitoredTrainingSessionOptions } from "../config/index.js";
+import { resolveTfConfig } from "../cluster/ClusterResolver.js";
+import { TF_CONFIG } from "../cluster/TfConfig.js";
+import { checkpointDirOf, ConfigError, lastStepOf, toMonitoredTrainingSessionOptions, type SessionRole } from "../config/index.js";
 import { ValueError } from "../errors.js";
-import type { LogLevel } from "../Logger.js";
+import type { Logger, LogLevel } from "../Logger.js";
 import { withSession, type MonitoredSession } from "../MonitoredSession.js";
+import { defaultSessionTargets } from "../SessionTarget.js";
 import { monitoredTrainingSession } from "../training/monitoredTrainingSession.js";
 import { PreemptionCheckpointHandler } from "../preemption/PreemptionCheckpointHandler.js";
 import { LocalPreemptionCoordinator } from "../preemption/PreemptionCoordinator.js";
@@ -27,6 +35,7 @@ import { TerminationNotices, type NoticeProcess } from "../preemption/Terminatio
 import { createPlatformWatcher } from "../preemption/platforms/index.js";
 import type { Fetches, VariableStore } from "../Session.js";
 import { fileWriterCache } from "../summary/index.js";
+import { clusterTaskOf, describeTask, readTfConfig, type ClusterTask } from "./clusterTask.js";
 import { ExitCodes } from "./exitCodes.js";
 import { failureMessage } from "./faults.js";
 import { exitOnRepeatedNotice } from "./forcedExit.js";
@@ -90,12 +99,7 @@ class PreemptedExit extends Error {
  */
 export const runCommand = async (configPath: string, options: RunCommandOptions, io: CliIo): Promise<number> => {
   const clock = io.clock ?? systemClock;
-  const notices = TerminationNotices.start({
-    clock,
-    earlier: io.earlySignals,
-    ...(io.noticeProcess === undefined ? {} : { process: io.noticeProcess }),
-  });
-  io.onStarted?.();
+  const notices = watchNotices(io, clock);
   try {
     return await runWithNotices(configPath, options, io, clock, notices);
   } finally {
@@ -103,11 +107,38 @@ export const runCommand = async (configPath: string, options: RunCommandOptions,
   }
 };
 
+/**
+ * Starts watching the command's termination notices (signals, replaying the early ones, and the
+ * parent's death), then tells the entry point to drop its early handlers.
+ */
+export const watchNotices = (io: CliIo, clock: Clock): TerminationNotices => {
+  const notices = TerminationNotices.start({
+    clock,
+    earlier: io.earlySignals,
+    ...(io.noticeProcess === undefined ? {} : { process: io.noticeProcess }),
+  });
+  io.onStarted?.();
+  return notices;
+};
+
 const runWithNotices = async (configPath: string, options: RunCommandOptions, io: CliIo, clock: Clock, notices: TerminationNotices): Promise<number> => {
   const verbose = options.verbose === true;
-  const prepared = await prepareRun(configPath, io.err, verbose);
+  // The cluster comes from the environment: checked first, before the module loads.
+  const tfConfig = readTfConfig(io.env);
+  if (isLeft(tfConfig)) {
+    printIssues(io.err, TF_CONFIG, tfConfig.left);
+    return ExitCodes.usage;
+  }
+  const prepared = await prepareRun(configPath, io.err, verbose, tfConfig.right !== undefined && !resolveTfConfig(tfConfig.right).isChief);
   if (isLeft(prepared)) return prepared.left;
   const { config, baseDir, file, job, registry, backendNote } = prepared.right;
+  const clustered = tfConfig.right === undefined ? right(undefined) : clusterTaskOf(tfConfig.right, config, baseDir);
+  if (isLeft(clustered)) {
+    printIssues(io.err, file, clustered.left);
+    return ExitCodes.usage;
+  }
+  const task = clustered.right;
+  const isChief = task?.isChief ?? config.isChief ?? true;
 
   const ci = io.env["CI"] !== undefined && io.env["CI"] !== "" && io.env["CI"] !== "false" && io.env["CI"] !== "0";
   const progress = createProgress({
@@ -119,10 +150,11 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
   });
   const logger = progress.logger;
   if (backendNote !== undefined) logger.info(backendNote);
+  const role = task === undefined ? undefined : sessionRoleOf(task, logger);
 
   let sessionOptions;
   try {
-    sessionOptions = toMonitoredTrainingSessionOptions(config, job, { baseDir, logger, clock, registry });
+    sessionOptions = toMonitoredTrainingSessionOptions(config, job, { baseDir, logger, clock, registry, ...(role === undefined ? {} : { role }) });
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
     printIssues(io.err, file, e.issues);
@@ -149,9 +181,10 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
 
   // The input is valid: from here on, things are created. First the checkpoint directory's one
   // manager (taking its lock): a second run on the directory stops here, having written nothing.
+  // Only the chief writes there; a worker never does.
   const checkpointDir = checkpointDirOf(config, baseDir);
   let manager: CheckpointManager | undefined;
-  if (checkpointDir !== undefined && (config.isChief ?? true)) {
+  if (checkpointDir !== undefined && isChief) {
     try {
       manager = await CheckpointManager.create({
         directory: checkpointDir,
@@ -177,6 +210,7 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
   }
   const summaryDir = config.summaries?.dir === undefined ? checkpointDir : resolve(baseDir, config.summaries.dir);
   const where = (): void => {
+    if (!isChief) return;
     if (checkpointDir !== undefined) logger.info(`Checkpoints: ${checkpointDir}`);
     if (summaryDir !== undefined) {
       logger.info(`TensorBoard logs: ${summaryDir}`);
@@ -213,7 +247,7 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
     const restoring = manager?.lastRestored ?? null;
     const startStep = await readStep(sess);
     logger.info(
-      `Starting at global step ${startStep ?? "(none)"}${restoring === null ? "" : ` (restored from ${restoring})`}${lastStep === undefined ? "" : `; last step ${lastStep}`}.`,
+      `Starting at global step ${startStep ?? "(none)"}${restoring === null ? "" : ` (restored from ${restoring})`}${lastStep === undefined ? "" : `; last step ${lastStep}`}${task === undefined ? "" : `; task ${task.name} (${task.isChief ? "chief" : "worker"})`}.`,
     );
     where();
     if (lastStep !== undefined && startStep !== undefined && startStep >= lastStep) {
@@ -282,6 +316,18 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
 // ---------------------------------------------------------------------------------------------
 // utils
 // ---------------------------------------------------------------------------------------------
+
+/**
+ * The session role of a cluster task: whether it is the chief, and its `master`. The task's
+ * `grpc://` target is its master once a resolver for `grpc://` is registered; until then the task
+ * trains an in-process session, and says so.
+ */
+const sessionRoleOf = (task: ClusterTask, logger: Logger): SessionRole => {
+  logger.info(`Cluster task ${describeTask(task)}.`);
+  if (defaultSessionTargets.schemes.includes("grpc")) return { isChief: task.isChief, master: task.master };
+  logger.info(`No grpc:// session target is registered: ${task.name} trains an in-process session (master "").`);
+  return { isChief: task.isChief, master: "" };
+};
 
 /** The configured preemption exit code (default 42). */
 const exitCodeOf = (config: Parameters<typeof toMonitoredTrainingSessionOptions>[0]): number => config.preemption?.exitCode ?? PREEMPTION_EXIT_CODE;

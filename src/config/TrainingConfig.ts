@@ -19,6 +19,7 @@ import type { Either } from "fp-ts/lib/Either.js";
 import * as t from "io-ts";
 
 import { AsyncSavePolicyCodec, MaxToKeepCodec } from "../../hooks/CheckpointSaverHook.js";
+import { ClusterConfigCodec } from "../cluster/ClusterConfig.js";
 import type { TfjsBackendName } from "../tfjs/backend.js";
 import { HookRegistry } from "./HookRegistry.js";
 import {
@@ -120,8 +121,21 @@ const topLevelFields = {
     "Modules (relative to the file, or package names) that register hook types for `hooks`: each default-exports a function, made with `definePlugin`, that receives the hook registry. Loaded before `hooks` is decoded.",
     "[]",
   ),
-  isChief: optional(Bool, "Whether this process is the chief: it initializes, restores, saves and writes summaries.", "true"),
-  master: optional(t.string, "The session target: `\"\"` is in-process; other schemes (`grpc://...`) are rejected in one line until cluster support registers them.", '""'),
+  isChief: optional(
+    Bool,
+    "Whether this process is the chief: it initializes, restores, saves and writes summaries. With TF_CONFIG set, the task decides (the `chief` task, else `worker` 0) and this key is an error.",
+    "true; with TF_CONFIG, from its task",
+  ),
+  master: optional(
+    t.string,
+    "The session target: `\"\"` is in-process; other schemes (`grpc://...`) are rejected in one line until cluster support registers them. With TF_CONFIG set, it is the task's own server (`grpc://<its address>`) and this key is an error.",
+    '""; with TF_CONFIG, grpc://<the task\'s address>',
+  ),
+  cluster: optional(
+    ClusterConfigCodec,
+    "How the tasks of a cluster coordinate and secure their calls (see `cluster` below). Read only when TF_CONFIG is set; the cluster itself (jobs, addresses, this task) comes from TF_CONFIG alone.",
+    "the embedded backend, no token, plaintext",
+  ),
   checkpoint: optional(CheckpointConfigCodec, "Checkpoints (see below).", "no checkpoints"),
   summaries: optional(SummariesConfigCodec, "Summaries (see below).", "every 100 steps into checkpoint.dir"),
   logStepCountSteps: optional(StepCadence, "Log the step rate every this many steps; `0` or `null` disables.", "100"),

@@ -93,5 +93,6 @@ export {
   ConfigError,
   lastStepOf,
   toMonitoredTrainingSessionOptions,
+  type SessionRole,
   type ToOptionsOptions,
 } from "./toMonitoredTrainingSessionOptions.js";

@@ -60,6 +60,17 @@ export interface ToOptionsOptions {
    * the hook makes its own at its first save.
    */
   readonly checkpointManager?: CheckpointManager;
+  /**
+   * This process's place in a cluster, from TF_CONFIG: it replaces the configuration's `isChief`
+   * and `master` (which a configuration run with TF_CONFIG leaves out).
+   */
+  readonly role?: SessionRole;
+}
+
+/** Whether this process is the chief, and its session target (TensorFlow's `is_chief` and `master`). */
+export interface SessionRole {
+  readonly isChief: boolean;
+  readonly master: string;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -87,7 +98,8 @@ export const toMonitoredTrainingSessionOptions = <F extends Fetches>(
 ): MonitoredTrainingSessionOptions => {
   const baseDir = options.baseDir ?? process.cwd();
   const registry = options.registry ?? HookRegistry.builtins;
-  const isChief = config.isChief ?? true;
+  const isChief = options.role?.isChief ?? config.isChief ?? true;
+  const master = options.role?.master ?? config.master;
   const scaffold = job.scaffold ?? new Scaffold(job.graph === undefined ? {} : { graph: job.graph });
   const context: HookFactoryContext = { resolvePath: (p) => resolvePath(baseDir, p), scaffold };
   const issues: Issue[] = [];
@@ -153,7 +165,7 @@ export const toMonitoredTrainingSessionOptions = <F extends Fetches>(
     isChief,
     scaffold,
     hooks,
-    ...(config.master === undefined ? {} : { master: config.master }),
+    ...(master === undefined ? {} : { master }),
     ...(job.graph === undefined ? {} : { graph: job.graph }),
     ...(job.sessionFactory === undefined ? {} : { sessionFactory: job.sessionFactory }),
     ...(checkpointDir === undefined ? {} : { checkpointDir }),

@@ -280,6 +280,14 @@ describe("toMonitoredTrainingSessionOptions", () => {
     expect(o.isChief).toBe(false);
   });
 
+  it("a cluster role (from TF_CONFIG) decides isChief and master: a worker gets no checkpoint hook, the chief gets it", () => {
+    const config = decode({ module: "m", checkpoint: { dir: "c", saveSteps: 1 } });
+    const worker = toMonitoredTrainingSessionOptions(config, defineJob({ graph: new Graph() }), { role: { isChief: false, master: "grpc://127.0.0.1:7002" } });
+    expect([worker.isChief, worker.master, worker.hooks]).toEqual([false, "grpc://127.0.0.1:7002", []]);
+    const chief = toMonitoredTrainingSessionOptions(config, defineJob({ graph: new Graph() }), { role: { isChief: true, master: "" } });
+    expect([chief.isChief, chief.master, chief.hooks?.map((h) => h.constructor.name)]).toEqual([true, "", ["CheckpointSaverHook"]]);
+  });
+
   it("throws ConfigError listing every hook whose factory rejects its options", () => {
     const registry = HookRegistry.withBuiltins().register({
       type: "Picky",

@@ -1,0 +1,141 @@
+/**
+ * `monitored-session run` with TF_CONFIG set by hand (no `launch`), in real processes: each task
+ * resolves its role and prints it; only the chief takes the checkpoint directory and writes
+ * there; a bad TF_CONFIG, a cluster spec in the configuration, keys TF_CONFIG decides, and an
+ * etcd heartbeat timeout under 2 s exit 2 with one line per problem, creating nothing.
+ */
+import { existsSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+
+import { repoRoot, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
+import { listTree } from "../util/cli.js";
+import { useTempDirs } from "../util/tempDirs.js";
+
+const tempDir = useTempDirs("ms-cluster-run-");
+const clusterJob = join(repoRoot, "test/fixtures/cli/cluster-job.ts");
+
+const started: CliChild[] = [];
+afterEach(async () => {
+  for (const c of started.splice(0)) {
+    c.process.kill("SIGKILL");
+    await c.done;
+  }
+});
+
+const CLUSTER = { chief: ["127.0.0.1:7001"], worker: ["127.0.0.1:7002"] };
+const tfConfig = (type: string, index: number, cluster: unknown = CLUSTER): string => JSON.stringify({ cluster, task: { type, index } });
+
+/** A config of the cluster job in `dir` (checkpoints in `dir/ck`, no periodic saves or summaries: the job has no global step), plus `extra`. */
+const config = (dir: string, extra = ""): string => {
+  const file = join(dir, "job.yaml");
+  writeFileSync(file, `module: ${clusterJob}\nlogStepCountSteps: 0\ncheckpoint:\n  dir: ck\n  saveSteps: 0\nsummaries:\n  saveSteps: 0\n${extra}`);
+  return file;
+};
+
+const run = (file: string, env: Record<string, string>): CliChild => {
+  const c = startCli(["run", file], { env, timeoutMs: 60_000 });
+  started.push(c);
+  return c;
+};
+
+const lines = (r: CliRun): string[] => r.stderr.split("\n").filter((l) => l !== "");
+
+describe("run with a hand-set TF_CONFIG", () => {
+  it("a chief and a worker started with run: each prints its role; the chief holds checkpoint.dir, the worker trains beside it and writes nothing there", async () => {
+    const dir = tempDir();
+    const file = config(dir);
+    const chief = run(file, { TF_CONFIG: tfConfig("chief", 0), CLUSTER_TEST_PLAN: JSON.stringify({ "chief:0": "train" }) });
+    await chief.waitFor("training");
+    await chief.waitFor("Starting at global step (none); task chief:0 (chief).");
+    expect(chief.output()).toContain("Cluster task chief:0, the chief of 2 training tasks (grpc://127.0.0.1:7001; coordination: embedded).");
+    const before = listTree(join(dir, "ck"));
+    expect(before).toContain("checkpoint.lock");
+
+    // The chief holds the directory's lock: a worker that tried to take it would exit 2.
+    const worker = await run(file, { TF_CONFIG: tfConfig("worker", 0) }).done;
+    expect(worker.code, worker.stderr).toBe(0);
+    expect(worker.stdout).toContain("task worker:0 up");
+    expect(worker.stderr).toContain("Cluster task worker:0, a worker of 2 training tasks (grpc://127.0.0.1:7002; coordination: embedded).");
+    expect(worker.stderr).toContain("Starting at global step (none); task worker:0 (worker).");
+    expect(worker.stderr).not.toContain("Checkpoints:");
+    expect(listTree(join(dir, "ck"))).toEqual(before);
+
+    chief.process.kill("SIGTERM");
+    const c = await chief.done;
+    expect(c.code, c.stderr).toBe(42);
+    expect(c.stderr).toContain(`Preemption checkpoint for step 0 saved: ${join(dir, "ck", "model.ckpt-0")}`);
+  });
+
+  it("a worker alone never creates or writes under checkpoint.dir, even when preempted", async () => {
+    const dir = tempDir();
+    const worker = run(config(dir), { TF_CONFIG: tfConfig("worker", 0), CLUSTER_TEST_PLAN: JSON.stringify({ "worker:0": "preempt" }) });
+    const r = await worker.done;
+    expect(r.code, r.stderr).toBe(42);
+    expect(r.stderr).toContain("Preempted (SIGTERM) with no preemption checkpoint configured: exiting with 42 without saving.");
+    expect(listTree(join(dir, "ck"))).toEqual([]);
+  });
+
+  it("a worker does not check checkpoint.dir (it never writes there, and on its machine the path may be the chief's): a file in the way stops the chief only", async () => {
+    const dir = tempDir();
+    const file = config(dir);
+    writeFileSync(join(dir, "ck"), "not a directory");
+    const worker = await run(file, { TF_CONFIG: tfConfig("worker", 0) }).done;
+    expect(worker.code, worker.stderr).toBe(0);
+    const chief = await run(file, { TF_CONFIG: tfConfig("chief", 0) }).done;
+    expect(chief.code).toBe(2);
+    expect(lines(chief)).toEqual([`${file}: checkpoint.dir: ${join(dir, "ck")} is an existing file, not a directory: choose another directory, or move the file away`]);
+  });
+
+  it("without a chief job, worker 0 is the chief (TensorFlow's rule)", async () => {
+    const dir = tempDir();
+    const r = await run(config(dir), { TF_CONFIG: tfConfig("worker", 0, { worker: ["127.0.0.1:7001", "127.0.0.1:7002"] }) }).done;
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain("Cluster task worker:0, the chief of 2 training tasks");
+    expect(r.stderr).toContain("Starting at global step (none); task worker:0 (chief).");
+    // The chief made the directory (for its lock, released at the end).
+    expect(existsSync(join(dir, "ck"))).toBe(true);
+  });
+});
+
+describe("cluster configuration errors exit 2 with one line per problem, creating nothing", () => {
+  const expectUsage = async (extra: string, env: Record<string, string>, expected: (file: string) => string[]): Promise<void> => {
+    const dir = tempDir();
+    const file = config(dir, extra);
+    const r = await run(file, env).done;
+    expect(r.code, r.stderr).toBe(2);
+    expect(lines(r)).toEqual(expected(file));
+    expect(listTree(dir)).toEqual(["job.yaml"]);
+  };
+
+  it("a bad TF_CONFIG: every problem with its path", async () => {
+    await expectUsage("", { TF_CONFIG: JSON.stringify({ cluster: { chief: ["127.0.0.1:7001"], worker: ["host2"] }, task: { type: "worker", index: 4 } }) }, () => [
+      "TF_CONFIG: 2 problems:",
+      '  cluster.worker[0]: expected an address host:port, got "host2"',
+      '  task.index: 4 is not a task of job "worker" (its tasks: 0)',
+    ]);
+    await expectUsage("", { TF_CONFIG: "{not json" }, () => [expect.stringMatching(/^TF_CONFIG: \(root\): not valid JSON/) as unknown as string]);
+  });
+
+  it("a cluster spec in the configuration's cluster: section (the spec comes from TF_CONFIG only)", async () => {
+    await expectUsage("cluster:\n  jobs:\n    worker: [127.0.0.1:7002]\n", { TF_CONFIG: tfConfig("chief", 0) }, (file) => [
+      `${file}: cluster.jobs: the cluster spec comes from TF_CONFIG only; remove it here and set TF_CONFIG on each task (line 10, column 5)`,
+    ]);
+  });
+
+  it("an etcd heartbeat timeout under 2 s", async () => {
+    await expectUsage(
+      "cluster:\n  backend: etcd\n  etcdEndpoints: [http://127.0.0.1:2379]\n  timeouts:\n    heartbeatTimeoutSecs: 1\n",
+      { TF_CONFIG: tfConfig("chief", 0) },
+      (file) => [
+        `${file}: cluster.timeouts.heartbeatTimeoutSecs: 1 is below the etcd backend's minimum of 2 (etcd leases are whole seconds); set 2 or more (line 12, column 27)`,
+      ],
+    );
+  });
+
+  it("isChief in the configuration while TF_CONFIG is set", async () => {
+    await expectUsage("isChief: true\n", { TF_CONFIG: tfConfig("worker", 0) }, (file) => [
+      `${file}: isChief: comes from TF_CONFIG's task when TF_CONFIG is set; remove it from the configuration (the same file runs on every task)`,
+    ]);
+  });
+});

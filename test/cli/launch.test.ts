@@ -1,0 +1,201 @@
+/**
+ * `monitored-session launch` with real processes: a local cluster of `run` tasks on loopback
+ * (test/fixtures/cli/cluster-job.ts reads its task from TF_CONFIG and exits 0, 1 or 42 as the
+ * test's plan says). Each test acts when a line appears, never after a fixed time, and asserts
+ * outcomes and named tasks only.
+ */
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+
+import { resolveTfConfig } from "../../src/cluster/ClusterResolver.js";
+import { decodeTfConfig } from "../../src/cluster/TfConfig.js";
+import { tasksOf, tfConfigsOf } from "../../src/cli/launch.js";
+import { alive, repoRoot, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
+import { useTempDirs } from "../util/tempDirs.js";
+
+const tempDir = useTempDirs("ms-launch-");
+const clusterJob = join(repoRoot, "test/fixtures/cli/cluster-job.ts");
+
+/** Every launch started by a test, with the task pids it printed: all killed after the test. */
+const launched: CliChild[] = [];
+afterEach(async () => {
+  for (const l of launched.splice(0)) {
+    const pids = taskPids(l.output());
+    l.process.kill("SIGKILL");
+    for (const pid of pids) if (alive(pid)) process.kill(pid, "SIGKILL");
+    await l.done;
+  }
+});
+
+const taskPids = (output: string): number[] => [...output.matchAll(/^\[launch\] started \S+ at \S+ \(pid (\d+)\)$/gm)].map((m) => Number(m[1]));
+
+/** A config running the cluster job in `dir`. */
+const config = (dir: string): string => {
+  const file = join(dir, "job.yaml");
+  writeFileSync(file, `module: ${clusterJob}\nlogStepCountSteps: 0\n`);
+  return file;
+};
+
+type Plan = Record<string, string | string[]>;
+
+/** Starts `launch <args>` on a new config in a new directory, the tasks behaving as `plan` says. */
+const launch = (args: readonly string[], plan: Plan = {}): { run: CliChild; dir: string } => {
+  const dir = tempDir();
+  const run = startCli(["launch", ...args, config(dir)], { env: { CLUSTER_TEST_PLAN: JSON.stringify(plan), CLUSTER_TEST_DIR: dir }, timeoutMs: 170_000 });
+  launched.push(run);
+  return { run, dir };
+};
+
+const lines = (text: string): string[] => text.split("\n").filter((l) => l !== "");
+
+describe("launch's TF_CONFIGs", () => {
+  it("--workers 3 is a chief job of 1 and a worker job of 2 on distinct loopback ports, and each task resolves to itself", () => {
+    const tasks = tasksOf(3);
+    expect(tasks.map((t) => t.name)).toEqual(["chief:0", "worker:0", "worker:1"]);
+    const configs = tfConfigsOf(tasks, ["127.0.0.1:1001", "127.0.0.1:1002", "127.0.0.1:1003"]).map((text) => {
+      const r = decodeTfConfig(text);
+      if (r._tag === "Left") throw new Error(JSON.stringify(r.left));
+      return resolveTfConfig(r.right);
+    });
+    expect(configs.map((c) => [c.taskType, c.taskIndex, c.isChief, c.numWorkers])).toEqual([
+      ["chief", 0, true, 3],
+      ["worker", 0, false, 3],
+      ["worker", 1, false, 3],
+    ]);
+    expect(configs[0]?.clusterSpec.asDict()).toEqual({ chief: ["127.0.0.1:1001"], worker: ["127.0.0.1:1002", "127.0.0.1:1003"] });
+  });
+
+  it("--workers 1 is a chief alone (no worker job)", () => {
+    const [text] = tfConfigsOf(tasksOf(1), ["127.0.0.1:1001"]);
+    expect(JSON.parse(text as string)).toEqual({ cluster: { chief: ["127.0.0.1:1001"] }, task: { type: "chief", index: 0 } });
+  });
+});
+
+// A group start is a few node processes loading tsx (seconds each on a busy machine); a restart
+// test starts three groups in a row.
+describe("monitored-session launch", { timeout: 180_000 }, () => {
+  it("every task exits 0: exit 0, and every line of every task carries its task's prefix", async () => {
+    const { run } = launch(["--workers", "3"]);
+    const r = await run.done;
+    expect(r.code, r.stderr).toBe(0);
+    for (const task of ["chief:0", "worker:0", "worker:1"]) expect(r.stdout).toContain(`[${task}] task ${task} up`);
+    for (const line of lines(r.stdout)) expect(line).toMatch(/^\[(chief:0|worker:[01])\] /);
+    for (const line of lines(r.stderr)) expect(line).toMatch(/^\[(chief:0|worker:[01]|launch)\] /);
+    expect(r.stderr).toContain("[launch] every task exited 0");
+  });
+
+  it("a task fails: the others are stopped (they exit 42 on the SIGTERM) and launch exits with the failure's code, 1", async () => {
+    const { run } = launch(["--workers", "3"], { "chief:0": "train", "worker:0": "fail", "worker:1": "train" });
+    const r = await run.done;
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toContain("[worker:0] Training failed: Error: task worker:0 fails on purpose");
+    expect(r.stderr).toMatch(/\[launch\] worker:0 failed \(exit 1\): stopping (chief:0, worker:1|worker:1, chief:0) \(SIGTERM/);
+    expect(r.stderr).toContain("[launch] chief:0 exited with 42");
+    expect(r.stderr).toContain("[launch] worker:1 exited with 42");
+    expect(r.stderr).toContain("[launch] worker:0 exited with 1: exiting with 1");
+  });
+
+  it("a task is preempted (exits 42) before any other fails: the others are stopped and launch exits 42", async () => {
+    const { run } = launch(["--workers", "2"], { "chief:0": "train", "worker:0": "preempt" });
+    const r = await run.done;
+    expect(r.code, r.stderr).toBe(42);
+    expect(r.stderr).toContain("[worker:0] INFO Preempted (SIGTERM)");
+    expect(r.stderr).toContain("[launch] worker:0 was preempted (exit 42): stopping chief:0");
+    expect(r.stderr).toContain("[chief:0] INFO Preempted (SIGTERM)");
+  });
+
+  it("a stopped task that does not exit is SIGKILLed after --kill-after; the failure still decides the exit code", async () => {
+    const { run } = launch(["--workers", "2", "--kill-after", "1"], { "chief:0": "hang", "worker:0": "fail" });
+    const r = await run.done;
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stdout).toContain("[chief:0] hanging");
+    expect(r.stderr).toContain("[launch] chief:0 still running after 1 s: SIGKILL");
+    expect(r.stderr).toContain("[launch] chief:0 exited with 137 (killed by SIGKILL)");
+  });
+
+  it("--max-restarts 1: a task failing on its first launch only is restarted with the whole group, and launch exits 0", async () => {
+    const { run } = launch(["--workers", "2", "--max-restarts", "1"], { "chief:0": ["train", "ok"], "worker:0": ["fail", "ok"] });
+    const r = await run.done;
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain("[launch] worker:0 exited with 1: restarting the group (restart 1 of 1)");
+    expect(r.stdout).toContain("[chief:0] task chief:0 up (start 2: ok)");
+    expect(r.stdout).toContain("[worker:0] task worker:0 up (start 2: ok)");
+  });
+
+  it("--max-restarts 1: a preemption does not use up the restart (preempt, then fail, then every task exits 0)", async () => {
+    const { run } = launch(["--workers", "2", "--max-restarts", "1"], { "chief:0": ["train", "train", "ok"], "worker:0": ["preempt", "fail", "ok"] });
+    const r = await run.done;
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain("[launch] preempted (worker:0 exited with 42): restarting the group (a preemption does not use up a restart; 1 left)");
+    expect(r.stderr).toContain("[launch] worker:0 exited with 1: restarting the group (restart 1 of 1)");
+    expect(r.stdout).toContain("[worker:0] task worker:0 up (start 3: ok)");
+  });
+
+  it("after --max-restarts restarts, launch exits with the last failure's code", async () => {
+    const { run } = launch(["--workers", "2", "--max-restarts", "2"], { "worker:0": "fail" });
+    const r = await run.done;
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toContain("restart 2 of 2");
+    expect(r.stdout).toContain("[worker:0] task worker:0 up (start 3: fail)");
+    expect(r.stderr).toContain("[launch] worker:0 exited with 1: exiting with 1 after 2 restarts");
+  });
+
+  it("SIGTERM to launch is forwarded to every task: each exits 42, launch exits 42 and restarts nothing", async () => {
+    const { run } = launch(["--workers", "3", "--max-restarts", "2"], { "chief:0": "train", "worker:0": "train", "worker:1": "train" });
+    for (const task of ["chief:0", "worker:0", "worker:1"]) await run.waitFor(`[${task}] training`);
+    run.process.kill("SIGTERM");
+    const r: CliRun = await run.done;
+    expect(r.code, r.stderr).toBe(42);
+    expect(r.stderr).toMatch(/\[launch\] SIGTERM: forwarding SIGTERM to /);
+    for (const task of ["chief:0", "worker:0", "worker:1"]) {
+      expect(r.stderr).toContain(`[${task}] INFO Preempted (SIGTERM)`);
+      expect(r.stderr).toContain(`[launch] ${task} exited with 42`);
+    }
+    expect(r.stderr).not.toContain("restarting");
+  });
+
+  it("launch killed with SIGKILL: its tasks notice their parent's death and exit (no orphans)", async () => {
+    const { run } = launch(["--workers", "2"], { "chief:0": "train", "worker:0": "train" });
+    for (const task of ["chief:0", "worker:0"]) await run.waitFor(`[${task}] training`);
+    const pids = taskPids(run.output());
+    expect(pids).toHaveLength(2);
+    run.process.kill("SIGKILL");
+    await run.done;
+    const deadline = Date.now() + 30_000; // the tasks poll their parent every second
+    while (pids.some(alive)) {
+      if (Date.now() > deadline) throw new Error(`tasks still alive after their launcher died: ${pids.filter(alive).join(", ")}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  });
+
+  it.each([
+    [["--workers", "0"], /--workers <n>.*expected an integer >= 1/],
+    [["--workers", "1.5"], /--workers <n>.*expected an integer >= 1/],
+    [["--workers", "two"], /--workers <n>.*expected an integer >= 1/],
+    [["--workers", "2", "--max-restarts", "-1"], /--max-restarts <k>.*expected an integer >= 0/],
+    [["--workers", "2", "--kill-after", "0"], /--kill-after <secs>.*expected a positive number of seconds/],
+    [[], /required option '--workers <n>'/],
+  ])("bad arguments %j exit 2 with one line", async (args, message) => {
+    const { run } = launch(args);
+    const r = await run.done;
+    expect(r.code, r.stderr).toBe(2);
+    expect(lines(r.stderr), r.stderr).toHaveLength(1);
+    expect(r.stderr).toMatch(message);
+  });
+
+  it("a missing config exits 2 with one line, starting nothing", async () => {
+    const missing = startCli(["launch", "--workers", "2"]);
+    launched.push(missing);
+    const r = await missing.done;
+    expect(r.code).toBe(2);
+    expect(lines(r.stderr), r.stderr).toEqual(["error: missing required argument 'config'"]);
+
+    const absent = join(tempDir(), "nope.yaml");
+    const nofile = startCli(["launch", "--workers", "2", absent]);
+    launched.push(nofile);
+    const r2 = await nofile.done;
+    expect(r2.code).toBe(2);
+    expect(lines(r2.stderr)).toEqual([`monitored-session launch: the configuration file ${absent} does not exist`]);
+  });
+});
