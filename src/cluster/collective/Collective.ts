@@ -58,7 +58,7 @@ export interface Collective {
    * naming the task. A task outside the group is ignored.
    */
   onPeerFailed(task: string, error?: Error): void;
-  /** Leaves the group: pending calls raise `CancelledError`, peers get `UnavailableError` naming this task. */
+  /** Leaves the group: pending calls raise `CancelledError`; a peer that still needs this rank raises `UnavailableError` naming it. */
   close(): Promise<void>;
 }
 

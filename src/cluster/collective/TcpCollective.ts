@@ -81,7 +81,12 @@ export interface CollectiveStats {
   readonly chunksReceived: number;
   /** Chunks received from the previous rank and not yet reduced or copied. */
   readonly bufferedChunks: number;
-  /** The most chunks ever held for one peer (received and not consumed). Never above 2. */
+  /** Chunks sent to the next rank and not yet consumed there (no credit back yet). */
+  readonly unacknowledgedChunks: number;
+  /**
+   * The most chunks ever outstanding with one peer: received and not consumed, or sent and not
+   * credited. Never above 2; a stopped peer makes its sender wait, not buffer.
+   */
   readonly maxBufferedChunksPerPeer: number;
   /** How many chunks had to wait for the next rank's credit (it was slow or stopped). */
   readonly creditWaits: number;
@@ -92,6 +97,8 @@ export interface CollectiveStats {
 /** Chunks a receiver grants its sender: the per-peer buffering bound. */
 const CREDIT_WINDOW = 2;
 const DEFAULT_CHUNK_BYTES = 256 * 1024;
+/** How long `close()` lets a peer acknowledge the end of a link before cutting it. */
+const CLOSE_GRACE_MS = 5000;
 const MAX_HELLO_AUTH_BYTES = 4096;
 const RETRYABLE = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "EHOSTUNREACH", "ENETUNREACH", "ETIMEDOUT", "EAI_AGAIN"]);
 
@@ -166,6 +173,9 @@ export class TcpCollective implements Collective {
   private inbound: Link | undefined;
   private readonly inboundReady = deferred();
   private readonly pendingSockets = new Set<Socket>();
+  /** Set when a link closed while nothing waited on it; raised at its next use. */
+  private inboundGone: Error | undefined;
+  private outboundGone: Error | undefined;
   private connected = false;
   private closed = false;
   private broken: Error | undefined;
@@ -311,15 +321,25 @@ export class TcpCollective implements Collective {
     this.connected = true;
   }
 
-  /** Leaves the group: pending calls raise CancelledError; the peers get UnavailableError naming this task. */
+  /**
+   * Leaves the group: pending calls raise CancelledError. The links are closed gracefully (what
+   * was sent is delivered), so a peer still finishing the last collective finishes it; a peer
+   * that needs more from this rank raises UnavailableError naming it.
+   */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.fail(new CancelledError(`the collective of ${this.who(this.rank)} was closed`), new UnavailableError(`${this.who(this.rank)} left the group (its collective was closed)`));
+    this.fail(new CancelledError(`the collective of ${this.who(this.rank)} was closed`), null);
     for (const s of this.pendingSockets) s.destroy();
-    for (const link of [this.outbound, this.inbound]) link?.socket.destroy();
-    const server = this.server;
-    if (server !== undefined) await new Promise<void>((resolve) => server.close(() => resolve()));
+    for (const link of [this.outbound, this.inbound]) {
+      if (link === undefined || link.socket.destroyed) continue;
+      // Keep reading until the peer closes too, so its last frames are not reset; a frozen peer is cut off.
+      link.socket.end();
+      const timer = this.clock.setTimer(CLOSE_GRACE_MS, () => link.socket.destroy());
+      link.socket.once("close", () => timer.cancel());
+    }
+    this.server?.close();
+    await Promise.resolve();
   }
 
   /** The address `listen()` bound, or `undefined` before. */
@@ -329,7 +349,7 @@ export class TcpCollective implements Collective {
 
   /** Counters: chunks moved, buffering, credit waits, refused connections. */
   stats(): CollectiveStats {
-    return { ...this.counters, bufferedChunks: CREDIT_WINDOW - this.freeSlots.length };
+    return { ...this.counters, bufferedChunks: CREDIT_WINDOW - this.freeSlots.length, unacknowledgedChunks: this.outbound === undefined ? 0 : CREDIT_WINDOW - this.credits };
   }
 
   // -------------------------------------------------------------------------------------------
@@ -486,10 +506,11 @@ export class TcpCollective implements Collective {
   }
 
   /**
-   * Breaks the group: every pending call rejects with `local`, both neighbours get an abort frame
-   * carrying `remote` (so every rank raises the same error), and the links are closed.
+   * Breaks the group: every pending call rejects with `local`; unless `remote` is `null`,
+   * both neighbours get an abort frame carrying it (so every rank raises the same error) and the
+   * links are closed.
    */
-  private fail(local: Error, remote: Error = local): void {
+  private fail(local: Error, remote: Error | null = local): void {
     if (this.broken !== undefined) return;
     this.broken = local;
     for (const call of this.calls) call.reject(local);
@@ -498,12 +519,13 @@ export class TcpCollective implements Collective {
     for (const w of this.flushWaiters.splice(0)) w.reject(local);
     this.sendQueue.length = 0;
     this.inboundReady.reject(local);
+    this.server?.close();
+    if (remote === null) return;
     const status = Buffer.from(JSON.stringify(toStatus(remote)));
     for (const link of [this.outbound, this.inbound]) {
       if (link === undefined || link.socket.destroyed) continue;
       link.socket.end(Buffer.concat([this.header(link, { kind: FrameKind.abort, payloadBytes: status.length }), status]));
     }
-    this.server?.close();
   }
 
   private checkUsable(): void {
@@ -515,6 +537,7 @@ export class TcpCollective implements Collective {
   // -------------------------------------------------------------------------------------------
 
   private send(call: Call, buffer: CollectiveBuffer, a: number, b: number): void {
+    if (this.outboundGone !== undefined) this.fail(this.outboundGone);
     if (this.broken !== undefined) return;
     const bpe = buffer.BYTES_PER_ELEMENT;
     // A view, not a copy: the region is not written again before the next rank has received it
@@ -545,6 +568,7 @@ export class TcpCollective implements Collective {
     this.credits--;
     this.pendingWrites++;
     this.counters.chunksSent++;
+    this.counters.maxBufferedChunksPerPeer = Math.max(this.counters.maxBufferedChunksPerPeer, CREDIT_WINDOW - this.credits);
     const onWritten = (): void => {
       this.pendingWrites--;
       if (this.pendingWrites === 0 && this.sendQueue.length === 0) for (const w of this.flushWaiters.splice(0)) w.resolve();
@@ -594,6 +618,7 @@ export class TcpCollective implements Collective {
     };
     const ready = this.ready.shift();
     if (ready !== undefined) return Promise.resolve(check(ready));
+    if (this.inboundGone !== undefined) this.fail(this.inboundGone);
     if (this.broken !== undefined) return Promise.reject(this.broken);
     return new Promise<Frame>((resolve, reject) => (this.waiter = { resolve, reject })).then(check);
   }
@@ -821,13 +846,24 @@ export class TcpCollective implements Collective {
     this.fail(statusError(decodeStatusJson(payload.toString("utf8"), `the abort frame of ${this.who(link.peer)}`)));
   }
 
-  /** A closed or reset link is the peer's death: UnavailableError naming it, at once. */
+  /**
+   * A closed or reset link is the peer's death or departure: UnavailableError naming it, at once
+   * if this rank waits for the peer's data or credit, else at the next use of the link. (A peer
+   * that finished and closed delivered every frame before its close.)
+   */
   private watchDeath(link: Link): void {
     let code = "";
     link.socket.on("error", (e: NodeJS.ErrnoException) => (code = e.code ?? e.message));
     link.socket.on("close", () => {
       if (this.broken !== undefined) return;
-      this.fail(new UnavailableError(`${this.who(link.peer)} closed its connection to ${this.who(this.rank)}${code === "" ? "" : ` (${code})`}: it died or left the group`));
+      const gone = new UnavailableError(`${this.who(link.peer)} closed its connection to ${this.who(this.rank)}${code === "" ? "" : ` (${code})`}: it died or left the group`);
+      if (link === this.inbound) {
+        this.inboundGone = gone;
+        if (this.waiter !== undefined) this.fail(gone);
+      } else {
+        this.outboundGone = gone;
+        if (this.sendQueue.length > 0 || this.pendingWrites > 0) this.fail(gone);
+      }
     });
   }
 

@@ -255,9 +255,9 @@ describe("a peer that dies mid-collective", () => {
     expect(await calls[0]).toBeInstanceOf(CancelledError);
     const e = await calls[1]!;
     expect(e).toBeInstanceOf(UnavailableError);
-    expect(e.message).toContain(`rank 0 (${task(0)}) left the group`);
+    expect(e.message).toContain(`rank 0 (${task(0)}) closed its connection`);
     await until(() => (g[2] as unknown as { broken?: Error }).broken !== undefined, "rank 2 to hear of it");
-    await expect(g[2]!.barrier()).rejects.toThrow(`rank 0 (${task(0)}) left the group`);
+    await expect(g[2]!.barrier()).rejects.toThrow(`rank 0 (${task(0)}) closed its connection`);
   });
 
   it("a frozen peer reported by the liveness source: every pending collective raises that UnavailableError", async () => {
