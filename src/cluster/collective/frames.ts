@@ -92,7 +92,7 @@ export const encodeHeader = (h: FrameHeader): Buffer => {
 };
 
 /** Decodes a header, or a one-line reason why these bytes are not one. */
-export const decodeHeader = (b: Buffer): FrameHeader | string => {
+const decodeHeader = (b: Buffer): FrameHeader | string => {
   if (b.readUInt32LE(0) !== MAGIC) return "not a collective frame (bad magic)";
   if (b.readUInt8(4) !== VERSION) return `frame version ${b.readUInt8(4)}, expected ${VERSION}`;
   const kind = b.readUInt8(5);
