@@ -399,11 +399,7 @@ export class TcpCollective implements Collective {
     for (let k = 0; k < n - 1; k++) {
       for (const [a, b] of this.chunks(buffer, bounds(this.rank - k - 1))) {
         const frame = await this.receive(call, b - a);
-        const dst = buffer.subarray(a, b);
-        const src = typedView(buffer, frame.payload);
-        // Earlier ranks' partial sum first: the order is fixed by the ring, not by timing.
-        for (let i = 0; i < dst.length; i++) dst[i] = (src[i] as number) + (dst[i] as number);
-        if (mean && k === n - 2) for (let i = 0; i < dst.length; i++) dst[i] = (dst[i] as number) / n;
+        reduceInto(buffer.subarray(a, b), typedView(buffer, frame.payload), mean && k === n - 2 ? n : 1);
         this.release(frame);
         this.send(call, buffer, a, b);
       }
@@ -911,6 +907,28 @@ const mod = (a: number, n: number): number => ((a % n) + n) % n;
 
 /** Segment `s` of `n` nearly equal contiguous segments of `length` elements. */
 const segment = (length: number, n: number, s: number): readonly [number, number] => [Math.floor((s * length) / n), Math.floor(((s + 1) * length) / n)];
+
+/**
+ * `dst[i] = (src[i] + dst[i]) / divisor`, the received partial sum first: the order is fixed by
+ * the ring, not by timing. One loop per element type keeps each loop monomorphic.
+ */
+const reduceInto = (dst: CollectiveBuffer, src: CollectiveBuffer, divisor: number): void => {
+  if (dst instanceof Float32Array) reduceFloat32(dst, src as Float32Array, divisor);
+  else reduceFloat64(dst, src as Float64Array, divisor);
+};
+
+const reduceFloat32 = (dst: Float32Array, src: Float32Array, divisor: number): void => {
+  const n = dst.length;
+  if (divisor === 1) for (let i = 0; i < n; i++) dst[i] = (src[i] as number) + (dst[i] as number);
+  // Rounded to float32 after the sum, then after the division, as the two steps would be.
+  else for (let i = 0; i < n; i++) dst[i] = Math.fround((src[i] as number) + (dst[i] as number)) / divisor;
+};
+
+const reduceFloat64 = (dst: Float64Array, src: Float64Array, divisor: number): void => {
+  const n = dst.length;
+  if (divisor === 1) for (let i = 0; i < n; i++) dst[i] = (src[i] as number) + (dst[i] as number);
+  else for (let i = 0; i < n; i++) dst[i] = ((src[i] as number) + (dst[i] as number)) / divisor;
+};
 
 const typedView = (like: CollectiveBuffer, payload: Buffer): CollectiveBuffer =>
   like instanceof Float32Array ? new Float32Array(payload.buffer, payload.byteOffset, payload.length / 4) : new Float64Array(payload.buffer, payload.byteOffset, payload.length / 8);
