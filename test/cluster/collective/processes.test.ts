@@ -33,8 +33,8 @@ afterEach(() => {
   }
 });
 
-const start = (rank: number, size: number, elements: number, rounds: number, gate = false): Rank => {
-  const child = spawn(process.execPath, ["--import", "tsx", FIXTURE, String(rank), String(size), String(elements), String(rounds), ...(gate ? ["gate"] : [])], {
+const start = (rank: number, size: number, elements: number, rounds: number, gate: boolean, timeoutSecs: number): Rank => {
+  const child = spawn(process.execPath, ["--import", "tsx", FIXTURE, String(rank), String(size), String(elements), String(rounds), gate ? "gate" : "nogate", String(timeoutSecs)], {
     cwd: repoRoot,
     stdio: ["pipe", "pipe", "pipe"],
   });
@@ -69,8 +69,8 @@ const start = (rank: number, size: number, elements: number, rounds: number, gat
 };
 
 /** Starts `size` ranks and gives each the addresses the others bound. */
-const startGroup = async (size: number, elements: number, rounds: number, gate = false): Promise<Rank[]> => {
-  const ranks = Array.from({ length: size }, (_, r) => start(r, size, elements, rounds, gate));
+const startGroup = async (size: number, elements: number, rounds: number, gate = false, timeoutSecs = 60): Promise<Rank[]> => {
+  const ranks = Array.from({ length: size }, (_, r) => start(r, size, elements, rounds, gate, timeoutSecs));
   const addresses = await Promise.all(ranks.map(async (r) => (await r.waitFor(/^LISTENING /)).slice("LISTENING ".length)));
   for (const r of ranks) r.child.stdin!.write(`${JSON.stringify(addresses)}\n`);
   return ranks;
@@ -128,6 +128,19 @@ describe("TcpCollective across processes", { timeout: 3 * WAIT_MS }, () => {
       expect(last).toBe("DONE");
       const final = r.lines.filter((l) => l.startsWith("STATS ")).map((l) => JSON.parse(l.slice(6)) as { maxBufferedChunksPerPeer: number });
       for (const s of final) expect(s.maxBufferedChunksPerPeer).toBeLessThanOrEqual(2);
+    }
+  });
+
+  it("a frozen rank (SIGSTOP) that never enters the call: the others raise DeadlineExceededError naming it", async () => {
+    const ranks = await startGroup(3, 1024, 2, true, 5);
+    await Promise.all(ranks.map((r) => r.waitFor(/^ROUND 1 /)));
+    ranks[1]!.child.kill("SIGSTOP");
+    for (const r of ranks) r.child.stdin!.write("GO\n");
+    for (const r of [ranks[0]!, ranks[2]!]) {
+      const line = await r.waitFor(/^ERROR /);
+      expect(line).toMatch(/^ERROR DeadlineExceededError allReduce\(sum\) #2 over 1024 float32 elements did not finish within 5 s/);
+      expect(line).toContain(`the slowest rank is rank 1 (${task(1)})`);
+      expect(await r.exited).toBe(3);
     }
   });
 });
