@@ -74,6 +74,7 @@ const ClusterSectionStruct = struct(
     tls: optional(ClusterTls, "TLS from PEM files.", "plaintext"),
     bindAddress: optional(BindAddress, "Where this task's server listens, when not its TF_CONFIG address (NAT, Kubernetes).", "the task's address"),
     timeouts: optional(ClusterTimeouts, "The coordination timeouts.", "see the table in docs/distributed.md"),
+    collectiveTimeoutSecs: optional(PositiveNumber, "The deadline of every collective (all-reduce, broadcast, barrier); at expiry every rank raises DeadlineExceededError naming the slowest rank.", "60"),
   },
   (v) => {
     const out: { key?: string; message: string }[] = [];

@@ -2,7 +2,7 @@
  * `monitored-session/cluster`: a cluster of training processes, as TensorFlow describes one.
  * `ClusterSpec` and TF_CONFIG say which tasks exist and which one this process is; `Server`
  * is a task's gRPC server; the `cluster:` configuration section says how tasks coordinate and
- * secure their calls. See docs/distributed.md.
+ * secure their calls; `TcpCollective` all-reduces buffers between the workers. See docs/distributed.md.
  *
  * @module
  */
@@ -111,3 +111,15 @@ export {
   type EtcdCoordinationClientOptions,
   type Status,
 } from "./coordination/index.js";
+
+/* Collectives */
+export {
+  DEFAULT_COLLECTIVE_TIMEOUT_SECS,
+  TcpCollective,
+  type Collective,
+  type CollectiveBuffer,
+  type CollectiveCallOptions,
+  type CollectiveStats,
+  type ReduceOp,
+  type TcpCollectiveOptions,
+} from "./collective/index.js";

@@ -18,6 +18,7 @@ describe("the cluster: configuration section", () => {
       tls: { certFile: "a.pem", keyFile: "a.key", caFile: "ca.pem" },
       bindAddress: "0.0.0.0",
       timeouts: { heartbeatTimeoutSecs: 4, heartbeatIntervalSecs: 1, barrierTimeoutSecs: 30, serverStopGraceSecs: 1 },
+      collectiveTimeoutSecs: 120,
     };
     const r = ClusterConfigCodec.decode(full);
     expect(isRight(r) && r.right).toEqual(full);

@@ -1,0 +1,175 @@
+/**
+ * The collective data plane's wire format: fixed 48-byte little-endian frame headers, each
+ * followed by `payloadBytes` of payload, and a parser that cuts a byte stream into frames. Every
+ * frame carries the sender's generation and incarnation and a per-link sequence number, so traffic
+ * from another launch or another process start is recognised and refused.
+ *
+ * @module
+ */
+
+import { DataLossError } from "../../errors.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** `MSCL` read as a little-endian u32: the first four bytes of every frame. */
+const MAGIC = 0x4c43534d;
+const VERSION = 1;
+
+/** Size of every frame header. */
+export const HEADER_BYTES = 48;
+
+/** The largest payload of a control frame (hello, reject, abort). */
+export const MAX_CONTROL_PAYLOAD_BYTES = 64 * 1024;
+
+/** What a frame is. */
+export const FrameKind = {
+  /** Connector → acceptor, before anything else: token, generation, incarnation, rank, group size. */
+  hello: 1,
+  /** Acceptor → connector: the handshake passed; `elements` is the credit window (chunks). */
+  welcome: 2,
+  /** Acceptor → connector: the handshake failed; the payload is a JSON `{ code, message }`. */
+  reject: 3,
+  /** One chunk of a collective's buffer. */
+  data: 4,
+  /** Receiver → sender: `elements` more chunks may be sent. */
+  credit: 5,
+  /** Either way: the group failed; the payload is a JSON `{ code, message }` to raise. */
+  abort: 6,
+} as const;
+export type FrameKind = (typeof FrameKind)[keyof typeof FrameKind];
+
+/** Which collective a data frame belongs to (all ranks must agree). */
+export const OpCode = { none: 0, sum: 1, mean: 2, broadcast: 3, barrier: 4 } as const;
+export type OpCode = (typeof OpCode)[keyof typeof OpCode];
+
+/** The element type of a data frame. */
+export const DType = { none: 0, float32: 1, float64: 2 } as const;
+export type DType = (typeof DType)[keyof typeof DType];
+
+/** A decoded frame header. */
+export interface FrameHeader {
+  readonly kind: FrameKind;
+  readonly op: OpCode;
+  readonly dtype: DType;
+  readonly generation: number;
+  /** Sender's rank (hello), broadcast root (data), or 0. */
+  readonly rank: number;
+  readonly incarnation: bigint;
+  /** The collective's number on this group (data), or 0. */
+  readonly collective: number;
+  /** The frame's number on its link and direction, from 0 after the handshake. */
+  readonly seq: number;
+  /** Elements of the whole buffer (data); the group size (hello); the credit window (welcome); granted chunks (credit). */
+  readonly elements: number;
+  /** How many consecutive ranks upstream of the receiver, ending at the sender, are known to have entered the collective. */
+  readonly arrived: number;
+  readonly payloadBytes: number;
+}
+
+// ---------------------------------------------------------------------------------------------
+// operations
+// ---------------------------------------------------------------------------------------------
+
+/** Encodes a header (48 bytes). */
+export const encodeHeader = (h: FrameHeader): Buffer => {
+  const b = Buffer.allocUnsafe(HEADER_BYTES);
+  b.writeUInt32LE(MAGIC, 0);
+  b.writeUInt8(VERSION, 4);
+  b.writeUInt8(h.kind, 5);
+  b.writeUInt8(h.op, 6);
+  b.writeUInt8(h.dtype, 7);
+  b.writeUInt32LE(h.generation, 8);
+  b.writeUInt32LE(h.rank, 12);
+  b.writeBigUInt64LE(h.incarnation, 16);
+  b.writeUInt32LE(h.collective, 24);
+  b.writeUInt32LE(h.seq, 28);
+  b.writeDoubleLE(h.elements, 32);
+  b.writeUInt32LE(h.arrived, 40);
+  b.writeUInt32LE(h.payloadBytes, 44);
+  return b;
+};
+
+/** Decodes a header, or a one-line reason why these bytes are not one. */
+const decodeHeader = (b: Buffer): FrameHeader | string => {
+  if (b.readUInt32LE(0) !== MAGIC) return "not a collective frame (bad magic)";
+  if (b.readUInt8(4) !== VERSION) return `frame version ${b.readUInt8(4)}, expected ${VERSION}`;
+  const kind = b.readUInt8(5);
+  if (kind < FrameKind.hello || kind > FrameKind.abort) return `unknown frame kind ${kind}`;
+  return {
+    kind: kind as FrameKind,
+    op: b.readUInt8(6) as OpCode,
+    dtype: b.readUInt8(7) as DType,
+    generation: b.readUInt32LE(8),
+    rank: b.readUInt32LE(12),
+    incarnation: b.readBigUInt64LE(16),
+    collective: b.readUInt32LE(24),
+    seq: b.readUInt32LE(28),
+    elements: b.readDoubleLE(32),
+    arrived: b.readUInt32LE(40),
+    payloadBytes: b.readUInt32LE(44),
+  };
+};
+
+/**
+ * Where a parser puts a frame's payload: a buffer of exactly `payloadBytes`. Returning an error
+ * refuses the frame before its payload is read (the link then fails with that error).
+ */
+export type PayloadTarget = (header: FrameHeader) => Buffer | Error;
+
+/**
+ * Cuts a byte stream into frames. Payload bytes are copied straight into the buffer that
+ * `target` picks (a receive slot for data, a fresh buffer for control frames), so a frame is
+ * copied once. After `stop()` it ignores everything: nothing past a refused frame is read.
+ */
+export class FrameParser {
+  private readonly header = Buffer.allocUnsafe(HEADER_BYTES);
+  private headerFill = 0;
+  private current: { readonly header: FrameHeader; readonly payload: Buffer; fill: number } | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly target: PayloadTarget,
+    private readonly onFrame: (header: FrameHeader, payload: Buffer) => void,
+    private readonly onError: (error: Error) => void,
+  ) {}
+
+  /** Stops parsing: later bytes (and the rest of this chunk) are dropped unread. */
+  stop(): void {
+    this.stopped = true;
+  }
+
+  push(chunk: Buffer): void {
+    let at = 0;
+    while (at < chunk.length && !this.stopped) {
+      if (this.current === undefined) {
+        const n = Math.min(HEADER_BYTES - this.headerFill, chunk.length - at);
+        chunk.copy(this.header, this.headerFill, at, at + n);
+        this.headerFill += n;
+        at += n;
+        if (this.headerFill < HEADER_BYTES) return;
+        this.headerFill = 0;
+        const header = decodeHeader(this.header);
+        if (typeof header === "string") return this.fail(new DataLossError(header));
+        const payload = this.target(header);
+        if (payload instanceof Error) return this.fail(payload);
+        this.current = { header, payload, fill: 0 };
+      }
+      const c = this.current;
+      const n = Math.min(c.header.payloadBytes - c.fill, chunk.length - at);
+      chunk.copy(c.payload, c.fill, at, at + n);
+      c.fill += n;
+      at += n;
+      if (c.fill === c.header.payloadBytes) {
+        this.current = undefined;
+        this.onFrame(c.header, c.payload);
+      }
+    }
+  }
+
+  private fail(error: Error): void {
+    this.stopped = true;
+    this.onError(error);
+  }
+}

@@ -1,0 +1,9 @@
+/**
+ * Collectives for synchronous data parallelism: the {@link Collective} interface and its TCP
+ * ring implementation. Re-exported by `monitored-session/cluster`.
+ *
+ * @module
+ */
+
+export { DEFAULT_COLLECTIVE_TIMEOUT_SECS, type Collective, type CollectiveBuffer, type CollectiveCallOptions, type ReduceOp } from "./Collective.js";
+export { TcpCollective, type CollectiveStats, type TcpCollectiveOptions } from "./TcpCollective.js";

@@ -1,0 +1,442 @@
+/**
+ * The TCP ring collective, in-process ranks on loopback: the conformance suite (sum and mean
+ * against an independent reference, bit for bit, at 1 to 16 Mi elements on 2 and 3 ranks;
+ * broadcast; barrier) and the faults: a peer that dies mid-collective, a stale generation or
+ * incarnation, a wrong token, a deadline, a stopped reader (backpressure), a failed peer reported
+ * by the liveness source, and ranks that disagree on the call.
+ */
+import { connect, type Socket } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { encodeHeader, FrameKind, DType, OpCode, HEADER_BYTES } from "../../../src/cluster/collective/frames.js";
+import { TcpCollective, type TcpCollectiveOptions } from "../../../src/cluster/collective/TcpCollective.js";
+import {
+  AbortedError,
+  CancelledError,
+  DeadlineExceededError,
+  ErrorCode,
+  FailedPreconditionError,
+  InvalidArgumentError,
+  UnauthenticatedError,
+  UnavailableError,
+} from "../../../src/errors.js";
+import type { Logger } from "../../../src/Logger.js";
+import { VirtualClock } from "../../../src/testing/index.js";
+import { rankInput, ringReference } from "../../util/ringReference.js";
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+// ---------------------------------------------------------------------------------------------
+
+const WAIT_MS = 30_000;
+const quiet: Logger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
+const task = (rank: number): string => `/job:worker/replica:0/task:${rank}`;
+
+const open: TcpCollective[] = [];
+const sockets: Socket[] = [];
+afterEach(async () => {
+  for (const s of sockets.splice(0)) s.destroy();
+  await Promise.all(open.splice(0).map((c) => c.close()));
+});
+
+const make = (options: Partial<TcpCollectiveOptions> & { rank: number; size: number }): TcpCollective => {
+  const { size, ...rest } = options;
+  const c = new TcpCollective({ addresses: Array.from({ length: size }, () => "127.0.0.1:0"), logger: quiet, ...rest });
+  open.push(c);
+  return c;
+};
+
+/** `size` ranks on loopback, listening on free ports and connected. */
+const group = async (size: number, options: Partial<TcpCollectiveOptions> = {}): Promise<TcpCollective[]> => {
+  const ranks = Array.from({ length: size }, (_, rank) => make({ ...options, rank, size }));
+  const addresses = await Promise.all(ranks.map((c) => c.listen()));
+  await Promise.all(ranks.map((c) => c.connect(addresses)));
+  return ranks;
+};
+
+/** Polls `cond` until it holds (real time, bounded). */
+const until = async (cond: () => boolean, what: string): Promise<void> => {
+  const end = Date.now() + WAIT_MS;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`gave up waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+};
+
+const bytes = (b: Float32Array | Float64Array): Buffer => Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+
+/** Whether `p` is still pending after the event loop turned a few times. */
+const pending = async (p: Promise<unknown>): Promise<boolean> => {
+  let settled = false;
+  p.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
+  for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+  return !settled;
+};
+
+const rejection = (p: Promise<unknown>): Promise<Error> =>
+  p.then(
+    () => {
+      throw new Error("expected a rejection");
+    },
+    (e: unknown) => e as Error,
+  );
+
+/** A raw client socket to `address`, tracked for cleanup; resolves once connected. */
+const rawSocket = async (address: string): Promise<{ socket: Socket; received: Buffer[]; closed: Promise<void> }> => {
+  const [host, port] = [address.slice(0, address.lastIndexOf(":")), Number(address.slice(address.lastIndexOf(":") + 1))];
+  const socket = connect({ host, port });
+  sockets.push(socket);
+  const received: Buffer[] = [];
+  socket.on("data", (d: Buffer) => received.push(d));
+  socket.on("error", () => undefined);
+  const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    socket.once("connect", resolve);
+    socket.once("error", reject);
+  });
+  return { socket, received, closed };
+};
+
+const helloHeader = (fields: { rank: number; size: number; generation: number; incarnation: bigint; authBytes: number }) =>
+  encodeHeader({
+    kind: FrameKind.hello,
+    op: OpCode.none,
+    dtype: DType.none,
+    generation: fields.generation,
+    rank: fields.rank,
+    incarnation: fields.incarnation,
+    collective: 0,
+    seq: 0,
+    elements: fields.size,
+    arrived: 0,
+    payloadBytes: fields.authBytes,
+  });
+
+const dataFrame = (fields: { generation: number; incarnation: bigint; seq: number; elements: number }): Buffer => {
+  const payload = Buffer.from(new Float32Array(fields.elements).fill(7).buffer);
+  return Buffer.concat([
+    encodeHeader({
+      kind: FrameKind.data,
+      op: OpCode.sum,
+      dtype: DType.float32,
+      generation: fields.generation,
+      rank: 0,
+      incarnation: fields.incarnation,
+      collective: 1,
+      seq: fields.seq,
+      elements: fields.elements,
+      arrived: 1,
+      payloadBytes: payload.length,
+    }),
+    payload,
+  ]);
+};
+
+// ---------------------------------------------------------------------------------------------
+// conformance
+// ---------------------------------------------------------------------------------------------
+
+describe("allReduce: the same bits on every rank, equal to the ring-order reference", () => {
+  const sizes = [
+    { elements: 1, chunkBytes: 8 },
+    { elements: 1024, chunkBytes: 256 },
+    { elements: 1024 * 1024, chunkBytes: 64 * 1024 },
+    { elements: 16 * 1024 * 1024, chunkBytes: undefined },
+  ];
+  for (const ranks of [2, 3]) {
+    for (const { elements, chunkBytes } of sizes) {
+      it(`${elements} float32 elements × ${ranks} ranks (sum, then mean)`, async () => {
+        const g = await group(ranks, { chunkBytes });
+        for (const op of ["sum", "mean"] as const) {
+          const inputs = g.map((_, r) => rankInput(Float32Array, elements, r, op === "sum" ? 1 : 2));
+          const expected = ringReference(inputs, op);
+          const buffers = inputs.map((x) => x.slice());
+          const results = await Promise.all(g.map((c, r) => c.allReduce(buffers[r] as Float32Array, op)));
+          for (let r = 0; r < ranks; r++) {
+            expect(results[r]).toBe(buffers[r]); // in place
+            expect(bytes(results[r] as Float32Array).equals(bytes(expected)), `rank ${r}, ${op}`).toBe(true);
+          }
+        }
+        // Every rank sent (and received) 2(N−1) segments of the buffer: 2(N−1)/N of it.
+        for (const c of g) expect(c.stats().maxBufferedChunksPerPeer).toBeLessThanOrEqual(2);
+      });
+    }
+  }
+
+  it("float64 buffers, and a buffer shorter than the ring (1 element × 3 ranks)", async () => {
+    const g = await group(3, { chunkBytes: 64 });
+    for (const elements of [1, 1024, 1000]) {
+      const inputs = g.map((_, r) => rankInput(Float64Array, elements, r));
+      const expected = ringReference(inputs, "mean");
+      const results = await Promise.all(g.map((c, r) => c.allReduce((inputs[r] as Float64Array).slice(), "mean")));
+      for (const res of results) expect(bytes(res).equals(bytes(expected))).toBe(true);
+    }
+  });
+
+  it("the reference's order matters: a rank-order sum differs in some bits (so the comparison can fail)", () => {
+    const inputs = [0, 1, 2].map((r) => rankInput(Float32Array, 1024, r));
+    const ring = ringReference(inputs, "sum");
+    const rankOrder = new Float32Array(1024).map((_, i) => Math.fround(Math.fround((inputs[0]![i] as number) + (inputs[1]![i] as number)) + (inputs[2]![i] as number)));
+    expect(bytes(ring).equals(bytes(rankOrder))).toBe(false);
+  });
+
+  it("one rank: allReduce, broadcast and barrier are local", async () => {
+    const [c] = await group(1);
+    const x = new Float32Array([1, 2, 3]);
+    await expect(c!.allReduce(x, "mean")).resolves.toEqual(new Float32Array([1, 2, 3]));
+    await expect(c!.broadcast(x, 0)).resolves.toBe(x);
+    await expect(c!.barrier()).resolves.toBeUndefined();
+  });
+});
+
+describe("broadcast and barrier", () => {
+  it("broadcast copies the root's buffer to every rank (root 1 of 3, then root 0 of 3)", async () => {
+    const g = await group(3, { chunkBytes: 128 });
+    for (const root of [1, 0]) {
+      const buffers = g.map((_, r) => rankInput(Float32Array, 1000, r));
+      const sent = (buffers[root] as Float32Array).slice();
+      await Promise.all(g.map((c, r) => c.broadcast(buffers[r] as Float32Array, root)));
+      for (const b of buffers) expect(bytes(b).equals(bytes(sent))).toBe(true);
+    }
+  });
+
+  it("a barrier resolves on no rank before every rank entered it", async () => {
+    const g = await group(3);
+    const first = [g[0]!.barrier(), g[1]!.barrier()];
+    await until(() => g[1]!.stats().chunksReceived >= 1, "rank 1 to hear from rank 0");
+    expect(await pending(first[0]!)).toBe(true);
+    expect(await pending(first[1]!)).toBe(true);
+    await Promise.all([...first, g[2]!.barrier()]);
+  });
+
+  it("calls run in call order on each rank, one at a time", async () => {
+    const g = await group(2, { chunkBytes: 64 });
+    const a = g.map((_, r) => new Float32Array(100).fill(r + 1));
+    const b = g.map((_, r) => new Float64Array(50).fill(10 * (r + 1)));
+    await Promise.all(g.flatMap((c, r) => [c.allReduce(a[r]!, "sum"), c.barrier(), c.allReduce(b[r]!, "mean")]));
+    for (let r = 0; r < 2; r++) {
+      expect(a[r]).toEqual(new Float32Array(100).fill(3));
+      expect(b[r]).toEqual(new Float64Array(50).fill(15));
+    }
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// faults
+// ---------------------------------------------------------------------------------------------
+
+describe("a peer that dies mid-collective", () => {
+  it("its sockets reset mid-allReduce: the other ranks raise UnavailableError naming its task, and so does every later call", async () => {
+    const g = await group(3, { chunkBytes: 4096 });
+    // Ranks 0 and 2 enter; rank 1 holds back, so nobody can finish before rank 2 dies.
+    const calls = [g[0]!.allReduce(rankInput(Float32Array, 64 * 1024, 0), "sum"), g[2]!.allReduce(rankInput(Float32Array, 64 * 1024, 2), "sum")].map(rejection);
+    await until(() => g[0]!.stats().chunksReceived >= 2, "rank 2 to be sending");
+    const victim = g[2] as unknown as { outbound: { socket: Socket }; inbound: { socket: Socket } };
+    victim.outbound.socket.resetAndDestroy();
+    victim.inbound.socket.resetAndDestroy();
+    const e = await calls[0]!;
+    expect(e).toBeInstanceOf(UnavailableError);
+    expect(e.message).toContain(task(2));
+    for (const c of [g[0]!, g[1]!]) {
+      await until(() => (c as unknown as { broken?: Error }).broken !== undefined, "the failure to reach every rank");
+      const later = await rejection(c.allReduce(new Float32Array(64 * 1024), "sum"));
+      expect(later).toBeInstanceOf(UnavailableError);
+      expect(later.message).toContain(task(2));
+    }
+  });
+
+  it("close() on one rank: its pending call raises CancelledError, the others UnavailableError naming it", async () => {
+    const g = await group(3);
+    const calls = [g[0]!.barrier(), g[1]!.barrier()].map(rejection); // rank 2 holds back
+    await until(() => g[1]!.stats().chunksReceived >= 1, "rank 1 to be in the barrier");
+    await g[0]!.close();
+    expect(await calls[0]).toBeInstanceOf(CancelledError);
+    const e = await calls[1]!;
+    expect(e).toBeInstanceOf(UnavailableError);
+    expect(e.message).toContain(`rank 0 (${task(0)}) closed its connection`);
+    await until(() => (g[2] as unknown as { broken?: Error }).broken !== undefined, "rank 2 to hear of it");
+    await expect(g[2]!.barrier()).rejects.toThrow(`rank 0 (${task(0)}) closed its connection`);
+  });
+
+  it("a frozen peer reported by the liveness source: every pending collective raises that UnavailableError", async () => {
+    const g = await group(3);
+    const calls = [g[0]!.allReduce(new Float32Array(8), "sum"), g[1]!.allReduce(new Float32Array(8), "sum")].map(rejection);
+    await until(() => g[1]!.stats().chunksReceived >= 1, "rank 1 to hear from rank 0");
+    const heartbeat = new UnavailableError(`Task ${task(2)} heartbeat timeout: it failed, got preempted, or crashed`);
+    g[0]!.onPeerFailed(task(2), heartbeat);
+    g[0]!.onPeerFailed("/job:evaluator/replica:0/task:0", new UnavailableError("not a member")); // ignored
+    expect(await calls[0]).toBe(heartbeat);
+    const e = await calls[1]!; // through rank 0's abort frame
+    expect(e).toBeInstanceOf(UnavailableError);
+    expect(e.message).toBe(heartbeat.message);
+  });
+});
+
+describe("deadlines", () => {
+  it("every rank raises DeadlineExceededError naming the slowest rank (rank 2 never calls)", async () => {
+    const clock = new VirtualClock();
+    const g = await group(3, { clock, collectiveTimeoutSecs: 60 });
+    const calls = [g[0]!.allReduce(new Float32Array(30), "sum"), g[1]!.allReduce(new Float32Array(30), "sum")];
+    const errors = calls.map(rejection);
+    await until(() => g[1]!.stats().chunksReceived >= 1, "rank 1 to hear from rank 0");
+    await clock.advanceSecs(59);
+    expect(await pending(calls[0]!)).toBe(true);
+    await clock.advanceSecs(2);
+    for (const error of errors) {
+      const e = await error;
+      expect(e).toBeInstanceOf(DeadlineExceededError);
+      expect(e.message).toMatch(/within 60 s/);
+      expect(e.message).toContain(`the slowest rank is rank 2 (${task(2)})`);
+    }
+    // The slow rank learns it too (abort frames), and raises the same class.
+    await until(() => (g[2] as unknown as { broken?: Error }).broken !== undefined, "rank 2 to hear of the deadline");
+    await expect(g[2]!.allReduce(new Float32Array(30), "sum")).rejects.toBeInstanceOf(DeadlineExceededError);
+  });
+
+  it("a per-call timeoutSecs overrides collectiveTimeoutSecs; a bad one is refused", async () => {
+    const clock = new VirtualClock();
+    const g = await group(2, { clock });
+    const call = rejection(g[0]!.barrier({ timeoutSecs: 5 }));
+    await clock.advanceSecs(6);
+    const e = await call;
+    expect(e).toBeInstanceOf(DeadlineExceededError);
+    expect(e.message).toContain(`the slowest rank is rank 1 (${task(1)})`);
+    await expect(g[1]!.barrier({ timeoutSecs: 0 })).rejects.toThrow(new InvalidArgumentError("barrier: timeoutSecs 0 must be a positive number of seconds"));
+  });
+
+  it("connect() has a deadline that names the rank that never came", async () => {
+    const clock = new VirtualClock();
+    const lonely = make({ rank: 0, size: 2, clock, connectTimeoutSecs: 10 });
+    const address = await lonely.listen();
+    const connecting = lonely.connect([address, "127.0.0.1:1"]); // nothing listens on port 1
+    const e = rejection(connecting);
+    for (let i = 0; i < 20; i++) await clock.advance(1000);
+    const error = await e;
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect(error.message).toContain(`could not connect to rank 1 (${task(1)}) at 127.0.0.1:1`);
+    expect(error.message).toContain(`was not connected to by rank 1 (${task(1)})`);
+  });
+});
+
+describe("backpressure", () => {
+  it("a rank that does not read holds at most 2 chunks from its peer; the sender waits for credit", async () => {
+    const g = await group(2, { chunkBytes: 4096 });
+    const inputs = g.map((_, r) => rankInput(Float32Array, 64 * 1024, r)); // 32 chunks per segment
+    const expected = ringReference(inputs, "sum");
+    const first = g[0]!.allReduce(inputs[0]!.slice(), "sum");
+    await until(() => g[0]!.stats().creditWaits >= 1 && g[1]!.stats().bufferedChunks === 2, "rank 0 to run out of credit");
+    expect(g[1]!.stats().maxBufferedChunksPerPeer).toBe(2);
+    expect(g[0]!.stats().chunksSent).toBe(2);
+    const second = g[1]!.allReduce(inputs[1]!.slice(), "sum");
+    const results = await Promise.all([first, second]);
+    for (const res of results) expect(bytes(res).equals(bytes(expected))).toBe(true);
+    for (const c of g) expect(c.stats().maxBufferedChunksPerPeer).toBeLessThanOrEqual(2);
+  });
+});
+
+describe("handshake: token, generation, incarnation", () => {
+  it("a connection without the token is dropped before any frame after the hello is read", async () => {
+    const g = await group(2, { token: "s3cret" });
+    const target = g[1]!.address as string;
+    const { socket, received, closed } = await rawSocket(target);
+    const auth = Buffer.from("Bearer wrong");
+    socket.write(Buffer.concat([helloHeader({ rank: 0, size: 2, generation: 0, incarnation: 1n, authBytes: auth.length }), auth, dataFrame({ generation: 0, incarnation: 1n, seq: 0, elements: 16 })]));
+    await closed;
+    expect(g[1]!.stats().rejectedConnections).toBe(1);
+    expect(g[1]!.stats().chunksReceived).toBe(0);
+    const reply = Buffer.concat(received);
+    expect(reply.readUInt8(5)).toBe(FrameKind.reject);
+    expect(JSON.parse(reply.subarray(HEADER_BYTES).toString("utf8"))).toMatchObject({ code: ErrorCode.UNAUTHENTICATED });
+    // A connection that skips the hello and sends data at once is dropped too, unread.
+    const bare = await rawSocket(target);
+    bare.socket.write(dataFrame({ generation: 0, incarnation: 1n, seq: 0, elements: 16 }));
+    await bare.closed;
+    expect(Buffer.concat(bare.received).length).toBe(0);
+    expect(g[1]!.stats()).toMatchObject({ rejectedConnections: 2, chunksReceived: 0 });
+    // The group is unharmed.
+    const x = g.map((_, r) => new Float32Array([r + 1]));
+    await Promise.all(g.map((c, r) => c.allReduce(x[r]!, "sum")));
+    expect(x[1]).toEqual(new Float32Array([3]));
+  });
+
+  it("a rank with the wrong token gets UnauthenticatedError at connect()", async () => {
+    const right = make({ rank: 1, size: 2, token: "s3cret" });
+    const wrong = make({ rank: 0, size: 2, token: "guess" });
+    const addresses = await Promise.all([wrong.listen(), right.listen()]);
+    const e = await rejection(wrong.connect(addresses));
+    expect(e).toBeInstanceOf(UnauthenticatedError);
+    expect(e.message).toContain("did not present the cluster token");
+  });
+
+  it("a peer of a stale generation or a stale incarnation is refused with AbortedError; the current one joins", async () => {
+    const incarnations = ["11", "22"];
+    const current = (rank: number) => make({ rank, size: 2, generation: 5, incarnation: incarnations[rank], peerIncarnations: incarnations });
+    const [r0, r1] = [current(0), current(1)];
+    const addresses = await Promise.all([r0.listen(), r1.listen()]);
+    const joining = r1.connect(addresses); // rank 1 waits for rank 0's connection
+
+    const oldGeneration = make({ rank: 0, size: 2, generation: 4, incarnation: "11" });
+    await oldGeneration.listen();
+    const stale = await rejection(oldGeneration.connect(addresses));
+    expect(stale).toBeInstanceOf(AbortedError);
+    expect(stale.message).toContain("generation 4 was refused by rank 1");
+
+    const restarted = make({ rank: 0, size: 2, generation: 5, incarnation: "99" });
+    await restarted.listen();
+    const impostor = await rejection(restarted.connect(addresses));
+    expect(impostor).toBeInstanceOf(AbortedError);
+    expect(impostor.message).toContain("has incarnation 99, not 11");
+
+    await Promise.all([r0.connect(addresses), joining]);
+    const x = [new Float64Array([1.5]), new Float64Array([2])];
+    await Promise.all([r0.allReduce(x[0]!, "sum"), r1.allReduce(x[1]!, "sum")]);
+    expect(x).toEqual([new Float64Array([3.5]), new Float64Array([3.5])]);
+    expect(r1.stats().rejectedConnections).toBe(2);
+  });
+
+  it("a frame of another generation or incarnation after the handshake breaks the group with AbortedError", async () => {
+    const acceptor = make({ rank: 1, size: 2, generation: 3, incarnation: "7" });
+    const address = await acceptor.listen();
+    const { socket, closed } = await rawSocket(address);
+    socket.write(helloHeader({ rank: 0, size: 2, generation: 3, incarnation: 5n, authBytes: 0 }));
+    await until(() => (acceptor as unknown as { inbound?: unknown }).inbound !== undefined, "the handshake");
+    socket.write(dataFrame({ generation: 2, incarnation: 5n, seq: 0, elements: 4 }));
+    await closed;
+    expect(acceptor.stats().chunksReceived).toBe(0);
+    const e = await rejection(acceptor.connect(["127.0.0.1:1", address]));
+    expect(e).toBeInstanceOf(AbortedError);
+    expect(e.message).toContain("a frame of generation 2 incarnation 5");
+  });
+});
+
+describe("misuse", () => {
+  it("ranks that disagree on the call get InvalidArgumentError naming both calls", async () => {
+    const g = await group(2);
+    const calls = [g[0]!.allReduce(new Float32Array(10), "sum"), g[1]!.allReduce(new Float32Array(12), "sum")].map(rejection);
+    for (const call of calls) {
+      const e = await call;
+      expect(e).toBeInstanceOf(InvalidArgumentError);
+      expect(e.message).toMatch(/allReduce\(sum\) #1 over 1[02] float32 elements/);
+    }
+  });
+
+  it("bad options are one-line errors; a collective before connect() is a FailedPreconditionError", async () => {
+    expect(() => new TcpCollective({ rank: 2, addresses: ["127.0.0.1:0", "127.0.0.1:0"] })).toThrow(new InvalidArgumentError("TcpCollective: rank 2 is not an index of addresses (0..1)"));
+    expect(() => new TcpCollective({ rank: 0, addresses: ["nowhere"] })).toThrow(new InvalidArgumentError('TcpCollective: addresses[0] "nowhere" is not host:port (of 1 ranks)'));
+    expect(() => new TcpCollective({ rank: 0, addresses: ["127.0.0.1:0"], chunkBytes: 12 })).toThrow(/chunkBytes 12 must be a multiple of 8/);
+    expect(() => new TcpCollective({ rank: 0, addresses: ["127.0.0.1:0"], incarnation: "x" })).toThrow(/incarnation "x" is not a decimal 64-bit incarnation/);
+    const c = make({ rank: 0, size: 2 });
+    await expect(c.barrier()).rejects.toBeInstanceOf(FailedPreconditionError);
+    await expect(c.broadcast(new Float32Array(1), 2)).rejects.toThrow(new InvalidArgumentError("broadcast: root 2 is not a rank of this group (0..1)"));
+  });
+
+  it("listen() on a port in use is an UnavailableError naming the address", async () => {
+    const first = make({ rank: 0, size: 1 });
+    const address = await first.listen();
+    const second = new TcpCollective({ rank: 0, addresses: [address], logger: quiet });
+    open.push(second);
+    await expect(second.listen()).rejects.toThrow(`cannot listen on ${address}: EADDRINUSE`);
+  });
+});

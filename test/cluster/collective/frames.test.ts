@@ -1,0 +1,96 @@
+/**
+ * The collective wire format: headers round-trip, and the parser cuts a stream into the same
+ * frames wherever the stream is split; it reads nothing after a refused frame.
+ */
+import { describe, expect, it } from "vitest";
+import { DType, encodeHeader, type FrameHeader, FrameKind, FrameParser, HEADER_BYTES, OpCode } from "../../../src/cluster/collective/frames.js";
+import { DataLossError } from "../../../src/errors.js";
+
+const header = (fields: Partial<FrameHeader>): FrameHeader => ({
+  kind: FrameKind.data,
+  op: OpCode.mean,
+  dtype: DType.float64,
+  generation: 0xfffffffe,
+  rank: 3,
+  incarnation: 0xfedcba9876543210n,
+  collective: 7,
+  seq: 12,
+  elements: 2 ** 40 + 3,
+  arrived: 2,
+  payloadBytes: 0,
+  ...fields,
+});
+
+const frame = (h: FrameHeader, payload: Buffer): Buffer => Buffer.concat([encodeHeader({ ...h, payloadBytes: payload.length }), payload]);
+
+const parseAll = (stream: Buffer, cuts: readonly number[]) => {
+  const frames: { header: FrameHeader; payload: Buffer }[] = [];
+  const errors: Error[] = [];
+  const parser = new FrameParser(
+    (h) => Buffer.alloc(h.payloadBytes),
+    (h, payload) => frames.push({ header: h, payload: Buffer.from(payload) }),
+    (e) => errors.push(e),
+  );
+  let at = 0;
+  for (const cut of [...cuts, stream.length]) {
+    parser.push(stream.subarray(at, cut));
+    at = cut;
+  }
+  return { frames, errors };
+};
+
+describe("frames", () => {
+  const a = header({});
+  const b = header({ kind: FrameKind.credit, op: OpCode.none, dtype: DType.none, seq: 13, elements: 1 });
+  const c = header({ kind: FrameKind.abort, seq: 14 });
+  const payloadA = Buffer.from(new Float64Array([1.5, -2, 3e300]).buffer);
+  const payloadC = Buffer.from('{"code":14,"message":"gone"}');
+  const stream = Buffer.concat([frame(a, payloadA), frame(b, Buffer.alloc(0)), frame(c, payloadC)]);
+
+  it("a header is 48 bytes and round-trips every field", () => {
+    expect(encodeHeader(a).length).toBe(HEADER_BYTES);
+    const { frames } = parseAll(stream, []);
+    expect(frames.map((f) => f.header)).toEqual([
+      { ...a, payloadBytes: payloadA.length },
+      { ...b, payloadBytes: 0 },
+      { ...c, payloadBytes: payloadC.length },
+    ]);
+    expect(frames[0]!.payload.equals(payloadA)).toBe(true);
+    expect(frames[2]!.payload.equals(payloadC)).toBe(true);
+  });
+
+  it("the same frames wherever the stream is cut (every single offset, and every byte apart)", () => {
+    const whole = parseAll(stream, []).frames;
+    for (let cut = 0; cut <= stream.length; cut++) expect(parseAll(stream, [cut]).frames).toEqual(whole);
+    expect(parseAll(stream, Array.from({ length: stream.length }, (_, i) => i)).frames).toEqual(whole);
+  });
+
+  it("a truncated stream yields only its complete frames", () => {
+    for (let end = 0; end < stream.length; end++) {
+      const { frames, errors } = parseAll(stream.subarray(0, end), []);
+      expect(errors).toEqual([]);
+      expect(frames.length).toBe(end < HEADER_BYTES + payloadA.length ? 0 : end < 2 * HEADER_BYTES + payloadA.length ? 1 : 2);
+    }
+  });
+
+  it("bad magic is a DataLossError, and nothing after it is parsed", () => {
+    const bad = Buffer.from(stream);
+    bad.writeUInt32LE(0x12345678, 0);
+    const { frames, errors } = parseAll(bad, []);
+    expect(frames).toEqual([]);
+    expect(errors).toEqual([new DataLossError("not a collective frame (bad magic)")]);
+  });
+
+  it("a refused frame stops the parser before its payload", () => {
+    const seen: FrameHeader[] = [];
+    const errors: Error[] = [];
+    const parser = new FrameParser(
+      (h) => (seen.push(h), h.kind === FrameKind.data ? new DataLossError("no data here") : Buffer.alloc(h.payloadBytes)),
+      () => expect.unreachable("no frame is delivered"),
+      (e) => errors.push(e),
+    );
+    parser.push(stream);
+    expect(seen.length).toBe(1);
+    expect(errors).toEqual([new DataLossError("no data here")]);
+  });
+});

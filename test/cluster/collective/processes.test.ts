@@ -1,0 +1,146 @@
+/**
+ * TcpCollective across real processes on loopback (test/fixtures/collective/rank.ts): the ranks
+ * agree on the bits and on the ring-order reference; a SIGKILLed rank is named in the others'
+ * UnavailableError; a SIGSTOPped rank makes its sender wait with at most 2 chunks outstanding.
+ * Outcomes and names only, never timings.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { createInterface } from "node:readline";
+import { afterEach, describe, expect, it } from "vitest";
+import { repoRoot } from "../../util/cliChild.js";
+import { rankInput, ringReference } from "../../util/ringReference.js";
+
+const FIXTURE = "test/fixtures/collective/rank.ts";
+/** Bound on any one wait: a child start (tsx) or a collective of at most 1 Mi elements, on a loaded machine, ≥ 3×. */
+const WAIT_MS = 60_000;
+
+interface Rank {
+  readonly child: ChildProcess;
+  readonly lines: string[];
+  /** Resolves with the first line (seen from `from` on) that matches. */
+  waitFor(pattern: RegExp, from?: number): Promise<string>;
+  readonly exited: Promise<number | null>;
+}
+
+const children: ChildProcess[] = [];
+afterEach(() => {
+  for (const c of children.splice(0)) {
+    if (c.exitCode === null && c.signalCode === null) {
+      c.kill("SIGCONT");
+      c.kill("SIGKILL");
+    }
+  }
+});
+
+const start = (rank: number, size: number, elements: number, rounds: number, gate: boolean, timeoutSecs: number): Rank => {
+  const child = spawn(process.execPath, ["--import", "tsx", FIXTURE, String(rank), String(size), String(elements), String(rounds), gate ? "gate" : "nogate", String(timeoutSecs)], {
+    cwd: repoRoot,
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  children.push(child);
+  const lines: string[] = [];
+  const watchers = new Set<() => void>();
+  createInterface({ input: child.stdout! }).on("line", (line) => {
+    lines.push(line);
+    for (const w of [...watchers]) w();
+  });
+  let stderr = "";
+  child.stderr!.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  const waitFor = (pattern: RegExp, from = 0): Promise<string> =>
+    new Promise((resolve, reject) => {
+      const check = (): boolean => {
+        const hit = lines.slice(from).find((l) => pattern.test(l));
+        if (hit === undefined) return false;
+        clearTimeout(timer);
+        watchers.delete(watch);
+        resolve(hit);
+        return true;
+      };
+      const watch = (): void => void check();
+      const timer = setTimeout(() => {
+        watchers.delete(watch);
+        reject(new Error(`rank ${rank}: no line matching ${pattern} within ${WAIT_MS} ms; stdout:\n${lines.filter((l) => !l.startsWith("STATS")).join("\n")}\nstderr:\n${stderr}`));
+      }, WAIT_MS);
+      if (!check()) watchers.add(watch);
+    });
+  return { child, lines, waitFor, exited };
+};
+
+/** Starts `size` ranks and gives each the addresses the others bound. */
+const startGroup = async (size: number, elements: number, rounds: number, gate = false, timeoutSecs = 60): Promise<Rank[]> => {
+  const ranks = Array.from({ length: size }, (_, r) => start(r, size, elements, rounds, gate, timeoutSecs));
+  const addresses = await Promise.all(ranks.map(async (r) => (await r.waitFor(/^LISTENING /)).slice("LISTENING ".length)));
+  for (const r of ranks) r.child.stdin!.write(`${JSON.stringify(addresses)}\n`);
+  return ranks;
+};
+
+const checksum = (size: number, elements: number, round: number): string => {
+  const reference = ringReference(
+    Array.from({ length: size }, (_, r) => rankInput(Float32Array, elements, r, round)),
+    "sum",
+  );
+  return createHash("sha256").update(Buffer.from(reference.buffer)).digest("hex");
+};
+
+const task = (rank: number): string => `/job:worker/replica:0/task:${rank}`;
+
+describe("TcpCollective across processes", { timeout: 3 * WAIT_MS }, () => {
+  it("3 processes all-reduce 1 Mi float32 twice: every rank prints the reference's checksum", async () => {
+    const ranks = await startGroup(3, 1024 * 1024, 2);
+    for (const round of [1, 2]) {
+      const expected = checksum(3, 1024 * 1024, round);
+      for (const r of ranks) expect(await r.waitFor(new RegExp(`^ROUND ${round} `))).toBe(`ROUND ${round} ${expected}`);
+    }
+    expect(await Promise.all(ranks.map((r) => r.exited))).toEqual([0, 0, 0]);
+  });
+
+  it("SIGKILL of rank 1 mid-run: ranks 0 and 2 raise UnavailableError naming its task", async () => {
+    const ranks = await startGroup(3, 1024 * 1024, 1_000_000);
+    await Promise.all(ranks.map((r) => r.waitFor(/^ROUND 2 /)));
+    ranks[1]!.child.kill("SIGKILL");
+    for (const r of [ranks[0]!, ranks[2]!]) {
+      const line = await r.waitFor(/^ERROR /);
+      expect(line).toMatch(/^ERROR UnavailableError /);
+      expect(line).toContain(`rank 1 (${task(1)})`);
+      expect(await r.exited).toBe(3);
+    }
+  });
+
+  it("SIGSTOP of rank 1: rank 0 waits for credit with at most 2 chunks outstanding; after SIGCONT all finish with the reference", async () => {
+    const elements = 1024 * 1024; // 1/3 of it is 21 chunks of 64 KiB per ring step
+    const ranks = await startGroup(3, elements, 2, true);
+    await Promise.all(ranks.map((r) => r.waitFor(/^ROUND 1 /)));
+    ranks[1]!.child.kill("SIGSTOP");
+    const mark = ranks[0]!.lines.length;
+    for (const r of ranks) r.child.stdin!.write("GO\n");
+    // Rank 0 entered round 2 and sends to the stopped rank 1: it can only wait for credit.
+    const stalled = await ranks[0]!.waitFor(/^STATS .*"collectives":2,.*"unacknowledgedChunks":2/, mark);
+    const stats = JSON.parse(stalled.slice("STATS ".length)) as { maxBufferedChunksPerPeer: number; bufferedChunks: number };
+    expect(stats.maxBufferedChunksPerPeer).toBeLessThanOrEqual(2);
+    expect(stats.bufferedChunks).toBeLessThanOrEqual(2);
+    ranks[1]!.child.kill("SIGCONT");
+    const expected = checksum(3, elements, 2);
+    for (const r of [ranks[1]!, ranks[0]!, ranks[2]!]) {
+      expect(await r.waitFor(/^ROUND 2 /)).toBe(`ROUND 2 ${expected}`);
+      const last = await r.waitFor(/^DONE$/);
+      expect(last).toBe("DONE");
+      const final = r.lines.filter((l) => l.startsWith("STATS ")).map((l) => JSON.parse(l.slice(6)) as { maxBufferedChunksPerPeer: number });
+      for (const s of final) expect(s.maxBufferedChunksPerPeer).toBeLessThanOrEqual(2);
+    }
+  });
+
+  it("a frozen rank (SIGSTOP) that never enters the call: the others raise DeadlineExceededError naming it", async () => {
+    const ranks = await startGroup(3, 1024, 2, true, 5);
+    await Promise.all(ranks.map((r) => r.waitFor(/^ROUND 1 /)));
+    ranks[1]!.child.kill("SIGSTOP");
+    for (const r of ranks) r.child.stdin!.write("GO\n");
+    for (const r of [ranks[0]!, ranks[2]!]) {
+      const line = await r.waitFor(/^ERROR /);
+      expect(line).toMatch(/^ERROR DeadlineExceededError allReduce\(sum\) #2 over 1024 float32 elements did not finish within 5 s/);
+      expect(line).toContain(`the slowest rank is rank 1 (${task(1)})`);
+      expect(await r.exited).toBe(3);
+    }
+  });
+});
