@@ -13,6 +13,7 @@ import { TcpCollective } from "../../src/cluster/collective/index.js";
 import { InvalidArgumentError, NanLossDuringTrainingError } from "../../src/errors.js";
 import { silentLogger } from "../../src/Logger.js";
 import { withSession } from "../../src/MonitoredSession.js";
+import { tensor } from "../../src/Tensor.js";
 import { InMemoryDataSource, tfjsSession, type TfjsSession } from "../../src/tfjs/index.js";
 import { bits } from "../util/tensorBits.js";
 import { dataset, train } from "../util/tfjsSessions.js";
@@ -66,9 +67,16 @@ const weightsOf = (s: TfjsSession): Float32Array[] => s.model.getWeights().map((
 describe("TfjsSession with a collective (synchronous data parallelism)", () => {
   it("keeps 3 replicas bit-identical (weights, Adam's state, step, data position) and equal to one session on the global batch", async () => {
     const collectives = await group();
-    // Rank 2 starts from other weights: the first step gives it the chief's.
+    // Rank 2 starts from other weights: the first step gives it the chief's...
     const sessions = await Promise.all(collectives.map((c) => replica(c, buildModel(c.rank === 2 ? 99 : 1))));
-    const losses = await Promise.all(sessions.map((s) => train(s, STEPS)));
+    // ... and another global step, restored: the chief's step is broadcast with the weights.
+    await sessions[2]?.variables.restore(new Map([["global_step", tensor("int64", [], BigInt64Array.of(5n))]]));
+    const losses = await Promise.all(sessions.map((s) => train(s, STEPS - 2)));
+    // No tensor leaks per replicated step (Adam's slots exist by now).
+    const tensors = tf.memory().numTensors;
+    const last = await Promise.all(sessions.map((s) => train(s, 2)));
+    expect(tf.memory().numTensors).toBe(tensors);
+    losses.forEach((l, i) => l.push(...(last[i] as number[])));
 
     const snapshots = sessions.map((s) => bits(s.variables.snapshot()));
     expect(Object.keys(snapshots[0] as object)).toContain("optimizer/slot_4/0_dense/kernel/v");
@@ -115,6 +123,19 @@ describe("TfjsSession with a collective (synchronous data parallelism)", () => {
     });
     // The group stays failed: a retry raises the same error, without a collective.
     await expect(sessions[0]?.run("train")).rejects.toThrow(/The replicas' models differ/);
+  });
+
+  it("refuses a data source sharded for another number of ranks", async () => {
+    const [c] = await group();
+    await expect(
+      tfjsSession({
+        model: buildModel(1),
+        optimizer: tf.train.adam(0.02),
+        data: new InMemoryDataSource({ ...dataOptions, shard: { index: 0, count: 2 } }),
+        lossFn: classifierLoss,
+        collective: c as TcpCollective,
+      }),
+    ).rejects.toThrow(/the data source has 2 shards but the collective 3 ranks/);
   });
 
   it("makes a NaN on one rank stop every rank at the same step (NanTensorHook)", async () => {
