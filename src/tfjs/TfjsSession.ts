@@ -103,6 +103,7 @@ import {
 } from "../Session.js";
 import type { BatchData, TfjsDataSource } from "./DataSource.js";
 import { exportModelArtifacts, type ExportedModel } from "./exportModel.js";
+import { InMemoryDataSource } from "./InMemoryDataSource.js";
 import { modelWeights } from "./internal/naming.js";
 import { compiledOptimizer, OptimizerState } from "./internal/OptimizerState.js";
 import { Replicas } from "./internal/Replicas.js";
@@ -223,8 +224,8 @@ export class TfjsSession implements Session {
     this.trainableVars = weights.filter((w) => trainable.has(w.variable)).map((w) => w.variable.read() as tf.Variable);
     this.optimizerState = new OptimizerState(this.optimizer, weights);
     this.replicas = options.collective === undefined ? undefined : new Replicas(options.collective, weights, this.trainableVars);
-    const shards = (this.data as { shardCount?: unknown }).shardCount;
-    if (options.collective !== undefined && typeof shards === "number" && shards > 1 && shards !== options.collective.size) {
+    const shards = this.data instanceof InMemoryDataSource ? this.data.shardCount : 1;
+    if (options.collective !== undefined && shards > 1 && shards !== options.collective.size) {
       throw new ValueError(`the data source has ${shards} shards but the collective ${options.collective.size} ranks; shard the data by the collective's size`);
     }
     this.vars = new TfjsVariables(weights, this.optimizerState, this.data, this.globalStepName, {
