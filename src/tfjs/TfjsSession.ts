@@ -318,7 +318,8 @@ export class TfjsSession implements Session {
 
       const evalNames = [...wanted].filter((n) => n === LOSS_OP || this.metrics.has(n));
       if (wanted.has(TRAIN_OP)) {
-        await this.replicas?.prepare(this.vars);
+        // Only a replica awaits here: a single session's step costs no extra microtask.
+        if (this.replicas !== undefined) await this.replicas.prepare(this.vars);
         const batch = fed === undefined ? this.nextBatch() : { xs: tf.clone(fed.xs), ys: tf.clone(fed.ys) };
         let out: Map<string, number>;
         try {
