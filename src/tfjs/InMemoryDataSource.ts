@@ -13,6 +13,25 @@
  * const { xs: bx, ys: by } = data.next(); // tf tensors of 32 rows
  * ```
  *
+ * ## Shards
+ * With `shard: { index, count }`, every rank shuffles the whole data set with the same seed and
+ * takes the examples at positions `i ≡ index (mod count)` of the shuffled order: a step consumes
+ * `batchSize × count` positions (the global batch), `batchSize` of them on each rank. The
+ * position (epoch, offset, generator state, permutation) is the global one, the same on every
+ * rank after the same number of steps, so the chief's checkpoint holds it for every shard.
+ * {@link InMemoryDataSource.concatenatedShards} is the single-process reference: each of its
+ * batches is the `count` shards' batches concatenated in rank order.
+ *
+ * @example
+ * ```ts
+ * import { InMemoryDataSource } from "monitored-session/tfjs";
+ *
+ * const xs = Array.from({ length: 96 }, (_, i) => [i]);
+ * const ys = Array.from({ length: 96 }, (_, i) => i % 2);
+ * const rank1 = new InMemoryDataSource({ xs, ys, batchSize: 8, seed: 3, shard: { index: 1, count: 3 } });
+ * const reference = InMemoryDataSource.concatenatedShards({ xs, ys, batchSize: 8, seed: 3 }, 3); // 24 rows a batch
+ * ```
+ *
  * @module
  */
 
@@ -44,9 +63,22 @@ export interface InMemoryDataSourceOptions {
   readonly seed?: number;
   /** Number of passes over the data before `OutOfRangeError` (default `Infinity`). */
   readonly epochs?: number;
-  /** Skip an epoch's last, smaller batch (default `false`). */
+  /** Skip an epoch's last, smaller batch (default `false`; sharded sources must skip it, and default to `true`). */
   readonly dropRemainder?: boolean;
+  /** Serve only this rank's shard of every global batch (see "Shards" above). */
+  readonly shard?: InMemoryShard;
 }
+
+/** Which shard a data-parallel rank reads: its rank and the number of ranks. */
+export interface InMemoryShard {
+  /** This rank, `0 ≤ index < count`. */
+  readonly index: number;
+  /** The number of ranks (shards). */
+  readonly count: number;
+}
+
+/** Marks the single-process reference: serve every shard, concatenated in rank order. */
+const ALL_SHARDS = Symbol("allShards");
 
 /** The names of an {@link InMemoryDataSource}'s position parts. */
 export const IN_MEMORY_STATE_NAMES = ["epoch", "offset", "rng", "permutation"] as const;
@@ -63,7 +95,14 @@ export const IN_MEMORY_STATE_NAMES = ["epoch", "offset", "rng", "permutation"] a
 export class InMemoryDataSource implements TfjsDataSource {
   /** The number of examples. */
   readonly size: number;
+  /** Examples per `next()` (for the reference of {@link InMemoryDataSource.concatenatedShards}, every shard's). */
   readonly batchSize: number;
+  /** The number of shards a step's global batch is split into (1 if unsharded). */
+  readonly shardCount: number;
+  /** The shards this source serves, concatenated in this order. */
+  private readonly shards: readonly number[];
+  /** Examples per shard and step. */
+  private readonly shardBatch: number;
   private readonly xs: TensorValue<"float32"> | TensorValue<"int32">;
   private readonly ys: TensorValue<"float32"> | TensorValue<"int32">;
   private readonly shuffle: boolean;
@@ -74,7 +113,16 @@ export class InMemoryDataSource implements TfjsDataSource {
   private epoch = 0;
   private offset = 0;
 
-  constructor(options: InMemoryDataSourceOptions) {
+  /**
+   * The single-process reference of `count` data-parallel ranks that each read
+   * `{ ...options, shard: { index, count } }`: the same global batches, each the ranks' batches
+   * concatenated in rank order (`options.batchSize × count` rows).
+   */
+  static concatenatedShards(options: Omit<InMemoryDataSourceOptions, "shard">, count: number): InMemoryDataSource {
+    return new InMemoryDataSource({ ...options, shard: { index: 0, count }, [ALL_SHARDS]: true });
+  }
+
+  constructor(options: InMemoryDataSourceOptions & { readonly [ALL_SHARDS]?: true }) {
     this.xs = toExamples(options.xs, "xs");
     this.ys = toExamples(options.ys, "ys");
     this.size = this.xs.shape[0] as number;
@@ -89,12 +137,28 @@ export class InMemoryDataSource implements TfjsDataSource {
     if (!(epochs === Infinity || (Number.isSafeInteger(epochs) && epochs > 0))) {
       throw new ValueError(`epochs: expected a positive integer or Infinity, got ${epochs}`);
     }
-    this.batchSize = options.batchSize;
+    const shard = options.shard ?? { index: 0, count: 1 };
+    if (!Number.isSafeInteger(shard.count) || shard.count <= 0) {
+      throw new ValueError(`shard.count: expected a positive integer (the number of ranks), got ${shard.count}`);
+    }
+    if (!Number.isSafeInteger(shard.index) || shard.index < 0 || shard.index >= shard.count) {
+      throw new ValueError(`shard.index: expected an integer rank in [0, ${shard.count - 1}], got ${shard.index}`);
+    }
+    this.shardCount = shard.count;
+    this.shardBatch = options.batchSize;
+    this.shards = options[ALL_SHARDS] === true ? Array.from({ length: shard.count }, (_, i) => i) : [shard.index];
+    this.batchSize = options.batchSize * this.shards.length;
     this.shuffle = options.shuffle ?? true;
     this.epochs = epochs;
-    this.dropRemainder = options.dropRemainder ?? false;
-    if (this.dropRemainder && this.batchSize > this.size) {
-      throw new ValueError(`batchSize ${this.batchSize} exceeds the ${this.size} examples, and dropRemainder is set`);
+    this.dropRemainder = options.dropRemainder ?? this.shardCount > 1;
+    if (this.shardCount > 1 && !this.dropRemainder) {
+      throw new ValueError(
+        "dropRemainder: false cannot shard: a partial last batch would give the ranks unequal batches; drop it (dropRemainder: true) or size the data set to a multiple of batchSize × shard.count",
+      );
+    }
+    if (this.dropRemainder && this.stride() > this.size) {
+      const what = this.shardCount > 1 ? `the global batch (batchSize ${this.shardBatch} × ${this.shardCount} shards)` : `batchSize ${this.batchSize}`;
+      throw new ValueError(`${what} exceeds the ${this.size} examples, and dropRemainder is set`);
     }
     this.rng = new Mulberry32(options.seed ?? 0);
     this.permutation = this.order(new Int32Array(this.size));
@@ -112,9 +176,20 @@ export class InMemoryDataSource implements TfjsDataSource {
       this.offset = 0;
       this.permutation = this.order(this.permutation);
     }
-    const n = Math.min(this.batchSize, this.size - this.offset);
-    const rows = this.permutation.subarray(this.offset, this.offset + n);
-    this.offset += n;
+    let rows: Int32Array;
+    if (this.shardCount === 1) {
+      const n = Math.min(this.batchSize, this.size - this.offset);
+      rows = this.permutation.subarray(this.offset, this.offset + n);
+      this.offset += n;
+    } else {
+      // A full global batch (dropRemainder): shard r takes positions offset + r + k·count.
+      rows = new Int32Array(this.batchSize);
+      let j = 0;
+      for (const r of this.shards) {
+        for (let k = 0; k < this.shardBatch; k++) rows[j++] = this.permutation[this.offset + r + k * this.shardCount] as number;
+      }
+      this.offset += this.stride();
+    }
     return { xs: gather(this.xs, rows), ys: gather(this.ys, rows) };
   }
 
@@ -154,6 +229,11 @@ export class InMemoryDataSource implements TfjsDataSource {
       }
       seen[i] = 1;
     }
+    if (this.shardCount > 1 && offset % this.stride() !== 0) {
+      throw new InvalidArgumentError(
+        `data source "offset" ${offset} is not a multiple of the global batch ${this.stride()} (batchSize × shard.count): the position comes from another batch size or shard count`,
+      );
+    }
     if (epoch >= this.epochs) {
       throw new InvalidArgumentError(`data source "epoch" ${epoch} is beyond the configured ${this.epochs} epochs`);
     }
@@ -169,7 +249,12 @@ export class InMemoryDataSource implements TfjsDataSource {
 
   private remaining(): number {
     const left = this.size - this.offset;
-    return this.dropRemainder && left < this.batchSize ? 0 : left;
+    return this.dropRemainder && left < this.stride() ? 0 : left;
+  }
+
+  /** Positions of the shuffled order that one step consumes: the global batch. */
+  private stride(): number {
+    return this.shardBatch * this.shardCount;
   }
 
   private order(out: Int32Array): Int32Array {

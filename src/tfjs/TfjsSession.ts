@@ -32,6 +32,24 @@
  *
  * All are in the `global` collection; there are no local variables.
  *
+ * ## Replicas
+ * With `collective` (any {@link Collective}, e.g. `TcpCollective` from `monitored-session/cluster`),
+ * the session is one replica of a synchronous data-parallel group; give each rank its shard of
+ * the data (`InMemoryDataSource`'s `shard`). Every rank must run `train` the same number of times,
+ * in the same order.
+ * - The first `train` step exchanges model signatures (every weight's name, dtype and shape, and
+ *   the trainable parameter count); on a mismatch every rank raises `InvalidArgumentError` naming
+ *   the differing rank and both shapes, before any update.
+ * - The first `train` step after `initialize()` or `restore()` first copies rank 0's (the chief's)
+ *   weights and global step into every replica. The optimizer's state and the data position are
+ *   not copied: every rank initializes them, or restores them from the chief's checkpoint.
+ * - Each step computes the local gradients, averages them and the batch loss in one all-reduce
+ *   (flattened in the fixed order of the trainable weights), and applies the averaged gradients on
+ *   every rank: the replicas' weights and optimizer state stay bit-identical.
+ * - `train` (and `loss` in a run with `train`) returns the global mean loss, the same bits on
+ *   every rank, so a NaN on any rank is a NaN on all of them at the same step. Metrics fetched with
+ *   `train` are the local replica's.
+ *
  * ## Modules
  * This module runs the ops. The variables live in `internal/TfjsVariables.ts` (the store:
  * initialization, snapshots, validated restores), the optimizer's state in
@@ -67,6 +85,7 @@
 
 import * as tf from "@tensorflow/tfjs";
 
+import type { Collective } from "../Collective.js";
 import { FailedPreconditionError, InvalidArgumentError, RuntimeError, ValueError } from "../errors.js";
 import { collectNames, mapFetchesAny } from "../internal/fetches.js";
 import {
@@ -84,8 +103,10 @@ import {
 } from "../Session.js";
 import type { BatchData, TfjsDataSource } from "./DataSource.js";
 import { exportModelArtifacts, type ExportedModel } from "./exportModel.js";
+import { InMemoryDataSource } from "./InMemoryDataSource.js";
 import { modelWeights } from "./internal/naming.js";
 import { compiledOptimizer, OptimizerState } from "./internal/OptimizerState.js";
+import { Replicas } from "./internal/Replicas.js";
 import { TfjsVariables } from "./internal/TfjsVariables.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -125,6 +146,12 @@ export interface TfjsSessionOptions {
   readonly summaries?: Readonly<Record<string, TfjsSummaryFn>>;
   /** The global step variable's name (default `global_step`). */
   readonly globalStepName?: string;
+  /**
+   * Train as one replica of a synchronous data-parallel group (TensorFlow's
+   * `MultiWorkerMirroredStrategy`): each `train` step averages the gradients and the loss over the
+   * collective's ranks, and every rank applies the same update. See "Replicas" above.
+   */
+  readonly collective?: Collective;
 }
 
 /** The name of the training op; it resolves to the step's batch loss. */
@@ -157,6 +184,7 @@ export class TfjsSession implements Session {
   private readonly trainableVars: tf.Variable[];
   private readonly optimizerState: OptimizerState;
   private readonly vars: TfjsVariables;
+  private readonly replicas: Replicas | undefined;
   private lastBatch: OwnedBatch | undefined;
   private closed = false;
 
@@ -195,11 +223,19 @@ export class TfjsSession implements Session {
     const trainable = new Set(this.model.trainableWeights);
     this.trainableVars = weights.filter((w) => trainable.has(w.variable)).map((w) => w.variable.read() as tf.Variable);
     this.optimizerState = new OptimizerState(this.optimizer, weights);
+    this.replicas = options.collective === undefined ? undefined : new Replicas(options.collective, weights, this.trainableVars);
+    const shards = this.data instanceof InMemoryDataSource ? this.data.shardCount : 1;
+    if (options.collective !== undefined && shards > 1 && shards !== options.collective.size) {
+      throw new ValueError(`the data source has ${shards} shards but the collective ${options.collective.size} ranks; shard the data by the collective's size`);
+    }
     this.vars = new TfjsVariables(weights, this.optimizerState, this.data, this.globalStepName, {
       assertOpen: () => {
         if (this.closed) throw new RuntimeError("Attempted to use a closed Session.");
       },
-      restored: () => this.setLastBatch(undefined),
+      restored: () => {
+        this.setLastBatch(undefined);
+        this.replicas?.restored();
+      },
     });
     this.variables = this.vars;
 
@@ -282,10 +318,12 @@ export class TfjsSession implements Session {
 
       const evalNames = [...wanted].filter((n) => n === LOSS_OP || this.metrics.has(n));
       if (wanted.has(TRAIN_OP)) {
+        // Only a replica awaits here: a single session's step costs no extra microtask.
+        if (this.replicas !== undefined) await this.replicas.prepare(this.vars);
         const batch = fed === undefined ? this.nextBatch() : { xs: tf.clone(fed.xs), ys: tf.clone(fed.ys) };
         let out: Map<string, number>;
         try {
-          out = this.trainStep(batch, evalNames);
+          out = this.replicas === undefined ? this.trainStep(batch, evalNames) : await this.replicatedTrainStep(this.replicas, batch, evalNames);
         } catch (e) {
           tf.dispose([batch.xs, batch.ys]);
           throw e;
@@ -335,6 +373,36 @@ export class TfjsSession implements Session {
     if (cost === null) throw new RuntimeError("optimizer.minimize returned no cost");
     out.set(LOSS_OP, (cost.dataSync() as Float32Array)[0] as number);
     cost.dispose();
+    return out;
+  }
+
+  /** One step of a replica: local gradients, averaged with the other ranks', applied on every rank. */
+  private async replicatedTrainStep(replicas: Replicas, batch: OwnedBatch, evalNames: readonly string[]): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    let local: { value: tf.Scalar; grads: tf.NamedTensorMap };
+    try {
+      local = this.optimizer.computeGradients(() => {
+        const pred = this.predict(batch.xs, true);
+        const loss = meanScalar(this.lossFn(batch.ys, pred), "lossFn");
+        for (const n of evalNames) if (n !== LOSS_OP) out.set(n, this.metricValue(n, batch.ys, pred));
+        return loss;
+      }, this.trainableVars);
+    } catch (e) {
+      discardGradientTape();
+      throw e;
+    }
+    let averaged;
+    try {
+      averaged = await replicas.average(local.grads, scalarValue(local.value));
+    } finally {
+      tf.dispose([local.value, ...Object.values(local.grads)]);
+    }
+    try {
+      this.optimizer.applyGradients(averaged.grads);
+    } finally {
+      tf.dispose(Object.values(averaged.grads));
+    }
+    out.set(LOSS_OP, averaged.loss);
     return out;
   }
 

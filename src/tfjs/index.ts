@@ -42,4 +42,5 @@ export {
   InMemoryDataSource,
   type ExampleArray,
   type InMemoryDataSourceOptions,
+  type InMemoryShard,
 } from "./InMemoryDataSource.js";

@@ -102,3 +102,55 @@ describe("InMemoryDataSource", () => {
     expect(() => new InMemoryDataSource({ xs: [], ys: [], batchSize: 2 })).toThrow(/empty/);
   });
 });
+
+describe("InMemoryDataSource shards", () => {
+  const M = 26; // 2 global batches of 12 (batchSize 4 × 3 shards) per epoch, 2 examples dropped
+  const sxs = Array.from({ length: M }, (_, i) => [i]);
+  const sys = Array.from({ length: M }, (_, i) => i);
+  const shard = (index: number, count = 3): InMemoryDataSource =>
+    new InMemoryDataSource({ xs: sxs, ys: sys, batchSize: 4, seed: 5, shard: { index, count } });
+
+  it("gives example i of the shuffled order to rank i mod N, and the reference concatenates the shards in rank order", () => {
+    // The unsharded source with the global batch shows the shared shuffled order.
+    const order = take(new InMemoryDataSource({ xs: sxs, ys: sys, batchSize: 12, seed: 5, dropRemainder: true }), 4);
+    const ranks = [0, 1, 2].map((r) => take(shard(r), 4));
+    const reference = take(InMemoryDataSource.concatenatedShards({ xs: sxs, ys: sys, batchSize: 4, seed: 5 }, 3), 4);
+    for (let step = 0; step < 4; step++) {
+      const global = order[step] as number[];
+      for (let r = 0; r < 3; r++) expect(ranks[r]?.[step]).toEqual(global.filter((_, i) => i % 3 === r));
+      expect(reference[step]).toEqual([0, 1, 2].flatMap((r) => ranks[r]?.[step]));
+    }
+    // Two epochs: a new shuffle, the same on every rank; the shards of an epoch are disjoint.
+    expect(new Set([0, 1, 2].flatMap((r) => ranks[r]?.slice(0, 2).flat())).size).toBe(24);
+    expect(order[2]).not.toEqual(order[0]);
+  });
+
+  it("keeps the global position, the same on every rank and the reference, so one checkpoint restores every shard", () => {
+    const sources = [shard(0), shard(1), shard(2), InMemoryDataSource.concatenatedShards({ xs: sxs, ys: sys, batchSize: 4, seed: 5 }, 3)];
+    for (const s of sources) take(s, 3);
+    const states = sources.map((s) => s.state());
+    for (const st of states.slice(1)) expect(st).toEqual(states[0]);
+    expect((states[0]?.get("offset")?.data as BigInt64Array)[0]).toBe(12n); // epoch 1, one global batch in
+
+    // Rank 2 restored from rank 0's (the chief's) position continues exactly as rank 2 would.
+    const fresh = shard(2);
+    fresh.restore(states[0] as Map<string, TensorValue>);
+    expect(take(fresh, 3)).toEqual(take(sources[2] as InMemoryDataSource, 3));
+  });
+
+  it("rejects bad shards, a kept remainder, a global batch larger than the data, and a position of another layout", () => {
+    expect(() => shard(3)).toThrow(ValueError);
+    expect(() => shard(3)).toThrow(/shard\.index: expected an integer rank in \[0, 2\], got 3/);
+    expect(() => shard(0, 0)).toThrow(/shard\.count: expected a positive integer/);
+    expect(() => new InMemoryDataSource({ xs: sxs, ys: sys, batchSize: 4, shard: { index: 0, count: 3 }, dropRemainder: false })).toThrow(
+      /dropRemainder: false cannot shard/,
+    );
+    expect(() => new InMemoryDataSource({ xs: sxs, ys: sys, batchSize: 9, shard: { index: 0, count: 3 } })).toThrow(
+      /the global batch \(batchSize 9 × 3 shards\) exceeds the 26 examples/,
+    );
+    const unsharded = new InMemoryDataSource({ xs: sxs, ys: sys, batchSize: 5, seed: 5 });
+    take(unsharded, 1);
+    expect(() => shard(0).restore(unsharded.state())).toThrow(InvalidArgumentError);
+    expect(() => shard(0).restore(unsharded.state())).toThrow(/"offset" 5 is not a multiple of the global batch 12/);
+  });
+});

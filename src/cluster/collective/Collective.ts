@@ -1,66 +1,9 @@
 /**
- * What synchronous data parallelism needs from the workers: all-reduce, broadcast and barrier
- * over a fixed group of ranks, each with a deadline. The interface says nothing about the
- * transport, so a native backend (Gloo, MPI) can implement it later; {@link TcpCollective} is
- * the one shipped.
+ * The {@link Collective} interface lives in the core (`src/Collective.ts`), so that the
+ * TensorFlow.js adapter, a layer below the cluster, can take one; re-exported here for the
+ * cluster's own modules.
  *
  * @module
  */
 
-// ---------------------------------------------------------------------------------------------
-// model
-// ---------------------------------------------------------------------------------------------
-
-/** The buffers a collective works on. */
-export type CollectiveBuffer = Float32Array | Float64Array;
-
-/** How `allReduce` combines the ranks' buffers: their sum, or their sum divided by the group size. */
-export type ReduceOp = "sum" | "mean";
-
-/** Per-call options. */
-export interface CollectiveCallOptions {
-  /** This call's deadline in seconds, instead of the group's `collectiveTimeoutSecs`. */
-  readonly timeoutSecs?: number | undefined;
-}
-
-/**
- * A group of `size` ranks that run collectives together. Every rank must make the same calls in
- * the same order with buffers of the same type and length; calls on one rank run one at a time,
- * in call order.
- *
- * Errors (every rank raises the same class, naming the same rank):
- * - `DeadlineExceededError`: the call did not finish in time; the message names the slowest rank.
- * - `UnavailableError`: a peer died, closed, froze (reported through {@link onPeerFailed}), or
- *   another rank failed; the message names its task.
- * - `AbortedError`: a peer of another generation or incarnation answered.
- * - `InvalidArgumentError`: the ranks disagree on the call (operation, type, length, root).
- *
- * After any of these the group is broken: every later call raises the same error. Build a new
- * group (the next generation) to continue.
- */
-export interface Collective {
-  /** This process's rank, `0 ≤ rank < size`. */
-  readonly rank: number;
-  /** The number of ranks. */
-  readonly size: number;
-  /**
-   * Reduces `buffer` across the ranks **in place** and resolves with the same buffer. Every rank
-   * ends with the same bits.
-   */
-  allReduce<B extends CollectiveBuffer>(buffer: B, op: ReduceOp, options?: CollectiveCallOptions): Promise<B>;
-  /** Copies `root`'s buffer into every rank's `buffer` (in place) and resolves with it. */
-  broadcast<B extends CollectiveBuffer>(buffer: B, root: number, options?: CollectiveCallOptions): Promise<B>;
-  /** Resolves once every rank has called `barrier`. */
-  barrier(options?: CollectiveCallOptions): Promise<void>;
-  /**
-   * The liveness source's entry point: the coordination service (or any watcher) calls it when
-   * `task` is declared failed. Every pending and later collective raises an `UnavailableError`
-   * naming the task. A task outside the group is ignored.
-   */
-  onPeerFailed(task: string, error?: Error): void;
-  /** Leaves the group: pending calls raise `CancelledError`; a peer that still needs this rank raises `UnavailableError` naming it. */
-  close(): Promise<void>;
-}
-
-/** The collective's deadline when neither the group nor the call gives one (seconds). */
-export const DEFAULT_COLLECTIVE_TIMEOUT_SECS = 60;
+export { DEFAULT_COLLECTIVE_TIMEOUT_SECS, type Collective, type CollectiveBuffer, type CollectiveCallOptions, type ReduceOp } from "../../Collective.js";

@@ -154,7 +154,8 @@ export class TcpCollective implements Collective {
   readonly size: number;
   private readonly next: number;
   private readonly prev: number;
-  private readonly tasks: readonly string[];
+  /** Every rank's task name. */
+  readonly tasks: readonly string[];
   private readonly generation: number;
   private readonly incarnation: bigint;
   private readonly peerIncarnations: readonly (bigint | undefined)[];

@@ -1,0 +1,194 @@
+/**
+ * Keeps a {@link TfjsSession}'s replica in step with the other ranks' over a {@link Collective}
+ * (synchronous data parallelism). Internal: the session calls it around each `train` step.
+ *
+ * - At join (the first step): the ranks exchange model signatures (every weight's name, dtype and
+ *   shape, and the trainable parameter count); on a mismatch every rank raises the same
+ *   `InvalidArgumentError` naming the first differing rank and both shapes.
+ * - After every `initialize()` or `restore()`: the next step first takes rank 0's (the chief's)
+ *   weights and global step, so every replica starts from the chief's values.
+ * - Each step: the gradients, flattened in the fixed order of the trainable weights, and the batch
+ *   loss are averaged in one all-reduce; every rank then applies the same bits.
+ *
+ * @module
+ */
+
+import { createHash } from "node:crypto";
+
+import * as tf from "@tensorflow/tfjs";
+
+import type { Collective } from "../../Collective.js";
+import { InvalidArgumentError } from "../../errors.js";
+import type { ModelWeight } from "./naming.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** The part of the session a {@link Replicas} reads and writes. */
+interface ReplicaHost {
+  globalStep: number;
+}
+
+/** The averaged step: gradients as new tensors (the caller disposes them) and the global mean loss. */
+interface AveragedStep {
+  readonly grads: tf.NamedTensorMap;
+  readonly loss: number;
+}
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/** One rank's view of the replicas: join, state from the chief, and gradient averaging. */
+export class Replicas {
+  private readonly signature: string;
+  private readonly parameters: number;
+  private joined = false;
+  private synced = false;
+  private broken: Error | undefined;
+
+  constructor(
+    private readonly collective: Collective,
+    private readonly weights: readonly ModelWeight[],
+    private readonly trainable: readonly tf.Variable[],
+  ) {
+    this.parameters = trainable.reduce((n, v) => n + v.size, 0);
+    this.signature = [
+      ...weights.map((w) => `${w.name}\t${w.variable.dtype}[${w.variable.shape.join(", ")}]${trainable.includes(w.variable.read() as tf.Variable) ? "" : " (not trainable)"}`),
+      `${PARAMETERS}\t${this.parameters}`,
+    ].join("\n");
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // operations
+  // -------------------------------------------------------------------------------------------
+
+  /** The variables changed locally (initialize or restore): take the chief's again before the next step. */
+  restored(): void {
+    this.synced = false;
+  }
+
+  /** Before a step: joins (once) and, after a restore, takes rank 0's weights and global step. */
+  async prepare(host: ReplicaHost): Promise<void> {
+    if (this.broken !== undefined) throw this.broken;
+    try {
+      if (!this.joined) {
+        await this.checkSignatures();
+        this.joined = true;
+      }
+      if (!this.synced) {
+        await this.takeChiefState(host);
+        this.synced = true;
+      }
+    } catch (e) {
+      this.broken = e as Error;
+      throw e;
+    }
+  }
+
+  /** Averages `grads` (keyed by variable name) and `loss` across the ranks, in one all-reduce. */
+  async average(grads: tf.NamedTensorMap, loss: number): Promise<AveragedStep> {
+    const buffer = new Float32Array(this.parameters + 1);
+    let offset = 0;
+    for (const v of this.trainable) {
+      // A weight without a gradient contributes zeros, and is left out of the update below.
+      const g = grads[v.name];
+      if (g !== undefined) buffer.set(g.dataSync() as Float32Array, offset);
+      offset += v.size;
+    }
+    buffer[this.parameters] = loss;
+    await this.collective.allReduce(buffer, "mean");
+    const out: tf.NamedTensorMap = {};
+    offset = 0;
+    for (const v of this.trainable) {
+      if (grads[v.name] !== undefined) out[v.name] = tf.tensor(buffer.slice(offset, offset + v.size), v.shape, "float32");
+      offset += v.size;
+    }
+    return { grads: out, loss: buffer[this.parameters] as number };
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // utils
+  // -------------------------------------------------------------------------------------------
+
+  /**
+   * An all-gather by sum (every slot but one's own is zero, so the sum is exact): first each
+   * rank's signature hash, parameter count and signature length; on a difference, the signatures
+   * themselves, so that every rank can name both shapes.
+   */
+  private async checkSignatures(): Promise<void> {
+    const { rank, size } = this.collective;
+    const text = Buffer.from(this.signature, "utf8");
+    const heads = new Float64Array(3 * size);
+    heads.set([hash48(text), this.parameters, text.length], 3 * rank);
+    await this.collective.allReduce(heads, "sum");
+    const same = Array.from({ length: size }, (_, r) => heads[3 * r] === heads[0] && heads[3 * r + 1] === heads[1]).every(Boolean);
+    if (same) return;
+
+    const width = Math.max(...Array.from({ length: size }, (_, r) => heads[3 * r + 2] as number));
+    const all = new Float64Array(width * size);
+    all.set(text, width * rank);
+    await this.collective.allReduce(all, "sum");
+    const signatures = Array.from({ length: size }, (_, r) =>
+      Buffer.from(Uint8Array.from(all.subarray(width * r, width * r + (heads[3 * r + 2] as number)))).toString("utf8"),
+    );
+    const other = signatures.findIndex((s) => s !== signatures[0]);
+    throw new InvalidArgumentError(
+      `The replicas' models differ: ${this.task(other)} has ${describeDifference(signatures[other] as string, signatures[0] as string, this.task(0))}. Every worker must build the same model (same layers, shapes and dtypes).`,
+    );
+  }
+
+  /** Copies rank 0's weights and global step into this replica (a broadcast; float64 holds float32 and int32 exactly). */
+  private async takeChiefState(host: ReplicaHost): Promise<void> {
+    const values = this.weights.map((w) => w.variable.read());
+    const total = values.reduce((n, v) => n + v.size, 0);
+    const buffer = new Float64Array(total + 1);
+    let offset = 0;
+    for (const v of values) {
+      buffer.set(v.dataSync() as Float32Array, offset);
+      offset += v.size;
+    }
+    buffer[total] = host.globalStep;
+    await this.collective.broadcast(buffer, 0);
+    if (this.collective.rank === 0) return;
+    offset = 0;
+    this.weights.forEach((w, i) => {
+      const v = values[i] as tf.Variable;
+      const part = buffer.subarray(offset, offset + v.size);
+      const t = tf.tensor(v.dtype === "int32" ? Int32Array.from(part) : Float32Array.from(part), v.shape, v.dtype);
+      w.variable.write(t);
+      t.dispose();
+      offset += v.size;
+    });
+    host.globalStep = buffer[total] as number;
+  }
+
+  private task(rank: number): string {
+    const name = this.collective.tasks?.[rank];
+    return name === undefined ? `rank ${rank}` : `rank ${rank} (${name})`;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+const PARAMETERS = "trainable parameters";
+
+/** The first 48 bits of the SHA-256 of `bytes`: an integer a float64 holds exactly. */
+const hash48 = (bytes: Uint8Array): number => createHash("sha256").update(bytes).digest().readUIntBE(0, 6);
+
+/** "model/0_dense/kernel float32[2, 4] where rank 0 has float32[2, 3]", for the first differing entry. */
+const describeDifference = (mine: string, theirs: string, them: string): string => {
+  const entries = (s: string) => new Map(s.split("\n").map((line) => line.split("\t") as [string, string]));
+  const a = entries(mine);
+  const b = entries(theirs);
+  for (const name of new Set([...b.keys(), ...a.keys()])) {
+    const [x, y] = [a.get(name), b.get(name)];
+    if (x === y) continue;
+    if (x === undefined) return `no ${name} where ${them} has ${name} ${y as string}`;
+    return `${name} ${x} where ${them} has ${y ?? "none"}`;
+  }
+  return `another model than ${them}`;
+};

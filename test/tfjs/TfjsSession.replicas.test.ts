@@ -1,0 +1,169 @@
+/**
+ * The TensorFlow.js session as one replica of a synchronous data-parallel group (the
+ * MultiWorkerMirroredStrategy model): 3 in-process ranks over TcpCollective on loopback, each on
+ * its shard, against a single session trained on the concatenated shards; mismatched models;
+ * a NaN on one rank.
+ */
+import * as tf from "@tensorflow/tfjs";
+import { afterEach, describe, expect, it } from "vitest";
+
+import { buildModel, classifierLoss, NUM_CLASSES } from "../../examples/tfjs-classifier-data.js";
+import { NanTensorHook } from "../../hooks/index.js";
+import { TcpCollective } from "../../src/cluster/collective/index.js";
+import { InvalidArgumentError, NanLossDuringTrainingError } from "../../src/errors.js";
+import { silentLogger } from "../../src/Logger.js";
+import { withSession } from "../../src/MonitoredSession.js";
+import { tensor } from "../../src/Tensor.js";
+import { InMemoryDataSource, tfjsSession, type TfjsSession } from "../../src/tfjs/index.js";
+import { bits } from "../util/tensorBits.js";
+import { dataset, train } from "../util/tfjsSessions.js";
+
+tf.enableProdMode();
+
+const RANKS = 3;
+const BATCH = 16; // per rank: global batch 48, 3 steps an epoch of the 180 examples
+const STEPS = 8;
+/** Relative tolerance against the single session (see the test). */
+const RELATIVE_TOLERANCE = 1e-5;
+
+const open: TcpCollective[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((c) => c.close()));
+});
+
+/** `RANKS` TcpCollectives on loopback, connected. */
+const group = async (): Promise<TcpCollective[]> => {
+  const ranks = Array.from(
+    { length: RANKS },
+    (_, rank) => new TcpCollective({ rank, addresses: Array.from({ length: RANKS }, () => "127.0.0.1:0"), logger: silentLogger, collectiveTimeoutSecs: 30 }),
+  );
+  open.push(...ranks);
+  const addresses = await Promise.all(ranks.map((c) => c.listen()));
+  await Promise.all(ranks.map((c) => c.connect(addresses)));
+  return ranks;
+};
+
+const dataOptions = { xs: dataset.xs, ys: dataset.ys, batchSize: BATCH, seed: 7 };
+
+/** An initialized replica on rank `c.rank`'s shard. */
+const replica = async (c: TcpCollective, model: tf.LayersModel = buildModel(1)): Promise<TfjsSession> => {
+  const s = await tfjsSession({
+    model,
+    optimizer: tf.train.adam(0.02),
+    data: new InMemoryDataSource({ ...dataOptions, shard: { index: c.rank, count: RANKS } }),
+    lossFn: classifierLoss,
+    collective: c,
+  });
+  await s.variables.initialize();
+  return s;
+};
+
+/** A 2 → hidden → 3 classifier, for a model that differs from the example's. */
+const otherModel = (hidden: number): tf.Sequential =>
+  tf.sequential({ layers: [tf.layers.dense({ inputShape: [2], units: hidden, activation: "relu" }), tf.layers.dense({ units: NUM_CLASSES })] });
+
+const weightsOf = (s: TfjsSession): Float32Array[] => s.model.getWeights().map((w) => w.dataSync() as Float32Array);
+
+describe("TfjsSession with a collective (synchronous data parallelism)", () => {
+  it("keeps 3 replicas bit-identical (weights, Adam's state, step, data position) and equal to one session on the global batch", async () => {
+    const collectives = await group();
+    // Rank 2 starts from other weights: the first step gives it the chief's...
+    const sessions = await Promise.all(collectives.map((c) => replica(c, buildModel(c.rank === 2 ? 99 : 1))));
+    // ... and another global step, restored: the chief's step is broadcast with the weights.
+    await sessions[2]?.variables.restore(new Map([["global_step", tensor("int64", [], BigInt64Array.of(5n))]]));
+    const losses = await Promise.all(sessions.map((s) => train(s, STEPS - 2)));
+    // No tensor leaks per replicated step (Adam's slots exist by now).
+    const tensors = tf.memory().numTensors;
+    const last = await Promise.all(sessions.map((s) => train(s, 2)));
+    expect(tf.memory().numTensors).toBe(tensors);
+    losses.forEach((l, i) => l.push(...(last[i] as number[])));
+
+    const snapshots = sessions.map((s) => bits(s.variables.snapshot()));
+    expect(Object.keys(snapshots[0] as object)).toContain("optimizer/slot_4/0_dense/kernel/v");
+    for (const snap of snapshots.slice(1)) expect(snap).toEqual(snapshots[0]);
+    for (const l of losses.slice(1)) expect(l).toEqual(losses[0]); // the global mean loss, same bits
+    expect(sessions[0]?.variables.snapshot().get("global_step")?.data[0]).toBe(BigInt(STEPS));
+
+    // The single-process reference: the same global batches (the shards concatenated in rank
+    // order), one session. Not bit-exact: its gradient is the mean over 48 examples in one sum,
+    // the replicas' the mean of 3 means of 16 (float32 rounding differs with summation order;
+    // measured worst after 8 steps: 6e-8 relative, about one float32 ulp).
+    const single = await tfjsSession({
+      model: buildModel(1),
+      optimizer: tf.train.adam(0.02),
+      data: InMemoryDataSource.concatenatedShards(dataOptions, RANKS),
+      lossFn: classifierLoss,
+    });
+    await single.variables.initialize();
+    const singleLosses = await train(single, STEPS);
+    const mine = weightsOf(sessions[0] as TfjsSession);
+    const ref = weightsOf(single);
+    let worst = 0;
+    ref.forEach((r, i) => r.forEach((v, j) => (worst = Math.max(worst, Math.abs(v - ((mine[i] as Float32Array)[j] as number)) / Math.max(1, Math.abs(v))))));
+    expect(worst).toBeLessThanOrEqual(RELATIVE_TOLERANCE);
+    singleLosses.forEach((l, i) => expect(Math.abs(l - ((losses[0] as number[])[i] as number))).toBeLessThanOrEqual(RELATIVE_TOLERANCE * Math.max(1, Math.abs(l))));
+    // The replicas did learn something (the test is not comparing untouched weights).
+    expect((losses[0] as number[])[STEPS - 1]).toBeLessThan((losses[0] as number[])[0] as number);
+  });
+
+  it("rejects mismatched models on every rank before step 1, naming the worker and both shapes", async () => {
+    const collectives = await group();
+    const sessions = await Promise.all(collectives.map((c) => replica(c, c.rank === 1 ? otherModel(8) : buildModel(1))));
+    const before = sessions.map((s) => weightsOf(s));
+    const errors = await Promise.all(sessions.map((s) => s.run("train").then(() => undefined, (e: unknown) => e as Error)));
+    for (const e of errors) {
+      expect(e).toBeInstanceOf(InvalidArgumentError);
+      expect(e?.message).toMatch(
+        /The replicas' models differ: rank 1 \(\/job:worker\/replica:0\/task:1\) has model\/0_dense\/kernel float32\[2, 8\] where rank 0 \(\/job:worker\/replica:0\/task:0\) has float32\[2, 16\]/,
+      );
+    }
+    sessions.forEach((s, i) => {
+      expect(s.variables.snapshot().get("global_step")?.data[0]).toBe(0n);
+      expect(weightsOf(s)).toEqual(before[i]);
+    });
+    // The group stays failed: a retry raises the same error, without a collective.
+    await expect(sessions[0]?.run("train")).rejects.toThrow(/The replicas' models differ/);
+  });
+
+  it("refuses a data source sharded for another number of ranks", async () => {
+    const [c] = await group();
+    await expect(
+      tfjsSession({
+        model: buildModel(1),
+        optimizer: tf.train.adam(0.02),
+        data: new InMemoryDataSource({ ...dataOptions, shard: { index: 0, count: 2 } }),
+        lossFn: classifierLoss,
+        collective: c as TcpCollective,
+      }),
+    ).rejects.toThrow(/the data source has 2 shards but the collective 3 ranks/);
+  });
+
+  it("makes a NaN on one rank stop every rank at the same step (NanTensorHook)", async () => {
+    const collectives = await group();
+    const sessions = await Promise.all(collectives.map((c) => replica(c)));
+    const NAN_STEP = 2;
+    const poisoned = { xs: tf.fill([BATCH, 2], NaN), ys: tf.zeros([BATCH], "int32") };
+    const outcomes = await Promise.all(
+      sessions.map(async (sess, rank) => {
+        const lossesSeen: number[] = [];
+        const error = await withSession(
+          { sessionCreator: { createSession: () => Promise.resolve(sess) }, hooks: [new NanTensorHook({ lossTensor: "loss" })], logger: silentLogger },
+          async (s) => {
+            for (let step = 0; step < 5; step++) {
+              const feeds = rank === 1 && step === NAN_STEP ? poisoned : {};
+              lossesSeen.push((await s.run("train", feeds)) as number);
+            }
+          },
+        ).then(() => undefined, (e: unknown) => e);
+        return { error, lossesSeen, step: sess.variables.snapshot().get("global_step")?.data[0] };
+      }),
+    );
+    tf.dispose([poisoned.xs, poisoned.ys]);
+    for (const o of outcomes) {
+      expect(o.error).toBeInstanceOf(NanLossDuringTrainingError);
+      expect(o.lossesSeen).toHaveLength(NAN_STEP); // steps 0 and 1 finished; step 2 raised
+      expect(o.lossesSeen.every(Number.isFinite)).toBe(true);
+      expect(o.step).toBe(BigInt(NAN_STEP + 1));
+    }
+  });
+});
