@@ -12,6 +12,7 @@
  * Usage: node --import tsx bench/clusterTask.ts '<json args>' (see `Args`).
  */
 
+import { createRequire } from "node:module";
 import { createInterface } from "node:readline";
 import type { CoordinationClient } from "../src/cluster/coordination/CoordinationClient.js";
 import { hostCoordinationService } from "../src/cluster/coordination/coordinationServer.js";
@@ -83,6 +84,8 @@ const p50Us = async (n: number, op: (i: number) => Promise<unknown>): Promise<nu
 };
 
 const main = async (): Promise<void> => {
+  // The etcd client loads etcd3 (and grpc-js) on first use: load it now, with the other modules.
+  if (args.backend === "etcd") createRequire(import.meta.url)("etcd3");
   print({ event: "loaded" });
   const lines = createInterface({ input: process.stdin });
   await new Promise<void>((resolve) => lines.once("line", () => resolve()));
