@@ -9,6 +9,7 @@
 
 import { afterEach, describe, expect, it } from "vitest";
 import { TcpProxy } from "../../util/TcpProxy.js";
+import { EtcdProcess, etcdBinary } from "./etcdHarness.js";
 import { failBound, start, startBound, type Task, worker1 } from "./taskProcesses.js";
 
 let proxy: TcpProxy | undefined;
@@ -71,5 +72,30 @@ describe("a network partition of the embedded coordination service (userspace pr
     expect(own.name).toBe("UnavailableError");
     expect(own.message).toContain(proxied);
     await expectDeclaredFailed([c, w0], worker1);
+  });
+});
+
+describe.skipIf(etcdBinary === undefined)("a network partition on the etcd backend (proxy in front of etcd for one worker)", () => {
+  let etcd: EtcdProcess | undefined;
+
+  afterEach(async () => {
+    await etcd?.stop();
+    etcd = undefined;
+  });
+
+  it("blackhole: the others name the cut-off worker; it learns from its own heartbeat deadline that etcd is unreachable", async () => {
+    etcd = await EtcdProcess.start();
+    const { hostname, port } = new URL(etcd.endpoint);
+    proxy = await TcpProxy.start({ host: hostname, port: Number(port) });
+    const prefix = "partition/";
+    const c = start({ role: "chief", index: 0, scenario: "block", etcdHosts: [etcd.endpoint], prefix });
+    const w0 = start({ role: "worker", index: 0, scenario: "block", etcdHosts: [etcd.endpoint], prefix });
+    const w1 = start({ role: "worker", index: 1, scenario: "block", etcdHosts: [`http://127.0.0.1:${proxy.port}`], prefix });
+    await Promise.all([c, w0, w1].map((t) => t.next("connected", startBound)));
+    proxy.blackhole();
+    await expectDeclaredFailed([c, w0], worker1);
+    const own = await w1.next("error", failBound);
+    expect(own.name).toBe("UnavailableError");
+    expect(own.message).toContain(`127.0.0.1:${proxy.port}`);
   });
 });
