@@ -50,10 +50,12 @@ afterEach(async () => {
   );
 });
 
-export const start = (args: Record<string, unknown>): Task => {
+/** Starts a task; `wrapper` runs it through a command (e.g. `ip netns exec NS`) that execs Node. */
+export const start = (args: Record<string, unknown>, wrapper: readonly string[] = []): Task => {
+  const command = [...wrapper, process.execPath, "--import", "tsx", "test/fixtures/coordination/task.ts"];
   const child = spawn(
-    process.execPath,
-    ["--import", "tsx", "test/fixtures/coordination/task.ts", JSON.stringify({ heartbeatTimeoutMs, ...args })],
+    command[0] as string,
+    [...command.slice(1), JSON.stringify({ heartbeatTimeoutMs, ...args })],
     { cwd: repoRoot, stdio: ["ignore", "pipe", "pipe"] },
   );
   children.push(child);
