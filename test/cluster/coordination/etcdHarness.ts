@@ -26,7 +26,7 @@ if (etcdBinary === undefined) {
   console.warn("SKIP etcd coordination tests: no `etcd` binary (install Debian's etcd-server: apt-get install -y etcd-server)");
 }
 
-const freePort = (): Promise<number> =>
+export const freePort = (): Promise<number> =>
   new Promise((resolve, reject) => {
     const s = createServer();
     s.once("error", reject);

@@ -1,0 +1,196 @@
+/**
+ * The cluster's control plane: how fast 4 processes (a chief and 3 workers) form a cluster, how
+ * fast a killed worker is noticed, and what a key-value operation costs, on each coordination
+ * backend. Each launch is 4 fresh processes (bench/clusterTask.ts):
+ *
+ * - `startupMs`: from the last of the 4 `Server.start()` calls (each child loads its modules,
+ *   then waits for a `go` line, so loading is not counted) to the last task's `connect()`
+ *   having resolved, i.e. every task registered. For etcd, the etcd started beforehand is not
+ *   counted.
+ * - `failureDetectMs`: from SIGKILL of worker 2 to the last of the 3 other tasks having raised
+ *   UnavailableError naming it (each child timestamps its own error).
+ * - `kvOpUs`: p50 of `insert` and of a `get` of an existing key, timed by worker 0 (its own
+ *   process, over gRPC or etcd), on the first launch.
+ *
+ * Children timestamp with the same host clock. Medians over `launches` launches per backend.
+ */
+
+import { type ChildProcess, spawn } from "node:child_process";
+import os from "node:os";
+import { createInterface } from "node:readline";
+import { taskName } from "../src/cluster/coordination/identity.js";
+import { EtcdProcess, etcdBinary, freePort } from "../test/cluster/coordination/etcdHarness.js";
+import { repoRoot } from "../test/util/cliChild.js";
+import { median, round } from "./stats.js";
+
+// The tests' value: on a loaded 2-core machine, 2 s (etcd's minimum) got live workers declared failed
+// while their heartbeat threads were still starting. The default is 10 s.
+const heartbeatTimeoutMs = 4_000;
+const workers = 3;
+const launches = 5;
+const kvOps = 300;
+const loadBoundMs = 180_000; // 4 tsx processes loading on a shared 2-core machine
+const stepBoundMs = 60_000;
+const killed = taskName("worker", workers - 1);
+
+interface Event {
+  readonly task: string;
+  readonly event: string;
+  readonly t?: number;
+  readonly [field: string]: unknown;
+}
+
+/** A child task and a bounded wait for its next event of a kind. */
+interface Child {
+  readonly process: ChildProcess;
+  next(event: string, ms: number): Promise<Event>;
+}
+
+const now = (): number => performance.timeOrigin + performance.now();
+
+const spawnTask = (args: Record<string, unknown>): Child => {
+  const child = spawn(process.execPath, ["--import", "tsx", "bench/clusterTask.ts", JSON.stringify(args)], {
+    cwd: repoRoot,
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  const events: Event[] = [];
+  const wakers = new Set<() => void>();
+  let stderr = "";
+  child.stderr?.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+  createInterface({ input: child.stdout! }).on("line", (line) => {
+    try {
+      events.push(JSON.parse(line) as Event);
+    } catch {
+      stderr += `${line}\n`;
+    }
+    for (const wake of [...wakers]) wake();
+  });
+  child.once("exit", () => {
+    for (const wake of [...wakers]) wake();
+  });
+  const next = (event: string, ms: number): Promise<Event> =>
+    new Promise((resolve, reject) => {
+      const check = (): void => {
+        const i = events.findIndex((e) => e.event === event || e.event === "failed");
+        if (i >= 0) {
+          const [e] = events.splice(0, i + 1).slice(-1) as [Event];
+          done();
+          if (e.event === "failed") reject(new Error(`${JSON.stringify(args)} failed: ${e.name}: ${e.message}\n${stderr}`));
+          else resolve(e);
+        } else if (child.exitCode !== null || child.signalCode !== null) {
+          done();
+          reject(new Error(`${JSON.stringify(args)} exited before "${event}"; stderr:\n${stderr}`));
+        }
+      };
+      const timer = setTimeout(() => {
+        done();
+        reject(new Error(`no "${event}" from ${JSON.stringify(args)} within ${ms} ms; stderr:\n${stderr}`));
+      }, ms);
+      const done = (): void => {
+        clearTimeout(timer);
+        wakers.delete(check);
+      };
+      wakers.add(check);
+      check();
+    });
+  return { process: child, next };
+};
+
+const killAll = (children: readonly Child[]): Promise<unknown> =>
+  Promise.all(
+    children.map(
+      ({ process: p }) =>
+        new Promise<void>((resolve) => {
+          if (p.exitCode !== null || p.signalCode !== null) return resolve();
+          p.once("exit", () => resolve());
+          p.kill("SIGKILL");
+        }),
+    ),
+  );
+
+interface Launch {
+  readonly startupMs: number;
+  readonly failureDetectMs: number;
+  readonly kv?: { readonly insertUs: number; readonly getUs: number; readonly ops: number };
+}
+
+/** One launch of 4 processes: startup, (kv on the first), then SIGKILL of the last worker. */
+const launch = async (backend: "embedded" | "etcd", n: number, etcd: EtcdProcess | undefined): Promise<Launch> => {
+  const common = {
+    backend,
+    workers,
+    heartbeatTimeoutMs,
+    ...(backend === "embedded" ? { chiefPort: await freePort() } : { etcdHosts: [etcd?.endpoint], prefix: `bench-${n}/` }),
+  };
+  const children = [
+    spawnTask({ ...common, role: "chief", index: 0 }),
+    ...Array.from({ length: workers }, (_, index) =>
+      spawnTask({ ...common, role: "worker", index, ...(index === 0 && n === 0 ? { kvOps } : {}) }),
+    ),
+  ];
+  try {
+    await Promise.all(children.map((c) => c.next("loaded", loadBoundMs)));
+    for (const c of children) c.process.stdin?.write("go\n");
+    const starts = await Promise.all(children.map((c) => c.next("start", stepBoundMs)));
+    const readies = await Promise.all(children.map((c) => c.next("ready", stepBoundMs)));
+    const startupMs = Math.max(...readies.map((e) => e.t ?? Number.NaN)) - Math.max(...starts.map((e) => e.t ?? Number.NaN));
+    const kv = n === 0 ? ((await children[1]?.next("kv", stepBoundMs)) as unknown as Launch["kv"]) : undefined;
+    const victim = children[workers] as Child;
+    const others = children.slice(0, workers);
+    const killedAt = now();
+    victim.process.kill("SIGKILL");
+    const errors = await Promise.all(others.map((c) => c.next("error", 3 * (heartbeatTimeoutMs + 1_000) + stepBoundMs)));
+    for (const e of errors) {
+      if (e.name !== "UnavailableError" || !String(e.message).includes(killed)) {
+        throw new Error(`${e.task} raised ${String(e.name)} (${String(e.message)}), not UnavailableError naming ${killed}`);
+      }
+    }
+    const failureDetectMs = Math.max(...errors.map((e) => e.t ?? Number.NaN)) - killedAt;
+    return { startupMs, failureDetectMs, ...(kv === undefined ? {} : { kv }) };
+  } finally {
+    await killAll(children);
+  }
+};
+
+const summarize = (xs: readonly number[]) => ({ median: round(median(xs), 1), samples: xs.map((x) => round(x, 1)) });
+
+const measure = async (backend: "embedded" | "etcd") => {
+  const etcd = backend === "etcd" ? await EtcdProcess.start() : undefined;
+  try {
+    const runs: Launch[] = [];
+    for (let n = 0; n < launches; n++) {
+      runs.push(await launch(backend, n, etcd));
+      console.log(`${backend} launch ${n + 1}/${launches}: ${JSON.stringify(runs.at(-1))}`);
+    }
+    const kv = runs[0]?.kv;
+    const startupMs = runs.map((r) => r.startupMs);
+    const failureDetectMs = runs.map((r) => r.failureDetectMs);
+    return {
+      backend,
+      heartbeatTimeoutMs,
+      startupSamples: startupMs.length,
+      failureSamples: failureDetectMs.length,
+      startupMs: summarize(startupMs),
+      failureDetectMs: summarize(failureDetectMs),
+      kvOpUs: { insert: round(kv?.insertUs ?? Number.NaN, 1), get: round(kv?.getUs ?? Number.NaN, 1), ops: kv?.ops ?? 0 },
+      goals: { startupMs: 1_000, failureDetectMs: heartbeatTimeoutMs + 1_000 },
+      goalsMet: { startupMs: median(startupMs) <= 1_000, failureDetectMs: median(failureDetectMs) <= heartbeatTimeoutMs + 1_000 },
+    };
+  } finally {
+    await etcd?.stop();
+  }
+};
+
+export default async (): Promise<Record<string, unknown>> => {
+  const loadBefore = os.loadavg().map((x) => round(x, 2));
+  const backends = [await measure("embedded")];
+  if (etcdBinary === undefined) console.warn("SKIP etcd backend: no `etcd` binary (apt-get install -y etcd-server)");
+  else backends.push(await measure("etcd"));
+  return {
+    processes: 1 + workers,
+    heartbeatTimeoutMs,
+    launches,
+    loadAverage: { before: loadBefore, after: os.loadavg().map((x) => round(x, 2)) },
+    backends,
+  };
+};
