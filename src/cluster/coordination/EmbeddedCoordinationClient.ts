@@ -96,16 +96,26 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
     await this.stopHeartbeats();
     this.identity = undefined;
     this.failure.reset();
-    const { generation, serviceId } = await this.transport.api.register({
-      task: this.task,
-      incarnation: this.incarnation,
-      isChief: this.isChief,
-      tasks: this.tasks,
-      timeoutMs: this.timeouts.registrationTimeoutMs,
-    });
-    const identity: CallerIdentity = { task: this.task, incarnation: this.incarnation, generation, serviceId };
+    // The heartbeat path is opened before registering: the service expects the first heartbeat
+    // within the heartbeat timeout of the registration, and opening it (a thread that loads a
+    // gRPC client, say) can take seconds on a loaded machine.
+    const port = this.heartbeats === "thread" ? await this.transport.openPort() : undefined;
+    let registered: { generation: number; serviceId: string };
+    try {
+      registered = await this.transport.api.register({
+        task: this.task,
+        incarnation: this.incarnation,
+        isChief: this.isChief,
+        tasks: this.tasks,
+        timeoutMs: this.timeouts.registrationTimeoutMs,
+      });
+    } catch (e) {
+      port?.close();
+      throw e;
+    }
+    const identity: CallerIdentity = { task: this.task, incarnation: this.incarnation, generation: registered.generation, serviceId: registered.serviceId };
     this.identity = identity;
-    await this.startHeartbeats(identity);
+    await this.startHeartbeats(identity, port);
   }
 
   async insert(key: string, value: string): Promise<void> {
@@ -182,10 +192,9 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
     if (this.identity !== undefined) this.failure.set(error);
   }
 
-  private async startHeartbeats(identity: CallerIdentity): Promise<void> {
+  private async startHeartbeats(identity: CallerIdentity, port: MessagePort | undefined): Promise<void> {
     const intervalMs = this.timeouts.heartbeatIntervalMs;
-    if (this.heartbeats === "thread") {
-      const port = await this.transport.openPort();
+    if (port !== undefined) {
       this.worker = await HeartbeatWorker.embedded(port, identity, intervalMs, (e) => this.onHeartbeatError(e));
       return;
     }

@@ -147,7 +147,7 @@ export const grpcCoordinationTransport = (
   return {
     target,
     api,
-    openPort: () => Promise.resolve(openChannelThread(target, settings, threads)),
+    openPort: () => openChannelThread(target, settings, threads),
     close: async () => {
       const all = [...threads];
       threads.clear();
@@ -280,17 +280,29 @@ try {
     ...(settings.nodeOptions === undefined ? {} : { nodeOptions: settings.nodeOptions }),
   });
   serveWith(createClient(service, transport));
+  require("node:worker_threads").parentPort.postMessage("ready");
 } catch (e) {
   port.postMessage({ id: -1, status: { code: unavailable, message: "the heartbeat channel thread could not start: " + e.message } });
+  require("node:worker_threads").parentPort.postMessage("failed");
 }
 `;
 
-/** Starts a channel thread serving a new port; returns the port's other end. */
+/**
+ * How long a channel thread may take to load its modules and build its channel. It is ready
+ * before the task registers (see \`EmbeddedCoordinationClient.connect\`), so this is not part
+ * of the heartbeat timeout; on a loaded machine loading gRPC in a new thread takes seconds.
+ */
+const CHANNEL_START_TIMEOUT_MS = 60_000;
+
+/**
+ * Starts a channel thread serving a new port; resolves with the port's other end once the thread
+ * has its channel (or has failed to build it: the port then carries that error).
+ */
 const openChannelThread = (
   target: string,
   settings: ClusterTransportSettings,
   threads: Set<Worker>,
-): MessagePort => {
+): Promise<MessagePort> => {
   descriptorBase64 ??= base64Encode(toBinary(FileDescriptorProtoSchema, file_monitored_session_v1_coordination.proto));
   const { port1, port2 } = new MessageChannel();
   const worker = new Worker(CHANNEL_SCRIPT, {
@@ -303,5 +315,16 @@ const openChannelThread = (
   worker.on("exit", () => threads.delete(worker));
   // A thread that dies closes its port: the heartbeat thread reports the service as unreachable.
   worker.on("error", () => undefined);
-  return port1;
+  return new Promise<MessagePort>((resolve, reject) => {
+    const timer = systemClock.setTimer(CHANNEL_START_TIMEOUT_MS, () => {
+      void worker.terminate();
+      reject(new UnavailableError(`the heartbeat channel thread to ${target} did not start within ${CHANNEL_START_TIMEOUT_MS} ms`));
+    });
+    const settle = (): void => {
+      timer.cancel();
+      resolve(port1);
+    };
+    worker.once("message", settle);
+    worker.once("exit", settle);
+  });
 };

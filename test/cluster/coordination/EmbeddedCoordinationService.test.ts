@@ -186,3 +186,32 @@ describe("EmbeddedCoordinationService (virtual clock)", () => {
     expect(await w1.tryGet("k")).toBeUndefined();
   });
 });
+
+describe("EmbeddedCoordinationClient.connect (virtual clock)", () => {
+  it("opens its heartbeat path before it registers: a heartbeat thread slow to start does not get the task declared failed", async () => {
+    const clock = new VirtualClock();
+    const pair = [chief, worker1];
+    const service = new EmbeddedCoordinationService({ clock });
+    const c = new EmbeddedCoordinationClient(inProcessTransport(service), { task: chief, tasks: pair, isChief: true, clock, heartbeats: "inline" });
+    // The worker's heartbeat path (on a loaded machine, a thread loading a gRPC client) takes
+    // 30 s of the service's time, three heartbeat timeouts, to open.
+    let open: () => void = () => undefined;
+    const opened = new Promise<void>((resolve) => (open = resolve));
+    const base = inProcessTransport(service);
+    const slow = { ...base, openPort: () => opened.then(() => base.openPort()) };
+    const w = new EmbeddedCoordinationClient(slow, { task: worker1, tasks: pair, isChief: false, clock, heartbeats: "thread" });
+    const connected = w.connect();
+    void c.connect();
+    await clock.advanceSecs(30);
+    open();
+    await connected;
+    try {
+      // Registered only now: its heartbeat thread is already running, so it is alive.
+      expect(await c.tryGet("k")).toBeUndefined();
+      await w.insert("k", "v");
+      expect(await c.tryGet("k")).toBe("v");
+    } finally {
+      await Promise.all([w.close(), c.close()]);
+    }
+  });
+});
