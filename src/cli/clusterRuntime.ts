@@ -42,6 +42,12 @@ export interface ClusterRuntime {
   readonly sessionTargets: SessionTargetRegistry;
   /** Settles with the cluster's first failure (never resolves while the cluster is healthy). */
   readonly failed: Promise<OpError>;
+  /**
+   * The start barrier: resolves once every task has its session (so the chief keeps its model
+   * published until every worker has taken it); fails for every task with DeadlineExceededError
+   * naming the stragglers after the barrier timeout.
+   */
+  sessionsCreated(): Promise<void>;
   /** Tells every task that this one got a termination notice (`what`): they exit with the preemption code. */
   reportPreemption(what: string): Promise<void>;
   /** Tells every task that this one failed with `error` (they stop, naming this task). */
@@ -67,6 +73,9 @@ export interface StartClusterOptions {
 
 /** The message every preemption report starts with. */
 const PREEMPTION_REPORT = "cluster preemption:";
+
+/** The barrier every task passes once its session exists. */
+const STARTED_BARRIER = "monitored-session/run/sessions-created";
 
 /** The key the watch waits on: nobody writes it. */
 const WATCH_KEY = "monitored-session/run/watch";
@@ -150,6 +159,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   return {
     sessionTargets: clusterSessionTargets({ cluster: spec.asDict(), token, tls, publisher }),
     failed,
+    sessionsCreated: () => client.barrier(STARTED_BARRIER),
     reportPreemption: async (what) => {
       await client.reportErrorToCluster(new CancelledError(`${PREEMPTION_REPORT} task ${task.name} got a termination notice (${what}): every task exits with the preemption code`)).catch(() => undefined);
     },

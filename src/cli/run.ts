@@ -270,7 +270,17 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
   });
   try {
     // A worker waits for the chief's model here: a termination notice or a cluster failure ends the wait.
-    const creating = monitoredTrainingSession(sessionOptions);
+    const creating =
+      cluster === undefined
+        ? monitoredTrainingSession(sessionOptions)
+        : monitoredTrainingSession(sessionOptions).then(async (created) => {
+            // Every task has its session before any trains on: the chief keeps its model
+            // published until each worker took it, however short the run.
+            await cluster.sessionsCreated().catch((e: unknown) => {
+              throw isPreemptionReport(e) ? new PreemptedExit(exitCodeOf(config), false) : e;
+            });
+            return created;
+          });
     const sess = await (cluster === undefined ? creating : raceCreation(creating, clusterFailed, notices, isChief, exitCodeOf(config)));
     handler = manager === undefined ? undefined : await createPreemptionHandler(sess, config, manager, logger, clock);
     // Preemption events join the session's stream, which the display follows.
