@@ -10,7 +10,10 @@
  * With TF_CONFIG set, the process is one task of a cluster (src/cli/clusterTask.ts): the task
  * decides `isChief` and `master`, the start line names it, and only the chief takes the
  * checkpoint directory's lock and writes there (a worker exits with the preemption code without
- * saving).
+ * saving). The task starts its server and joins the cluster before training
+ * (src/cli/clusterRuntime.ts); a worker starts from the chief's values. A cluster failure (a
+ * task declared failed, a reported error) stops training with exit 1; a termination notice of any
+ * task is reported to the cluster and every task exits with the preemption code.
  *
  * @module
  */
