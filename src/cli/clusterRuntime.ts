@@ -170,9 +170,14 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     finish: async (clean) => {
       finishing = true;
       let error: Error | undefined;
+      if (!clean) {
+        // A failing or preempted task leaves at once (the process is about to exit): the others
+        // learn why from the report, or from the missing heartbeats.
+        void client.close().then(stopServer).catch(() => undefined);
+        return undefined;
+      }
       try {
-        if (clean) await client.shutdown();
-        else await client.close();
+        await client.shutdown();
       } catch (e) {
         error = e instanceof Error ? e : new Error(String(e));
         await client.close().catch(() => undefined);

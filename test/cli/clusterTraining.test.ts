@@ -10,10 +10,11 @@
 import { existsSync, writeFileSync } from "node:fs";
 import { createServer, type Server as NetServer } from "node:net";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 
 import { alive, repoRoot, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
 import { waitFor } from "../util/cli.js";
+import { etcdBinary, EtcdProcess } from "../cluster/coordination/etcdHarness.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
 const tempDir = useTempDirs("ms-cluster-training-");
@@ -75,12 +76,12 @@ const digestAfter = (w0: number, b0: number, steps: number): string => {
   return buf.toString("hex");
 };
 
-/** A config of the model job in `dir`: checkpoints every step in `dir/ck`, a 2 s heartbeat timeout, plus `cluster` lines. */
+/** A config of the model job in `dir`: checkpoints every step in `dir/ck`, a 5 s heartbeat timeout, plus `cluster` lines. */
 const config = (dir: string, cluster = ""): string => {
   const file = join(dir, "job.yaml");
   writeFileSync(
     file,
-    `module: ${modelJob}\nlogStepCountSteps: 0\ncheckpoint:\n  dir: ck\n  saveSteps: 1\nsummaries:\n  saveSteps: 0\ncluster:\n  timeouts:\n    heartbeatTimeoutSecs: 2\n${cluster}`,
+    `module: ${modelJob}\nlogStepCountSteps: 0\ncheckpoint:\n  dir: ck\n  saveSteps: 1\nsummaries:\n  saveSteps: 0\ncluster:\n  timeouts:\n    heartbeatTimeoutSecs: 5\n${cluster}`,
   );
   return file;
 };
@@ -113,49 +114,56 @@ const lines = (text: string): string[] => text.split("\n").filter((l) => l !== "
 /** The lines that are not the logger's (`INFO ...`): what a failure prints. */
 const problems = (r: CliRun): string[] => lines(r.stderr).filter((l) => !/^(DEBUG|INFO|WARN) /.test(l));
 
+/** `launch --workers 3` with the `cluster:` lines `extra`: every worker starts from the chief's values, every task exits 0. */
+const workersStartFromTheChief = async (extra: string): Promise<void> => {
+  const dir = tempDir();
+  const l = start(["launch", "--workers", "3", config(dir, extra)], { CLUSTER_TEST_DIR: dir });
+  const r = await l.done;
+  expect(r.code, r.stderr).toBe(0);
+  const starts = startsOf(r.stdout);
+  const chief = starts.find((s) => s.task === "chief:0");
+  expect(chief?.step).toBe(0);
+  for (const name of ["worker:0", "worker:1"]) {
+    const w = starts.find((s) => s.task === name);
+    if (chief === undefined || w === undefined) throw new Error(`no start line of chief:0 or ${name}:\n${r.stdout}`);
+    // The chief may have trained a few steps before the worker asked: its values at that step.
+    expect(w.digest, name).toBe(digestAfter(chief.w, chief.b, w.step));
+    expect(r.stderr).toContain(`[${name}] INFO Starting from the chief's values: /job:chief/replica:0/task:0`);
+  }
+  expect(r.stderr).toContain("[launch] every task exited 0");
+};
+
+/** Three `run`s with hand-set TF_CONFIGs and the `cluster:` lines `extra`: SIGKILL worker:1, the others exit 1 naming it. */
+const killedWorkerIsNamed = async (extra: string): Promise<void> => {
+  const dir = tempDir();
+  const file = config(dir, extra);
+  const [p0, p1, p2] = await freePorts(3);
+  const cluster = { chief: [`127.0.0.1:${p0}`], worker: [`127.0.0.1:${p1}`, `127.0.0.1:${p2}`] };
+  const plan = JSON.stringify({ "chief:0": "train", "worker:0": "train", "worker:1": "train" });
+  const tasks = [
+    ["chief", 0],
+    ["worker", 0],
+    ["worker", 1],
+  ] as const;
+  const [chief, worker0, worker1] = tasks.map(([type, index]) => start(["run", file], { TF_CONFIG: tfConfig(cluster, type, index), CLUSTER_TEST_PLAN: plan, CLUSTER_TEST_DIR: dir })) as [CliChild, CliChild, CliChild];
+  await Promise.all([chief.waitFor("training chief:0", 90_000), worker0.waitFor("training worker:0", 90_000), worker1.waitFor("training worker:1", 90_000)]);
+  const victim = startsOf(worker1.output())[0];
+  if (victim === undefined) throw new Error(`worker:1 printed no start line:\n${worker1.output()}`);
+  process.kill(victim.pid, "SIGKILL");
+  // Heartbeat timeout 5 s: the deadline of each wait is far above it.
+  for (const c of [chief, worker0]) {
+    const r = await c.done;
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toMatch(/Training failed: UnavailableError: .*\/job:worker\/replica:0\/task:1/);
+  }
+};
+
+
 // A group start is a few node processes loading tsx (seconds each on a busy machine).
 describe("run and launch as a cluster", { timeout: 180_000 }, () => {
-  it("launch --workers 3: every worker starts from the chief's values (bit for bit) and every task exits 0", async () => {
-    const dir = tempDir();
-    const l = start(["launch", "--workers", "3", config(dir)], { CLUSTER_TEST_DIR: dir });
-    const r = await l.done;
-    expect(r.code, r.stderr).toBe(0);
-    const starts = startsOf(r.stdout);
-    const chief = starts.find((s) => s.task === "chief:0");
-    expect(chief?.step).toBe(0);
-    for (const name of ["worker:0", "worker:1"]) {
-      const w = starts.find((s) => s.task === name);
-      if (chief === undefined || w === undefined) throw new Error(`no start line of chief:0 or ${name}:\n${r.stdout}`);
-      // The chief may have trained a few steps before the worker asked: its values at that step.
-      expect(w.digest, name).toBe(digestAfter(chief.w, chief.b, w.step));
-      expect(r.stderr).toContain(`[${name}] INFO Starting from the chief's values: /job:chief/replica:0/task:0`);
-    }
-    expect(r.stderr).toContain("[launch] every task exited 0");
-  });
+  it("launch --workers 3: every worker starts from the chief's values (bit for bit) and every task exits 0", () => workersStartFromTheChief(""));
 
-  it("run with a hand-set TF_CONFIG: SIGKILL a worker and the others fail with UnavailableError naming it (exit 1); nobody hangs", async () => {
-    const dir = tempDir();
-    const file = config(dir);
-    const [p0, p1, p2] = await freePorts(3);
-    const cluster = { chief: [`127.0.0.1:${p0}`], worker: [`127.0.0.1:${p1}`, `127.0.0.1:${p2}`] };
-    const plan = JSON.stringify({ "chief:0": "train", "worker:0": "train", "worker:1": "train" });
-    const tasks = [
-      ["chief", 0],
-      ["worker", 0],
-      ["worker", 1],
-    ] as const;
-    const [chief, worker0, worker1] = tasks.map(([type, index]) => start(["run", file], { TF_CONFIG: tfConfig(cluster, type, index), CLUSTER_TEST_PLAN: plan, CLUSTER_TEST_DIR: dir })) as [CliChild, CliChild, CliChild];
-    await Promise.all([chief.waitFor("training chief:0", 90_000), worker0.waitFor("training worker:0", 90_000), worker1.waitFor("training worker:1", 90_000)]);
-    const victim = startsOf(worker1.output())[0];
-    if (victim === undefined) throw new Error(`worker:1 printed no start line:\n${worker1.output()}`);
-    process.kill(victim.pid, "SIGKILL");
-    // Heartbeat timeout 2 s: the deadline of each wait is far above it.
-    for (const c of [chief, worker0]) {
-      const r = await c.done;
-      expect(r.code, r.stderr).toBe(1);
-      expect(r.stderr).toMatch(/Training failed: UnavailableError: .*\/job:worker\/replica:0\/task:1/);
-    }
-  });
+  it("run with a hand-set TF_CONFIG: SIGKILL a worker and the others fail with UnavailableError naming it (exit 1); nobody hangs", () => killedWorkerIsNamed(""));
 
   it("SIGTERM to one worker is reported to the cluster: every task exits 42 (the chief after its save) and launch exits 42", async () => {
     const dir = tempDir();
@@ -223,4 +231,19 @@ describe("a cluster task that cannot start exits 2 with one line", { timeout: 12
     expect(r.code, r.stderr).toBe(2);
     expect(problems(r), r.stderr).toEqual([expect.stringMatching(/^worker:0: the coordination service rejected this task's cluster token/) as unknown as string]);
   });
+});
+
+describe.skipIf(etcdBinary === undefined)("with backend: etcd (a real etcd on loopback)", { timeout: 180_000 }, () => {
+  let etcd: EtcdProcess | undefined;
+  beforeAll(async () => {
+    etcd = await EtcdProcess.start();
+  }, 60_000);
+  afterAll(async () => {
+    await etcd?.stop();
+  });
+  const etcdLines = (): string => `  backend: etcd\n  etcdEndpoints: [${(etcd as EtcdProcess).endpoint}]\n`;
+
+  it("launch --workers 3: every worker starts from the chief's values and every task exits 0", () => workersStartFromTheChief(etcdLines()));
+
+  it("run with a hand-set TF_CONFIG: SIGKILL a worker and the others fail with UnavailableError naming it", () => killedWorkerIsNamed(etcdLines()));
 });
