@@ -18,7 +18,7 @@
 import { systemClock, type Clock } from "../Clock.js";
 import type { ClusterSpec } from "../cluster/ClusterSpec.js";
 import type { CoordinationClient, CoordinationClientOptions } from "../cluster/coordination/CoordinationClient.js";
-import type { CoordinationTimeouts } from "../cluster/coordination/CoordinationConfig.js";
+import { defaultCoordinationTimeouts, type CoordinationTimeouts } from "../cluster/coordination/CoordinationConfig.js";
 import { hostCoordinationService } from "../cluster/coordination/coordinationServer.js";
 import { EtcdCoordinationClient } from "../cluster/coordination/EtcdCoordinationClient.js";
 import { connectCoordinationService } from "../cluster/coordination/grpcCoordinationTransport.js";
@@ -27,7 +27,7 @@ import { clusterSessionTargets } from "../cluster/grpcSessionTarget.js";
 import { ModelPublisher } from "../cluster/ModelPublisher.js";
 import { loadClusterToken } from "../cluster/security.js";
 import { Server, type ServerOptions } from "../cluster/Server.js";
-import { CancelledError, DeadlineExceededError, InvalidArgumentError, OpError, UnauthenticatedError, UnknownError } from "../errors.js";
+import { AbortedError, CancelledError, DeadlineExceededError, InvalidArgumentError, OpError, UnauthenticatedError, UnknownError } from "../errors.js";
 import type { Logger } from "../Logger.js";
 import type { SessionTargetRegistry } from "../SessionTarget.js";
 import type { ClusterTask } from "./clusterTask.js";
@@ -143,7 +143,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     `Server of ${task.name} serving ${task.master}; registering with the coordination service (${etcd ? `etcd at ${(o.etcdEndpoints ?? []).join(", ")}` : `embedded, hosted by the chief at grpc://${chiefAddressOf(spec)}`}): waiting for ${tasks.length} task${tasks.length === 1 ? "" : "s"}.`,
   );
   try {
-    await client.connect();
+    await connectCurrent(client, timeouts.registrationTimeoutMs ?? defaultCoordinationTimeouts.registrationTimeoutMs, clock, logger);
   } catch (e) {
     await client.close().catch(() => undefined);
     await stopServer();
@@ -204,6 +204,24 @@ const watch = async (client: CoordinationClient, finishing: () => boolean): Prom
       if (e instanceof DeadlineExceededError) continue;
       if (finishing()) return new Promise<OpError>(() => undefined);
       return e instanceof OpError ? e : new UnknownError(String(e));
+    }
+  }
+};
+
+/**
+ * Registers, again after each AbortedError (a previous launch's generation, before the new chief
+ * started its own: under etcd the old keys outlive the old cluster), until `timeoutMs` has passed.
+ */
+const connectCurrent = async (client: CoordinationClient, timeoutMs: number, clock: Clock, logger: Logger): Promise<void> => {
+  const deadline = clock.now() + timeoutMs;
+  for (let backoffMs = 100; ; backoffMs = Math.min(2 * backoffMs, 1000)) {
+    try {
+      await client.connect();
+      return;
+    } catch (e) {
+      if (!(e instanceof AbortedError) || clock.now() + backoffMs >= deadline) throw e;
+      if (backoffMs === 100) logger.info(`Registration aborted (${e.message}); registering again for the chief's new generation.`);
+      await new Promise<void>((resolve) => clock.setTimer(backoffMs, resolve));
     }
   }
 };

@@ -10,7 +10,7 @@
 import { existsSync, writeFileSync } from "node:fs";
 import { createServer, type Server as NetServer } from "node:net";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 
 import { alive, repoRoot, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
 import { waitFor } from "../util/cli.js";
@@ -235,10 +235,11 @@ describe("a cluster task that cannot start exits 2 with one line", { timeout: 12
 
 describe.skipIf(etcdBinary === undefined)("with backend: etcd (a real etcd on loopback)", { timeout: 180_000 }, () => {
   let etcd: EtcdProcess | undefined;
-  beforeAll(async () => {
+  // A fresh etcd for each cluster (one cluster per etcd prefix).
+  beforeEach(async () => {
     etcd = await EtcdProcess.start();
   }, 60_000);
-  afterAll(async () => {
+  afterEach(async () => {
     await etcd?.stop();
   });
   const etcdLines = (): string => `  backend: etcd\n  etcdEndpoints: [${(etcd as EtcdProcess).endpoint}]\n`;
