@@ -6,11 +6,10 @@
  * etcd heartbeat timeout under 2 s exit 2 with one line per problem, creating nothing.
  */
 import { existsSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 
-import { repoRoot, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
+import { freePorts, repoRoot, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
 import { listTree } from "../util/cli.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
@@ -42,19 +41,6 @@ const run = (file: string, env: Record<string, string>): CliChild => {
 };
 
 const lines = (r: CliRun): string[] => r.stderr.split("\n").filter((l) => l !== "");
-
-/** Free loopback ports (bound, then released). */
-const freePorts = async (n: number): Promise<number[]> => {
-  const servers = await Promise.all(
-    Array.from({ length: n }, () => new Promise<ReturnType<typeof createServer>>((ok) => {
-      const s = createServer();
-      s.listen(0, "127.0.0.1", () => ok(s));
-    })),
-  );
-  const ports = servers.map((s) => (s.address() as { port: number }).port);
-  await Promise.all(servers.map((s) => new Promise((ok) => s.close(ok))));
-  return ports;
-};
 
 /** A chief and a worker on free loopback ports. */
 const twoTasks = async (): Promise<{ chief: string[]; worker: string[] }> => {

@@ -12,7 +12,7 @@ import { createServer, type Server as NetServer } from "node:net";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 
-import { alive, repoRoot, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
+import { alive, freePorts, repoRoot, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
 import { waitFor } from "../util/cli.js";
 import { etcdBinary, EtcdProcess } from "../cluster/coordination/etcdHarness.js";
 import { useTempDirs } from "../util/tempDirs.js";
@@ -84,14 +84,6 @@ const config = (dir: string, cluster = ""): string => {
     `module: ${modelJob}\nlogStepCountSteps: 0\ncheckpoint:\n  dir: ck\n  saveSteps: 1\nsummaries:\n  saveSteps: 0\ncluster:\n  timeouts:\n    heartbeatTimeoutSecs: 5\n${cluster}`,
   );
   return file;
-};
-
-/** Free loopback ports (bound, then released). */
-const freePorts = async (n: number): Promise<number[]> => {
-  const servers = await Promise.all(Array.from({ length: n }, () => listen(0)));
-  const ports = servers.map((s) => (s.address() as { port: number }).port);
-  await Promise.all(servers.map((s) => new Promise((ok) => s.close(ok))));
-  return ports;
 };
 
 const listen = (port: number): Promise<NetServer> =>
