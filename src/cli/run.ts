@@ -10,7 +10,10 @@
  * With TF_CONFIG set, the process is one task of a cluster (src/cli/clusterTask.ts): the task
  * decides `isChief` and `master`, the start line names it, and only the chief takes the
  * checkpoint directory's lock and writes there (a worker exits with the preemption code without
- * saving).
+ * saving). The task starts its server and joins the cluster before training
+ * (src/cli/clusterRuntime.ts); a worker starts from the chief's values. A cluster failure (a
+ * task declared failed, a reported error) stops training with exit 1; a termination notice of any
+ * task is reported to the cluster and every task exits with the preemption code.
  *
  * @module
  */
@@ -26,7 +29,6 @@ import { checkpointDirOf, ConfigError, lastStepOf, toMonitoredTrainingSessionOpt
 import { ValueError } from "../errors.js";
 import type { Logger, LogLevel } from "../Logger.js";
 import { withSession, type MonitoredSession } from "../MonitoredSession.js";
-import { defaultSessionTargets } from "../SessionTarget.js";
 import { monitoredTrainingSession } from "../training/monitoredTrainingSession.js";
 import { PreemptionCheckpointHandler } from "../preemption/PreemptionCheckpointHandler.js";
 import { LocalPreemptionCoordinator } from "../preemption/PreemptionCoordinator.js";
@@ -36,6 +38,7 @@ import { createPlatformWatcher } from "../preemption/platforms/index.js";
 import type { Fetches, VariableStore } from "../Session.js";
 import { fileWriterCache } from "../summary/index.js";
 import { clusterTaskOf, describeTask, readTfConfig, type ClusterTask } from "./clusterTask.js";
+import { ClusterStartError, isPreemptionReport, startClusterTask, type ClusterRuntime } from "./clusterRuntime.js";
 import { ExitCodes } from "./exitCodes.js";
 import { failureMessage } from "./faults.js";
 import { exitOnRepeatedNotice } from "./forcedExit.js";
@@ -150,7 +153,8 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
   });
   const logger = progress.logger;
   if (backendNote !== undefined) logger.info(backendNote);
-  const role = task === undefined ? undefined : sessionRoleOf(task, logger);
+  const role: SessionRole | undefined = task === undefined ? undefined : { isChief: task.isChief, master: task.master };
+  if (task !== undefined) logger.info(`Cluster task ${describeTask(task)}.`);
 
   let sessionOptions;
   try {
@@ -208,6 +212,17 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
     // their hooks are built once.
     sessionOptions = { ...sessionOptions, checkpointManager: manager };
   }
+  // Then the task's server and its registration with the cluster (every task, before training).
+  let cluster: ClusterRuntime | undefined;
+  if (task !== undefined) {
+    const started = await startCluster(task, io, logger, clock, notices);
+    if (typeof started === "number") {
+      await manager?.close();
+      return started === ExitCodes.preempted ? exitCodeOf(config) : started;
+    }
+    cluster = started;
+    sessionOptions = { ...sessionOptions, sessionTargets: cluster.sessionTargets };
+  }
   const summaryDir = config.summaries?.dir === undefined ? checkpointDir : resolve(baseDir, config.summaries.dir);
   const where = (): void => {
     if (!isChief) return;
@@ -226,8 +241,28 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
   // The first notice goes to the handler (a save at the next step boundary); a later Ctrl-C or
   // SIGTERM gives the save at most the grace period, then exits without it.
   const subscription = notices.notices$.subscribe((n) => {
-    if (n.count === 1) handler?.noticeTermination(notices.describe(n), { deadlineMs: n.deadline });
+    if (n.count !== 1) return;
+    handler?.noticeTermination(notices.describe(n), { deadlineMs: n.deadline });
+    // Every task of the cluster exits with the preemption code: tell them.
+    void cluster?.reportPreemption(notices.describe(n));
   });
+  // The cluster's first failure: another task's preemption is this task's termination notice;
+  // anything else (a task declared failed, a reported error, the service gone) stops training.
+  let clusterFailure: Error | undefined;
+  let clusterPreemption: Error | undefined;
+  const clusterFailed = cluster?.failed.then((e) => {
+    if (isPreemptionReport(e)) {
+      clusterPreemption = e;
+      handler?.noticeTermination(e.message);
+      // While the session is being created: exit without saving (a worker has nothing to save).
+      throw new PreemptedExit(exitCodeOf(config), false);
+    }
+    clusterFailure = e;
+    throw e;
+  });
+  clusterFailed?.catch(() => undefined);
+  const preempting = (): boolean => notices.first !== undefined || clusterPreemption !== undefined;
+  let finished = false;
   const forced = exitOnRepeatedNotice(notices.notices$, {
     gracePeriodSecs: config.preemption?.gracePeriodSecs ?? 0,
     exitCode: exitCodeOf(config),
@@ -237,12 +272,25 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
     beforeExit: () => progress.stop(),
   });
   try {
-    const sess = await monitoredTrainingSession(sessionOptions);
+    // A worker waits for the chief's model here: a termination notice or a cluster failure ends the wait.
+    const creating =
+      cluster === undefined
+        ? monitoredTrainingSession(sessionOptions)
+        : monitoredTrainingSession(sessionOptions).then(async (created) => {
+            // Every task has its session before any trains on: the chief keeps its model
+            // published until each worker took it, however short the run.
+            await cluster.sessionsCreated().catch((e: unknown) => {
+              throw isPreemptionReport(e) ? new PreemptedExit(exitCodeOf(config), false) : e;
+            });
+            return created;
+          });
+    const sess = await (cluster === undefined ? creating : raceCreation(creating, clusterFailed, notices, isChief, exitCodeOf(config)));
     handler = manager === undefined ? undefined : await createPreemptionHandler(sess, config, manager, logger, clock);
     // Preemption events join the session's stream, which the display follows.
     if (handler !== undefined) sess.forwardEvents(handler.events$);
     // A notice that came while the session was being created.
     if (notices.first !== undefined) handler?.noticeTermination(notices.describe(notices.first), { deadlineMs: notices.first.deadline });
+    else if (clusterPreemption !== undefined) handler?.noticeTermination(clusterPreemption.message);
     // What the chief actually restored (after falling back past corrupt checkpoints, say).
     const restoring = manager?.lastRestored ?? null;
     const startStep = await readStep(sess);
@@ -267,7 +315,8 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
       while (!s.shouldStop()) {
         // Without a preemption handler (no checkpoint directory, or preemption disabled) a
         // notice still ends the run with the preemption exit code, without a save.
-        if (handler === undefined && notices.first !== undefined) throw new PreemptedExit(exitCodeOf(config), false);
+        if (handler === undefined && preempting()) throw new PreemptedExit(exitCodeOf(config), false);
+        if (clusterFailure !== undefined && !preempting()) throw clusterFailure;
         const feeds = typeof job.feeds === "function" ? job.feeds() : job.feeds;
         const step = () => s.run(fetches, feeds);
         const result = handler === undefined ? await step() : await handler.run(step);
@@ -279,6 +328,12 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
     await following.settled();
     progress.update(finalStep ?? run, undefined);
     progress.stop();
+    if (cluster !== undefined) {
+      // The shutdown barrier: the others do not take this exit for a failure.
+      finished = true;
+      const barrier = await cluster.finish(true);
+      if (barrier !== undefined) logger.warn(`The cluster's shutdown barrier failed (${barrier.name}: ${barrier.message}); this task's training is done.`);
+    }
     await fileWriterCache.closeAll();
     logger.info(finalStep === undefined ? "Done." : `Done at global step ${finalStep}.`);
     where();
@@ -294,17 +349,23 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
     if (e instanceof PreemptedExit) {
       // The checkpoint is durable: a platform waiting for it (Azure) may go on.
       if (e.saved) await notices.acknowledge();
+      const why = notices.first === undefined ? (clusterPreemption?.message ?? "termination notice") : notices.describe(notices.first);
       logger.info(
         e.saved
           ? `Preempted: checkpoint saved; exiting with ${e.exitCode} (run the same command again to resume).`
-          : `Preempted (${notices.first === undefined ? "termination notice" : notices.describe(notices.first)}) with no preemption checkpoint configured: exiting with ${e.exitCode} without saving.`,
+          : task !== undefined && !isChief
+            ? `Preempted (${why}): a worker exits with ${e.exitCode} without saving (the chief saves).`
+            : `Preempted (${why}) with no preemption checkpoint configured: exiting with ${e.exitCode} without saving.`,
       );
       where();
       return e.exitCode;
     }
     io.err.write(failureMessage(e, verbose));
+    // The others stop too, naming this task (unless the failure came from the cluster).
+    if (cluster !== undefined && e !== clusterFailure) await cluster.reportFailure(e);
     return ExitCodes.failure;
   } finally {
+    if (!finished) await cluster?.finish(false);
     following?.unsubscribe();
     subscription.unsubscribe();
     forced.cancel();
@@ -318,15 +379,64 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
 // ---------------------------------------------------------------------------------------------
 
 /**
- * The session role of a cluster task: whether it is the chief, and its `master`. The task's
- * `grpc://` target is its master once a resolver for `grpc://` is registered; until then the task
- * trains an in-process session, and says so.
+ * Starts the task's server and registers it with the cluster: the runtime, or the exit code when
+ * it cannot (2 for what the user fixes, with one line; 42 for a termination notice that came
+ * while it waited for the other tasks; 1 for anything else).
  */
-const sessionRoleOf = (task: ClusterTask, logger: Logger): SessionRole => {
-  logger.info(`Cluster task ${describeTask(task)}.`);
-  if (defaultSessionTargets.schemes.includes("grpc")) return { isChief: task.isChief, master: task.master };
-  logger.info(`No grpc:// session target is registered: ${task.name} trains an in-process session (master "").`);
-  return { isChief: task.isChief, master: "" };
+const startCluster = async (task: ClusterTask, io: CliIo, logger: Logger, clock: Clock, notices: TerminationNotices): Promise<ClusterRuntime | number> => {
+  const starting = startClusterTask(task, { env: io.env, logger, clock });
+  let onNotice: (() => void) | undefined;
+  const noticed = new Promise<"notice">((ok) => {
+    onNotice = () => ok("notice");
+  });
+  const subscription = notices.notices$.subscribe(() => onNotice?.());
+  try {
+    const first = await Promise.race([starting, noticed]);
+    if (first !== "notice") return first;
+    // The start goes on in the background; the process exits before it matters.
+    void starting.then((c) => c.finish(false), () => undefined);
+    logger.info(`Termination notice (${notices.first === undefined ? "notice" : notices.describe(notices.first)}) while ${task.name} joined the cluster: exiting without saving (run the same command again to resume).`);
+    return ExitCodes.preempted;
+  } catch (e) {
+    if (e instanceof ClusterStartError) {
+      io.err.write(`${e.message}\n`);
+      return ExitCodes.usage;
+    }
+    io.err.write(failureMessage(e, false, `${task.name} could not join the cluster`));
+    return ExitCodes.failure;
+  } finally {
+    subscription.unsubscribe();
+  }
+};
+
+/**
+ * The session being created, unless the cluster fails first (its error) or, on a worker, a
+ * termination notice comes first (a {@link PreemptedExit} without a save: a worker waiting for the
+ * chief has nothing to save).
+ */
+const raceCreation = async (
+  creating: Promise<MonitoredSession>,
+  clusterFailed: Promise<never> | undefined,
+  notices: TerminationNotices,
+  isChief: boolean,
+  exitCode: number,
+): Promise<MonitoredSession> => {
+  const stops: Promise<never>[] = clusterFailed === undefined ? [] : [clusterFailed];
+  let subscription: { unsubscribe(): void } | undefined;
+  if (!isChief) {
+    stops.push(
+      new Promise<never>((_, fail) => {
+        const stop = (): void => fail(new PreemptedExit(exitCode, false));
+        if (notices.first !== undefined) stop();
+        subscription = notices.notices$.subscribe(stop);
+      }),
+    );
+  }
+  try {
+    return await Promise.race([creating, ...stops]);
+  } finally {
+    subscription?.unsubscribe();
+  }
 };
 
 /** The configured preemption exit code (default 42). */

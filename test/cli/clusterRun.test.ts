@@ -1,6 +1,7 @@
 /**
  * `monitored-session run` with TF_CONFIG set by hand (no `launch`), in real processes: each task
- * resolves its role and prints it; only the chief takes the checkpoint directory and writes
+ * resolves its role and prints it, starts its server and registers with the chief's coordination
+ * service (a worker started first waits); only the chief takes the checkpoint directory and writes
  * there; a bad TF_CONFIG, a cluster spec in the configuration, keys TF_CONFIG decides, and an
  * etcd heartbeat timeout under 2 s exit 2 with one line per problem, creating nothing.
  */
@@ -8,7 +9,7 @@ import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 
-import { repoRoot, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
+import { freePorts, repoRoot, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
 import { listTree } from "../util/cli.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
@@ -41,24 +42,37 @@ const run = (file: string, env: Record<string, string>): CliChild => {
 
 const lines = (r: CliRun): string[] => r.stderr.split("\n").filter((l) => l !== "");
 
-describe("run with a hand-set TF_CONFIG", () => {
-  it("a chief and a worker started with run: each prints its role; the chief holds checkpoint.dir, the worker trains beside it and writes nothing there", async () => {
+/** A chief and a worker on free loopback ports. */
+const twoTasks = async (): Promise<{ chief: string[]; worker: string[] }> => {
+  const [p0, p1] = await freePorts(2);
+  return { chief: [`127.0.0.1:${p0}`], worker: [`127.0.0.1:${p1}`] };
+};
+
+// A short shutdown barrier: the worker finishes long before the chief, which trains until SIGTERM.
+const SHORT_SHUTDOWN = "cluster:\n  timeouts:\n    shutdownTimeoutSecs: 2\n";
+
+describe("run with a hand-set TF_CONFIG", { timeout: 120_000 }, () => {
+  it("a worker started first waits for the chief; each prints its role; the chief holds checkpoint.dir, the worker trains beside it and writes nothing there", async () => {
     const dir = tempDir();
-    const file = config(dir);
-    const chief = run(file, { TF_CONFIG: tfConfig("chief", 0), CLUSTER_TEST_PLAN: JSON.stringify({ "chief:0": "train" }) });
+    const file = config(dir, SHORT_SHUTDOWN);
+    const cluster = await twoTasks();
+    const worker = run(file, { TF_CONFIG: tfConfig("worker", 0, cluster) });
+    await worker.waitFor("registering with the coordination service");
+    const chief = run(file, { TF_CONFIG: tfConfig("chief", 0, cluster), CLUSTER_TEST_PLAN: JSON.stringify({ "chief:0": "train" }) });
     await chief.waitFor("training");
     await chief.waitFor("Starting at global step (none); task chief:0 (chief).");
-    expect(chief.output()).toContain("Cluster task chief:0, the chief of 2 training tasks (grpc://127.0.0.1:7001; coordination: embedded).");
+    expect(chief.output()).toContain(`Cluster task chief:0, the chief of 2 training tasks (grpc://${cluster.chief[0]}; coordination: embedded).`);
     const before = listTree(join(dir, "ck"));
     expect(before).toContain("checkpoint.lock");
 
     // The chief holds the directory's lock: a worker that tried to take it would exit 2.
-    const worker = await run(file, { TF_CONFIG: tfConfig("worker", 0) }).done;
-    expect(worker.code, worker.stderr).toBe(0);
-    expect(worker.stdout).toContain("task worker:0 up");
-    expect(worker.stderr).toContain("Cluster task worker:0, a worker of 2 training tasks (grpc://127.0.0.1:7002; coordination: embedded).");
-    expect(worker.stderr).toContain("Starting at global step (none); task worker:0 (worker).");
-    expect(worker.stderr).not.toContain("Checkpoints:");
+    const w = await worker.done;
+    expect(w.code, w.stderr).toBe(0);
+    expect(w.stdout).toContain("task worker:0 up");
+    expect(w.stderr).toContain(`Cluster task worker:0, a worker of 2 training tasks (grpc://${cluster.worker[0]}; coordination: embedded).`);
+    expect(w.stderr).toContain("Every task of the cluster registered (generation 1).");
+    expect(w.stderr).toContain("Starting at global step (none); task worker:0 (worker).");
+    expect(w.stderr).not.toContain("Checkpoints:");
     expect(listTree(join(dir, "ck"))).toEqual(before);
 
     chief.process.kill("SIGTERM");
@@ -67,32 +81,40 @@ describe("run with a hand-set TF_CONFIG", () => {
     expect(c.stderr).toContain(`Preemption checkpoint for step 0 saved: ${join(dir, "ck", "model.ckpt-0")}`);
   });
 
-  it("a worker alone never creates or writes under checkpoint.dir, even when preempted", async () => {
+  it("a worker alone waits for the chief; a SIGTERM meanwhile exits 42, and nothing is created under checkpoint.dir", async () => {
     const dir = tempDir();
-    const worker = run(config(dir), { TF_CONFIG: tfConfig("worker", 0), CLUSTER_TEST_PLAN: JSON.stringify({ "worker:0": "preempt" }) });
+    const worker = run(config(dir), { TF_CONFIG: tfConfig("worker", 0, await twoTasks()) });
+    await worker.waitFor("registering with the coordination service");
+    worker.process.kill("SIGTERM");
     const r = await worker.done;
     expect(r.code, r.stderr).toBe(42);
-    expect(r.stderr).toContain("Preempted (SIGTERM) with no preemption checkpoint configured: exiting with 42 without saving.");
+    expect(r.stderr).toContain("Termination notice (SIGTERM) while worker:0 joined the cluster: exiting without saving");
     expect(listTree(join(dir, "ck"))).toEqual([]);
   });
 
   it("a worker does not check checkpoint.dir (it never writes there, and on its machine the path may be the chief's): a file in the way stops the chief only", async () => {
     const dir = tempDir();
     const file = config(dir);
+    const cluster = await twoTasks();
     writeFileSync(join(dir, "ck"), "not a directory");
-    const worker = await run(file, { TF_CONFIG: tfConfig("worker", 0) }).done;
-    expect(worker.code, worker.stderr).toBe(0);
-    const chief = await run(file, { TF_CONFIG: tfConfig("chief", 0) }).done;
+    const worker = run(file, { TF_CONFIG: tfConfig("worker", 0, cluster) });
+    await worker.waitFor("registering with the coordination service");
+    const chief = await run(file, { TF_CONFIG: tfConfig("chief", 0, cluster) }).done;
     expect(chief.code).toBe(2);
     expect(lines(chief)).toEqual([`${file}: checkpoint.dir: ${join(dir, "ck")} is an existing file, not a directory: choose another directory, or move the file away`]);
   });
 
   it("without a chief job, worker 0 is the chief (TensorFlow's rule)", async () => {
     const dir = tempDir();
-    const r = await run(config(dir), { TF_CONFIG: tfConfig("worker", 0, { worker: ["127.0.0.1:7001", "127.0.0.1:7002"] }) }).done;
-    expect(r.code, r.stderr).toBe(0);
-    expect(r.stderr).toContain("Cluster task worker:0, the chief of 2 training tasks");
-    expect(r.stderr).toContain("Starting at global step (none); task worker:0 (chief).");
+    const file = config(dir);
+    const [p0, p1] = await freePorts(2);
+    const cluster = { worker: [`127.0.0.1:${p0}`, `127.0.0.1:${p1}`] };
+    const [r0, r1] = await Promise.all([run(file, { TF_CONFIG: tfConfig("worker", 0, cluster) }).done, run(file, { TF_CONFIG: tfConfig("worker", 1, cluster) }).done]);
+    expect(r0.code, r0.stderr).toBe(0);
+    expect(r1.code, r1.stderr).toBe(0);
+    expect(r0.stderr).toContain("Cluster task worker:0, the chief of 2 training tasks");
+    expect(r0.stderr).toContain("Starting at global step (none); task worker:0 (chief).");
+    expect(r1.stderr).toContain("Starting at global step (none); task worker:1 (worker).");
     // The chief made the directory (for its lock, released at the end).
     expect(existsSync(join(dir, "ck"))).toBe(true);
   });

@@ -7,11 +7,10 @@
  * far above what it needs, and every child is killed after each test.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { createServer } from "node:net";
 
 import { afterEach, describe, expect, it } from "vitest";
 
-import { repoRoot } from "../util/cliChild.js";
+import { freePorts, repoRoot } from "../util/cliChild.js";
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -43,19 +42,6 @@ const children: ChildProcess[] = [];
 afterEach(() => {
   for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
 });
-
-/** Free loopback ports (bound then released: nothing else on this machine takes them in between in practice). */
-const freePorts = async (n: number): Promise<number[]> => {
-  const servers = await Promise.all(
-    Array.from({ length: n }, () => new Promise<ReturnType<typeof createServer>>((ok) => {
-      const s = createServer();
-      s.listen(0, "127.0.0.1", () => ok(s));
-    })),
-  );
-  const ports = servers.map((s) => (s.address() as { port: number }).port);
-  await Promise.all(servers.map((s) => new Promise((ok) => s.close(ok))));
-  return ports;
-};
 
 const start = (cluster: object, type: string, index: number, token: string): Task => {
   const env = { ...process.env, TF_CONFIG: JSON.stringify({ cluster, task: { type, index } }), MONITORED_SESSION_CLUSTER_TOKEN: token };

@@ -4,6 +4,7 @@
  * Every wait is bounded: a child that outlives `timeoutMs` is SIGKILLed and the test fails.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { createServer } from "node:net";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -106,4 +107,17 @@ export const alive = (pid: number): boolean => {
   } catch {
     return false;
   }
+};
+
+/** Free loopback ports (bound, then released: nothing else takes them in between in practice). */
+export const freePorts = async (n: number): Promise<number[]> => {
+  const servers = await Promise.all(
+    Array.from({ length: n }, () => new Promise<ReturnType<typeof createServer>>((ok) => {
+      const s = createServer();
+      s.listen(0, "127.0.0.1", () => ok(s));
+    })),
+  );
+  const ports = servers.map((s) => (s.address() as { port: number }).port);
+  await Promise.all(servers.map((s) => new Promise((ok) => s.close(ok))));
+  return ports;
 };

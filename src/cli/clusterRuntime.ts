@@ -1,0 +1,266 @@
+/**
+ * What `run` starts for a cluster task (TF_CONFIG set): its {@link Server} on its TF_CONFIG
+ * address (or `cluster.bindAddress`), with the cluster token and TLS; on the chief, the
+ * {@link ModelPublisher} and, with the embedded backend, the coordination service; then its
+ * coordination client (registration and heartbeats) before training. The session's `master` is
+ * the task's `grpc://` target and its `sessionTargets` resolve it: a worker waits for the chief's
+ * model and starts from its values.
+ *
+ * While training, a blocking call on the coordination service watches the cluster: a peer
+ * declared failed, a reported error or a lost service ends it, and {@link ClusterRuntime.failed}
+ * settles with that error (UnavailableError naming the task, or the reported error naming the
+ * reporter). A task's termination notice is reported to the cluster as a preemption
+ * ({@link isPreemptionReport}), so that every task exits with the preemption code.
+ *
+ * @module
+ */
+
+import { systemClock, type Clock } from "../Clock.js";
+import type { ClusterSpec } from "../cluster/ClusterSpec.js";
+import type { CoordinationClient, CoordinationClientOptions } from "../cluster/coordination/CoordinationClient.js";
+import { defaultCoordinationTimeouts, type CoordinationTimeouts } from "../cluster/coordination/CoordinationConfig.js";
+import { hostCoordinationService } from "../cluster/coordination/coordinationServer.js";
+import { EtcdCoordinationClient } from "../cluster/coordination/EtcdCoordinationClient.js";
+import { connectCoordinationService } from "../cluster/coordination/grpcCoordinationTransport.js";
+import { taskName } from "../cluster/coordination/identity.js";
+import { clusterSessionTargets } from "../cluster/grpcSessionTarget.js";
+import { ModelPublisher } from "../cluster/ModelPublisher.js";
+import { loadClusterToken } from "../cluster/security.js";
+import { Server, type ServerOptions } from "../cluster/Server.js";
+import { AbortedError, CancelledError, DeadlineExceededError, InvalidArgumentError, OpError, UnauthenticatedError, UnknownError } from "../errors.js";
+import type { Logger } from "../Logger.js";
+import type { SessionTargetRegistry } from "../SessionTarget.js";
+import type { ClusterTask } from "./clusterTask.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** A started cluster task: its server, its registered coordination client and the session targets. */
+export interface ClusterRuntime {
+  /** The registry that resolves the task's `grpc://` master (on the chief, with its publisher). */
+  readonly sessionTargets: SessionTargetRegistry;
+  /** Settles with the cluster's first failure (never resolves while the cluster is healthy). */
+  readonly failed: Promise<OpError>;
+  /**
+   * The start barrier: resolves once every task has its session (so the chief keeps its model
+   * published until every worker has taken it); fails for every task with DeadlineExceededError
+   * naming the stragglers after the barrier timeout.
+   */
+  sessionsCreated(): Promise<void>;
+  /** Tells every task that this one got a termination notice (`what`): they exit with the preemption code. */
+  reportPreemption(what: string): Promise<void>;
+  /** Tells every task that this one failed with `error` (they stop, naming this task). */
+  reportFailure(error: unknown): Promise<void>;
+  /**
+   * Leaves the cluster and stops the server. `clean`: through the shutdown barrier, so that the
+   * others do not take this exit for a failure (resolves with the barrier's error, if any).
+   */
+  finish(clean: boolean): Promise<Error | undefined>;
+}
+
+/** A cluster that cannot start for a reason the user fixes (a port in use, a wrong token, bad cluster files): exit 2. */
+export class ClusterStartError extends Error {
+  override readonly name = "ClusterStartError";
+}
+
+/** Options of {@link startClusterTask}. */
+export interface StartClusterOptions {
+  readonly env: NodeJS.ProcessEnv;
+  readonly logger: Logger;
+  readonly clock?: Clock;
+}
+
+/** The message every preemption report starts with. */
+const PREEMPTION_REPORT = "cluster preemption:";
+
+/** The barrier every task passes once its session exists. */
+const STARTED_BARRIER = "monitored-session/run/sessions-created";
+
+/** The key the watch waits on: nobody writes it. */
+const WATCH_KEY = "monitored-session/run/watch";
+
+// ---------------------------------------------------------------------------------------------
+// operations
+// ---------------------------------------------------------------------------------------------
+
+/** Whether `e` is another task's (or this task's) preemption report, as the coordination service returns it. */
+export const isPreemptionReport = (e: unknown): e is CancelledError => e instanceof CancelledError && e.message.startsWith(PREEMPTION_REPORT);
+
+/**
+ * Starts `task`'s server and registers it with the coordination service (waiting for every task
+ * of the cluster, up to the registration timeout).
+ *
+ * @throws ClusterStartError for what the user fixes: an unreadable token or TLS file, a port in
+ *   use, a token the chief rejects, invalid coordination timeouts.
+ */
+export const startClusterTask = async (task: ClusterTask, options: StartClusterOptions): Promise<ClusterRuntime> => {
+  const { logger } = options;
+  const clock = options.clock ?? systemClock;
+  const o = task.options;
+  const token = usage(() => loadClusterToken({ tokenFile: o.tokenFile, env: options.env }));
+  const tls = o.tls;
+  const spec = task.clusterSpec;
+  const tasks = spec.jobs.flatMap((job) => spec.taskIndices(job).map((i) => taskName(job, i)));
+  const me = taskName(task.taskType, task.taskIndex);
+  const timeouts = timeoutsOf(o.timeouts);
+  const clientOptions: CoordinationClientOptions = { task: me, tasks, isChief: task.isChief, timeouts, clock };
+  const serverOptions: ServerOptions = {
+    jobName: task.taskType,
+    taskIndex: task.taskIndex,
+    token,
+    tls,
+    bindAddress: o.bindAddress,
+    ...(o.timeouts?.serverStartTimeoutSecs === undefined ? {} : { startTimeoutMs: o.timeouts.serverStartTimeoutSecs * 1000 }),
+    ...(o.timeouts?.serverStopGraceSecs === undefined ? {} : { stopGraceMs: o.timeouts.serverStopGraceSecs * 1000 }),
+    logger,
+  };
+  const etcd = o.backend === "etcd";
+  const newEtcdClient = (): CoordinationClient => usage(() => new EtcdCoordinationClient({ ...clientOptions, hosts: o.etcdEndpoints ?? [] }));
+  const publisher = task.isChief ? new ModelPublisher({ taskName: me, logger }) : undefined;
+  const services = publisher === undefined ? [] : [publisher.registration];
+
+  let client: CoordinationClient;
+  let stopServer: () => Promise<void>;
+  if (task.isChief && !etcd) {
+    const host = await serving(() =>
+      hostCoordinationService(spec, { ...serverOptions, services, coordination: { clock, ...(timeouts.heartbeatTimeoutMs === undefined ? {} : { heartbeatTimeoutMs: timeouts.heartbeatTimeoutMs }) } }),
+    );
+    client = usage(() => host.client(clientOptions));
+    stopServer = () => host.stop();
+  } else {
+    const server = usage(() => new Server(spec, { ...serverOptions, services, start: false }));
+    await serving(() => server.start());
+    stopServer = () => server.stop();
+    try {
+      client = etcd ? newEtcdClient() : usage(() => connectCoordinationService(`grpc://${chiefAddressOf(spec)}`, clientOptions, { token, tls, clock }));
+    } catch (e) {
+      await stopServer();
+      throw e;
+    }
+  }
+  logger.info(
+    `Server of ${task.name} serving ${task.master}; registering with the coordination service (${etcd ? `etcd at ${(o.etcdEndpoints ?? []).join(", ")}` : `embedded, hosted by the chief at grpc://${chiefAddressOf(spec)}`}): waiting for ${tasks.length} task${tasks.length === 1 ? "" : "s"}.`,
+  );
+  try {
+    await connectCurrent(client, timeouts.registrationTimeoutMs ?? defaultCoordinationTimeouts.registrationTimeoutMs, clock, logger);
+  } catch (e) {
+    await client.close().catch(() => undefined);
+    await stopServer();
+    if (e instanceof UnauthenticatedError) throw new ClusterStartError(`${task.name}: the coordination service rejected this task's cluster token (${e.message}); give every task the same token (cluster.tokenFile or MONITORED_SESSION_CLUSTER_TOKEN)`);
+    throw e;
+  }
+  logger.info(`Every task of the cluster registered (generation ${client.generation ?? "?"}).`);
+
+  let finishing = false;
+  const failed = watch(client, () => finishing);
+  // Nobody may be listening: the failure is read when the run loop asks.
+  failed.catch(() => undefined);
+  return {
+    sessionTargets: clusterSessionTargets({ cluster: spec.asDict(), token, tls, publisher }),
+    failed,
+    sessionsCreated: () => client.barrier(STARTED_BARRIER),
+    reportPreemption: async (what) => {
+      await client.reportErrorToCluster(new CancelledError(`${PREEMPTION_REPORT} task ${task.name} got a termination notice (${what}): every task exits with the preemption code`)).catch(() => undefined);
+    },
+    reportFailure: async (error) => {
+      const message = error instanceof Error ? `${error.name}: ${error.message.split("\n")[0] ?? ""}` : String(error);
+      await client.reportErrorToCluster(new UnknownError(`task ${task.name} failed: ${message}`)).catch(() => undefined);
+    },
+    finish: async (clean) => {
+      finishing = true;
+      let error: Error | undefined;
+      if (!clean) {
+        // A failing or preempted task leaves at once (the process is about to exit): the others
+        // learn why from the report, or from the missing heartbeats.
+        void client.close().then(stopServer).catch(() => undefined);
+        return undefined;
+      }
+      try {
+        await client.shutdown();
+      } catch (e) {
+        error = e instanceof Error ? e : new Error(String(e));
+        await client.close().catch(() => undefined);
+      }
+      await stopServer().catch(() => undefined);
+      return error;
+    },
+  };
+};
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Waits on a key nobody writes, again after each timeout: the coordination client rejects the
+ * wait as soon as the cluster fails. Rejections after `finishing()` (the task left) are not failures.
+ */
+const watch = async (client: CoordinationClient, finishing: () => boolean): Promise<OpError> => {
+  for (;;) {
+    try {
+      await client.get(WATCH_KEY);
+    } catch (e) {
+      if (e instanceof DeadlineExceededError) continue;
+      if (finishing()) return new Promise<OpError>(() => undefined);
+      return e instanceof OpError ? e : new UnknownError(String(e));
+    }
+  }
+};
+
+/**
+ * Registers, again after each AbortedError (a previous launch's generation, before the new chief
+ * started its own: under etcd the old keys outlive the old cluster), until `timeoutMs` has passed.
+ */
+const connectCurrent = async (client: CoordinationClient, timeoutMs: number, clock: Clock, logger: Logger): Promise<void> => {
+  const deadline = clock.now() + timeoutMs;
+  for (let backoffMs = 100; ; backoffMs = Math.min(2 * backoffMs, 1000)) {
+    try {
+      await client.connect();
+      return;
+    } catch (e) {
+      if (!(e instanceof AbortedError) || clock.now() + backoffMs >= deadline) throw e;
+      if (backoffMs === 100) logger.info(`Registration aborted (${e.message}); registering again for the chief's new generation.`);
+      await new Promise<void>((resolve) => clock.setTimer(backoffMs, resolve));
+    }
+  }
+};
+
+/** The chief's address: `chief` 0, else `worker` 0 (TensorFlow's rule). */
+const chiefAddressOf = (spec: ClusterSpec): string =>
+  spec.jobs.includes("chief") ? spec.taskAddress("chief", 0) : spec.taskAddress("worker", 0);
+
+/** The `cluster.timeouts` section (seconds) as the coordination service's overrides (ms). */
+const timeoutsOf = (t: ClusterTask["options"]["timeouts"]): Partial<CoordinationTimeouts> => {
+  if (t === undefined) return {};
+  const ms = (s: number | undefined): number | undefined => (s === undefined ? undefined : s * 1000);
+  const entries: [keyof CoordinationTimeouts, number | undefined][] = [
+    ["heartbeatIntervalMs", ms(t.heartbeatIntervalSecs)],
+    ["heartbeatTimeoutMs", ms(t.heartbeatTimeoutSecs)],
+    ["registrationTimeoutMs", ms(t.registrationTimeoutSecs)],
+    ["barrierTimeoutMs", ms(t.barrierTimeoutSecs)],
+    ["getTimeoutMs", ms(t.getTimeoutSecs)],
+    ["shutdownTimeoutMs", ms(t.shutdownTimeoutSecs)],
+  ];
+  return Object.fromEntries(entries.filter(([, v]) => v !== undefined)) as Partial<CoordinationTimeouts>;
+};
+
+/** `f()`, its InvalidArgumentError (a bad file, a bad timeout) a {@link ClusterStartError}. */
+const usage = <T>(f: () => T): T => {
+  try {
+    return f();
+  } catch (e) {
+    if (e instanceof InvalidArgumentError) throw new ClusterStartError(e.message);
+    throw e;
+  }
+};
+
+/** Starts serving; a port in use (UnknownError from `start()`) or a bad address is a {@link ClusterStartError}. */
+const serving = async <T>(start: () => Promise<T>): Promise<T> => {
+  try {
+    return await start();
+  } catch (e) {
+    if (e instanceof UnknownError || e instanceof InvalidArgumentError) throw new ClusterStartError(e.message);
+    throw e;
+  }
+};
