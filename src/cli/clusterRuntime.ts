@@ -77,6 +77,9 @@ const PREEMPTION_REPORT = "cluster preemption:";
 /** The barrier every task passes once its session exists. */
 const STARTED_BARRIER = "monitored-session/run/sessions-created";
 
+/** How long a chief that hosts the coordination service serves it for the tasks still training, by default. */
+const DEFAULT_DRAIN_TIMEOUT_MS = 3_600_000;
+
 /** The key the watch waits on: nobody writes it. */
 const WATCH_KEY = "monitored-session/run/watch";
 
@@ -122,12 +125,21 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
 
   let client: CoordinationClient;
   let stopServer: () => Promise<void>;
+  // The host of the coordination service keeps serving it, after a clean exit, until the others left.
+  let drain: (barrierFailed: boolean) => Promise<void> = () => Promise.resolve();
   if (task.isChief && !etcd) {
     const host = await serving(() =>
       hostCoordinationService(spec, { ...serverOptions, services, coordination: { clock, ...(timeouts.heartbeatTimeoutMs === undefined ? {} : { heartbeatTimeoutMs: timeouts.heartbeatTimeoutMs }) } }),
     );
     client = usage(() => host.client(clientOptions));
     stopServer = () => host.stop();
+    const drainMs = o.timeouts?.drainTimeoutSecs === undefined ? DEFAULT_DRAIN_TIMEOUT_MS : o.timeouts.drainTimeoutSecs * 1000;
+    drain = async (barrierFailed) => {
+      // After a passed shutdown barrier every task has left: nothing to wait for.
+      if (barrierFailed) logger.info(`Serving the coordination service until every other task has left (up to ${drainMs / 1000} s, cluster.timeouts.drainTimeoutSecs).`);
+      const left = await host.service.waitUntilAllLeft(drainMs);
+      if (left.length > 0) logger.warn(`Stopping the coordination service after ${drainMs / 1000} s (cluster.timeouts.drainTimeoutSecs) with ${left.join(", ")} still in the cluster: they fail with UnavailableError.`);
+    };
   } else {
     const server = usage(() => new Server(spec, { ...serverOptions, services, start: false }));
     await serving(() => server.start());
@@ -182,6 +194,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
         error = e instanceof Error ? e : new Error(String(e));
         await client.close().catch(() => undefined);
       }
+      await drain(error !== undefined);
       await stopServer().catch(() => undefined);
       return error;
     },

@@ -34,6 +34,11 @@ export const ClusterTimeouts = struct("ClusterTimeouts", "How long the cluster w
   barrierTimeoutSecs: optional(PositiveNumber, "A barrier's timeout when the call gives none.", "600"),
   getTimeoutSecs: optional(PositiveNumber, "A blocking get's timeout when the call gives none.", "3600"),
   shutdownTimeoutSecs: optional(PositiveNumber, "How long the shutdown barrier waits for the other tasks.", "10"),
+  drainTimeoutSecs: optional(
+    PositiveNumber,
+    "How long a chief that hosts the coordination service (embedded backend) keeps serving it after it finished, until every other task has left.",
+    "3600",
+  ),
   serverStartTimeoutSecs: optional(PositiveNumber, "How long the task's server may take to bind its port.", "10"),
   serverStopGraceSecs: optional(PositiveNumber, "How long a stopping server lets calls in flight finish.", "5"),
 });

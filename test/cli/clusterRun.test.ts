@@ -104,6 +104,29 @@ describe("run with a hand-set TF_CONFIG", { timeout: 120_000 }, () => {
     expect(lines(chief)).toEqual([`${file}: checkpoint.dir: ${join(dir, "ck")} is an existing file, not a directory: choose another directory, or move the file away`]);
   });
 
+  it("a chief that finishes first keeps serving the coordination service until the worker leaves: both exit 0", async () => {
+    const dir = tempDir();
+    const file = config(dir, SHORT_SHUTDOWN);
+    const cluster = await twoTasks();
+    const env = (type: string): Record<string, string> => ({
+      TF_CONFIG: tfConfig(type, 0, cluster),
+      CLUSTER_TEST_DIR: dir,
+      CLUSTER_TEST_PLAN: JSON.stringify({ "chief:0": "ok", "worker:0": "late" }),
+    });
+    const chief = run(file, env("chief"));
+    const worker = run(file, env("worker"));
+    await worker.waitFor("training");
+    // The chief's shutdown barrier timed out (the worker still trains): it keeps serving.
+    await chief.waitFor("Serving the coordination service until every other task has left");
+    writeFileSync(join(dir, "release"), "");
+    const w = await worker.done;
+    expect(w.code, w.stderr).toBe(0);
+    expect(w.stderr).not.toContain("UnavailableError");
+    const c = await chief.done;
+    expect(c.code, c.stderr).toBe(0);
+    expect(c.stderr).not.toContain("still in the cluster");
+  });
+
   it("without a chief job, worker 0 is the chief (TensorFlow's rule)", async () => {
     const dir = tempDir();
     const file = config(dir);

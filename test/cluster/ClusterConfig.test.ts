@@ -45,7 +45,7 @@ describe("the cluster: configuration section", () => {
       'tokenFile: expected a non-empty string, got ""',
       "tls.keyFile: is required (a non-empty string)",
       'bindAddress: expected host or host:port, got "a:b:c"',
-      'timeouts.heartbeatTimeotSecs: unknown field "heartbeatTimeotSecs" (did you mean "heartbeatTimeoutSecs"?); ClusterTimeouts accepts heartbeatIntervalSecs, heartbeatTimeoutSecs, registrationTimeoutSecs, barrierTimeoutSecs, getTimeoutSecs, shutdownTimeoutSecs, serverStartTimeoutSecs, serverStopGraceSecs',
+      'timeouts.heartbeatTimeotSecs: unknown field "heartbeatTimeotSecs" (did you mean "heartbeatTimeoutSecs"?); ClusterTimeouts accepts heartbeatIntervalSecs, heartbeatTimeoutSecs, registrationTimeoutSecs, barrierTimeoutSecs, getTimeoutSecs, shutdownTimeoutSecs, drainTimeoutSecs, serverStartTimeoutSecs, serverStopGraceSecs',
       "timeouts.heartbeatTimeoutSecs: expected a positive number, got -1",
     ]);
   });

@@ -135,6 +135,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
   private lastNumber = 0;
   private closed = false;
   private readonly chiefWaiters = new Set<() => void>();
+  private readonly leaveWaiters = new Set<() => void>();
   private checkTimer: TimerHandle | undefined;
   private nextCheckAt = 0;
 
@@ -280,7 +281,36 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
       await this.arrive(g, req.task, SHUTDOWN_BARRIER, g.tasks, req.timeoutMs);
     } finally {
       r.left = true;
+      this.wakeLeaveWaiters();
     }
+  }
+
+  /**
+   * Waits until no task of the current generation is still in the cluster: every task passed
+   * (or gave up on) the shutdown barrier, or the generation failed (a task declared failed, an
+   * error reported), or the service closed. The host waits for this before it stops, so that a
+   * task that finishes after the host (the chief) keeps its service.
+   *
+   * @returns the tasks still in the cluster after `timeoutMs` (empty when every task left).
+   */
+  waitUntilAllLeft(timeoutMs: number): Promise<readonly string[]> {
+    if (this.remaining().length === 0) return Promise.resolve([]);
+    return new Promise<readonly string[]>((resolve) => {
+      const wake = (): void => {
+        if (this.remaining().length > 0) return;
+        settle();
+        resolve([]);
+      };
+      const timer = this.clock.setTimer(Math.max(0, timeoutMs), () => {
+        settle();
+        resolve(this.remaining());
+      });
+      const settle = (): void => {
+        timer.cancel();
+        this.leaveWaiters.delete(wake);
+      };
+      this.leaveWaiters.add(wake);
+    });
   }
 
   /** Stops the service: every pending and later call fails with `UnavailableError`. */
@@ -289,11 +319,23 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
     this.closed = true;
     this.checkTimer?.cancel();
     if (this.current !== undefined) this.fail(this.current, this.stoppedError());
+    this.wakeLeaveWaiters();
   }
 
   // -------------------------------------------------------------------------------------------
   // utils
   // -------------------------------------------------------------------------------------------
+
+  /** The current generation's tasks that have not left (none once it failed or the service closed). */
+  private remaining(): string[] {
+    const g = this.current;
+    if (this.closed || g === undefined || g.error !== undefined) return [];
+    return g.tasks.filter((t) => g.registered.get(t)?.left !== true);
+  }
+
+  private wakeLeaveWaiters(): void {
+    for (const wake of [...this.leaveWaiters]) wake();
+  }
 
   private stoppedError(): UnavailableError {
     return new UnavailableError("the coordination service stopped (its host exited); its state is lost");
@@ -472,6 +514,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
     const pending = [...g.pending];
     g.pending.clear();
     for (const p of pending) p.reject(copyError(error));
+    this.wakeLeaveWaiters();
   }
 
   private scheduleCheck(): void {
