@@ -125,6 +125,45 @@ describe("EmbeddedCoordinationService (virtual clock)", () => {
     expect(await again.w1.tryGet("RUN_TO_CHECKPOINT")).toBeUndefined();
   });
 
+  it("waitUntilAllLeft: the host waits for tasks that leave after its shutdown barrier timed out", async () => {
+    const { clock, service, c, w1, w2 } = await setup();
+    const chiefLeft = rejection(c.shutdown());
+    await clock.advanceSecs(11);
+    expect(await chiefLeft).toBeInstanceOf(DeadlineExceededError);
+    await c.close();
+    const drained = service.waitUntilAllLeft(3_600_000);
+    // The chief left: its silence is no failure, and the workers' calls still work.
+    await clock.advanceSecs(60);
+    await w1.insert("k", "v");
+    expect(await settled(drained)).toBe(false);
+    expect(await rejection(w1.shutdown())).toBeInstanceOf(DeadlineExceededError);
+    expect(await settled(drained)).toBe(false);
+    expect(await rejection(w2.shutdown())).toBeInstanceOf(DeadlineExceededError);
+    expect(await drained).toEqual([]);
+  });
+
+  it("waitUntilAllLeft ends when a remaining task is declared failed, and at its deadline naming who is left", async () => {
+    const { clock, service, c, w2 } = await setup();
+    const chiefLeft = rejection(c.shutdown());
+    await clock.advanceSecs(11);
+    await chiefLeft;
+    await c.close();
+    const failed = service.waitUntilAllLeft(3_600_000);
+    await w2.close(); // dies without leaving
+    await clock.advanceSecs(12);
+    expect(await failed).toEqual([]);
+
+    const again = await setup(clock);
+    const leaving = rejection(again.c.shutdown());
+    await clock.advanceSecs(11);
+    await leaving;
+    const bounded = again.service.waitUntilAllLeft(30_000);
+    await clock.advanceSecs(29);
+    expect(await settled(bounded)).toBe(false);
+    await clock.advanceSecs(2);
+    expect(await bounded).toEqual([worker1, worker2]);
+  });
+
   it("a client of a service instance that is gone gets UnavailableError, not another cluster's state", async () => {
     const { clock, c } = await setup();
     const other = await setup(clock);
