@@ -318,7 +318,25 @@ export class EtcdCoordinationClient implements CoordinationClient {
       return this.tasks.filter((t) => !alive.has(t));
     };
     let last: string[] = [...this.tasks];
-    await this.waitUntil(
+    // A task of a new launch may have joined the previous launch's generation (its chief not
+    // started yet): when the new chief starts its generation (deleting this one's keys), stop
+    // waiting with AbortedError, so that the task registers again in the new generation.
+    const stop = new AbortController();
+    const generationKey = `${this.root}generation`;
+    const superseded = this.waitUntil(
+      generationKey,
+      false,
+      timeoutMs,
+      (kvs) => {
+        const kv = kvs.find((k) => k.key.toString() === generationKey);
+        return kv === undefined || kv.value.toString() !== String(gen) ? true : undefined;
+      },
+      () => new DeadlineExceededError(`registration timed out after ${this.timeouts.registrationTimeoutMs} ms`),
+      stop.signal,
+    ).then(() => {
+      throw this.superseded(gen);
+    });
+    const allAlive = this.waitUntil(
       prefix,
       true,
       timeoutMs,
@@ -331,7 +349,16 @@ export class EtcdCoordinationClient implements CoordinationClient {
         new DeadlineExceededError(
           `registration timed out after ${this.timeouts.registrationTimeoutMs} ms: ${this.tasks.length - last.length}/${this.tasks.length} tasks registered; missing: ${last.join(", ")}`,
         ),
+      stop.signal,
     );
+    // The loser is cancelled by the abort: its rejection is nobody's failure.
+    superseded.catch(() => undefined);
+    allAlive.catch(() => undefined);
+    try {
+      await Promise.race([allAlive, superseded]);
+    } finally {
+      stop.abort(new AbortedError("registration wait cancelled"));
+    }
     return revision;
   }
 
@@ -410,7 +437,7 @@ export class EtcdCoordinationClient implements CoordinationClient {
 
   /**
    * Reads `key` (or the prefix) and re-reads on every change until `test` gives a value, or
-   * fails with `onTimeout()` after `timeoutMs`.
+   * fails with `onTimeout()` after `timeoutMs`, or with the signal's reason when it aborts.
    */
   private waitUntil<T>(
     key: string,
@@ -418,18 +445,22 @@ export class EtcdCoordinationClient implements CoordinationClient {
     timeoutMs: number,
     test: (kvs: IKeyValue[], revision: string) => T | undefined,
     onTimeout: () => OpError,
+    signal?: AbortSignal,
   ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       let watcher: Watcher | undefined;
       let done = false;
+      const onAbort = (): void => finish(() => reject(signal?.reason));
       const finish = (f: () => void): void => {
         if (done) return;
         done = true;
         timer.cancel();
+        signal?.removeEventListener("abort", onAbort);
         void watcher?.cancel().catch(() => {});
         f();
       };
       const timer = this.clock.setTimer(Math.max(0, timeoutMs), () => finish(() => reject(onTimeout())));
+      signal?.addEventListener("abort", onAbort, { once: true });
       const read = async (): Promise<string> => {
         const r = isPrefix ? await this.etcd.getAll().prefix(key).exec() : await this.etcd.get(key).exec();
         const v = test(r.kvs, r.header.revision);

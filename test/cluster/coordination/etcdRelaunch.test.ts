@@ -1,0 +1,123 @@
+/**
+ * A second launch on the same etcd prefix (`launch --max-restarts`, or a restart by hand), on a
+ * real etcd: workers of the new launch that start BEFORE its chief find the previous launch's
+ * generation. Whether their task name was claimed there (AbortedError at once) or not (they
+ * register in it and wait for peers that are gone), every task ends up in the new chief's
+ * generation within the registration timeout, never hangs.
+ */
+import { Etcd3 } from "etcd3";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { type CoordinationClient, EtcdCoordinationClient } from "../../../src/cluster/coordination/index.js";
+import { AbortedError, DeadlineExceededError } from "../../../src/errors.js";
+import { chief, rejection, tasks, within, worker1, worker2 } from "./conformance.js";
+import { etcdBinary, EtcdProcess } from "./etcdHarness.js";
+
+// The etcd minimum: leases of 2 s.
+const heartbeatTimeoutMs = 2_000;
+const registrationTimeoutMs = 20_000;
+let etcd: EtcdProcess | undefined;
+let kv: Etcd3 | undefined;
+let n = 0;
+const clients: CoordinationClient[] = [];
+
+beforeAll(async () => {
+  if (etcdBinary === undefined) return;
+  etcd = await EtcdProcess.start();
+  kv = new Etcd3({ hosts: [etcd.endpoint] });
+}, 60_000);
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((c) => c.close().catch(() => undefined)));
+});
+afterAll(async () => {
+  kv?.close();
+  await etcd?.stop();
+});
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** A fresh prefix; `client` makes a task's client of it (every client is closed after the test). */
+const cluster = () => {
+  const prefix = `relaunch-${process.pid}-${n++}/`;
+  return {
+    prefix,
+    client: (task: string, timeouts: { registrationTimeoutMs: number } = { registrationTimeoutMs }): CoordinationClient => {
+      const c = new EtcdCoordinationClient({
+        task,
+        tasks,
+        isChief: task === chief,
+        hosts: [(etcd as EtcdProcess).endpoint],
+        prefix,
+        timeouts: { heartbeatTimeoutMs, ...timeouts },
+      });
+      clients.push(c);
+      return c;
+    },
+  };
+};
+
+/** Connects, again after each AbortedError (what `run` does), within the registration timeout. */
+const connectRetrying = async (client: CoordinationClient): Promise<number | undefined> => {
+  const deadline = Date.now() + registrationTimeoutMs;
+  for (;;) {
+    try {
+      await client.connect();
+      return client.generation;
+    } catch (e) {
+      if (!(e instanceof AbortedError) || Date.now() >= deadline) throw e;
+      await sleep(100);
+    }
+  }
+};
+
+/** Waits (up to `ms`) until `test` holds for the keys under `prefix`. */
+const untilKeys = async (prefix: string, test: (keys: string[]) => boolean, ms: number, what: string): Promise<void> =>
+  within(
+    (async () => {
+      while (!test(await (kv as Etcd3).getAll().prefix(prefix).keys())) await sleep(50);
+    })(),
+    ms,
+    what,
+  );
+
+const enc = (task: string): string => encodeURIComponent(task);
+
+describe.skipIf(etcdBinary === undefined)("etcd backend: a new launch on the same prefix, workers before the chief", () => {
+  it("a worker that registers in the previous launch's generation (its name unclaimed there) moves to the new chief's generation", async () => {
+    const { prefix, client } = cluster();
+    // Launch 1: the chief and worker 0 register; worker 1 never comes, so their registration
+    // times out and they leave their leases to expire, as killed tasks do.
+    const first = [client(chief, { registrationTimeoutMs: 1_000 }), client(worker1, { registrationTimeoutMs: 1_000 })];
+    const [c1, w1] = first as [CoordinationClient, CoordinationClient];
+    const w1Connect = rejection(w1.connect());
+    await sleep(50);
+    for (const e of await Promise.all([rejection(c1.connect()), w1Connect])) expect(e).toBeInstanceOf(DeadlineExceededError);
+    await untilKeys(`${prefix}g/1/alive/`, (keys) => keys.length === 0, 3 * (heartbeatTimeoutMs + 1000), "the old leases expiring");
+
+    // Launch 2: both workers start first. Worker 1 registers in generation 1 (nobody claimed its
+    // name there) and waits for peers that are gone, until the new chief starts generation 2.
+    const [c, a, b] = [client(chief), client(worker1), client(worker2)];
+    const workers = Promise.all([connectRetrying(a), connectRetrying(b)]);
+    await untilKeys(`${prefix}g/1/alive/`, (keys) => keys.includes(`${prefix}g/1/alive/${enc(worker2)}`), 3 * registrationTimeoutMs, "worker 1 in generation 1");
+    const generations = await within(Promise.all([connectRetrying(c), workers]), 3 * registrationTimeoutMs, "registration of the new launch");
+    expect(generations).toEqual([2, [2, 2]]);
+    await b.insert("from-worker-1", "x");
+    expect(await c.get("from-worker-1", { timeoutMs: 5_000 })).toBe("x");
+  });
+
+  it("after a launch whose tasks were all killed, the new launch's workers (started first) and chief register in a new generation", async () => {
+    const { client } = cluster();
+    const old = [client(chief), client(worker1), client(worker2)];
+    const oldWorkers = Promise.all(old.slice(1).map((x) => x.connect()));
+    await sleep(50);
+    await within(Promise.all([old[0]?.connect(), oldWorkers]), 3 * registrationTimeoutMs, "registration of launch 1");
+    expect(old.map((x) => x.generation)).toEqual([1, 1, 1]);
+    // Killed: heartbeats stop, nobody leaves through the shutdown barrier.
+    await Promise.all(old.map((x) => x.close()));
+
+    const [c, a, b] = [client(chief), client(worker1), client(worker2)];
+    const workers = Promise.all([connectRetrying(a), connectRetrying(b)]);
+    await sleep(500);
+    const generations = await within(Promise.all([connectRetrying(c), workers]), 3 * registrationTimeoutMs, "registration of launch 2");
+    expect(generations).toEqual([2, [2, 2]]);
+  });
+});
