@@ -323,10 +323,11 @@ export class EtcdCoordinationClient implements CoordinationClient {
     // waiting with AbortedError, so that the task registers again in the new generation.
     const stop = new AbortController();
     const generationKey = `${this.root}generation`;
+    // Its own deadline comes after the registration's, which names the missing tasks.
     const superseded = this.waitUntil(
       generationKey,
       false,
-      timeoutMs,
+      timeoutMs + this.timeouts.heartbeatTimeoutMs,
       (kvs) => {
         const kv = kvs.find((k) => k.key.toString() === generationKey);
         return kv === undefined || kv.value.toString() !== String(gen) ? true : undefined;
