@@ -127,6 +127,9 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   let stopServer: () => Promise<void>;
   // The host of the coordination service keeps serving it, after a clean exit, until the others left.
   let drain: (barrierFailed: boolean) => Promise<void> = () => Promise.resolve();
+  // While it drains, the host's client has left: it reports through the service itself.
+  let draining = false;
+  let reportAsHost: ((error: OpError) => void) | undefined;
   if (task.isChief && !etcd) {
     const host = await serving(() =>
       hostCoordinationService(spec, { ...serverOptions, services, coordination: { clock, ...(timeouts.heartbeatTimeoutMs === undefined ? {} : { heartbeatTimeoutMs: timeouts.heartbeatTimeoutMs }) } }),
@@ -134,6 +137,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     client = usage(() => host.client(clientOptions));
     stopServer = () => host.stop();
     const drainMs = o.timeouts?.drainTimeoutSecs === undefined ? DEFAULT_DRAIN_TIMEOUT_MS : o.timeouts.drainTimeoutSecs * 1000;
+    reportAsHost = (error) => host.service.reportHostError(error);
     drain = async (barrierFailed) => {
       // After a passed shutdown barrier every task has left: nothing to wait for.
       if (barrierFailed) logger.info(`Serving the coordination service until every other task has left (up to ${drainMs / 1000} s, cluster.timeouts.drainTimeoutSecs).`);
@@ -173,7 +177,10 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     failed,
     sessionsCreated: () => client.barrier(STARTED_BARRIER),
     reportPreemption: async (what) => {
-      await client.reportErrorToCluster(new CancelledError(`${PREEMPTION_REPORT} task ${task.name} got a termination notice (${what}): every task exits with the preemption code`)).catch(() => undefined);
+      const report = new CancelledError(`${PREEMPTION_REPORT} task ${task.name} got a termination notice (${what}): every task exits with the preemption code`);
+      // A notice while the chief serves the others after its own exit: they exit with the preemption code, and the chief's wait ends.
+      if (draining && reportAsHost !== undefined) return reportAsHost(report);
+      await client.reportErrorToCluster(report).catch(() => undefined);
     },
     reportFailure: async (error) => {
       const message = error instanceof Error ? `${error.name}: ${error.message.split("\n")[0] ?? ""}` : String(error);
@@ -194,6 +201,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
         error = e instanceof Error ? e : new Error(String(e));
         await client.close().catch(() => undefined);
       }
+      draining = true;
       await drain(error !== undefined);
       await stopServer().catch(() => undefined);
       return error;

@@ -313,6 +313,15 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
     });
   }
 
+  /**
+   * The host's own report, when its task's client has left (say a termination notice while it
+   * waits for the others to leave): the current generation fails with `error`, so every task's
+   * pending and next call raises it.
+   */
+  reportHostError(error: OpError): void {
+    if (this.current !== undefined) this.fail(this.current, error);
+  }
+
   /** Stops the service: every pending and later call fails with `UnavailableError`. */
   close(): void {
     if (this.closed) return;

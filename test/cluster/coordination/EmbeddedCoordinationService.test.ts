@@ -7,6 +7,7 @@ import {
 } from "../../../src/cluster/coordination/index.js";
 import {
   AbortedError,
+  CancelledError,
   DeadlineExceededError,
   InvalidArgumentError,
   UnavailableError,
@@ -162,6 +163,21 @@ describe("EmbeddedCoordinationService (virtual clock)", () => {
     expect(await settled(bounded)).toBe(false);
     await clock.advanceSecs(2);
     expect(await bounded).toEqual([worker1, worker2]);
+  });
+
+  it("reportHostError while the host waits: every task's blocked call raises it, and the wait ends", async () => {
+    const { clock, service, c, w1 } = await setup();
+    const chiefLeft = rejection(c.shutdown());
+    await clock.advanceSecs(11);
+    await chiefLeft;
+    await c.close();
+    const drained = service.waitUntilAllLeft(3_600_000);
+    const blocked = rejection(w1.get("never", { timeoutMs: 3_600_000 }));
+    service.reportHostError(new CancelledError("cluster preemption: the host got a termination notice"));
+    const e = await blocked;
+    expect(e).toBeInstanceOf(CancelledError);
+    expect(e.message).toContain("the host got a termination notice");
+    expect(await drained).toEqual([]);
   });
 
   it("a client of a service instance that is gone gets UnavailableError, not another cluster's state", async () => {
