@@ -36,6 +36,16 @@ const settled = async (promise: Promise<unknown>): Promise<boolean> => {
   return done;
 };
 
+/** Three tasks of which the chief left first: its shutdown barrier timed out (the workers still train). */
+const chiefLeftFirst = async (clock = new VirtualClock()) => {
+  const cluster = await setup(clock);
+  const leaving = rejection(cluster.c.shutdown());
+  await clock.advanceSecs(11);
+  expect(await leaving).toBeInstanceOf(DeadlineExceededError);
+  await cluster.c.close();
+  return cluster;
+};
+
 describe("EmbeddedCoordinationService (virtual clock)", () => {
   it("live tasks are never declared failed; a silent one is, after the heartbeat timeout, named to a blocked get", async () => {
     const { clock, c, w1, w2 } = await setup();
@@ -127,11 +137,7 @@ describe("EmbeddedCoordinationService (virtual clock)", () => {
   });
 
   it("waitUntilAllLeft: the host waits for tasks that leave after its shutdown barrier timed out", async () => {
-    const { clock, service, c, w1, w2 } = await setup();
-    const chiefLeft = rejection(c.shutdown());
-    await clock.advanceSecs(11);
-    expect(await chiefLeft).toBeInstanceOf(DeadlineExceededError);
-    await c.close();
+    const { clock, service, w1, w2 } = await chiefLeftFirst();
     const drained = service.waitUntilAllLeft(3_600_000);
     // The chief left: its silence is no failure, and the workers' calls still work.
     await clock.advanceSecs(60);
@@ -144,20 +150,13 @@ describe("EmbeddedCoordinationService (virtual clock)", () => {
   });
 
   it("waitUntilAllLeft ends when a remaining task is declared failed, and at its deadline naming who is left", async () => {
-    const { clock, service, c, w2 } = await setup();
-    const chiefLeft = rejection(c.shutdown());
-    await clock.advanceSecs(11);
-    await chiefLeft;
-    await c.close();
+    const { clock, service, w2 } = await chiefLeftFirst();
     const failed = service.waitUntilAllLeft(3_600_000);
     await w2.close(); // dies without leaving
     await clock.advanceSecs(12);
     expect(await failed).toEqual([]);
 
-    const again = await setup(clock);
-    const leaving = rejection(again.c.shutdown());
-    await clock.advanceSecs(11);
-    await leaving;
+    const again = await chiefLeftFirst(clock);
     const bounded = again.service.waitUntilAllLeft(30_000);
     await clock.advanceSecs(29);
     expect(await settled(bounded)).toBe(false);
@@ -166,11 +165,7 @@ describe("EmbeddedCoordinationService (virtual clock)", () => {
   });
 
   it("reportHostError while the host waits: every task's blocked call raises it, and the wait ends", async () => {
-    const { clock, service, c, w1 } = await setup();
-    const chiefLeft = rejection(c.shutdown());
-    await clock.advanceSecs(11);
-    await chiefLeft;
-    await c.close();
+    const { service, w1 } = await chiefLeftFirst();
     const drained = service.waitUntilAllLeft(3_600_000);
     const blocked = rejection(w1.get("never", { timeoutMs: 3_600_000 }));
     service.reportHostError(new CancelledError("cluster preemption: the host got a termination notice"));
