@@ -51,6 +51,19 @@ const twoTasks = async (): Promise<{ chief: string[]; worker: string[] }> => {
 // A short shutdown barrier: the worker finishes long before the chief, which trains until SIGTERM.
 const SHORT_SHUTDOWN = "cluster:\n  timeouts:\n    shutdownTimeoutSecs: 2\n";
 
+/** A chief that makes 3 steps and a worker that trains until `dir/release` exists, short shutdown barrier. */
+const chiefFirst = async (): Promise<{ dir: string; chief: CliChild; worker: CliChild }> => {
+  const dir = tempDir();
+  const file = config(dir, SHORT_SHUTDOWN);
+  const cluster = await twoTasks();
+  const env = (type: string): Record<string, string> => ({
+    TF_CONFIG: tfConfig(type, 0, cluster),
+    CLUSTER_TEST_DIR: dir,
+    CLUSTER_TEST_PLAN: JSON.stringify({ "chief:0": "ok", "worker:0": "late" }),
+  });
+  return { dir, chief: run(file, env("chief")), worker: run(file, env("worker")) };
+};
+
 describe("run with a hand-set TF_CONFIG", { timeout: 120_000 }, () => {
   it("a worker started first waits for the chief; each prints its role; the chief holds checkpoint.dir, the worker trains beside it and writes nothing there", async () => {
     const dir = tempDir();
@@ -105,16 +118,7 @@ describe("run with a hand-set TF_CONFIG", { timeout: 120_000 }, () => {
   });
 
   it("a chief that finishes first keeps serving the coordination service until the worker leaves: both exit 0", async () => {
-    const dir = tempDir();
-    const file = config(dir, SHORT_SHUTDOWN);
-    const cluster = await twoTasks();
-    const env = (type: string): Record<string, string> => ({
-      TF_CONFIG: tfConfig(type, 0, cluster),
-      CLUSTER_TEST_DIR: dir,
-      CLUSTER_TEST_PLAN: JSON.stringify({ "chief:0": "ok", "worker:0": "late" }),
-    });
-    const chief = run(file, env("chief"));
-    const worker = run(file, env("worker"));
+    const { dir, chief, worker } = await chiefFirst();
     await worker.waitFor("training");
     // The chief's shutdown barrier timed out (the worker still trains): it keeps serving.
     await chief.waitFor("Serving the coordination service until every other task has left");
@@ -125,6 +129,17 @@ describe("run with a hand-set TF_CONFIG", { timeout: 120_000 }, () => {
     const c = await chief.done;
     expect(c.code, c.stderr).toBe(0);
     expect(c.stderr).not.toContain("still in the cluster");
+  });
+
+  it("a termination notice to a chief that serves a worker still training: the worker exits with the preemption code, the chief (done) exits 0", async () => {
+    const { chief, worker } = await chiefFirst();
+    await chief.waitFor("Serving the coordination service until every other task has left");
+    chief.process.kill("SIGTERM");
+    const w = await worker.done;
+    expect(w.code, w.stderr).toBe(42);
+    expect(w.stderr).toContain("task chief:0 got a termination notice");
+    const c = await chief.done;
+    expect(c.code, c.stderr).toBe(0);
   });
 
   it("without a chief job, worker 0 is the chief (TensorFlow's rule)", async () => {
