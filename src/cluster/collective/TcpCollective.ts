@@ -17,7 +17,6 @@ import {
   CancelledError,
   DataLossError,
   DeadlineExceededError,
-  ErrorCode,
   FailedPreconditionError,
   InvalidArgumentError,
   UnauthenticatedError,
@@ -25,7 +24,7 @@ import {
 } from "../../errors.js";
 import { consoleLogger, type Logger } from "../../Logger.js";
 import { newIncarnation, taskName } from "../coordination/identity.js";
-import { decodeStatusJson, fromStatus, type Status, toStatus } from "../coordination/status.js";
+import { decodeStatusJson, fromStatus, toStatus } from "../coordination/status.js";
 import { parseAddress } from "../TfConfig.js";
 import { bearer, loadTlsCredentials, tokenMatches, type TlsCredentials, type TlsFiles } from "../security.js";
 import {
@@ -795,7 +794,7 @@ export class TcpCollective implements Collective {
         (h, payload) => {
           if (welcomed !== undefined) return this.onOutboundFrame(welcomed, h, payload);
           if (h.kind === FrameKind.reject) {
-            const error = statusError(decodeStatusJson(payload.toString("utf8"), `the handshake answer of ${this.who(this.next)}`));
+            const error = fromStatus(decodeStatusJson(payload.toString("utf8"), `the handshake answer of ${this.who(this.next)}`));
             // A stale acceptor will be replaced by the current one at the same address: try again.
             return settle(h.generation < this.generation ? new RetryableDialError(error.message) : error);
           }
@@ -840,7 +839,7 @@ export class TcpCollective implements Collective {
   }
 
   private onAbort(link: Link, payload: Buffer): void {
-    this.fail(statusError(decodeStatusJson(payload.toString("utf8"), `the abort frame of ${this.who(link.peer)}`)));
+    this.fail(fromStatus(decodeStatusJson(payload.toString("utf8"), `the abort frame of ${this.who(link.peer)}`)));
   }
 
   /**
@@ -899,10 +898,6 @@ export class TcpCollective implements Collective {
 
 /** A dial that may succeed later (the peer is not listening yet, or restarting). */
 class RetryableDialError extends Error {}
-
-/** The error class of a status from a peer (the coordination mapping, plus UNAUTHENTICATED). */
-const statusError = (status: Status): Error =>
-  status.code === ErrorCode.UNAUTHENTICATED ? new UnauthenticatedError(status.message) : fromStatus(status);
 
 const mod = (a: number, n: number): number => ((a % n) + n) % n;
 
