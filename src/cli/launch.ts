@@ -11,7 +11,9 @@
  * `killAfterSecs`. `maxRestarts` restarts the whole group after a failure, as torchrun does; a
  * preempted group (42) is restarted without using up a restart. SIGINT, SIGTERM and SIGHUP to
  * `launch` (and its parent's death) are forwarded to every task, nothing is restarted after
- * them, and SIGKILL follows after the deadline. Each task watches its parent: if `launch`
+ * them, and SIGKILL follows after the deadline. A signal for a task that is still starting (its
+ * Node has not yet run the command's first lines, so the signal would kill it with 143) waits
+ * until the task says it handles signals (launchReady.ts). Each task watches its parent: if `launch`
  * itself is killed, the tasks take it as a termination notice and exit (no orphans).
  *
  * @module
@@ -27,6 +29,7 @@ import { systemClock, type Clock, type TimerHandle } from "../Clock.js";
 import { PREEMPTION_EXIT_CODE } from "../preemption/TerminationConfig.js";
 import type { TerminationNotice, TerminationNotices } from "../preemption/TerminationNotices.js";
 import { ExitCodes } from "./exitCodes.js";
+import { LAUNCH_READY_ENV, LAUNCH_READY_LINE } from "./launchReady.js";
 import { watchNotices, type CliIo } from "./run.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -156,6 +159,19 @@ const runGroup = async (tasks: readonly Task[], configPath: string, runArgs: rea
   const addresses = (await freeLoopbackPorts(tasks.length)).map((p) => `127.0.0.1:${p}`);
   const tfConfigs = tfConfigsOf(tasks, addresses);
   const live = new Map<string, ChildProcess>();
+  // A task handles signals once it has said so (launchReady.ts); until then a signal for it waits.
+  const ready = new Set<ChildProcess>();
+  const held = new Map<ChildProcess, NodeJS.Signals>();
+  const signal = (child: ChildProcess, sig: NodeJS.Signals): void => {
+    if (sig === "SIGKILL" || ready.has(child)) child.kill(sig);
+    else held.set(child, sig);
+  };
+  const markReady = (child: ChildProcess): void => {
+    ready.add(child);
+    const sig = held.get(child);
+    held.delete(child);
+    if (sig !== undefined) child.kill(sig);
+  };
   let first: { task: string; code: number } | undefined;
   let killTimer: TimerHandle | undefined;
 
@@ -169,25 +185,32 @@ const runGroup = async (tasks: readonly Task[], configPath: string, runArgs: rea
   const stopOthers = (reason: string): void => {
     if (live.size === 0) return;
     say(`${reason}: stopping ${[...live.keys()].join(", ")} (SIGTERM, SIGKILL after ${killAfterMs / 1000} s)`);
-    for (const child of live.values()) child.kill("SIGTERM");
+    for (const child of live.values()) signal(child, "SIGTERM");
     armKill();
   };
   const forward = (n: TerminationNotice): void => {
-    const signal: NodeJS.Signals = n.source === "SIGINT" || n.source === "SIGHUP" ? n.source : "SIGTERM";
+    const sig: NodeJS.Signals = n.source === "SIGINT" || n.source === "SIGHUP" ? n.source : "SIGTERM";
     if (live.size === 0) return;
-    say(`${notices.describe(n)}: forwarding ${signal} to ${[...live.keys()].join(", ")}`);
-    for (const child of live.values()) child.kill(signal);
+    say(`${notices.describe(n)}: forwarding ${sig} to ${[...live.keys()].join(", ")}`);
+    for (const child of live.values()) signal(child, sig);
     armKill();
   };
 
   const exits = tasks.map((task, i) => {
     const child = spawn(command.execPath, [...command.args, "run", configPath, ...runArgs], {
-      env: { ...io.env, TF_CONFIG: tfConfigs[i] as string },
+      env: { ...io.env, TF_CONFIG: tfConfigs[i] as string, [LAUNCH_READY_ENV]: "1" },
       stdio: ["ignore", "pipe", "pipe"],
     });
     live.set(task.name, child);
     say(`started ${task.name} at ${addresses[i] as string}${child.pid === undefined ? "" : ` (pid ${child.pid})`}`);
-    const streamed = [prefixLines(child.stdout, io.out, `[${task.name}] `), prefixLines(child.stderr, io.err, `[${task.name}] `)];
+    const streamed = [
+      prefixLines(child.stdout, io.out, `[${task.name}] `),
+      prefixLines(child.stderr, io.err, `[${task.name}] `, (line) => {
+        if (line !== LAUNCH_READY_LINE) return false;
+        markReady(child);
+        return true;
+      }),
+    ];
     const exited = new Promise<number>((resolve) => {
       child.once("error", (e) => {
         say(`${task.name} could not start: ${e.message}`);
@@ -216,11 +239,16 @@ const runGroup = async (tasks: readonly Task[], configPath: string, runArgs: rea
   return first === undefined ? { code: ExitCodes.done } : { code: first.code, decidedBy: first.task };
 };
 
-/** Copies `input` to `out` line by line, each behind `prefix`; resolves when `input` ends. */
-const prefixLines = (input: NodeJS.ReadableStream | null, out: NodeJS.WritableStream, prefix: string): Promise<void> => {
+/**
+ * Copies `input` to `out` line by line, each behind `prefix`, except the lines `consume` takes;
+ * resolves when `input` ends.
+ */
+const prefixLines = (input: NodeJS.ReadableStream | null, out: NodeJS.WritableStream, prefix: string, consume?: (line: string) => boolean): Promise<void> => {
   if (input === null) return Promise.resolve();
   const lines = createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY });
-  lines.on("line", (line) => out.write(`${prefix}${line}\n`));
+  lines.on("line", (line) => {
+    if (consume?.(line) !== true) out.write(`${prefix}${line}\n`);
+  });
   return new Promise((resolve) => lines.once("close", resolve));
 };
 

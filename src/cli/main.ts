@@ -10,6 +10,8 @@
  * @module
  */
 
+import { LAUNCH_READY_ENV, LAUNCH_READY_LINE } from "./launchReady.js";
+
 const earlySignals: NodeJS.Signals[] = [];
 const catchEarly = (signal: NodeJS.Signals): void => {
   earlySignals.push(signal);
@@ -18,6 +20,8 @@ const catchEarly = (signal: NodeJS.Signals): void => {
 // keep Node's default handling.
 const early = process.argv[2] === "run" || process.argv[2] === "launch" ? (["SIGTERM", "SIGINT", "SIGHUP"] as const) : [];
 for (const s of early) process.on(s, catchEarly);
+// Under `launch`: from here on a signal is a termination notice, so launch may forward one.
+if (early.length > 0 && process.env[LAUNCH_READY_ENV] === "1") process.stderr.write(`${LAUNCH_READY_LINE}\n`);
 
 const { main } = await import("./program.js");
 const code = await main(process.argv.slice(2), {

@@ -164,6 +164,19 @@ describe("monitored-session launch", { timeout: 180_000 }, () => {
     expect(r.stderr).not.toContain("restarting");
   });
 
+  it("SIGTERM to launch while its tasks are still starting: each task gets it once it handles signals and exits 42 (never Node's 143)", async () => {
+    const { run } = launch(["--workers", "2"], { "chief:0": "train", "worker:0": "train" });
+    // Right after launch has spawned both: their Node is still loading.
+    await run.waitFor("[launch] started worker:0");
+    run.process.kill("SIGTERM");
+    const r: CliRun = await run.done;
+    expect(r.code, r.stderr).toBe(42);
+    for (const task of ["chief:0", "worker:0"]) expect(r.stderr).toContain(`[launch] ${task} exited with 42`);
+    expect(r.stderr).not.toContain("killed by SIGTERM");
+    // The tasks' readiness lines are launch's, not the user's.
+    expect(r.stderr).not.toContain("signal handlers ready");
+  });
+
   it("launch killed with SIGKILL: its tasks notice their parent's death and exit (no orphans)", async () => {
     const { run } = launch(["--workers", "2"], { "chief:0": "train", "worker:0": "train" });
     for (const task of ["chief:0", "worker:0"]) await run.waitFor(`[${task}] training`);
