@@ -17,6 +17,9 @@ import {
   StepCounterHook,
   StopAtStepHook,
 } from "../hooks/index.js";
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
 import { systemClock } from "../src/Clock.js";
 import { EventLoopYield } from "../src/EventLoopYield.js";
 import { silentLogger } from "../src/Logger.js";
@@ -24,7 +27,11 @@ import type { SessionRunHook } from "../src/SessionRunHook.js";
 import { monitoredNoop, noopSession } from "./noopSession.js";
 import { median, round } from "./stats.js";
 
-const sixHooks = (): SessionRunHook[] => [
+/** Steps per round and rounds, here and in bench/overheadAlone.ts. */
+export const STEPS_PER_ROUND = 100_000;
+export const ROUNDS = 21;
+
+export const sixHooks = (): SessionRunHook[] => [
   new StopAtStepHook({ lastStep: Number.MAX_SAFE_INTEGER }),
   new StepCounterHook({ everyNSteps: 1e12, logger: silentLogger }),
   new LoggingTensorHook({ tensors: ["loss"], atEnd: true, logger: silentLogger }),
@@ -61,18 +68,39 @@ const yieldCheckNs = (): { timed: number; untimed: number; clockRead: number } =
   return { timed: round(median(samples.timed), 1), untimed: round(median(samples.untimed), 1), clockRead: round(median(samples.clockRead), 1) };
 };
 
-const timeSteps = async (run: () => Promise<unknown>, steps: number): Promise<number> => {
+export const timeSteps = async (run: () => Promise<unknown>, steps: number): Promise<number> => {
   const t0 = process.hrtime.bigint();
   for (let i = 0; i < steps; i++) await run();
   return Number(process.hrtime.bigint() - t0) / 1e3 / steps;
 };
 
+/**
+ * `hooks6 − bare` measured in a process of its own that runs only those two variants
+ * (bench/overheadAlone.ts): a job has one session, so the layers' shared call sites see one
+ * hook layout, as they do in a user's process. In this process they see five layouts (0, 6 and
+ * 50 hooks, with and without the yield and a subscriber), which makes those sites polymorphic
+ * and costs every variant a little.
+ */
+const alone = (): Promise<Record<string, number>> =>
+  new Promise((resolvePromise, reject) => {
+    const child = spawn(process.execPath, [...process.execArgv, fileURLToPath(new URL("./overheadAlone.ts", import.meta.url))], { stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
+    const deadline = setTimeout(() => child.kill("SIGKILL"), 300_000);
+    child.on("error", reject);
+    child.on("exit", (code, signal) => {
+      clearTimeout(deadline);
+      if (code !== 0) reject(new Error(`bench/overheadAlone.ts exited with ${code ?? signal}`));
+      else resolvePromise(JSON.parse(out.trim().split("\n").pop() as string) as Record<string, number>);
+    });
+  });
+
 export default async (): Promise<Record<string, unknown>> => {
   // Many short rounds: a burst of machine noise spoils a round or two, and the median of the
   // per-round differences (each variant against the bare loop timed right before it, in the
   // same round) leaves them out.
-  const steps = 100_000;
-  const rounds = 21;
+  const steps = STEPS_PER_ROUND;
+  const rounds = ROUNDS;
   const bare = noopSession();
   const m0 = await monitoredNoop([]);
   const m6 = await monitoredNoop(sixHooks());
@@ -117,6 +145,7 @@ export default async (): Promise<Record<string, unknown>> => {
     hooks6SubscriberMinusBareUs: round(medDiff("hooks6+subscriber", "bare")),
     subscriberUs: round(medDiff("hooks6+subscriber", "hooks6")),
     yieldCheckNsPerRun: yieldCheckNs(),
+    alone: await alone(),
     targetHooks6MinusBareUs: 0.6,
   };
 };
