@@ -172,7 +172,7 @@ const training = async (sizes: ClusterBenchSizes, children: JsonChild[]) => {
 const gbps = (bytes: number, ms: number): number => bytes / (ms / 1000) / 1e9;
 
 /** Runs the benchmark at `sizes` and returns its JSON. */
-export const runClusterBench = async (sizes: ClusterBenchSizes): Promise<Record<string, unknown>> => {
+export const runClusterBench = async (sizes: ClusterBenchSizes) => {
   const loadBefore = os.loadavg().map((x) => round(x, 2));
   const children: JsonChild[] = [];
   try {
