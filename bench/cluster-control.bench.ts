@@ -15,12 +15,10 @@
  * Children timestamp with the same host clock. Medians over `launches` launches per backend.
  */
 
-import { type ChildProcess, spawn } from "node:child_process";
 import os from "node:os";
-import { createInterface } from "node:readline";
 import { taskName } from "../src/cluster/coordination/identity.js";
 import { EtcdProcess, etcdBinary, freePort } from "../test/cluster/coordination/etcdHarness.js";
-import { repoRoot } from "../test/util/cliChild.js";
+import { type JsonChild, killAll, spawnJsonChild } from "./jsonChild.js";
 import { median, round } from "./stats.js";
 
 // The tests' value: on a loaded 2-core machine, 2 s (etcd's minimum) got live workers declared failed
@@ -33,80 +31,9 @@ const loadBoundMs = 180_000; // 4 tsx processes loading on a shared 2-core machi
 const stepBoundMs = 60_000;
 const killed = taskName("worker", workers - 1);
 
-interface Event {
-  readonly task: string;
-  readonly event: string;
-  readonly t?: number;
-  readonly [field: string]: unknown;
-}
-
-/** A child task and a bounded wait for its next event of a kind. */
-interface Child {
-  readonly process: ChildProcess;
-  next(event: string, ms: number): Promise<Event>;
-}
-
 const now = (): number => performance.timeOrigin + performance.now();
 
-const spawnTask = (args: Record<string, unknown>): Child => {
-  const child = spawn(process.execPath, ["--import", "tsx", "bench/clusterTask.ts", JSON.stringify(args)], {
-    cwd: repoRoot,
-    stdio: ["pipe", "pipe", "pipe"],
-  });
-  const events: Event[] = [];
-  const wakers = new Set<() => void>();
-  let stderr = "";
-  child.stderr?.setEncoding("utf8").on("data", (d: string) => (stderr += d));
-  createInterface({ input: child.stdout! }).on("line", (line) => {
-    try {
-      events.push(JSON.parse(line) as Event);
-    } catch {
-      stderr += `${line}\n`;
-    }
-    for (const wake of [...wakers]) wake();
-  });
-  child.once("exit", () => {
-    for (const wake of [...wakers]) wake();
-  });
-  const next = (event: string, ms: number): Promise<Event> =>
-    new Promise((resolve, reject) => {
-      const check = (): void => {
-        const i = events.findIndex((e) => e.event === event || e.event === "failed");
-        if (i >= 0) {
-          const [e] = events.splice(0, i + 1).slice(-1) as [Event];
-          done();
-          if (e.event === "failed") reject(new Error(`${JSON.stringify(args)} failed: ${e.name}: ${e.message}\n${stderr}`));
-          else resolve(e);
-        } else if (child.exitCode !== null || child.signalCode !== null) {
-          done();
-          reject(new Error(`${JSON.stringify(args)} exited before "${event}"; stderr:\n${stderr}`));
-        }
-      };
-      const timer = setTimeout(() => {
-        done();
-        reject(new Error(`no "${event}" from ${JSON.stringify(args)} within ${ms} ms; stderr:\n${stderr}`));
-      }, ms);
-      const done = (): void => {
-        clearTimeout(timer);
-        wakers.delete(check);
-      };
-      wakers.add(check);
-      check();
-    });
-  return { process: child, next };
-};
-
-const killAll = (children: readonly Child[]): Promise<unknown> =>
-  Promise.all(
-    children.map(
-      ({ process: p }) =>
-        new Promise<void>((resolve) => {
-          if (p.exitCode !== null || p.signalCode !== null) return resolve();
-          p.once("exit", () => resolve());
-          p.kill("SIGKILL");
-        }),
-    ),
-  );
+const spawnTask = (args: Record<string, unknown>): JsonChild => spawnJsonChild("bench/clusterTask.ts", args);
 
 interface Launch {
   readonly startupMs: number;
@@ -135,7 +62,7 @@ const launch = async (backend: "embedded" | "etcd", n: number, etcd: EtcdProcess
     const readies = await Promise.all(children.map((c) => c.next("ready", stepBoundMs)));
     const startupMs = Math.max(...readies.map((e) => e.t ?? Number.NaN)) - Math.max(...starts.map((e) => e.t ?? Number.NaN));
     const kv = n === 0 ? ((await children[1]?.next("kv", stepBoundMs)) as unknown as Launch["kv"]) : undefined;
-    const victim = children[workers] as Child;
+    const victim = children[workers] as JsonChild;
     const others = children.slice(0, workers);
     const killedAt = now();
     victim.process.kill("SIGKILL");

@@ -78,6 +78,9 @@ export interface CollectiveStats {
   readonly collectives: number;
   readonly chunksSent: number;
   readonly chunksReceived: number;
+  /** Payload bytes of the data chunks sent and received (headers and credits not counted). */
+  readonly bytesSent: number;
+  readonly bytesReceived: number;
   /** Chunks received from the previous rank and not yet reduced or copied. */
   readonly bufferedChunks: number;
   /** Chunks sent to the next rank and not yet consumed there (no credit back yet). */
@@ -198,7 +201,7 @@ export class TcpCollective implements Collective {
   private chain: Promise<void> = Promise.resolve();
   private readonly calls = new Set<Call>();
   private active: Call | undefined;
-  private counters = { collectives: 0, chunksSent: 0, chunksReceived: 0, maxBufferedChunksPerPeer: 0, creditWaits: 0, rejectedConnections: 0 };
+  private counters = { collectives: 0, chunksSent: 0, chunksReceived: 0, bytesSent: 0, bytesReceived: 0, maxBufferedChunksPerPeer: 0, creditWaits: 0, rejectedConnections: 0 };
 
   /** @throws InvalidArgumentError (one line) naming a bad option. */
   constructor(options: TcpCollectiveOptions) {
@@ -564,6 +567,7 @@ export class TcpCollective implements Collective {
     this.credits--;
     this.pendingWrites++;
     this.counters.chunksSent++;
+    this.counters.bytesSent += payload.length;
     this.counters.maxBufferedChunksPerPeer = Math.max(this.counters.maxBufferedChunksPerPeer, CREDIT_WINDOW - this.credits);
     const onWritten = (): void => {
       this.pendingWrites--;
@@ -631,6 +635,7 @@ export class TcpCollective implements Collective {
     if (header.kind === FrameKind.abort) return this.onAbort(link, payload);
     const slot = this.parsingSlot;
     this.counters.chunksReceived++;
+    this.counters.bytesReceived += payload.length;
     this.counters.maxBufferedChunksPerPeer = Math.max(this.counters.maxBufferedChunksPerPeer, CREDIT_WINDOW - this.freeSlots.length);
     const frame: Frame = { header, payload, slot };
     const w = this.waiter;

@@ -4,77 +4,20 @@
  * UnavailableError; a SIGSTOPped rank makes its sender wait with at most 2 chunks outstanding.
  * Outcomes and names only, never timings.
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { createInterface } from "node:readline";
 import { afterEach, describe, expect, it } from "vitest";
-import { repoRoot } from "../../util/cliChild.js";
 import { rankInput, ringReference } from "../../util/ringReference.js";
+import { killRanks, type Rank, startRanks, task } from "./rankProcesses.js";
 
 const FIXTURE = "test/fixtures/collective/rank.ts";
 /** Bound on any one wait: a child start (tsx) or a collective of at most 1 Mi elements, on a loaded machine, ≥ 3×. */
 const WAIT_MS = 60_000;
 
-interface Rank {
-  readonly child: ChildProcess;
-  readonly lines: string[];
-  /** Resolves with the first line (seen from `from` on) that matches. */
-  waitFor(pattern: RegExp, from?: number): Promise<string>;
-  readonly exited: Promise<number | null>;
-}
-
-const children: ChildProcess[] = [];
-afterEach(() => {
-  for (const c of children.splice(0)) {
-    if (c.exitCode === null && c.signalCode === null) {
-      c.kill("SIGCONT");
-      c.kill("SIGKILL");
-    }
-  }
-});
-
-const start = (rank: number, size: number, elements: number, rounds: number, gate: boolean, timeoutSecs: number): Rank => {
-  const child = spawn(process.execPath, ["--import", "tsx", FIXTURE, String(rank), String(size), String(elements), String(rounds), gate ? "gate" : "nogate", String(timeoutSecs)], {
-    cwd: repoRoot,
-    stdio: ["pipe", "pipe", "pipe"],
-  });
-  children.push(child);
-  const lines: string[] = [];
-  const watchers = new Set<() => void>();
-  createInterface({ input: child.stdout! }).on("line", (line) => {
-    lines.push(line);
-    for (const w of [...watchers]) w();
-  });
-  let stderr = "";
-  child.stderr!.setEncoding("utf8").on("data", (d: string) => (stderr += d));
-  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
-  const waitFor = (pattern: RegExp, from = 0): Promise<string> =>
-    new Promise((resolve, reject) => {
-      const check = (): boolean => {
-        const hit = lines.slice(from).find((l) => pattern.test(l));
-        if (hit === undefined) return false;
-        clearTimeout(timer);
-        watchers.delete(watch);
-        resolve(hit);
-        return true;
-      };
-      const watch = (): void => void check();
-      const timer = setTimeout(() => {
-        watchers.delete(watch);
-        reject(new Error(`rank ${rank}: no line matching ${pattern} within ${WAIT_MS} ms; stdout:\n${lines.filter((l) => !l.startsWith("STATS")).join("\n")}\nstderr:\n${stderr}`));
-      }, WAIT_MS);
-      if (!check()) watchers.add(watch);
-    });
-  return { child, lines, waitFor, exited };
-};
+afterEach(killRanks);
 
 /** Starts `size` ranks and gives each the addresses the others bound. */
-const startGroup = async (size: number, elements: number, rounds: number, gate = false, timeoutSecs = 60): Promise<Rank[]> => {
-  const ranks = Array.from({ length: size }, (_, r) => start(r, size, elements, rounds, gate, timeoutSecs));
-  const addresses = await Promise.all(ranks.map(async (r) => (await r.waitFor(/^LISTENING /)).slice("LISTENING ".length)));
-  for (const r of ranks) r.child.stdin!.write(`${JSON.stringify(addresses)}\n`);
-  return ranks;
-};
+const startGroup = (size: number, elements: number, rounds: number, gate = false, timeoutSecs = 60): Promise<Rank[]> =>
+  startRanks(FIXTURE, size, (rank) => [String(rank), String(size), String(elements), String(rounds), gate ? "gate" : "nogate", String(timeoutSecs)], WAIT_MS);
 
 const checksum = (size: number, elements: number, round: number): string => {
   const reference = ringReference(
@@ -83,8 +26,6 @@ const checksum = (size: number, elements: number, round: number): string => {
   );
   return createHash("sha256").update(Buffer.from(reference.buffer)).digest("hex");
 };
-
-const task = (rank: number): string => `/job:worker/replica:0/task:${rank}`;
 
 describe("TcpCollective across processes", { timeout: 3 * WAIT_MS }, () => {
   it("3 processes all-reduce 1 Mi float32 twice: every rank prints the reference's checksum", async () => {

@@ -1,0 +1,231 @@
+/**
+ * The collective and data-parallel training across processes on loopback, in one run. Every
+ * rank is its own process (bench/collectiveRank.ts); the numbers (see docs/performance.md,
+ * "Collective"):
+ *
+ * - `allReduceOverRawTcp`: an all-reduce (sum, reduction included) of 4 Mi float32 (16 MiB)
+ *   between 2 processes over TcpCollective, against the baseline: the same 2 processes send the
+ *   same 16 MiB to each other at once on one plain loopback socket pair. 2 warm-ups, then ≥ 10
+ *   rounds of both, interleaved (ABBA). A sample's time is the slower rank's, from leaving a
+ *   barrier to having everything; the ratio is of the medians.
+ * - `allReduceBusGBps`: size × 2(N−1)/N ÷ time (NCCL's bus bandwidth) at 2 and 4 processes; the
+ *   bound is the baseline's throughput (16 MiB ÷ its median time), in the same run.
+ * - `scaling2`: examples per second (the global batch) of an MLP 128 → 256 → 256 → 10 trained by
+ *   `tfjsSession({ collective })` at N = 2 over N = 1, the same code and per-worker batch. Rounds
+ *   alternate N = 1 and N = 2 (ABBA); the median of the per-round ratios.
+ * - `collectiveOverheadUs`: the median step at N = 2 − (the median step at N = 1 + the median
+ *   all-reduce, "mean", of the gradients' size measured by the N = 2 processes), in µs.
+ *
+ * Equal work is checked, not assumed: the payload bytes each rank received in each sample, the
+ * sample and step counts, the global steps and the replicas' digests; the benchmark fails when
+ * they differ. `BENCH_CLUSTER_SMOKE=1` runs small sizes and few samples (for the test), and says
+ * so in the JSON (`smoke: true`).
+ */
+
+import os from "node:os";
+import { type ChildEvent, type JsonChild, killAll, spawnJsonChild } from "./jsonChild.js";
+import { median, round } from "./stats.js";
+
+/** How much to measure. */
+export interface ClusterBenchSizes {
+  readonly smoke: boolean;
+  /** float32 elements of the all-reduce (a multiple of 4, so that every rank gets equal segments). */
+  readonly elements: number;
+  readonly warmups: number;
+  /** Interleaved samples of the all-reduce and the baseline (2 ranks), and of the all-reduce at 4 ranks. */
+  readonly samples: number;
+  /** Per-worker batch of the MLP. */
+  readonly batch: number;
+  readonly warmupSteps: number;
+  readonly rounds: number;
+  readonly stepsPerRound: number;
+  /** All-reduces of the gradients' size. */
+  readonly gradientSamples: number;
+}
+
+const FULL: ClusterBenchSizes = {
+  smoke: false,
+  elements: 4 * 1024 * 1024,
+  warmups: 2,
+  samples: 11,
+  batch: 128,
+  warmupSteps: 20,
+  rounds: 6,
+  stepsPerRound: 200,
+  gradientSamples: 1200,
+};
+
+/** Small sizes and few samples: the shape of the result, not its numbers. */
+export const SMOKE: ClusterBenchSizes = {
+  smoke: true,
+  elements: 16 * 1024,
+  warmups: 1,
+  samples: 3,
+  batch: 16,
+  warmupSteps: 2,
+  rounds: 2,
+  stepsPerRound: 3,
+  gradientSamples: 4,
+};
+
+const BACKEND = "wasm"; // one thread (useBackend pins it)
+/** Loading tsx, tfjs and wasm in several processes at once on a shared 2-core machine. */
+const LOAD_BOUND_MS = 240_000;
+/** The most one phase may take (a full-size phase is ~1 min on a quiet 2-core machine). */
+const PHASE_BOUND_MS = 900_000;
+const CHILD_DEADLINE_MS = 1_800_000;
+
+const summarize = (xs: readonly number[], digits = 3) => ({ median: round(median(xs), digits), samples: xs.map((x) => round(x, digits)) });
+
+/** Fails the benchmark unless every named count equals `expected`. */
+const sameWork = (what: string, expected: number, counts: Record<string, readonly number[]>): void => {
+  for (const [name, xs] of Object.entries(counts)) {
+    const bad = xs.findIndex((x) => x !== expected);
+    if (bad >= 0) throw new Error(`unequal work in ${what}: ${name}[${bad}] is ${xs[bad]}, expected ${expected}; the comparison would be unfair`);
+  }
+};
+
+/** `size` ranks of `mode`, listening, given each other's addresses, connected. */
+const group = async (mode: "allreduce" | "train", size: number, extra: Record<string, unknown>, children: JsonChild[]): Promise<JsonChild[]> => {
+  const ranks = Array.from({ length: size }, (_, rank) => spawnJsonChild("bench/collectiveRank.ts", { mode, rank, size, deadlineMs: CHILD_DEADLINE_MS, ...extra }));
+  children.push(...ranks);
+  const listening = await Promise.all(ranks.map((c) => c.next("listening", LOAD_BOUND_MS)));
+  const peers = { collective: listening.map((e) => e.collective as string), raw: listening[0]?.raw };
+  for (const c of ranks) c.send(JSON.stringify(peers));
+  await Promise.all(ranks.map((c) => c.next("ready", LOAD_BOUND_MS)));
+  return ranks;
+};
+
+/** Per-sample maximum over the ranks' `field` arrays (a sample ends when the slowest rank is done). */
+const slowest = (events: readonly ChildEvent[], field: string): number[] => {
+  const rows = events.map((e) => e[field] as number[]);
+  return (rows[0] ?? []).map((_, i) => Math.max(...rows.map((r) => r[i] as number)));
+};
+
+const allReduces = async (size: number, sizes: ClusterBenchSizes, children: JsonChild[]) => {
+  const raw = size === 2;
+  const ranks = await group("allreduce", size, { elements: sizes.elements, warmups: sizes.warmups, samples: sizes.samples, raw }, children);
+  const events = await Promise.all(ranks.map((c) => c.next("samples", PHASE_BOUND_MS)));
+  const bytes = sizes.elements * 4;
+  const received = (bytes * 2 * (size - 1)) / size;
+  sameWork(`the all-reduce at ${size} ranks (payload bytes received per rank and sample)`, received, Object.fromEntries(events.map((e, r) => [`rank ${r} allReduceBytes`, e.allReduceBytes as number[]])));
+  sameWork(`the all-reduce at ${size} ranks (samples per rank)`, sizes.samples, Object.fromEntries(events.map((e, r) => [`rank ${r}`, [(e.allReduceMs as number[]).length]])));
+  if (raw) {
+    // The baseline must move what the all-reduce moved: at 2 ranks, the whole buffer each way.
+    sameWork("the baseline (payload bytes received per rank and sample)", received, Object.fromEntries(events.map((e, r) => [`rank ${r} rawBytes`, e.rawBytes as number[]])));
+    sameWork("the baseline (samples per rank)", sizes.samples, Object.fromEntries(events.map((e, r) => [`rank ${r}`, [(e.rawMs as number[]).length]])));
+  }
+  await killAll(ranks);
+  return { allReduceMs: slowest(events, "allReduceMs"), rawMs: raw ? slowest(events, "rawMs") : [], bytes, receivedPerRank: received };
+};
+
+const training = async (sizes: ClusterBenchSizes, children: JsonChild[]) => {
+  const common = { backend: BACKEND, batch: sizes.batch };
+  const [one, two] = await Promise.all([group("train", 1, common, children), group("train", 2, common, children)]);
+  const models = await Promise.all([...one, ...two].map((c) => c.next("model", LOAD_BOUND_MS)));
+  const gradientElements = models[0]?.gradientElements as number;
+  const trainAll = async (ranks: readonly JsonChild[], steps: number): Promise<ChildEvent[]> => {
+    for (const c of ranks) c.send(`train ${steps}`);
+    return Promise.all(ranks.map((c) => c.next("trained", PHASE_BOUND_MS)));
+  };
+  await trainAll(one, sizes.warmupSteps);
+  await trainAll(two, sizes.warmupSteps);
+  const perSecond: Record<1 | 2, number[]> = { 1: [], 2: [] };
+  const stepMs: Record<1 | 2, number[]> = { 1: [], 2: [] };
+  const examples: Record<1 | 2, number> = { 1: 0, 2: 0 };
+  for (let r = 0; r < sizes.rounds; r++) {
+    const order: (1 | 2)[] = r % 4 === 1 || r % 4 === 2 ? [2, 1] : [1, 2];
+    for (const n of order) {
+      const events = await trainAll(n === 1 ? one : two, sizes.stepsPerRound);
+      const global = events.reduce((sum, e) => sum + (e.examples as number), 0); // the global batch × steps
+      examples[n] += global;
+      perSecond[n].push(global / (Math.max(...events.map((e) => e.wallMs as number)) / 1000));
+      stepMs[n].push(...slowest(events, "stepMs"));
+    }
+  }
+  for (const c of two) c.send(`gradients ${sizes.gradientSamples}`);
+  const reduced = await Promise.all(two.map((c) => c.next("allreduced", PHASE_BOUND_MS)));
+  for (const c of [...one, ...two]) c.send("exit");
+  const done = await Promise.all([...one, ...two].map((c) => c.next("done", PHASE_BOUND_MS)));
+  await killAll([...one, ...two]);
+
+  const steps = sizes.warmupSteps + sizes.rounds * sizes.stepsPerRound;
+  sameWork("training (steps and global step per process)", steps, Object.fromEntries(done.map((e, i) => [`process ${i}`, [e.steps as number, e.globalStep as number]])));
+  sameWork("training (timed steps per variant)", sizes.rounds * sizes.stepsPerRound, { "N=1": [stepMs[1].length], "N=2": [stepMs[2].length] });
+  sameWork("training (examples per worker)", sizes.rounds * sizes.stepsPerRound * sizes.batch, { "N=1": [examples[1]], "N=2": [examples[2] / 2] });
+  sameWork("the gradients' all-reduce (samples, payload bytes per rank)", sizes.gradientSamples, {
+    samples: reduced.map((e) => (e.ms as number[]).length),
+    bytesPerSample: reduced.map((e) => (e.bytes as number) / (gradientElements * 4)),
+  });
+  if (done[1]?.digest !== done[2]?.digest) throw new Error(`the N=2 replicas ended with different weights (${String(done[1]?.digest)} and ${String(done[2]?.digest)})`);
+  return {
+    parameters: models[0]?.parameters as number,
+    gradientElements,
+    steps,
+    perSecond,
+    stepMs,
+    gradientMs: slowest(reduced, "ms"),
+    examples,
+  };
+};
+
+const gbps = (bytes: number, ms: number): number => bytes / (ms / 1000) / 1e9;
+
+/** Runs the benchmark at `sizes` and returns its JSON. */
+export const runClusterBench = async (sizes: ClusterBenchSizes) => {
+  const loadBefore = os.loadavg().map((x) => round(x, 2));
+  const children: JsonChild[] = [];
+  try {
+    const two = await allReduces(2, sizes, children);
+    console.log(`all-reduce at 2 ranks: ${round(median(two.allReduceMs), 2)} ms, baseline ${round(median(two.rawMs), 2)} ms`);
+    const four = await allReduces(4, sizes, children);
+    console.log(`all-reduce at 4 ranks: ${round(median(four.allReduceMs), 2)} ms`);
+    const train = await training(sizes, children);
+
+    const ratio = median(two.allReduceMs) / median(two.rawMs);
+    const bus = (n: number, ms: readonly number[]) => ({ ranks: n, ...summarize(ms.map((t) => gbps((two.bytes * 2 * (n - 1)) / n, t))) });
+    const scaling = train.perSecond[2].map((x, i) => x / (train.perSecond[1][i] as number));
+    const overheadUs = (median(train.stepMs[2]) - (median(train.stepMs[1]) + median(train.gradientMs))) * 1000;
+    return {
+      smoke: sizes.smoke,
+      loadAverage: { before: loadBefore, after: os.loadavg().map((x) => round(x, 2)) },
+      sizes,
+      allReduceOverRawTcp: round(ratio, 3),
+      allReduceBusGBps: {
+        ranks2: bus(2, two.allReduceMs),
+        ranks4: bus(4, four.allReduceMs),
+        boundGBps: round(gbps(two.bytes, median(two.rawMs)), 3),
+      },
+      scaling2: round(median(scaling), 3),
+      collectiveOverheadUs: round(overheadUs, 1),
+      allReduce: {
+        bytes: two.bytes,
+        ranks2Ms: summarize(two.allReduceMs),
+        rawTcpMs: summarize(two.rawMs),
+        ranks4Ms: summarize(four.allReduceMs),
+        payloadBytesReceivedPerRank: { ranks2: two.receivedPerRank, rawTcp: two.bytes, ranks4: four.receivedPerRank },
+      },
+      training: {
+        model: "MLP 128-256-256-10, Adam, tfjsSession({ collective }) over TcpCollective",
+        backend: `${BACKEND} (1 thread)`,
+        parameters: train.parameters,
+        batchPerWorker: sizes.batch,
+        stepsPerProcess: train.steps,
+        timedStepsPerVariant: train.stepMs[1].length,
+        examplesPerSecond: { n1: summarize(train.perSecond[1], 1), n2: summarize(train.perSecond[2], 1) },
+        scalingPerRound: scaling.map((x) => round(x, 3)),
+        stepMs: { n1: round(median(train.stepMs[1]), 3), n2: round(median(train.stepMs[2]), 3) },
+        gradientAllReduceMs: round(median(train.gradientMs), 3),
+        gradientAllReduceSamples: train.gradientMs.length,
+      },
+      goals: { allReduceOverRawTcp: "<= 1.3", scaling2: ">= 1.5", collectiveOverheadUs: "<= 200" },
+      bars: { allReduceOverRawTcp: "<= 1.5" },
+      goalsMet: { allReduceOverRawTcp: ratio <= 1.3, scaling2: median(scaling) >= 1.5, collectiveOverheadUs: overheadUs <= 200 },
+      barsMet: { allReduceOverRawTcp: ratio <= 1.5 },
+    };
+  } finally {
+    await killAll(children);
+  }
+};
+
+export default (): Promise<Record<string, unknown>> => runClusterBench(process.env.BENCH_CLUSTER_SMOKE === "1" ? SMOKE : FULL);

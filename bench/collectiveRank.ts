@@ -1,0 +1,285 @@
+/**
+ * One rank of the `cluster` benchmark (bench/cluster.bench.ts), in its own process. It talks to
+ * the benchmark in JSON lines: events on stdout (`{"event": ...}`), commands on stdin.
+ *
+ * 1. It listens (a TcpCollective on loopback; rank 0 of a `raw` group also a plain TCP server),
+ *    prints `listening` with the addresses, and reads every rank's addresses from stdin.
+ * 2. It connects and prints `ready`.
+ * 3. `allreduce` mode: `warmups`, then `samples` rounds, each an all-reduce (sum) of `elements`
+ *    float32 and, with `raw`, the baseline: both ranks send `elements × 4` bytes to each other at
+ *    once on one plain socket pair. Rounds alternate which goes first (ABBA). Every timing starts
+ *    when this rank leaves a barrier and stops when this rank has everything (the all-reduce's
+ *    result, reduction included; or every byte from the other rank). It checks every result and
+ *    prints `samples` with its timings and the payload bytes it received in each.
+ *    `train` mode: an MLP 128 → 256 → 256 → 10 replica (tfjsSession with the collective) on its
+ *    shard; commands `train <steps>` (prints `trained`: each step's ms and the round's wall ms),
+ *    `gradients <samples>` (prints `allreduced`: all-reduces, "mean", of a buffer of the
+ *    gradients' size) and `exit` (prints `done` with the global step and a digest of the weights).
+ *
+ * It ends by itself after `deadlineMs`. Usage: node --import tsx bench/collectiveRank.ts '<json args>'.
+ */
+
+import { createHash } from "node:crypto";
+import { createServer, connect, type Socket } from "node:net";
+import { createInterface } from "node:readline";
+import * as tf from "@tensorflow/tfjs";
+import { TcpCollective } from "../src/cluster/collective/TcpCollective.js";
+import { silentLogger } from "../src/Logger.js";
+import { InMemoryDataSource, tfjsSession, useBackend, type TfjsBackendName } from "../src/tfjs/index.js";
+import { mulberry32 } from "./stats.js";
+
+interface Args {
+  readonly mode: "allreduce" | "train";
+  readonly rank: number;
+  readonly size: number;
+  readonly deadlineMs: number;
+  // allreduce
+  readonly elements?: number;
+  readonly warmups?: number;
+  readonly samples?: number;
+  readonly raw?: boolean;
+  // train
+  readonly backend?: TfjsBackendName;
+  readonly batch?: number;
+}
+
+const args = JSON.parse(process.argv[2] ?? "{}") as Args;
+const print = (event: Record<string, unknown>): void => void process.stdout.write(`${JSON.stringify({ rank: args.rank, size: args.size, ...event })}\n`);
+setTimeout(() => {
+  print({ event: "failed", name: "DeadlineExceededError", message: `rank ${args.rank} of ${args.size}: no end within ${args.deadlineMs} ms` });
+  process.exit(3);
+}, args.deadlineMs).unref();
+
+const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+const nextLine = async (): Promise<string> => {
+  const { value, done } = await lines.next();
+  if (done === true) throw new Error("stdin closed");
+  return value as string;
+};
+
+const collective = new TcpCollective({
+  rank: args.rank,
+  addresses: Array.from({ length: args.size }, () => "127.0.0.1:0"),
+  collectiveTimeoutSecs: 120,
+  connectTimeoutSecs: 120,
+  logger: silentLogger,
+});
+
+// ---------------------------------------------------------------------------------------------
+// the raw baseline: one plain socket pair between ranks 0 and 1
+// ---------------------------------------------------------------------------------------------
+
+/** A socket that counts what it received, and waits for a total. */
+interface RawLink {
+  readonly socket: Socket;
+  received(): number;
+  /** Resolves once `total` bytes were received since the start. */
+  until(total: number): Promise<void>;
+}
+
+const rawLink = (socket: Socket): RawLink => {
+  let received = 0;
+  let wanted: { total: number; resolve: () => void } | undefined;
+  socket.on("data", (chunk: Buffer) => {
+    received += chunk.length;
+    if (wanted !== undefined && received >= wanted.total) {
+      const { resolve } = wanted;
+      wanted = undefined;
+      resolve();
+    }
+  });
+  socket.on("error", (e) => {
+    print({ event: "failed", name: e.name, message: `raw socket: ${e.message}` });
+    process.exit(3);
+  });
+  return {
+    socket,
+    received: () => received,
+    until: (total) => (received >= total ? Promise.resolve() : new Promise((resolve) => (wanted = { total, resolve }))),
+  };
+};
+
+/** Rank 0's listening server (resolves with the link once rank 1 connected) and its address. */
+const rawServer = async (): Promise<{ address: string; link: Promise<RawLink> }> => {
+  const server = createServer();
+  const link = new Promise<RawLink>((resolve) => server.once("connection", (s) => (server.close(), resolve(rawLink(s)))));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  return { address: `127.0.0.1:${port}`, link };
+};
+
+const rawConnect = (address: string): Promise<RawLink> =>
+  new Promise((resolve, reject) => {
+    const [host, port] = address.split(":") as [string, string];
+    const s = connect({ host, port: Number(port) }, () => resolve(rawLink(s)));
+    s.once("error", reject);
+  });
+
+// ---------------------------------------------------------------------------------------------
+// allreduce mode
+// ---------------------------------------------------------------------------------------------
+
+const now = (): number => performance.now();
+
+const allReduceMode = async (raw: RawLink | undefined): Promise<void> => {
+  const elements = args.elements ?? 0;
+  const bytes = elements * 4;
+  const buffer = new Float32Array(elements);
+  const outgoing = Buffer.alloc(bytes, 1);
+  const expected = (args.size * (args.size + 1)) / 2; // Σ (rank + 1), exact in float32
+  let rawRounds = 0;
+
+  const allReduce = async (): Promise<{ ms: number; bytes: number }> => {
+    buffer.fill(args.rank + 1);
+    const before = collective.stats().bytesReceived;
+    await collective.barrier();
+    const t0 = now();
+    await collective.allReduce(buffer, "sum");
+    const ms = now() - t0;
+    for (let i = 0; i < elements; i++) {
+      if (buffer[i] !== expected) throw new Error(`rank ${args.rank}: element ${i} is ${buffer[i]} after the all-reduce; expected ${expected}`);
+    }
+    return { ms, bytes: collective.stats().bytesReceived - before };
+  };
+  const baseline = async (link: RawLink): Promise<{ ms: number; bytes: number }> => {
+    const before = link.received();
+    await collective.barrier();
+    const t0 = now();
+    rawRounds++;
+    link.socket.write(outgoing);
+    await link.until(rawRounds * bytes);
+    const ms = now() - t0;
+    // The barrier of the next round waits for the other rank to have everything too.
+    return { ms, bytes: link.received() - before };
+  };
+
+  const warmups = args.warmups ?? 0;
+  const samples = args.samples ?? 0;
+  const allReduceMs: number[] = [];
+  const allReduceBytes: number[] = [];
+  const rawMs: number[] = [];
+  const rawBytes: number[] = [];
+  for (let i = 0; i < warmups + samples; i++) {
+    const order = i % 4 === 1 || i % 4 === 2 ? ["raw", "allReduce"] : ["allReduce", "raw"];
+    for (const which of order) {
+      if (which === "raw" && raw === undefined) continue;
+      const r = which === "raw" ? await baseline(raw as RawLink) : await allReduce();
+      if (i < warmups) continue;
+      (which === "raw" ? rawMs : allReduceMs).push(r.ms);
+      (which === "raw" ? rawBytes : allReduceBytes).push(r.bytes);
+    }
+  }
+  await collective.barrier();
+  print({ event: "samples", elements, allReduceMs, allReduceBytes, rawMs, rawBytes });
+};
+
+// ---------------------------------------------------------------------------------------------
+// train mode
+// ---------------------------------------------------------------------------------------------
+
+const MLP = { inputs: 128, hidden: 256, classes: 10 } as const;
+
+/** 16 global batches of seeded random examples, labelled by a fixed random projection. */
+const dataset = (examples: number): { xs: { dtype: "float32"; shape: number[]; data: Float32Array }; ys: { dtype: "int32"; shape: number[]; data: Int32Array } } => {
+  const random = mulberry32(17);
+  const xs = new Float32Array(examples * MLP.inputs).map(() => random() * 2 - 1);
+  const projection = new Float32Array(MLP.inputs * MLP.classes).map(() => random() * 2 - 1);
+  const ys = new Int32Array(examples).map((_, e) => {
+    let best = 0;
+    let bestScore = -Infinity;
+    for (let c = 0; c < MLP.classes; c++) {
+      let score = 0;
+      for (let k = 0; k < MLP.inputs; k++) score += (xs[e * MLP.inputs + k] as number) * (projection[k * MLP.classes + c] as number);
+      if (score > bestScore) [best, bestScore] = [c, score];
+    }
+    return best;
+  });
+  return { xs: { dtype: "float32", shape: [examples, MLP.inputs], data: xs }, ys: { dtype: "int32", shape: [examples], data: ys } };
+};
+
+const trainMode = async (): Promise<void> => {
+  await useBackend(args.backend ?? "wasm");
+  tf.enableProdMode();
+  const batch = args.batch ?? 128;
+  const dense = (units: number, seed: number, extra: Record<string, unknown> = {}) =>
+    tf.layers.dense({ units, kernelInitializer: tf.initializers.glorotUniform({ seed }), ...extra });
+  const model = tf.sequential({
+    layers: [
+      dense(MLP.hidden, 1, { inputShape: [MLP.inputs], activation: "relu" }),
+      dense(MLP.hidden, 2, { activation: "relu" }),
+      dense(MLP.classes, 3),
+    ],
+  });
+  const { xs, ys } = dataset(batch * 2 * 16); // the same data set for N = 1 and N = 2
+  const session = await tfjsSession({
+    model,
+    optimizer: tf.train.adam(1e-3),
+    data: new InMemoryDataSource({ xs, ys, batchSize: batch, seed: 5, shard: { index: args.rank, count: args.size } }),
+    lossFn: (labels, logits) => tf.losses.softmaxCrossEntropy(tf.oneHot(tf.cast(labels, "int32") as tf.Tensor1D, MLP.classes), logits),
+    collective,
+  });
+  await session.variables.initialize();
+  // What each step all-reduces: every trainable parameter's gradient, and the loss.
+  const gradientElements = model.trainableWeights.reduce((n, w) => n + w.shape.reduce((a: number, b) => a * (b ?? 1), 1), 0) + 1;
+  let steps = 0;
+  print({ event: "model", parameters: gradientElements - 1, gradientElements, batch });
+  for (;;) {
+    const [command, count] = (await nextLine()).split(" ") as [string, string | undefined];
+    const n = Number(count ?? "0");
+    if (command === "train") {
+      const stepMs: number[] = [];
+      await collective.barrier();
+      const t0 = now();
+      for (let i = 0; i < n; i++) {
+        const s0 = now();
+        await session.run("train");
+        stepMs.push(now() - s0);
+      }
+      const wallMs = now() - t0;
+      steps += n;
+      print({ event: "trained", steps: n, examples: n * batch, stepMs, wallMs });
+    } else if (command === "gradients") {
+      const buffer = new Float32Array(gradientElements);
+      const ms: number[] = [];
+      const before = collective.stats().bytesReceived;
+      for (let i = 0; i < n; i++) {
+        buffer.fill(1);
+        await collective.barrier();
+        const t0 = now();
+        await collective.allReduce(buffer, "mean");
+        ms.push(now() - t0);
+      }
+      print({ event: "allreduced", samples: n, elements: gradientElements, ms, bytes: collective.stats().bytesReceived - before });
+    } else if (command === "exit") {
+      const digest = createHash("sha256");
+      for (const w of model.getWeights()) digest.update(Buffer.from((w.dataSync() as Float32Array).buffer));
+      const globalStep = Number((session.variables.snapshot().get("global_step")?.data as BigInt64Array | undefined)?.[0] ?? -1n);
+      print({ event: "done", steps, globalStep, digest: digest.digest("hex") });
+      return;
+    } else throw new Error(`unknown command "${command}"`);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// main
+// ---------------------------------------------------------------------------------------------
+
+const main = async (): Promise<void> => {
+  const useRaw = args.mode === "allreduce" && args.raw === true;
+  const served = useRaw && args.rank === 0 ? await rawServer() : undefined;
+  print({ event: "listening", collective: await collective.listen(), raw: served?.address });
+  const peers = JSON.parse(await nextLine()) as { collective: string[]; raw?: string };
+  await collective.connect(peers.collective);
+  const raw = !useRaw ? undefined : served !== undefined ? await served.link : await rawConnect(peers.raw as string);
+  print({ event: "ready" });
+  if (args.mode === "allreduce") await allReduceMode(raw);
+  else await trainMode();
+  raw?.socket.end();
+  await collective.close();
+  process.exit(0);
+};
+
+main().catch((e: unknown) => {
+  print({ event: "failed", name: (e as Error).name, message: (e as Error).message });
+  process.exit(3);
+});
