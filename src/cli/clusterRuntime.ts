@@ -260,7 +260,8 @@ const joinCollective = async (client: CoordinationClient, group: ReplicaGroup, o
   const generation = client.generation ?? 0;
   const host = (parseAddress(o.address) as { host: string }).host;
   const timeoutSecs = o.timeoutSecs ?? DEFAULT_COLLECTIVE_TIMEOUT_SECS;
-  const keyOf = (task: string): string => `${COLLECTIVE_KEY}/${generation}/${task}`;
+  // By rank: task names contain slashes, which keys use as separators.
+  const keyOf = (task: string): string => `${COLLECTIVE_KEY}/${generation}/rank${group.tasks.indexOf(task)}`;
   const mine = group.tasks[group.rank] as string;
   const others = group.tasks.filter((t) => t !== mine);
   const gather = (what: string): Promise<string[]> =>
