@@ -184,6 +184,8 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
     return ExitCodes.usage;
   }
 
+  // In data-parallel training the chief's step counter also counts the global batch.
+  if (job.batchSize !== undefined && group !== undefined) sessionOptions = { ...sessionOptions, examplesPerStep: job.batchSize * group.size };
   const watchFile = config.preemption?.watchFile === undefined ? undefined : resolve(baseDir, config.preemption.watchFile);
   if (watchFile !== undefined) notices.watchFile(watchFile);
   try {
