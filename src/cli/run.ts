@@ -370,9 +370,19 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
     // A collective's failure carries the collective's error.
     const groupFailure = e instanceof ReplicaGroupError ? e.cause : undefined;
     if (groupFailure instanceof CancelledError && preempting()) e = new PreemptedExit(exitCodeOf(config), false);
-    if (isModelMismatch(e)) {
-      // Every rank raises it at the first step, before any update: a configuration to fix.
-      io.err.write(`${task?.name ?? "this task"}: ${e.message.split("\n")[0] ?? ""}\n`);
+    // The replicas build different models: a configuration to fix, before any update. Found by
+    // the replicas' signature check at the first step, or by a worker that cannot take the
+    // chief's values; the others learn it from the cluster (the reported error).
+    const mismatch = isModelMismatch(e)
+      ? e.message
+      : group !== undefined && !isChief && !started && e instanceof InvalidArgumentError && / mismatch/.test(e.message)
+        ? `${MODEL_MISMATCH} ${task?.name ?? "this task"} (rank ${group.rank}) cannot take the chief's values: ${e.message}. Every worker must build the same model (same layers, shapes and dtypes).`
+        : clusterFailure?.message.includes(MODEL_MISMATCH) === true
+          ? clusterFailure.message.slice(clusterFailure.message.indexOf(MODEL_MISMATCH))
+          : undefined;
+    if (mismatch !== undefined && group !== undefined) {
+      io.err.write(`${task?.name ?? "this task"}: ${mismatch.split("\n")[0] ?? ""}\n`);
+      if (cluster !== undefined && clusterFailure === undefined) await cluster.reportFailure(new InvalidArgumentError(mismatch));
       return ExitCodes.usage;
     }
     if (e instanceof PreemptedExit) {
@@ -471,7 +481,10 @@ const raceCreation = async (
 };
 
 /** The replicas' signature check failed (src/tfjs/internal/Replicas.ts): the ranks build different models. */
-const isModelMismatch = (e: unknown): e is InvalidArgumentError => e instanceof InvalidArgumentError && e.message.startsWith("The replicas' models differ");
+const isModelMismatch = (e: unknown): e is InvalidArgumentError => e instanceof InvalidArgumentError && e.message.startsWith(MODEL_MISMATCH);
+
+/** How the replicas' signature check's error starts. */
+const MODEL_MISMATCH = "The replicas' models differ:";
 
 /** The configured preemption exit code (default 42). */
 const exitCodeOf = (config: Parameters<typeof toMonitoredTrainingSessionOptions>[0]): number => config.preemption?.exitCode ?? PREEMPTION_EXIT_CODE;
