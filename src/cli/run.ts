@@ -26,7 +26,7 @@ import { systemClock, type Clock } from "../Clock.js";
 import { resolveTfConfig } from "../cluster/ClusterResolver.js";
 import { TF_CONFIG } from "../cluster/TfConfig.js";
 import { checkpointDirOf, ConfigError, lastStepOf, toMonitoredTrainingSessionOptions, type JobContext, type SessionRole, type TrainingConfig } from "../config/index.js";
-import { CancelledError, InvalidArgumentError, ValueError } from "../errors.js";
+import { InvalidArgumentError, ValueError } from "../errors.js";
 import type { Logger, LogLevel } from "../Logger.js";
 import { withSession, type MonitoredSession } from "../MonitoredSession.js";
 import { monitoredTrainingSession } from "../training/monitoredTrainingSession.js";
@@ -369,7 +369,10 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
     }
     // A collective's failure carries the collective's error.
     const groupFailure = e instanceof ReplicaGroupError ? e.cause : undefined;
-    if (groupFailure instanceof CancelledError && preempting()) e = new PreemptedExit(exitCodeOf(config), false);
+    // A peer that leaves the group for a termination notice looks like a peer gone: the
+    // coordination service says which, shortly after (its report, or the failure it declares).
+    if (groupFailure !== undefined && cluster !== undefined && !preempting()) await settledWithin(cluster.failed, WHY_A_PEER_LEFT_MS, clock);
+    if (groupFailure !== undefined && preempting()) e = new PreemptedExit(exitCodeOf(config), false);
     // The replicas build different models: a configuration to fix, before any update. Found by
     // the replicas' signature check at the first step, or by a worker that cannot take the
     // chief's values; the others learn it from the cluster (the reported error).
@@ -485,6 +488,16 @@ const isModelMismatch = (e: unknown): e is InvalidArgumentError => e instanceof 
 
 /** How the replicas' signature check's error starts. */
 const MODEL_MISMATCH = "The replicas' models differ:";
+
+/** How long a rank whose collective failed waits for the coordination service to say why (a preemption exits 42, not 1). */
+const WHY_A_PEER_LEFT_MS = 5_000;
+
+/** Resolves once `p` settles, or after `ms`, whichever comes first (never rejects). */
+const settledWithin = async (p: Promise<unknown>, ms: number, clock: Clock): Promise<void> => {
+  let timer: { cancel(): void } | undefined;
+  await Promise.race([p.then(() => undefined, () => undefined), new Promise<void>((ok) => (timer = clock.setTimer(ms, ok)))]);
+  timer?.cancel();
+};
 
 /** The configured preemption exit code (default 42). */
 const exitCodeOf = (config: Parameters<typeof toMonitoredTrainingSessionOptions>[0]): number => config.preemption?.exitCode ?? PREEMPTION_EXIT_CODE;

@@ -6,7 +6,8 @@
  * they equal a single process trained on the shards concatenated in rank order within 1e-5
  * relative (the all-reduce sums in another order than one batch's gradient: float32 rounding);
  * only the chief wrote under the checkpoint directory (one `checkpoint` state file) and the chief
- * reported global examples/sec. A rank with another model makes every task exit 2 naming it.
+ * reported global examples/sec. A SIGTERM to one worker makes every task exit 42. A rank with
+ * another model makes every task exit 2 naming it.
  * Outcomes only, never timings.
  */
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -98,6 +99,18 @@ describe("launch --workers 3: synchronous data parallelism", () => {
     expect(Object.keys(replica).length).toBeGreaterThan(6);
     for (const rank of ["1", "2"]) expect(weightsOf(dir, rank)).toEqual(replica);
     expect(maxRelativeDifference(replica, weightsOf(dir, "ref"))).toBeLessThanOrEqual(1e-5);
+  });
+
+  it("SIGTERM to one worker: every task exits 42 (a rank blocked in a collective sees a cancellation), launch 42", { timeout: 300_000 }, async () => {
+    const dir = tempDir();
+    const l = run(["launch", "--workers", "3", config(dir)], { DP_OUT: dir, DP_LAST_STEP: "100000", DP_PRINT_STEPS: "1" });
+    await l.waitFor(/\[worker:1\] trained 3$/m, 200_000);
+    const pid = Number(/started worker:1 at \S+ \(pid (\d+)\)/.exec(l.output())?.[1]);
+    process.kill(pid, "SIGTERM");
+    const r = await l.done;
+    expect(r.code, r.stderr).toBe(42);
+    for (const task of ["chief:0", "worker:0", "worker:1"]) expect(r.stderr, task).toContain(`[launch] ${task} exited with 42`);
+    expect(r.stderr).not.toMatch(/Training failed/);
   });
 
   it("a rank with another model: every task exits 2 before step 1, naming it and both shapes", { timeout: 300_000 }, async () => {
