@@ -6,7 +6,8 @@
  * they equal a single process trained on the shards concatenated in rank order within 1e-5
  * relative (the all-reduce sums in another order than one batch's gradient: float32 rounding);
  * only the chief wrote under the checkpoint directory (one `checkpoint` state file) and the chief
- * reported global examples/sec. A SIGTERM to one worker makes every task exit 42. A rank with
+ * reported global examples/sec. A SIGTERM to one worker makes every task exit 42; a SIGSTOPped worker
+ * is named by the others' UnavailableError (the heartbeat, not the collective's deadline). A rank with
  * another model makes every task exit 2 naming it.
  * Outcomes only, never timings.
  */
@@ -111,6 +112,23 @@ describe("launch --workers 3: synchronous data parallelism", () => {
     expect(r.code, r.stderr).toBe(42);
     for (const task of ["chief:0", "worker:0", "worker:1"]) expect(r.stderr, task).toContain(`[launch] ${task} exited with 42`);
     expect(r.stderr).not.toMatch(/Training failed/);
+  });
+
+  it("SIGSTOP one worker: the others' collectives raise UnavailableError naming it from the heartbeat, not the collective's deadline", { timeout: 300_000 }, async () => {
+    const dir = tempDir();
+    const l = run(["launch", "--workers", "3", config(dir)], { DP_OUT: dir, DP_LAST_STEP: "100000", DP_PRINT_STEPS: "1" });
+    await l.waitFor(/\[worker:1\] trained 3$/m, 200_000);
+    const pid = Number(/started worker:1 at \S+ \(pid (\d+)\)/.exec(l.output())?.[1]);
+    process.kill(pid, "SIGSTOP");
+    await l.waitFor("[launch] worker:0 exited with 1", 200_000);
+    const out = l.output();
+    for (const task of ["chief:0", "worker:0"]) {
+      // The collective's deadline is 60 s; the heartbeat timeout 5 s: the failure comes from the coordination service.
+      expect(out, task).toMatch(new RegExp(`\\[${task}\\] Training failed: UnavailableError: .*/job:worker/replica:0/task:1`));
+      expect(out, task).not.toMatch(new RegExp(`\\[${task}\\] Training failed: DeadlineExceededError`));
+    }
+    process.kill(pid, "SIGKILL");
+    expect((await l.done).code).not.toBe(0);
   });
 
   it("a rank with another model: every task exits 2 before step 1, naming it and both shapes", { timeout: 300_000 }, async () => {
