@@ -47,7 +47,7 @@ const teardownMs = async (): Promise<number> => {
 
 /** Median milliseconds of one durable save of the bundled model's variables. */
 const saveMs = async (): Promise<number> => {
-  const factory = job.sessionFactory as () => Session | Promise<Session>;
+  const factory = job({}).sessionFactory as () => Session | Promise<Session>;
   const session = await factory();
   const store = session.variables as VariableStore;
   await store.initialize();

@@ -54,6 +54,12 @@ export interface StepCounterHookOptions {
   /** Where the rate and warnings go (default: the session's logger). */
   readonly logger?: Logger | undefined;
   /**
+   * The examples one global step consumes (in data-parallel training, the global batch: the
+   * per-replica batch × the replicas). With it the hook also writes and logs `examples/sec`.
+   * Default: none (TensorFlow's behaviour, steps only).
+   */
+  readonly examplesPerStep?: number | undefined;
+  /**
    * @internal How many global steps one run advances (TensorFlow's `_set_steps_per_run`,
    * used by multi-step loops). Default 1.
    */
@@ -61,6 +67,8 @@ export interface StepCounterHookOptions {
 }
 
 const MAX_NOT_INCREASED_WARNINGS = 5;
+/** The tag of the examples rate (with `examplesPerStep`). */
+const EXAMPLES_TAG = "examples/sec";
 
 // ---------------------------------------------------------------------------------------------
 // constructors
@@ -101,6 +109,7 @@ export class StepCounterHook extends SessionRunHook {
   private readonly everyNSteps: number | undefined;
   private readonly everyNSecs: number | undefined;
   private readonly stepsPerRun: number;
+  private readonly examplesPerStep: number | undefined;
   private readonly ownSummaryWriter: ScalarSummaryWriter | undefined;
   private readonly outputDir: string | undefined;
   private summaryWriter: ScalarSummaryWriter | undefined;
@@ -128,6 +137,8 @@ export class StepCounterHook extends SessionRunHook {
     this.everyNSteps = everyNSteps;
     this.everyNSecs = everyNSecs;
     this.stepsPerRun = options.stepsPerRun ?? 1;
+    if (options.examplesPerStep !== undefined && !(options.examplesPerStep > 0)) throw new ValueError(`StepCounterHook: examplesPerStep must be a positive number, got ${options.examplesPerStep}`);
+    this.examplesPerStep = options.examplesPerStep;
     this.ownSummaryWriter = options.summaryWriter;
     this.summaryWriter = options.summaryWriter;
     this.outputDir = o.outputDir;
@@ -189,6 +200,11 @@ export class StepCounterHook extends SessionRunHook {
       }
     }
     this.logger.info(`${this.summaryTag}: ${formatG(stepsPerSec)}`, { step, stepsPerSec });
+    if (this.examplesPerStep !== undefined) {
+      const examplesPerSec = stepsPerSec * this.examplesPerStep;
+      writer?.addScalar(EXAMPLES_TAG, examplesPerSec, step);
+      this.logger.info(`${EXAMPLES_TAG}: ${formatG(examplesPerSec)}`, { step, examplesPerSec });
+    }
     if (env !== undefined) env.emit({ type: "stepRate", time: (this.ownClock ?? env.clock).now(), globalStep: step, stepsPerSec });
   }
 

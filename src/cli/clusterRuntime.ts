@@ -27,10 +27,14 @@ import { clusterSessionTargets } from "../cluster/grpcSessionTarget.js";
 import { ModelPublisher } from "../cluster/ModelPublisher.js";
 import { loadClusterToken } from "../cluster/security.js";
 import { Server, type ServerOptions } from "../cluster/Server.js";
-import { AbortedError, CancelledError, DeadlineExceededError, InvalidArgumentError, OpError, UnauthenticatedError, UnknownError } from "../errors.js";
+import { parseAddress } from "../cluster/TfConfig.js";
+import { DEFAULT_COLLECTIVE_TIMEOUT_SECS } from "../Collective.js";
+import { TcpCollective } from "../cluster/collective/TcpCollective.js";
+import { AbortedError, CancelledError, DeadlineExceededError, InvalidArgumentError, OpError, UnauthenticatedError, UnavailableError, UnknownError } from "../errors.js";
 import type { Logger } from "../Logger.js";
 import type { SessionTargetRegistry } from "../SessionTarget.js";
 import type { ClusterTask } from "./clusterTask.js";
+import type { ReplicaGroup } from "./replicaGroup.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -67,6 +71,8 @@ export class ClusterStartError extends Error {
 /** Options of {@link startClusterTask}. */
 export interface StartClusterOptions {
   readonly env: NodeJS.ProcessEnv;
+  /** The data-parallel group the job holds: joined (a `TcpCollective`) once every task registered. */
+  readonly group?: ReplicaGroup | undefined;
   readonly logger: Logger;
   readonly clock?: Clock;
 }
@@ -168,10 +174,26 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   }
   logger.info(`Every task of the cluster registered (generation ${client.generation ?? "?"}).`);
 
+  const group = options.group;
+  let collective: TcpCollective | undefined;
+  if (group !== undefined) {
+    try {
+      collective = await joinCollective(client, group, { address: task.address, token, tls, timeoutSecs: o.collectiveTimeoutSecs, clock, logger });
+    } catch (e) {
+      group.abandon(e as Error);
+      await client.close().catch(() => undefined);
+      await stopServer();
+      throw e;
+    }
+    group.attach(collective);
+  }
+
   let finishing = false;
   const failed = watch(client, () => finishing);
   // Nobody may be listening: the failure is read when the run loop asks.
   failed.catch(() => undefined);
+  // A rank blocked in a collective hears of the cluster's failure at once, not at the collective's deadline.
+  if (group !== undefined) failed.then((e) => failGroup(group, e), () => undefined);
   return {
     sessionTargets: clusterSessionTargets({ cluster: spec.asDict(), token, tls, publisher }),
     failed,
@@ -188,6 +210,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     },
     finish: async (clean) => {
       finishing = true;
+      await collective?.close().catch(() => undefined);
       let error: Error | undefined;
       if (!clean) {
         // A failing or preempted task leaves at once (the process is about to exit): the others
@@ -212,6 +235,84 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
 // ---------------------------------------------------------------------------------------------
 // utils
 // ---------------------------------------------------------------------------------------------
+
+/** Where each rank publishes its data-plane address and incarnation, per generation. */
+const COLLECTIVE_KEY = "monitored-session/run/collective";
+
+/** What {@link joinCollective} needs besides the client and the group. */
+interface JoinOptions {
+  /** This task's TF_CONFIG address: the data plane binds its host (any free port). */
+  readonly address: string;
+  readonly token: string | undefined;
+  readonly tls: ClusterTask["options"]["tls"];
+  readonly timeoutSecs: number | undefined;
+  readonly clock: Clock;
+  readonly logger: Logger;
+}
+
+/**
+ * Builds the group's `TcpCollective`: binds a port on this task's host, publishes its address and
+ * incarnation under the current generation, reads every other rank's (a blocking get with the
+ * collective's deadline), and connects the ring. A peer of another generation or incarnation is
+ * refused by the collective's handshake.
+ */
+const joinCollective = async (client: CoordinationClient, group: ReplicaGroup, o: JoinOptions): Promise<TcpCollective> => {
+  const generation = client.generation ?? 0;
+  const host = (parseAddress(o.address) as { host: string }).host;
+  const timeoutSecs = o.timeoutSecs ?? DEFAULT_COLLECTIVE_TIMEOUT_SECS;
+  // By rank: task names contain slashes, which keys use as separators.
+  const keyOf = (task: string): string => `${COLLECTIVE_KEY}/${generation}/rank${group.tasks.indexOf(task)}`;
+  const mine = group.tasks[group.rank] as string;
+  const others = group.tasks.filter((t) => t !== mine);
+  const gather = (what: string): Promise<string[]> =>
+    Promise.all(group.tasks.map((t) => (t === mine ? Promise.resolve("") : client.get(`${keyOf(t)}/${what}`, { timeoutMs: timeoutSecs * 1000 }))));
+  // First the incarnations (known at registration), so that the collective refuses any other.
+  await client.insert(`${keyOf(mine)}/incarnation`, client.incarnation);
+  const incarnations = await gather("incarnation");
+  const collective = new TcpCollective({
+    rank: group.rank,
+    addresses: group.tasks.map(() => `${host.includes(":") ? `[${host}]` : host}:0`),
+    tasks: group.tasks,
+    generation,
+    incarnation: client.incarnation,
+    peerIncarnations: incarnations.map((inc, r) => (r === group.rank ? undefined : inc)),
+    token: o.token,
+    tls: o.tls,
+    collectiveTimeoutSecs: timeoutSecs,
+    connectTimeoutSecs: timeoutSecs,
+    clock: o.clock,
+    logger: o.logger,
+  });
+  try {
+    const bound = await collective.listen();
+    await client.insert(`${keyOf(mine)}/address`, bound);
+    const addresses = await gather("address");
+    addresses[group.rank] = bound;
+    await collective.connect(addresses);
+  } catch (e) {
+    await collective.close().catch(() => undefined);
+    throw e;
+  }
+  o.logger.info(`Joined the replica group: rank ${group.rank} of ${group.size} (${others.length === 0 ? "alone" : `with ${others.join(", ")}`}; collective deadline ${timeoutSecs} s, cluster.collectiveTimeoutSecs).`);
+  return collective;
+};
+
+/**
+ * Tells the group of the cluster's failure `e`: a preemption report cancels its collectives
+ * (CancelledError: the ranks exit with the preemption code); anything else fails them with
+ * UnavailableError naming the failed task (the first rank the message names, else the message itself).
+ */
+const failGroup = (group: ReplicaGroup, e: Error): void => {
+  if (isPreemptionReport(e)) {
+    void group.close();
+    return;
+  }
+  const mine = group.tasks[group.rank];
+  const named = group.tasks.filter((t) => t !== mine && e.message.includes(t));
+  const error = e instanceof UnavailableError ? e : new UnavailableError(`the cluster failed: ${e.message}`, { cause: e });
+  const others = group.tasks.filter((t) => t !== mine);
+  for (const t of named.length > 0 ? named : others.slice(0, 1)) group.onPeerFailed(t, error);
+};
 
 /**
  * Waits on a key nobody writes, again after each timeout: the coordination client rejects the

@@ -22,6 +22,7 @@ import {
   loadConfig,
   type ConfigIssue,
   type Job,
+  type JobContext,
   type Plugin,
   type TrainingConfig,
 } from "../config/index.js";
@@ -72,6 +73,8 @@ export const prepareRun = async (
   verbose: boolean,
   /** A cluster's worker (from TF_CONFIG): it never writes `checkpoint.dir` or `summaries.dir`, so they are not checked. */
   worker = false,
+  /** What the job module's default export, if a function, receives (from the loaded configuration). */
+  contextOf: (config: TrainingConfig) => JobContext = () => ({}),
 ): Promise<Either<number, PreparedRun>> => {
   const fail = (f: ModuleFailure, file: string): Either<number, never> => {
     err.write(`${file}: ${f.message}\n`);
@@ -123,7 +126,7 @@ export const prepareRun = async (
 
   const namespace = await importModule(config.module, "module", baseDir);
   if (isLeft(namespace)) return fail(namespace.left, file);
-  const decodedJob = await decodeJob(namespace.right);
+  const decodedJob = await decodeJob(namespace.right, contextOf(config));
   if (isLeft(decodedJob)) {
     printIssues(err, isAbsolute(config.module) ? config.module : resolve(baseDir, config.module), decodedJob.left);
     return left(ExitCodes.usage);

@@ -25,8 +25,8 @@ import { BundleSaver, CheckpointDirInUseError, CheckpointManager } from "../chec
 import { systemClock, type Clock } from "../Clock.js";
 import { resolveTfConfig } from "../cluster/ClusterResolver.js";
 import { TF_CONFIG } from "../cluster/TfConfig.js";
-import { checkpointDirOf, ConfigError, lastStepOf, toMonitoredTrainingSessionOptions, type SessionRole } from "../config/index.js";
-import { ValueError } from "../errors.js";
+import { checkpointDirOf, ConfigError, lastStepOf, toMonitoredTrainingSessionOptions, type JobContext, type SessionRole, type TrainingConfig } from "../config/index.js";
+import { InvalidArgumentError, ValueError } from "../errors.js";
 import type { Logger, LogLevel } from "../Logger.js";
 import { withSession, type MonitoredSession } from "../MonitoredSession.js";
 import { monitoredTrainingSession } from "../training/monitoredTrainingSession.js";
@@ -40,6 +40,7 @@ import { fileWriterCache } from "../summary/index.js";
 import { clusterTaskOf, describeTask, readTfConfig, type ClusterTask } from "./clusterTask.js";
 import { ClusterStartError, isPreemptionReport, startClusterTask, type ClusterRuntime } from "./clusterRuntime.js";
 import { ExitCodes } from "./exitCodes.js";
+import { ReplicaGroup, ReplicaGroupError } from "./replicaGroup.js";
 import { failureMessage } from "./faults.js";
 import { exitOnRepeatedNotice } from "./forcedExit.js";
 import { prepareRun, printIssues } from "./preflight.js";
@@ -132,7 +133,20 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
     printIssues(io.err, TF_CONFIG, tfConfig.left);
     return ExitCodes.usage;
   }
-  const prepared = await prepareRun(configPath, io.err, verbose, tfConfig.right !== undefined && !resolveTfConfig(tfConfig.right).isChief);
+  const resolved = tfConfig.right === undefined ? undefined : resolveTfConfig(tfConfig.right);
+  // The data-parallel group the job may take (rank and size from TF_CONFIG); joined only if the job reads it.
+  const replicas = resolved === undefined ? undefined : ReplicaGroup.of(resolved);
+  let group: ReplicaGroup | undefined;
+  const contextOf = (c: TrainingConfig): JobContext =>
+    replicas === undefined || c.cluster?.dataParallel === false
+      ? {}
+      : {
+          get replica() {
+            group = replicas;
+            return replicas.context;
+          },
+        };
+  const prepared = await prepareRun(configPath, io.err, verbose, resolved !== undefined && !resolved.isChief, contextOf);
   if (isLeft(prepared)) return prepared.left;
   const { config, baseDir, file, job, registry, backendNote } = prepared.right;
   const clustered = tfConfig.right === undefined ? right(undefined) : clusterTaskOf(tfConfig.right, config, baseDir);
@@ -155,6 +169,11 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
   if (backendNote !== undefined) logger.info(backendNote);
   const role: SessionRole | undefined = task === undefined ? undefined : { isChief: task.isChief, master: task.master };
   if (task !== undefined) logger.info(`Cluster task ${describeTask(task)}.`);
+  if (group !== undefined) {
+    const perReplica = job.batchSize === undefined ? "the per-replica batch" : String(job.batchSize);
+    const global = job.batchSize === undefined ? "" : ` = ${job.batchSize * group.size}`;
+    logger.info(`Data-parallel training: rank ${group.rank} of ${group.size}; global batch = ${perReplica} × ${group.size}${global}.`);
+  }
 
   let sessionOptions;
   try {
@@ -165,6 +184,8 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
     return ExitCodes.usage;
   }
 
+  // In data-parallel training the chief's step counter also counts the global batch.
+  if (job.batchSize !== undefined && group !== undefined) sessionOptions = { ...sessionOptions, examplesPerStep: job.batchSize * group.size };
   const watchFile = config.preemption?.watchFile === undefined ? undefined : resolve(baseDir, config.preemption.watchFile);
   if (watchFile !== undefined) notices.watchFile(watchFile);
   try {
@@ -215,7 +236,7 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
   // Then the task's server and its registration with the cluster (every task, before training).
   let cluster: ClusterRuntime | undefined;
   if (task !== undefined) {
-    const started = await startCluster(task, io, logger, clock, notices);
+    const started = await startCluster(task, io, logger, clock, notices, group);
     if (typeof started === "number") {
       await manager?.close();
       return started === ExitCodes.preempted ? exitCodeOf(config) : started;
@@ -346,6 +367,27 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
       io.err.write(`${e.message}\n`);
       return ExitCodes.usage;
     }
+    // A collective's failure carries the collective's error.
+    const groupFailure = e instanceof ReplicaGroupError ? e.cause : undefined;
+    // A peer that leaves the group for a termination notice looks like a peer gone: the
+    // coordination service says which, shortly after (its report, or the failure it declares).
+    if (groupFailure !== undefined && cluster !== undefined && !preempting()) await settledWithin(cluster.failed, WHY_A_PEER_LEFT_MS, clock);
+    if (groupFailure !== undefined && preempting()) e = new PreemptedExit(exitCodeOf(config), false);
+    // The replicas build different models: a configuration to fix, before any update. Found by
+    // the replicas' signature check at the first step, or by a worker that cannot take the
+    // chief's values; the others learn it from the cluster (the reported error).
+    const mismatch = isModelMismatch(e)
+      ? e.message
+      : group !== undefined && !isChief && !started && e instanceof InvalidArgumentError && / mismatch/.test(e.message)
+        ? `${MODEL_MISMATCH} ${task?.name ?? "this task"} (rank ${group.rank}) cannot take the chief's values: ${e.message}. Every worker must build the same model (same layers, shapes and dtypes).`
+        : clusterFailure?.message.includes(MODEL_MISMATCH) === true
+          ? clusterFailure.message.slice(clusterFailure.message.indexOf(MODEL_MISMATCH))
+          : undefined;
+    if (mismatch !== undefined && group !== undefined) {
+      io.err.write(`${task?.name ?? "this task"}: ${mismatch.split("\n")[0] ?? ""}\n`);
+      if (cluster !== undefined && clusterFailure === undefined) await cluster.reportFailure(new InvalidArgumentError(mismatch));
+      return ExitCodes.usage;
+    }
     if (e instanceof PreemptedExit) {
       // The checkpoint is durable: a platform waiting for it (Azure) may go on.
       if (e.saved) await notices.acknowledge();
@@ -353,16 +395,18 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
       logger.info(
         e.saved
           ? `Preempted: checkpoint saved; exiting with ${e.exitCode} (run the same command again to resume).`
-          : task !== undefined && !isChief
+          : groupFailure !== undefined
+            ? `Preempted (${why}) during a collective, which was cancelled: exiting with ${e.exitCode} without saving (the run resumes from the last checkpoint).`
+            : task !== undefined && !isChief
             ? `Preempted (${why}): a worker exits with ${e.exitCode} without saving (the chief saves).`
             : `Preempted (${why}) with no preemption checkpoint configured: exiting with ${e.exitCode} without saving.`,
       );
       where();
       return e.exitCode;
     }
-    io.err.write(failureMessage(e, verbose));
+    io.err.write(failureMessage(groupFailure ?? e, verbose));
     // The others stop too, naming this task (unless the failure came from the cluster).
-    if (cluster !== undefined && e !== clusterFailure) await cluster.reportFailure(e);
+    if (cluster !== undefined && e !== clusterFailure && clusterFailure === undefined) await cluster.reportFailure(groupFailure ?? e);
     return ExitCodes.failure;
   } finally {
     if (!finished) await cluster?.finish(false);
@@ -383,8 +427,8 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
  * it cannot (2 for what the user fixes, with one line; 42 for a termination notice that came
  * while it waited for the other tasks; 1 for anything else).
  */
-const startCluster = async (task: ClusterTask, io: CliIo, logger: Logger, clock: Clock, notices: TerminationNotices): Promise<ClusterRuntime | number> => {
-  const starting = startClusterTask(task, { env: io.env, logger, clock });
+const startCluster = async (task: ClusterTask, io: CliIo, logger: Logger, clock: Clock, notices: TerminationNotices, group: ReplicaGroup | undefined): Promise<ClusterRuntime | number> => {
+  const starting = startClusterTask(task, { env: io.env, logger, clock, group });
   let onNotice: (() => void) | undefined;
   const noticed = new Promise<"notice">((ok) => {
     onNotice = () => ok("notice");
@@ -437,6 +481,22 @@ const raceCreation = async (
   } finally {
     subscription?.unsubscribe();
   }
+};
+
+/** The replicas' signature check failed (src/tfjs/internal/Replicas.ts): the ranks build different models. */
+const isModelMismatch = (e: unknown): e is InvalidArgumentError => e instanceof InvalidArgumentError && e.message.startsWith(MODEL_MISMATCH);
+
+/** How the replicas' signature check's error starts. */
+const MODEL_MISMATCH = "The replicas' models differ:";
+
+/** How long a rank whose collective failed waits for the coordination service to say why (a preemption exits 42, not 1). */
+const WHY_A_PEER_LEFT_MS = 5_000;
+
+/** Resolves once `p` settles, or after `ms`, whichever comes first (never rejects). */
+const settledWithin = async (p: Promise<unknown>, ms: number, clock: Clock): Promise<void> => {
+  let timer: { cancel(): void } | undefined;
+  await Promise.race([p.then(() => undefined, () => undefined), new Promise<void>((ok) => (timer = clock.setTimer(ms, ok)))]);
+  timer?.cancel();
 };
 
 /** The configured preemption exit code (default 42). */

@@ -79,6 +79,11 @@ const ClusterSectionStruct = struct(
     tls: optional(ClusterTls, "TLS from PEM files.", "plaintext"),
     bindAddress: optional(BindAddress, "Where this task's server listens, when not its TF_CONFIG address (NAT, Kubernetes).", "the task's address"),
     timeouts: optional(ClusterTimeouts, "The coordination timeouts.", "see the table in docs/distributed.md"),
+    dataParallel: optional(
+      t.boolean,
+      "Synchronous data parallelism: every training task (chief rank 0, workers 1..N in index order) joins one collective, which the job receives (`JobContext.replica`) to average its gradients and shard its data; false trains independent replicas that only start from the chief's values.",
+      "true",
+    ),
     collectiveTimeoutSecs: optional(PositiveNumber, "The deadline of every collective (all-reduce, broadcast, barrier); at expiry every rank raises DeadlineExceededError naming the slowest rank.", "60"),
   },
   (v) => {

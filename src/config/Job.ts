@@ -27,13 +27,14 @@ import { left, type Either } from "fp-ts/lib/Either.js";
 import { pipe } from "fp-ts/lib/function.js";
 import * as t from "io-ts";
 
+import type { Collective } from "../Collective.js";
 import { Graph } from "../Graph.js";
 import { Scaffold } from "../Scaffold.js";
 import type { Feeds, FetchResult, Fetches } from "../Session.js";
 import type { SessionFactory } from "../SessionManager.js";
 import { hookProblems, type SessionRunHook } from "../SessionRunHook.js";
 import { FetchesCodec } from "./HookRegistry.js";
-import { decode, NonNegativeInt, optional, refined, struct, type Issue } from "../codec.js";
+import { decode, NonNegativeInt, optional, PositiveInt, refined, struct, type Issue } from "../codec.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -43,6 +44,27 @@ import { decode, NonNegativeInt, optional, refined, struct, type Issue } from ".
 export interface StepInfo {
   /** Runs of this process, from 1. */
   readonly run: number;
+}
+
+/** This process's place in a synchronous data-parallel group, as `run` gives it to a job (see {@link JobContext}). */
+export interface ReplicaContext {
+  /** This replica's rank: the chief is 0, workers 1..N−1 in index order. */
+  readonly rank: number;
+  /** The number of replicas. */
+  readonly size: number;
+  /** The group: pass it to `tfjsSession({ collective })` to average the gradients. */
+  readonly collective: Collective;
+  /** This replica's shard of the data: pass it to `InMemoryDataSource`'s `shard`. */
+  readonly shard: { readonly index: number; readonly count: number };
+}
+
+/**
+ * What `run` passes to a module whose default export is a function returning the job:
+ * `replica` is set when the process is one replica of a data-parallel cluster (TF_CONFIG set,
+ * `cluster.dataParallel` not false), and absent in one process.
+ */
+export interface JobContext {
+  readonly replica?: ReplicaContext | undefined;
 }
 
 /** A training job: what to run each step. One of `graph`, `sessionFactory` and `scaffold` is needed. */
@@ -61,6 +83,11 @@ export interface Job<F extends Fetches = Fetches> {
   readonly lastStep?: number;
   /** Hooks that need code (e.g. a `FeedFnHook`); they run after the configured ones. */
   readonly hooks?: readonly SessionRunHook[];
+  /**
+   * The examples one step consumes on one replica (the per-worker batch). With it the chief's
+   * StepCounterHook also reports `examples/sec`, counting the global batch (× the replicas).
+   */
+  readonly batchSize?: number;
   /** Called after each step with its results. */
   readonly onStep?: (results: FetchResult<F>, info: StepInfo) => void | Promise<void>;
 }
@@ -104,6 +131,7 @@ export const JobCodec = struct(
     ),
     lastStep: optional(NonNegativeInt, "Where to stop without a configured lastStep."),
     hooks: optional(t.array(HookCodec), "Hooks that need code: `SessionRunHook` instances or plain objects with hook methods."),
+    batchSize: optional(PositiveInt, "The examples one step consumes on one replica; the chief's StepCounterHook then reports examples/sec of the global batch."),
     onStep: optional(fn, "Called after each step."),
   },
   (j) => (j.graph === undefined && j.sessionFactory === undefined && j.scaffold === undefined ? [{ message: "a job needs one of graph, sessionFactory and scaffold" }] : []),
@@ -111,12 +139,12 @@ export const JobCodec = struct(
 
 /**
  * Checks a training module's namespace: its default export must be a job (or a function,
- * possibly async, returning one). Paths start at `default`.
+ * possibly async, returning one from `context`). Paths start at `default`.
  */
-export const decodeJob = async (moduleNamespace: unknown): Promise<Either<Issue[], Job>> => {
+export const decodeJob = async (moduleNamespace: unknown, context: JobContext = {}): Promise<Either<Issue[], Job>> => {
   let value = (moduleNamespace as { default?: unknown } | null)?.default;
   if (value === undefined) return left([{ path: "default", message: "the training module has no default export (export default defineJob({ ... }))" }]);
-  if (typeof value === "function") value = await (value as () => unknown)();
+  if (typeof value === "function") value = await (value as (context: JobContext) => unknown)(context);
   return pipe(
     decode(JobCodec, value),
     E.bimap(

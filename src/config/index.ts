@@ -85,7 +85,7 @@ export { applyPlugins, decodePlugin, definePlugin, type Plugin } from "./Plugin.
 export { checkNames, namesUsed, type NameUse } from "./checkNames.js";
 
 /* Jobs */
-export { decodeJob, defineJob, JobCodec, type Job, type StepInfo } from "./Job.js";
+export { decodeJob, defineJob, JobCodec, type Job, type JobContext, type ReplicaContext, type StepInfo } from "./Job.js";
 
 /* Mapping */
 export {

@@ -91,6 +91,8 @@ export interface MonitoredTrainingSessionOptions {
   readonly saveSummariesSecs?: Cadence;
   /** Log the step rate every this many steps (default 100; `0`/`null` disables). */
   readonly logStepCountSteps?: number | null;
+  /** The examples one global step consumes (the global batch): the chief's StepCounterHook then also reports `examples/sec`. */
+  readonly examplesPerStep?: number | undefined;
   /** Grace period for tasks when the session closes (default 120). */
   readonly stopGracePeriodSecs?: number;
   /** How long a worker waits for the chief (default 7200). */
@@ -185,7 +187,7 @@ export const monitoredTrainingSession = async (
   // The target's hooks (a grpc:// chief's model service) come first: they see every step boundary.
   const hooks: SessionRunHook[] = [...(target.chiefHooks ?? []), ...(options.chiefOnlyHooks ?? [])];
   if (summaryDir !== undefined && cadences.logStepCountSteps !== undefined) {
-    hooks.push(new StepCounterHook({ outputDir: summaryDir, everyNSteps: cadences.logStepCountSteps }));
+    hooks.push(new StepCounterHook({ outputDir: summaryDir, everyNSteps: cadences.logStepCountSteps, examplesPerStep: options.examplesPerStep }));
   }
   if (summaryDir !== undefined && (cadences.saveSummariesSteps !== undefined || cadences.saveSummariesSecs !== undefined)) {
     hooks.push(

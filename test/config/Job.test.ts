@@ -26,6 +26,21 @@ describe("decodeJob", () => {
     expect(isRight(r)).toBe(true);
   });
 
+  it("calls a function default export with the context (empty by default); batchSize must be a positive integer", async () => {
+    const seen: unknown[] = [];
+    const factory = (context: unknown) => {
+      seen.push(context);
+      return defineJob({ graph, batchSize: 64 });
+    };
+    const context = { replica: undefined };
+    expect(isRight(await decodeJob({ default: factory }, context))).toBe(true);
+    expect(isRight(await decodeJob({ default: factory }))).toBe(true);
+    expect(seen).toEqual([context, {}]);
+    expect(seen[0]).toBe(context);
+    const bad = await decodeJob({ default: { graph, batchSize: 0 } });
+    expect(isLeft(bad) && bad.left.map((i) => i.path)).toEqual(["default.batchSize"]);
+  });
+
   it("rejects what is not a hook, naming the key that is wrong", async () => {
     const r = await decodeJob({ default: { graph, hooks: [{ afterRun: 3 }, "x", { provides: [1] }] } });
     expect(isLeft(r) && r.left.map((i) => `${i.path}: ${i.message}`)).toEqual([

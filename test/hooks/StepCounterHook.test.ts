@@ -56,6 +56,19 @@ describe("StepCounterHook", () => {
     expect(logger.messages("warn")).toEqual([]);
   });
 
+  it("examplesPerStep: also writes and logs examples/sec (steps/sec × examples per step); a non-positive value is rejected", async () => {
+    const writer = new FakeSummaryWriter();
+    // Data parallelism: 64 examples per replica × 3 replicas per global step.
+    const hook = new StepCounterHook({ everyNSteps: 10, summaryWriter: writer, examplesPerStep: 192 });
+    const logger = await train(hook, 12, 10);
+    expect(writer.summaries.get(11)).toEqual([
+      { tag: "global_step/sec", value: 100 },
+      { tag: "examples/sec", value: 19_200 },
+    ]);
+    expect(logger.messages("info")).toEqual(["global_step/sec: 100", "examples/sec: 19200"]);
+    expect(() => new StepCounterHook({ examplesPerStep: 0 })).toThrow(/examplesPerStep must be a positive number, got 0/);
+  });
+
   it("StepCounterHookTest.test_step_counter_every_n_secs: everyNSecs 0.1 with 0.2 s between runs writes at steps 2 and 3", async () => {
     const writer = new FakeSummaryWriter();
     const hook = new StepCounterHook({ everyNSteps: null, everyNSecs: 0.1, summaryWriter: writer });
