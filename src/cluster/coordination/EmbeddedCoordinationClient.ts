@@ -73,6 +73,8 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
   private identity: CallerIdentity | undefined;
   private readonly failure = new ErrorLatch();
   private worker: HeartbeatWorker | undefined;
+  /** The current heartbeat thread's token (its errors are ignored once it is replaced). */
+  private thread: object | undefined;
   private inlineTimer: TimerHandle | undefined;
 
   constructor(
@@ -96,10 +98,12 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
     await this.stopHeartbeats();
     this.identity = undefined;
     this.failure.reset();
-    // The heartbeat path is opened before registering: the service expects the first heartbeat
-    // within the heartbeat timeout of the registration, and opening it (a thread that loads a
-    // gRPC client, say) can take seconds on a loaded machine.
-    const port = this.heartbeats === "thread" ? await this.transport.openPort() : undefined;
+    // The heartbeat path (the port, and the thread that beats on it) is ready before the task
+    // registers: the service expects the first heartbeat within the heartbeat timeout of the
+    // registration, and starting a thread (one that loads a gRPC client, say) can take seconds
+    // on a loaded machine.
+    const worker = this.heartbeats === "thread" ? await this.startHeartbeatThread() : undefined;
+    this.worker = worker;
     let registered: { generation: number; serviceId: string };
     try {
       registered = await this.transport.api.register({
@@ -110,12 +114,13 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
         timeoutMs: this.timeouts.registrationTimeoutMs,
       });
     } catch (e) {
-      port?.close();
+      await this.stopHeartbeats();
       throw e;
     }
     const identity: CallerIdentity = { task: this.task, incarnation: this.incarnation, generation: registered.generation, serviceId: registered.serviceId };
     this.identity = identity;
-    await this.startHeartbeats(identity, port);
+    if (worker !== undefined) worker.begin(identity);
+    else this.beatInline(identity);
   }
 
   async insert(key: string, value: string): Promise<void> {
@@ -192,12 +197,25 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
     if (this.identity !== undefined) this.failure.set(error);
   }
 
-  private async startHeartbeats(identity: CallerIdentity, port: MessagePort | undefined): Promise<void> {
-    const intervalMs = this.timeouts.heartbeatIntervalMs;
-    if (port !== undefined) {
-      this.worker = await HeartbeatWorker.embedded(port, identity, intervalMs, (e) => this.onHeartbeatError(e));
-      return;
+  private async startHeartbeatThread(): Promise<HeartbeatWorker> {
+    const port = await this.transport.openPort();
+    // The thread's errors count from its start (even before it begins beating), until the
+    // next connect() or close() replaces it.
+    const thread = {};
+    this.thread = thread;
+    const onError = (e: OpError): void => {
+      if (this.thread === thread) this.failure.set(e);
+    };
+    try {
+      return await HeartbeatWorker.embedded(port, this.timeouts.heartbeatIntervalMs, onError);
+    } catch (e) {
+      port.close();
+      throw e;
     }
+  }
+
+  private beatInline(identity: CallerIdentity): void {
+    const intervalMs = this.timeouts.heartbeatIntervalMs;
     const beat = (): void => {
       this.inlineTimer = this.clock.setTimer(intervalMs, () => {
         this.transport.api.heartbeat(identity).then(
@@ -212,6 +230,7 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
   }
 
   private async stopHeartbeats(): Promise<void> {
+    this.thread = undefined;
     this.inlineTimer?.cancel();
     this.inlineTimer = undefined;
     const worker = this.worker;

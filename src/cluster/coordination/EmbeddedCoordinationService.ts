@@ -81,6 +81,11 @@ export interface EmbeddedCoordinationServiceOptions {
   readonly heartbeatTimeoutMs?: number;
   /** How often heartbeats are checked (default 1 s, TensorFlow's, or a quarter of the timeout if less). */
   readonly stalenessCheckMs?: number;
+  /**
+   * A staleness check later than this (default a quarter of `stalenessCheckMs`) means the
+   * service's own thread was stalled: the lateness is added to every task's deadline.
+   */
+  readonly stallToleranceMs?: number;
   readonly clock?: Clock;
 }
 
@@ -117,6 +122,12 @@ interface Generation {
 
 const SHUTDOWN_BARRIER = "monitored-session/shutdown";
 
+/**
+ * Event-loop turns the staleness check lets pass before it declares a task failed: a heartbeat
+ * read from a socket reaches the service after a few callbacks (HTTP/2 frames, then the handler).
+ */
+const DRAIN_TURNS = 3;
+
 // ---------------------------------------------------------------------------------------------
 // constructors
 // ---------------------------------------------------------------------------------------------
@@ -131,6 +142,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
   readonly heartbeatTimeoutMs: number;
   private readonly clock: Clock;
   private readonly checkMs: number;
+  private readonly stallToleranceMs: number;
   private current: Generation | undefined;
   private lastNumber = 0;
   private closed = false;
@@ -143,6 +155,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
     this.clock = options.clock ?? systemClock;
     this.heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs;
     this.checkMs = options.stalenessCheckMs ?? Math.min(1000, this.heartbeatTimeoutMs / 4);
+    this.stallToleranceMs = options.stallToleranceMs ?? this.checkMs / 4;
     this.scheduleCheck();
   }
 
@@ -528,25 +541,41 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
 
   private scheduleCheck(): void {
     this.nextCheckAt = this.clock.now() + this.checkMs;
-    this.checkTimer = this.clock.setTimer(this.checkMs, () => this.checkHeartbeats());
+    this.checkTimer = this.clock.setTimer(this.checkMs, () => void this.checkHeartbeats());
   }
 
-  private checkHeartbeats(): void {
-    const now = this.clock.now();
+  /**
+   * Credits the time this thread did not run since `expectedAt` to every task. A late tick
+   * means the thread was blocked (a synchronous step, a save, a machine short of CPU): the
+   * tasks' heartbeats may sit unread in its queue, so that time does not count against anyone.
+   */
+  private creditStall(expectedAt: number): void {
+    const lateMs = this.clock.now() - expectedAt;
     const g = this.current;
-    // A late check means this thread was blocked: the time it was not watching does not count
-    // against anyone, whose heartbeats may sit unread in its queue.
-    const lateMs = now - this.nextCheckAt;
-    if (g !== undefined && lateMs > this.checkMs) {
-      for (const r of g.registered.values()) r.lastHeartbeatMs += lateMs;
-    }
-    // Heartbeats start when `connect()` returns, once every task registered.
-    if (g !== undefined && g.error === undefined && g.registered.size === g.tasks.length) {
-      const stale = [...g.registered.entries()].filter(
-        ([, r]) => !r.left && now - r.lastHeartbeatMs > this.heartbeatTimeoutMs,
-      );
-      if (stale.length > 0) {
-        const names = stale.map(([t]) => t);
+    if (g === undefined || lateMs <= this.stallToleranceMs) return;
+    for (const r of g.registered.values()) r.lastHeartbeatMs += lateMs;
+  }
+
+  /** The tasks of `g` silent for longer than the heartbeat timeout (none before all registered). */
+  private stale(g: Generation): string[] {
+    if (g.error !== undefined || g.registered.size < g.tasks.length) return [];
+    const now = this.clock.now();
+    return [...g.registered.entries()]
+      .filter(([, r]) => !r.left && now - r.lastHeartbeatMs > this.heartbeatTimeoutMs)
+      .map(([t]) => t);
+  }
+
+  private async checkHeartbeats(): Promise<void> {
+    this.creditStall(this.nextCheckAt);
+    const g = this.current;
+    if (g !== undefined && this.stale(g).length > 0) {
+      // Before any verdict, let the event loop read the heartbeats already received (they wait
+      // behind this timer after a stall); a stall during that drain is credited too.
+      const drainStart = this.clock.now();
+      for (let i = 0; i < DRAIN_TURNS; i++) await this.yieldTurn();
+      this.creditStall(drainStart);
+      const names = this.closed || g !== this.current ? [] : this.stale(g);
+      if (names.length > 0) {
         this.fail(
           g,
           new UnavailableError(
@@ -555,6 +584,11 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
         );
       }
     }
-    this.scheduleCheck();
+    if (!this.closed) this.scheduleCheck();
+  }
+
+  /** One full turn of the event loop (its I/O callbacks included). */
+  private yieldTurn(): Promise<void> {
+    return this.clock.yieldTurn?.() ?? new Promise<void>((resolve) => setImmediate(resolve));
   }
 }

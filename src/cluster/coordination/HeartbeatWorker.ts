@@ -46,9 +46,12 @@ export interface EtcdHeartbeatData {
 
 const EMBEDDED_SCRIPT = `
 const { parentPort, workerData } = require("node:worker_threads");
-const { port, identity, intervalMs } = workerData;
+const { port, intervalMs } = workerData;
 let id = 0;
+let identity;
+let timer;
 let stopped = false;
+// Also before "begin": the client counts this thread's errors from its start.
 const fail = (status) => {
   if (stopped) return;
   stopped = true;
@@ -58,9 +61,14 @@ const fail = (status) => {
 port.on("message", (msg) => { if (msg.status !== undefined) fail(msg.status); });
 port.on("close", () => fail({ code: ${ErrorCode.UNAVAILABLE}, message: "the coordination service's port closed (its host stopped)" }));
 const beat = () => port.postMessage({ id: id++, method: "heartbeat", request: identity });
-const timer = setInterval(beat, intervalMs);
-beat();
-parentPort.on("message", () => {
+parentPort.on("message", (msg) => {
+  if (msg.type === "begin") {
+    if (stopped) return;
+    identity = msg.identity;
+    timer = setInterval(beat, intervalMs);
+    beat();
+    return;
+  }
   stopped = true;
   clearInterval(timer);
   port.close();
@@ -126,16 +134,19 @@ export class HeartbeatWorker {
   ) {}
 
   /**
-   * Starts beating to an embedded service through `port` (see `openServicePort`), every
-   * `intervalMs`. `onError` gets the first rejection (the cluster's error, or a lost service).
+   * Starts a thread that will beat to an embedded service through `port` (see
+   * `openServicePort`) every `intervalMs`, once {@link begin} gives it the task's identity.
+   * Started before the task registers, so that a thread slow to start (seconds on a loaded
+   * machine) does not eat into the first heartbeat's deadline. `onError` gets the first
+   * rejection (the cluster's error, or a lost service).
    */
-  static embedded(
-    port: MessagePort,
-    identity: CallerIdentity,
-    intervalMs: number,
-    onError: (error: OpError) => void,
-  ): Promise<HeartbeatWorker> {
-    return HeartbeatWorker.start(EMBEDDED_SCRIPT, { port, identity, intervalMs }, [port], onError);
+  static embedded(port: MessagePort, intervalMs: number, onError: (error: OpError) => void): Promise<HeartbeatWorker> {
+    return HeartbeatWorker.start(EMBEDDED_SCRIPT, { port, intervalMs }, [port], onError);
+  }
+
+  /** Starts beating as `identity` (the embedded thread: the first heartbeat goes out at once). */
+  begin(identity: CallerIdentity): void {
+    this.worker.postMessage({ type: "begin", identity });
   }
 
   /** Grants an etcd lease, attaches `data.aliveKey` to it and keeps it alive. */

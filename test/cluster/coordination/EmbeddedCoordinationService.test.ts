@@ -12,7 +12,7 @@ import {
   InvalidArgumentError,
   UnavailableError,
 } from "../../../src/errors.js";
-import { VirtualClock } from "../../../src/testing/VirtualClock.js";
+import { flush, VirtualClock } from "../../../src/testing/VirtualClock.js";
 import { chief, rejection, tasks, worker1, worker2 } from "./conformance.js";
 
 /** Three in-process tasks on a virtual clock, TensorFlow's default timeouts (10 s, 5 s). */
@@ -34,6 +34,14 @@ const settled = async (promise: Promise<unknown>): Promise<boolean> => {
   );
   await new Promise((r) => setImmediate(r));
   return done;
+};
+
+/**
+ * A few event-loop turns: a staleness check that finds a silent task gives the loop turns to
+ * read waiting heartbeats before its verdict, so the verdict comes a few turns after the tick.
+ */
+const turns = async (n = 5): Promise<void> => {
+  for (let i = 0; i < n; i++) await flush();
 };
 
 /** Three tasks of which the chief left first: its shutdown barrier timed out (the workers still train). */
@@ -73,6 +81,7 @@ describe("EmbeddedCoordinationService (virtual clock)", () => {
     const [c, w1, frozen] = [make(chief, clock), make(worker1, clock), make(worker2, frozenClock)];
     await Promise.all([c.connect(), w1.connect(), frozen.connect()]);
     await clock.advanceSecs(12);
+    await turns();
     const seen = await rejection(w1.tryGet("k"));
     expect(seen).toBeInstanceOf(UnavailableError);
     expect(seen.message).toContain(worker2);
@@ -97,6 +106,7 @@ describe("EmbeddedCoordinationService (virtual clock)", () => {
     await w2.close();
     clock.set(clock.now() + 30_000);
     await clock.advanceSecs(12);
+    await turns();
     const e = await rejection(c.tryGet("k"));
     expect(e).toBeInstanceOf(UnavailableError);
     expect(e.message).toContain(worker2);
@@ -234,6 +244,118 @@ describe("EmbeddedCoordinationService (virtual clock)", () => {
     expect(w1.generation).toBe(2);
     await clock.advanceSecs(60);
     expect(await w1.tryGet("k")).toBeUndefined();
+  });
+});
+
+/**
+ * The service's event loop, simulated: heartbeats the tasks sent wait in `inbox` (a socket's
+ * queue) until the loop reads them, either in its normal turn ({@link read}) or when the
+ * service itself yields a turn.
+ */
+class ServiceLoopClock extends VirtualClock {
+  readonly inbox: Array<() => void> = [];
+
+  override yieldTurn(): Promise<void> {
+    this.read();
+    return super.yieldTurn();
+  }
+
+  /** The loop's I/O phase: every waiting heartbeat reaches the service. */
+  read(): void {
+    for (const deliver of this.inbox.splice(0)) deliver();
+  }
+}
+
+/**
+ * Three tasks whose heartbeats (every 5 s of the tasks' own clock) queue in the service loop's
+ * inbox; the service checks them every second of its own clock (TensorFlow's timeouts).
+ */
+const queuedSetup = async () => {
+  const loop = new ServiceLoopClock();
+  const tasksClock = new VirtualClock();
+  const service = new EmbeddedCoordinationService({ clock: loop });
+  const queuedHeartbeat = (req: Parameters<EmbeddedCoordinationService["heartbeat"]>[0]): Promise<void> =>
+    new Promise((resolve, reject) => loop.inbox.push(() => void service.heartbeat(req).then(resolve, reject)));
+  const api = new Proxy(service, {
+    get: (target, key: keyof EmbeddedCoordinationService) =>
+      key === "heartbeat" ? queuedHeartbeat : (target[key] as (...args: unknown[]) => unknown).bind(target),
+  });
+  const client = (task: string): EmbeddedCoordinationClient =>
+    new EmbeddedCoordinationClient(
+      { api, openPort: () => Promise.reject(new Error("inline heartbeats only")) },
+      { task, tasks, isChief: task === chief, clock: tasksClock, heartbeats: "inline" },
+    );
+  const [c, w1, w2] = [client(chief), client(worker1), client(worker2)];
+  await Promise.all([c.connect(), w1.connect(), w2.connect()]);
+  /** Both run normally for `secs`: each second the service's timers, the tasks' beats, then the loop reads them. */
+  const run = async (secs: number): Promise<void> => {
+    for (let i = 0; i < secs; i++) {
+      await loop.advanceSecs(1);
+      await tasksClock.advanceSecs(1);
+      loop.read();
+    }
+    await turns();
+  };
+  /** The service's loop does not run for `secs` (a long synchronous step), while the tasks beat on. */
+  const stall = async (secs: number): Promise<void> => {
+    loop.set(loop.now() + secs * 1000);
+    await tasksClock.advanceSecs(secs);
+  };
+  return { loop, tasksClock, service, c, w1, w2, run, stall };
+};
+
+describe("staleness checks when the service's own loop stalls (virtual clock)", () => {
+  it("the clock jumps past the heartbeat timeout while heartbeats wait unread: nobody is declared failed", async () => {
+    const { loop, c, w1, run, stall } = await queuedSetup();
+    await run(20);
+    await stall(25);
+    expect(loop.inbox.length).toBeGreaterThan(0);
+    await loop.advanceSecs(1); // the late tick comes before the loop reads its queue
+    await turns();
+    expect(await c.tryGet("k")).toBeUndefined();
+    await run(60);
+    await w1.insert("k", "v");
+    expect(await c.tryGet("k")).toBe("v");
+  });
+
+  it("heartbeats received but not read when a check finds the tasks silent are read before any verdict", async () => {
+    const { loop, tasksClock, c, run } = await queuedSetup();
+    await run(5);
+    // The checks run on time for 12 s while the tasks beat on, but nothing is read in between:
+    // every task looks silent past the heartbeat timeout.
+    for (let i = 0; i < 12; i++) {
+      await loop.advanceSecs(1);
+      await tasksClock.advanceSecs(1);
+    }
+    await turns();
+    expect(await c.tryGet("k")).toBeUndefined();
+    await run(30);
+    expect(await c.tryGet("k")).toBeUndefined();
+  });
+
+  it("a dead task is still declared failed within the heartbeat timeout plus one check, others' heartbeats queued or not", async () => {
+    const { c, w1, w2, run } = await queuedSetup();
+    await run(5); // every task's last heartbeat: t = 5 s
+    await w2.close();
+    await run(10);
+    expect(await c.tryGet("k")).toBeUndefined();
+    await run(1);
+    const e = await rejection(w1.tryGet("k"));
+    expect(e).toBeInstanceOf(UnavailableError);
+    expect(e.message).toContain(`task ${worker2} declared failed`);
+  });
+
+  it("a task that dies before a stall is declared failed within the timeout plus one check of the service's running time", async () => {
+    const { c, w1, w2, run, stall } = await queuedSetup();
+    await run(5);
+    await w2.close();
+    await stall(30);
+    await run(9);
+    expect(await c.tryGet("k")).toBeUndefined();
+    await run(2);
+    const e = await rejection(w1.tryGet("k"));
+    expect(e).toBeInstanceOf(UnavailableError);
+    expect(e.message).toContain(`task ${worker2} declared failed`);
   });
 });
 
