@@ -36,7 +36,7 @@ import { type CoordinationTimeouts, resolveCoordinationTimeouts } from "./Coordi
 import type { CallerIdentity, CoordinationServiceApi, EmbeddedCoordinationService } from "./EmbeddedCoordinationService.js";
 import { HeartbeatWorker } from "./HeartbeatWorker.js";
 import { ErrorLatch } from "./ErrorLatch.js";
-import { checkKey, newIncarnation } from "./identity.js";
+import { checkKey, processIncarnationId } from "./identity.js";
 import { openServicePort } from "./portTransport.js";
 import { copyError, toStatus } from "./status.js";
 
@@ -84,7 +84,7 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
     this.task = options.task;
     this.tasks = [...options.tasks];
     this.isChief = options.isChief;
-    this.incarnation = options.incarnation ?? newIncarnation();
+    this.incarnation = options.incarnation ?? processIncarnationId;
     this.heartbeats = options.heartbeats ?? "thread";
     this.clock = options.clock ?? systemClock;
     this.timeouts = resolveCoordinationTimeouts(options.timeouts, "embedded");

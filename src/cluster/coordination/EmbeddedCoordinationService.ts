@@ -178,7 +178,8 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
         `task ${req.task} names the cluster's tasks as [${req.tasks.join(", ")}] but the chief named [${g.tasks.join(", ")}]`,
       );
     }
-    if (g.error !== undefined) throw copyError(g.error);
+    // A restarted task is told so even when its generation has failed already (say its old
+    // incarnation was declared failed): it waits for the next generation instead of exiting.
     const known = g.registered.get(req.task);
     if (known !== undefined && known.incarnation !== req.incarnation) {
       this.fail(
@@ -191,11 +192,15 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
         `task ${req.task} restarted (new incarnation ${req.incarnation}) in generation ${g.number}, where incarnation ${known.incarnation} was registered; it cannot rejoin silently`,
       );
     }
+    if (g.error !== undefined) throw copyError(g.error);
     if (known === undefined) {
       g.registered.set(req.task, { incarnation: req.incarnation, lastHeartbeatMs: this.clock.now(), left: false });
       // The heartbeat deadlines start when the last task registers.
       if (g.registered.size === g.tasks.length) for (const r of g.registered.values()) r.lastHeartbeatMs = this.clock.now();
       for (const wake of [...g.registrationWaiters]) wake();
+    } else {
+      // The same process again (a reconnect): registering is a sign of life.
+      known.lastHeartbeatMs = Math.max(known.lastHeartbeatMs, this.clock.now());
     }
     await this.waitFor(
       g,

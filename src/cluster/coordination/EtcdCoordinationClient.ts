@@ -40,7 +40,7 @@ import type {
 import { type CoordinationTimeouts, etcdLeaseTtlSecs, resolveCoordinationTimeouts } from "./CoordinationConfig.js";
 import { ErrorLatch } from "./ErrorLatch.js";
 import { HeartbeatWorker } from "./HeartbeatWorker.js";
-import { checkKey, newIncarnation } from "./identity.js";
+import { checkKey, processIncarnationId } from "./identity.js";
 import { copyError, decodeStatusJson, fromStatus, type Status, toStatus } from "./status.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -98,7 +98,7 @@ export class EtcdCoordinationClient implements CoordinationClient {
     this.task = options.task;
     this.tasks = [...options.tasks];
     this.isChief = options.isChief;
-    this.incarnation = options.incarnation ?? newIncarnation();
+    this.incarnation = options.incarnation ?? processIncarnationId;
     this.hosts = [...options.hosts];
     this.root = options.prefix ?? "monitored-session/";
     this.clock = options.clock ?? systemClock;

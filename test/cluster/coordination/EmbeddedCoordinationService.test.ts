@@ -4,6 +4,8 @@ import {
   EmbeddedCoordinationClient,
   EmbeddedCoordinationService,
   inProcessTransport,
+  newIncarnation,
+  processIncarnationId,
 } from "../../../src/cluster/coordination/index.js";
 import {
   AbortedError,
@@ -356,6 +358,72 @@ describe("staleness checks when the service's own loop stalls (virtual clock)", 
     const e = await rejection(w1.tryGet("k"));
     expect(e).toBeInstanceOf(UnavailableError);
     expect(e.message).toContain(`task ${worker2} declared failed`);
+  });
+});
+
+describe("incarnations: one per process start (virtual clock)", () => {
+  it("every client of the process has the process's incarnation; a reconnect of the same process is no restart", async () => {
+    const { clock, client, c, w1 } = await setup();
+    expect([c.incarnation, w1.incarnation]).toEqual([processIncarnationId, processIncarnationId]);
+    await clock.advanceSecs(3);
+    await w1.connect(); // the same client again (after a lost connection, say)
+    const sameProcess = client(worker1); // another client of the same process
+    await sameProcess.connect();
+    expect(sameProcess.generation).toBe(w1.generation);
+    await clock.advanceSecs(60);
+    await sameProcess.insert("k", "v");
+    expect(await c.tryGet("k")).toBe("v");
+  });
+
+  it("a new process (new incarnation) is told it restarted, with AbortedError; the others learn it is gone", async () => {
+    const { service, c } = await setup();
+    const restarted = new EmbeddedCoordinationClient(inProcessTransport(service), {
+      task: worker1,
+      tasks,
+      isChief: false,
+      incarnation: newIncarnation(),
+      heartbeats: "inline",
+    });
+    const told = await rejection(restarted.connect());
+    expect(told).toBeInstanceOf(AbortedError);
+    expect(told.message).toContain(`task ${worker1} restarted`);
+    const seen = await rejection(c.tryGet("k"));
+    expect(seen).toBeInstanceOf(UnavailableError);
+    expect(seen.message).toContain(`task ${worker1} restarted`);
+  });
+
+  it("a new process whose old incarnation was already declared failed is still told it restarted, and registers in the next generation", async () => {
+    const { clock, service, client, c, w1, w2 } = await setup();
+    await w1.close(); // the process dies
+    await clock.advanceSecs(12);
+    await turns();
+    expect(await rejection(c.tryGet("k"))).toBeInstanceOf(UnavailableError);
+    const restarted = new EmbeddedCoordinationClient(inProcessTransport(service), {
+      task: worker1,
+      tasks,
+      isChief: false,
+      clock,
+      incarnation: newIncarnation(),
+      heartbeats: "inline",
+    });
+    const told = await rejection(restarted.connect());
+    expect(told).toBeInstanceOf(AbortedError);
+    expect(told.message).toContain("restarted");
+    // The group restarts: the chief starts a new generation, and the new process joins it.
+    const chief2 = client(chief);
+    await Promise.all([chief2.connect(), restarted.connect(), w2.connect()]);
+    expect(restarted.generation).toBe(2);
+    await restarted.insert("k", "v");
+    expect(await chief2.tryGet("k")).toBe("v");
+  });
+
+  it("a call with an incarnation other than the registered one gets AbortedError", async () => {
+    const { service, c } = await setup();
+    const e = await rejection(
+      service.tryGet({ task: chief, incarnation: newIncarnation(), generation: c.generation as number, serviceId: service.serviceId, key: "k" }),
+    );
+    expect(e).toBeInstanceOf(AbortedError);
+    expect(e.message).toContain("is not the one registered");
   });
 });
 

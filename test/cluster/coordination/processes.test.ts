@@ -85,6 +85,22 @@ describe("embedded coordination service across processes", () => {
     }
   });
 
+  it("a worker restarted as a new process (a new incarnation) is told so with AbortedError; the others learn it is gone", async () => {
+    const [c, w0, w1] = await startCluster({ chief: "block", worker0: "block", worker1: "block" });
+    w1.process.kill("SIGKILL");
+    await w1.exited;
+    const target = String(c.events.find((e) => e.event === "serving")?.target);
+    const again = start({ role: "worker", index: 1, target, scenario: "block" });
+    const told = await again.next("error", startBound);
+    expect(told.name).toBe("AbortedError");
+    expect(told.message).toContain(`task ${worker1} restarted`);
+    for (const t of [c, w0]) {
+      const e = await t.next("error", failBound);
+      expect(e.name).toBe("UnavailableError");
+      expect(e.message).toContain(worker1);
+    }
+  });
+
   it("a chief restart loses every key: the workers get UnavailableError, then register with the new service", async () => {
     const c1 = start({ role: "chief", index: 0, scenario: "block", launch: 1 });
     const target = String((await c1.next("serving", startBound)).target);
