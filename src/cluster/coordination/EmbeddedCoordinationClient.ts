@@ -71,6 +71,8 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
   private readonly heartbeats: "thread" | "inline";
   private readonly clock: Clock;
   private identity: CallerIdentity | undefined;
+  /** The highest generation this client registered in, with any service instance. */
+  private lastGeneration = 0;
   private readonly failure = new ErrorLatch();
   private worker: HeartbeatWorker | undefined;
   /** The current heartbeat thread's token (its errors are ignored once it is replaced). */
@@ -112,6 +114,7 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
         isChief: this.isChief,
         tasks: this.tasks,
         timeoutMs: this.timeouts.registrationTimeoutMs,
+        lastGeneration: this.lastGeneration,
       });
     } catch (e) {
       await this.stopHeartbeats();
@@ -119,6 +122,7 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
     }
     const identity: CallerIdentity = { task: this.task, incarnation: this.incarnation, generation: registered.generation, serviceId: registered.serviceId };
     this.identity = identity;
+    this.lastGeneration = Math.max(this.lastGeneration, registered.generation);
     if (worker !== undefined) worker.begin(identity);
     else this.beatInline(identity);
   }

@@ -6,7 +6,9 @@
  * `servePort`) or one RPC per method of a gRPC server.
  *
  * Its state is not persisted: when the host stops, every key is lost and clients get
- * `UnavailableError` (the service id they registered with is gone).
+ * `UnavailableError` (the service id they registered with is gone). The generation counter
+ * goes on all the same: the tasks that register again report the highest generation they
+ * saw, and the new service numbers its generation above it.
  *
  * @module
  */
@@ -48,6 +50,11 @@ export interface RegisterRequest {
   readonly tasks: readonly string[];
   /** How long to wait for the chief's generation and for every task to register. */
   readonly timeoutMs: number;
+  /**
+   * The highest generation this task registered in before, with any service (0 or absent:
+   * none). The generation being registered is numbered above it.
+   */
+  readonly lastGeneration?: number;
 }
 
 /** What a registration returns: the identity to send with every later request. */
@@ -109,7 +116,8 @@ interface Barrier {
 }
 
 interface Generation {
-  readonly number: number;
+  /** Raised while tasks register (see `register`); fixed once every task registered. */
+  number: number;
   readonly tasks: readonly string[];
   readonly registered: Map<string, Registration>;
   readonly kv: Map<string, string>;
@@ -193,6 +201,12 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
       );
     }
     if (g.error !== undefined) throw copyError(g.error);
+    // Generations increase across chief restarts: a restarted chief's service starts counting
+    // again, but the tasks that outlived it report the highest generation they saw.
+    if (g.registered.size < g.tasks.length && (req.lastGeneration ?? 0) >= g.number) {
+      g.number = (req.lastGeneration ?? 0) + 1;
+      this.lastNumber = Math.max(this.lastNumber, g.number);
+    }
     if (known === undefined) {
       g.registered.set(req.task, { incarnation: req.incarnation, lastHeartbeatMs: this.clock.now(), left: false });
       // The heartbeat deadlines start when the last task registers.
@@ -412,7 +426,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
       error: undefined,
     };
     if (old !== undefined) {
-      this.fail(old, new AbortedError(`generation ${old.number} ended: the chief started generation ${this.lastNumber}; connect again`));
+      this.fail(old, new AbortedError(`generation ${old.number} ended: the chief started a new generation; connect again`));
     }
     for (const wake of [...this.chiefWaiters]) wake();
   }

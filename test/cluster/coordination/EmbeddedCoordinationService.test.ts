@@ -3,6 +3,7 @@ import {
   type CoordinationClient,
   EmbeddedCoordinationClient,
   EmbeddedCoordinationService,
+  type EmbeddedTransport,
   inProcessTransport,
   newIncarnation,
   processIncarnationId,
@@ -136,7 +137,7 @@ describe("EmbeddedCoordinationService (virtual clock)", () => {
     expect(await first).toBeInstanceOf(InvalidArgumentError);
   });
 
-  it("when the host stops, all state is lost: calls fail with UnavailableError, a new service starts at generation 1", async () => {
+  it("when the host stops, all state is lost: calls fail with UnavailableError; a new service with new tasks starts at generation 1", async () => {
     const { clock, service, c, w1 } = await setup();
     await c.insert("RUN_TO_CHECKPOINT", "3");
     const blocked = rejection(w1.get("never"));
@@ -358,6 +359,62 @@ describe("staleness checks when the service's own loop stalls (virtual clock)", 
     const e = await rejection(w1.tryGet("k"));
     expect(e).toBeInstanceOf(UnavailableError);
     expect(e.message).toContain(`task ${worker2} declared failed`);
+  });
+});
+
+describe("generations across chief restarts (virtual clock)", () => {
+  /** The chief's address: whichever service the chief now hosts there answers. */
+  const chiefAddress = (first: EmbeddedCoordinationService) => {
+    let service = first;
+    const transport: EmbeddedTransport = {
+      get api() {
+        return service;
+      },
+      openPort: () => Promise.reject(new Error("inline heartbeats only")),
+    };
+    return { transport, restart: (next: EmbeddedCoordinationService) => (service = next) };
+  };
+
+  it("a restarted chief's service numbers its generation above every one its tasks saw, so generations strictly increase", async () => {
+    const clock = new VirtualClock();
+    const address = chiefAddress(new EmbeddedCoordinationService({ clock }));
+    const client = (task: string): EmbeddedCoordinationClient =>
+      new EmbeddedCoordinationClient(address.transport, { task, tasks, isChief: task === chief, clock, heartbeats: "inline" });
+    const [w1, w2] = [client(worker1), client(worker2)];
+    await Promise.all([client(chief).connect(), w1.connect(), w2.connect()]);
+    // The chief process restarts twice in the same service's life: generations 2 and 3.
+    await Promise.all([client(chief).connect(), w1.connect(), w2.connect()]);
+    await Promise.all([client(chief).connect(), w1.connect(), w2.connect()]);
+    expect(w1.generation).toBe(3);
+    await w1.insert("RUN_TO_CHECKPOINT", "3");
+
+    // The chief process dies with its service and comes back (a new process, a new service).
+    const seen: number[] = [3];
+    for (let restart = 0; restart < 2; restart++) {
+      address.restart(new EmbeddedCoordinationService({ clock }));
+      expect(await rejection(w1.tryGet("RUN_TO_CHECKPOINT"))).toBeInstanceOf(UnavailableError);
+      const chiefAgain = client(chief); // a new process: it remembers nothing
+      await Promise.all([chiefAgain.connect(), w1.connect(), w2.connect()]);
+      expect(chiefAgain.generation).toBe(w1.generation);
+      expect(w2.generation).toBe(w1.generation);
+      expect(w1.generation).toBeGreaterThan(Math.max(...seen));
+      seen.push(w1.generation as number);
+      expect(await w2.tryGet("RUN_TO_CHECKPOINT")).toBeUndefined();
+      await clock.advanceSecs(30);
+      await chiefAgain.insert("alive", String(restart));
+      expect(await w2.tryGet("alive")).toBe(String(restart));
+    }
+    expect(seen).toEqual([3, 4, 5]);
+  });
+
+  it("one task that saw a higher generation is enough, whenever it registers", async () => {
+    const clock = new VirtualClock();
+    const service = new EmbeddedCoordinationService({ clock });
+    const register = (task: string, lastGeneration: number) =>
+      service.register({ task, incarnation: newIncarnation(), isChief: task === chief, tasks, timeoutMs: 60_000, lastGeneration });
+    const all = Promise.all([register(chief, 0), register(worker1, 0), register(worker2, 7)]);
+    expect((await all).map((r) => r.generation)).toEqual([8, 8, 8]);
+    expect(service.generation).toBe(8);
   });
 });
 
