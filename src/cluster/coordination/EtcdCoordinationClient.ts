@@ -5,7 +5,9 @@
  *   attached, and every task WATCHES its peers' keys, because the client itself reports a lost
  *   lease only after 2 × TTL. A deleted key of a task that did not shut down means it failed;
  * - insert-if-absent: a transaction on the key's create revision;
- * - blocking gets and barriers: watches from the revision of the read that missed.
+ * - blocking gets and barriers: watches from the revision of the read that missed;
+ * - registration: every task's liveness key, then every task's `ready/` key (written once it saw
+ *   the liveness keys), so that the unexpired keys of a dead launch's tasks never complete it.
  *
  * Layout under `prefix` (default `monitored-session/`):
  * - `generation`: the launch counter, incremented by the chief at `connect()` (kept forever);
@@ -137,7 +139,13 @@ export class EtcdCoordinationClient implements CoordinationClient {
       this.latchFor(this.epoch),
     );
     try {
-      const revision = await this.op(() => this.waitAllAlive(gen, deadline));
+      const revision = await this.op(() => this.waitForAll(gen, "alive", deadline));
+      // Seeing every liveness key is not enough: the keys of a previous launch's tasks that died
+      // less than a lease ago are still there. Only tasks that are alive now confirm that they
+      // saw every other one, so a task that joined a dead launch waits here, until the new
+      // chief's generation aborts the wait (it then registers there) or the registration times out.
+      await this.op(() => this.etcd.put(this.genKey(gen, `ready/${enc(this.task)}`)).value(this.incarnation).exec());
+      await this.op(() => this.waitForAll(gen, "ready", deadline));
       await this.op(() => this.watchGeneration(gen, revision));
     } catch (e) {
       await this.stopLiveness();
@@ -308,14 +316,17 @@ export class EtcdCoordinationClient implements CoordinationClient {
     );
   }
 
-  /** Waits until every task's liveness key exists; returns the revision it saw them at. */
-  private async waitAllAlive(gen: number, deadline: number): Promise<string> {
-    const prefix = this.genKey(gen, "alive/");
+  /**
+   * Waits until every task has a key under `g/<gen>/<dir>/`: `alive` (its liveness key) or
+   * `ready` (it saw every liveness key). Returns the revision it saw them at.
+   */
+  private async waitForAll(gen: number, dir: "alive" | "ready", deadline: number): Promise<string> {
+    const prefix = this.genKey(gen, `${dir}/`);
     const timeoutMs = deadline - this.clock.now();
     let revision = "0";
     const missing = (kvs: IKeyValue[]): string[] => {
-      const alive = new Set(kvs.map((kv) => dec(kv.key.toString().slice(prefix.length))));
-      return this.tasks.filter((t) => !alive.has(t));
+      const present = new Set(kvs.map((kv) => dec(kv.key.toString().slice(prefix.length))));
+      return this.tasks.filter((t) => !present.has(t));
     };
     let last: string[] = [...this.tasks];
     // A task of a new launch may have joined the previous launch's generation (its chief not
@@ -337,7 +348,7 @@ export class EtcdCoordinationClient implements CoordinationClient {
     ).then(() => {
       throw this.superseded(gen);
     });
-    const allAlive = this.waitUntil(
+    const all = this.waitUntil(
       prefix,
       true,
       timeoutMs,
@@ -348,15 +359,17 @@ export class EtcdCoordinationClient implements CoordinationClient {
       },
       () =>
         new DeadlineExceededError(
-          `registration timed out after ${this.timeouts.registrationTimeoutMs} ms: ${this.tasks.length - last.length}/${this.tasks.length} tasks registered; missing: ${last.join(", ")}`,
+          dir === "alive"
+            ? `registration timed out after ${this.timeouts.registrationTimeoutMs} ms: ${this.tasks.length - last.length}/${this.tasks.length} tasks registered; missing: ${last.join(", ")}`
+            : `registration timed out after ${this.timeouts.registrationTimeoutMs} ms in generation ${gen}: every task's liveness key was there, but ${last.join(", ")} never confirmed the registration (tasks of an earlier launch that died less than a heartbeat timeout ago, whose chief has not started a new generation)`,
         ),
       stop.signal,
     );
     // The loser is cancelled by the abort: its rejection is nobody's failure.
     superseded.catch(() => undefined);
-    allAlive.catch(() => undefined);
+    all.catch(() => undefined);
     try {
-      await Promise.race([allAlive, superseded]);
+      await Promise.race([all, superseded]);
     } finally {
       stop.abort(new AbortedError("registration wait cancelled"));
     }
