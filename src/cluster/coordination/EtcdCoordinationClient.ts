@@ -125,20 +125,29 @@ export class EtcdCoordinationClient implements CoordinationClient {
     this.gen = undefined;
     this.failure.reset();
     const deadline = this.clock.now() + this.timeouts.registrationTimeoutMs;
-    const gen = await this.op(() => (this.isChief ? this.startGeneration() : this.waitForGeneration(deadline)));
-    await this.op(() => this.claimTask(gen));
-    this.heartbeat = await HeartbeatWorker.etcd(
+    // The heartbeat thread starts (and gets its lease) while this thread finds the generation
+    // and claims the task's name: the two are independent, and the thread is the slower.
+    const thread = HeartbeatWorker.etcd(
       {
         hosts: this.hosts,
         ttlSecs: etcdLeaseTtlSecs(this.timeouts.heartbeatTimeoutMs),
-        aliveKey: this.genKey(gen, `alive/${enc(this.task)}`),
         incarnation: this.incarnation,
         intervalMs: this.timeouts.heartbeatIntervalMs,
         timeoutMs: this.timeouts.heartbeatTimeoutMs,
       },
       this.latchFor(this.epoch),
     );
+    let gen: number;
     try {
+      gen = await this.op(() => (this.isChief ? this.startGeneration() : this.waitForGeneration(deadline)));
+      await this.op(() => this.claimTask(gen));
+    } catch (e) {
+      void thread.then((w) => w.stop(), () => undefined);
+      throw e;
+    }
+    this.heartbeat = await thread;
+    try {
+      await this.heartbeat.attach(this.genKey(gen, `alive/${enc(this.task)}`));
       const revision = await this.op(() => this.waitForAll(gen, "alive", deadline));
       // Seeing every liveness key is not enough: the keys of a previous launch's tasks that died
       // less than a lease ago are still there. Only tasks that are alive now confirm that they
@@ -322,10 +331,19 @@ export class EtcdCoordinationClient implements CoordinationClient {
    */
   private async waitForAll(gen: number, dir: "alive" | "ready", deadline: number): Promise<string> {
     const prefix = this.genKey(gen, `${dir}/`);
+    // The ready wait also reads the generation's error: a failed generation never completes (a
+    // task that joins one waits for the next, as it does for a dead launch's).
+    const watched = dir === "alive" ? prefix : this.genKey(gen, "");
+    const errorKey = this.genKey(gen, "error");
     const timeoutMs = deadline - this.clock.now();
     let revision = "0";
+    let failed: OpError | undefined;
     const missing = (kvs: IKeyValue[]): string[] => {
-      const present = new Set(kvs.map((kv) => dec(kv.key.toString().slice(prefix.length))));
+      const stored = kvs.find((kv) => kv.key.toString() === errorKey);
+      failed = stored === undefined ? undefined : this.storedError(stored);
+      const present = new Set(
+        kvs.filter((kv) => kv.key.toString().startsWith(prefix)).map((kv) => dec(kv.key.toString().slice(prefix.length))),
+      );
       return this.tasks.filter((t) => !present.has(t));
     };
     let last: string[] = [...this.tasks];
@@ -349,19 +367,21 @@ export class EtcdCoordinationClient implements CoordinationClient {
       throw this.superseded(gen);
     });
     const all = this.waitUntil(
-      prefix,
+      watched,
       true,
       timeoutMs,
       (kvs, rev) => {
         last = missing(kvs);
         revision = rev;
-        return last.length === 0 ? true : undefined;
+        return last.length === 0 && failed === undefined ? true : undefined;
       },
       () =>
         new DeadlineExceededError(
           dir === "alive"
             ? `registration timed out after ${this.timeouts.registrationTimeoutMs} ms: ${this.tasks.length - last.length}/${this.tasks.length} tasks registered; missing: ${last.join(", ")}`
-            : `registration timed out after ${this.timeouts.registrationTimeoutMs} ms in generation ${gen}: every task's liveness key was there, but ${last.join(", ")} never confirmed the registration (tasks of an earlier launch that died less than a heartbeat timeout ago, whose chief has not started a new generation)`,
+            : failed !== undefined
+              ? `registration timed out after ${this.timeouts.registrationTimeoutMs} ms: generation ${gen} had failed (${failed.message}) and no chief started a new one`
+              : `registration timed out after ${this.timeouts.registrationTimeoutMs} ms in generation ${gen}: every task's liveness key was there, but ${last.join(", ")} never confirmed the registration (tasks of an earlier launch that died less than a heartbeat timeout ago, whose chief has not started a new generation)`,
         ),
       stop.signal,
     );

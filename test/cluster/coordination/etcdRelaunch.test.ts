@@ -8,7 +8,7 @@
  */
 import { Etcd3 } from "etcd3";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type CoordinationClient, EtcdCoordinationClient } from "../../../src/cluster/coordination/index.js";
+import { type CoordinationClient, EtcdCoordinationClient, newIncarnation } from "../../../src/cluster/coordination/index.js";
 import { AbortedError, DeadlineExceededError } from "../../../src/errors.js";
 import { chief, rejection, tasks, within, worker1, worker2 } from "./conformance.js";
 import { etcdBinary, EtcdProcess } from "./etcdHarness.js";
@@ -44,6 +44,7 @@ const cluster = () => {
     client: (task: string, timeouts: { registrationTimeoutMs: number } = { registrationTimeoutMs }): CoordinationClient => {
       const c = new EtcdCoordinationClient({
         task,
+        incarnation: newIncarnation(), // every client stands for a process of its own
         tasks,
         isChief: task === chief,
         hosts: [(etcd as EtcdProcess).endpoint],
@@ -151,6 +152,20 @@ describe.skipIf(etcdBinary === undefined)("etcd backend: a new launch on the sam
     } finally {
       await lease.revoke().catch(() => undefined);
     }
+  });
+
+  it("a task that connects again to its failed generation (an error reported there) waits for the next one instead of joining it", async () => {
+    const { client } = cluster();
+    const [c1, a, b] = [client(chief), client(worker1), client(worker2)];
+    await within(Promise.all([c1.connect(), a.connect(), b.connect()]), 3 * registrationTimeoutMs, "registration of launch 1");
+    await a.reportErrorToCluster(new Error("loss is NaN"));
+    await within(rejection(b.get("never", { timeoutMs: 60_000 })), 3 * registrationTimeoutMs, "the reported error");
+    // Every liveness and ready key of generation 1 is still there.
+    const again = connectRetrying(b);
+    await sleep(500);
+    await c1.close(); // the chief restarts: a new process
+    const generations = await within(Promise.all([connectRetrying(client(chief)), connectRetrying(a), again]), 3 * registrationTimeoutMs, "registration of launch 2");
+    expect(generations).toEqual([2, 2, 2]);
   });
 
   it("after a launch whose tasks were all killed, the new launch's workers (started first) and chief register in a new generation", async () => {
