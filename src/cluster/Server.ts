@@ -37,7 +37,7 @@ import {
   ValueError,
 } from "../errors.js";
 import { defaultLogger, type Logger } from "../Logger.js";
-import { newIncarnation } from "./coordination/identity.js";
+import { processIncarnationId } from "./coordination/identity.js";
 import { ClusterSpec, type ClusterSpecLike } from "./ClusterSpec.js";
 import { ClusterDefSchema, ServerDefSchema, type ServerDef } from "./proto/gen/monitored_session/v1/cluster_pb.js";
 import { GetStatusResponseSchema, StatusService } from "./proto/gen/monitored_session/v1/status_pb.js";
@@ -85,8 +85,11 @@ export interface ServerOptions {
 /** Registers one or more services on a server's router (`router.service(Def, impl)`). */
 export type ServiceRegistration = (router: ConnectRouter) => void;
 
-/** A random 64-bit id drawn once per process start; a restarted task has a new one. */
-export const processIncarnation: bigint = BigInt(newIncarnation());
+/**
+ * A random 64-bit id drawn once per process start; a restarted task has a new one. The same
+ * number as the process's coordination incarnation (`processIncarnationId`).
+ */
+export const processIncarnation: bigint = BigInt(processIncarnationId);
 
 /** This package's version, as servers report it. */
 export const serverVersion: string = (createRequire(import.meta.url)("monitored-session/package.json") as { version: string }).version;

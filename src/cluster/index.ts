@@ -75,6 +75,7 @@ export {
   ETCD_MIN_HEARTBEAT_TIMEOUT_MS,
   resolveCoordinationTimeouts,
   newIncarnation,
+  processIncarnationId,
   taskName,
   EmbeddedCoordinationService,
   EmbeddedCoordinationClient,

@@ -92,7 +92,10 @@ export interface CoordinationClientOptions {
   readonly isChief: boolean;
   /** Overrides of the timeouts (see `defaultCoordinationTimeouts`). */
   readonly timeouts?: Partial<CoordinationTimeouts>;
-  /** This process's incarnation (default: a new random one, see `newIncarnation`). */
+  /**
+   * This process's incarnation (default: `processIncarnationId`, drawn once per process start).
+   * Give another one only to stand for another process, as tests do.
+   */
   readonly incarnation?: string;
   /**
    * Where heartbeats run: `"thread"` (default), a worker thread, so that a long synchronous

@@ -36,7 +36,7 @@ import { type CoordinationTimeouts, resolveCoordinationTimeouts } from "./Coordi
 import type { CallerIdentity, CoordinationServiceApi, EmbeddedCoordinationService } from "./EmbeddedCoordinationService.js";
 import { HeartbeatWorker } from "./HeartbeatWorker.js";
 import { ErrorLatch } from "./ErrorLatch.js";
-import { checkKey, newIncarnation } from "./identity.js";
+import { checkKey, processIncarnationId } from "./identity.js";
 import { openServicePort } from "./portTransport.js";
 import { copyError, toStatus } from "./status.js";
 
@@ -71,8 +71,12 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
   private readonly heartbeats: "thread" | "inline";
   private readonly clock: Clock;
   private identity: CallerIdentity | undefined;
+  /** The highest generation this client registered in, with any service instance. */
+  private lastGeneration = 0;
   private readonly failure = new ErrorLatch();
   private worker: HeartbeatWorker | undefined;
+  /** The current heartbeat thread's token (its errors are ignored once it is replaced). */
+  private thread: object | undefined;
   private inlineTimer: TimerHandle | undefined;
 
   constructor(
@@ -82,7 +86,7 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
     this.task = options.task;
     this.tasks = [...options.tasks];
     this.isChief = options.isChief;
-    this.incarnation = options.incarnation ?? newIncarnation();
+    this.incarnation = options.incarnation ?? processIncarnationId;
     this.heartbeats = options.heartbeats ?? "thread";
     this.clock = options.clock ?? systemClock;
     this.timeouts = resolveCoordinationTimeouts(options.timeouts, "embedded");
@@ -96,10 +100,12 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
     await this.stopHeartbeats();
     this.identity = undefined;
     this.failure.reset();
-    // The heartbeat path is opened before registering: the service expects the first heartbeat
-    // within the heartbeat timeout of the registration, and opening it (a thread that loads a
-    // gRPC client, say) can take seconds on a loaded machine.
-    const port = this.heartbeats === "thread" ? await this.transport.openPort() : undefined;
+    // The heartbeat path (the port, and the thread that beats on it) is ready before the task
+    // registers: the service expects the first heartbeat within the heartbeat timeout of the
+    // registration, and starting a thread (one that loads a gRPC client, say) can take seconds
+    // on a loaded machine.
+    const worker = this.heartbeats === "thread" ? await this.startHeartbeatThread() : undefined;
+    this.worker = worker;
     let registered: { generation: number; serviceId: string };
     try {
       registered = await this.transport.api.register({
@@ -108,14 +114,17 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
         isChief: this.isChief,
         tasks: this.tasks,
         timeoutMs: this.timeouts.registrationTimeoutMs,
+        lastGeneration: this.lastGeneration,
       });
     } catch (e) {
-      port?.close();
+      await this.stopHeartbeats();
       throw e;
     }
     const identity: CallerIdentity = { task: this.task, incarnation: this.incarnation, generation: registered.generation, serviceId: registered.serviceId };
     this.identity = identity;
-    await this.startHeartbeats(identity, port);
+    this.lastGeneration = Math.max(this.lastGeneration, registered.generation);
+    if (worker !== undefined) worker.begin(identity);
+    else this.beatInline(identity);
   }
 
   async insert(key: string, value: string): Promise<void> {
@@ -192,12 +201,25 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
     if (this.identity !== undefined) this.failure.set(error);
   }
 
-  private async startHeartbeats(identity: CallerIdentity, port: MessagePort | undefined): Promise<void> {
-    const intervalMs = this.timeouts.heartbeatIntervalMs;
-    if (port !== undefined) {
-      this.worker = await HeartbeatWorker.embedded(port, identity, intervalMs, (e) => this.onHeartbeatError(e));
-      return;
+  private async startHeartbeatThread(): Promise<HeartbeatWorker> {
+    const port = await this.transport.openPort();
+    // The thread's errors count from its start (even before it begins beating), until the
+    // next connect() or close() replaces it.
+    const thread = {};
+    this.thread = thread;
+    const onError = (e: OpError): void => {
+      if (this.thread === thread) this.failure.set(e);
+    };
+    try {
+      return await HeartbeatWorker.embedded(port, this.timeouts.heartbeatIntervalMs, onError);
+    } catch (e) {
+      port.close();
+      throw e;
     }
+  }
+
+  private beatInline(identity: CallerIdentity): void {
+    const intervalMs = this.timeouts.heartbeatIntervalMs;
     const beat = (): void => {
       this.inlineTimer = this.clock.setTimer(intervalMs, () => {
         this.transport.api.heartbeat(identity).then(
@@ -212,6 +234,7 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
   }
 
   private async stopHeartbeats(): Promise<void> {
+    this.thread = undefined;
     this.inlineTimer?.cancel();
     this.inlineTimer = undefined;
     const worker = this.worker;

@@ -6,7 +6,9 @@
  * `servePort`) or one RPC per method of a gRPC server.
  *
  * Its state is not persisted: when the host stops, every key is lost and clients get
- * `UnavailableError` (the service id they registered with is gone).
+ * `UnavailableError` (the service id they registered with is gone). The generation counter
+ * goes on all the same: the tasks that register again report the highest generation they
+ * saw, and the new service numbers its generation above it.
  *
  * @module
  */
@@ -48,6 +50,11 @@ export interface RegisterRequest {
   readonly tasks: readonly string[];
   /** How long to wait for the chief's generation and for every task to register. */
   readonly timeoutMs: number;
+  /**
+   * The highest generation this task registered in before, with any service (0 or absent:
+   * none). The generation being registered is numbered above it.
+   */
+  readonly lastGeneration?: number;
 }
 
 /** What a registration returns: the identity to send with every later request. */
@@ -81,6 +88,11 @@ export interface EmbeddedCoordinationServiceOptions {
   readonly heartbeatTimeoutMs?: number;
   /** How often heartbeats are checked (default 1 s, TensorFlow's, or a quarter of the timeout if less). */
   readonly stalenessCheckMs?: number;
+  /**
+   * A staleness check later than this (default a quarter of `stalenessCheckMs`) means the
+   * service's own thread was stalled: the lateness is added to every task's deadline.
+   */
+  readonly stallToleranceMs?: number;
   readonly clock?: Clock;
 }
 
@@ -104,7 +116,8 @@ interface Barrier {
 }
 
 interface Generation {
-  readonly number: number;
+  /** Raised while tasks register (see `register`); fixed once every task registered. */
+  number: number;
   readonly tasks: readonly string[];
   readonly registered: Map<string, Registration>;
   readonly kv: Map<string, string>;
@@ -116,6 +129,12 @@ interface Generation {
 }
 
 const SHUTDOWN_BARRIER = "monitored-session/shutdown";
+
+/**
+ * Event-loop turns the staleness check lets pass before it declares a task failed: a heartbeat
+ * read from a socket reaches the service after a few callbacks (HTTP/2 frames, then the handler).
+ */
+const DRAIN_TURNS = 3;
 
 // ---------------------------------------------------------------------------------------------
 // constructors
@@ -131,6 +150,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
   readonly heartbeatTimeoutMs: number;
   private readonly clock: Clock;
   private readonly checkMs: number;
+  private readonly stallToleranceMs: number;
   private current: Generation | undefined;
   private lastNumber = 0;
   private closed = false;
@@ -143,6 +163,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
     this.clock = options.clock ?? systemClock;
     this.heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs;
     this.checkMs = options.stalenessCheckMs ?? Math.min(1000, this.heartbeatTimeoutMs / 4);
+    this.stallToleranceMs = options.stallToleranceMs ?? this.checkMs / 4;
     this.scheduleCheck();
   }
 
@@ -165,7 +186,8 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
         `task ${req.task} names the cluster's tasks as [${req.tasks.join(", ")}] but the chief named [${g.tasks.join(", ")}]`,
       );
     }
-    if (g.error !== undefined) throw copyError(g.error);
+    // A restarted task is told so even when its generation has failed already (say its old
+    // incarnation was declared failed): it waits for the next generation instead of exiting.
     const known = g.registered.get(req.task);
     if (known !== undefined && known.incarnation !== req.incarnation) {
       this.fail(
@@ -178,11 +200,21 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
         `task ${req.task} restarted (new incarnation ${req.incarnation}) in generation ${g.number}, where incarnation ${known.incarnation} was registered; it cannot rejoin silently`,
       );
     }
+    if (g.error !== undefined) throw copyError(g.error);
+    // Generations increase across chief restarts: a restarted chief's service starts counting
+    // again, but the tasks that outlived it report the highest generation they saw.
+    if (g.registered.size < g.tasks.length && (req.lastGeneration ?? 0) >= g.number) {
+      g.number = (req.lastGeneration ?? 0) + 1;
+      this.lastNumber = Math.max(this.lastNumber, g.number);
+    }
     if (known === undefined) {
       g.registered.set(req.task, { incarnation: req.incarnation, lastHeartbeatMs: this.clock.now(), left: false });
       // The heartbeat deadlines start when the last task registers.
       if (g.registered.size === g.tasks.length) for (const r of g.registered.values()) r.lastHeartbeatMs = this.clock.now();
       for (const wake of [...g.registrationWaiters]) wake();
+    } else {
+      // The same process again (a reconnect): registering is a sign of life.
+      known.lastHeartbeatMs = Math.max(known.lastHeartbeatMs, this.clock.now());
     }
     await this.waitFor(
       g,
@@ -394,7 +426,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
       error: undefined,
     };
     if (old !== undefined) {
-      this.fail(old, new AbortedError(`generation ${old.number} ended: the chief started generation ${this.lastNumber}; connect again`));
+      this.fail(old, new AbortedError(`generation ${old.number} ended: the chief started a new generation; connect again`));
     }
     for (const wake of [...this.chiefWaiters]) wake();
   }
@@ -528,25 +560,41 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
 
   private scheduleCheck(): void {
     this.nextCheckAt = this.clock.now() + this.checkMs;
-    this.checkTimer = this.clock.setTimer(this.checkMs, () => this.checkHeartbeats());
+    this.checkTimer = this.clock.setTimer(this.checkMs, () => void this.checkHeartbeats());
   }
 
-  private checkHeartbeats(): void {
-    const now = this.clock.now();
+  /**
+   * Credits the time this thread did not run since `expectedAt` to every task. A late tick
+   * means the thread was blocked (a synchronous step, a save, a machine short of CPU): the
+   * tasks' heartbeats may sit unread in its queue, so that time does not count against anyone.
+   */
+  private creditStall(expectedAt: number): void {
+    const lateMs = this.clock.now() - expectedAt;
     const g = this.current;
-    // A late check means this thread was blocked: the time it was not watching does not count
-    // against anyone, whose heartbeats may sit unread in its queue.
-    const lateMs = now - this.nextCheckAt;
-    if (g !== undefined && lateMs > this.checkMs) {
-      for (const r of g.registered.values()) r.lastHeartbeatMs += lateMs;
-    }
-    // Heartbeats start when `connect()` returns, once every task registered.
-    if (g !== undefined && g.error === undefined && g.registered.size === g.tasks.length) {
-      const stale = [...g.registered.entries()].filter(
-        ([, r]) => !r.left && now - r.lastHeartbeatMs > this.heartbeatTimeoutMs,
-      );
-      if (stale.length > 0) {
-        const names = stale.map(([t]) => t);
+    if (g === undefined || lateMs <= this.stallToleranceMs) return;
+    for (const r of g.registered.values()) r.lastHeartbeatMs += lateMs;
+  }
+
+  /** The tasks of `g` silent for longer than the heartbeat timeout (none before all registered). */
+  private stale(g: Generation): string[] {
+    if (g.error !== undefined || g.registered.size < g.tasks.length) return [];
+    const now = this.clock.now();
+    return [...g.registered.entries()]
+      .filter(([, r]) => !r.left && now - r.lastHeartbeatMs > this.heartbeatTimeoutMs)
+      .map(([t]) => t);
+  }
+
+  private async checkHeartbeats(): Promise<void> {
+    this.creditStall(this.nextCheckAt);
+    const g = this.current;
+    if (g !== undefined && this.stale(g).length > 0) {
+      // Before any verdict, let the event loop read the heartbeats already received (they wait
+      // behind this timer after a stall); a stall during that drain is credited too.
+      const drainStart = this.clock.now();
+      for (let i = 0; i < DRAIN_TURNS; i++) await this.yieldTurn();
+      this.creditStall(drainStart);
+      const names = this.closed || g !== this.current ? [] : this.stale(g);
+      if (names.length > 0) {
         this.fail(
           g,
           new UnavailableError(
@@ -555,6 +603,11 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
         );
       }
     }
-    this.scheduleCheck();
+    if (!this.closed) this.scheduleCheck();
+  }
+
+  /** One full turn of the event loop (its I/O callbacks included). */
+  private yieldTurn(): Promise<void> {
+    return this.clock.yieldTurn?.() ?? new Promise<void>((resolve) => setImmediate(resolve));
   }
 }

@@ -5,7 +5,9 @@
  *   attached, and every task WATCHES its peers' keys, because the client itself reports a lost
  *   lease only after 2 × TTL. A deleted key of a task that did not shut down means it failed;
  * - insert-if-absent: a transaction on the key's create revision;
- * - blocking gets and barriers: watches from the revision of the read that missed.
+ * - blocking gets and barriers: watches from the revision of the read that missed;
+ * - registration: every task's liveness key, then every task's `ready/` key (written once it saw
+ *   the liveness keys), so that the unexpired keys of a dead launch's tasks never complete it.
  *
  * Layout under `prefix` (default `monitored-session/`):
  * - `generation`: the launch counter, incremented by the chief at `connect()` (kept forever);
@@ -40,7 +42,7 @@ import type {
 import { type CoordinationTimeouts, etcdLeaseTtlSecs, resolveCoordinationTimeouts } from "./CoordinationConfig.js";
 import { ErrorLatch } from "./ErrorLatch.js";
 import { HeartbeatWorker } from "./HeartbeatWorker.js";
-import { checkKey, newIncarnation } from "./identity.js";
+import { checkKey, processIncarnationId } from "./identity.js";
 import { copyError, decodeStatusJson, fromStatus, type Status, toStatus } from "./status.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -98,7 +100,7 @@ export class EtcdCoordinationClient implements CoordinationClient {
     this.task = options.task;
     this.tasks = [...options.tasks];
     this.isChief = options.isChief;
-    this.incarnation = options.incarnation ?? newIncarnation();
+    this.incarnation = options.incarnation ?? processIncarnationId;
     this.hosts = [...options.hosts];
     this.root = options.prefix ?? "monitored-session/";
     this.clock = options.clock ?? systemClock;
@@ -123,21 +125,36 @@ export class EtcdCoordinationClient implements CoordinationClient {
     this.gen = undefined;
     this.failure.reset();
     const deadline = this.clock.now() + this.timeouts.registrationTimeoutMs;
-    const gen = await this.op(() => (this.isChief ? this.startGeneration() : this.waitForGeneration(deadline)));
-    await this.op(() => this.claimTask(gen));
-    this.heartbeat = await HeartbeatWorker.etcd(
+    // The heartbeat thread starts (and gets its lease) while this thread finds the generation
+    // and claims the task's name: the two are independent, and the thread is the slower.
+    const thread = HeartbeatWorker.etcd(
       {
         hosts: this.hosts,
         ttlSecs: etcdLeaseTtlSecs(this.timeouts.heartbeatTimeoutMs),
-        aliveKey: this.genKey(gen, `alive/${enc(this.task)}`),
         incarnation: this.incarnation,
         intervalMs: this.timeouts.heartbeatIntervalMs,
         timeoutMs: this.timeouts.heartbeatTimeoutMs,
       },
       this.latchFor(this.epoch),
     );
+    let gen: number;
     try {
-      const revision = await this.op(() => this.waitAllAlive(gen, deadline));
+      gen = await this.op(() => (this.isChief ? this.startGeneration() : this.waitForGeneration(deadline)));
+      await this.op(() => this.claimTask(gen));
+    } catch (e) {
+      void thread.then((w) => w.stop(), () => undefined);
+      throw e;
+    }
+    this.heartbeat = await thread;
+    try {
+      await this.heartbeat.attach(this.genKey(gen, `alive/${enc(this.task)}`));
+      const revision = await this.op(() => this.waitForAll(gen, "alive", deadline));
+      // Seeing every liveness key is not enough: the keys of a previous launch's tasks that died
+      // less than a lease ago are still there. Only tasks that are alive now confirm that they
+      // saw every other one, so a task that joined a dead launch waits here, until the new
+      // chief's generation aborts the wait (it then registers there) or the registration times out.
+      await this.op(() => this.etcd.put(this.genKey(gen, `ready/${enc(this.task)}`)).value(this.incarnation).exec());
+      await this.op(() => this.waitForAll(gen, "ready", deadline));
       await this.op(() => this.watchGeneration(gen, revision));
     } catch (e) {
       await this.stopLiveness();
@@ -308,14 +325,26 @@ export class EtcdCoordinationClient implements CoordinationClient {
     );
   }
 
-  /** Waits until every task's liveness key exists; returns the revision it saw them at. */
-  private async waitAllAlive(gen: number, deadline: number): Promise<string> {
-    const prefix = this.genKey(gen, "alive/");
+  /**
+   * Waits until every task has a key under `g/<gen>/<dir>/`: `alive` (its liveness key) or
+   * `ready` (it saw every liveness key). Returns the revision it saw them at.
+   */
+  private async waitForAll(gen: number, dir: "alive" | "ready", deadline: number): Promise<string> {
+    const prefix = this.genKey(gen, `${dir}/`);
+    // The ready wait also reads the generation's error: a failed generation never completes (a
+    // task that joins one waits for the next, as it does for a dead launch's).
+    const watched = dir === "alive" ? prefix : this.genKey(gen, "");
+    const errorKey = this.genKey(gen, "error");
     const timeoutMs = deadline - this.clock.now();
     let revision = "0";
+    let failed: OpError | undefined;
     const missing = (kvs: IKeyValue[]): string[] => {
-      const alive = new Set(kvs.map((kv) => dec(kv.key.toString().slice(prefix.length))));
-      return this.tasks.filter((t) => !alive.has(t));
+      const stored = kvs.find((kv) => kv.key.toString() === errorKey);
+      failed = stored === undefined ? undefined : this.storedError(stored);
+      const present = new Set(
+        kvs.filter((kv) => kv.key.toString().startsWith(prefix)).map((kv) => dec(kv.key.toString().slice(prefix.length))),
+      );
+      return this.tasks.filter((t) => !present.has(t));
     };
     let last: string[] = [...this.tasks];
     // A task of a new launch may have joined the previous launch's generation (its chief not
@@ -337,26 +366,30 @@ export class EtcdCoordinationClient implements CoordinationClient {
     ).then(() => {
       throw this.superseded(gen);
     });
-    const allAlive = this.waitUntil(
-      prefix,
+    const all = this.waitUntil(
+      watched,
       true,
       timeoutMs,
       (kvs, rev) => {
         last = missing(kvs);
         revision = rev;
-        return last.length === 0 ? true : undefined;
+        return last.length === 0 && failed === undefined ? true : undefined;
       },
       () =>
         new DeadlineExceededError(
-          `registration timed out after ${this.timeouts.registrationTimeoutMs} ms: ${this.tasks.length - last.length}/${this.tasks.length} tasks registered; missing: ${last.join(", ")}`,
+          dir === "alive"
+            ? `registration timed out after ${this.timeouts.registrationTimeoutMs} ms: ${this.tasks.length - last.length}/${this.tasks.length} tasks registered; missing: ${last.join(", ")}`
+            : failed !== undefined
+              ? `registration timed out after ${this.timeouts.registrationTimeoutMs} ms: generation ${gen} had failed (${failed.message}) and no chief started a new one`
+              : `registration timed out after ${this.timeouts.registrationTimeoutMs} ms in generation ${gen}: every task's liveness key was there, but ${last.join(", ")} never confirmed the registration (tasks of an earlier launch that died less than a heartbeat timeout ago, whose chief has not started a new generation)`,
         ),
       stop.signal,
     );
     // The loser is cancelled by the abort: its rejection is nobody's failure.
     superseded.catch(() => undefined);
-    allAlive.catch(() => undefined);
+    all.catch(() => undefined);
     try {
-      await Promise.race([allAlive, superseded]);
+      await Promise.race([all, superseded]);
     } finally {
       stop.abort(new AbortedError("registration wait cancelled"));
     }

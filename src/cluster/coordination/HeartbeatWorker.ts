@@ -6,12 +6,11 @@
  *
  * The thread's code is plain JavaScript passed with `eval: true`: it runs unchanged under tsx,
  * vitest and the built package, with no loader in the thread. It needs only Node and, for etcd,
- * the `etcd3` package (its path is resolved by the main thread).
+ * Node: the etcd thread speaks to etcd's JSON gateway over `node:http`.
  *
  * @module
  */
 
-import { createRequire } from "node:module";
 import { type MessagePort, type Transferable, Worker } from "node:worker_threads";
 import { systemClock } from "../../Clock.js";
 import { ErrorCode, type OpError, UnavailableError } from "../../errors.js";
@@ -26,14 +25,15 @@ import { fromStatus, type Status } from "./status.js";
 type FromThread =
   | { readonly type: "ready" }
   | { readonly type: "error"; readonly status: Status }
+  | { readonly type: "attached" }
+  | { readonly type: "attachFailed"; readonly status: Status }
   | { readonly type: "stopped" };
 
 /** What the etcd heartbeat thread needs. */
 export interface EtcdHeartbeatData {
   readonly hosts: readonly string[];
   readonly ttlSecs: number;
-  /** The liveness key, attached to the thread's lease. */
-  readonly aliveKey: string;
+  /** The value of the liveness key (see {@link HeartbeatWorker.attach}). */
   readonly incarnation: string;
   readonly intervalMs: number;
   /** etcd unreachable for this long is reported as `UnavailableError` naming etcd. */
@@ -46,9 +46,12 @@ export interface EtcdHeartbeatData {
 
 const EMBEDDED_SCRIPT = `
 const { parentPort, workerData } = require("node:worker_threads");
-const { port, identity, intervalMs } = workerData;
+const { port, intervalMs } = workerData;
 let id = 0;
+let identity;
+let timer;
 let stopped = false;
+// Also before "begin": the client counts this thread's errors from its start.
 const fail = (status) => {
   if (stopped) return;
   stopped = true;
@@ -58,9 +61,14 @@ const fail = (status) => {
 port.on("message", (msg) => { if (msg.status !== undefined) fail(msg.status); });
 port.on("close", () => fail({ code: ${ErrorCode.UNAVAILABLE}, message: "the coordination service's port closed (its host stopped)" }));
 const beat = () => port.postMessage({ id: id++, method: "heartbeat", request: identity });
-const timer = setInterval(beat, intervalMs);
-beat();
-parentPort.on("message", () => {
+parentPort.on("message", (msg) => {
+  if (msg.type === "begin") {
+    if (stopped) return;
+    identity = msg.identity;
+    timer = setInterval(beat, intervalMs);
+    beat();
+    return;
+  }
   stopped = true;
   clearInterval(timer);
   port.close();
@@ -69,13 +77,41 @@ parentPort.on("message", () => {
 parentPort.postMessage({ type: "ready" });
 `;
 
+// etcd's JSON gateway (/v3/..., served on every client URL) over Node's own http: the thread
+// loads no etcd or gRPC client, so it starts in tens of milliseconds where loading etcd3 and
+// grpc-js in a new thread took about a second (measured), all of it in every task's startup.
 const ETCD_SCRIPT = `
 const { parentPort, workerData } = require("node:worker_threads");
-const { Etcd3, EtcdLeaseInvalidError } = require(workerData.etcd3Path);
-const { hosts, ttlSecs, aliveKey, incarnation, intervalMs, timeoutMs } = workerData;
-const client = new Etcd3({ hosts, dialTimeout: intervalMs });
-const lease = client.lease(ttlSecs, { autoKeepAlive: false });
-lease.on("lost", () => {});
+const http = require("node:http");
+const https = require("node:https");
+const { hosts, ttlSecs, incarnation, intervalMs, timeoutMs } = workerData;
+const agents = { "http:": new http.Agent({ keepAlive: true }), "https:": new https.Agent({ keepAlive: true }) };
+let host = 0;
+const post = (path, body, deadlineMs) => new Promise((resolve, reject) => {
+  const url = new URL(path, hosts[host % hosts.length]);
+  const mod = url.protocol === "https:" ? https : http;
+  const req = mod.request(url, { method: "POST", agent: agents[url.protocol], headers: { "content-type": "application/json" } }, (res) => {
+    let text = "";
+    res.setEncoding("utf8");
+    res.on("data", (d) => (text += d));
+    res.on("end", () => {
+      clearTimeout(timer);
+      let json;
+      try { json = JSON.parse(text.split("\\n")[0]); } catch { json = undefined; }
+      if (res.statusCode !== 200 || json === undefined) return reject(new Error(path + ": " + (json?.message ?? "HTTP " + res.statusCode + " " + text.slice(0, 200))));
+      resolve(json);
+    });
+  });
+  const timer = setTimeout(() => req.destroy(new Error(path + ": no answer within " + deadlineMs + " ms")), deadlineMs);
+  req.on("error", (e) => {
+    clearTimeout(timer);
+    host += 1; // the next call tries the next endpoint
+    reject(e);
+  });
+  req.end(JSON.stringify(body));
+});
+const b64 = (s) => Buffer.from(s).toString("base64");
+let lease;
 let lastOk = Date.now();
 let stopped = false;
 let timer;
@@ -87,61 +123,88 @@ const fail = (message) => {
 };
 const beat = async () => {
   try {
-    await lease.keepaliveOnce({ deadline: Date.now() + intervalMs });
-    lastOk = Date.now();
-  } catch (e) {
-    if (e instanceof EtcdLeaseInvalidError) {
+    const r = await post("/v3/lease/keepalive", { ID: lease }, intervalMs);
+    // A lease that expired (or was revoked) comes back without a TTL.
+    if (!(Number(r.result?.TTL ?? 0) > 0)) {
       return fail("this task's liveness lease expired: the cluster declared it failed (it was stopped or cut off for longer than the heartbeat timeout)");
     }
+    lastOk = Date.now();
+  } catch (e) {
     if (Date.now() - lastOk > timeoutMs) {
       return fail("etcd (" + hosts.join(", ") + ") unreachable for " + (Date.now() - lastOk) + " ms (heartbeat timeout " + timeoutMs + " ms): " + e.message);
     }
   }
   if (!stopped) timer = setTimeout(beat, intervalMs);
 };
-lease.put(aliveKey).value(incarnation).exec().then(
-  () => {
+post("/v3/lease/grant", { TTL: ttlSecs }, timeoutMs).then(
+  (r) => {
+    lease = r.ID;
     lastOk = Date.now();
     parentPort.postMessage({ type: "ready" });
     timer = setTimeout(beat, intervalMs);
   },
-  (e) => fail("could not register this task's liveness with etcd (" + hosts.join(", ") + "): " + e.message),
+  (e) => fail("could not get a liveness lease from etcd (" + hosts.join(", ") + "): " + e.message),
 );
 parentPort.on("message", async (msg) => {
+  if (msg.type === "attach") {
+    try {
+      await post("/v3/kv/put", { key: b64(msg.key), value: b64(incarnation), lease }, timeoutMs);
+      parentPort.postMessage({ type: "attached" });
+    } catch (e) {
+      parentPort.postMessage({ type: "attachFailed", status: { code: ${ErrorCode.UNAVAILABLE}, message: "could not register this task's liveness with etcd (" + hosts.join(", ") + "): " + e.message } });
+    }
+    return;
+  }
   stopped = true;
   clearTimeout(timer);
-  if (msg.revoke) {
-    try { await lease.revoke({ deadline: Date.now() + 2000 }); } catch {}
+  if (msg.revoke && lease !== undefined) {
+    try { await post("/v3/lease/revoke", { ID: lease }, 2000); } catch {}
   }
-  client.close();
+  for (const agent of Object.values(agents)) agent.destroy();
   parentPort.postMessage({ type: "stopped" });
 });
 `;
 
 /** A heartbeat thread. */
 export class HeartbeatWorker {
+  /** The pending {@link attach}, settled by the thread's answer. */
+  private attaching: { resolve(): void; reject(e: OpError): void } | undefined;
+
   private constructor(
     private readonly worker: Worker,
     private readonly stopped: Promise<void>,
   ) {}
 
   /**
-   * Starts beating to an embedded service through `port` (see `openServicePort`), every
-   * `intervalMs`. `onError` gets the first rejection (the cluster's error, or a lost service).
+   * Starts a thread that will beat to an embedded service through `port` (see
+   * `openServicePort`) every `intervalMs`, once {@link begin} gives it the task's identity.
+   * Started before the task registers, so that a thread slow to start (seconds on a loaded
+   * machine) does not eat into the first heartbeat's deadline. `onError` gets the first
+   * rejection (the cluster's error, or a lost service).
    */
-  static embedded(
-    port: MessagePort,
-    identity: CallerIdentity,
-    intervalMs: number,
-    onError: (error: OpError) => void,
-  ): Promise<HeartbeatWorker> {
-    return HeartbeatWorker.start(EMBEDDED_SCRIPT, { port, identity, intervalMs }, [port], onError);
+  static embedded(port: MessagePort, intervalMs: number, onError: (error: OpError) => void): Promise<HeartbeatWorker> {
+    return HeartbeatWorker.start(EMBEDDED_SCRIPT, { port, intervalMs }, [port], onError);
   }
 
-  /** Grants an etcd lease, attaches `data.aliveKey` to it and keeps it alive. */
+  /** etcd: puts the liveness `key` (the incarnation) on the thread's lease. */
+  attach(key: string): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.attaching = { resolve, reject };
+      this.worker.postMessage({ type: "attach", key });
+    });
+  }
+
+  /** Starts beating as `identity` (the embedded thread: the first heartbeat goes out at once). */
+  begin(identity: CallerIdentity): void {
+    this.worker.postMessage({ type: "begin", identity });
+  }
+
+  /**
+   * Grants an etcd lease and keeps it alive; resolves once it is granted. The task's liveness
+   * key is attached to it later ({@link attach}), once the task knows its generation.
+   */
   static etcd(data: EtcdHeartbeatData, onError: (error: OpError) => void): Promise<HeartbeatWorker> {
-    const etcd3Path = createRequire(import.meta.url).resolve("etcd3");
-    return HeartbeatWorker.start(ETCD_SCRIPT, { ...data, hosts: [...data.hosts], etcd3Path }, [], onError);
+    return HeartbeatWorker.start(ETCD_SCRIPT, { ...data, hosts: [...data.hosts] }, [], onError);
   }
 
   private static start(
@@ -156,19 +219,24 @@ export class HeartbeatWorker {
     let onStopped: () => void = () => {};
     const stopped = new Promise<void>((resolve) => (onStopped = resolve));
     return new Promise<HeartbeatWorker>((resolve, reject) => {
-      let started = false;
+      let started: HeartbeatWorker | undefined;
       const timer = systemClock.setTimer(startTimeoutMs, () => {
         void worker.terminate();
         reject(new UnavailableError(`the heartbeat thread did not start within ${startTimeoutMs} ms`));
       });
       worker.on("message", (msg: FromThread) => {
         if (msg.type === "ready") {
-          started = true;
+          started = new HeartbeatWorker(worker, stopped);
           timer.cancel();
-          resolve(new HeartbeatWorker(worker, stopped));
+          resolve(started);
+        } else if (msg.type === "attached" || msg.type === "attachFailed") {
+          const attaching = started?.attaching;
+          if (started !== undefined) started.attaching = undefined;
+          if (msg.type === "attached") attaching?.resolve();
+          else attaching?.reject(fromStatus(msg.status));
         } else if (msg.type === "error") {
           const error = fromStatus(msg.status);
-          if (started) onError(error);
+          if (started !== undefined) onError(error);
           else {
             timer.cancel();
             void worker.terminate();
@@ -179,10 +247,13 @@ export class HeartbeatWorker {
       worker.on("error", (e) => {
         timer.cancel();
         const error = new UnavailableError(`the heartbeat thread crashed: ${e.message}`);
-        if (started) onError(error);
+        if (started !== undefined) onError(error);
         else reject(error);
       });
-      worker.on("exit", onStopped);
+      worker.on("exit", () => {
+        started?.attaching?.reject(new UnavailableError("the heartbeat thread ended before it attached the liveness key"));
+        onStopped();
+      });
     });
   }
 

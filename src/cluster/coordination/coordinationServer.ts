@@ -77,6 +77,7 @@ export const coordinationServiceRegistration =
             isChief: req.isChief,
             tasks: req.clusterTasks,
             timeoutMs: boundedTimeout(req.timeoutMs, ctx),
+            lastGeneration: req.lastGeneration,
           });
           return { generation: r.generation, serviceId: r.serviceId };
         }),

@@ -106,6 +106,7 @@ export const grpcCoordinationTransport = (
                 isChief: req.isChief,
                 clusterTasks: [...req.tasks],
                 timeoutMs: wireMs(leftMs),
+                lastGeneration: req.lastGeneration ?? 0,
               },
               { timeoutMs: leftMs + graceMs },
             ),

@@ -23,6 +23,14 @@ export const taskName = (jobName: string, taskIndex: number): string =>
  */
 export const newIncarnation = (): string => randomBytes(8).readBigUInt64BE().toString();
 
+/**
+ * This process's incarnation, drawn once when the process starts (loads this module). Every
+ * coordination client of the process uses it unless told otherwise, and keeps it across
+ * reconnects, so the service can tell a task that reconnects (the same process) from one that
+ * restarted (a new process, a new id). The `Server`'s incarnation is the same number.
+ */
+export const processIncarnationId: string = newIncarnation();
+
 // ---------------------------------------------------------------------------------------------
 // utils
 // ---------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ export {
 } from "./CoordinationConfig.js";
 
 /* Identity */
-export { newIncarnation, taskName } from "./identity.js";
+export { newIncarnation, processIncarnationId, taskName } from "./identity.js";
 
 /* Embedded backend */
 export {

@@ -3,7 +3,10 @@ import {
   type CoordinationClient,
   EmbeddedCoordinationClient,
   EmbeddedCoordinationService,
+  type EmbeddedTransport,
   inProcessTransport,
+  newIncarnation,
+  processIncarnationId,
 } from "../../../src/cluster/coordination/index.js";
 import {
   AbortedError,
@@ -12,7 +15,7 @@ import {
   InvalidArgumentError,
   UnavailableError,
 } from "../../../src/errors.js";
-import { VirtualClock } from "../../../src/testing/VirtualClock.js";
+import { flush, VirtualClock } from "../../../src/testing/VirtualClock.js";
 import { chief, rejection, tasks, worker1, worker2 } from "./conformance.js";
 
 /** Three in-process tasks on a virtual clock, TensorFlow's default timeouts (10 s, 5 s). */
@@ -34,6 +37,14 @@ const settled = async (promise: Promise<unknown>): Promise<boolean> => {
   );
   await new Promise((r) => setImmediate(r));
   return done;
+};
+
+/**
+ * A few event-loop turns: a staleness check that finds a silent task gives the loop turns to
+ * read waiting heartbeats before its verdict, so the verdict comes a few turns after the tick.
+ */
+const turns = async (n = 5): Promise<void> => {
+  for (let i = 0; i < n; i++) await flush();
 };
 
 /** Three tasks of which the chief left first: its shutdown barrier timed out (the workers still train). */
@@ -73,6 +84,7 @@ describe("EmbeddedCoordinationService (virtual clock)", () => {
     const [c, w1, frozen] = [make(chief, clock), make(worker1, clock), make(worker2, frozenClock)];
     await Promise.all([c.connect(), w1.connect(), frozen.connect()]);
     await clock.advanceSecs(12);
+    await turns();
     const seen = await rejection(w1.tryGet("k"));
     expect(seen).toBeInstanceOf(UnavailableError);
     expect(seen.message).toContain(worker2);
@@ -97,6 +109,7 @@ describe("EmbeddedCoordinationService (virtual clock)", () => {
     await w2.close();
     clock.set(clock.now() + 30_000);
     await clock.advanceSecs(12);
+    await turns();
     const e = await rejection(c.tryGet("k"));
     expect(e).toBeInstanceOf(UnavailableError);
     expect(e.message).toContain(worker2);
@@ -124,7 +137,7 @@ describe("EmbeddedCoordinationService (virtual clock)", () => {
     expect(await first).toBeInstanceOf(InvalidArgumentError);
   });
 
-  it("when the host stops, all state is lost: calls fail with UnavailableError, a new service starts at generation 1", async () => {
+  it("when the host stops, all state is lost: calls fail with UnavailableError; a new service with new tasks starts at generation 1", async () => {
     const { clock, service, c, w1 } = await setup();
     await c.insert("RUN_TO_CHECKPOINT", "3");
     const blocked = rejection(w1.get("never"));
@@ -234,6 +247,240 @@ describe("EmbeddedCoordinationService (virtual clock)", () => {
     expect(w1.generation).toBe(2);
     await clock.advanceSecs(60);
     expect(await w1.tryGet("k")).toBeUndefined();
+  });
+});
+
+/**
+ * The service's event loop, simulated: heartbeats the tasks sent wait in `inbox` (a socket's
+ * queue) until the loop reads them, either in its normal turn ({@link read}) or when the
+ * service itself yields a turn.
+ */
+class ServiceLoopClock extends VirtualClock {
+  readonly inbox: Array<() => void> = [];
+
+  override yieldTurn(): Promise<void> {
+    this.read();
+    return super.yieldTurn();
+  }
+
+  /** The loop's I/O phase: every waiting heartbeat reaches the service. */
+  read(): void {
+    for (const deliver of this.inbox.splice(0)) deliver();
+  }
+}
+
+/**
+ * Three tasks whose heartbeats (every 5 s of the tasks' own clock) queue in the service loop's
+ * inbox; the service checks them every second of its own clock (TensorFlow's timeouts).
+ */
+const queuedSetup = async () => {
+  const loop = new ServiceLoopClock();
+  const tasksClock = new VirtualClock();
+  const service = new EmbeddedCoordinationService({ clock: loop });
+  const queuedHeartbeat = (req: Parameters<EmbeddedCoordinationService["heartbeat"]>[0]): Promise<void> =>
+    new Promise((resolve, reject) => loop.inbox.push(() => void service.heartbeat(req).then(resolve, reject)));
+  const api = new Proxy(service, {
+    get: (target, key: keyof EmbeddedCoordinationService) =>
+      key === "heartbeat" ? queuedHeartbeat : (target[key] as (...args: unknown[]) => unknown).bind(target),
+  });
+  const client = (task: string): EmbeddedCoordinationClient =>
+    new EmbeddedCoordinationClient(
+      { api, openPort: () => Promise.reject(new Error("inline heartbeats only")) },
+      { task, tasks, isChief: task === chief, clock: tasksClock, heartbeats: "inline" },
+    );
+  const [c, w1, w2] = [client(chief), client(worker1), client(worker2)];
+  await Promise.all([c.connect(), w1.connect(), w2.connect()]);
+  /** Both run normally for `secs`: each second the service's timers, the tasks' beats, then the loop reads them. */
+  const run = async (secs: number): Promise<void> => {
+    for (let i = 0; i < secs; i++) {
+      await loop.advanceSecs(1);
+      await tasksClock.advanceSecs(1);
+      loop.read();
+    }
+    await turns();
+  };
+  /** The service's loop does not run for `secs` (a long synchronous step), while the tasks beat on. */
+  const stall = async (secs: number): Promise<void> => {
+    loop.set(loop.now() + secs * 1000);
+    await tasksClock.advanceSecs(secs);
+  };
+  return { loop, tasksClock, service, c, w1, w2, run, stall };
+};
+
+describe("staleness checks when the service's own loop stalls (virtual clock)", () => {
+  it("the clock jumps past the heartbeat timeout while heartbeats wait unread: nobody is declared failed", async () => {
+    const { loop, c, w1, run, stall } = await queuedSetup();
+    await run(20);
+    await stall(25);
+    expect(loop.inbox.length).toBeGreaterThan(0);
+    await loop.advanceSecs(1); // the late tick comes before the loop reads its queue
+    await turns();
+    expect(await c.tryGet("k")).toBeUndefined();
+    await run(60);
+    await w1.insert("k", "v");
+    expect(await c.tryGet("k")).toBe("v");
+  });
+
+  it("heartbeats received but not read when a check finds the tasks silent are read before any verdict", async () => {
+    const { loop, tasksClock, c, run } = await queuedSetup();
+    await run(5);
+    // The checks run on time for 12 s while the tasks beat on, but nothing is read in between:
+    // every task looks silent past the heartbeat timeout.
+    for (let i = 0; i < 12; i++) {
+      await loop.advanceSecs(1);
+      await tasksClock.advanceSecs(1);
+    }
+    await turns();
+    expect(await c.tryGet("k")).toBeUndefined();
+    await run(30);
+    expect(await c.tryGet("k")).toBeUndefined();
+  });
+
+  it("a dead task is still declared failed within the heartbeat timeout plus one check, others' heartbeats queued or not", async () => {
+    const { c, w1, w2, run } = await queuedSetup();
+    await run(5); // every task's last heartbeat: t = 5 s
+    await w2.close();
+    await run(10);
+    expect(await c.tryGet("k")).toBeUndefined();
+    await run(1);
+    const e = await rejection(w1.tryGet("k"));
+    expect(e).toBeInstanceOf(UnavailableError);
+    expect(e.message).toContain(`task ${worker2} declared failed`);
+  });
+
+  it("a task that dies before a stall is declared failed within the timeout plus one check of the service's running time", async () => {
+    const { c, w1, w2, run, stall } = await queuedSetup();
+    await run(5);
+    await w2.close();
+    await stall(30);
+    await run(9);
+    expect(await c.tryGet("k")).toBeUndefined();
+    await run(2);
+    const e = await rejection(w1.tryGet("k"));
+    expect(e).toBeInstanceOf(UnavailableError);
+    expect(e.message).toContain(`task ${worker2} declared failed`);
+  });
+});
+
+describe("generations across chief restarts (virtual clock)", () => {
+  /** The chief's address: whichever service the chief now hosts there answers. */
+  const chiefAddress = (first: EmbeddedCoordinationService) => {
+    let service = first;
+    const transport: EmbeddedTransport = {
+      get api() {
+        return service;
+      },
+      openPort: () => Promise.reject(new Error("inline heartbeats only")),
+    };
+    return { transport, restart: (next: EmbeddedCoordinationService) => (service = next) };
+  };
+
+  it("a restarted chief's service numbers its generation above every one its tasks saw, so generations strictly increase", async () => {
+    const clock = new VirtualClock();
+    const address = chiefAddress(new EmbeddedCoordinationService({ clock }));
+    const client = (task: string): EmbeddedCoordinationClient =>
+      new EmbeddedCoordinationClient(address.transport, { task, tasks, isChief: task === chief, clock, heartbeats: "inline" });
+    const [w1, w2] = [client(worker1), client(worker2)];
+    await Promise.all([client(chief).connect(), w1.connect(), w2.connect()]);
+    // The chief process restarts twice in the same service's life: generations 2 and 3.
+    await Promise.all([client(chief).connect(), w1.connect(), w2.connect()]);
+    await Promise.all([client(chief).connect(), w1.connect(), w2.connect()]);
+    expect(w1.generation).toBe(3);
+    await w1.insert("RUN_TO_CHECKPOINT", "3");
+
+    // The chief process dies with its service and comes back (a new process, a new service).
+    const seen: number[] = [3];
+    for (let restart = 0; restart < 2; restart++) {
+      address.restart(new EmbeddedCoordinationService({ clock }));
+      expect(await rejection(w1.tryGet("RUN_TO_CHECKPOINT"))).toBeInstanceOf(UnavailableError);
+      const chiefAgain = client(chief); // a new process: it remembers nothing
+      await Promise.all([chiefAgain.connect(), w1.connect(), w2.connect()]);
+      expect(chiefAgain.generation).toBe(w1.generation);
+      expect(w2.generation).toBe(w1.generation);
+      expect(w1.generation).toBeGreaterThan(Math.max(...seen));
+      seen.push(w1.generation as number);
+      expect(await w2.tryGet("RUN_TO_CHECKPOINT")).toBeUndefined();
+      await clock.advanceSecs(30);
+      await chiefAgain.insert("alive", String(restart));
+      expect(await w2.tryGet("alive")).toBe(String(restart));
+    }
+    expect(seen).toEqual([3, 4, 5]);
+  });
+
+  it("one task that saw a higher generation is enough, whenever it registers", async () => {
+    const clock = new VirtualClock();
+    const service = new EmbeddedCoordinationService({ clock });
+    const register = (task: string, lastGeneration: number) =>
+      service.register({ task, incarnation: newIncarnation(), isChief: task === chief, tasks, timeoutMs: 60_000, lastGeneration });
+    const all = Promise.all([register(chief, 0), register(worker1, 0), register(worker2, 7)]);
+    expect((await all).map((r) => r.generation)).toEqual([8, 8, 8]);
+    expect(service.generation).toBe(8);
+  });
+});
+
+describe("incarnations: one per process start (virtual clock)", () => {
+  it("every client of the process has the process's incarnation; a reconnect of the same process is no restart", async () => {
+    const { clock, client, c, w1 } = await setup();
+    expect([c.incarnation, w1.incarnation]).toEqual([processIncarnationId, processIncarnationId]);
+    await clock.advanceSecs(3);
+    await w1.connect(); // the same client again (after a lost connection, say)
+    const sameProcess = client(worker1); // another client of the same process
+    await sameProcess.connect();
+    expect(sameProcess.generation).toBe(w1.generation);
+    await clock.advanceSecs(60);
+    await sameProcess.insert("k", "v");
+    expect(await c.tryGet("k")).toBe("v");
+  });
+
+  it("a new process (new incarnation) is told it restarted, with AbortedError; the others learn it is gone", async () => {
+    const { service, c } = await setup();
+    const restarted = new EmbeddedCoordinationClient(inProcessTransport(service), {
+      task: worker1,
+      tasks,
+      isChief: false,
+      incarnation: newIncarnation(),
+      heartbeats: "inline",
+    });
+    const told = await rejection(restarted.connect());
+    expect(told).toBeInstanceOf(AbortedError);
+    expect(told.message).toContain(`task ${worker1} restarted`);
+    const seen = await rejection(c.tryGet("k"));
+    expect(seen).toBeInstanceOf(UnavailableError);
+    expect(seen.message).toContain(`task ${worker1} restarted`);
+  });
+
+  it("a new process whose old incarnation was already declared failed is still told it restarted, and registers in the next generation", async () => {
+    const { clock, service, client, c, w1, w2 } = await setup();
+    await w1.close(); // the process dies
+    await clock.advanceSecs(12);
+    await turns();
+    expect(await rejection(c.tryGet("k"))).toBeInstanceOf(UnavailableError);
+    const restarted = new EmbeddedCoordinationClient(inProcessTransport(service), {
+      task: worker1,
+      tasks,
+      isChief: false,
+      clock,
+      incarnation: newIncarnation(),
+      heartbeats: "inline",
+    });
+    const told = await rejection(restarted.connect());
+    expect(told).toBeInstanceOf(AbortedError);
+    expect(told.message).toContain("restarted");
+    // The group restarts: the chief starts a new generation, and the new process joins it.
+    const chief2 = client(chief);
+    await Promise.all([chief2.connect(), restarted.connect(), w2.connect()]);
+    expect(restarted.generation).toBe(2);
+    await restarted.insert("k", "v");
+    expect(await chief2.tryGet("k")).toBe("v");
+  });
+
+  it("a call with an incarnation other than the registered one gets AbortedError", async () => {
+    const { service, c } = await setup();
+    const e = await rejection(
+      service.tryGet({ task: chief, incarnation: newIncarnation(), generation: c.generation as number, serviceId: service.serviceId, key: "k" }),
+    );
+    expect(e).toBeInstanceOf(AbortedError);
+    expect(e.message).toContain("is not the one registered");
   });
 });
 

@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import {
   type CoordinationClient,
   type CoordinationTimeouts,
+  newIncarnation,
   taskName,
 } from "../../../src/cluster/coordination/index.js";
 import {
@@ -241,7 +242,8 @@ export const describeConformance = (name: string, setup: () => ConformanceBacken
       const cluster = await backend().cluster(tasks);
       const clients = await connectAll(cluster);
       const [c] = clients as [CoordinationClient];
-      const again = cluster.client({ task: worker1, isChief: false });
+      // The same task in a new process: a new incarnation (clients of one process share one).
+      const again = cluster.client({ task: worker1, isChief: false, incarnation: newIncarnation() });
       try {
         expect(again.incarnation).not.toBe(clients[1]?.incarnation);
         const e = await within(rejection(again.connect()), 20_000, "the restarted task's connect");

@@ -3,11 +3,12 @@
  * real etcd: workers of the new launch that start BEFORE its chief find the previous launch's
  * generation. Whether their task name was claimed there (AbortedError at once) or not (they
  * register in it and wait for peers that are gone), every task ends up in the new chief's
- * generation within the registration timeout, never hangs.
+ * generation within the registration timeout, never hangs. That holds too when the previous
+ * launch's tasks died less than a lease ago (their liveness keys still there).
  */
 import { Etcd3 } from "etcd3";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type CoordinationClient, EtcdCoordinationClient } from "../../../src/cluster/coordination/index.js";
+import { type CoordinationClient, EtcdCoordinationClient, newIncarnation } from "../../../src/cluster/coordination/index.js";
 import { AbortedError, DeadlineExceededError } from "../../../src/errors.js";
 import { chief, rejection, tasks, within, worker1, worker2 } from "./conformance.js";
 import { etcdBinary, EtcdProcess } from "./etcdHarness.js";
@@ -43,6 +44,7 @@ const cluster = () => {
     client: (task: string, timeouts: { registrationTimeoutMs: number } = { registrationTimeoutMs }): CoordinationClient => {
       const c = new EtcdCoordinationClient({
         task,
+        incarnation: newIncarnation(), // every client stands for a process of its own
         tasks,
         isChief: task === chief,
         hosts: [(etcd as EtcdProcess).endpoint],
@@ -81,6 +83,22 @@ const untilKeys = async (prefix: string, test: (keys: string[]) => boolean, ms: 
 
 const enc = (task: string): string => encodeURIComponent(task);
 
+/**
+ * Generation 1 of a launch whose chief and worker 0 registered, then died less than a lease ago:
+ * their liveness keys are still there (a lease of 60 s stands for one that has not expired yet).
+ * Worker 1 never came. Returns the lease, to revoke after the test.
+ */
+const deadLaunchWithLiveLeases = async (prefix: string) => {
+  const etcd3 = kv as Etcd3;
+  await etcd3.put(`${prefix}generation`).value("1");
+  const lease = etcd3.lease(60, { autoKeepAlive: false });
+  for (const task of [chief, worker1]) {
+    await etcd3.put(`${prefix}g/1/tasks/${enc(task)}`).value("1111");
+    await lease.put(`${prefix}g/1/alive/${enc(task)}`).value("1111");
+  }
+  return lease;
+};
+
 describe.skipIf(etcdBinary === undefined)("etcd backend: a new launch on the same prefix, workers before the chief", () => {
   it("a worker that registers in the previous launch's generation (its name unclaimed there) moves to the new chief's generation", async () => {
     const { prefix, client } = cluster();
@@ -102,6 +120,52 @@ describe.skipIf(etcdBinary === undefined)("etcd backend: a new launch on the sam
     expect(generations).toEqual([2, [2, 2]]);
     await b.insert("from-worker-1", "x");
     expect(await c.get("from-worker-1", { timeoutMs: 5_000 })).toBe("x");
+  });
+
+  it("the previous launch's tasks died less than a lease ago: a worker started first waits in their generation, then registers in the new chief's", async () => {
+    const { prefix, client } = cluster();
+    const lease = await deadLaunchWithLiveLeases(prefix);
+    try {
+      // Worker 1 (its name unclaimed in generation 1) sees every liveness key there, stale ones
+      // included, and confirms; the dead tasks never do, so it waits.
+      const b = client(worker2);
+      const waiting = connectRetrying(b);
+      await untilKeys(`${prefix}g/1/ready/`, (keys) => keys.includes(`${prefix}g/1/ready/${enc(worker2)}`), 3 * registrationTimeoutMs, "worker 1 waiting in generation 1");
+      const [c, a] = [client(chief), client(worker1)];
+      const generations = await within(Promise.all([connectRetrying(c), connectRetrying(a), waiting]), 3 * registrationTimeoutMs, "registration of the new launch");
+      expect(generations).toEqual([2, 2, 2]);
+      await b.insert("from-worker-1", "x");
+      expect(await c.get("from-worker-1", { timeoutMs: 5_000 })).toBe("x");
+    } finally {
+      await lease.revoke().catch(() => undefined);
+    }
+  });
+
+  it("with no new chief, a worker waiting in a dead launch's generation gives up at the registration timeout, naming the tasks that never confirmed", async () => {
+    const { prefix, client } = cluster();
+    const lease = await deadLaunchWithLiveLeases(prefix);
+    try {
+      const b = client(worker2, { registrationTimeoutMs: 3_000 });
+      const e = await within(rejection(b.connect()), 3 * (3_000 + heartbeatTimeoutMs), "the registration timeout");
+      expect(e).toBeInstanceOf(DeadlineExceededError);
+      expect(e.message).toContain(`${chief}, ${worker1} never confirmed the registration`);
+    } finally {
+      await lease.revoke().catch(() => undefined);
+    }
+  });
+
+  it("a task that connects again to its failed generation (an error reported there) waits for the next one instead of joining it", async () => {
+    const { client } = cluster();
+    const [c1, a, b] = [client(chief), client(worker1), client(worker2)];
+    await within(Promise.all([c1.connect(), a.connect(), b.connect()]), 3 * registrationTimeoutMs, "registration of launch 1");
+    await a.reportErrorToCluster(new Error("loss is NaN"));
+    await within(rejection(b.get("never", { timeoutMs: 60_000 })), 3 * registrationTimeoutMs, "the reported error");
+    // Every liveness and ready key of generation 1 is still there.
+    const again = connectRetrying(b);
+    await sleep(500);
+    await c1.close(); // the chief restarts: a new process
+    const generations = await within(Promise.all([connectRetrying(client(chief)), connectRetrying(a), again]), 3 * registrationTimeoutMs, "registration of launch 2");
+    expect(generations).toEqual([2, 2, 2]);
   });
 
   it("after a launch whose tasks were all killed, the new launch's workers (started first) and chief register in a new generation", async () => {

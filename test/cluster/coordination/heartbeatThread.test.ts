@@ -1,7 +1,12 @@
+import { MessageChannel } from "node:worker_threads";
 import { describe, expect, it } from "vitest";
-import { EmbeddedCoordinationClient } from "../../../src/cluster/coordination/index.js";
-import { UnavailableError } from "../../../src/errors.js";
-import { connectAll, tasks, untilRejected, worker1 } from "./conformance.js";
+import {
+  EmbeddedCoordinationClient,
+  EmbeddedCoordinationService,
+  inProcessTransport,
+} from "../../../src/cluster/coordination/index.js";
+import { ErrorCode, UnavailableError } from "../../../src/errors.js";
+import { chief, connectAll, tasks, untilRejected, worker1 } from "./conformance.js";
 import { startServiceThread } from "./serviceThread.js";
 
 const heartbeatTimeoutMs = 1_000;
@@ -29,6 +34,28 @@ describe("heartbeats on the main thread (the control)", () => {
     } finally {
       await Promise.all(clients.map((c) => c.close()));
       await thread.stop();
+    }
+  });
+});
+
+describe("the heartbeat thread, started before the task registers", () => {
+  it("an error of its path before registration (a channel that could not start) is raised by the task's first call after connect()", async () => {
+    const service = new EmbeddedCoordinationService();
+    const pair = [chief, worker1];
+    const { port1, port2 } = new MessageChannel();
+    port1.postMessage({ id: -1, status: { code: ErrorCode.UNAVAILABLE, message: "the heartbeat channel could not start: no route" } });
+    const broken = { ...inProcessTransport(service), openPort: () => Promise.resolve(port2) };
+    const c = new EmbeddedCoordinationClient(inProcessTransport(service), { task: chief, tasks: pair, isChief: true, heartbeats: "inline" });
+    const w = new EmbeddedCoordinationClient(broken, { task: worker1, tasks: pair, isChief: false });
+    try {
+      await Promise.all([c.connect(), w.connect()]);
+      const e = await untilRejected(() => w.tryGet("k"), 10_000, "the thread's error");
+      expect(e).toBeInstanceOf(UnavailableError);
+      expect(e.message).toContain("could not start: no route");
+    } finally {
+      await Promise.all([w.close(), c.close()]);
+      port1.close();
+      service.close();
     }
   });
 });

@@ -85,7 +85,23 @@ describe("embedded coordination service across processes", () => {
     }
   });
 
-  it("a chief restart loses every key: the workers get UnavailableError, then register with the new service", async () => {
+  it("a worker restarted as a new process (a new incarnation) is told so with AbortedError; the others learn it is gone", async () => {
+    const [c, w0, w1] = await startCluster({ chief: "block", worker0: "block", worker1: "block" });
+    w1.process.kill("SIGKILL");
+    await w1.exited;
+    const target = String(c.events.find((e) => e.event === "serving")?.target);
+    const again = start({ role: "worker", index: 1, target, scenario: "block" });
+    const told = await again.next("error", startBound);
+    expect(told.name).toBe("AbortedError");
+    expect(told.message).toContain(`task ${worker1} restarted`);
+    for (const t of [c, w0]) {
+      const e = await t.next("error", failBound);
+      expect(e.name).toBe("UnavailableError");
+      expect(e.message).toContain(worker1);
+    }
+  });
+
+  it("a chief restart loses every key: the workers get UnavailableError, then register with the new service in the next generation", async () => {
     const c1 = start({ role: "chief", index: 0, scenario: "block", launch: 1 });
     const target = String((await c1.next("serving", startBound)).target);
     const workers = [0, 1].map((index) => start({ role: "worker", index, target, scenario: "follow" }));
@@ -100,9 +116,12 @@ describe("embedded coordination service across processes", () => {
     }
     const port = Number(new URL(target.replace(/^grpc:/, "http:")).port);
     const c2 = start({ role: "chief", index: 0, scenario: "block", launch: 2, port });
-    await c2.next("connected", startBound);
+    // The new chief process remembers nothing, but the workers report the generation they saw:
+    // the counter goes on.
+    const { generation } = await c2.next("connected", startBound);
+    expect(generation).toBe(2);
     for (const w of workers) {
-      await w.next("connected", startBound);
+      expect((await w.next("connected", startBound)).generation).toBe(2);
       // The first launch's one-shot key is gone with the chief.
       expect(await w.next("value", startBound)).toMatchObject({ launch: "2", stale: null });
     }
