@@ -14,7 +14,7 @@
  *   and asynchronous checkpoints every N steps (the final step is always saved at the end).
  * Rounds are interleaved; each way's median is reported, and the ratios are the medians of the
  * per-round ratios (each round runs the three ways back to back, so machine-load drift cancels;
- * the order rotates from round to round, and each way starts after a full garbage collection).
+ * the order rotates from round to round, so no way always runs first).
  *
  * Backends (separate functions, {@link wasmSpeedup} and {@link bundledModelBackends}): the same
  * training steps on `cpu` and on `wasm` (one thread, as `useBackend` pins it), rounds
@@ -101,9 +101,6 @@ interface WayResult {
   readonly ms: number;
   readonly durableSaves: number;
 }
-
-/** A full garbage collection, when the runtime exposes one (`npm run bench` runs with `--expose-gc`). */
-const collectGarbage = (): void => (globalThis as { gc?: () => void }).gc?.();
 
 const timed = async (fn: () => Promise<void>): Promise<number> => {
   const t0 = process.hrtime.bigint();
@@ -323,15 +320,15 @@ export default async (): Promise<Record<string, unknown>> => {
   const saves: Record<keyof typeof ways, number[]> = { bare: [], fit: [], monitored: [] };
   const order = Object.entries(ways) as [keyof typeof ways, (d: string) => Promise<WayResult>][];
   // One warm-up round lets the JIT and tfjs kernels settle. Each round starts with another way
-  // (round r runs them from way r mod 3), so no way always runs first or right after another
-  // way's garbage; and a full collection before each way (with --expose-gc, as `npm run bench`
-  // runs) keeps one way's garbage out of the next one's time.
+  // (round r runs them from way r mod 3), so no way always runs first or always right after the
+  // same other way (whose garbage it would collect). No collection is forced between ways: a
+  // forced full collection made every way slower (about a quarter here) and was not what a
+  // training process does.
   for (let r = -1; r < ROUNDS; r++) {
     const start = (r + order.length) % order.length;
     for (const [name, way] of [...order.slice(start), ...order.slice(0, start)]) {
       const dir = mkdtempSync(join(tmpdir(), `bench-tfjs-${name}-`));
       try {
-        collectGarbage();
         const { ms, durableSaves } = await way(dir);
         if (durableSaves !== SAVES) throw new Error(`${name}: ${durableSaves} durable saves, expected ${SAVES}: the ways would not do equal work`);
         saves[name].push(durableSaves);
