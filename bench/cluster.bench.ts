@@ -11,10 +11,14 @@
  * - `allReduceBusGBps`: size × 2(N−1)/N ÷ time (NCCL's bus bandwidth) at 2 and 4 processes; the
  *   bound is the baseline's throughput (16 MiB ÷ its median time), in the same run.
  * - `scaling2`: examples per second (the global batch) of an MLP 128 → 256 → 256 → 10 trained by
- *   `tfjsSession({ collective })` at N = 2 over N = 1, the same code and per-worker batch. Rounds
- *   alternate N = 1 and N = 2 (ABBA); the median of the per-round ratios.
- * - `collectiveOverheadUs`: the median step at N = 2 − (the median step at N = 1 + the median
- *   all-reduce, "mean", of the gradients' size measured by the N = 2 processes), in µs.
+ *   `tfjsSession({ collective })` at N = 2 over N = 1 (one process alone), the same code and
+ *   per-worker batch; the median of the per-round ratios.
+ * - `collectiveOverheadUs`: the median step at N = 2 − (the median local step + the median
+ *   all-reduce, "mean", of the gradients' size measured by the N = 2 processes), in µs. The local
+ *   step is that of two independent groups of 1 trained at the same time (`pair`): the same two
+ *   training processes on the machine as at N = 2, without the group. `collectiveOverheadVsAloneUs`
+ *   takes the N = 1 process alone instead, so it also counts the two processes' contention.
+ *   Rounds run N = 1, N = 2 and the pair in an order that rotates from round to round.
  *
  * Equal work is checked, not assumed: the payload bytes each rank received in each sample, the
  * sample and step counts, the global steps and the replicas' digests; the benchmark fails when
@@ -121,8 +125,17 @@ const allReduces = async (size: number, sizes: ClusterBenchSizes, children: Json
 
 const training = async (sizes: ClusterBenchSizes, children: JsonChild[]) => {
   const common = { backend: BACKEND, batch: sizes.batch };
-  const [one, two] = await Promise.all([group("train", 1, common, children), group("train", 2, common, children)]);
-  const models = await Promise.all([...one, ...two].map((c) => c.next("model", LOAD_BOUND_MS)));
+  // `pair`: two independent groups of 1 trained at the same time, the local step under the same
+  // contention as the N = 2 group (two training processes on the machine's 2 cores).
+  const [one, two, pairA, pairB] = await Promise.all([
+    group("train", 1, common, children),
+    group("train", 2, common, children),
+    group("train", 1, common, children),
+    group("train", 1, common, children),
+  ]);
+  const pair = [...pairA, ...pairB];
+  const all = [...one, ...two, ...pair];
+  const models = await Promise.all(all.map((c) => c.next("model", LOAD_BOUND_MS)));
   const gradientElements = models[0]?.gradientElements as number;
   const trainAll = async (ranks: readonly JsonChild[], steps: number): Promise<ChildEvent[]> => {
     for (const c of ranks) c.send(`train ${steps}`);
@@ -130,29 +143,32 @@ const training = async (sizes: ClusterBenchSizes, children: JsonChild[]) => {
   };
   await trainAll(one, sizes.warmupSteps);
   await trainAll(two, sizes.warmupSteps);
+  await trainAll(pair, sizes.warmupSteps);
   const perSecond: Record<1 | 2, number[]> = { 1: [], 2: [] };
-  const stepMs: Record<1 | 2, number[]> = { 1: [], 2: [] };
-  const examples: Record<1 | 2, number> = { 1: 0, 2: 0 };
+  const stepMs: Record<1 | 2 | "pair", number[]> = { 1: [], 2: [], pair: [] };
+  const examples: Record<1 | 2 | "pair", number> = { 1: 0, 2: 0, pair: 0 };
+  const variants = [1, 2, "pair"] as const;
   for (let r = 0; r < sizes.rounds; r++) {
-    const order: (1 | 2)[] = r % 4 === 1 || r % 4 === 2 ? [2, 1] : [1, 2];
+    // The order rotates from round to round, so no variant always runs first.
+    const order = variants.map((_, i) => variants[(i + r) % variants.length] as 1 | 2 | "pair");
     for (const n of order) {
-      const events = await trainAll(n === 1 ? one : two, sizes.stepsPerRound);
+      const events = await trainAll(n === 1 ? one : n === 2 ? two : pair, sizes.stepsPerRound);
       const global = events.reduce((sum, e) => sum + (e.examples as number), 0); // the global batch × steps
       examples[n] += global;
-      perSecond[n].push(global / (Math.max(...events.map((e) => e.wallMs as number)) / 1000));
+      if (n !== "pair") perSecond[n].push(global / (Math.max(...events.map((e) => e.wallMs as number)) / 1000));
       stepMs[n].push(...slowest(events, "stepMs"));
     }
   }
   for (const c of two) c.send(`gradients ${sizes.gradientSamples}`);
   const reduced = await Promise.all(two.map((c) => c.next("allreduced", PHASE_BOUND_MS)));
-  for (const c of [...one, ...two]) c.send("exit");
-  const done = await Promise.all([...one, ...two].map((c) => c.next("done", PHASE_BOUND_MS)));
-  await killAll([...one, ...two]);
+  for (const c of all) c.send("exit");
+  const done = await Promise.all(all.map((c) => c.next("done", PHASE_BOUND_MS)));
+  await killAll(all);
 
   const steps = sizes.warmupSteps + sizes.rounds * sizes.stepsPerRound;
   sameWork("training (steps and global step per process)", steps, Object.fromEntries(done.map((e, i) => [`process ${i}`, [e.steps as number, e.globalStep as number]])));
-  sameWork("training (timed steps per variant)", sizes.rounds * sizes.stepsPerRound, { "N=1": [stepMs[1].length], "N=2": [stepMs[2].length] });
-  sameWork("training (examples per worker)", sizes.rounds * sizes.stepsPerRound * sizes.batch, { "N=1": [examples[1]], "N=2": [examples[2] / 2] });
+  sameWork("training (timed steps per variant)", sizes.rounds * sizes.stepsPerRound, { "N=1": [stepMs[1].length], "N=2": [stepMs[2].length], "N=1 pair": [stepMs.pair.length] });
+  sameWork("training (examples per worker)", sizes.rounds * sizes.stepsPerRound * sizes.batch, { "N=1": [examples[1]], "N=2": [examples[2] / 2], "N=1 pair": [examples.pair / 2] });
   sameWork("the gradients' all-reduce (samples, payload bytes per rank)", sizes.gradientSamples, {
     samples: reduced.map((e) => (e.ms as number[]).length),
     bytesPerSample: reduced.map((e) => (e.bytes as number) / (gradientElements * 4)),
@@ -185,7 +201,9 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
     const ratio = median(two.allReduceMs) / median(two.rawMs);
     const bus = (n: number, ms: readonly number[]) => ({ ranks: n, ...summarize(ms.map((t) => gbps((two.bytes * 2 * (n - 1)) / n, t))) });
     const scaling = train.perSecond[2].map((x, i) => x / (train.perSecond[1][i] as number));
-    const overheadUs = (median(train.stepMs[2]) - (median(train.stepMs[1]) + median(train.gradientMs))) * 1000;
+    // The local step is the pair's: the same two-process contention as N = 2, without the group.
+    const overheadUs = (median(train.stepMs[2]) - (median(train.stepMs.pair) + median(train.gradientMs))) * 1000;
+    const overheadVsAloneUs = (median(train.stepMs[2]) - (median(train.stepMs[1]) + median(train.gradientMs))) * 1000;
     return {
       smoke: sizes.smoke,
       loadAverage: { before: loadBefore, after: os.loadavg().map((x) => round(x, 2)) },
@@ -198,6 +216,7 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
       },
       scaling2: round(median(scaling), 3),
       collectiveOverheadUs: round(overheadUs, 1),
+      collectiveOverheadVsAloneUs: round(overheadVsAloneUs, 1),
       allReduce: {
         bytes: two.bytes,
         ranks2Ms: summarize(two.allReduceMs),
@@ -214,7 +233,7 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
         timedStepsPerVariant: train.stepMs[1].length,
         examplesPerSecond: { n1: summarize(train.perSecond[1], 1), n2: summarize(train.perSecond[2], 1) },
         scalingPerRound: scaling.map((x) => round(x, 3)),
-        stepMs: { n1: round(median(train.stepMs[1]), 3), n2: round(median(train.stepMs[2]), 3) },
+        stepMs: { n1: round(median(train.stepMs[1]), 3), n2: round(median(train.stepMs[2]), 3), n1Pair: round(median(train.stepMs.pair), 3) },
         gradientAllReduceMs: round(median(train.gradientMs), 3),
         gradientAllReduceSamples: train.gradientMs.length,
       },

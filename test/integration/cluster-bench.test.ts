@@ -18,6 +18,8 @@ describe("the cluster benchmark (smoke mode)", () => {
     expect(r.allReduceBusGBps.ranks4.samples).toHaveLength(SMOKE.samples);
     expect(r.scaling2).toBeGreaterThan(0);
     expect(Number.isFinite(r.collectiveOverheadUs)).toBe(true);
+    expect(Number.isFinite(r.collectiveOverheadVsAloneUs)).toBe(true);
+    expect(r.training.stepMs).toMatchObject({ n1: positive, n2: positive, n1Pair: positive });
 
     const bytes = SMOKE.elements * 4;
     expect(r.allReduce).toMatchObject({ bytes, payloadBytesReceivedPerRank: { ranks2: bytes, rawTcp: bytes, ranks4: (bytes * 2 * 3) / 4 } });
