@@ -152,15 +152,16 @@ describe("launch --workers 3: synchronous data parallelism", () => {
   });
 
   /**
-   * SIGKILL of `victim` once the chief's state file names a checkpoint past step 0, under
-   * `launch --max-restarts 1`: launch restarts the group, the chief restores its latest checkpoint,
-   * every task starts from that step, and all three finish with one digest. What launch printed.
+   * `fault` applied to `victim` (given launch and the victim's pid) once the chief's state file
+   * names a checkpoint past step 0, under `launch --max-restarts 1`: launch restarts the group, the
+   * chief restores its latest checkpoint, every task starts from that step, and all three finish
+   * with one digest. What launch printed on stderr.
    */
-  const killAndResume = async (victim: string): Promise<string> => {
+  const faultAndResume = async (victim: string, fault: (l: CliChild, pid: number) => Promise<void>): Promise<string> => {
     const dir = tempDir();
     const l = run(["launch", "--workers", "3", "--max-restarts", "1", config(dir, 2)], { DP_OUT: dir, DP_LAST_STEP: "24" });
     const saved = await checkpointAfterStep0(dir, 200_000);
-    process.kill(pidOf(l.output(), victim), "SIGKILL");
+    await fault(l, pidOf(l.output(), victim));
     const r = await l.done;
     expect(r.code, r.stderr).toBe(0);
     const [first = "", second = ""] = r.stderr.split(/^\[launch\] .*restarting the group \(restart 1 of 1\)$/m);
@@ -184,12 +185,23 @@ describe("launch --workers 3: synchronous data parallelism", () => {
   };
 
   it("SIGKILL of the chief under --max-restarts 1: the group restarts from the chief's last checkpoint and finishes with bit-identical replicas", { timeout: 400_000 }, async () => {
-    await killAndResume("chief:0");
+    const stderr = await faultAndResume("chief:0", (_, pid) => {
+      process.kill(pid, "SIGKILL");
+      return Promise.resolve();
+    });
+    expect(stderr).toContain("[launch] chief:0 exited with 137 (killed by SIGKILL)");
   });
 
-  it("SIGKILL of worker:1 under --max-restarts 1: the others name it (UnavailableError), the group restarts from the last checkpoint and finishes with bit-identical replicas", { timeout: 400_000 }, async () => {
-    const stderr = await killAndResume("worker:1");
-    for (const task of ["chief:0", "worker:0"]) expect(stderr, task).toMatch(new RegExp(`\\[${task}\\] Training failed: UnavailableError: .*/job:worker/replica:0/task:1`));
+  it("worker:1 frozen mid-step (SIGSTOP), then SIGKILLed, under --max-restarts 1: the others name it (UnavailableError), the group restarts from the last checkpoint and finishes with bit-identical replicas", { timeout: 400_000 }, async () => {
+    const stderr = await faultAndResume("worker:1", async (l, pid) => {
+      process.kill(pid, "SIGSTOP");
+      // The heartbeat names it; a stopped process only leaves with SIGKILL (launch would send it 30 s after its SIGTERM).
+      await l.waitFor(/^\[launch\] (chief|worker):0 exited with 1$/m, 200_000);
+      process.kill(pid, "SIGKILL");
+    });
+    for (const task of ["chief:0", "worker:0"]) {
+      expect(stderr, task).toMatch(new RegExp(`\\[${task}\\] Training failed: UnavailableError: .*/job:worker/replica:0/task:1`));
+    }
   });
 
   it("a NaN loss on rank 1: every task fails with NanLossDuringTrainingError at the same step (exit 1); with failOnNanLoss false every task stops there (exit 0)", { timeout: 400_000 }, async () => {
