@@ -7,8 +7,12 @@
  * relative (the all-reduce sums in another order than one batch's gradient: float32 rounding);
  * only the chief wrote under the checkpoint directory (one `checkpoint` state file) and the chief
  * reported global examples/sec. A SIGTERM to one worker makes every task exit 42; a SIGSTOPped worker
- * is named by the others' UnavailableError (the heartbeat, not the collective's deadline). A rank with
- * another model makes every task exit 2 naming it.
+ * is named by the others' UnavailableError (the heartbeat, not the collective's deadline). Under
+ * `launch --max-restarts 1`, a SIGKILLed chief or a frozen then killed worker: the group restarts
+ * from the chief's last checkpoint (every task at its step) and finishes with bit-identical
+ * replicas. A NaN loss on rank 1 fails every task at the same step (exit 1), or stops them all
+ * there with `failOnNanLoss: false` (exit 0). A rank with another model makes every task exit 2
+ * naming it.
  * Outcomes only, never timings.
  */
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
