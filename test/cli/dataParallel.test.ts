@@ -7,11 +7,16 @@
  * relative (the all-reduce sums in another order than one batch's gradient: float32 rounding);
  * only the chief wrote under the checkpoint directory (one `checkpoint` state file) and the chief
  * reported global examples/sec. A SIGTERM to one worker makes every task exit 42; a SIGSTOPped worker
- * is named by the others' UnavailableError (the heartbeat, not the collective's deadline). A rank with
- * another model makes every task exit 2 naming it.
+ * is named by the others' UnavailableError (the heartbeat, not the collective's deadline). Under
+ * `launch --max-restarts 1`, a SIGKILLed chief or a frozen then killed worker: the group restarts
+ * from the chief's last checkpoint (every task at its step) and finishes with bit-identical
+ * replicas. A NaN loss on rank 1 fails every task at the same step (exit 1), or stops them all
+ * there with `failOnNanLoss: false` (exit 0). A rank with another model makes every task exit 2
+ * naming it.
  * Outcomes only, never timings.
  */
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { setTimeout as delay } from "node:timers/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 
@@ -38,14 +43,33 @@ const run = (args: readonly string[], env: Record<string, string>): CliChild => 
   return c;
 };
 
-/** A config of the job in `dir`: checkpoints and summaries in `dir/ck`, the step rate every 4 steps. */
-const config = (dir: string): string => {
+/**
+ * A config of the job in `dir`: checkpoints and summaries in `dir/ck` (a checkpoint every
+ * `saveSteps` steps), the step rate every 4 steps; `extra` is appended (more top-level keys).
+ */
+const config = (dir: string, saveSteps = 4, extra = ""): string => {
   const file = join(dir, "job.yaml");
   writeFileSync(
     file,
-    `module: ${job}\nlogStepCountSteps: 4\ncheckpoint:\n  dir: ck\n  saveSteps: 4\nsummaries:\n  saveSteps: 4\ntfjs:\n  backend: cpu\ncluster:\n  timeouts:\n    heartbeatTimeoutSecs: 5\n`,
+    `module: ${job}\nlogStepCountSteps: 4\ncheckpoint:\n  dir: ck\n  saveSteps: ${saveSteps}\nsummaries:\n  saveSteps: 4\ntfjs:\n  backend: cpu\ncluster:\n  timeouts:\n    heartbeatTimeoutSecs: 5\n${extra}`,
   );
   return file;
+};
+
+/** The pid launch printed for `task`'s latest start. */
+const pidOf = (output: string, task: string): number => {
+  const pids = [...output.matchAll(new RegExp(`started ${task} at \\S+ \\(pid (\\d+)\\)`, "g"))];
+  return Number(pids.at(-1)?.[1]);
+};
+
+/** Polls `dir/ck/checkpoint` (every 50 ms, up to `deadlineMs`) until it names a checkpoint of a step ≥ 1; that step. */
+const checkpointAfterStep0 = async (dir: string, deadlineMs: number): Promise<number> => {
+  const file = join(dir, "ck/checkpoint");
+  for (const end = Date.now() + deadlineMs; Date.now() < end; await delay(50)) {
+    const step = existsSync(file) ? Number(/^model_checkpoint_path: "model\.ckpt-(\d+)"/m.exec(readFileSync(file, "utf8"))?.[1] ?? 0) : 0;
+    if (step >= 1) return step;
+  }
+  throw new Error(`no checkpoint past step 0 named in ${file} within ${deadlineMs} ms`);
 };
 
 /** Every file under `dir`, relative. */
@@ -129,6 +153,82 @@ describe("launch --workers 3: synchronous data parallelism", () => {
     }
     process.kill(pid, "SIGKILL");
     expect((await l.done).code).not.toBe(0);
+  });
+
+  /**
+   * `fault` applied to `victim` (given launch and the victim's pid) once the chief's state file
+   * names a checkpoint past step 0, under `launch --max-restarts 1`: launch restarts the group, the
+   * chief restores its latest checkpoint, every task starts from that step, and all three finish
+   * with one digest. What launch printed on stderr.
+   */
+  const faultAndResume = async (victim: string, fault: (l: CliChild, pid: number) => Promise<void>): Promise<string> => {
+    const dir = tempDir();
+    const l = run(["launch", "--workers", "3", "--max-restarts", "1", config(dir, 2)], { DP_OUT: dir, DP_LAST_STEP: "24" });
+    const saved = await checkpointAfterStep0(dir, 200_000);
+    await fault(l, pidOf(l.output(), victim));
+    const r = await l.done;
+    expect(r.code, r.stderr).toBe(0);
+    const [first = "", second = ""] = r.stderr.split(/^\[launch\] .*restarting the group \(restart 1 of 1\)$/m);
+    expect(second, r.stderr).not.toBe("");
+    // Killed before the last step: no task of the first group finished.
+    expect(first).not.toMatch(/Done at global step/);
+    const restored = /^\[chief:0\] INFO Starting at global step (\d+) \(restored from \S*model\.ckpt-(\d+)\)/m.exec(second);
+    expect(restored, second).not.toBeNull();
+    const step = Number(restored?.[1]);
+    expect(Number(restored?.[2])).toBe(step);
+    expect(step).toBeGreaterThanOrEqual(saved);
+    // The workers start from the chief's restored values: the same global step.
+    for (const task of ["worker:0", "worker:1"]) expect(second, task).toMatch(new RegExp(`^\\[${task}\\] INFO Starting at global step ${step}[ ;.]`, "m"));
+    for (const task of ["chief:0", "worker:0", "worker:1"]) expect(second, task).toContain(`[${task}] INFO Done at global step 24.`);
+    const digests = [...r.stdout.matchAll(/^\[(\S+)\] final \d digest ([0-9a-f]{64})$/gm)];
+    expect(digests.map((m) => m[1]).sort()).toEqual(["chief:0", "worker:0", "worker:1"]);
+    expect(new Set(digests.map((m) => m[2])).size, r.stdout).toBe(1);
+    // Still only the chief writes.
+    expect(tree(dir).filter((f) => f.split("/").pop() === "checkpoint")).toEqual(["ck/checkpoint"]);
+    return r.stderr;
+  };
+
+  it("SIGKILL of the chief under --max-restarts 1: the group restarts from the chief's last checkpoint and finishes with bit-identical replicas", { timeout: 400_000 }, async () => {
+    const stderr = await faultAndResume("chief:0", (_, pid) => {
+      process.kill(pid, "SIGKILL");
+      return Promise.resolve();
+    });
+    expect(stderr).toContain("[launch] chief:0 exited with 137 (killed by SIGKILL)");
+  });
+
+  it("worker:1 frozen mid-step (SIGSTOP), then SIGKILLed, under --max-restarts 1: the others name it (UnavailableError), the group restarts from the last checkpoint and finishes with bit-identical replicas", { timeout: 400_000 }, async () => {
+    const stderr = await faultAndResume("worker:1", async (l, pid) => {
+      process.kill(pid, "SIGSTOP");
+      // The heartbeat names it; a stopped process only leaves with SIGKILL (launch would send it 30 s after its SIGTERM).
+      await l.waitFor(/^\[launch\] (chief|worker):0 exited with 1$/m, 200_000);
+      process.kill(pid, "SIGKILL");
+    });
+    for (const task of ["chief:0", "worker:0"]) {
+      expect(stderr, task).toMatch(new RegExp(`\\[${task}\\] Training failed: UnavailableError: .*/job:worker/replica:0/task:1`));
+    }
+  });
+
+  it("a NaN loss on rank 1: every task fails with NanLossDuringTrainingError at the same step (exit 1); with failOnNanLoss false every task stops there (exit 0)", { timeout: 400_000 }, async () => {
+    const NAN_STEP = 3;
+    const nan = { DP_NAN_RANK: "1", DP_NAN_STEP: String(NAN_STEP), DP_PRINT_STEPS: "1", DP_LAST_STEP: "20" };
+    const failing = tempDir();
+    const r = await run(["launch", "--workers", "3", config(failing, 4, "hooks:\n  - type: NanTensorHook\n    lossTensor: loss\n")], { DP_OUT: failing, ...nan }).done;
+    expect(r.code, r.stderr).toBe(1);
+    for (const task of ["chief:0", "worker:0", "worker:1"]) {
+      expect(r.stderr, task).toContain(`[launch] ${task} exited with 1`);
+      expect(r.stderr, task).toMatch(new RegExp(`\\[${task}\\] Training failed: NanLossDuringTrainingError`));
+      // Steps 0 to NAN_STEP − 1 finished; the step of the NaN raised.
+      const trained = [...r.stdout.matchAll(new RegExp(`^\\[${task}\\] trained (\\d+)$`, "gm"))].map((m) => Number(m[1]));
+      expect(trained.at(-1), task).toBe(NAN_STEP);
+    }
+
+    const stopping = tempDir();
+    const s = await run(["launch", "--workers", "3", config(stopping, 4, "hooks:\n  - type: NanTensorHook\n    lossTensor: loss\n    failOnNanLoss: false\n")], { DP_OUT: stopping, ...nan }).done;
+    expect(s.code, s.stderr).toBe(0);
+    for (const task of ["chief:0", "worker:0", "worker:1"]) {
+      expect(s.stderr, task).toContain(`[${task}] WARN Model diverged with loss = NaN.`);
+      expect(s.stderr, task).toContain(`[${task}] INFO Done at global step ${NAN_STEP + 1}.`);
+    }
   });
 
   it("a rank with another model: every task exits 2 before step 1, naming it and both shapes", { timeout: 300_000 }, async () => {
