@@ -6,11 +6,11 @@
  * they equal a single process trained on the shards concatenated in rank order within 1e-5
  * relative (the all-reduce sums in another order than one batch's gradient: float32 rounding);
  * only the chief wrote under the checkpoint directory (one `checkpoint` state file) and the chief
- * reported global examples/sec. A SIGTERM to one worker makes every task exit 42; a SIGSTOPped worker
- * is named by the others' UnavailableError (the heartbeat, not the collective's deadline). Under
- * `launch --max-restarts 1`, a SIGKILLed chief or a frozen then killed worker: the group restarts
- * from the chief's last checkpoint (every task at its step) and finishes with bit-identical
- * replicas. A NaN loss on rank 1 fails every task at the same step (exit 1), or stops them all
+ * reported global examples/sec. A SIGTERM to one worker makes every task exit 42. Under
+ * `launch --max-restarts 1`, a SIGKILLed chief, or a frozen worker (named by the first task to
+ * fail, through the heartbeat: UnavailableError, not the collective's deadline) then killed: the
+ * group restarts from the chief's last checkpoint (every task at its step) and finishes with
+ * bit-identical replicas. A NaN loss on rank 1 fails every task at the same step (exit 1), or stops them all
  * there with `failOnNanLoss: false` (exit 0). A rank with another model makes every task exit 2
  * naming it.
  * Outcomes only, never timings.
@@ -138,23 +138,6 @@ describe("launch --workers 3: synchronous data parallelism", () => {
     expect(r.stderr).not.toMatch(/Training failed/);
   });
 
-  it("SIGSTOP one worker: the others' collectives raise UnavailableError naming it from the heartbeat, not the collective's deadline", { timeout: 300_000 }, async () => {
-    const dir = tempDir();
-    const l = run(["launch", "--workers", "3", config(dir)], { DP_OUT: dir, DP_LAST_STEP: "100000", DP_PRINT_STEPS: "1" });
-    await l.waitFor(/\[worker:1\] trained 3$/m, 200_000);
-    const pid = Number(/started worker:1 at \S+ \(pid (\d+)\)/.exec(l.output())?.[1]);
-    process.kill(pid, "SIGSTOP");
-    await l.waitFor("[launch] worker:0 exited with 1", 200_000);
-    const out = l.output();
-    for (const task of ["chief:0", "worker:0"]) {
-      // The collective's deadline is 60 s; the heartbeat timeout 5 s: the failure comes from the coordination service.
-      expect(out, task).toMatch(new RegExp(`\\[${task}\\] Training failed: UnavailableError: .*/job:worker/replica:0/task:1`));
-      expect(out, task).not.toMatch(new RegExp(`\\[${task}\\] Training failed: DeadlineExceededError`));
-    }
-    process.kill(pid, "SIGKILL");
-    expect((await l.done).code).not.toBe(0);
-  });
-
   /**
    * `fault` applied to `victim` (given launch and the victim's pid) once the chief's state file
    * names a checkpoint past step 0, under `launch --max-restarts 1`: launch restarts the group, the
@@ -203,9 +186,12 @@ describe("launch --workers 3: synchronous data parallelism", () => {
       await l.waitFor(/^\[launch\] (chief|worker):0 exited with 1$/m, 200_000);
       process.kill(pid, "SIGKILL");
     });
-    for (const task of ["chief:0", "worker:0"]) {
-      expect(stderr, task).toMatch(new RegExp(`\\[${task}\\] Training failed: UnavailableError: .*/job:worker/replica:0/task:1`));
-    }
+    // The first task to fail names the frozen worker through the heartbeat (the collective's
+    // deadline is 60 s): UnavailableError, never DeadlineExceededError. The other task may get
+    // the same error or launch's SIGTERM first (exit 42), whichever reaches it first.
+    const first = /^\[launch\] ((?:chief|worker):0) exited with 1$/m.exec(stderr)?.[1] as string;
+    expect(stderr, first).toMatch(new RegExp(`\\[${first}\\] Training failed: UnavailableError: .*/job:worker/replica:0/task:1`));
+    expect(stderr).not.toMatch(/Training failed: DeadlineExceededError/);
   });
 
   it("a NaN loss on rank 1: every task fails with NanLossDuringTrainingError at the same step (exit 1); with failOnNanLoss false every task stops there (exit 0)", { timeout: 400_000 }, async () => {
