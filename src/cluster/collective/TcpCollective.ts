@@ -65,7 +65,7 @@ export interface TcpCollectiveOptions {
   readonly collectiveTimeoutSecs?: number | undefined;
   /** The deadline of `listen()` and of `connect()` (both neighbours connected and authenticated), in seconds. Default 60. */
   readonly connectTimeoutSecs?: number | undefined;
-  /** The largest chunk on the wire, in bytes (a multiple of 8). Each rank buffers at most 2 per peer. Default 256 KiB. */
+  /** The largest chunk on the wire, in bytes (a multiple of 8). Each rank buffers at most 2 per peer. Default 1 MiB. */
   readonly chunkBytes?: number | undefined;
   /** Time for deadlines and retries. */
   readonly clock?: Clock | undefined;
@@ -98,7 +98,7 @@ export interface CollectiveStats {
 
 /** Chunks a receiver grants its sender: the per-peer buffering bound. */
 const CREDIT_WINDOW = 2;
-const DEFAULT_CHUNK_BYTES = 256 * 1024;
+const DEFAULT_CHUNK_BYTES = 1024 * 1024;
 /** How long `close()` lets a peer acknowledge the end of a link before cutting it. */
 const CLOSE_GRACE_MS = 5000;
 const MAX_HELLO_AUTH_BYTES = 4096;
@@ -107,7 +107,22 @@ const RETRYABLE = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "EHOSTUNREACH"
 interface Frame {
   readonly header: FrameHeader;
   readonly payload: Buffer;
+  /** The receive slot holding the payload, or `PLACED` when it went straight into the caller's buffer. */
   readonly slot: number;
+}
+
+/** The slot of a frame received in place: no slot, its credit went back on arrival. */
+const PLACED = -1;
+
+/**
+ * Where the active call's chunks go, in the order they arrive: a chunk that is only copied
+ * (all-gather, broadcast) is read from the socket straight into the caller's buffer, saving a
+ * copy; a chunk to reduce goes to a slot.
+ */
+interface ReceivePlan {
+  readonly call: Call;
+  readonly buffer: CollectiveBuffer;
+  readonly chunks: readonly { readonly a: number; readonly b: number; readonly inPlace: boolean }[];
 }
 
 interface Call {
@@ -190,6 +205,9 @@ export class TcpCollective implements Collective {
   /** The slot the frame being parsed goes to. */
   private parsingSlot = -1;
   private waiter: { resolve: (f: Frame) => void; reject: (e: Error) => void } | undefined;
+  private plan: ReceivePlan | undefined;
+  /** Data frames whose header came, of the latest collective that sent any: the index of the next chunk. */
+  private headersSeen = { collective: 0, count: 0 };
 
   // sending (to next)
   private credits = 0;
@@ -398,20 +416,23 @@ export class TcpCollective implements Collective {
     const n = this.size;
     if (n === 1) return;
     const bounds = (s: number): readonly [number, number] => segment(buffer.length, n, mod(s, n));
+    const steps = (first: number, inPlace: boolean) =>
+      Array.from({ length: n - 1 }, (_, k) => this.chunks(buffer, bounds(first - k)).map(([a, b]) => ({ a, b, inPlace })));
+    const reduceSteps = steps(this.rank - 1, false);
+    const gatherSteps = steps(this.rank, true);
+    this.expect(call, buffer, [...reduceSteps.flat(), ...gatherSteps.flat()]);
     for (const [a, b] of this.chunks(buffer, bounds(this.rank))) this.send(call, buffer, a, b);
-    for (let k = 0; k < n - 1; k++) {
-      for (const [a, b] of this.chunks(buffer, bounds(this.rank - k - 1))) {
+    for (const [k, chunks] of reduceSteps.entries()) {
+      for (const { a, b } of chunks) {
         const frame = await this.receive(call, b - a);
         reduceInto(buffer.subarray(a, b), typedView(buffer, frame.payload), mean && k === n - 2 ? n : 1);
         this.release(frame);
         this.send(call, buffer, a, b);
       }
     }
-    for (let k = 0; k < n - 1; k++) {
-      for (const [a, b] of this.chunks(buffer, bounds(this.rank - k))) {
-        const frame = await this.receive(call, b - a);
-        buffer.set(typedView(buffer, frame.payload), a);
-        this.release(frame);
+    for (const [k, chunks] of gatherSteps.entries()) {
+      for (const { a, b } of chunks) {
+        this.place(buffer, a, await this.receive(call, b - a));
         if (k < n - 2) this.send(call, buffer, a, b);
       }
     }
@@ -425,10 +446,9 @@ export class TcpCollective implements Collective {
     if (this.rank === root) {
       for (const [a, b] of all) this.send(call, buffer, a, b);
     } else {
+      this.expect(call, buffer, all.map(([a, b]) => ({ a, b, inPlace: true })));
       for (const [a, b] of all) {
-        const frame = await this.receive(call, b - a);
-        buffer.set(typedView(buffer, frame.payload), a);
-        this.release(frame);
+        this.place(buffer, a, await this.receive(call, b - a));
         if (this.next !== root) this.send(call, buffer, a, b);
       }
     }
@@ -475,6 +495,7 @@ export class TcpCollective implements Collective {
       timer.cancel();
       this.calls.delete(call);
       if (this.active === call) this.active = undefined;
+      if (this.plan?.call === call) this.plan = undefined;
     };
     this.chain = this.chain.then(async () => {
       try {
@@ -515,6 +536,7 @@ export class TcpCollective implements Collective {
     for (const call of this.calls) call.reject(local);
     this.waiter?.reject(local);
     this.waiter = undefined;
+    this.plan = undefined;
     for (const w of this.flushWaiters.splice(0)) w.reject(local);
     this.sendQueue.length = 0;
     this.inboundReady.reject(local);
@@ -623,9 +645,28 @@ export class TcpCollective implements Collective {
     return new Promise<Frame>((resolve, reject) => (this.waiter = { resolve, reject })).then(check);
   }
 
+  /**
+   * The active call's chunks, in the order the previous rank sends them. Those whose header
+   * came before the call started go to slots; the plan applies from the next one.
+   */
+  private expect(call: Call, buffer: CollectiveBuffer, chunks: ReceivePlan["chunks"]): void {
+    this.plan = { call, buffer, chunks };
+  }
+
+  /** Copies a received chunk to `buffer[a…]`, unless it was received there. */
+  private place(buffer: CollectiveBuffer, a: number, frame: Frame): void {
+    if (frame.slot !== PLACED) buffer.set(typedView(buffer, frame.payload), a);
+    this.release(frame);
+  }
+
   /** The chunk was consumed: free its slot and grant the previous rank one more chunk. */
   private release(frame: Frame): void {
+    if (frame.slot === PLACED) return; // credited on arrival
     this.freeSlots.push(frame.slot);
+    this.grantCredit();
+  }
+
+  private grantCredit(): void {
     const link = this.inbound;
     if (link === undefined || this.broken !== undefined) return;
     link.socket.write(this.header(link, { kind: FrameKind.credit, elements: 1 }));
@@ -638,6 +679,7 @@ export class TcpCollective implements Collective {
     this.counters.bytesReceived += payload.length;
     this.counters.maxBufferedChunksPerPeer = Math.max(this.counters.maxBufferedChunksPerPeer, CREDIT_WINDOW - this.freeSlots.length);
     const frame: Frame = { header, payload, slot };
+    if (slot === PLACED) this.grantCredit();
     const w = this.waiter;
     if (w !== undefined) {
       this.waiter = undefined;
@@ -652,10 +694,32 @@ export class TcpCollective implements Collective {
     if (h.kind === FrameKind.abort) return h.payloadBytes <= MAX_CONTROL_PAYLOAD_BYTES ? Buffer.alloc(h.payloadBytes) : new DataLossError(`${this.who(link.peer)} sent an abort frame of ${h.payloadBytes} bytes`);
     if (h.kind !== FrameKind.data) return new DataLossError(`${this.who(link.peer)} sent a frame of kind ${h.kind} where data was expected`);
     if (h.payloadBytes > this.chunkBytes || h.payloadBytes % 4 !== 0) return new DataLossError(`${this.who(link.peer)} sent a chunk of ${h.payloadBytes} bytes; chunks hold at most ${this.chunkBytes} (check that every rank uses the same chunkBytes)`);
+    if (h.collective !== this.headersSeen.collective) this.headersSeen = { collective: h.collective, count: 0 };
+    const inPlace = this.inPlaceTarget(h, this.headersSeen.count++);
+    if (inPlace !== undefined) {
+      this.parsingSlot = PLACED;
+      return inPlace;
+    }
     const slot = this.freeSlots.shift();
     if (slot === undefined) return new DataLossError(`${this.who(link.peer)} sent more than its credit of ${CREDIT_WINDOW} chunks`);
     this.parsingSlot = slot;
     return (this.slots[slot] as Buffer).subarray(0, h.payloadBytes);
+  }
+
+  /**
+   * The caller's bytes a data frame may be read into: only a chunk that is copied as it is, and
+   * whose header matches the active call and the chunk expected (else a slot takes it and
+   * `receive` reports the mismatch). Credits still bound what the sender has in flight.
+   */
+  private inPlaceTarget(h: FrameHeader, index: number): Buffer | undefined {
+    const plan = this.plan;
+    if (plan === undefined || h.collective !== plan.call.id) return undefined;
+    const chunk = plan.chunks[index];
+    const { call, buffer } = plan;
+    const bpe = buffer.BYTES_PER_ELEMENT;
+    if (chunk === undefined || !chunk.inPlace || h.op !== call.op || h.dtype !== call.dtype || h.elements !== call.elements || h.rank !== call.root) return undefined;
+    if (h.payloadBytes !== (chunk.b - chunk.a) * bpe) return undefined;
+    return Buffer.from(buffer.buffer, buffer.byteOffset + chunk.a * bpe, h.payloadBytes);
   }
 
   // -------------------------------------------------------------------------------------------
