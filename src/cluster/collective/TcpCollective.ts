@@ -34,7 +34,7 @@ import {
   DEFAULT_COLLECTIVE_TIMEOUT_SECS,
   type ReduceOp,
 } from "./Collective.js";
-import { DType, encodeHeader, type FrameHeader, FrameKind, FrameParser, MAX_CONTROL_PAYLOAD_BYTES, OpCode } from "./frames.js";
+import { DType, encodeHeader, type FrameHeader, FrameKind, FrameParser, MAX_CONTROL_PAYLOAD_BYTES, OpCode, type PayloadSink } from "./frames.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -111,7 +111,7 @@ const RETRYABLE = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "EHOSTUNREACH"
 interface Frame {
   readonly header: FrameHeader;
   readonly payload: Buffer;
-  /** The receive slot holding the payload, or `PLACED` when it went straight into the caller's buffer. */
+  /** The receive slot holding the payload, or `PLACED` when it went straight into (or was reduced into) the caller's buffer. */
   readonly slot: number;
 }
 
@@ -119,14 +119,15 @@ interface Frame {
 const PLACED = -1;
 
 /**
- * Where the active call's chunks go, in the order they arrive: a chunk that is only copied
- * (all-gather, broadcast) is read from the socket straight into the caller's buffer, saving a
- * copy; a chunk to reduce goes to a slot.
+ * Where the active call's chunks go, in the order they arrive, so that none is stored in a slot:
+ * a chunk that is only copied (all-gather, broadcast) is read from the socket straight into the
+ * caller's buffer; a chunk to reduce is added into it as its bytes arrive (`divisor` as in
+ * {@link reduceInto}).
  */
 interface ReceivePlan {
   readonly call: Call;
   readonly buffer: CollectiveBuffer;
-  readonly chunks: readonly { readonly a: number; readonly b: number; readonly inPlace: boolean }[];
+  readonly chunks: readonly { readonly a: number; readonly b: number; readonly divisor: number | undefined }[];
 }
 
 interface Call {
@@ -421,16 +422,16 @@ export class TcpCollective implements Collective {
     const n = this.size;
     if (n === 1) return;
     const bounds = (s: number): readonly [number, number] => segment(buffer.length, n, mod(s, n));
-    const steps = (first: number, inPlace: boolean) =>
-      Array.from({ length: n - 1 }, (_, k) => this.chunks(buffer, bounds(first - k)).map(([a, b]) => ({ a, b, inPlace })));
-    const reduceSteps = steps(this.rank - 1, false);
-    const gatherSteps = steps(this.rank, true);
+    const steps = (first: number, divisor: (k: number) => number | undefined) =>
+      Array.from({ length: n - 1 }, (_, k) => this.chunks(buffer, bounds(first - k)).map(([a, b]) => ({ a, b, divisor: divisor(k) })));
+    const reduceSteps = steps(this.rank - 1, (k) => (mean && k === n - 2 ? n : 1));
+    const gatherSteps = steps(this.rank, () => undefined);
     this.expect(call, buffer, [...reduceSteps.flat(), ...gatherSteps.flat()]);
     for (const [a, b] of this.chunks(buffer, bounds(this.rank))) this.send(call, buffer, a, b);
     for (const [k, chunks] of reduceSteps.entries()) {
       for (const { a, b } of chunks) {
         const frame = await this.receive(call, b - a);
-        reduceInto(buffer.subarray(a, b), typedView(buffer, frame.payload), mean && k === n - 2 ? n : 1);
+        if (frame.slot !== PLACED) reduceInto(buffer.subarray(a, b), typedView(buffer, frame.payload), mean && k === n - 2 ? n : 1);
         this.release(frame);
         this.send(call, buffer, a, b);
       }
@@ -451,7 +452,7 @@ export class TcpCollective implements Collective {
     if (this.rank === root) {
       for (const [a, b] of all) this.send(call, buffer, a, b);
     } else {
-      this.expect(call, buffer, all.map(([a, b]) => ({ a, b, inPlace: true })));
+      this.expect(call, buffer, all.map(([a, b]) => ({ a, b, divisor: undefined })));
       for (const [a, b] of all) {
         this.place(buffer, a, await this.receive(call, b - a));
         if (this.next !== root) this.send(call, buffer, a, b);
@@ -693,7 +694,7 @@ export class TcpCollective implements Collective {
   }
 
   /** Where the next inbound frame's payload goes; a data frame takes a free slot, or breaks the credit rule. */
-  private inboundTarget(link: Link, h: FrameHeader): Buffer | Error {
+  private inboundTarget(link: Link, h: FrameHeader): Buffer | PayloadSink | Error {
     const bad = this.checkFrame(link, h);
     if (bad !== undefined) return bad;
     if (h.kind === FrameKind.abort) return h.payloadBytes <= MAX_CONTROL_PAYLOAD_BYTES ? Buffer.alloc(h.payloadBytes) : new DataLossError(`${this.who(link.peer)} sent an abort frame of ${h.payloadBytes} bytes`);
@@ -713,18 +714,19 @@ export class TcpCollective implements Collective {
   }
 
   /**
-   * The caller's bytes a data frame may be read into: only a chunk that is copied as it is, and
-   * whose header matches the active call and the chunk expected (else a slot takes it and
+   * The caller's bytes a data frame goes to, read into or reduced into as it arrives: only when
+   * its header matches the active call and the chunk expected (else a slot takes it and
    * `receive` reports the mismatch). Credits still bound what the sender has in flight.
    */
-  private inPlaceTarget(h: FrameHeader, index: number): Buffer | undefined {
+  private inPlaceTarget(h: FrameHeader, index: number): Buffer | PayloadSink | undefined {
     const plan = this.plan;
     if (plan === undefined || h.collective !== plan.call.id) return undefined;
     const chunk = plan.chunks[index];
     const { call, buffer } = plan;
     const bpe = buffer.BYTES_PER_ELEMENT;
-    if (chunk === undefined || !chunk.inPlace || h.op !== call.op || h.dtype !== call.dtype || h.elements !== call.elements || h.rank !== call.root) return undefined;
+    if (chunk === undefined || h.op !== call.op || h.dtype !== call.dtype || h.elements !== call.elements || h.rank !== call.root) return undefined;
     if (h.payloadBytes !== (chunk.b - chunk.a) * bpe) return undefined;
+    if (chunk.divisor !== undefined) return streamingReducer(buffer.subarray(chunk.a, chunk.b), chunk.divisor);
     return Buffer.from(buffer.buffer, buffer.byteOffset + chunk.a * bpe, h.payloadBytes);
   }
 
@@ -999,6 +1001,39 @@ const reduceFloat64 = (dst: Float64Array, src: Float64Array, divisor: number): v
   const n = dst.length;
   if (divisor === 1) for (let i = 0; i < n; i++) dst[i] = (src[i] as number) + (dst[i] as number);
   else for (let i = 0; i < n; i++) dst[i] = ((src[i] as number) + (dst[i] as number)) / divisor;
+};
+
+/**
+ * Reduces a chunk into `dst` as its bytes arrive, as {@link reduceInto} would once it is whole:
+ * nothing is stored but an element split between two reads (and a misaligned read, copied to be
+ * viewed as floats).
+ */
+const streamingReducer = (dst: CollectiveBuffer, divisor: number): PayloadSink => {
+  const bpe = dst.BYTES_PER_ELEMENT;
+  const split = Buffer.alloc(bpe);
+  let splitBytes = 0;
+  let done = 0;
+  const reduce = (bytes: Buffer): void => {
+    const aligned = bytes.byteOffset % bpe === 0 ? bytes : Buffer.from(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length));
+    const elements = bytes.length / bpe;
+    reduceInto(dst.subarray(done, done + elements), typedView(dst, aligned), divisor);
+    done += elements;
+  };
+  return {
+    write(piece) {
+      let at = 0;
+      if (splitBytes > 0) {
+        at = piece.copy(split, splitBytes, 0, bpe - splitBytes);
+        splitBytes += at;
+        if (splitBytes < bpe) return;
+        reduce(split);
+        splitBytes = 0;
+      }
+      const whole = piece.length - at - ((piece.length - at) % bpe);
+      if (whole > 0) reduce(piece.subarray(at, at + whole));
+      splitBytes = piece.copy(split, 0, at + whole);
+    },
+  };
 };
 
 const typedView = (like: CollectiveBuffer, payload: Buffer): CollectiveBuffer =>
