@@ -35,6 +35,7 @@ import {
   type ReduceOp,
 } from "./Collective.js";
 import { DType, encodeHeader, type FrameHeader, FrameKind, FrameParser, MAX_CONTROL_PAYLOAD_BYTES, OpCode, type PayloadSink } from "./frames.js";
+import { reduceInto, streamingReducer, typedView } from "./reduce.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -981,63 +982,6 @@ const mod = (a: number, n: number): number => ((a % n) + n) % n;
 /** Segment `s` of `n` nearly equal contiguous segments of `length` elements. */
 const segment = (length: number, n: number, s: number): readonly [number, number] => [Math.floor((s * length) / n), Math.floor(((s + 1) * length) / n)];
 
-/**
- * `dst[i] = (src[i] + dst[i]) / divisor`, the received partial sum first: the order is fixed by
- * the ring, not by timing. One loop per element type keeps each loop monomorphic.
- */
-const reduceInto = (dst: CollectiveBuffer, src: CollectiveBuffer, divisor: number): void => {
-  if (dst instanceof Float32Array) reduceFloat32(dst, src as Float32Array, divisor);
-  else reduceFloat64(dst, src as Float64Array, divisor);
-};
-
-const reduceFloat32 = (dst: Float32Array, src: Float32Array, divisor: number): void => {
-  const n = dst.length;
-  if (divisor === 1) for (let i = 0; i < n; i++) dst[i] = (src[i] as number) + (dst[i] as number);
-  // Rounded to float32 after the sum, then after the division, as the two steps would be.
-  else for (let i = 0; i < n; i++) dst[i] = Math.fround((src[i] as number) + (dst[i] as number)) / divisor;
-};
-
-const reduceFloat64 = (dst: Float64Array, src: Float64Array, divisor: number): void => {
-  const n = dst.length;
-  if (divisor === 1) for (let i = 0; i < n; i++) dst[i] = (src[i] as number) + (dst[i] as number);
-  else for (let i = 0; i < n; i++) dst[i] = ((src[i] as number) + (dst[i] as number)) / divisor;
-};
-
-/**
- * Reduces a chunk into `dst` as its bytes arrive, as {@link reduceInto} would once it is whole:
- * nothing is stored but an element split between two reads (and a misaligned read, copied to be
- * viewed as floats).
- */
-const streamingReducer = (dst: CollectiveBuffer, divisor: number): PayloadSink => {
-  const bpe = dst.BYTES_PER_ELEMENT;
-  const split = Buffer.alloc(bpe);
-  let splitBytes = 0;
-  let done = 0;
-  const reduce = (bytes: Buffer): void => {
-    const aligned = bytes.byteOffset % bpe === 0 ? bytes : Buffer.from(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length));
-    const elements = bytes.length / bpe;
-    reduceInto(dst.subarray(done, done + elements), typedView(dst, aligned), divisor);
-    done += elements;
-  };
-  return {
-    write(piece) {
-      let at = 0;
-      if (splitBytes > 0) {
-        at = piece.copy(split, splitBytes, 0, bpe - splitBytes);
-        splitBytes += at;
-        if (splitBytes < bpe) return;
-        reduce(split);
-        splitBytes = 0;
-      }
-      const whole = piece.length - at - ((piece.length - at) % bpe);
-      if (whole > 0) reduce(piece.subarray(at, at + whole));
-      splitBytes = piece.copy(split, 0, at + whole);
-    },
-  };
-};
-
-const typedView = (like: CollectiveBuffer, payload: Buffer): CollectiveBuffer =>
-  like instanceof Float32Array ? new Float32Array(payload.buffer, payload.byteOffset, payload.length / 4) : new Float64Array(payload.buffer, payload.byteOffset, payload.length / 8);
 
 const describe = (h: FrameHeader): string => {
   const what = h.op === OpCode.sum ? "allReduce(sum)" : h.op === OpCode.mean ? "allReduce(mean)" : h.op === OpCode.broadcast ? `broadcast from rank ${h.rank}` : "barrier";
