@@ -683,7 +683,7 @@ export class TcpCollective implements Collective {
     if (header.kind === FrameKind.abort) return this.onAbort(link, payload);
     const slot = this.parsingSlot;
     this.counters.chunksReceived++;
-    this.counters.bytesReceived += payload.length;
+    this.counters.bytesReceived += header.payloadBytes; // a chunk reduced as it arrived has an empty payload
     this.counters.maxBufferedChunksPerPeer = Math.max(this.counters.maxBufferedChunksPerPeer, CREDIT_WINDOW - this.freeSlots.length);
     const frame: Frame = { header, payload, slot };
     if (slot === PLACED) this.grantCredit();
