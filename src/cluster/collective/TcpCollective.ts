@@ -429,10 +429,10 @@ export class TcpCollective implements Collective {
     const gatherSteps = steps(this.rank, () => undefined);
     this.expect(call, buffer, [...reduceSteps.flat(), ...gatherSteps.flat()]);
     for (const [a, b] of this.chunks(buffer, bounds(this.rank))) this.send(call, buffer, a, b);
-    for (const [k, chunks] of reduceSteps.entries()) {
-      for (const { a, b } of chunks) {
+    for (const chunks of reduceSteps) {
+      for (const { a, b, divisor } of chunks) {
         const frame = await this.receive(call, b - a);
-        if (frame.slot !== PLACED) reduceInto(buffer.subarray(a, b), typedView(buffer, frame.payload), mean && k === n - 2 ? n : 1);
+        if (frame.slot !== PLACED) reduceInto(buffer.subarray(a, b), typedView(buffer, frame.payload), divisor ?? 1);
         this.release(frame);
         this.send(call, buffer, a, b);
       }
@@ -719,7 +719,7 @@ export class TcpCollective implements Collective {
    * its header matches the active call and the chunk expected (else a slot takes it and
    * `receive` reports the mismatch). Credits still bound what the sender has in flight.
    */
-  private inPlaceTarget(h: FrameHeader, index: number): Buffer | PayloadSink | undefined {
+  private inPlaceTarget(h: FrameHeader, index: number): PayloadSink | undefined {
     const plan = this.plan;
     if (plan === undefined || h.collective !== plan.call.id) return undefined;
     const chunk = plan.chunks[index];
@@ -727,8 +727,9 @@ export class TcpCollective implements Collective {
     const bpe = buffer.BYTES_PER_ELEMENT;
     if (chunk === undefined || h.op !== call.op || h.dtype !== call.dtype || h.elements !== call.elements || h.rank !== call.root) return undefined;
     if (h.payloadBytes !== (chunk.b - chunk.a) * bpe) return undefined;
-    if (chunk.divisor !== undefined) return streamingReducer(buffer.subarray(chunk.a, chunk.b), chunk.divisor);
-    return Buffer.from(buffer.buffer, buffer.byteOffset + chunk.a * bpe, h.payloadBytes);
+    const into = chunk.divisor === undefined ? copyingSink(Buffer.from(buffer.buffer, buffer.byteOffset + chunk.a * bpe, h.payloadBytes)) : streamingReducer(buffer.subarray(chunk.a, chunk.b), chunk.divisor);
+    // Once the call failed (or timed out) its buffer is the caller's again: the rest of the chunk is dropped.
+    return { write: (piece) => void (this.plan === plan && into.write(piece)) };
   }
 
   // -------------------------------------------------------------------------------------------
@@ -982,6 +983,12 @@ const mod = (a: number, n: number): number => ((a % n) + n) % n;
 /** Segment `s` of `n` nearly equal contiguous segments of `length` elements. */
 const segment = (length: number, n: number, s: number): readonly [number, number] => [Math.floor((s * length) / n), Math.floor(((s + 1) * length) / n)];
 
+
+/** Copies a payload's pieces, in order, into `target`. */
+const copyingSink = (target: Buffer): PayloadSink => {
+  let filled = 0;
+  return { write: (piece) => void (filled += piece.copy(target, filled)) };
+};
 
 const describe = (h: FrameHeader): string => {
   const what = h.op === OpCode.sum ? "allReduce(sum)" : h.op === OpCode.mean ? "allReduce(mean)" : h.op === OpCode.broadcast ? `broadcast from rank ${h.rank}` : "barrier";
