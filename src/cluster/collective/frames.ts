@@ -112,11 +112,20 @@ const decodeHeader = (b: Buffer): FrameHeader | string => {
   };
 };
 
+/** Takes a payload piece by piece as the bytes arrive, instead of a buffer being filled. */
+export interface PayloadSink {
+  /** The next bytes of the payload, in order; `piece` is only valid during the call. */
+  write(piece: Buffer): void;
+}
+
 /**
- * Where a parser puts a frame's payload: a buffer of exactly `payloadBytes`. Returning an error
- * refuses the frame before its payload is read (the link then fails with that error).
+ * Where a parser puts a frame's payload: a buffer of exactly `payloadBytes`, or a sink (the
+ * frame is then delivered with an empty payload). Returning an error refuses the frame before
+ * its payload is read (the link then fails with that error).
  */
-export type PayloadTarget = (header: FrameHeader) => Buffer | Error;
+export type PayloadTarget = (header: FrameHeader) => Buffer | PayloadSink | Error;
+
+const EMPTY = Buffer.alloc(0);
 
 /**
  * Cuts a byte stream into frames. Payload bytes are copied straight into the buffer that
@@ -126,7 +135,7 @@ export type PayloadTarget = (header: FrameHeader) => Buffer | Error;
 export class FrameParser {
   private readonly header = Buffer.allocUnsafe(HEADER_BYTES);
   private headerFill = 0;
-  private current: { readonly header: FrameHeader; readonly payload: Buffer; fill: number } | undefined;
+  private current: { readonly header: FrameHeader; readonly payload: Buffer | PayloadSink; fill: number } | undefined;
   private stopped = false;
 
   constructor(
@@ -158,12 +167,13 @@ export class FrameParser {
       }
       const c = this.current;
       const n = Math.min(c.header.payloadBytes - c.fill, chunk.length - at);
-      chunk.copy(c.payload, c.fill, at, at + n);
+      if (Buffer.isBuffer(c.payload)) chunk.copy(c.payload, c.fill, at, at + n);
+      else if (n > 0) c.payload.write(chunk.subarray(at, at + n));
       c.fill += n;
       at += n;
       if (c.fill === c.header.payloadBytes) {
         this.current = undefined;
-        this.onFrame(c.header, c.payload);
+        this.onFrame(c.header, Buffer.isBuffer(c.payload) ? c.payload : EMPTY);
       }
     }
   }

@@ -159,7 +159,11 @@ describe("allReduce: the same bits on every rank, equal to the ring-order refere
             expect(bytes(results[r] as Float32Array).equals(bytes(expected)), `rank ${r}, ${op}`).toBe(true);
           }
         }
-        // Every rank sent (and received) 2(N−1) segments of the buffer: 2(N−1)/N of it.
+        // Every rank sent (and received) 2(N−1) segments of the buffer: 2(N−1)/N of it; summed over
+        // the ranks, each segment went N−1 times around in each phase, for each of the 2 calls.
+        const total = (field: "bytesSent" | "bytesReceived"): number => g.reduce((sum, c) => sum + c.stats()[field], 0);
+        expect(total("bytesReceived")).toBe(2 * 2 * (ranks - 1) * elements * 4);
+        expect(total("bytesSent")).toBe(total("bytesReceived"));
         for (const c of g) expect(c.stats().maxBufferedChunksPerPeer).toBeLessThanOrEqual(2);
       });
     }
