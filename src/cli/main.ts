@@ -5,7 +5,11 @@
  *
  * Termination signals are caught first, before the rest of the program loads (loading
  * TensorFlow.js takes seconds): one that arrives meanwhile is replayed to the command as a
- * termination notice instead of killing the process with 143, so a restart loop goes on.
+ * termination notice instead of killing the process with 143, so a restart loop goes on. The
+ * handlers stay to the end: while the command runs, its own handlers act and these do nothing;
+ * once it has removed its own (it is closing down), a late signal neither kills the process
+ * with 143 nor changes the exit code the command decides, and once that code is known a signal
+ * exits with it at once instead of waiting for the output to drain.
  *
  * @module
  */
@@ -13,8 +17,13 @@
 import { LAUNCH_READY_ENV, LAUNCH_READY_LINE } from "./launchReady.js";
 
 const earlySignals: NodeJS.Signals[] = [];
+/** Whether the command has its own handlers (from then on, signals are its business). */
+let handedOver = false;
+/** The command's exit code, once it has returned. */
+let decided: number | undefined;
 const catchEarly = (signal: NodeJS.Signals): void => {
-  earlySignals.push(signal);
+  if (decided !== undefined) process.exit(decided);
+  if (!handedOver) earlySignals.push(signal);
 };
 // Only `run` and `launch` (which forwards them to its tasks) watch them; `inspect` and `--help`
 // keep Node's default handling.
@@ -31,14 +40,15 @@ const code = await main(process.argv.slice(2), {
   isTTY: process.stdout.isTTY === true,
   earlySignals,
   exit: (c) => process.exit(c),
-  // The command installs its own handlers first; the early ones go once it has them.
+  // The command installs its own handlers first; the early ones then only guard its last moments.
   onStarted: () => {
-    for (const s of early) process.off(s, catchEarly);
+    handedOver = true;
   },
 }).catch((e: unknown) => {
   process.stderr.write(`monitored-session: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
   return 1;
 });
+decided = code;
 // Exit once the output is flushed (a pipe may still hold it); background work is abandoned, as
 // after TensorFlow's exit_fn (checkpoint writes are atomic, leftovers are cleaned at the next start).
 process.stdout.write("", () => process.stderr.write("", () => process.exit(code)));

@@ -107,7 +107,7 @@ describe("monitored-session launch", { timeout: 180_000 }, () => {
     expect(r.stderr).toContain("[worker:0] INFO Preempted (SIGTERM): a worker exits with 42 without saving (the chief saves).");
     expect(r.stderr).toMatch(/\[chief:0\] INFO Preempted \((SIGTERM|cluster preemption: task worker:0 got a termination notice \(SIGTERM\))/);
     expect(r.stderr).toContain("[launch] worker:0 exited with 42");
-    expect(r.stderr).toMatch(/\[launch\] chief:0 exited with (42|143)/);
+    expect(r.stderr).toContain("[launch] chief:0 exited with 42");
   });
 
   it("a stopped task that does not exit is SIGKILLed after --kill-after; the failure still decides the exit code", async () => {
