@@ -353,21 +353,35 @@ export class TcpCollective implements Collective {
    * Leaves the group: pending calls raise CancelledError. The links are closed gracefully (what
    * was sent is delivered), so a peer still finishing the last collective finishes it; a peer
    * that needs more from this rank raises UnavailableError naming it.
+   *
+   * Resolves once both neighbours have closed their ends too, or after 5 s for a neighbour that
+   * does not (a frozen one is cut off). Waiting matters when the process exits next: a socket
+   * the kernel resets on exit can make a neighbour that is still writing to it see the reset
+   * before it reads this rank's abort frame, and then raise "closed its connection" naming this
+   * rank instead of the failure the abort frame names.
    */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     this.fail(new CancelledError(`the collective of ${this.who(this.rank)} was closed`), null);
     for (const s of this.pendingSockets) s.destroy();
+    const closing: Promise<void>[] = [];
     for (const link of [this.outbound, this.inbound]) {
       if (link === undefined || link.socket.destroyed) continue;
       // Keep reading until the peer closes too, so its last frames are not reset; a frozen peer is cut off.
       link.socket.end();
       const timer = this.clock.setTimer(CLOSE_GRACE_MS, () => link.socket.destroy());
-      link.socket.once("close", () => timer.cancel());
+      closing.push(
+        new Promise((resolve) =>
+          link.socket.once("close", () => {
+            timer.cancel();
+            resolve();
+          }),
+        ),
+      );
     }
     this.server?.close();
-    await Promise.resolve();
+    await Promise.all(closing);
   }
 
   /** The address `listen()` bound, or `undefined` before. */
