@@ -63,6 +63,23 @@ export interface Collective {
   onPeerFailed(task: string, error?: Error): void;
   /** Leaves the group: pending calls raise `CancelledError`; a peer that still needs this rank raises `UnavailableError` naming it. */
   close(): Promise<void>;
+  /**
+   * Optional: where the group stops early. A trainer that all-reduces its gradients every step
+   * (the TensorFlow.js adapter) carries each rank's {@link StopVote.requested} in that step's
+   * all-reduce; after the first step in which any rank asked, it calls {@link StopVote.agreed} on
+   * every rank, so that all ranks stop at the same step boundary (a preemption: the chief saves
+   * that step, and nobody is left waiting in the next collective). `monitored-session run` gives
+   * the job a group with a vote; a collective without one never asks.
+   */
+  readonly stopVote?: StopVote | undefined;
+}
+
+/** One rank's side of a group's agreement to stop at a step boundary (see {@link Collective.stopVote}). */
+export interface StopVote {
+  /** Whether this rank asks the group to stop after the step it contributes to next. */
+  readonly requested: boolean;
+  /** Every rank saw a request in the same step: called on every rank after that step's update. */
+  agreed(): void;
 }
 
 /** The collective's deadline when neither the group nor the call gives one (seconds). */

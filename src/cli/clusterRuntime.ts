@@ -298,13 +298,17 @@ const joinCollective = async (client: CoordinationClient, group: ReplicaGroup, o
 };
 
 /**
- * Tells the group of the cluster's failure `e`: a preemption report cancels its collectives
+ * Tells the group of the cluster's failure `e`: a preemption report is this rank's stop vote once
+ * the group trains (every rank stops after the same step), and cancels its collectives before
  * (CancelledError: the ranks exit with the preemption code); anything else fails them with
  * UnavailableError naming the failed task (the first rank the message names, else the message itself).
  */
 const failGroup = (group: ReplicaGroup, e: Error): void => {
   if (isPreemptionReport(e)) {
-    void group.close();
+    // Every rank trains: the next step's vote stops them all at one boundary (the chief saves).
+    // Before that, the reporter may leave without ever stepping: cancel instead.
+    if (group.joined) group.requestStop();
+    else void group.close();
     return;
   }
   const mine = group.tasks[group.rank];

@@ -7,6 +7,11 @@
  * Ranks: the chief is 0, then the `worker` tasks in index order (TensorFlow's `id_in_cluster`;
  * without a `chief` job, worker 0 is the chief and rank 0).
  *
+ * A termination notice does not break the group: {@link ReplicaGroup.requestStop} sets this
+ * rank's stop vote, which the next training step's all-reduce carries to every rank; after that
+ * step every rank's `stopVote.agreed()` runs (`run` then has the chief save and every task exit
+ * with the preemption code), so no rank is left waiting in a collective.
+ *
  * A failed collective fails the group for good, and every call then raises a
  * {@link ReplicaGroupError} carrying the collective's error: the monitored session must not take
  * the collective's `UnavailableError` or `AbortedError` for a recoverable session error and build
@@ -15,7 +20,7 @@
  * @module
  */
 
-import type { Collective, CollectiveBuffer, CollectiveCallOptions, ReduceOp } from "../Collective.js";
+import type { Collective, CollectiveBuffer, CollectiveCallOptions, ReduceOp, StopVote } from "../Collective.js";
 import { taskName } from "../cluster/coordination/identity.js";
 import type { ResolvedCluster } from "../cluster/ClusterResolver.js";
 import type { ReplicaContext } from "../config/index.js";
@@ -48,6 +53,25 @@ export class ReplicaGroup implements Collective {
   #broken: ReplicaGroupError | undefined;
   /** Failures reported before the transport existed, passed on at attach. */
   #pendingFailures: [string, Error | undefined][] = [];
+  #stopRequested = false;
+  #stopAgreed = false;
+  #onStopAgreed: (() => void)[] = [];
+  /** A collective call completed: every rank is past its session's creation and trains. */
+  #joined = false;
+  /** The trainer read the vote: its steps carry it. */
+  #votes = false;
+  /** This rank's side of the group's stop agreement (read by the trainer each step). */
+  readonly stopVote: StopVote = ((group: ReplicaGroup): StopVote => ({
+    get requested() {
+      group.#votes = true;
+      return group.#stopRequested;
+    },
+    agreed: () => {
+      if (group.#stopAgreed) return;
+      group.#stopAgreed = true;
+      for (const f of group.#onStopAgreed.splice(0)) f();
+    },
+  }))(this);
 
   constructor(rank: number, tasks: readonly string[]) {
     this.rank = rank;
@@ -84,6 +108,35 @@ export class ReplicaGroup implements Collective {
     this.#attach(transport);
   }
 
+  /** Asks the group to stop at the next step boundary (a termination notice): this rank's vote in the next step. */
+  requestStop(): void {
+    this.#stopRequested = true;
+  }
+
+  /** Whether the ranks agreed to stop: set on every rank after the same step. */
+  get stopAgreed(): boolean {
+    return this.#stopAgreed;
+  }
+
+  /** Calls `f` once the ranks agree to stop (inside the step that agreed, before it returns). */
+  onStopAgreed(f: () => void): void {
+    if (this.#stopAgreed) f();
+    else this.#onStopAgreed.push(f);
+  }
+
+  /** Whether the trainer carries the vote in its steps (it has read it): else a stop cannot be agreed on. */
+  get votes(): boolean {
+    return this.#votes;
+  }
+
+  /**
+   * Whether a collective call has completed, so every rank has created its session and steps:
+   * a stop vote reaches all of them. Before, a rank that leaves may never step.
+   */
+  get joined(): boolean {
+    return this.#joined;
+  }
+
   /** The transport could not be built: every call raises `error`. */
   abandon(error: Error): void {
     this.#abandon(error);
@@ -114,7 +167,9 @@ export class ReplicaGroup implements Collective {
   async #call<T>(f: (c: Collective) => Promise<T>): Promise<T> {
     if (this.#broken !== undefined) throw this.#broken;
     try {
-      return await f(await this.#ready);
+      const result = await f(await this.#ready);
+      this.#joined = true;
+      return result;
     } catch (e) {
       this.#broken ??= e instanceof ReplicaGroupError ? e : new ReplicaGroupError(e instanceof Error ? e : new Error(String(e)));
       throw this.#broken;

@@ -263,7 +263,9 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
   // SIGTERM gives the save at most the grace period, then exits without it.
   const subscription = notices.notices$.subscribe((n) => {
     if (n.count !== 1) return;
-    handler?.noticeTermination(notices.describe(n), { deadlineMs: n.deadline });
+    // Data-parallel: this rank's stop vote; the handler hears of it where the ranks agree (below).
+    if (group !== undefined) group.requestStop();
+    else handler?.noticeTermination(notices.describe(n), { deadlineMs: n.deadline });
     // Every task of the cluster exits with the preemption code: tell them.
     void cluster?.reportPreemption(notices.describe(n));
   });
@@ -274,7 +276,7 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
   const clusterFailed = cluster?.failed.then((e) => {
     if (isPreemptionReport(e)) {
       clusterPreemption = e;
-      handler?.noticeTermination(e.message);
+      if (group === undefined) handler?.noticeTermination(e.message);
       // While the session is being created: exit without saving (a worker has nothing to save).
       throw new PreemptedExit(exitCodeOf(config), false);
     }
@@ -282,7 +284,28 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
     throw e;
   });
   clusterFailed?.catch(() => undefined);
-  const preempting = (): boolean => notices.first !== undefined || clusterPreemption !== undefined;
+  const preempting = (): boolean => notices.first !== undefined || clusterPreemption !== undefined || group?.stopAgreed === true;
+  const why = (): string =>
+    notices.first !== undefined ? notices.describe(notices.first) : (clusterPreemption?.message ?? "a stop the replica group agreed on (another rank's termination notice)");
+  /**
+   * Data-parallel, on a notice (this task's, or another's report): the next step carries this
+   * rank's stop vote, and every rank stops after the first step in which any voted; the chief's
+   * handler then saves that step. A trainer that does not carry the vote (a custom job using the
+   * collective itself) stops at once, as without a group.
+   */
+  let groupStopping = false;
+  /** The global step where the replica group stopped. */
+  let groupStopStep: number | undefined;
+  const stopForGroup = (): boolean => {
+    if (group === undefined || !preempting()) return false;
+    group.requestStop();
+    if (!group.stopAgreed && group.votes) return false;
+    if (!groupStopping) {
+      groupStopping = true;
+      handler?.noticeTermination(why(), { deadlineMs: notices.first?.deadline });
+    }
+    return true;
+  };
   let finished = false;
   const forced = exitOnRepeatedNotice(notices.notices$, {
     gracePeriodSecs: config.preemption?.gracePeriodSecs ?? 0,
@@ -309,9 +332,11 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
     handler = manager === undefined ? undefined : await createPreemptionHandler(sess, config, manager, logger, clock);
     // Preemption events join the session's stream, which the display follows.
     if (handler !== undefined) sess.forwardEvents(handler.events$);
-    // A notice that came while the session was being created.
-    if (notices.first !== undefined) handler?.noticeTermination(notices.describe(notices.first), { deadlineMs: notices.first.deadline });
-    else if (clusterPreemption !== undefined) handler?.noticeTermination(clusterPreemption.message);
+    // A notice that came while the session was being created (data-parallel: see stopForGroup).
+    if (group === undefined) {
+      if (notices.first !== undefined) handler?.noticeTermination(notices.describe(notices.first), { deadlineMs: notices.first.deadline });
+      else if (clusterPreemption !== undefined) handler?.noticeTermination(clusterPreemption.message);
+    }
     // What the chief actually restored (after falling back past corrupt checkpoints, say).
     const restoring = manager?.lastRestored ?? null;
     const startStep = await readStep(sess);
@@ -336,7 +361,10 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
       while (!s.shouldStop()) {
         // Without a preemption handler (no checkpoint directory, or preemption disabled) a
         // notice still ends the run with the preemption exit code, without a save.
-        if (handler === undefined && preempting()) throw new PreemptedExit(exitCodeOf(config), false);
+        if (group !== undefined && stopForGroup()) {
+          groupStopStep = await readStep(s);
+          if (handler === undefined) throw new PreemptedExit(exitCodeOf(config), false);
+        } else if (group === undefined && handler === undefined && preempting()) throw new PreemptedExit(exitCodeOf(config), false);
         if (clusterFailure !== undefined && !preempting()) throw clusterFailure;
         const feeds = typeof job.feeds === "function" ? job.feeds() : job.feeds;
         const step = () => s.run(fetches, feeds);
@@ -391,15 +419,14 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
     if (e instanceof PreemptedExit) {
       // The checkpoint is durable: a platform waiting for it (Azure) may go on.
       if (e.saved) await notices.acknowledge();
-      const why = notices.first === undefined ? (clusterPreemption?.message ?? "termination notice") : notices.describe(notices.first);
       logger.info(
         e.saved
           ? `Preempted: checkpoint saved; exiting with ${e.exitCode} (run the same command again to resume).`
           : groupFailure !== undefined
-            ? `Preempted (${why}) during a collective, which was cancelled: exiting with ${e.exitCode} without saving (the run resumes from the last checkpoint).`
+            ? `Preempted (${why()}) during a collective, which was cancelled: exiting with ${e.exitCode} without saving (the run resumes from the last checkpoint).`
             : task !== undefined && !isChief
-            ? `Preempted (${why}): a worker exits with ${e.exitCode} without saving (the chief saves).`
-            : `Preempted (${why}) with no preemption checkpoint configured: exiting with ${e.exitCode} without saving.`,
+            ? `Preempted (${why()}): a worker exits with ${e.exitCode}${groupStopStep === undefined ? "" : ` at global step ${groupStopStep}, where the replica group stopped,`} without saving (the chief saves).`
+            : `Preempted (${why()}) with no preemption checkpoint configured: exiting with ${e.exitCode} without saving.`,
       );
       where();
       return e.exitCode;

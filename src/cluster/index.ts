@@ -122,5 +122,6 @@ export {
   type CollectiveCallOptions,
   type CollectiveStats,
   type ReduceOp,
+  type StopVote,
   type TcpCollectiveOptions,
 } from "./collective/index.js";

@@ -46,6 +46,9 @@
  * - Each step computes the local gradients, averages them and the batch loss in one all-reduce
  *   (flattened in the fixed order of the trainable weights), and applies the averaged gradients on
  *   every rank: the replicas' weights and optimizer state stay bit-identical.
+ * - The same all-reduce carries the collective's `stopVote`: after the first step in which any
+ *   rank asked to stop, `stopVote.agreed()` is called on every rank (how `run` stops every
+ *   replica at one step boundary on a preemption, the chief saving that step).
  * - `train` (and `loss` in a run with `train`) returns the global mean loss, the same bits on
  *   every rank, so a NaN on any rank is a NaN on all of them at the same step. Metrics fetched with
  *   `train` are the local replica's.
@@ -331,6 +334,7 @@ export class TfjsSession implements Session {
         this.vars.globalStep += 1;
         this.setLastBatch(batch);
         await this.optimizerState.afterStep();
+        this.replicas?.applied();
         results.set(TRAIN_OP, out.get(LOSS_OP));
         for (const n of evalNames) results.set(n, out.get(n));
       } else if (evalNames.length > 0) {

@@ -6,7 +6,8 @@
  * they equal a single process trained on the shards concatenated in rank order within 1e-5
  * relative (the all-reduce sums in another order than one batch's gradient: float32 rounding);
  * only the chief wrote under the checkpoint directory (one `checkpoint` state file) and the chief
- * reported global examples/sec. A SIGTERM to one worker makes every task exit 42. Under
+ * reported global examples/sec. A SIGTERM to one worker, or to launch, stops every rank after the
+ * same step: the chief saves that step, every task exits 42, and the next launch resumes there. Under
  * `launch --max-restarts 1`, a SIGKILLed chief, or a frozen worker (named by the first task to
  * fail, through the heartbeat: UnavailableError, not the collective's deadline) then killed: the
  * group restarts from the chief's last checkpoint (every task at its step) and finishes with
@@ -126,16 +127,53 @@ describe("launch --workers 3: synchronous data parallelism", () => {
     expect(maxRelativeDifference(replica, weightsOf(dir, "ref"))).toBeLessThanOrEqual(1e-5);
   });
 
-  it("SIGTERM to one worker: every task exits 42 (a rank blocked in a collective sees a cancellation), launch 42", { timeout: 300_000 }, async () => {
-    const dir = tempDir();
-    const l = run(["launch", "--workers", "3", config(dir)], { DP_OUT: dir, DP_LAST_STEP: "100000", DP_PRINT_STEPS: "1" });
-    await l.waitFor(/\[worker:1\] trained 3$/m, 200_000);
-    const pid = Number(/started worker:1 at \S+ \(pid (\d+)\)/.exec(l.output())?.[1]);
-    process.kill(pid, "SIGTERM");
-    const r = await l.done;
+  /**
+   * A preempted run (`r`, launch's result) stopped every rank after one step: the chief saved
+   * that step and every task exited 42, each worker at the same step. That step.
+   */
+  const stoppedTogether = (r: { code: number | null; stderr: string }): number => {
     expect(r.code, r.stderr).toBe(42);
     for (const task of ["chief:0", "worker:0", "worker:1"]) expect(r.stderr, task).toContain(`[launch] ${task} exited with 42`);
-    expect(r.stderr).not.toMatch(/Training failed/);
+    expect(r.stderr).not.toMatch(/Training failed|during a collective/);
+    const saved = /^\[chief:0\] INFO Preemption checkpoint for step (\d+) saved: \S*model\.ckpt-(\d+)\.$/m.exec(r.stderr);
+    expect(saved, r.stderr).not.toBeNull();
+    const step = Number(saved?.[1]);
+    expect(Number(saved?.[2])).toBe(step);
+    for (const task of ["worker:0", "worker:1"]) {
+      expect(r.stderr, task).toMatch(new RegExp(`^\\[${task}\\] INFO Preempted \\(.*\\): a worker exits with 42 at global step ${step}, where the replica group stopped, without saving`, "m"));
+    }
+    return step;
+  };
+
+  it("a preemption stops every rank after the same step and the chief saves it: SIGTERM to one worker, then to launch; the next launch resumes there with bit-identical replicas", { timeout: 600_000 }, async () => {
+    const dir = tempDir();
+    // The interval saves never come (saveSteps beyond the run): what is on disk is the preemption's.
+    const file = config(dir, 100_000);
+    // 1. SIGTERM to one worker: its notice is its stop vote (and its report, the others').
+    const first = run(["launch", "--workers", "3", file], { DP_OUT: dir, DP_LAST_STEP: "100000", DP_PRINT_STEPS: "1" });
+    await first.waitFor(/\[worker:1\] trained 3$/m, 200_000);
+    process.kill(pidOf(first.output(), "worker:1"), "SIGTERM");
+    const s1 = stoppedTogether(await first.done);
+    expect(s1).toBeGreaterThanOrEqual(3);
+
+    // 2. SIGTERM to launch, forwarded to every task: one agreed step again, past the first.
+    const second = run(["launch", "--workers", "3", file], { DP_OUT: dir, DP_LAST_STEP: "100000", DP_PRINT_STEPS: "1" });
+    await second.waitFor(new RegExp(`\\[worker:0\\] trained ${s1 + 3}$`, "m"), 200_000);
+    second.process.kill("SIGTERM");
+    const r2 = await second.done;
+    expect(r2.stderr).toMatch(new RegExp(`^\\[chief:0\\] INFO Starting at global step ${s1} \\(restored from \\S*model\\.ckpt-${s1}\\)`, "m"));
+    const s2 = stoppedTogether(r2);
+    expect(s2).toBeGreaterThan(s1);
+
+    // 3. The next launch resumes from the preemption checkpoint and finishes with one digest.
+    const r3 = await run(["launch", "--workers", "3", file], { DP_OUT: dir, DP_LAST_STEP: String(s2 + 2) }).done;
+    expect(r3.code, r3.stderr).toBe(0);
+    expect(r3.stderr).toMatch(new RegExp(`^\\[chief:0\\] INFO Starting at global step ${s2} \\(restored from \\S*model\\.ckpt-${s2}\\)`, "m"));
+    for (const task of ["worker:0", "worker:1"]) expect(r3.stderr, task).toMatch(new RegExp(`^\\[${task}\\] INFO Starting at global step ${s2}[ ;.]`, "m"));
+    const digests = [...r3.stdout.matchAll(/^\[(\S+)\] final \d digest ([0-9a-f]{64})$/gm)];
+    expect(digests.map((m) => m[1]).sort()).toEqual(["chief:0", "worker:0", "worker:1"]);
+    expect(new Set(digests.map((m) => m[2])).size, r3.stdout).toBe(1);
+    expect(tree(dir).filter((f) => f.split("/").pop() === "checkpoint")).toEqual(["ck/checkpoint"]);
   });
 
   /**

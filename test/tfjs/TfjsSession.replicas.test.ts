@@ -2,13 +2,14 @@
  * The TensorFlow.js session as one replica of a synchronous data-parallel group (the
  * MultiWorkerMirroredStrategy model): 3 in-process ranks over TcpCollective on loopback, each on
  * its shard, against a single session trained on the concatenated shards; mismatched models;
- * a NaN on one rank.
+ * a NaN on one rank; the stop vote `run` uses on a preemption.
  */
 import * as tf from "@tensorflow/tfjs";
 import { afterEach, describe, expect, it } from "vitest";
 
 import { buildModel, classifierLoss, NUM_CLASSES } from "../../examples/tfjs-classifier-data.js";
 import { NanTensorHook } from "../../hooks/index.js";
+import { ReplicaGroup } from "../../src/cli/replicaGroup.js";
 import { TcpCollective } from "../../src/cluster/collective/index.js";
 import { InvalidArgumentError, NanLossDuringTrainingError } from "../../src/errors.js";
 import { silentLogger } from "../../src/Logger.js";
@@ -165,5 +166,33 @@ describe("TfjsSession with a collective (synchronous data parallelism)", () => {
       expect(o.lossesSeen.every(Number.isFinite)).toBe(true);
       expect(o.step).toBe(BigInt(NAN_STEP + 1));
     }
+  });
+
+  it("carries a stop vote in the step's all-reduce: after one rank asks, every rank's group agrees after the same step", async () => {
+    const collectives = await group();
+    const groups = collectives.map((c) => {
+      const g = new ReplicaGroup(c.rank, ["/job:chief/replica:0/task:0", "/job:worker/replica:0/task:0", "/job:worker/replica:0/task:1"]);
+      g.attach(c);
+      return g;
+    });
+    const sessions = await Promise.all(groups.map(async (g, rank) => {
+      const s = await tfjsSession({ model: buildModel(1), optimizer: tf.train.adam(0.02), data: new InMemoryDataSource({ ...dataOptions, shard: { index: rank, count: RANKS } }), lossFn: classifierLoss, collective: g });
+      await s.variables.initialize();
+      return s;
+    }));
+    const agreedAt: (number | undefined)[] = [undefined, undefined, undefined];
+    groups.forEach((g, rank) => g.onStopAgreed(() => (agreedAt[rank] = Number(sessions[rank]?.variables.snapshot().get("global_step")?.data[0]))));
+    await Promise.all(sessions.map((s) => train(s, 2)));
+    expect(groups.map((g) => [g.votes, g.stopAgreed])).toEqual([[true, false], [true, false], [true, false]]);
+    expect(agreedAt).toEqual([undefined, undefined, undefined]);
+    // Rank 2 (a worker) got a termination notice: its next step carries the vote.
+    groups[2]?.requestStop();
+    await Promise.all(sessions.map((s) => train(s, 1)));
+    expect(groups.map((g) => g.stopAgreed)).toEqual([true, true, true]);
+    // Seen after the step's update: every rank at global step 3.
+    expect(agreedAt).toEqual([3, 3, 3]);
+    // The vote changes nothing else: the replicas are still bit-identical.
+    const snapshots = sessions.map((s) => bits(s.variables.snapshot()));
+    for (const snap of snapshots.slice(1)) expect(snap).toEqual(snapshots[0]);
   });
 });

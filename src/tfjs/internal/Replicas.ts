@@ -7,8 +7,10 @@
  *   `InvalidArgumentError` naming the first differing rank and both shapes.
  * - After every `initialize()` or `restore()`: the next step first takes rank 0's (the chief's)
  *   weights and global step, so every replica starts from the chief's values.
- * - Each step: the gradients, flattened in the fixed order of the trainable weights, and the batch
- *   loss are averaged in one all-reduce; every rank then applies the same bits.
+ * - Each step: the gradients, flattened in the fixed order of the trainable weights, the batch
+ *   loss and the rank's stop vote (the collective's `stopVote`) are averaged in one all-reduce;
+ *   every rank then applies the same bits, and, if any rank voted to stop, every rank learns it
+ *   after the same step.
  *
  * @module
  */
@@ -36,6 +38,11 @@ interface AveragedStep {
   readonly loss: number;
 }
 
+/** The slots after the gradients in each step's buffer. */
+const LOSS_SLOT = 0;
+const STOP_SLOT = 1;
+const EXTRA_SLOTS = 2;
+
 // ---------------------------------------------------------------------------------------------
 // constructors
 // ---------------------------------------------------------------------------------------------
@@ -47,6 +54,8 @@ export class Replicas {
   private joined = false;
   private synced = false;
   private broken: Error | undefined;
+  /** A rank voted to stop in the last averaged step: told to the collective once the step is applied. */
+  private stopAgreed = false;
 
   constructor(
     private readonly collective: Collective,
@@ -87,9 +96,12 @@ export class Replicas {
     }
   }
 
-  /** Averages `grads` (keyed by variable name) and `loss` across the ranks, in one all-reduce. */
+  /**
+   * Averages `grads` (keyed by variable name), `loss` and the ranks' stop votes in one
+   * all-reduce. Every rank has the same buffer layout, with or without a vote (then 0).
+   */
   async average(grads: tf.NamedTensorMap, loss: number): Promise<AveragedStep> {
-    const buffer = new Float32Array(this.parameters + 1);
+    const buffer = new Float32Array(this.parameters + EXTRA_SLOTS);
     let offset = 0;
     for (const v of this.trainable) {
       // A weight without a gradient contributes zeros, and is left out of the update below.
@@ -97,15 +109,25 @@ export class Replicas {
       if (g !== undefined) buffer.set(g.dataSync() as Float32Array, offset);
       offset += v.size;
     }
-    buffer[this.parameters] = loss;
+    buffer[this.parameters + LOSS_SLOT] = loss;
+    buffer[this.parameters + STOP_SLOT] = this.collective.stopVote?.requested === true ? 1 : 0;
     await this.collective.allReduce(buffer, "mean");
+    // A mean of zeros and ones: non-zero, with the same bits on every rank, as soon as one rank voted.
+    this.stopAgreed = buffer[this.parameters + STOP_SLOT] !== 0;
     const out: tf.NamedTensorMap = {};
     offset = 0;
     for (const v of this.trainable) {
       if (grads[v.name] !== undefined) out[v.name] = tf.tensor(buffer.slice(offset, offset + v.size), v.shape, "float32");
       offset += v.size;
     }
-    return { grads: out, loss: buffer[this.parameters] as number };
+    return { grads: out, loss: buffer[this.parameters + LOSS_SLOT] as number };
+  }
+
+  /** The averaged step was applied (and counted): tells the collective's vote if the ranks agreed to stop. */
+  applied(): void {
+    if (!this.stopAgreed) return;
+    this.stopAgreed = false;
+    this.collective.stopVote?.agreed();
   }
 
   // -------------------------------------------------------------------------------------------
