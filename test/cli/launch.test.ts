@@ -148,17 +148,17 @@ describe("monitored-session launch", { timeout: 180_000 }, () => {
     expect(r.stderr).toContain("[launch] worker:0 exited with 1: exiting with 1 after 2 restarts");
   });
 
-  it("SIGTERM to launch is forwarded to every task: each exits 42, launch exits 42 and restarts nothing", async () => {
+  it.each(["SIGTERM", "SIGINT"] as const)("%s to launch is forwarded to every task: each exits 42, launch exits 42 and restarts nothing", async (signal) => {
     const { run } = launch(["--workers", "3", "--max-restarts", "2"], { "chief:0": "train", "worker:0": "train", "worker:1": "train" });
     for (const task of ["chief:0", "worker:0", "worker:1"]) await run.waitFor(`[${task}] training`);
-    run.process.kill("SIGTERM");
+    run.process.kill(signal);
     const r: CliRun = await run.done;
     expect(r.code, r.stderr).toBe(42);
-    expect(r.stderr).toMatch(/\[launch\] SIGTERM: forwarding SIGTERM to /);
+    expect(r.stderr).toMatch(new RegExp(`\\[launch\\] ${signal}: forwarding ${signal} to `));
     for (const task of ["chief:0", "worker:0", "worker:1"]) {
-      // Its own forwarded SIGTERM, or another task's notice reported to the cluster, whichever
+      // Its own forwarded signal, or another task's notice reported to the cluster, whichever
       // reaches it first: both end in 42.
-      expect(r.stderr).toMatch(new RegExp(`\\[${task}\\] INFO Preempted \\((SIGTERM|cluster preemption: task (chief|worker):\\d+ got a termination notice)`));
+      expect(r.stderr).toMatch(new RegExp(`\\[${task}\\] INFO Preempted \\((${signal}|cluster preemption: task (chief|worker):\\d+ got a termination notice \\(${signal}\\))`));
       expect(r.stderr).toContain(`[launch] ${task} exited with 42`);
     }
     expect(r.stderr).not.toContain("restarting");
