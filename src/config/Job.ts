@@ -103,7 +103,22 @@ export const defineJob = <const F extends Fetches = "train">(job: Job<F>): Job<F
 // operations
 // ---------------------------------------------------------------------------------------------
 
-const instance = <C>(name: string, ctor: abstract new (...args: never[]) => C) => refined(name, (u): u is C => u instanceof ctor);
+const instance = <C>(name: string, ctor: abstract new (...args: never[]) => C): t.Type<C, C, unknown> => {
+  const is = (u: unknown): u is C => u instanceof ctor;
+  return new t.Type<C, C, unknown>(
+    name,
+    is,
+    (u, c) => {
+      if (is(u)) return t.success(u);
+      // Same class name, other class: the job imported another copy of monitored-session than the CLI's.
+      const other = typeof u === "object" && u !== null ? (u as object).constructor?.name : undefined;
+      return other === ctor.name
+        ? t.failure(u, c, `expected ${name} of the monitored-session the CLI runs, got a ${other} from another copy of it (the job and the CLI load monitored-session from different paths: import it by its package name, once, e.g. "monitored-session")`)
+        : t.failure(u, c);
+    },
+    (a) => a,
+  );
+};
 /** A hook as the `SessionRunHook` interface has it: a class instance or a plain object. */
 const HookCodec = new t.Type<SessionRunHook, SessionRunHook, unknown>(
   "a SessionRunHook",

@@ -41,6 +41,18 @@ describe("decodeJob", () => {
     expect(isLeft(bad) && bad.left.map((i) => i.path)).toEqual(["default.batchSize"]);
   });
 
+  it("a Scaffold or Graph from another copy of monitored-session is named as such, with the fix; anything else is shown as it is", async () => {
+    // What a second install of the package gives: a class of the same name, not the CLI's.
+    const copies = { Scaffold: class Scaffold {}, Graph: class Graph {} };
+    const r = await decodeJob({ default: { graph: new copies.Graph(), scaffold: new copies.Scaffold() } });
+    expect(isLeft(r) && r.left.map((i) => `${i.path}: ${i.message}`)).toEqual([
+      'default.graph: expected a Graph of the monitored-session the CLI runs, got a Graph from another copy of it (the job and the CLI load monitored-session from different paths: import it by its package name, once, e.g. "monitored-session")',
+      'default.scaffold: expected a Scaffold of the monitored-session the CLI runs, got a Scaffold from another copy of it (the job and the CLI load monitored-session from different paths: import it by its package name, once, e.g. "monitored-session")',
+    ]);
+    const plain = await decodeJob({ default: { graph, scaffold: { ready: true } } });
+    expect(isLeft(plain) && plain.left.map((i) => `${i.path}: ${i.message}`)).toEqual(["default.scaffold: expected a Scaffold, got {\"ready\":true}"]);
+  });
+
   it("rejects what is not a hook, naming the key that is wrong", async () => {
     const r = await decodeJob({ default: { graph, hooks: [{ afterRun: 3 }, "x", { provides: [1] }] } });
     expect(isLeft(r) && r.left.map((i) => `${i.path}: ${i.message}`)).toEqual([
