@@ -117,7 +117,8 @@ export class Replicas {
     const out: tf.NamedTensorMap = {};
     offset = 0;
     for (const v of this.trainable) {
-      if (grads[v.name] !== undefined) out[v.name] = tf.tensor(buffer.slice(offset, offset + v.size), v.shape, "float32");
+      // A view, not a copy: the tensor takes the values (the buffer is not used again).
+      if (grads[v.name] !== undefined) out[v.name] = tf.tensor(buffer.subarray(offset, offset + v.size), v.shape, "float32");
       offset += v.size;
     }
     return { grads: out, loss: buffer[this.parameters + LOSS_SLOT] as number };
