@@ -10,9 +10,13 @@
  *   barrier to having everything; the ratio is of the medians.
  * - `allReduceBusGBps`: size × 2(N−1)/N ÷ time (NCCL's bus bandwidth) at 2 and 4 processes; the
  *   bound is the baseline's throughput (16 MiB ÷ its median time), in the same run.
- * - `scaling2`: examples per second (the global batch) of an MLP 128 → 256 → 256 → 10 trained by
- *   `tfjsSession({ collective })` at N = 2 over N = 1 (one process alone), the same code and
- *   per-worker batch; the median of the per-round ratios.
+ * - `scaling2`: examples per second (the global batch) of an MLP 128 → 256 → 256 → 10
+ *   (bench/mlpJob.ts) trained by `monitored-session launch --workers 2` over the same job and
+ *   per-worker batch under `launch --workers 1`: the rates the chief's step counter logs
+ *   (`examples/sec`, the global batch), the first interval of each run (warm-up) left out; runs
+ *   alternate N = 1 and N = 2 (ABBA), and the result is the median of the per-pair ratios of the
+ *   runs' medians. `scaling2Ranks` is the same ratio for the ranks this benchmark drives itself
+ *   (bench/collectiveRank.ts, no CLI): the collective's scaling without `run`'s machinery.
  * - `collectiveOverheadUs`: the median step at N = 2 − (the median local step + the median
  *   all-reduce, "mean", of the gradients' size measured by the N = 2 processes), in µs. The local
  *   step is that of two independent groups of 1 trained at the same time (`pair`): the same two
@@ -26,7 +30,11 @@
  * so in the JSON (`smoke: true`).
  */
 
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { type ChildEvent, type JsonChild, killAll, spawnJsonChild } from "./jsonChild.js";
 import { median, round } from "./stats.js";
 
@@ -45,6 +53,11 @@ export interface ClusterBenchSizes {
   readonly stepsPerRound: number;
   /** All-reduces of the gradients' size. */
   readonly gradientSamples: number;
+  /** Pairs of `launch` runs (N = 1 and N = 2) for `scaling2`. */
+  readonly launchPairs: number;
+  /** Steps of each `launch` run, and the chief's step-counter interval (the first is the warm-up). */
+  readonly launchSteps: number;
+  readonly launchLogSteps: number;
 }
 
 const FULL: ClusterBenchSizes = {
@@ -57,6 +70,9 @@ const FULL: ClusterBenchSizes = {
   rounds: 6,
   stepsPerRound: 200,
   gradientSamples: 1200,
+  launchPairs: 3,
+  launchSteps: 700,
+  launchLogSteps: 100,
 };
 
 /** Small sizes and few samples: the shape of the result, not its numbers. */
@@ -70,9 +86,13 @@ export const SMOKE: ClusterBenchSizes = {
   rounds: 2,
   stepsPerRound: 3,
   gradientSamples: 4,
+  launchPairs: 1,
+  launchSteps: 6,
+  launchLogSteps: 2,
 };
 
 const BACKEND = "wasm"; // one thread (useBackend pins it)
+const REPO_ROOT = fileURLToPath(new URL("..", import.meta.url));
 /** Loading tsx, tfjs and wasm in several processes at once on a shared 2-core machine. */
 const LOAD_BOUND_MS = 240_000;
 /** The most one phase may take (a full-size phase is ~1 min on a quiet 2-core machine). */
@@ -185,6 +205,61 @@ const training = async (sizes: ClusterBenchSizes, children: JsonChild[]) => {
   };
 };
 
+/**
+ * One `launch --workers <workers>` run of bench/mlpJob.ts in `dir` (a fresh checkpoint
+ * directory: from step 0): the chief's logged examples/sec after the first interval. Fails
+ * unless launch exits 0 with every task done at the last step.
+ */
+const launchRun = async (workers: 1 | 2, sizes: ClusterBenchSizes, dir: string): Promise<number[]> => {
+  const config = join(dir, "job.yaml");
+  writeFileSync(
+    config,
+    `module: ${join(REPO_ROOT, "bench/mlpJob.ts")}\nlastStep: ${sizes.launchSteps}\nlogStepCountSteps: ${sizes.launchLogSteps}\ncheckpoint:\n  dir: ck\n  saveSecs: 1000000\ntfjs:\n  backend: ${BACKEND}\n`,
+  );
+  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "launch", "--workers", String(workers), config], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, BENCH_MLP_BATCH: String(sizes.batch), NO_COLOR: "1" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout.on("data", (d: Buffer) => (output += d.toString()));
+  child.stderr.on("data", (d: Buffer) => (output += d.toString()));
+  const timer = setTimeout(() => child.kill("SIGKILL"), PHASE_BOUND_MS);
+  const code = await new Promise<number | null>((ok) => child.on("close", ok));
+  clearTimeout(timer);
+  const tail = output.split("\n").slice(-15).join("\n");
+  if (code !== 0) throw new Error(`launch --workers ${workers} exited with ${code}:\n${tail}`);
+  const done = output.match(new RegExp(`^\\[(chief|worker):\\d+\\] INFO Done at global step ${sizes.launchSteps}\\.$`, "gm")) ?? [];
+  if (done.length !== workers) throw new Error(`launch --workers ${workers}: ${done.length} tasks reached step ${sizes.launchSteps}, expected ${workers}:\n${tail}`);
+  const rates = [...output.matchAll(/^\[chief:0\] INFO examples\/sec: ([0-9.e+]+)$/gm)].map((m) => Number(m[1]));
+  return rates.slice(1);
+};
+
+/** `scaling2` through the CLI: pairs of `launch --workers 1` and `--workers 2` runs (ABBA). */
+const scalingByLaunch = async (sizes: ClusterBenchSizes) => {
+  const root = mkdtempSync(join(os.tmpdir(), "ms-bench-scaling-"));
+  try {
+    const perSecond: Record<1 | 2, number[][]> = { 1: [], 2: [] };
+    for (let p = 0; p < sizes.launchPairs; p++) {
+      const order: (1 | 2)[] = p % 2 === 0 ? [1, 2] : [2, 1];
+      for (const n of order) {
+        const dir = join(root, `pair${p}-n${n}`);
+        mkdirSync(dir);
+        perSecond[n].push(await launchRun(n, sizes, dir));
+        console.log(`launch --workers ${n} (pair ${p + 1}): ${round(median(perSecond[n].at(-1) as number[]), 1)} examples/sec`);
+      }
+    }
+    // Equal work: every run trained the same steps (checked in launchRun) and logged as many intervals.
+    // The counter logs at the end of each interval but the first (its start), and the first logged one holds the warm-up.
+    const intervals = sizes.launchSteps / sizes.launchLogSteps - 2;
+    sameWork("the launch runs (examples/sec intervals after the warm-up, per run)", intervals, { "N=1": perSecond[1].map((r) => r.length), "N=2": perSecond[2].map((r) => r.length) });
+    const ratios = perSecond[2].map((r, i) => median(r) / median(perSecond[1][i] as number[]));
+    return { perSecond: { 1: perSecond[1].map(median), 2: perSecond[2].map(median) }, ratios, intervals };
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+};
+
 const gbps = (bytes: number, ms: number): number => bytes / (ms / 1000) / 1e9;
 
 /** Runs the benchmark at `sizes` and returns its JSON. */
@@ -197,10 +272,12 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
     const four = await allReduces(4, sizes, children);
     console.log(`all-reduce at 4 ranks: ${round(median(four.allReduceMs), 2)} ms`);
     const train = await training(sizes, children);
+    const launched = await scalingByLaunch(sizes);
 
     const ratio = median(two.allReduceMs) / median(two.rawMs);
     const bus = (n: number, ms: readonly number[]) => ({ ranks: n, ...summarize(ms.map((t) => gbps((two.bytes * 2 * (n - 1)) / n, t))) });
-    const scaling = train.perSecond[2].map((x, i) => x / (train.perSecond[1][i] as number));
+    const scalingRanks = train.perSecond[2].map((x, i) => x / (train.perSecond[1][i] as number));
+    const scaling = launched.ratios;
     // The local step is the pair's: the same two-process contention as N = 2, without the group.
     const overheadUs = (median(train.stepMs[2]) - (median(train.stepMs.pair) + median(train.gradientMs))) * 1000;
     const overheadVsAloneUs = (median(train.stepMs[2]) - (median(train.stepMs[1]) + median(train.gradientMs))) * 1000;
@@ -215,6 +292,7 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
         boundGBps: round(gbps(two.bytes, median(two.rawMs)), 3),
       },
       scaling2: round(median(scaling), 3),
+      scaling2Ranks: round(median(scalingRanks), 3),
       collectiveOverheadUs: round(overheadUs, 1),
       collectiveOverheadVsAloneUs: round(overheadVsAloneUs, 1),
       allReduce: {
@@ -232,10 +310,17 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
         stepsPerProcess: train.steps,
         timedStepsPerVariant: train.stepMs[1].length,
         examplesPerSecond: { n1: summarize(train.perSecond[1], 1), n2: summarize(train.perSecond[2], 1) },
-        scalingPerRound: scaling.map((x) => round(x, 3)),
+        scalingPerRound: scalingRanks.map((x) => round(x, 3)),
         stepMs: { n1: round(median(train.stepMs[1]), 3), n2: round(median(train.stepMs[2]), 3), n1Pair: round(median(train.stepMs.pair), 3) },
         gradientAllReduceMs: round(median(train.gradientMs), 3),
         gradientAllReduceSamples: train.gradientMs.length,
+      },
+      launch: {
+        job: "bench/mlpJob.ts (the same MLP, data and per-worker batch) under monitored-session launch",
+        stepsPerRun: sizes.launchSteps,
+        intervalsPerRun: launched.intervals,
+        examplesPerSecond: { n1: summarize(launched.perSecond[1], 1), n2: summarize(launched.perSecond[2], 1) },
+        scalingPerPair: launched.ratios.map((x) => round(x, 3)),
       },
       goals: { allReduceOverRawTcp: "<= 1.3", scaling2: ">= 1.5", collectiveOverheadUs: "<= 200" },
       bars: { allReduceOverRawTcp: "<= 1.5" },

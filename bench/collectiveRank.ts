@@ -26,7 +26,7 @@ import * as tf from "@tensorflow/tfjs";
 import { TcpCollective } from "../src/cluster/collective/TcpCollective.js";
 import { silentLogger } from "../src/Logger.js";
 import { InMemoryDataSource, tfjsSession, useBackend, type TfjsBackendName } from "../src/tfjs/index.js";
-import { mulberry32 } from "./stats.js";
+import { buildMlp, mlpDataset, mlpLoss, mlpOptimizer } from "./mlp.js";
 
 interface Args {
   readonly mode: "allreduce" | "train";
@@ -177,45 +177,16 @@ const allReduceMode = async (raw: RawLink | undefined): Promise<void> => {
 // train mode
 // ---------------------------------------------------------------------------------------------
 
-const MLP = { inputs: 128, hidden: 256, classes: 10 } as const;
-
-/** 16 global batches of seeded random examples, labelled by a fixed random projection. */
-const dataset = (examples: number): { xs: { dtype: "float32"; shape: number[]; data: Float32Array }; ys: { dtype: "int32"; shape: number[]; data: Int32Array } } => {
-  const random = mulberry32(17);
-  const xs = new Float32Array(examples * MLP.inputs).map(() => random() * 2 - 1);
-  const projection = new Float32Array(MLP.inputs * MLP.classes).map(() => random() * 2 - 1);
-  const ys = new Int32Array(examples).map((_, e) => {
-    let best = 0;
-    let bestScore = -Infinity;
-    for (let c = 0; c < MLP.classes; c++) {
-      let score = 0;
-      for (let k = 0; k < MLP.inputs; k++) score += (xs[e * MLP.inputs + k] as number) * (projection[k * MLP.classes + c] as number);
-      if (score > bestScore) [best, bestScore] = [c, score];
-    }
-    return best;
-  });
-  return { xs: { dtype: "float32", shape: [examples, MLP.inputs], data: xs }, ys: { dtype: "int32", shape: [examples], data: ys } };
-};
-
 const trainMode = async (): Promise<void> => {
   await useBackend(args.backend ?? "wasm");
   tf.enableProdMode();
   const batch = args.batch ?? 128;
-  const dense = (units: number, seed: number, extra: Record<string, unknown> = {}) =>
-    tf.layers.dense({ units, kernelInitializer: tf.initializers.glorotUniform({ seed }), ...extra });
-  const model = tf.sequential({
-    layers: [
-      dense(MLP.hidden, 1, { inputShape: [MLP.inputs], activation: "relu" }),
-      dense(MLP.hidden, 2, { activation: "relu" }),
-      dense(MLP.classes, 3),
-    ],
-  });
-  const { xs, ys } = dataset(batch * 2 * 16); // the same data set for N = 1 and N = 2
+  const model = buildMlp();
   const session = await tfjsSession({
     model,
-    optimizer: tf.train.adam(1e-3),
-    data: new InMemoryDataSource({ xs, ys, batchSize: batch, seed: 5, shard: { index: args.rank, count: args.size } }),
-    lossFn: (labels, logits) => tf.losses.softmaxCrossEntropy(tf.oneHot(tf.cast(labels, "int32") as tf.Tensor1D, MLP.classes), logits),
+    optimizer: mlpOptimizer(),
+    data: new InMemoryDataSource({ ...mlpDataset(batch), batchSize: batch, seed: 5, shard: { index: args.rank, count: args.size } }),
+    lossFn: mlpLoss,
     collective,
   });
   await session.variables.initialize();

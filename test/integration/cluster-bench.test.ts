@@ -9,7 +9,7 @@ import { runClusterBench, SMOKE } from "../../bench/cluster.bench.js";
 const positive = expect.any(Number);
 
 describe("the cluster benchmark (smoke mode)", () => {
-  it("reports allReduceOverRawTcp, allReduceBusGBps at 2 and 4 ranks, scaling2 and collectiveOverheadUs, with equal work counted", { timeout: 600_000 }, async () => {
+  it("reports allReduceOverRawTcp, allReduceBusGBps at 2 and 4 ranks, scaling2 (through launch) and collectiveOverheadUs, with equal work counted", { timeout: 600_000 }, async () => {
     const r = await runClusterBench(SMOKE);
     expect(r.smoke).toBe(true);
     expect(r.allReduceOverRawTcp).toBeGreaterThan(0);
@@ -33,6 +33,12 @@ describe("the cluster benchmark (smoke mode)", () => {
       gradientAllReduceSamples: SMOKE.gradientSamples,
     });
     expect(r.training.scalingPerRound).toHaveLength(SMOKE.rounds);
+    expect(r.scaling2Ranks).toBeGreaterThan(0);
+    // scaling2 through `launch --workers 1` and `--workers 2` of bench/mlpJob.ts.
+    expect(r.launch).toMatchObject({ stepsPerRun: SMOKE.launchSteps, intervalsPerRun: SMOKE.launchSteps / SMOKE.launchLogSteps - 2 });
+    expect(r.launch.examplesPerSecond.n1.samples).toHaveLength(SMOKE.launchPairs);
+    expect(r.launch.examplesPerSecond.n2.samples).toHaveLength(SMOKE.launchPairs);
+    expect(r.launch.scalingPerPair).toHaveLength(SMOKE.launchPairs);
     expect(Object.keys(r.goalsMet)).toEqual(["allReduceOverRawTcp", "scaling2", "collectiveOverheadUs"]);
     expect(Object.keys(r.barsMet)).toEqual(["allReduceOverRawTcp"]);
   });
