@@ -14,7 +14,7 @@ import { TcpProxy } from "../../util/TcpProxy.js";
 /** Bound on any one real-time wait for I/O between in-process ranks, on a loaded machine. */
 const WAIT_MS = 30_000;
 
-export const quiet: Logger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
+const quiet: Logger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
 
 /** The default task name of `rank`. */
 export const task = (rank: number): string => `/job:worker/replica:0/task:${rank}`;
