@@ -131,6 +131,20 @@ describe("TcpProxy", () => {
     expect(await late.read(1)).toBe("3");
   });
 
+  it("inject writes into the open connection: towards the target, or back to the client only", async () => {
+    expect(() => proxy.inject("toTarget", Buffer.from("x"))).toThrow("no open connection");
+    const c = await client(proxy.port);
+    c.socket.write("a");
+    expect(await c.read(1)).toBe("a");
+    proxy.inject("toTarget", Buffer.from("T")); // the echo server gets it, and echoes it
+    expect(await c.read(1)).toBe("T");
+    proxy.inject("toClient", Buffer.from("C"));
+    expect(await c.read(1)).toBe("C");
+    c.socket.write("b");
+    expect(await c.read(1)).toBe("b");
+    expect(received.join("")).toBe("aTb");
+  });
+
   it("rejects a target that is not a TCP port", async () => {
     await expect(TcpProxy.start({ host: "127.0.0.1", port: 0 })).rejects.toThrow("not a TCP port");
   });

@@ -9,6 +9,9 @@
  *   buffers, as TCP keeps retransmitting them through a real partition;
  * - `heal()`: forwards again, including what waited during a blackhole.
  *
+ * `inject()` writes bytes of the test's own into the open connections, as a stale or confused
+ * sender on the path would (a replayed or reordered frame).
+ *
  * It lives with the tests, not in the package: users fault their own networks with their own
  * tools (netns, iptables, toxiproxy); this one only needs to be small and ours.
  */
@@ -85,6 +88,16 @@ export class TcpProxy {
       client.resume();
       upstream.resume();
     }
+  }
+
+  /**
+   * Writes `bytes` into every open connection, towards the target (`"toTarget"`) or back to the
+   * client (`"toClient"`), between whatever the two ends send. Call it while that direction is
+   * idle if the bytes must not split a message of theirs.
+   */
+  inject(direction: "toTarget" | "toClient", bytes: Buffer): void {
+    if (this.#pipes.size === 0) throw new Error("TcpProxy.inject: no open connection to write into");
+    for (const { client, upstream } of this.#pipes) (direction === "toTarget" ? upstream : client).write(bytes);
   }
 
   /** Stops listening and resets every connection. */

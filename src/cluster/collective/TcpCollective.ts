@@ -542,8 +542,12 @@ export class TcpCollective implements Collective {
     if (call.phase === "receiving" && call.upstreamArrived < reach) {
       return new DeadlineExceededError(`${base}: the slowest rank is ${this.who(mod(this.rank - call.upstreamArrived - 1, this.size))}, which had not entered it`);
     }
-    const waitingOn = call.phase === "flushing" ? this.next : this.prev;
-    return new DeadlineExceededError(`${base}: the slowest rank is ${this.who(waitingOn)}, whose ${call.phase === "flushing" ? "credit" : "data"} did not come`);
+    // A rank waiting for data has consumed every chunk it received, so chunks the next rank never
+    // credited mean that rank stopped taking them (frozen, or the link to it is cut): the previous
+    // rank's data is late only because the ring is held up there.
+    const uncredited = this.sendQueue.length > 0 || (this.outbound !== undefined && this.credits < CREDIT_WINDOW);
+    const onNext = call.phase === "flushing" || uncredited;
+    return new DeadlineExceededError(`${base}: the slowest rank is ${this.who(onNext ? this.next : this.prev)}, whose ${onNext ? "credit" : "data"} did not come`);
   }
 
   /**
@@ -945,7 +949,7 @@ export class TcpCollective implements Collective {
     link.socket.on("error", (e: NodeJS.ErrnoException) => (code = e.code ?? e.message));
     link.socket.on("close", () => {
       if (this.broken !== undefined) return;
-      const gone = new UnavailableError(`${this.who(link.peer)} closed its connection to ${this.who(this.rank)}${code === "" ? "" : ` (${code})`}: it died or left the group`);
+      const gone = new UnavailableError(`${this.who(link.peer)} closed its connection to ${this.who(this.rank)}${code === "" ? "" : ` (${code})`}: it died or left the group, or the network between them failed`);
       if (link === this.inbound) {
         this.inboundGone = gone;
         if (this.waiter !== undefined) this.fail(gone);

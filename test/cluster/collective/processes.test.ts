@@ -1,23 +1,35 @@
 /**
  * TcpCollective across real processes on loopback (test/fixtures/collective/rank.ts): the ranks
  * agree on the bits and on the ring-order reference; a SIGKILLed rank is named in the others'
- * UnavailableError; a SIGSTOPped rank makes its sender wait with at most 2 chunks outstanding.
- * Outcomes and names only, never timings.
+ * UnavailableError; a SIGSTOPped rank makes its sender wait with at most 2 chunks outstanding; a
+ * partition of the link from rank 0 to rank 1 (through the userspace TcpProxy) makes every rank
+ * raise an error naming an end of that link. Outcomes and names only, never timings.
  */
 import { createHash } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { rankInput, ringReference } from "../../util/ringReference.js";
+import { TcpProxy } from "../../util/TcpProxy.js";
 import { killRanks, type Rank, startRanks, task } from "./rankProcesses.js";
 
 const FIXTURE = "test/fixtures/collective/rank.ts";
 /** Bound on any one wait: a child start (tsx) or a collective of at most 1 Mi elements, on a loaded machine, ≥ 3×. */
 const WAIT_MS = 60_000;
 
-afterEach(killRanks);
+let proxy: TcpProxy | undefined;
+afterEach(async () => {
+  killRanks();
+  await proxy?.stop();
+  proxy = undefined;
+});
 
-/** Starts `size` ranks and gives each the addresses the others bound. */
-const startGroup = (size: number, elements: number, rounds: number, gate = false, timeoutSecs = 60): Promise<Rank[]> =>
-  startRanks(FIXTURE, size, (rank) => [String(rank), String(size), String(elements), String(rounds), gate ? "gate" : "nogate", String(timeoutSecs)], WAIT_MS);
+/** Starts `size` ranks and gives each the addresses the others bound; with `proxied`, rank 0 reaches rank 1 through {@link proxy}. */
+const startGroup = (size: number, elements: number, rounds: number, gate = false, timeoutSecs = 60, proxied = false): Promise<Rank[]> =>
+  startRanks(FIXTURE, size, (rank) => [String(rank), String(size), String(elements), String(rounds), gate ? "gate" : "nogate", String(timeoutSecs)], WAIT_MS, async (rank, bound) => {
+    if (!proxied || rank !== 0) return bound;
+    const at = bound[1] as string;
+    proxy = await TcpProxy.start({ host: at.slice(0, at.lastIndexOf(":")), port: Number(at.slice(at.lastIndexOf(":") + 1)) });
+    return bound.map((a, i) => (i === 1 ? `127.0.0.1:${(proxy as TcpProxy).port}` : a));
+  });
 
 const checksum = (size: number, elements: number, round: number): string => {
   const reference = ringReference(
@@ -83,5 +95,36 @@ describe("TcpCollective across processes", { timeout: 3 * WAIT_MS }, () => {
       expect(line).toContain(`the slowest rank is rank 1 (${task(1)})`);
       expect(await r.exited).toBe(3);
     }
+  });
+
+  describe("a partition of the link from rank 0 to rank 1 (userspace proxy); round 1 passes through it", () => {
+    const ends = [0, 1].map((r) => `rank ${r} (${task(r)})`);
+
+    it("blackhole: every rank raises DeadlineExceededError naming an end of the cut link, never rank 2", async () => {
+      const ranks = await startGroup(3, 1024, 2, true, 3, true);
+      const expected = checksum(3, 1024, 1);
+      for (const r of ranks) expect(await r.waitFor(/^ROUND 1 /)).toBe(`ROUND 1 ${expected}`);
+      proxy!.blackhole();
+      for (const r of ranks) r.child.stdin!.write("GO\n");
+      for (const r of ranks) {
+        const line = await r.waitFor(/^ERROR /);
+        expect(line).toMatch(/^ERROR DeadlineExceededError allReduce\(sum\) #2 over 1024 float32 elements did not finish within 3 s/);
+        expect(ends.some((end) => line.includes(`the slowest rank is ${end},`)), line).toBe(true);
+        expect(await r.exited).toBe(3);
+      }
+    });
+
+    it("connections reset: every rank raises UnavailableError naming both ends of the cut link", async () => {
+      const ranks = await startGroup(3, 1024, 2, true, 60, true);
+      for (const r of ranks) await r.waitFor(/^ROUND 1 /);
+      proxy!.drop();
+      for (const r of ranks) r.child.stdin!.write("GO\n");
+      for (const r of ranks) {
+        const line = await r.waitFor(/^ERROR /);
+        expect(line).toMatch(/^ERROR UnavailableError rank [01] \(.*\) closed its connection to rank [01] \(.*\).*or the network between them failed/);
+        for (const end of ends) expect(line).toContain(end);
+        expect(await r.exited).toBe(3);
+      }
+    });
   });
 });

@@ -62,11 +62,20 @@ const startRank = (fixture: string, rank: number, args: readonly string[], waitM
   return { child, lines, waitFor, exited };
 };
 
-/** Starts `size` ranks of `fixture` (argv from `argsOf(rank)`) and gives each the addresses the others bound. */
-export const startRanks = async (fixture: string, size: number, argsOf: (rank: number) => readonly string[], waitMs: number): Promise<Rank[]> => {
+/**
+ * Starts `size` ranks of `fixture` (argv from `argsOf(rank)`) and gives each the addresses the
+ * others bound, or what `addressesOf` makes of them for that rank (e.g. a proxy in front of one).
+ */
+export const startRanks = async (
+  fixture: string,
+  size: number,
+  argsOf: (rank: number) => readonly string[],
+  waitMs: number,
+  addressesOf: (rank: number, bound: readonly string[]) => readonly string[] | Promise<readonly string[]> = (_, bound) => bound,
+): Promise<Rank[]> => {
   const ranks = Array.from({ length: size }, (_, r) => startRank(fixture, r, argsOf(r), waitMs));
   const addresses = await Promise.all(ranks.map(async (r) => (await r.waitFor(/^LISTENING /)).slice("LISTENING ".length)));
-  for (const r of ranks) r.child.stdin!.write(`${JSON.stringify(addresses)}\n`);
+  for (const [i, r] of ranks.entries()) r.child.stdin!.write(`${JSON.stringify(await addressesOf(i, addresses))}\n`);
   return ranks;
 };
 
