@@ -13,7 +13,9 @@
  * saving). The task starts its server and joins the cluster before training
  * (src/cli/clusterRuntime.ts); a worker starts from the chief's values. A cluster failure (a
  * task declared failed, a reported error) stops training with exit 1; a termination notice of any
- * task is reported to the cluster and every task exits with the preemption code.
+ * task is reported to the cluster and every task exits with the preemption code. A worker without
+ * data parallelism outlives its chief: its session is re-created from the restarted chief's values
+ * (src/cli/chiefRecovery.ts).
  *
  * @module
  */
