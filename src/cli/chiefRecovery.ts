@@ -1,6 +1,7 @@
 /**
  * How a worker of a cluster without data parallelism outlives its chief (`run` with TF_CONFIG,
- * a job that holds no replica group). When the coordination service says the chief is gone (its
+ * a job that holds no replica group, not started by `launch`, which restarts the whole group).
+ * When the coordination service says the chief is gone (its
  * heartbeats stopped, the embedded service it hosted is unreachable, or it started a new
  * generation), the worker does not fail: it registers again in the restarted chief's generation,
  * waits until the chief has published its restored model, and its monitored session is

@@ -12,9 +12,10 @@
  * reporter). A task's termination notice is reported to the cluster as a preemption
  * ({@link isPreemptionReport}), so that every task exits with the preemption code.
  *
- * A worker whose job holds no replica group outlives its chief instead (src/cli/chiefRecovery.ts):
- * a loss of the chief starts a recovery, bounded by `maxWaitSecs`, and `failed` settles only if
- * the chief does not come back in time.
+ * A worker whose job holds no replica group, not started by `launch` (which restarts the whole
+ * group), outlives its chief instead (src/cli/chiefRecovery.ts): a loss of the chief starts a
+ * recovery, bounded by `maxWaitSecs`, and `failed` settles only if the chief does not come back in
+ * time.
  *
  * @module
  */
@@ -39,6 +40,7 @@ import { AbortedError, CancelledError, DeadlineExceededError, InvalidArgumentErr
 import type { Logger } from "../Logger.js";
 import { defaultSessionTargets, type SessionTargetRegistry, type SessionTargetResolver } from "../SessionTarget.js";
 import { ChiefRecovery, MODEL_READY_KEY } from "./chiefRecovery.js";
+import { LAUNCH_READY_ENV } from "./launchReady.js";
 import type { ClusterTask } from "./clusterTask.js";
 import type { ReplicaGroup } from "./replicaGroup.js";
 
@@ -202,9 +204,11 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   }
 
   // A worker that trains its own replica outlives its chief; a rank of a group cannot rejoin alone.
+  // Under `launch` the chief never restarts alone (launch restarts the group): nothing to wait for.
   const chief = task.isChief ? undefined : chiefTaskOf(spec);
+  const launched = options.env[LAUNCH_READY_ENV] === "1";
   const recovery =
-    group !== undefined || chief === undefined
+    group !== undefined || chief === undefined || launched
       ? undefined
       : new ChiefRecovery({
           client,
