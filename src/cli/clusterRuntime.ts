@@ -12,6 +12,11 @@
  * reporter). A task's termination notice is reported to the cluster as a preemption
  * ({@link isPreemptionReport}), so that every task exits with the preemption code.
  *
+ * A worker whose job holds no replica group, not started by `launch` (which restarts the whole
+ * group), outlives its chief instead (src/cli/chiefRecovery.ts): a loss of the chief starts a
+ * recovery, bounded by `maxWaitSecs`, and `failed` settles only if the chief does not come back in
+ * time.
+ *
  * @module
  */
 
@@ -23,16 +28,19 @@ import { hostCoordinationService } from "../cluster/coordination/coordinationSer
 import { EtcdCoordinationClient } from "../cluster/coordination/EtcdCoordinationClient.js";
 import { connectCoordinationService } from "../cluster/coordination/grpcCoordinationTransport.js";
 import { taskName } from "../cluster/coordination/identity.js";
-import { clusterSessionTargets } from "../cluster/grpcSessionTarget.js";
+import { grpcSessionTargetResolver } from "../cluster/grpcSessionTarget.js";
 import { ModelPublisher } from "../cluster/ModelPublisher.js";
 import { loadClusterToken } from "../cluster/security.js";
 import { Server, type ServerOptions } from "../cluster/Server.js";
 import { parseAddress } from "../cluster/TfConfig.js";
 import { DEFAULT_COLLECTIVE_TIMEOUT_SECS } from "../Collective.js";
+import type { SessionRunHook } from "../SessionRunHook.js";
 import { TcpCollective } from "../cluster/collective/TcpCollective.js";
 import { AbortedError, CancelledError, DeadlineExceededError, InvalidArgumentError, OpError, UnauthenticatedError, UnavailableError, UnknownError } from "../errors.js";
 import type { Logger } from "../Logger.js";
-import type { SessionTargetRegistry } from "../SessionTarget.js";
+import { defaultSessionTargets, type SessionTargetRegistry, type SessionTargetResolver } from "../SessionTarget.js";
+import { ChiefRecovery, MODEL_READY_KEY } from "./chiefRecovery.js";
+import { LAUNCH_READY_ENV } from "./launchReady.js";
 import type { ClusterTask } from "./clusterTask.js";
 import type { ReplicaGroup } from "./replicaGroup.js";
 
@@ -44,6 +52,8 @@ import type { ReplicaGroup } from "./replicaGroup.js";
 export interface ClusterRuntime {
   /** The registry that resolves the task's `grpc://` master (on the chief, with its publisher). */
   readonly sessionTargets: SessionTargetRegistry;
+  /** Hooks the task's session runs first: a worker's recovery from the loss of its chief (none on the chief or a data-parallel rank). */
+  readonly hooks: readonly SessionRunHook[];
   /** Settles with the cluster's first failure (never resolves while the cluster is healthy). */
   readonly failed: Promise<OpError>;
   /**
@@ -73,6 +83,8 @@ export interface StartClusterOptions {
   readonly env: NodeJS.ProcessEnv;
   /** The data-parallel group the job holds: joined (a `TcpCollective`) once every task registered. */
   readonly group?: ReplicaGroup | undefined;
+  /** How long a worker without a group waits for a lost chief to come back (the configuration's `maxWaitSecs`, default 7200). */
+  readonly maxWaitSecs?: number | undefined;
   readonly logger: Logger;
   readonly clock?: Clock;
 }
@@ -85,6 +97,9 @@ const STARTED_BARRIER = "monitored-session/run/sessions-created";
 
 /** How long a chief that hosts the coordination service serves it for the tasks still training, by default. */
 const DEFAULT_DRAIN_TIMEOUT_MS = 3_600_000;
+
+/** How long a worker waits for its chief by default (`monitoredTrainingSession`'s `maxWaitSecs`). */
+const DEFAULT_MAX_WAIT_SECS = 7200;
 
 /** The key the watch waits on: nobody writes it. */
 const WATCH_KEY = "monitored-session/run/watch";
@@ -188,18 +203,45 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     group.attach(collective);
   }
 
+  // A worker that trains its own replica outlives its chief; a rank of a group cannot rejoin alone.
+  // Under `launch` the chief never restarts alone (launch restarts the group): nothing to wait for.
+  const chief = task.isChief ? undefined : chiefTaskOf(spec);
+  const launched = options.env[LAUNCH_READY_ENV] === "1";
+  const recovery =
+    group !== undefined || chief === undefined || launched
+      ? undefined
+      : new ChiefRecovery({
+          client,
+          name: task.name,
+          chief,
+          tasks,
+          maxWaitSecs: options.maxWaitSecs ?? DEFAULT_MAX_WAIT_SECS,
+          connect: (timeoutMs) => connectCurrent(client, timeoutMs, clock, logger),
+          startBarrier: () => client.barrier(STARTED_BARRIER),
+          clock,
+          logger,
+        });
   let finishing = false;
-  const failed = watch(client, () => finishing);
+  const failed = watch(client, () => finishing, recovery);
   // Nobody may be listening: the failure is read when the run loop asks.
   failed.catch(() => undefined);
   // A rank blocked in a collective hears of the cluster's failure at once, not at the collective's deadline.
   if (group !== undefined) failed.then((e) => failGroup(group, e), () => undefined);
+  const resolver = grpcSessionTargetResolver({ cluster: spec.asDict(), token, tls, publisher });
   return {
-    sessionTargets: clusterSessionTargets({ cluster: spec.asDict(), token, tls, publisher }),
+    sessionTargets: defaultSessionTargets.with(recovery === undefined ? resolver : recovering(resolver, recovery)),
+    hooks: recovery === undefined ? [] : [recovery.hook],
     failed,
-    sessionsCreated: () => client.barrier(STARTED_BARRIER),
+    sessionsCreated: async () => {
+      // The chief's model is published: a worker that lost the chief waits for this key.
+      if (task.isChief) await client.insert(MODEL_READY_KEY, client.incarnation);
+      // A recovering worker passes the barrier in each generation, from its hook.
+      if (recovery === undefined) await client.barrier(STARTED_BARRIER);
+    },
     reportPreemption: async (what) => {
       const report = new CancelledError(`${PREEMPTION_REPORT} task ${task.name} got a termination notice (${what}): every task exits with the preemption code`);
+      // A worker waiting for its chief has nobody to tell: it stops waiting and exits with the preemption code.
+      if (recovery?.cancel(report) === true) return;
       // A notice while the chief serves the others after its own exit: they exit with the preemption code, and the chief's wait ends.
       if (draining && reportAsHost !== undefined) return reportAsHost(report);
       await client.reportErrorToCluster(report).catch(() => undefined);
@@ -210,6 +252,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     },
     finish: async (clean) => {
       finishing = true;
+      recovery?.cancel(new CancelledError(`task ${task.name} is leaving the cluster`));
       await collective?.close().catch(() => undefined);
       let error: Error | undefined;
       if (!clean) {
@@ -320,19 +363,41 @@ const failGroup = (group: ReplicaGroup, e: Error): void => {
 
 /**
  * Waits on a key nobody writes, again after each timeout: the coordination client rejects the
- * wait as soon as the cluster fails. Rejections after `finishing()` (the task left) are not failures.
+ * wait as soon as the cluster fails. Rejections after `finishing()` (the task left) are not
+ * failures. With a `recovery`, a loss of the chief is waited out: the failure is the recovery's
+ * (the chief did not come back in time, or a termination notice).
  */
-const watch = async (client: CoordinationClient, finishing: () => boolean): Promise<OpError> => {
+const watch = async (client: CoordinationClient, finishing: () => boolean, recovery: ChiefRecovery | undefined): Promise<OpError> => {
   for (;;) {
+    const generation = client.generation;
     try {
       await client.get(WATCH_KEY);
     } catch (e) {
       if (e instanceof DeadlineExceededError) continue;
       if (finishing()) return new Promise<OpError>(() => undefined);
-      return e instanceof OpError ? e : new UnknownError(String(e));
+      let error = e;
+      if (recovery?.isChiefLoss(e) === true) {
+        try {
+          await recovery.recover(e as OpError, generation);
+          continue;
+        } catch (f) {
+          if (finishing()) return new Promise<OpError>(() => undefined);
+          error = f;
+        }
+      }
+      return error instanceof OpError ? error : new UnknownError(String(error));
     }
   }
 };
+
+/** `resolver`, its chief model asked through `recovery` (which holds it back while the chief is lost). */
+const recovering = (resolver: SessionTargetResolver, recovery: ChiefRecovery): SessionTargetResolver => ({
+  scheme: resolver.scheme,
+  resolve: (master) => {
+    const target = resolver.resolve(master);
+    return target.chiefModel === undefined ? target : { ...target, chiefModel: recovery.chiefModel(target.chiefModel) };
+  },
+});
 
 /**
  * Registers, again after each AbortedError (a previous launch's generation, before the new chief
@@ -351,6 +416,9 @@ const connectCurrent = async (client: CoordinationClient, timeoutMs: number, clo
     }
   }
 };
+
+/** The chief's task name: `chief` 0, else `worker` 0 (TensorFlow's rule). */
+const chiefTaskOf = (spec: ClusterSpec): string => (spec.jobs.includes("chief") ? taskName("chief", 0) : taskName("worker", 0));
 
 /** The chief's address: `chief` 0, else `worker` 0 (TensorFlow's rule). */
 const chiefAddressOf = (spec: ClusterSpec): string =>

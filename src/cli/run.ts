@@ -13,7 +13,9 @@
  * saving). The task starts its server and joins the cluster before training
  * (src/cli/clusterRuntime.ts); a worker starts from the chief's values. A cluster failure (a
  * task declared failed, a reported error) stops training with exit 1; a termination notice of any
- * task is reported to the cluster and every task exits with the preemption code.
+ * task is reported to the cluster and every task exits with the preemption code. A worker without
+ * data parallelism outlives its chief: its session is re-created from the restarted chief's values
+ * (src/cli/chiefRecovery.ts).
  *
  * @module
  */
@@ -236,13 +238,13 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
   // Then the task's server and its registration with the cluster (every task, before training).
   let cluster: ClusterRuntime | undefined;
   if (task !== undefined) {
-    const started = await startCluster(task, io, logger, clock, notices, group);
+    const started = await startCluster(task, io, logger, clock, notices, group, config.maxWaitSecs);
     if (typeof started === "number") {
       await manager?.close();
       return started === ExitCodes.preempted ? exitCodeOf(config) : started;
     }
     cluster = started;
-    sessionOptions = { ...sessionOptions, sessionTargets: cluster.sessionTargets };
+    sessionOptions = { ...sessionOptions, sessionTargets: cluster.sessionTargets, hooks: [...cluster.hooks, ...(sessionOptions.hooks ?? [])] };
   }
   const summaryDir = config.summaries?.dir === undefined ? checkpointDir : resolve(baseDir, config.summaries.dir);
   const where = (): void => {
@@ -401,6 +403,8 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
     // coordination service says which, shortly after (its report, or the failure it declares).
     if (groupFailure !== undefined && cluster !== undefined && !preempting()) await settledWithin(cluster.failed, WHY_A_PEER_LEFT_MS, clock);
     if (groupFailure !== undefined && preempting()) e = new PreemptedExit(exitCodeOf(config), false);
+    // A worker that waited for its lost chief and got a termination notice meanwhile.
+    if (isPreemptionReport(e)) e = new PreemptedExit(exitCodeOf(config), false);
     // The replicas build different models: a configuration to fix, before any update. Found by
     // the replicas' signature check at the first step, or by a worker that cannot take the
     // chief's values; the others learn it from the cluster (the reported error).
@@ -454,8 +458,16 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
  * it cannot (2 for what the user fixes, with one line; 42 for a termination notice that came
  * while it waited for the other tasks; 1 for anything else).
  */
-const startCluster = async (task: ClusterTask, io: CliIo, logger: Logger, clock: Clock, notices: TerminationNotices, group: ReplicaGroup | undefined): Promise<ClusterRuntime | number> => {
-  const starting = startClusterTask(task, { env: io.env, logger, clock, group });
+const startCluster = async (
+  task: ClusterTask,
+  io: CliIo,
+  logger: Logger,
+  clock: Clock,
+  notices: TerminationNotices,
+  group: ReplicaGroup | undefined,
+  maxWaitSecs: number | undefined,
+): Promise<ClusterRuntime | number> => {
+  const starting = startClusterTask(task, { env: io.env, logger, clock, group, maxWaitSecs });
   let onNotice: (() => void) | undefined;
   const noticed = new Promise<"notice">((ok) => {
     onNotice = () => ok("notice");

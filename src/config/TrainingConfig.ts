@@ -140,7 +140,7 @@ const topLevelFields = {
   summaries: optional(SummariesConfigCodec, "Summaries (see below).", "every 100 steps into checkpoint.dir"),
   logStepCountSteps: optional(StepCadence, "Log the step rate every this many steps; `0` or `null` disables.", "100"),
   stopGracePeriodSecs: optional(NonNegativeNumber, "How long background tasks get to finish when the session closes.", "120"),
-  maxWaitSecs: optional(NonNegativeNumber, "How long a worker waits for the chief's session.", "7200"),
+  maxWaitSecs: optional(NonNegativeNumber, "How long a worker waits for the chief's session; in a cluster without data parallelism, also for a lost chief to come back (counted from the loss).", "7200"),
   lastStep: optional(NonNegativeInt, "Stop at this global step (adds a `StopAtStepHook`).", "the job's lastStep, else none"),
   hooks: optional(t.array(t.unknown), "More hooks, each `{ type: <hook type>, ...options }` (see Hooks).", "[]"),
   preemption: optional(PreemptionConfigCodec, "Preemption handling (see below).", "enabled when checkpoint.dir is set"),

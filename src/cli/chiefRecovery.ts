@@ -1,0 +1,251 @@
+/**
+ * How a worker of a cluster without data parallelism outlives its chief (`run` with TF_CONFIG,
+ * a job that holds no replica group, not started by `launch`, which restarts the whole group).
+ * When the coordination service says the chief is gone (its
+ * heartbeats stopped, the embedded service it hosted is unreachable, or it started a new
+ * generation), the worker does not fail: it registers again in the restarted chief's generation,
+ * waits until the chief has published its restored model, and its monitored session is
+ * re-created from those values (TensorFlow's recoverable session: an `UnavailableError` at the
+ * next step). The wait is bounded by `maxWaitSecs`, the session's "how long a worker waits for the
+ * chief", counted from the loss; past it the worker fails with one line naming the chief and the
+ * setting.
+ *
+ * Any other failure of the cluster (another task declared failed, a reported error, a
+ * preemption, etcd gone, a chief that stopped its service on purpose) is not a loss of the chief:
+ * the runtime reports it as before. A data-parallel rank cannot rejoin alone: its collective's
+ * ring is built once per generation from every rank's address and incarnation, so a restarted
+ * chief means a restart of the group (`launch --max-restarts`).
+ *
+ * @module
+ */
+
+import type { ChiefModel, ChiefModelState } from "../ChiefModel.js";
+import type { Clock } from "../Clock.js";
+import type { CoordinationClient } from "../cluster/coordination/CoordinationClient.js";
+import { AbortedError, DeadlineExceededError, OpError, UnavailableError, UnknownError } from "../errors.js";
+import type { Logger } from "../Logger.js";
+import { hook, type SessionRunHook } from "../SessionRunHook.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** Options of {@link ChiefRecovery}. */
+export interface ChiefRecoveryOptions {
+  readonly client: CoordinationClient;
+  /** This task, as logs name it (`worker:0`). */
+  readonly name: string;
+  /** The chief's task name (`/job:chief/replica:0/task:0`). */
+  readonly chief: string;
+  /** Every task of the cluster. */
+  readonly tasks: readonly string[];
+  /** How long the worker waits for the chief: after a loss, and for its first model (default 7200). */
+  readonly maxWaitSecs: number;
+  /** Registers again, again after each AbortedError, for at most `timeoutMs`. */
+  readonly connect: (timeoutMs: number) => Promise<void>;
+  /** Passes the cluster's start barrier (every task has its session). */
+  readonly startBarrier: () => Promise<void>;
+  readonly clock: Clock;
+  readonly logger: Logger;
+}
+
+/** The key the chief inserts, in each generation, once its session exists and its model is published. */
+export const MODEL_READY_KEY = "monitored-session/run/model-ready";
+
+/** Messages of the embedded service (hosted by the chief) gone: no answer, or a new instance. */
+const SERVICE_GONE = /the coordination service at \S+ is unreachable|the coordination service's port closed|registered with a coordination service that is gone/;
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A worker's recovery from the loss of its chief: the runtime's watch calls {@link recover};
+ * the session takes {@link hook} (first of its hooks) and the chief model {@link chiefModel}
+ * wraps.
+ */
+export class ChiefRecovery {
+  /** Counts the losses of the chief. */
+  #epoch = 0;
+  /** The epoch of the chief's values the current session started from. */
+  #sessionEpoch = 0;
+  /** The epoch when the last successful pull began. */
+  #pulledEpoch = 0;
+  #recovering: Promise<void> | undefined;
+  #reject: ((e: Error) => void) | undefined;
+  /** Set once the worker gave up on the chief, or was told to leave: every later wait raises it. */
+  #ended: Error | undefined;
+  /** The generation in which this task passed the start barrier. */
+  #passed: number | undefined;
+  /** The generation in which the chief's model was seen published. */
+  #ready: number | undefined;
+
+  constructor(private readonly o: ChiefRecoveryOptions) {}
+
+  /**
+   * Whether `e`, from the coordination service, means the chief is gone and may come back: a new
+   * generation (AbortedError), the embedded service it hosts unreachable or replaced, or the chief
+   * alone declared failed.
+   */
+  isChiefLoss(e: unknown): boolean {
+    if (e instanceof AbortedError) return true;
+    if (!(e instanceof UnavailableError)) return false;
+    if (SERVICE_GONE.test(e.message)) return true;
+    const named = this.o.tasks.filter((t) => mentions(e.message, t));
+    return named.length === 1 && named[0] === this.o.chief && e.message.includes("declared failed");
+  }
+
+  /**
+   * Starts a recovery after `cause`, seen by a call made in `generation` (or joins the one under
+   * way): registers again, then waits for the chief's model in the new generation. Resolves once
+   * the chief is back; rejects with DeadlineExceededError after `maxWaitSecs`, with any error that
+   * is not a loss of the chief, or with the error given to {@link cancel}.
+   */
+  recover(cause: OpError, generation: number | undefined): Promise<void> {
+    if (this.#ended !== undefined) return Promise.reject(this.#ended);
+    if (this.#recovering !== undefined) return this.#recovering;
+    // The task registered again since that call was made: that loss is over.
+    if (generation !== this.o.client.generation) return Promise.resolve();
+    const { clock, logger } = this.o;
+    const timeoutMs = this.o.maxWaitSecs * 1000;
+    this.#epoch += 1;
+    logger.warn(
+      `${this.o.name} lost the chief ${this.o.chief} (${describe(cause)}): waiting up to ${this.o.maxWaitSecs} s (maxWaitSecs) for it to restart; this worker's session is then re-created from the chief's values.`,
+    );
+    let last: unknown = cause;
+    const recovering = new Promise<void>((resolve, reject) => {
+      const timer = clock.setTimer(timeoutMs, () => reject(this.#gaveUp(last)));
+      this.#reject = reject;
+      this.#rejoin(clock.now() + timeoutMs, (e) => (last = e)).then(resolve, reject).finally(() => timer.cancel());
+    });
+    this.#recovering = recovering;
+    recovering.then(
+      () => logger.info(`The chief is back: ${this.o.name} registered again (generation ${this.o.client.generation ?? "?"}) and the chief's model is published; re-creating this worker's session from it.`),
+      (e: unknown) => {
+        this.#ended ??= e instanceof Error ? e : new UnknownError(String(e));
+      },
+    ).finally(() => {
+      this.#recovering = undefined;
+      this.#reject = undefined;
+    });
+    return recovering;
+  }
+
+  /** Ends any recovery, now and later, with `error` (a termination notice, the task leaving). Whether one was under way. */
+  cancel(error: Error): boolean {
+    this.#ended ??= error;
+    const reject = this.#reject;
+    reject?.(error);
+    return reject !== undefined;
+  }
+
+  /** The chief's model as the worker's session creator asks it: after a loss, only once the chief is back. */
+  chiefModel(inner: ChiefModel): ChiefModel {
+    return { address: inner.address, pull: () => this.#pull(inner) };
+  }
+
+  /**
+   * The worker's hook: `beforeRun` raises UnavailableError after a loss of the chief, so that the
+   * monitored session is re-created; `afterCreateSession` passes the start barrier in each new
+   * generation (the chief waits there before it trains on).
+   */
+  readonly hook: SessionRunHook = hook("ChiefRecovery", {
+    afterCreateSession: async () => {
+      this.#sessionEpoch = this.#pulledEpoch;
+      const generation = this.o.client.generation;
+      if (generation !== undefined && generation === this.#passed) return;
+      try {
+        await this.o.startBarrier();
+      } catch (e) {
+        if (this.#ended !== undefined) throw this.#ended;
+        if (!(this.isChiefLoss(e) || this.#recovering !== undefined || generation !== this.o.client.generation)) throw e;
+        this.recover(asOpError(e), generation).catch(() => undefined);
+        throw this.#lost();
+      }
+      this.#passed = generation;
+    },
+    beforeRun: () => {
+      if (this.#epoch !== this.#sessionEpoch) throw this.#lost();
+    },
+  });
+
+  // -------------------------------------------------------------------------------------------
+  // utils
+  // -------------------------------------------------------------------------------------------
+
+  async #pull(inner: ChiefModel): Promise<ChiefModelState> {
+    const { client } = this.o;
+    for (;;) {
+      if (this.#ended !== undefined) throw this.#ended;
+      if (this.#recovering !== undefined) {
+        await this.#recovering;
+        continue;
+      }
+      // The chief's model is published once its key is there: no poll every recoveryWaitSecs.
+      const generation = client.generation;
+      if (generation !== this.#ready) {
+        try {
+          await client.get(MODEL_READY_KEY, { timeoutMs: this.o.maxWaitSecs * 1000 });
+          this.#ready = generation;
+        } catch (e) {
+          if (this.isChiefLoss(e) || this.#recovering !== undefined || this.#ended !== undefined) {
+            this.recover(asOpError(e), generation).catch(() => undefined);
+            continue;
+          }
+          if (e instanceof DeadlineExceededError) return { ready: false, reason: `it did not publish its model within ${this.o.maxWaitSecs} s (maxWaitSecs)` };
+          throw e;
+        }
+      }
+      const epoch = this.#epoch;
+      const state = await inner.pull();
+      if (state.ready) this.#pulledEpoch = epoch;
+      return state;
+    }
+  }
+
+  /** Registers again and waits for the chief's model, until `deadline`; `seen` is told each failed attempt's error. */
+  async #rejoin(deadline: number, seen: (e: unknown) => void): Promise<void> {
+    const { client, clock } = this.o;
+    for (let backoffMs = 100; this.#ended === undefined; backoffMs = Math.min(2 * backoffMs, 1000)) {
+      try {
+        await this.o.connect(Math.max(1, deadline - clock.now()));
+        const generation = client.generation;
+        await client.get(MODEL_READY_KEY, { timeoutMs: Math.max(1, deadline - clock.now()) });
+        this.#ready = generation;
+        return;
+      } catch (e) {
+        // The chief not back yet (nobody serves, its generation not started): try again.
+        if (!(this.isChiefLoss(e) || e instanceof DeadlineExceededError)) throw e;
+        seen(e);
+      }
+      await clock.sleep(Math.min(backoffMs, Math.max(0, deadline - clock.now())));
+    }
+  }
+
+  #gaveUp(last: unknown): DeadlineExceededError {
+    return new DeadlineExceededError(
+      `${this.o.name} lost the chief ${this.o.chief}, which did not come back within ${this.o.maxWaitSecs} s (maxWaitSecs): ${describe(last)}`,
+    );
+  }
+
+  #lost(): UnavailableError {
+    return new UnavailableError(`lost the chief ${this.o.chief}: the session is re-created from its values once it is back`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+/** Whether `message` names `task` (not a longer task name that starts with it: task:1 in task:10). */
+const mentions = (message: string, task: string): boolean => {
+  for (let at = message.indexOf(task); at >= 0; at = message.indexOf(task, at + 1)) {
+    if (!/\d/.test(message.charAt(at + task.length))) return true;
+  }
+  return false;
+};
+
+/** `Name: first line of the message`. */
+const describe = (e: unknown): string => (e instanceof Error ? `${e.name}: ${e.message.split("\n")[0] ?? ""}` : String(e));
+
+const asOpError = (e: unknown): OpError => (e instanceof OpError ? e : new UnknownError(String(e)));

@@ -1,0 +1,168 @@
+/**
+ * A worker's recovery from the loss of its chief (src/cli/chiefRecovery.ts), on a virtual clock
+ * with a scripted coordination client: which errors are a loss of the chief, the deadline
+ * (`maxWaitSecs`, named in one line), cancellation by a termination notice, and the session's
+ * side (the hook raises UnavailableError until the session starts from the chief's new values).
+ * The real-process scenarios are in test/cli/workerRecovery.test.ts.
+ */
+import { describe, expect, it } from "vitest";
+
+import { ChiefRecovery, MODEL_READY_KEY } from "../../src/cli/chiefRecovery.js";
+import type { ChiefModel, ChiefModelState } from "../../src/ChiefModel.js";
+import type { CoordinationClient } from "../../src/cluster/coordination/CoordinationClient.js";
+import { AbortedError, CancelledError, DeadlineExceededError, OpError, UnauthenticatedError, UnavailableError, UnknownError } from "../../src/errors.js";
+import { silentLogger } from "../../src/Logger.js";
+import type { Session } from "../../src/Session.js";
+import type { SessionRunContext } from "../../src/SessionRunHook.js";
+import type { Coordinator } from "../../src/Coordinator.js";
+import { VirtualClock } from "../../src/testing/VirtualClock.js";
+
+const CHIEF = "/job:chief/replica:0/task:0";
+const TASKS = [CHIEF, "/job:worker/replica:0/task:0", "/job:worker/replica:0/task:1"];
+
+/** A client whose generation and model-ready key the test sets; `connect` is scripted per test. */
+const setup = (connect: (timeoutMs: number) => Promise<void>, clock = new VirtualClock({ autoAdvance: true })) => {
+  const state = { generation: 1 as number | undefined, ready: true, barriers: 0 };
+  const client = {
+    get generation() {
+      return state.generation;
+    },
+    get: (key: string) => (key === MODEL_READY_KEY && state.ready ? Promise.resolve("1") : Promise.reject(new DeadlineExceededError(`get of ${key} timed out`))),
+  } as unknown as CoordinationClient;
+  const recovery = new ChiefRecovery({
+    client,
+    name: "worker:0",
+    chief: CHIEF,
+    tasks: TASKS,
+    maxWaitSecs: 60,
+    connect,
+    startBarrier: async () => {
+      state.barriers += 1;
+    },
+    clock,
+    logger: silentLogger,
+  });
+  return { state, recovery, clock };
+};
+
+const chiefModel = (): ChiefModel & { pulls: number } => {
+  const m = {
+    address: "grpc://127.0.0.1:1",
+    pulls: 0,
+    pull: async (): Promise<ChiefModelState> => {
+      m.pulls += 1;
+      return { ready: true, values: new Map(), globalStep: 3, origin: "the chief" };
+    },
+  };
+  return m;
+};
+
+const createSession = async (recovery: ChiefRecovery): Promise<void> => {
+  await recovery.hook.afterCreateSession?.({} as Session, {} as Coordinator);
+};
+const beforeRun = (recovery: ChiefRecovery): unknown => recovery.hook.beforeRun?.({} as SessionRunContext);
+
+describe("ChiefRecovery", () => {
+  it("a loss of the chief is a new generation, the embedded service gone, or the chief alone declared failed; nothing else", () => {
+    const { recovery } = setup(() => Promise.resolve());
+    const loss = (e: OpError): boolean => recovery.isChiefLoss(e);
+    expect(loss(new AbortedError("generation 1 ended: the chief restarted and started a new generation; task x must connect again"))).toBe(true);
+    expect(loss(new UnavailableError("the coordination service at grpc://127.0.0.1:7001 is unreachable (ECONNREFUSED); its host (the chief) stopped"))).toBe(true);
+    expect(loss(new UnavailableError("the coordination service's port closed (its host stopped)"))).toBe(true);
+    expect(loss(new UnavailableError("task /job:worker/replica:0/task:0 registered with a coordination service that is gone (it restarted and lost its state); connect again"))).toBe(true);
+    expect(loss(new UnavailableError(`task ${CHIEF} declared failed: its liveness lease expired`))).toBe(true);
+    // Another task, or the chief with another task: the cluster failed.
+    expect(loss(new UnavailableError("task /job:worker/replica:0/task:1 declared failed: no heartbeat within the heartbeat timeout"))).toBe(false);
+    expect(loss(new UnavailableError(`tasks ${CHIEF}, /job:worker/replica:0/task:1 declared failed: no heartbeat`))).toBe(false);
+    // etcd gone, a chief that stopped its service on purpose, a reported error, a preemption.
+    expect(loss(new UnavailableError("etcd (http://127.0.0.1:2379) unreachable for 5001 ms (heartbeat timeout 5000 ms): ECONNREFUSED"))).toBe(false);
+    expect(loss(new UnavailableError("the coordination service stopped (its host exited); its state is lost"))).toBe(false);
+    expect(loss(new UnknownError(`task chief:0 failed: Error: boom (reported by task ${CHIEF})`))).toBe(false);
+    expect(loss(new CancelledError("cluster preemption: task chief:0 got a termination notice (SIGTERM)"))).toBe(false);
+  });
+
+  it("a task name that only starts like the chief's is not the chief", () => {
+    const client = { generation: 1 } as unknown as CoordinationClient;
+    const worker1 = "/job:worker/replica:0/task:1";
+    const recovery = new ChiefRecovery({
+      client,
+      name: "worker:0",
+      chief: worker1,
+      tasks: [...TASKS, "/job:worker/replica:0/task:10"],
+      maxWaitSecs: 60,
+      connect: () => Promise.resolve(),
+      startBarrier: () => Promise.resolve(),
+      clock: new VirtualClock(),
+      logger: silentLogger,
+    });
+    expect(recovery.isChiefLoss(new UnavailableError("task /job:worker/replica:0/task:10 declared failed"))).toBe(false);
+    expect(recovery.isChiefLoss(new UnavailableError(`task ${worker1} declared failed`))).toBe(true);
+  });
+
+  it("after a loss the session is re-created from the chief's new values: beforeRun raises UnavailableError until then; the start barrier is passed again in the new generation", async () => {
+    const { state, recovery } = setup(async () => {
+      state.generation = 2;
+    });
+    const model = recovery.chiefModel(chiefModel());
+    expect((await model.pull()).ready).toBe(true);
+    await createSession(recovery);
+    expect(state.barriers).toBe(1);
+    expect(beforeRun(recovery)).toBeUndefined();
+
+    state.ready = false;
+    const cause = new UnavailableError("the coordination service at grpc://127.0.0.1:7001 is unreachable (ECONNRESET)");
+    const back = recovery.recover(cause, 1);
+    expect(() => beforeRun(recovery)).toThrow(new UnavailableError(`lost the chief ${CHIEF}: the session is re-created from its values once it is back`));
+    // A second report of the same loss joins the recovery under way.
+    expect(recovery.recover(cause, 1)).toBe(back);
+    state.ready = true;
+    await back;
+    await model.pull();
+    await createSession(recovery);
+    expect(state.barriers).toBe(2);
+    expect(beforeRun(recovery)).toBeUndefined();
+    // A loss seen by a call of generation 1, after the task registered in generation 2, is over.
+    await recovery.recover(cause, 1);
+    expect(beforeRun(recovery)).toBeUndefined();
+  });
+
+  it("a chief that does not come back within maxWaitSecs: DeadlineExceededError naming the chief and the setting, for the recovery and the session's wait", async () => {
+    const clock = new VirtualClock();
+    let attempts = 0;
+    const { recovery } = setup(async () => {
+      attempts += 1;
+      await clock.sleep(10_000);
+      throw new UnavailableError("the coordination service at grpc://127.0.0.1:7001 is unreachable (ECONNREFUSED); its host (the chief) stopped or has not started");
+    }, clock);
+    const back = recovery.recover(new UnavailableError(`task ${CHIEF} declared failed`), 1);
+    const failed = back.catch((e: unknown) => e);
+    await clock.advanceSecs(59);
+    await clock.advanceSecs(2);
+    const e = await failed;
+    expect(e).toBeInstanceOf(DeadlineExceededError);
+    expect((e as Error).message).toMatch(
+      new RegExp(`^worker:0 lost the chief ${CHIEF}, which did not come back within 60 s \\(maxWaitSecs\\): UnavailableError: the coordination service at grpc://127.0.0.1:7001 is unreachable`),
+    );
+    expect(attempts).toBeGreaterThan(1);
+    await expect(recovery.chiefModel(chiefModel()).pull()).rejects.toBe(e);
+  });
+
+  it("an error that waiting cannot fix (a wrong token at the restarted chief) ends the recovery at once", async () => {
+    const { recovery } = setup(() => Promise.reject(new UnauthenticatedError("grpc://127.0.0.1:7001: bad token")));
+    await expect(recovery.recover(new AbortedError("generation 1 ended"), 1)).rejects.toBeInstanceOf(UnauthenticatedError);
+  });
+
+  it("a termination notice cancels the recovery: the recovery and the session's wait raise it", async () => {
+    const clock = new VirtualClock();
+    const { recovery } = setup(() => clock.sleep(3_600_000), clock);
+    const back = recovery.recover(new AbortedError("generation 1 ended"), 1).catch((e: unknown) => e);
+    const pulled = recovery.chiefModel(chiefModel()).pull().catch((e: unknown) => e);
+    const notice = new CancelledError("cluster preemption: task worker:0 got a termination notice (SIGTERM)");
+    expect(recovery.cancel(notice)).toBe(true);
+    expect(await back).toBe(notice);
+    expect(await pulled).toBe(notice);
+    // Nothing under way any more: a later loss fails at once with the notice.
+    expect(recovery.cancel(notice)).toBe(false);
+    await expect(recovery.recover(new AbortedError("generation 2 ended"), undefined)).rejects.toBe(notice);
+  });
+});
