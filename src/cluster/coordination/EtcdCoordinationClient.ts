@@ -129,6 +129,7 @@ export class EtcdCoordinationClient implements CoordinationClient {
     // and claims the task's name: the two are independent, and the thread is the slower.
     const thread = HeartbeatWorker.etcd(
       {
+        task: this.task,
         hosts: this.hosts,
         ttlSecs: etcdLeaseTtlSecs(this.timeouts.heartbeatTimeoutMs),
         incarnation: this.incarnation,
