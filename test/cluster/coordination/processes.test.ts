@@ -42,7 +42,9 @@ const backends: readonly { readonly name: string; readonly skip: boolean; readon
 ];
 
 for (const { name, skip, backend } of backends) {
-  describe.skipIf(skip)(`the coordination service across processes (${name} backend)`, () => {
+  // Beyond the tests' own deadlines (process starts of up to a minute each on a loaded machine),
+  // so that a late task fails with what it printed, not with vitest's bare timeout.
+  describe.skipIf(skip)(`the coordination service across processes (${name} backend)`, { timeout: 170_000 }, () => {
 
     it("SIGKILL of a worker: every other task raises UnavailableError naming it", async () => {
       const [c, w0, w1] = await startCluster(backend(), { chief: "block", worker0: "block", worker1: "block" });
