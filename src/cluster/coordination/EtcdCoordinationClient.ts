@@ -129,6 +129,7 @@ export class EtcdCoordinationClient implements CoordinationClient {
     // and claims the task's name: the two are independent, and the thread is the slower.
     const thread = HeartbeatWorker.etcd(
       {
+        task: this.task,
         hosts: this.hosts,
         ttlSecs: etcdLeaseTtlSecs(this.timeouts.heartbeatTimeoutMs),
         incarnation: this.incarnation,
@@ -148,14 +149,16 @@ export class EtcdCoordinationClient implements CoordinationClient {
     this.heartbeat = await thread;
     try {
       await this.heartbeat.attach(this.genKey(gen, `alive/${enc(this.task)}`));
-      const revision = await this.op(() => this.waitForAll(gen, "alive", deadline));
+      const { revision } = await this.op(() => this.waitForAll(gen, "alive", deadline));
       // Seeing every liveness key is not enough: the keys of a previous launch's tasks that died
       // less than a lease ago are still there. Only tasks that are alive now confirm that they
       // saw every other one, so a task that joined a dead launch waits here, until the new
       // chief's generation aborts the wait (it then registers there) or the registration times out.
-      await this.op(() => this.etcd.put(this.genKey(gen, `ready/${enc(this.task)}`)).value(this.incarnation).exec());
-      await this.op(() => this.waitForAll(gen, "ready", deadline));
+      const confirmed = await this.op(() => this.etcd.put(this.genKey(gen, `ready/${enc(this.task)}`)).value(this.incarnation).exec());
+      const { lateError } = await this.op(() => this.waitForAll(gen, "ready", deadline, confirmed.header.revision));
       await this.op(() => this.watchGeneration(gen, revision));
+      // The watch would deliver it too, but maybe after this task's first call.
+      if (lateError !== undefined) this.failure.set(lateError);
     } catch (e) {
       await this.stopLiveness();
       throw e;
@@ -327,20 +330,34 @@ export class EtcdCoordinationClient implements CoordinationClient {
 
   /**
    * Waits until every task has a key under `g/<gen>/<dir>/`: `alive` (its liveness key) or
-   * `ready` (it saw every liveness key). Returns the revision it saw them at.
+   * `ready` (it saw every liveness key; `confirmedAt` is the revision of this task's own ready
+   * key). Returns the revision it saw them at, and the generation's error if it was recorded
+   * after `confirmedAt`.
    */
-  private async waitForAll(gen: number, dir: "alive" | "ready", deadline: number): Promise<string> {
+  private async waitForAll(
+    gen: number,
+    dir: "alive" | "ready",
+    deadline: number,
+    confirmedAt = "0",
+  ): Promise<{ revision: string; lateError: OpError | undefined }> {
     const prefix = this.genKey(gen, `${dir}/`);
-    // The ready wait also reads the generation's error: a failed generation never completes (a
-    // task that joins one waits for the next, as it does for a dead launch's).
+    // The ready wait also reads the generation's error: a generation that failed before this task
+    // confirmed never completes (a task that joins one waits for the next, as it does for a dead
+    // launch's). An error recorded after it confirmed is this launch's: a peer that saw every
+    // ready key first already reported it. Registration completes, and the error is raised by
+    // this task's first call.
     const watched = dir === "alive" ? prefix : this.genKey(gen, "");
     const errorKey = this.genKey(gen, "error");
     const timeoutMs = deadline - this.clock.now();
     let revision = "0";
     let failed: OpError | undefined;
+    let lateError: OpError | undefined;
     const missing = (kvs: IKeyValue[]): string[] => {
       const stored = kvs.find((kv) => kv.key.toString() === errorKey);
-      failed = stored === undefined ? undefined : this.storedError(stored);
+      const error = stored === undefined ? undefined : this.storedError(stored);
+      const late = stored !== undefined && BigInt(stored.mod_revision) > BigInt(confirmedAt);
+      failed = late ? undefined : error;
+      lateError = late ? error : undefined;
       const present = new Set(
         kvs.filter((kv) => kv.key.toString().startsWith(prefix)).map((kv) => dec(kv.key.toString().slice(prefix.length))),
       );
@@ -393,7 +410,7 @@ export class EtcdCoordinationClient implements CoordinationClient {
     } finally {
       stop.abort(new AbortedError("registration wait cancelled"));
     }
-    return revision;
+    return { revision, lateError };
   }
 
   /**

@@ -31,6 +31,8 @@ type FromThread =
 
 /** What the etcd heartbeat thread needs. */
 export interface EtcdHeartbeatData {
+  /** The task's name, for the error that says it was declared failed. */
+  readonly task: string;
   readonly hosts: readonly string[];
   readonly ttlSecs: number;
   /** The value of the liveness key (see {@link HeartbeatWorker.attach}). */
@@ -84,7 +86,7 @@ const ETCD_SCRIPT = `
 const { parentPort, workerData } = require("node:worker_threads");
 const http = require("node:http");
 const https = require("node:https");
-const { hosts, ttlSecs, incarnation, intervalMs, timeoutMs } = workerData;
+const { task, hosts, ttlSecs, incarnation, intervalMs, timeoutMs } = workerData;
 const agents = { "http:": new http.Agent({ keepAlive: true }), "https:": new https.Agent({ keepAlive: true }) };
 let host = 0;
 const post = (path, body, deadlineMs) => new Promise((resolve, reject) => {
@@ -124,9 +126,10 @@ const fail = (message) => {
 const beat = async () => {
   try {
     const r = await post("/v3/lease/keepalive", { ID: lease }, intervalMs);
-    // A lease that expired (or was revoked) comes back without a TTL.
+    // A lease that expired (or was revoked) comes back without a TTL. The same words as the
+    // peers' verdict (EtcdCoordinationClient), which this may beat to the task after a freeze.
     if (!(Number(r.result?.TTL ?? 0) > 0)) {
-      return fail("this task's liveness lease expired: the cluster declared it failed (it was stopped or cut off for longer than the heartbeat timeout)");
+      return fail("task " + task + " declared failed: its liveness lease expired (this task was stopped or cut off from etcd for longer than the heartbeat timeout)");
     }
     lastOk = Date.now();
   } catch (e) {

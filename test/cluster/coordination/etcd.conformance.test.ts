@@ -1,17 +1,9 @@
-import { afterAll, beforeAll } from "vitest";
 import { EtcdCoordinationClient } from "../../../src/cluster/coordination/index.js";
 import { describeConformance } from "./conformance.js";
-import { etcdBinary, EtcdProcess } from "./etcdHarness.js";
+import { etcdBinary, etcdForFile } from "./etcdHarness.js";
 
 const heartbeatTimeoutMs = 2_000;
-let etcd: EtcdProcess | undefined;
-
-beforeAll(async () => {
-  if (etcdBinary !== undefined) etcd = await EtcdProcess.start();
-}, 60_000);
-afterAll(async () => {
-  await etcd?.stop();
-});
+const etcd = etcdForFile();
 
 describeConformance(
   "etcd",
@@ -26,7 +18,7 @@ describeConformance(
             new EtcdCoordinationClient({
               ...spec,
               tasks,
-              hosts: [(etcd as EtcdProcess).endpoint],
+              hosts: [etcd().endpoint],
               prefix,
               timeouts: { heartbeatTimeoutMs, ...spec.timeouts },
             }),

@@ -9,6 +9,7 @@ import { accessSync, constants, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
+import { afterAll, beforeAll } from "vitest";
 
 /** The `etcd` binary on PATH (or in /usr/bin), if any. */
 export const etcdBinary: string | undefined = [...(process.env.PATH ?? "").split(delimiter), "/usr/bin"]
@@ -128,3 +129,21 @@ export class EtcdProcess {
     clearTimeout(killer);
   }
 }
+
+/**
+ * One etcd for the calling test file: started before its tests (unless the binary is missing)
+ * and stopped after them. The returned function gives the running etcd.
+ */
+export const etcdForFile = (): (() => EtcdProcess) => {
+  let etcd: EtcdProcess | undefined;
+  beforeAll(async () => {
+    if (etcdBinary !== undefined) etcd = await EtcdProcess.start();
+  }, 60_000);
+  afterAll(async () => {
+    await etcd?.stop();
+  });
+  return () => {
+    if (etcd === undefined) throw new Error("etcd is not running: skip the suite when etcdBinary is undefined");
+    return etcd;
+  };
+};

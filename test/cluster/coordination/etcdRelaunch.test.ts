@@ -9,7 +9,7 @@
 import { Etcd3 } from "etcd3";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type CoordinationClient, EtcdCoordinationClient, newIncarnation } from "../../../src/cluster/coordination/index.js";
-import { AbortedError, DeadlineExceededError } from "../../../src/errors.js";
+import { AbortedError, DeadlineExceededError, ErrorCode, InvalidArgumentError } from "../../../src/errors.js";
 import { chief, rejection, tasks, within, worker1, worker2 } from "./conformance.js";
 import { etcdBinary, EtcdProcess } from "./etcdHarness.js";
 
@@ -166,6 +166,36 @@ describe.skipIf(etcdBinary === undefined)("etcd backend: a new launch on the sam
     await c1.close(); // the chief restarts: a new process
     const generations = await within(Promise.all([connectRetrying(client(chief)), connectRetrying(a), again]), 3 * registrationTimeoutMs, "registration of launch 2");
     expect(generations).toEqual([2, 2, 2]);
+  });
+
+  it("an error recorded after this task confirmed its registration (a faster peer failed at once): connect() completes, and the first call raises it", async () => {
+    const { prefix, client } = cluster();
+    const etcd3 = kv as Etcd3;
+    const [c, a] = [client(chief), client(worker1)];
+    const connecting = Promise.all([c.connect(), a.connect()]);
+    // Worker 1 stands for a peer process: it registers as a task does, but confirms only after the
+    // others did, and reports an error in the same transaction, as a peer that saw every ready
+    // key first and failed at once would (its report lands before the others read that key).
+    await untilKeys(`${prefix}generation`, (keys) => keys.length === 1, 3 * registrationTimeoutMs, "the chief's generation");
+    const lease = etcd3.lease(60, { autoKeepAlive: false });
+    try {
+      await etcd3.put(`${prefix}g/1/tasks/${enc(worker2)}`).value("2222");
+      await lease.put(`${prefix}g/1/alive/${enc(worker2)}`).value("2222");
+      await untilKeys(`${prefix}g/1/ready/`, (keys) => keys.length === 2, 3 * registrationTimeoutMs, "the chief and worker 0 confirming");
+      const reported = JSON.stringify({ code: ErrorCode.INVALID_ARGUMENT, message: `loss is NaN (reported by task ${worker2})` });
+      await etcd3
+        .if(`${prefix}g/1/error`, "Create", "==", 0)
+        .then(etcd3.put(`${prefix}g/1/ready/${enc(worker2)}`).value("2222"), etcd3.put(`${prefix}g/1/error`).value(reported))
+        .commit();
+      await within(connecting, 3 * heartbeatTimeoutMs, "registration completing");
+      for (const x of [c, a]) {
+        const e = await within(rejection(x.tryGet("k")), 3 * heartbeatTimeoutMs, `${x.task}'s first call`);
+        expect(e).toBeInstanceOf(InvalidArgumentError);
+        expect(e.message).toContain(`loss is NaN (reported by task ${worker2})`);
+      }
+    } finally {
+      await lease.revoke().catch(() => undefined);
+    }
   });
 
   it("after a launch whose tasks were all killed, the new launch's workers (started first) and chief register in a new generation", async () => {

@@ -1,19 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { type CoordinationClient, EtcdCoordinationClient } from "../../../src/cluster/coordination/index.js";
 import { UnavailableError } from "../../../src/errors.js";
 import { chief, connectAll, tasks, untilRejected } from "./conformance.js";
-import { etcdBinary, EtcdProcess } from "./etcdHarness.js";
+import { etcdBinary, etcdForFile } from "./etcdHarness.js";
 
 const heartbeatTimeoutMs = 5_000;
-let etcd: EtcdProcess | undefined;
+const etcd = etcdForFile();
 let n = 0;
-
-beforeAll(async () => {
-  if (etcdBinary !== undefined) etcd = await EtcdProcess.start();
-}, 60_000);
-afterAll(async () => {
-  await etcd?.stop();
-});
 
 const cluster = () => {
   const prefix = `restart-${process.pid}-${n++}/`;
@@ -22,7 +15,7 @@ const cluster = () => {
       new EtcdCoordinationClient({
         ...spec,
         tasks,
-        hosts: [(etcd as EtcdProcess).endpoint],
+        hosts: [etcd().endpoint],
         prefix,
         timeouts: { heartbeatTimeoutMs },
       }),
@@ -37,7 +30,7 @@ describe.skipIf(etcdBinary === undefined)("etcd backend: etcd restarts", () => {
     const [c, w1] = clients as [CoordinationClient, CoordinationClient];
     try {
       await c.insert("before", "1");
-      await (etcd as EtcdProcess).restart();
+      await etcd().restart();
       await sleep(heartbeatTimeoutMs + 1000);
       for (const client of clients) expect(await client.tryGet("before")).toBe("1");
       await w1.insert("after", "2");
@@ -50,7 +43,7 @@ describe.skipIf(etcdBinary === undefined)("etcd backend: etcd restarts", () => {
   it("etcd gone for longer than the heartbeat timeout: every task raises UnavailableError naming etcd", async () => {
     const clients = await connectAll(cluster());
     try {
-      await (etcd as EtcdProcess).pause();
+      await etcd().pause();
       for (const client of clients) {
         const e = await untilRejected(
           () => client.tryGet("x"),
@@ -62,7 +55,7 @@ describe.skipIf(etcdBinary === undefined)("etcd backend: etcd restarts", () => {
       }
       expect(clients[0]?.task).toBe(chief);
     } finally {
-      await (etcd as EtcdProcess).resume();
+      await etcd().resume();
       await Promise.all(clients.map((x) => x.close()));
     }
   });

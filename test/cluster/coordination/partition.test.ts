@@ -10,7 +10,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { TcpProxy } from "../../util/TcpProxy.js";
 import { EtcdProcess, etcdBinary } from "./etcdHarness.js";
-import { failBound, start, startBound, type Task, worker1 } from "./taskProcesses.js";
+import { expectDeclaredFailed, failBound, start, startBound, type Task, worker1 } from "./taskProcesses.js";
 
 let proxy: TcpProxy | undefined;
 
@@ -30,16 +30,6 @@ const startPartitionable = async (worker1Args: Record<string, unknown> = {}): Pr
   const w1 = start({ role: "worker", index: 1, target: proxied, scenario: "block", ...worker1Args });
   await Promise.all([c, w0, w1].map((t) => t.next("connected", startBound)));
   return [c, w0, w1, proxy, proxied];
-};
-
-/** Every task of `others` raises UnavailableError naming `task`. */
-const expectDeclaredFailed = async (others: readonly Task[], task: string): Promise<void> => {
-  for (const t of others) {
-    const e = await t.next("error", failBound);
-    expect(e.name).toBe("UnavailableError");
-    expect(e.message).toContain(task);
-    expect(e.message).toContain("declared failed");
-  }
 };
 
 describe("a network partition of the embedded coordination service (userspace proxy)", () => {

@@ -5,7 +5,7 @@
 
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import { afterEach } from "vitest";
+import { afterEach, expect } from "vitest";
 import { taskName } from "../../../src/cluster/coordination/index.js";
 import { repoRoot } from "../../util/cliChild.js";
 
@@ -72,7 +72,10 @@ export const start = (args: Record<string, unknown>, wrapper: readonly string[] 
     for (const wake of [...waiters]) wake();
   });
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  void exited.then(() => {
+  // Judged on "close", once stdout is drained: a line printed just before exiting is never missed.
+  let closed = false;
+  child.once("close", () => {
+    closed = true;
     for (const wake of [...waiters]) wake();
   });
   let seen = 0;
@@ -85,7 +88,7 @@ export const start = (args: Record<string, unknown>, wrapper: readonly string[] 
           seen = i + 1;
           done();
           resolve(events[i] as TaskEvent);
-        } else if (child.exitCode !== null || child.signalCode !== null) {
+        } else if (closed) {
           done();
           reject(new Error(`${JSON.stringify(args)} exited before "${String(event)}"; printed ${JSON.stringify(events)}; stderr:\n${stderr}`));
         }
@@ -104,15 +107,46 @@ export const start = (args: Record<string, unknown>, wrapper: readonly string[] 
   return { process: child, events, next, exited };
 };
 
-/** A chief and two workers with these scenarios (and arguments: `all` for every task), all connected. */
+/**
+ * Where a test cluster coordinates: the embedded service that its chief hosts, or a real etcd
+ * under a key prefix of its own (one etcd serves every test of a file; see etcdHarness.ts).
+ */
+export type Backend =
+  | { readonly kind: "embedded" }
+  | { readonly kind: "etcd"; readonly etcdHosts: readonly string[]; readonly prefix: string };
+
+/**
+ * Starts a chief on `backend`; resolves with it and the arguments that make a task a member of
+ * its cluster (embedded: the chief's target; etcd: the endpoints and prefix).
+ */
+export const startChief = async (backend: Backend, args: Record<string, unknown>): Promise<[Task, Record<string, unknown>]> => {
+  if (backend.kind === "etcd") {
+    const member = { etcdHosts: backend.etcdHosts, prefix: backend.prefix };
+    return [start({ role: "chief", index: 0, ...member, ...args }), member];
+  }
+  const c = start({ role: "chief", index: 0, ...args });
+  return [c, { target: (await c.next("serving", startBound)).target }];
+};
+
+/** A chief and two workers on `backend` with these scenarios (and arguments: `all` for every task), all connected. */
 export const startCluster = async (
+  backend: Backend,
   scenarios: { chief: string; worker0: string; worker1: string },
   extra: { all?: Record<string, unknown>; chief?: Record<string, unknown>; worker0?: Record<string, unknown>; worker1?: Record<string, unknown> } = {},
 ): Promise<[Task, Task, Task]> => {
-  const c = start({ role: "chief", index: 0, scenario: scenarios.chief, ...extra.all, ...extra.chief });
-  const { target } = await c.next("serving", startBound);
-  const w0 = start({ role: "worker", index: 0, target, scenario: scenarios.worker0, ...extra.all, ...extra.worker0 });
-  const w1 = start({ role: "worker", index: 1, target, scenario: scenarios.worker1, ...extra.all, ...extra.worker1 });
+  const [c, member] = await startChief(backend, { scenario: scenarios.chief, ...extra.all, ...extra.chief });
+  const w0 = start({ role: "worker", index: 0, ...member, scenario: scenarios.worker0, ...extra.all, ...extra.worker0 });
+  const w1 = start({ role: "worker", index: 1, ...member, scenario: scenarios.worker1, ...extra.all, ...extra.worker1 });
   await Promise.all([c, w0, w1].map((t) => t.next("connected", startBound)));
   return [c, w0, w1];
+};
+
+/** Every task of `others` raises UnavailableError naming `task` as declared failed (within {@link failBound}). */
+export const expectDeclaredFailed = async (others: readonly Task[], task: string): Promise<void> => {
+  for (const t of others) {
+    const e = await t.next("error", failBound);
+    expect(e.name).toBe("UnavailableError");
+    expect(e.message).toContain(task);
+    expect(e.message).toContain("declared failed");
+  }
 };
