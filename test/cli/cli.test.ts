@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 
 import { eventFiles, readEvents } from "../summary/decoder.js";
-import { cli, linearJob as job, root } from "../util/cli.js";
+import { cli, cliInProcess, linearJob as job, root } from "../util/cli.js";
 import { startCli } from "../util/cliChild.js";
 
 describe("monitored-session CLI", () => {
@@ -88,12 +88,13 @@ describe("monitored-session CLI", () => {
     expect(r.stderr).toContain("default: a job needs one of graph, sessionFactory and scaffold");
     expect(existsSync(join(dir, "ckpt"))).toBe(false);
 
-    expect((await cli(["run"])).code).toBe(2);
-    const bare = await cli([]);
+    // Usage errors and help: answered by the command line's parser (in this process).
+    expect((await cliInProcess(["run"])).code).toBe(2);
+    const bare = await cliInProcess([]);
     expect(bare.code).toBe(2);
     expect(bare.stdout + bare.stderr).toContain("Usage: monitored-session");
-    expect((await cli(["frobnicate"])).code).toBe(2);
-    const help = await cli(["run", "--help"]);
+    expect((await cliInProcess(["frobnicate"])).code).toBe(2);
+    const help = await cliInProcess(["run", "--help"]);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain("42  preempted");
   });
@@ -119,15 +120,16 @@ describe("monitored-session CLI", () => {
     const bytes = readFileSync(data);
     bytes[0] = (bytes[0] as number) ^ 0xff;
     await writeFile(data, bytes);
-    const r = await cli(["inspect", join(dir, "ckpt")]);
+    // inspect in this process (the first test runs it as a command).
+    const r = await cliInProcess(["inspect", join(dir, "ckpt")]);
     expect(r.code).toBe(1);
     expect(r.stdout).toMatch(/model\.ckpt-5\s+5 .*CORRUPT: .*CRC32C mismatch/);
     expect(r.stdout).toMatch(/model\.ckpt-0\s+0 .*ok/);
-    expect((await cli(["inspect", join(dir, "nope")])).code).toBe(2);
+    expect((await cliInProcess(["inspect", join(dir, "nope")])).code).toBe(2);
 
     // An unreadable index: the reader's message quotes the bytes; each report stays on one line.
     await writeFile(join(dir, "ckpt", "model.ckpt-9.index"), "xx\n\u0001\u0002yy");
-    const garbled = await cli(["inspect", join(dir, "ckpt")]);
+    const garbled = await cliInProcess(["inspect", join(dir, "ckpt")]);
     expect(garbled.code).toBe(1);
     const lines = garbled.stdout.trim().split("\n");
     expect(lines.at(-1)).toBe("3 checkpoints, 2 failed verification.");

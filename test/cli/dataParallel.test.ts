@@ -7,11 +7,11 @@
  * relative (the all-reduce sums in another order than one batch's gradient: float32 rounding);
  * only the chief wrote under the checkpoint directory (one `checkpoint` state file) and the chief
  * reported global examples/sec. A SIGTERM to one worker, or to launch, stops every rank after the
- * same step: the chief saves that step, every task exits 42, and the next launch resumes there. Under
- * `launch --max-restarts 1`, a SIGKILLed chief, or a frozen worker (named by the first task to
- * fail, through the heartbeat: UnavailableError, not the collective's deadline) then killed: the
- * group restarts from the chief's last checkpoint (every task at its step) and finishes with
- * bit-identical replicas. A NaN loss on rank 1 fails every task at the same step (exit 1), or stops them all
+ * same step: the chief saves that step, every task exits 42, and the next launch resumes there.
+ * Under `launch --max-restarts 2` (one run for both faults), a SIGKILLed chief, then a frozen worker
+ * (named by the first task to fail, through the heartbeat: UnavailableError, not the
+ * collective's deadline) then killed: each time the group restarts from the chief's last
+ * checkpoint (every task at its step), and the last group finishes with bit-identical replicas. A NaN loss on rank 1 fails every task at the same step (exit 1), or stops them all
  * there with `failOnNanLoss: false` (exit 0). A rank with another model makes every task exit 2
  * naming it.
  * Outcomes only, never timings.
@@ -21,7 +21,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 
-import { alive, repoRoot, startCli, type CliChild } from "../util/cliChild.js";
+import { alive, repoRoot, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
 const tempDir = useTempDirs("ms-data-parallel-");
@@ -38,8 +38,8 @@ afterEach(async () => {
   }
 });
 
-const run = (args: readonly string[], env: Record<string, string>): CliChild => {
-  const c = startCli(args, { env: { DP_LAST_STEP: String(LAST_STEP), ...env }, timeoutMs: 240_000 });
+const run = (args: readonly string[], env: Record<string, string>, timeoutMs = 240_000): CliChild => {
+  const c = startCli(args, { env: { DP_LAST_STEP: String(LAST_STEP), ...env }, timeoutMs });
   started.push(c);
   return c;
 };
@@ -63,14 +63,14 @@ const pidOf = (output: string, task: string): number => {
   return Number(pids.at(-1)?.[1]);
 };
 
-/** Polls `dir/ck/checkpoint` (every 50 ms, up to `deadlineMs`) until it names a checkpoint of a step ≥ 1; that step. */
-const checkpointAfterStep0 = async (dir: string, deadlineMs: number): Promise<number> => {
+/** Polls `dir/ck/checkpoint` (every 50 ms, up to `deadlineMs`) until it names a checkpoint of a step > `after`; that step. */
+const checkpointAfterStep = async (dir: string, after: number, deadlineMs: number): Promise<number> => {
   const file = join(dir, "ck/checkpoint");
   for (const end = Date.now() + deadlineMs; Date.now() < end; await delay(50)) {
     const step = existsSync(file) ? Number(/^model_checkpoint_path: "model\.ckpt-(\d+)"/m.exec(readFileSync(file, "utf8"))?.[1] ?? 0) : 0;
-    if (step >= 1) return step;
+    if (step > after) return step;
   }
-  throw new Error(`no checkpoint past step 0 named in ${file} within ${deadlineMs} ms`);
+  throw new Error(`no checkpoint past step ${after} named in ${file} within ${deadlineMs} ms`);
 };
 
 /** Every file under `dir`, relative. */
@@ -177,59 +177,89 @@ describe("launch --workers 3: synchronous data parallelism", () => {
   });
 
   /**
-   * `fault` applied to `victim` (given launch and the victim's pid) once the chief's state file
-   * names a checkpoint past step 0, under `launch --max-restarts 1`: launch restarts the group, the
-   * chief restores its latest checkpoint, every task starts from that step, and all three finish
-   * with one digest. What launch printed on stderr.
+   * One `launch --workers 3 --max-restarts 2` run serves the two fault tests below (each group
+   * start costs three processes loading TensorFlow.js). Once the chief's state file names a
+   * checkpoint past step 0, the chief is SIGKILLed (restart 1). Once the restarted chief has
+   * saved past the step it restored, worker:1 is frozen (SIGSTOP) and, after the first task has
+   * failed on it, SIGKILLed (restart 2). The third group finishes. What launch printed, split by
+   * group, and the state-file steps seen before each fault.
    */
-  const faultAndResume = async (victim: string, fault: (l: CliChild, pid: number) => Promise<void>): Promise<string> => {
+  interface TwoFaults {
+    readonly run: CliRun;
+    readonly groups: readonly string[];
+    readonly saved: readonly [number, number];
+  }
+  const FAULTS_LAST_STEP = 30;
+  let twoFaults: Promise<TwoFaults> | undefined;
+  const runTwoFaults = async (): Promise<TwoFaults> => {
     const dir = tempDir();
-    const l = run(["launch", "--workers", "3", "--max-restarts", "1", config(dir, 2)], { DP_OUT: dir, DP_LAST_STEP: "24" });
-    const saved = await checkpointAfterStep0(dir, 200_000);
-    await fault(l, pidOf(l.output(), victim));
+    const l = run(["launch", "--workers", "3", "--max-restarts", "2", config(dir, 2)], { DP_OUT: dir, DP_LAST_STEP: String(FAULTS_LAST_STEP) }, 400_000);
+    const saved1 = await checkpointAfterStep(dir, 0, 200_000);
+    process.kill(pidOf(l.output(), "chief:0"), "SIGKILL");
+    // The second group: its chief's restored step, then a checkpoint of its own past it.
+    await l.waitFor(/restart 1 of 2\)$[\s\S]*^\[chief:0\] INFO Starting at global step \d+ \(restored/m, 200_000);
+    const restored = Number(/restart 1 of 2\)$[\s\S]*^\[chief:0\] INFO Starting at global step (\d+) \(restored/m.exec(l.output())?.[1]);
+    const saved2 = await checkpointAfterStep(dir, restored, 200_000);
+    const frozen = pidOf(l.output(), "worker:1");
+    process.kill(frozen, "SIGSTOP");
+    // The heartbeat names it; a stopped process only leaves with SIGKILL (launch would send it 30 s after its SIGTERM).
+    await l.waitFor(/restart 1 of 2\)$[\s\S]*^\[launch\] (chief|worker):0 exited with 1$/m, 200_000);
+    process.kill(frozen, "SIGKILL");
     const r = await l.done;
     expect(r.code, r.stderr).toBe(0);
-    const [first = "", second = ""] = r.stderr.split(/^\[launch\] .*restarting the group \(restart 1 of 1\)$/m);
-    expect(second, r.stderr).not.toBe("");
-    // Killed before the last step: no task of the first group finished.
-    expect(first).not.toMatch(/Done at global step/);
-    const restored = /^\[chief:0\] INFO Starting at global step (\d+) \(restored from \S*model\.ckpt-(\d+)\)/m.exec(second);
-    expect(restored, second).not.toBeNull();
+    const groups = r.stderr.split(/^\[launch\] .*restarting the group \(restart \d of 2\)$/m);
+    expect(groups, r.stderr).toHaveLength(3);
+    // Still only the chief writes.
+    expect(tree(dir).filter((f) => f.split("/").pop() === "checkpoint")).toEqual(["ck/checkpoint"]);
+    return { run: r, groups, saved: [saved1, saved2] };
+  };
+
+  /**
+   * `group` (after a restart) starts from the chief's checkpoint of a step ≥ `saved`: the chief
+   * restores it and every worker starts at its step. That step.
+   */
+  const resumedFrom = (group: string, saved: number): number => {
+    const restored = /^\[chief:0\] INFO Starting at global step (\d+) \(restored from \S*model\.ckpt-(\d+)\)/m.exec(group);
+    expect(restored, group).not.toBeNull();
     const step = Number(restored?.[1]);
     expect(Number(restored?.[2])).toBe(step);
     expect(step).toBeGreaterThanOrEqual(saved);
     // The workers start from the chief's restored values: the same global step.
-    for (const task of ["worker:0", "worker:1"]) expect(second, task).toMatch(new RegExp(`^\\[${task}\\] INFO Starting at global step ${step}[ ;.]`, "m"));
-    for (const task of ["chief:0", "worker:0", "worker:1"]) expect(second, task).toContain(`[${task}] INFO Done at global step 24.`);
+    for (const task of ["worker:0", "worker:1"]) expect(group, task).toMatch(new RegExp(`^\\[${task}\\] INFO Starting at global step ${step}[ ;.]`, "m"));
+    return step;
+  };
+
+  /** The last group finishes: every task reaches the last step, with one digest. */
+  const finishesBitIdentical = ({ run: r, groups }: TwoFaults): void => {
+    for (const task of ["chief:0", "worker:0", "worker:1"]) expect(groups[2], task).toContain(`[${task}] INFO Done at global step ${FAULTS_LAST_STEP}.`);
     const digests = [...r.stdout.matchAll(/^\[(\S+)\] final \d digest ([0-9a-f]{64})$/gm)];
     expect(digests.map((m) => m[1]).sort()).toEqual(["chief:0", "worker:0", "worker:1"]);
     expect(new Set(digests.map((m) => m[2])).size, r.stdout).toBe(1);
-    // Still only the chief writes.
-    expect(tree(dir).filter((f) => f.split("/").pop() === "checkpoint")).toEqual(["ck/checkpoint"]);
-    return r.stderr;
   };
 
-  it("SIGKILL of the chief under --max-restarts 1: the group restarts from the chief's last checkpoint and finishes with bit-identical replicas", { timeout: 400_000 }, async () => {
-    const stderr = await faultAndResume("chief:0", (_, pid) => {
-      process.kill(pid, "SIGKILL");
-      return Promise.resolve();
-    });
-    expect(stderr).toContain("[launch] chief:0 exited with 137 (killed by SIGKILL)");
+  it("SIGKILL of the chief under --max-restarts 2: the group restarts from the chief's last checkpoint and finishes with bit-identical replicas", { timeout: 500_000 }, async () => {
+    const faults = await (twoFaults ??= runTwoFaults());
+    const [first = "", second = ""] = faults.groups;
+    expect(first).toContain("[launch] chief:0 exited with 137 (killed by SIGKILL)");
+    // Killed before the last step: no task of the first group finished.
+    expect(first).not.toMatch(/Done at global step/);
+    resumedFrom(second, faults.saved[0]);
+    finishesBitIdentical(faults);
   });
 
-  it("worker:1 frozen mid-step (SIGSTOP), then SIGKILLed, under --max-restarts 1: the others name it (UnavailableError), the group restarts from the last checkpoint and finishes with bit-identical replicas", { timeout: 400_000 }, async () => {
-    const stderr = await faultAndResume("worker:1", async (l, pid) => {
-      process.kill(pid, "SIGSTOP");
-      // The heartbeat names it; a stopped process only leaves with SIGKILL (launch would send it 30 s after its SIGTERM).
-      await l.waitFor(/^\[launch\] (chief|worker):0 exited with 1$/m, 200_000);
-      process.kill(pid, "SIGKILL");
-    });
+  it("worker:1 frozen mid-step (SIGSTOP), then SIGKILLed, under --max-restarts 2: the others name it (UnavailableError), the group restarts from the last checkpoint and finishes with bit-identical replicas", { timeout: 500_000 }, async () => {
+    const faults = await (twoFaults ??= runTwoFaults());
+    const [, second = "", third = ""] = faults.groups;
+    expect(second).not.toMatch(/Done at global step/);
     // The first task to fail names the frozen worker through the heartbeat (the collective's
     // deadline is 60 s): UnavailableError, never DeadlineExceededError. The other task may get
     // the same error or launch's SIGTERM first (exit 42), whichever reaches it first.
-    const first = /^\[launch\] ((?:chief|worker):0) exited with 1$/m.exec(stderr)?.[1] as string;
-    expect(stderr, first).toMatch(new RegExp(`\\[${first}\\] Training failed: UnavailableError: .*/job:worker/replica:0/task:1`));
-    expect(stderr).not.toMatch(/Training failed: DeadlineExceededError/);
+    const first = /^\[launch\] ((?:chief|worker):0) exited with 1$/m.exec(second)?.[1] as string;
+    expect(second, first).toMatch(new RegExp(`\\[${first}\\] Training failed: UnavailableError: .*/job:worker/replica:0/task:1`));
+    expect(faults.run.stderr).not.toMatch(/Training failed: DeadlineExceededError/);
+    expect(second).toContain("[launch] worker:1 exited with 137 (killed by SIGKILL)");
+    resumedFrom(third, faults.saved[1]);
+    finishesBitIdentical(faults);
   });
 
   it("a NaN loss on rank 1: every task fails with NanLossDuringTrainingError at the same step (exit 1); with failOnNanLoss false every task stops there (exit 0)", { timeout: 400_000 }, async () => {

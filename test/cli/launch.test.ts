@@ -11,6 +11,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { resolveTfConfig } from "../../src/cluster/ClusterResolver.js";
 import { decodeTfConfig } from "../../src/cluster/TfConfig.js";
 import { tasksOf, tfConfigsOf } from "../../src/cli/launch.js";
+import { cliInProcess } from "../util/cli.js";
 import { alive, repoRoot, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
@@ -119,38 +120,35 @@ describe("monitored-session launch", { timeout: 180_000 }, () => {
     expect(r.stderr).toContain("[launch] chief:0 exited with 137 (killed by SIGKILL)");
   });
 
-  it("--max-restarts 1: a task failing on its first launch only is restarted with the whole group, and launch exits 0", async () => {
-    const { run } = launch(["--workers", "2", "--max-restarts", "1"], { "chief:0": ["train", "ok"], "worker:0": ["fail", "ok"] });
-    const r = await run.done;
-    expect(r.code, r.stderr).toBe(0);
-    // worker:0 failed; the chief, stopping on its reported error, may exit first.
-    expect(r.stderr).toMatch(/\[launch\] (worker|chief):0 exited with 1: restarting the group \(restart 1 of 1\)/);
-    expect(r.stderr).toContain("[worker:0] Training failed: Error: task worker:0 fails on purpose");
-    expect(r.stdout).toContain("[chief:0] task chief:0 up (start 2: ok)");
-    expect(r.stdout).toContain("[worker:0] task worker:0 up (start 2: ok)");
-  });
-
-  it("--max-restarts 1: a preemption does not use up the restart (preempt, then fail, then every task exits 0)", async () => {
+  it("--max-restarts 1: a failing task is restarted with the whole group, and a preemption does not use up the restart (preempt, then fail, then every task exits 0)", async () => {
     const { run } = launch(["--workers", "2", "--max-restarts", "1"], { "chief:0": ["train", "train", "ok"], "worker:0": ["preempt", "fail", "ok"] });
     const r = await run.done;
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toMatch(/\[launch\] preempted \((worker|chief):0 exited with 42\): restarting the group \(a preemption does not use up a restart; 1 left\)/);
+    // worker:0 failed; the chief, stopping on its reported error, may exit first.
     expect(r.stderr).toMatch(/\[launch\] (worker|chief):0 exited with 1: restarting the group \(restart 1 of 1\)/);
+    expect(r.stderr).toContain("[worker:0] Training failed: Error: task worker:0 fails on purpose");
+    // After the failure the whole group is restarted, and every task of it exits 0.
+    expect(r.stdout).toContain("[chief:0] task chief:0 up (start 3: ok)");
     expect(r.stdout).toContain("[worker:0] task worker:0 up (start 3: ok)");
+    expect(r.stderr).toContain("[launch] every task exited 0");
   });
 
   it("after --max-restarts restarts, launch exits with the last failure's code", async () => {
-    const { run } = launch(["--workers", "2", "--max-restarts", "2"], { "worker:0": "fail" });
+    // A group of one (the chief alone): three starts of one task instead of two (the restart of a
+    // failed worker with its group is the test above's).
+    const { run } = launch(["--workers", "1", "--max-restarts", "2"], { "chief:0": "fail" });
     const r = await run.done;
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr).toContain("restart 2 of 2");
-    expect(r.stdout).toContain("[worker:0] task worker:0 up (start 3: fail)");
-    expect(r.stderr).toContain("[launch] worker:0 exited with 1: exiting with 1 after 2 restarts");
+    expect(r.stdout).toContain("[chief:0] task chief:0 up (start 3: fail)");
+    expect(r.stderr).toContain("[launch] chief:0 exited with 1: exiting with 1 after 2 restarts");
   });
 
   it.each(["SIGTERM", "SIGINT"] as const)("%s to launch is forwarded to every task: each exits 42, launch exits 42 and restarts nothing", async (signal) => {
     const { run } = launch(["--workers", "3", "--max-restarts", "2"], { "chief:0": "train", "worker:0": "train", "worker:1": "train" });
-    for (const task of ["chief:0", "worker:0", "worker:1"]) await run.waitFor(`[${task}] training`);
+    // A group start is seconds per task on a busy machine: a deadline far above it (the test's is 180 s).
+    for (const task of ["chief:0", "worker:0", "worker:1"]) await run.waitFor(`[${task}] training`, 90_000);
     run.process.kill(signal);
     const r: CliRun = await run.done;
     expect(r.code, r.stderr).toBe(42);
@@ -179,7 +177,7 @@ describe("monitored-session launch", { timeout: 180_000 }, () => {
 
   it("launch killed with SIGKILL: its tasks notice their parent's death and exit (no orphans)", async () => {
     const { run } = launch(["--workers", "2"], { "chief:0": "train", "worker:0": "train" });
-    for (const task of ["chief:0", "worker:0"]) await run.waitFor(`[${task}] training`);
+    for (const task of ["chief:0", "worker:0"]) await run.waitFor(`[${task}] training`, 90_000);
     const pids = taskPids(run.output());
     expect(pids).toHaveLength(2);
     run.process.kill("SIGKILL");
@@ -199,17 +197,17 @@ describe("monitored-session launch", { timeout: 180_000 }, () => {
     [["--workers", "2", "--kill-after", "0"], /--kill-after <secs>.*expected a positive number of seconds/],
     [[], /required option '--workers <n>'/],
   ])("bad arguments %j exit 2 with one line", async (args, message) => {
-    const { run } = launch(args);
-    const r = await run.done;
+    // Parsed before anything starts: the command's own code, in this process (the entry point's
+    // exit with the command's 2 is the next test's, in a real process).
+    const r = await cliInProcess(["launch", ...args, config(tempDir())]);
     expect(r.code, r.stderr).toBe(2);
     expect(lines(r.stderr), r.stderr).toHaveLength(1);
     expect(r.stderr).toMatch(message);
   });
 
   it("a missing config exits 2 with one line, starting nothing", async () => {
-    const missing = startCli(["launch", "--workers", "2"]);
-    launched.push(missing);
-    const r = await missing.done;
+    // A usage error (in this process, as above); then the entry point's exit 2 in a real process.
+    const r = await cliInProcess(["launch", "--workers", "2"]);
     expect(r.code).toBe(2);
     expect(lines(r.stderr), r.stderr).toEqual(["error: missing required argument 'config'"]);
 

@@ -6,6 +6,7 @@
 import { spawn, type ChildProcess, type SpawnOptions } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 
 /** The repository root. */
@@ -60,6 +61,26 @@ export const spawnResult = (
 /** Runs `monitored-session <args>` from the sources, with `CI=true` (plain lines) unless `env` says otherwise. */
 export const cli = (args: readonly string[], env: Record<string, string> = {}, onSpawn?: (p: ChildProcess) => void): Promise<Result> =>
   spawnResult(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], { env: { ...process.env, CI: "true", ...env } }, onSpawn);
+
+/**
+ * Runs the command's `main` in this process with its output captured: for usage errors and help,
+ * which `main` answers before it loads a module, writes a file or starts a process (the entry
+ * point's exit with the code `main` returns is the child-process tests').
+ */
+export const cliInProcess = async (args: readonly string[]): Promise<Result> => {
+  // Loaded on first use: most users of this module never need the whole program.
+  const { main } = await import("../../src/cli/program.js");
+  const captured = { stdout: "", stderr: "" };
+  const sink = (key: keyof typeof captured): Writable =>
+    new Writable({
+      write(chunk: Buffer | string, _encoding, done) {
+        captured[key] += String(chunk);
+        done();
+      },
+    });
+  const code = await main(args, { out: sink("stdout"), err: sink("stderr"), env: {}, isTTY: false });
+  return { code, ...captured };
+};
 
 /** Waits until `cond()` holds, polling; throws after `ms`. */
 export const waitFor = async (cond: () => boolean, ms = 20_000): Promise<void> => {
