@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { defineConfig } from "vitest/config";
 
 export default defineConfig({
@@ -9,6 +10,10 @@ export default defineConfig({
     // Child-process tests (kill and crash scenarios) spawn real Node processes.
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    // Two files at a time even on 2 cores (vitest's default there is one): most of the suite's
+    // time is real child processes that wait on each other, and no test may depend on timing,
+    // so a loaded machine (.ci/stress) must pass too.
+    maxWorkers: Math.max(2, availableParallelism() - 1),
     // `vitest run` (the README's `npm cit`) runs both; `--project unit` or `--project integration` one.
     projects: [
       {

@@ -11,7 +11,7 @@ import { copyFileSync, mkdirSync, readdirSync, readFileSync, symlinkSync } from 
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 
-import { alive, repoRoot, startCli, type CliChild } from "../util/cliChild.js";
+import { killLaunchTree, repoRoot, startCli, type CliChild } from "../util/cliChild.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
 const tempDir = useTempDirs("ms-bundled-launch-");
@@ -19,12 +19,7 @@ const EXAMPLE_MODULES = ["tfjs-classifier.job.ts", "tfjs-classifier-data.ts"];
 
 const started: CliChild[] = [];
 afterEach(async () => {
-  for (const c of started.splice(0)) {
-    const pids = [...c.output().matchAll(/started \S+ at \S+ \(pid (\d+)\)/g)].map((m) => Number(m[1]));
-    c.process.kill("SIGKILL");
-    for (const pid of pids) if (alive(pid)) process.kill(pid, "SIGKILL");
-    await c.done;
-  }
+  for (const c of started.splice(0)) await killLaunchTree(c);
 });
 
 /** A directory laid out like the repository for the example: `examples/` with the YAML (a copy) and the job's modules (links). */

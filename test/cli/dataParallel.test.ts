@@ -21,7 +21,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 
-import { alive, repoRoot, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
+import { killLaunchTree, repoRoot, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
 const tempDir = useTempDirs("ms-data-parallel-");
@@ -30,12 +30,7 @@ const LAST_STEP = 8;
 
 const started: CliChild[] = [];
 afterEach(async () => {
-  for (const c of started.splice(0)) {
-    const pids = [...c.output().matchAll(/started \S+ at \S+ \(pid (\d+)\)/g)].map((m) => Number(m[1]));
-    c.process.kill("SIGKILL");
-    for (const pid of pids) if (alive(pid)) process.kill(pid, "SIGKILL");
-    await c.done;
-  }
+  for (const c of started.splice(0)) await killLaunchTree(c);
 });
 
 const run = (args: readonly string[], env: Record<string, string>, timeoutMs = 240_000): CliChild => {

@@ -12,7 +12,7 @@ import { resolveTfConfig } from "../../src/cluster/ClusterResolver.js";
 import { decodeTfConfig } from "../../src/cluster/TfConfig.js";
 import { tasksOf, tfConfigsOf } from "../../src/cli/launch.js";
 import { cliInProcess } from "../util/cli.js";
-import { alive, repoRoot, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
+import { alive, killLaunchTree, launchedTaskPids, repoRoot, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
 const tempDir = useTempDirs("ms-launch-");
@@ -21,15 +21,8 @@ const clusterJob = join(repoRoot, "test/fixtures/cli/cluster-job.ts");
 /** Every launch started by a test, with the task pids it printed: all killed after the test. */
 const launched: CliChild[] = [];
 afterEach(async () => {
-  for (const l of launched.splice(0)) {
-    const pids = taskPids(l.output());
-    l.process.kill("SIGKILL");
-    for (const pid of pids) if (alive(pid)) process.kill(pid, "SIGKILL");
-    await l.done;
-  }
+  for (const l of launched.splice(0)) await killLaunchTree(l);
 });
-
-const taskPids = (output: string): number[] => [...output.matchAll(/^\[launch\] started \S+ at \S+ \(pid (\d+)\)$/gm)].map((m) => Number(m[1]));
 
 /** A config running the cluster job in `dir`. */
 const config = (dir: string): string => {
@@ -178,7 +171,7 @@ describe("monitored-session launch", { timeout: 180_000 }, () => {
   it("launch killed with SIGKILL: its tasks notice their parent's death and exit (no orphans)", async () => {
     const { run } = launch(["--workers", "2"], { "chief:0": "train", "worker:0": "train" });
     for (const task of ["chief:0", "worker:0"]) await run.waitFor(`[${task}] training`, 90_000);
-    const pids = taskPids(run.output());
+    const pids = launchedTaskPids(run.output());
     expect(pids).toHaveLength(2);
     run.process.kill("SIGKILL");
     await run.done;

@@ -121,3 +121,15 @@ export const freePorts = async (n: number): Promise<number[]> => {
   await Promise.all(servers.map((s) => new Promise((ok) => s.close(ok))));
   return ports;
 };
+
+/** The task pids a `launch` printed (`[launch] started <task> at <address> (pid N)`). */
+export const launchedTaskPids = (output: string): number[] =>
+  [...output.matchAll(/^\[launch\] started \S+ at \S+ \(pid (\d+)\)$/gm)].map((m) => Number(m[1]));
+
+/** SIGKILLs a `launch` child and every task it printed it started, and waits for it to close. */
+export const killLaunchTree = async (launch: CliChild): Promise<void> => {
+  const pids = launchedTaskPids(launch.output());
+  launch.process.kill("SIGKILL");
+  for (const pid of pids) if (alive(pid)) process.kill(pid, "SIGKILL");
+  await launch.done;
+};
