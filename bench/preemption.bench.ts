@@ -8,15 +8,21 @@
  * measured by this process. Every run must exit 42 with a preemption checkpoint, or the
  * benchmark fails.
  *
+ * Two ways of running the command, interleaved run by run so that both see the same machine:
+ * - `installed`: compiled JavaScript run by plain node, as the installed bin (`npx
+ *   monitored-session`) runs it; the package, the bundled job and the probe are compiled with
+ *   the project's build settings into bench/.installed/ (git-ignored) before the runs. The goal is checked on this way.
+ * - `tsx`: src/cli/main.ts through tsx, as `npm start` runs it from a clone.
+ *
  * For the goal (max ≤ one step + one save + 50 ms) it also reports the median step time
  * (training time before the signal over the steps trained, per run) and the median time of one
  * durable save of the bundled model's variables (through `CheckpointManager`, in this process),
  * and the children's event-loop delay while training (p99, from bench/probe.ts). The exit
  * includes Node's own teardown after the `exit` event: that part is Node's, and
- * `nodeTeardownMs` measures it (bench/teardownChild.ts, median of 7).
+ * `nodeTeardownMs` measures it for each way (bench/teardownChild.ts, median of 7).
  */
-import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -24,19 +30,49 @@ import job from "../examples/tfjs-classifier.job.js";
 import { CheckpointManager } from "../src/checkpoint/index.js";
 import { silentLogger } from "../src/Logger.js";
 import type { Session, VariableStore } from "../src/Session.js";
-import { repoRoot, startCli } from "../test/util/cliChild.js";
+import { repoRoot, startCli, type CliChild } from "../test/util/cliChild.js";
 import { median, mulberry32, round } from "./stats.js";
 
-const RUNS = 20;
+// BENCH_PREEMPTION_RUNS: fewer runs for a quick check of the benchmark itself (results need ≥ 20).
+const RUNS = Number(process.env["BENCH_PREEMPTION_RUNS"] ?? 20);
 const exampleJob = join(repoRoot, "examples/tfjs-classifier.job.ts");
 const probe = join(repoRoot, "bench/probe.ts");
 
 
-/** Median milliseconds from a tsx + TensorFlow.js child's `exit` event to its exit as the parent sees it. */
-const teardownMs = async (): Promise<number> => {
+/** The package, the bundled job and the probe compiled with the build's settings: paths of the CLI, the job and the probe. */
+interface Installed {
+  readonly cli: string;
+  readonly job: string;
+  readonly probe: string;
+  readonly teardownChild: string;
+}
+
+const compileInstalled = (): Installed => {
+  // Inside the repository (git-ignored), so that it resolves node_modules and the package's own name as dist/ would.
+  const out = join(repoRoot, "bench/.installed");
+  rmSync(out, { recursive: true, force: true });
+  mkdirSync(out, { recursive: true });
+  const config = join(out, "tsconfig.json");
+  const sources = ["src", "hooks", "examples/tfjs-classifier.job.ts", "examples/tfjs-classifier-data.ts", "bench/probe.ts", "bench/teardownChild.ts"];
+  writeFileSync(config, JSON.stringify({
+    extends: join(repoRoot, "tsconfig.build.json"),
+    compilerOptions: { outDir: out, rootDir: repoRoot, declaration: false, declarationMap: false, sourceMap: false },
+    include: sources.map((f) => join(repoRoot, f)),
+  }));
+  execFileSync(process.execPath, [join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", config], { stdio: "inherit" });
+  return {
+    cli: join(out, "src/cli/main.js"),
+    job: join(out, "examples/tfjs-classifier.job.js"),
+    probe: join(out, "bench/probe.js"),
+    teardownChild: join(out, "bench/teardownChild.js"),
+  };
+};
+
+/** Median milliseconds from a TensorFlow.js child's `exit` event to its exit as the parent sees it. */
+const teardownMs = async (nodeArgs: readonly string[]): Promise<number> => {
   const times: number[] = [];
   for (let i = 0; i < 7; i++) {
-    const child = spawn(process.execPath, ["--import", "tsx", join(repoRoot, "bench/teardownChild.ts")], { cwd: repoRoot, stdio: ["ignore", "pipe", "inherit"] });
+    const child = spawn(process.execPath, nodeArgs, { cwd: repoRoot, stdio: ["ignore", "pipe", "inherit"] });
     let out = "";
     child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
     const exitedAt = await new Promise<number>((ok) => child.once("exit", () => ok(performance.timeOrigin + performance.now())));
@@ -67,54 +103,83 @@ const saveMs = async (): Promise<number> => {
   }
 };
 
+/** What one way of running the command gave over its runs. */
+interface Way {
+  readonly signalToExit: number[];
+  readonly stepMs: number[];
+  readonly loopP99: number[];
+  saved: number;
+}
+
+/** One preempted run: start, SIGTERM after `waitMs` of training, check exit 42 with its checkpoint. */
+const preemptOnce = async (way: Way, start: (cfg: string, probeOut: string) => CliChild, job: string, waitMs: number, label: string): Promise<void> => {
+  const dir = mkdtempSync(join(tmpdir(), "ms-bench-preempt-"));
+  try {
+    const cfg = join(dir, "job.yaml");
+    writeFileSync(cfg, `module: ${job}\ncheckpoint:\n  dir: ck\n  saveSecs: 600\nlastStep: 100000000\nlogStepCountSteps: 0\n`);
+    const probeOut = join(dir, "probe.json");
+    const run = start(cfg, probeOut);
+    await run.waitFor("Starting at global step 0");
+    const startedAt = performance.now();
+    await new Promise((r) => setTimeout(r, waitMs));
+    const signalledAt = performance.now();
+    run.process.kill("SIGTERM");
+    const exitedAt = await new Promise<number>((ok) => run.process.once("exit", () => ok(performance.now())));
+    const r = await run.done;
+    const m = /Preemption checkpoint for step (\d+) saved/.exec(r.stderr);
+    if (r.code !== 42 || m === null) throw new Error(`${label}: expected exit 42 with a preemption checkpoint, got ${r.code}:\n${r.stderr}`);
+    way.saved += 1;
+    const step = Number(m[1]);
+    way.signalToExit.push(exitedAt - signalledAt);
+    way.stepMs.push((signalledAt - startedAt) / step);
+    way.loopP99.push((JSON.parse(readFileSync(probeOut, "utf8")) as { p99Ms: number }).p99Ms);
+    console.log(`  ${label}: step ${step}, signal to exit ${round(exitedAt - signalledAt, 1)} ms`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+};
+
+const summary = (way: Way, teardown: number, save: number): Record<string, unknown> => {
+  const goal = median(way.stepMs) + save + 50;
+  const max = Math.max(...way.signalToExit);
+  return {
+    preemptionCheckpointsSaved: way.saved,
+    signalToExitMs: { p50: round(median(way.signalToExit), 1), max: round(max, 1) },
+    medianStepMs: round(median(way.stepMs), 3),
+    nodeTeardownMs: round(teardown, 1),
+    eventLoopDelayP99Ms: { median: round(median(way.loopP99), 2), max: round(Math.max(...way.loopP99), 2) },
+    goalMaxMs: round(goal, 1),
+    goalMet: max <= goal,
+  };
+};
+
 export default async (): Promise<Record<string, unknown>> => {
   const seed = Number(process.env["BENCH_SEED"] ?? Date.now() % 1_000_000);
   console.log(`preemption: seed ${seed} (BENCH_SEED=${seed} repeats these signal moments)`);
+  const installed = compileInstalled();
   const random = mulberry32(seed);
-  const signalToExit: number[] = [];
-  const stepMs: number[] = [];
-  const loopP99: number[] = [];
-  let saved = 0;
+  const ways = { installed: { signalToExit: [], stepMs: [], loopP99: [], saved: 0 } as Way, tsx: { signalToExit: [], stepMs: [], loopP99: [], saved: 0 } as Way };
   for (let i = 0; i < RUNS; i++) {
-    const dir = mkdtempSync(join(tmpdir(), "ms-bench-preempt-"));
-    try {
-      const cfg = join(dir, "job.yaml");
-      writeFileSync(cfg, `module: ${exampleJob}\ncheckpoint:\n  dir: ck\n  saveSecs: 600\nlastStep: 100000000\nlogStepCountSteps: 0\n`);
-      const probeOut = join(dir, "probe.json");
-      const run = startCli(["run", cfg], { nodeArgs: ["--import", probe], env: { MS_BENCH_PROBE_OUT: probeOut } });
-      await run.waitFor("Starting at global step 0");
-      const startedAt = performance.now();
-      await new Promise((r) => setTimeout(r, 1000 + random() * 4000));
-      const signalledAt = performance.now();
-      run.process.kill("SIGTERM");
-      const exitedAt = await new Promise<number>((ok) => run.process.once("exit", () => ok(performance.now())));
-      const r = await run.done;
-      const m = /Preemption checkpoint for step (\d+) saved/.exec(r.stderr);
-      if (r.code !== 42 || m === null) throw new Error(`run ${i}: expected exit 42 with a preemption checkpoint, got ${r.code}:\n${r.stderr}`);
-      saved += 1;
-      const step = Number(m[1]);
-      signalToExit.push(exitedAt - signalledAt);
-      stepMs.push((signalledAt - startedAt) / step);
-      loopP99.push((JSON.parse(readFileSync(probeOut, "utf8")) as { p99Ms: number }).p99Ms);
-      console.log(`  run ${i + 1}/${RUNS}: step ${step}, signal to exit ${round(exitedAt - signalledAt, 1)} ms`);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
+    // One signal moment per pair; the order within the pair alternates.
+    const waitMs = 1000 + random() * 4000;
+    const order = i % 2 === 0 ? (["installed", "tsx"] as const) : (["tsx", "installed"] as const);
+    for (const name of order) {
+      const label = `run ${i + 1}/${RUNS} ${name}`;
+      if (name === "installed") {
+        await preemptOnce(ways.installed, (cfg, probeOut) => startCli(["run", cfg], { compiledCli: installed.cli, nodeArgs: ["--import", installed.probe], env: { MS_BENCH_PROBE_OUT: probeOut } }), installed.job, waitMs, label);
+      } else {
+        await preemptOnce(ways.tsx, (cfg, probeOut) => startCli(["run", cfg], { nodeArgs: ["--import", probe], env: { MS_BENCH_PROBE_OUT: probeOut } }), exampleJob, waitMs, label);
+      }
     }
   }
   const save = await saveMs();
-  const teardown = await teardownMs();
-  const goal = median(stepMs) + save + 50;
-  const max = Math.max(...signalToExit);
+  const installedSummary = summary(ways.installed, await teardownMs([installed.teardownChild]), save);
+  const tsxSummary = summary(ways.tsx, await teardownMs(["--import", "tsx", join(repoRoot, "bench/teardownChild.ts")]), save);
   return {
     seed,
     runs: RUNS,
-    preemptionCheckpointsSaved: saved,
-    signalToExitMs: { p50: round(median(signalToExit), 1), max: round(max, 1) },
-    medianStepMs: round(median(stepMs), 3),
     medianSaveMs: round(save, 2),
-    nodeTeardownMs: round(teardown, 1),
-    eventLoopDelayP99Ms: { median: round(median(loopP99), 2), max: round(Math.max(...loopP99), 2) },
-    goalMaxMs: round(goal, 1),
-    goalMet: max <= goal,
+    ...installedSummary,
+    tsx: tsxSummary,
   };
 };

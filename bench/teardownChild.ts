@@ -1,5 +1,5 @@
 /**
- * Child of the preemption benchmark: loads TensorFlow.js (under tsx, as the CLI runs), then exits
+ * Child of the preemption benchmark: loads TensorFlow.js (compiled, or under tsx), then exits
  * at once, printing the wall time of its `exit` event. The parent's time of seeing the exit,
  * minus that, is Node's own teardown, which every preempted run pays after its last line of ours.
  */

@@ -34,14 +34,22 @@ export type Launcher = "node" | "npm" | "tty";
 /** Starts `monitored-session <args>` with `launcher`. */
 export const startCli = (
   args: readonly string[],
-  options: { launcher?: Launcher; env?: NodeJS.ProcessEnv; timeoutMs?: number; nodeArgs?: readonly string[] } = {},
+  options: {
+    launcher?: Launcher;
+    env?: NodeJS.ProcessEnv;
+    timeoutMs?: number;
+    nodeArgs?: readonly string[];
+    /** A compiled `main.js` to run with plain node (as the installed bin runs), instead of src/cli/main.ts through tsx; `launcher` "node" only. */
+    compiledCli?: string;
+  } = {},
 ): CliChild => {
   const launcher = options.launcher ?? "node";
   const env = { ...process.env, CI: "true", ...options.env };
   const quoted = args.map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(" ");
+  const entry = options.compiledCli === undefined ? ["--import", "tsx", ...(options.nodeArgs ?? []), "src/cli/main.ts"] : [...(options.nodeArgs ?? []), options.compiledCli];
   const child =
     launcher === "node"
-      ? spawn(process.execPath, ["--import", "tsx", ...(options.nodeArgs ?? []), "src/cli/main.ts", ...args], { cwd: repoRoot, env, stdio: ["ignore", "pipe", "pipe"] })
+      ? spawn(process.execPath, [...entry, ...args], { cwd: repoRoot, env, stdio: ["ignore", "pipe", "pipe"] })
       : launcher === "npm"
         ? spawn("npm", ["run", "--silent", "cli", "--", ...args], { cwd: repoRoot, env, stdio: ["ignore", "pipe", "pipe"] })
         : // script(1) gives the command a pseudo-terminal; `-e` returns its exit code. Its shell is
@@ -51,6 +59,8 @@ export const startCli = (
           spawn("script", ["-qfec", `exec npm run --silent cli -- ${quoted}`, "/dev/null"], { cwd: repoRoot, env: { ...env, SHELL: "/bin/sh" }, stdio: ["pipe", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
+  /** Set before the waiters are told of the close, so that a waiter fails at once. */
+  let exited = false;
   const waiters = new Set<() => void>();
   const notify = (): void => {
     for (const w of [...waiters]) w();
@@ -68,12 +78,11 @@ export const startCli = (
     child.on("error", reject);
     child.on("close", (code, signal) => {
       clearTimeout(timer);
+      exited = true;
       notify();
       resolveRun({ code, signal, stdout, stderr });
     });
   });
-  let exited = false;
-  void done.then(() => (exited = true));
   const output = (): string => stdout + stderr;
   const waitFor = (pattern: RegExp | string, ms = 45_000): Promise<void> =>
     new Promise((ok, fail) => {
