@@ -165,7 +165,7 @@ const newestCheckpointStep = (dir: string): number => {
  * fail of it); then the chief is SIGKILLed, the group restarts, the chief restores its checkpoint,
  * the workers start from the restored values, and every task exits 0.
  */
-const chiefRestartsWithTheGroup = async (extra: string, whileTraining: (dir: string) => Promise<void> = () => Promise.resolve()): Promise<void> => {
+const chiefRestartsWithTheGroup = async (extra: string, whileTraining: (dir: string) => Promise<void> = () => Promise.resolve()): Promise<CliRun> => {
   const dir = tempDir();
   const plan = { "chief:0": ["train", "ok"], "worker:0": ["train", "ok"], "worker:1": ["train", "ok"] };
   const l = start(["launch", "--workers", "3", "--max-restarts", "1", config(dir, extra)], { CLUSTER_TEST_DIR: dir, CLUSTER_TEST_PLAN: JSON.stringify(plan) });
@@ -184,12 +184,12 @@ const chiefRestartsWithTheGroup = async (extra: string, whileTraining: (dir: str
   // Nothing failed so far: the chief's SIGKILL is the group's first exit.
   expect(l.output()).not.toContain("[launch] restarting");
   expect(l.output()).not.toMatch(/\[launch\] \S+ exited with/);
+  expect(l.output()).not.toContain("Training failed");
   const firstPids = new Set(startsOf(l.output()).map((s) => s.pid));
   process.kill(chief.pid, "SIGKILL");
   const r = await l.done;
   expect(r.code, r.stderr).toBe(0);
   expect(r.stderr).toContain("[launch] chief:0 exited with 137: restarting the group (restart 1 of 1)");
-  expect(r.stderr).not.toContain("Training failed");
   const second = startsOf(r.stdout).filter((s) => !firstPids.has(s.pid));
   const restarted = second.find((s) => s.task === "chief:0");
   if (restarted === undefined) throw new Error(`no second start of chief:0:\n${r.stdout}`);
@@ -202,6 +202,7 @@ const chiefRestartsWithTheGroup = async (extra: string, whileTraining: (dir: str
     expect(w.digest, name).toBe(digestAfter(restarted.w, restarted.b, w.step - restarted.step));
   }
   expect(r.stderr).toContain("[launch] every task exited 0");
+  return r;
 };
 
 // A group start is a few node processes loading tsx (seconds each on a busy machine).
@@ -269,8 +270,8 @@ describe.skipIf(etcdBinary === undefined)("with backend: etcd (a real etcd on lo
   // One launch for three behaviours: workers start from the chief's values (as on the embedded
   // backend), etcd SIGKILLed and back on the same data dir and port within the heartbeat timeout
   // (training goes on, no task fails), and a SIGKILLed chief restarted with the group.
-  it("launch --max-restarts 1: etcd SIGKILLed and restarted mid-training fails nobody; SIGKILL the chief, the group restarts in a new generation, restores the chief's checkpoint, exit 0", () =>
-    chiefRestartsWithTheGroup(etcdLines(), async (dir) => {
+  it("launch --max-restarts 1: etcd SIGKILLed and restarted mid-training fails nobody; SIGKILL the chief, the group restarts in a new generation, restores the chief's checkpoint, exit 0", async () => {
+    const r = await chiefRestartsWithTheGroup(etcdLines(), async (dir) => {
       const e = etcd as EtcdProcess;
       await e.kill();
       await e.resume();
@@ -280,7 +281,12 @@ describe.skipIf(etcdBinary === undefined)("with backend: etcd (a real etcd on lo
       // An observation window of a heartbeat timeout (5 s) after that, in which no task may fail: a
       // task that took the outage for a failure exits within it.
       await new Promise((r) => setTimeout(r, 5_000));
-    }));
+    });
+    // The restarted group registered in the next generation of the same etcd prefix.
+    const generations = [...r.stderr.matchAll(/^\[chief:0\] INFO Every task of the cluster registered \(generation (\d+)\)\.$/gm)].map((m) => Number(m[1]));
+    expect(generations).toHaveLength(2);
+    expect(generations[1]).toBeGreaterThan(generations[0] as number);
+  });
 
   it("run with a hand-set TF_CONFIG: SIGKILL a worker and the others fail with UnavailableError naming it", () => killedWorkerIsNamed(etcdLines()));
 
