@@ -75,7 +75,7 @@ describe("ChiefRecovery", () => {
     expect(loss(new UnavailableError("task /job:worker/replica:0/task:1 declared failed: no heartbeat within the heartbeat timeout"))).toBe(false);
     expect(loss(new UnavailableError(`tasks ${CHIEF}, /job:worker/replica:0/task:1 declared failed: no heartbeat`))).toBe(false);
     // etcd gone, a chief that stopped its service on purpose, a reported error, a preemption.
-    expect(loss(new UnavailableError("etcd (http://127.0.0.1:2379) unreachable for 5001 ms (heartbeat timeout 5000 ms): ECONNREFUSED"))).toBe(false);
+    expect(loss(new UnavailableError("etcd (http://127.0.0.1:2379) unreachable for 5001 ms (heartbeat timeout 5000 ms; ECONNREFUSED): start etcd again on its data dir and client URLs (or fix cluster.etcdEndpoints), then start the tasks again"))).toBe(false);
     expect(loss(new UnavailableError("the coordination service stopped (its host exited); its state is lost"))).toBe(false);
     expect(loss(new UnknownError(`task chief:0 failed: Error: boom (reported by task ${CHIEF})`))).toBe(false);
     expect(loss(new CancelledError("cluster preemption: task chief:0 got a termination notice (SIGTERM)"))).toBe(false);

@@ -7,7 +7,7 @@
  * wrong token exit 2 with one line. Each test acts when a line appears, never after a fixed time,
  * and asserts outcomes and named tasks only.
  */
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer, type Server as NetServer } from "node:net";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -151,6 +151,60 @@ const killedWorkerIsNamed = async (extra: string): Promise<void> => {
 };
 
 
+/** The step of the newest checkpoint in `dir/ck` (-1 when there is none yet). */
+const newestCheckpointStep = (dir: string): number => {
+  const file = join(dir, "ck", "checkpoint");
+  if (!existsSync(file)) return -1;
+  const m = /^model_checkpoint_path: ".*-(\d+)"$/m.exec(readFileSync(file, "utf8"));
+  return m === null ? -1 : Number(m[1]);
+};
+
+/**
+ * `launch --workers 3 --max-restarts 1` with the `cluster:` lines `extra`: the workers start from
+ * the chief's values; `whileTraining` runs once every task trains and the chief saved (no task may
+ * fail of it); then the chief is SIGKILLed, the group restarts, the chief restores its checkpoint,
+ * the workers start from the restored values, and every task exits 0.
+ */
+const chiefRestartsWithTheGroup = async (extra: string, whileTraining: (dir: string) => Promise<void> = () => Promise.resolve()): Promise<CliRun> => {
+  const dir = tempDir();
+  const plan = { "chief:0": ["train", "ok"], "worker:0": ["train", "ok"], "worker:1": ["train", "ok"] };
+  const l = start(["launch", "--workers", "3", "--max-restarts", "1", config(dir, extra)], { CLUSTER_TEST_DIR: dir, CLUSTER_TEST_PLAN: JSON.stringify(plan) });
+  for (const task of ["chief:0", "worker:0", "worker:1"]) await l.waitFor(`[${task}] training ${task}`, 90_000);
+  await waitFor(() => newestCheckpointStep(dir) >= 0, 30_000);
+  const first = startsOf(l.output());
+  const chief = first.find((s) => s.task === "chief:0");
+  if (chief === undefined) throw new Error(`chief:0 printed no start line:\n${l.output()}`);
+  expect(chief.step).toBe(0);
+  for (const name of ["worker:0", "worker:1"]) {
+    const w = first.find((s) => s.task === name);
+    if (w === undefined) throw new Error(`no start line of ${name}:\n${l.output()}`);
+    expect(w.digest, name).toBe(digestAfter(chief.w, chief.b, w.step));
+  }
+  await whileTraining(dir);
+  // Nothing failed so far: the chief's SIGKILL is the group's first exit.
+  expect(l.output()).not.toContain("[launch] restarting");
+  expect(l.output()).not.toMatch(/\[launch\] \S+ exited with/);
+  expect(l.output()).not.toContain("Training failed");
+  const firstPids = new Set(startsOf(l.output()).map((s) => s.pid));
+  process.kill(chief.pid, "SIGKILL");
+  const r = await l.done;
+  expect(r.code, r.stderr).toBe(0);
+  expect(r.stderr).toContain("[launch] chief:0 exited with 137: restarting the group (restart 1 of 1)");
+  const second = startsOf(r.stdout).filter((s) => !firstPids.has(s.pid));
+  const restarted = second.find((s) => s.task === "chief:0");
+  if (restarted === undefined) throw new Error(`no second start of chief:0:\n${r.stdout}`);
+  expect(restarted.step).toBeGreaterThan(0);
+  expect(r.stderr).toMatch(/\[chief:0\] INFO Starting at global step \d+ \(restored from .*model\.ckpt-\d+\)/);
+  for (const name of ["worker:0", "worker:1"]) {
+    const w = second.find((s) => s.task === name);
+    if (w === undefined) throw new Error(`no second start of ${name}:\n${r.stdout}`);
+    expect(w.step).toBeGreaterThanOrEqual(restarted.step);
+    expect(w.digest, name).toBe(digestAfter(restarted.w, restarted.b, w.step - restarted.step));
+  }
+  expect(r.stderr).toContain("[launch] every task exited 0");
+  return r;
+};
+
 // A group start is a few node processes loading tsx (seconds each on a busy machine).
 describe("run and launch as a cluster", { timeout: 180_000 }, () => {
   it("launch --workers 3: every worker starts from the chief's values (bit for bit) and every task exits 0", () => workersStartFromTheChief(""));
@@ -171,31 +225,8 @@ describe("run and launch as a cluster", { timeout: 180_000 }, () => {
     expect(r.stderr).toMatch(/\[worker:0\] INFO Preempted \(SIGTERM\): a worker exits with 42 without saving/);
   });
 
-  it("launch --max-restarts 1: SIGKILL the chief, the group restarts, the chief restores its checkpoint, the workers start from the restored values, exit 0", async () => {
-    const dir = tempDir();
-    const plan = { "chief:0": ["train", "ok"], "worker:0": ["train", "ok"], "worker:1": ["train", "ok"] };
-    const l = start(["launch", "--workers", "3", "--max-restarts", "1", config(dir)], { CLUSTER_TEST_DIR: dir, CLUSTER_TEST_PLAN: JSON.stringify(plan) });
-    for (const task of ["chief:0", "worker:0", "worker:1"]) await l.waitFor(`[${task}] training ${task}`, 90_000);
-    await waitFor(() => existsSync(join(dir, "ck", "checkpoint")), 30_000);
-    const chief = startsOf(l.output()).find((s) => s.task === "chief:0");
-    if (chief === undefined) throw new Error(`chief:0 printed no start line:\n${l.output()}`);
-    const firstPids = new Set(startsOf(l.output()).map((s) => s.pid));
-    process.kill(chief.pid, "SIGKILL");
-    const r = await l.done;
-    expect(r.code, r.stderr).toBe(0);
-    expect(r.stderr).toContain("[launch] chief:0 exited with 137: restarting the group (restart 1 of 1)");
-    const second = startsOf(r.stdout).filter((s) => !firstPids.has(s.pid));
-    const restarted = second.find((s) => s.task === "chief:0");
-    if (restarted === undefined) throw new Error(`no second start of chief:0:\n${r.stdout}`);
-    expect(restarted.step).toBeGreaterThan(0);
-    expect(r.stderr).toMatch(/\[chief:0\] INFO Starting at global step \d+ \(restored from .*model\.ckpt-\d+\)/);
-    for (const name of ["worker:0", "worker:1"]) {
-      const w = second.find((s) => s.task === name);
-      if (w === undefined) throw new Error(`no second start of ${name}:\n${r.stdout}`);
-      expect(w.step).toBeGreaterThanOrEqual(restarted.step);
-      expect(w.digest, name).toBe(digestAfter(restarted.w, restarted.b, w.step - restarted.step));
-    }
-  });
+  it("launch --max-restarts 1: SIGKILL the chief, the group restarts, the chief restores its checkpoint, the workers start from the restored values, exit 0", () =>
+    chiefRestartsWithTheGroup(""));
 });
 
 describe("a cluster task that cannot start exits 2 with one line", { timeout: 120_000 }, () => {
@@ -236,7 +267,44 @@ describe.skipIf(etcdBinary === undefined)("with backend: etcd (a real etcd on lo
   });
   const etcdLines = (): string => `  backend: etcd\n  etcdEndpoints: [${(etcd as EtcdProcess).endpoint}]\n`;
 
-  it("launch --workers 3: every worker starts from the chief's values and every task exits 0", () => workersStartFromTheChief(etcdLines()));
+  // One launch for three behaviours: workers start from the chief's values (as on the embedded
+  // backend), etcd SIGKILLed and back on the same data dir and port within the heartbeat timeout
+  // (training goes on, no task fails), and a SIGKILLed chief restarted with the group.
+  it("launch --max-restarts 1: etcd SIGKILLed and restarted mid-training fails nobody; SIGKILL the chief, the group restarts in a new generation, restores the chief's checkpoint, exit 0", async () => {
+    const r = await chiefRestartsWithTheGroup(etcdLines(), async (dir) => {
+      const e = etcd as EtcdProcess;
+      await e.kill();
+      await e.resume();
+      // Training went on: the chief saves again after etcd is back.
+      const saved = newestCheckpointStep(dir);
+      await waitFor(() => newestCheckpointStep(dir) > saved, 60_000);
+      // An observation window of a heartbeat timeout (5 s) after that, in which no task may fail: a
+      // task that took the outage for a failure exits within it.
+      await new Promise((r) => setTimeout(r, 5_000));
+    });
+    // The restarted group registered in the next generation of the same etcd prefix.
+    const generations = [...r.stderr.matchAll(/^\[chief:0\] INFO Every task of the cluster registered \(generation (\d+)\)\.$/gm)].map((m) => Number(m[1]));
+    expect(generations).toHaveLength(2);
+    expect(generations[1]).toBeGreaterThan(generations[0] as number);
+  });
 
   it("run with a hand-set TF_CONFIG: SIGKILL a worker and the others fail with UnavailableError naming it", () => killedWorkerIsNamed(etcdLines()));
+
+  it("etcd SIGKILLed and not back within the heartbeat timeout: every task exits 1 with one line naming etcd's endpoint and the fix; nobody hangs", async () => {
+    const dir = tempDir();
+    const e = etcd as EtcdProcess;
+    // Independent replicas: each task finds etcd gone by itself, none through a collective.
+    const file = config(dir, `${etcdLines()}  dataParallel: false\n`);
+    const [p0, p1] = await freePorts(2);
+    const cluster = { chief: [`127.0.0.1:${p0}`], worker: [`127.0.0.1:${p1}`] };
+    const plan = JSON.stringify({ "chief:0": "train", "worker:0": "train" });
+    const tasks = [start(["run", file], { TF_CONFIG: tfConfig(cluster, "chief", 0), CLUSTER_TEST_PLAN: plan, CLUSTER_TEST_DIR: dir }), start(["run", file], { TF_CONFIG: tfConfig(cluster, "worker", 0), CLUSTER_TEST_PLAN: plan, CLUSTER_TEST_DIR: dir })];
+    await Promise.all([tasks[0]?.waitFor("training chief:0", 90_000), tasks[1]?.waitFor("training worker:0", 90_000)]);
+    await e.kill();
+    for (const t of tasks) {
+      const r = await t.done;
+      expect(r.code, r.stderr).toBe(1);
+      expect(problems(r), r.stderr).toEqual([expect.stringMatching(new RegExp(`^Training failed: UnavailableError: etcd \\(${e.endpoint}\\) unreachable .*heartbeat timeout 5000 ms.*: start etcd again`)) as unknown as string]);
+    }
+  });
 });

@@ -147,6 +147,66 @@ describe("a worker without data parallelism outlives its chief (run, hand-set TF
   });
 });
 
+/**
+ * A chief (held once its session exists, before it publishes its model) and a worker that
+ * registered and waits for that model to create its first session: the chief is SIGKILLed in
+ * that window. The chief's later starts train without holding.
+ */
+const killTheChiefBeforeItPublishes = async (file: string, dir: string): Promise<{ worker: CliChild; startChief: () => CliChild }> => {
+  const [p0, p1] = await freePorts(2);
+  const spec = { chief: [`127.0.0.1:${p0}`], worker: [`127.0.0.1:${p1}`] };
+  const plan = JSON.stringify({ "chief:0": ["hold", "train"], "worker:0": "train" });
+  const run = (type: string): CliChild => {
+    const c = startCli(["run", file], { env: { TF_CONFIG: JSON.stringify({ cluster: spec, task: { type, index: 0 } }), CLUSTER_TEST_PLAN: plan, CLUSTER_TEST_DIR: dir }, timeoutMs: 170_000 });
+    started.push(c);
+    return c;
+  };
+  // The worker first: it waits for the chief to register, then for its model.
+  const worker = run("worker");
+  await worker.waitFor("registering with the coordination service", 90_000);
+  const chief = run("chief");
+  await Promise.all([chief.waitFor("holding chief:0", 90_000), worker.waitFor("Every task of the cluster registered", 90_000)]);
+  chief.process.kill("SIGKILL");
+  expect((await chief.done).signal).toBe("SIGKILL");
+  return { worker, startChief: () => run("chief") };
+};
+
+/** SIGKILL the chief before it publishes, start it again: the worker's first session starts from the restarted chief's values; both exit 0 at the last step. */
+const firstSessionOutlivesTheChief = async (clusterLines = ""): Promise<void> => {
+  const dir = tempDir();
+  const { worker, startChief } = await killTheChiefBeforeItPublishes(config(dir, "", clusterLines), dir);
+  // Embedded: at once (the service's connections reset); etcd (checked by hand, not in the suite): after the chief's lease (5 s).
+  await worker.waitFor(`worker:0 lost the chief ${CHIEF}`, 60_000);
+  const chief = startChief();
+  const [c, w] = await Promise.all([chief.done, worker.done]);
+  expect(c.code, c.stderr).toBe(0);
+  expect(w.code, w.stderr).toBe(0);
+  // One session in the worker process, started from exactly the restarted chief's values.
+  const chiefStart = startsOf(c.stdout)[0];
+  if (chiefStart === undefined) throw new Error(`the restarted chief printed no start line:\n${c.stdout}`);
+  expect(startsOf(w.stdout)).toEqual([{ task: "worker:0", pid: worker.process.pid, step: chiefStart.step, digest: chiefStart.digest }]);
+  expect(w.stderr).toMatch(/The chief is back: worker:0 registered again \(generation \d+\)/);
+  expect(w.stderr).toContain(`INFO Starting from the chief's values: ${CHIEF}`);
+  for (const r of [c, w]) expect(r.stderr).toContain(`Done at global step ${LAST_STEP}.`);
+  expect(w.stderr).not.toContain("Training failed");
+};
+
+describe("a worker loses its chief while it creates its first session (run, hand-set TF_CONFIG, no data parallelism)", { timeout: 180_000 }, () => {
+  it("SIGKILL the chief before it publishes its model and start it again: the worker gets the restarted chief's model and both exit 0 at the last step", () =>
+    firstSessionOutlivesTheChief());
+
+  it("a chief that never comes back: the worker exits 1 with one line naming the chief and maxWaitSecs", async () => {
+    const dir = tempDir();
+    const { worker } = await killTheChiefBeforeItPublishes(config(dir, "maxWaitSecs: 10\n"), dir);
+    const r = await worker.done;
+    expect(r.code, r.stderr).toBe(1);
+    expect(startsOf(r.stdout)).toEqual([]);
+    expect(problems(r), r.stderr).toEqual([
+      expect.stringMatching(new RegExp(`^Training failed: DeadlineExceededError: worker:0 lost the chief ${CHIEF}, which did not come back within 10 s \\(maxWaitSecs\\): `)) as unknown as string,
+    ]);
+  });
+});
+
 describe.skipIf(etcdBinary === undefined)("with backend: etcd (a real etcd on loopback)", { timeout: 240_000 }, () => {
   it("SIGKILL the chief and start it again: the worker re-registers in the chief's new generation and recovers from the restored checkpoint", async () => {
     const etcd = await EtcdProcess.start();

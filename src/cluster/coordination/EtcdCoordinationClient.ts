@@ -41,7 +41,7 @@ import type {
 } from "./CoordinationClient.js";
 import { type CoordinationTimeouts, etcdLeaseTtlSecs, resolveCoordinationTimeouts } from "./CoordinationConfig.js";
 import { ErrorLatch } from "./ErrorLatch.js";
-import { HeartbeatWorker } from "./HeartbeatWorker.js";
+import { ETCD_LOST_FIX, HeartbeatWorker } from "./HeartbeatWorker.js";
 import { checkKey, processIncarnationId } from "./identity.js";
 import { copyError, decodeStatusJson, fromStatus, type Status, toStatus } from "./status.js";
 
@@ -255,13 +255,33 @@ export class EtcdCoordinationClient implements CoordinationClient {
     return `${this.root}g/${gen}/${rest}`;
   }
 
-  /** Runs an etcd operation; a failure of etcd itself becomes `UnavailableError` naming etcd. */
+  /**
+   * Runs an etcd operation; a failure of etcd itself becomes `UnavailableError` naming etcd. An
+   * etcd that is unreachable (restarting) is tried again, with backoff, until the heartbeat
+   * timeout has passed since the first failure: a restart within the heartbeat timeout fails no
+   * call, as it fails no lease. Past it, the error names etcd and the fix.
+   */
   private async op<T>(f: () => Promise<T>): Promise<T> {
-    try {
-      return await f();
-    } catch (e) {
-      if (e instanceof OpError) throw e;
-      throw new UnavailableError(`etcd (${this.hosts.join(", ")}) failed: ${e instanceof Error ? e.message : String(e)}`);
+    let since: number | undefined;
+    for (let backoffMs = 100; ; backoffMs = Math.min(2 * backoffMs, 1000)) {
+      try {
+        return await f();
+      } catch (e) {
+        if (e instanceof OpError) throw e;
+        const message = e instanceof Error ? e.message : String(e);
+        if (!(e instanceof loadEtcd3().GRPCUnavailableError)) throw new UnavailableError(`etcd (${this.hosts.join(", ")}) failed: ${message}`);
+        since ??= this.clock.now();
+        const waitedMs = this.clock.now() - since;
+        if (waitedMs >= this.timeouts.heartbeatTimeoutMs) {
+          throw new UnavailableError(
+            `etcd (${this.hosts.join(", ")}) unreachable for ${waitedMs} ms (heartbeat timeout ${this.timeouts.heartbeatTimeoutMs} ms; ${message}): ${ETCD_LOST_FIX}`,
+          );
+        }
+        // The cluster's error (the heartbeat thread's verdict on etcd, say) ends the retries.
+        const latched = this.failure.current;
+        if (latched !== undefined) throw copyError(latched);
+        await this.clock.sleep(Math.min(backoffMs, this.timeouts.heartbeatTimeoutMs - waitedMs));
+      }
     }
   }
 

@@ -42,6 +42,9 @@ export interface EtcdHeartbeatData {
   readonly timeoutMs: number;
 }
 
+/** What a task that lost etcd for longer than the heartbeat timeout tells its user to do. */
+export const ETCD_LOST_FIX = "start etcd again on its data dir and client URLs (or fix cluster.etcdEndpoints), then start the tasks again";
+
 // ---------------------------------------------------------------------------------------------
 // constructors
 // ---------------------------------------------------------------------------------------------
@@ -134,7 +137,7 @@ const beat = async () => {
     lastOk = Date.now();
   } catch (e) {
     if (Date.now() - lastOk > timeoutMs) {
-      return fail("etcd (" + hosts.join(", ") + ") unreachable for " + (Date.now() - lastOk) + " ms (heartbeat timeout " + timeoutMs + " ms): " + e.message);
+      return fail("etcd (" + hosts.join(", ") + ") unreachable for " + (Date.now() - lastOk) + " ms (heartbeat timeout " + timeoutMs + " ms; " + e.message + "): " + ${JSON.stringify(ETCD_LOST_FIX)});
     }
   }
   if (!stopped) timer = setTimeout(beat, intervalMs);

@@ -73,7 +73,17 @@ export class EtcdProcess {
     return this.halt();
   }
 
-  /** Starts a paused etcd again. */
+  /** Kills etcd with SIGKILL (a crash: no clean shutdown), keeping its data dir and ports for {@link resume}. */
+  async kill(): Promise<void> {
+    const child = this.child;
+    this.child = undefined;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((r) => child.once("exit", () => r()));
+    child.kill("SIGKILL");
+    await exited;
+  }
+
+  /** Starts a paused or killed etcd again. */
   resume(): Promise<void> {
     return this.launch();
   }
