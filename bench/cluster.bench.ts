@@ -17,11 +17,18 @@
  *   alternate N = 1 and N = 2 (ABBA), and the result is the median of the per-pair ratios of the
  *   runs' medians. `scaling2Ranks` is the same ratio for the ranks this benchmark drives itself
  *   (bench/collectiveRank.ts, no CLI): the collective's scaling without `run`'s machinery.
- * - `collectiveOverheadUs`: the median step at N = 2 − (the median local step + the median
- *   all-reduce, "mean", of the gradients' size measured by the N = 2 processes), in µs. The local
- *   step is that of two independent groups of 1 trained at the same time (`pair`): the same two
- *   training processes on the machine as at N = 2, without the group. `collectiveOverheadVsAloneUs`
- *   takes the N = 1 process alone instead, so it also counts the two processes' contention.
+ * - `collectiveOverheadUs`: per step at N = 2, the group's step time (the slower rank's) − the
+ *   slower rank's local compute at that step (its step minus its time inside collective calls)
+ *   − the all-reduce alone (the median all-reduce, "mean", of the gradients' size measured by the
+ *   N = 2 processes); the median over the timed steps, in µs. A rank that finished its compute
+ *   first waits for the other inside the all-reduce: that wait is the ranks' skew, not the
+ *   collective's cost, so it is reported apart: `rankSkewUs`, the median over steps of how far
+ *   apart the ranks entered the step's all-reduce (wall clock, shared by the processes).
+ *   `collectiveOverheadPairMediansUs` keeps the earlier definition: the median step at N = 2 −
+ *   (the median local step + the median all-reduce), the local step that of two independent
+ *   groups of 1 trained at the same time (`pair`: the same two training processes on the
+ *   machine, without the group); it counts the skew. `collectiveOverheadVsAloneUs` takes the
+ *   N = 1 process alone instead, so it also counts the two processes' contention.
  *   Rounds run N = 1, N = 2 and the pair in an order that rotates from round to round.
  *
  * Equal work is checked, not assumed: the payload bytes each rank received in each sample, the
@@ -120,11 +127,17 @@ const group = async (mode: "allreduce" | "train", size: number, extra: Record<st
   return ranks;
 };
 
-/** Per-sample maximum over the ranks' `field` arrays (a sample ends when the slowest rank is done). */
-const slowest = (events: readonly ChildEvent[], field: string): number[] => {
+/** Per-sample `combine` over the ranks' `field` arrays. */
+const perSample = (events: readonly ChildEvent[], field: string, combine: (xs: number[]) => number): number[] => {
   const rows = events.map((e) => e[field] as number[]);
-  return (rows[0] ?? []).map((_, i) => Math.max(...rows.map((r) => r[i] as number)));
+  return (rows[0] ?? []).map((_, i) => combine(rows.map((r) => r[i] as number)));
 };
+
+/** Per-sample maximum over the ranks' `field` arrays (a sample ends when the slowest rank is done). */
+const slowest = (events: readonly ChildEvent[], field: string): number[] => perSample(events, field, (xs) => Math.max(...xs));
+
+/** Per-sample max − min over the ranks' `field` arrays. */
+const spread = (events: readonly ChildEvent[], field: string): number[] => perSample(events, field, (xs) => Math.max(...xs) - Math.min(...xs));
 
 const allReduces = async (size: number, sizes: ClusterBenchSizes, children: JsonChild[]) => {
   const raw = size === 2;
@@ -166,6 +179,8 @@ const training = async (sizes: ClusterBenchSizes, children: JsonChild[]) => {
   await trainAll(pair, sizes.warmupSteps);
   const perSecond: Record<1 | 2, number[]> = { 1: [], 2: [] };
   const stepMs: Record<1 | 2 | "pair", number[]> = { 1: [], 2: [], pair: [] };
+  /** Per step at N = 2: the slower rank's local compute, and how far apart the ranks entered the all-reduce. */
+  const group2 = { maxComputeMs: [] as number[], entrySkewMs: [] as number[] };
   const examples: Record<1 | 2 | "pair", number> = { 1: 0, 2: 0, pair: 0 };
   const variants = [1, 2, "pair"] as const;
   for (let r = 0; r < sizes.rounds; r++) {
@@ -177,6 +192,10 @@ const training = async (sizes: ClusterBenchSizes, children: JsonChild[]) => {
       examples[n] += global;
       if (n !== "pair") perSecond[n].push(global / (Math.max(...events.map((e) => e.wallMs as number)) / 1000));
       stepMs[n].push(...slowest(events, "stepMs"));
+      if (n === 2) {
+        group2.maxComputeMs.push(...slowest(events, "computeMs"));
+        group2.entrySkewMs.push(...spread(events, "entryMs"));
+      }
     }
   }
   for (const c of two) c.send(`gradients ${sizes.gradientSamples}`);
@@ -187,7 +206,13 @@ const training = async (sizes: ClusterBenchSizes, children: JsonChild[]) => {
 
   const steps = sizes.warmupSteps + sizes.rounds * sizes.stepsPerRound;
   sameWork("training (steps and global step per process)", steps, Object.fromEntries(done.map((e, i) => [`process ${i}`, [e.steps as number, e.globalStep as number]])));
-  sameWork("training (timed steps per variant)", sizes.rounds * sizes.stepsPerRound, { "N=1": [stepMs[1].length], "N=2": [stepMs[2].length], "N=1 pair": [stepMs.pair.length] });
+  sameWork("training (timed steps per variant)", sizes.rounds * sizes.stepsPerRound, {
+    "N=1": [stepMs[1].length],
+    "N=2": [stepMs[2].length],
+    "N=1 pair": [stepMs.pair.length],
+    "N=2 local compute": [group2.maxComputeMs.length],
+    "N=2 steps with an all-reduce on every rank": [group2.entrySkewMs.filter(Number.isFinite).length],
+  });
   sameWork("training (examples per worker)", sizes.rounds * sizes.stepsPerRound * sizes.batch, { "N=1": [examples[1]], "N=2": [examples[2] / 2], "N=1 pair": [examples.pair / 2] });
   sameWork("the gradients' all-reduce (samples, payload bytes per rank)", sizes.gradientSamples, {
     samples: reduced.map((e) => (e.ms as number[]).length),
@@ -200,6 +225,7 @@ const training = async (sizes: ClusterBenchSizes, children: JsonChild[]) => {
     steps,
     perSecond,
     stepMs,
+    group2,
     gradientMs: slowest(reduced, "ms"),
     examples,
   };
@@ -278,8 +304,15 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
     const bus = (n: number, ms: readonly number[]) => ({ ranks: n, ...summarize(ms.map((t) => gbps((two.bytes * 2 * (n - 1)) / n, t))) });
     const scalingRanks = train.perSecond[2].map((x, i) => x / (train.perSecond[1][i] as number));
     const scaling = launched.ratios;
-    // The local step is the pair's: the same two-process contention as N = 2, without the group.
-    const overheadUs = (median(train.stepMs[2]) - (median(train.stepMs.pair) + median(train.gradientMs))) * 1000;
+    // Per step at N = 2: the group's step (the slower rank's) − the slower rank's local compute
+    // at that step − the all-reduce alone. Waiting for the other rank is skew, reported apart.
+    const gradientMs = median(train.gradientMs);
+    const perStepOverheadMs = train.stepMs[2].map((step, i) => step - (train.group2.maxComputeMs[i] as number) - gradientMs);
+    const overheadUs = median(perStepOverheadMs) * 1000;
+    const skewUs = median(train.group2.entrySkewMs) * 1000;
+    // The earlier definition, from medians: the local step is the pair's (the same two-process
+    // contention as N = 2, without the group); it counts the ranks' skew as overhead.
+    const overheadPairMediansUs = (median(train.stepMs[2]) - (median(train.stepMs.pair) + gradientMs)) * 1000;
     const overheadVsAloneUs = (median(train.stepMs[2]) - (median(train.stepMs[1]) + median(train.gradientMs))) * 1000;
     return {
       smoke: sizes.smoke,
@@ -294,6 +327,8 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
       scaling2: round(median(scaling), 3),
       scaling2Ranks: round(median(scalingRanks), 3),
       collectiveOverheadUs: round(overheadUs, 1),
+      rankSkewUs: round(skewUs, 1),
+      collectiveOverheadPairMediansUs: round(overheadPairMediansUs, 1),
       collectiveOverheadVsAloneUs: round(overheadVsAloneUs, 1),
       allReduce: {
         bytes: two.bytes,
@@ -312,6 +347,8 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
         examplesPerSecond: { n1: summarize(train.perSecond[1], 1), n2: summarize(train.perSecond[2], 1) },
         scalingPerRound: scalingRanks.map((x) => round(x, 3)),
         stepMs: { n1: round(median(train.stepMs[1]), 3), n2: round(median(train.stepMs[2]), 3), n1Pair: round(median(train.stepMs.pair), 3) },
+        n2MaxComputeMs: round(median(train.group2.maxComputeMs), 3),
+        n2OverheadSteps: perStepOverheadMs.length,
         gradientAllReduceMs: round(median(train.gradientMs), 3),
         gradientAllReduceSamples: train.gradientMs.length,
       },

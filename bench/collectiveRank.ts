@@ -12,7 +12,9 @@
  *    result, reduction included; or every byte from the other rank). It checks every result and
  *    prints `samples` with its timings and the payload bytes it received in each.
  *    `train` mode: an MLP 128 → 256 → 256 → 10 replica (tfjsSession with the collective) on its
- *    shard; commands `train <steps>` (prints `trained`: each step's ms and the round's wall ms),
+ *    shard; commands `train <steps>` (prints `trained`: each step's ms, its local compute ms (the
+ *    step minus the time inside collective calls), the wall-clock time it entered its all-reduce
+ *    (epoch ms, comparable across processes) and the round's wall ms),
  *    `gradients <samples>` (prints `allreduced`: all-reduces, "mean", of a buffer of the
  *    gradients' size) and `exit` (prints `done` with the global step and a digest of the weights).
  *
@@ -23,6 +25,7 @@ import { createHash } from "node:crypto";
 import { createServer, connect, type Socket } from "node:net";
 import { createInterface } from "node:readline";
 import * as tf from "@tensorflow/tfjs";
+import type { Collective } from "../src/Collective.js";
 import { TcpCollective } from "../src/cluster/collective/TcpCollective.js";
 import { silentLogger } from "../src/Logger.js";
 import { InMemoryDataSource, tfjsSession, useBackend, type TfjsBackendName } from "../src/tfjs/index.js";
@@ -182,12 +185,13 @@ const trainMode = async (): Promise<void> => {
   tf.enableProdMode();
   const batch = args.batch ?? 128;
   const model = buildMlp();
+  const timed = timedCollective(collective);
   const session = await tfjsSession({
     model,
     optimizer: mlpOptimizer(),
     data: new InMemoryDataSource({ ...mlpDataset(batch), batchSize: batch, seed: 5, shard: { index: args.rank, count: args.size } }),
     lossFn: mlpLoss,
-    collective,
+    collective: timed.collective,
   });
   await session.variables.initialize();
   // What each step all-reduces: every trainable parameter's gradient, and the loss.
@@ -199,16 +203,22 @@ const trainMode = async (): Promise<void> => {
     const n = Number(count ?? "0");
     if (command === "train") {
       const stepMs: number[] = [];
+      const computeMs: number[] = [];
+      const entryMs: number[] = [];
       await collective.barrier();
       const t0 = now();
       for (let i = 0; i < n; i++) {
+        timed.startStep();
         const s0 = now();
         await session.run("train");
-        stepMs.push(now() - s0);
+        const ms = now() - s0;
+        stepMs.push(ms);
+        computeMs.push(ms - timed.inCollectiveMs);
+        entryMs.push(timed.entryEpochMs);
       }
       const wallMs = now() - t0;
       steps += n;
-      print({ event: "trained", steps: n, examples: n * batch, stepMs, wallMs });
+      print({ event: "trained", steps: n, examples: n * batch, stepMs, computeMs, entryMs, wallMs });
     } else if (command === "gradients") {
       const buffer = new Float32Array(gradientElements);
       const ms: number[] = [];
@@ -229,6 +239,56 @@ const trainMode = async (): Promise<void> => {
       return;
     } else throw new Error(`unknown command "${command}"`);
   }
+};
+
+/**
+ * The collective the session trains with, timed: per step, the time spent inside collective
+ * calls (the rest of the step is local compute) and when the step's first all-reduce was
+ * entered, on the machine's wall clock (`timeOrigin + now()`, comparable across the ranks'
+ * processes), so the benchmark can tell the ranks' skew from the collective's own cost.
+ */
+const timedCollective = (inner: Collective) => {
+  let inCollectiveMs = 0;
+  let entryEpochMs = Number.NaN;
+  const time = async <T>(call: () => Promise<T>, entry: boolean): Promise<T> => {
+    const t0 = now();
+    if (entry && Number.isNaN(entryEpochMs)) entryEpochMs = performance.timeOrigin + t0;
+    try {
+      return await call();
+    } finally {
+      inCollectiveMs += now() - t0;
+    }
+  };
+  const wrapper: Collective = {
+    rank: inner.rank,
+    size: inner.size,
+    get tasks() {
+      return inner.tasks;
+    },
+    get stopVote() {
+      return inner.stopVote;
+    },
+    allReduce: (buffer, op, options) => time(() => inner.allReduce(buffer, op, options), true),
+    broadcast: (buffer, root, options) => time(() => inner.broadcast(buffer, root, options), false),
+    barrier: (options) => time(() => inner.barrier(options), false),
+    onPeerFailed: (task, error) => inner.onPeerFailed(task, error),
+    close: () => inner.close(),
+  };
+  return {
+    collective: wrapper,
+    /** Resets the per-step figures. */
+    startStep(): void {
+      inCollectiveMs = 0;
+      entryEpochMs = Number.NaN;
+    },
+    get inCollectiveMs(): number {
+      return inCollectiveMs;
+    },
+    /** When this step's first all-reduce was entered (epoch ms); NaN if it made none. */
+    get entryEpochMs(): number {
+      return entryEpochMs;
+    },
+  };
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -19,6 +19,12 @@ describe("the cluster benchmark (smoke mode)", () => {
     expect(r.scaling2).toBeGreaterThan(0);
     expect(Number.isFinite(r.collectiveOverheadUs)).toBe(true);
     expect(Number.isFinite(r.collectiveOverheadVsAloneUs)).toBe(true);
+    // Per step: the group's step − the slower rank's local compute − the all-reduce alone; the skew apart.
+    expect(Number.isFinite(r.rankSkewUs)).toBe(true);
+    expect(r.rankSkewUs).toBeGreaterThanOrEqual(0);
+    expect(Number.isFinite(r.collectiveOverheadPairMediansUs)).toBe(true);
+    expect(r.training.n2MaxComputeMs).toBeGreaterThan(0);
+    expect(r.training.n2OverheadSteps).toBe(SMOKE.rounds * SMOKE.stepsPerRound);
     expect(r.training.stepMs).toMatchObject({ n1: positive, n2: positive, n1Pair: positive });
 
     const bytes = SMOKE.elements * 4;

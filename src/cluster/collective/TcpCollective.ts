@@ -34,7 +34,7 @@ import {
   DEFAULT_COLLECTIVE_TIMEOUT_SECS,
   type ReduceOp,
 } from "./Collective.js";
-import { DType, encodeHeader, type FrameHeader, FrameKind, FrameParser, MAX_CONTROL_PAYLOAD_BYTES, OpCode, type PayloadSink } from "./frames.js";
+import { DEFER, DType, encodeHeader, type FrameHeader, FrameKind, FrameParser, MAX_CONTROL_PAYLOAD_BYTES, OpCode, type PayloadSink } from "./frames.js";
 import { reduceInto, streamingReducer, typedView } from "./reduce.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -93,6 +93,12 @@ export interface CollectiveStats {
   readonly maxBufferedChunksPerPeer: number;
   /** How many chunks had to wait for the next rank's credit (it was slow or stopped). */
   readonly creditWaits: number;
+  /**
+   * Chunks (with a payload) that arrived before this rank's call was ready for them and waited
+   * whole in a receive slot; the others went straight into, or were reduced into, the caller's
+   * buffer as their bytes arrived.
+   */
+  readonly slottedChunks: number;
   /** Connections refused at the handshake (bad token, stale generation or incarnation, wrong rank). */
   readonly rejectedConnections: number;
 }
@@ -215,6 +221,8 @@ export class TcpCollective implements Collective {
   private plan: ReceivePlan | undefined;
   /** Data frames whose header came, of the latest collective that sent any: the index of the next chunk. */
   private headersSeen = { collective: 0, count: 0 };
+  /** The index (as in `headersSeen`) of the data frame held for a turn. */
+  private heldIndex = 0;
 
   // sending (to next)
   private credits = 0;
@@ -226,7 +234,7 @@ export class TcpCollective implements Collective {
   private chain: Promise<void> = Promise.resolve();
   private readonly calls = new Set<Call>();
   private active: Call | undefined;
-  private counters = { collectives: 0, chunksSent: 0, chunksReceived: 0, bytesSent: 0, bytesReceived: 0, maxBufferedChunksPerPeer: 0, creditWaits: 0, rejectedConnections: 0 };
+  private counters = { collectives: 0, chunksSent: 0, chunksReceived: 0, bytesSent: 0, bytesReceived: 0, maxBufferedChunksPerPeer: 0, creditWaits: 0, slottedChunks: 0, rejectedConnections: 0 };
 
   /** @throws InvalidArgumentError (one line) naming a bad option. */
   constructor(options: TcpCollectiveOptions) {
@@ -712,21 +720,41 @@ export class TcpCollective implements Collective {
     } else this.ready.push(frame);
   }
 
-  /** Where the next inbound frame's payload goes; a data frame takes a free slot, or breaks the credit rule. */
-  private inboundTarget(link: Link, h: FrameHeader): Buffer | PayloadSink | Error {
+  /**
+   * Where the next inbound frame's payload goes; a data frame takes a free slot, or breaks the
+   * credit rule. A data frame of a collective this rank has not started yet is held for one
+   * event-loop turn first: its header often comes in the same read as the end of the previous
+   * collective, whose caller starts the next one in the microtasks that follow; after the turn
+   * the frame can go straight into (or be reduced into) the caller's buffer instead of waiting
+   * whole in a slot, with its credit held back until it is consumed.
+   */
+  private inboundTarget(link: Link, h: FrameHeader, retry: boolean, parser: FrameParser): Buffer | PayloadSink | Error | typeof DEFER {
+    if (retry) return this.dataTarget(link, h, this.heldIndex);
     const bad = this.checkFrame(link, h);
     if (bad !== undefined) return bad;
     if (h.kind === FrameKind.abort) return h.payloadBytes <= MAX_CONTROL_PAYLOAD_BYTES ? Buffer.alloc(h.payloadBytes) : new DataLossError(`${this.who(link.peer)} sent an abort frame of ${h.payloadBytes} bytes`);
     if (h.kind !== FrameKind.data) return new DataLossError(`${this.who(link.peer)} sent a frame of kind ${h.kind} where data was expected`);
     if (h.payloadBytes > this.chunkBytes || h.payloadBytes % 4 !== 0) return new DataLossError(`${this.who(link.peer)} sent a chunk of ${h.payloadBytes} bytes; chunks hold at most ${this.chunkBytes} (check that every rank uses the same chunkBytes)`);
     if (h.collective !== this.headersSeen.collective) this.headersSeen = { collective: h.collective, count: 0 };
-    const inPlace = this.inPlaceTarget(h, this.headersSeen.count++);
+    const index = this.headersSeen.count++;
+    if (h.payloadBytes > 0 && this.plan?.call.id !== h.collective && this.broken === undefined) {
+      this.heldIndex = index;
+      setImmediate(() => parser.resume()); // a turn of the event loop, not a time
+      return DEFER;
+    }
+    return this.dataTarget(link, h, index);
+  }
+
+  /** A checked data frame's payload: in place when the active call expects it, else a slot. */
+  private dataTarget(link: Link, h: FrameHeader, index: number): Buffer | PayloadSink | Error {
+    const inPlace = this.inPlaceTarget(h, index);
     if (inPlace !== undefined) {
       this.parsingSlot = PLACED;
       return inPlace;
     }
     const slot = this.freeSlots.shift();
     if (slot === undefined) return new DataLossError(`${this.who(link.peer)} sent more than its credit of ${CREDIT_WINDOW} chunks`);
+    if (h.payloadBytes > 0) this.counters.slottedChunks++;
     this.parsingSlot = slot;
     if ((this.slots[slot] as Buffer).length < h.payloadBytes) this.slots[slot] = Buffer.allocUnsafeSlow(h.payloadBytes);
     return (this.slots[slot] as Buffer).subarray(0, h.payloadBytes);
@@ -811,8 +839,8 @@ export class TcpCollective implements Collective {
     const link: Link = { socket, peer: h.rank, peerIncarnation: h.incarnation, sendSeq: 0, receiveSeq: 0 };
     this.inbound = link;
     socket.write(encodeHeader({ ...this.blank(), kind: FrameKind.welcome, elements: CREDIT_WINDOW, seq: 0 }));
-    const parser = new FrameParser(
-      (header) => this.inboundTarget(link, header),
+    const parser: FrameParser = new FrameParser(
+      (header, retry) => this.inboundTarget(link, header, retry, parser),
       (header, payload) => this.onInboundFrame(link, header, payload),
       (e) => this.fail(e),
     );

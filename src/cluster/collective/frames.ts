@@ -118,12 +118,16 @@ export interface PayloadSink {
   write(piece: Buffer): void;
 }
 
+/** What a {@link PayloadTarget} returns to leave a frame's payload unread until {@link FrameParser.resume}. */
+export const DEFER: unique symbol = Symbol("defer");
+
 /**
  * Where a parser puts a frame's payload: a buffer of exactly `payloadBytes`, or a sink (the
  * frame is then delivered with an empty payload). Returning an error refuses the frame before
- * its payload is read (the link then fails with that error).
+ * its payload is read (the link then fails with that error). Returning {@link DEFER} holds the
+ * frame and every later byte until `resume()`, which asks again with `retry` set.
  */
-export type PayloadTarget = (header: FrameHeader) => Buffer | PayloadSink | Error;
+export type PayloadTarget = (header: FrameHeader, retry: boolean) => Buffer | PayloadSink | Error | typeof DEFER;
 
 const EMPTY = Buffer.alloc(0);
 
@@ -136,6 +140,8 @@ export class FrameParser {
   private readonly header = Buffer.allocUnsafe(HEADER_BYTES);
   private headerFill = 0;
   private current: { readonly header: FrameHeader; readonly payload: Buffer | PayloadSink; fill: number } | undefined;
+  /** A frame whose target said {@link DEFER}, and the bytes that came after its header, in order. */
+  private deferred: { readonly header: FrameHeader; readonly queue: Buffer[] } | undefined;
   private stopped = false;
 
   constructor(
@@ -150,9 +156,34 @@ export class FrameParser {
   }
 
   push(chunk: Buffer): void {
+    if (this.deferred !== undefined) this.deferred.queue.push(chunk);
+    else this.parse(chunk);
+  }
+
+  /** Asks the target again for a deferred frame, then parses what came after it. */
+  resume(): void {
+    const d = this.deferred;
+    if (d === undefined || this.stopped) return;
+    this.deferred = undefined;
+    // EMPTY first: a frame without payload is delivered even when nothing came after it.
+    const queue = this.begin(d.header, true) ? [EMPTY, ...d.queue] : d.queue;
+    for (const [i, chunk] of queue.entries()) {
+      const again = this.held();
+      if (again !== undefined) return void again.queue.push(...queue.slice(i));
+      this.parse(chunk);
+    }
+  }
+
+  /** The deferred frame, if any (a method, so that the check is not narrowed away across calls). */
+  private held(): FrameParser["deferred"] {
+    return this.deferred;
+  }
+
+  private parse(chunk: Buffer): void {
     let at = 0;
-    while (at < chunk.length && !this.stopped) {
+    while (!this.stopped) {
       if (this.current === undefined) {
+        if (at === chunk.length) return;
         const n = Math.min(HEADER_BYTES - this.headerFill, chunk.length - at);
         chunk.copy(this.header, this.headerFill, at, at + n);
         this.headerFill += n;
@@ -161,21 +192,36 @@ export class FrameParser {
         this.headerFill = 0;
         const header = decodeHeader(this.header);
         if (typeof header === "string") return this.fail(new DataLossError(header));
-        const payload = this.target(header);
-        if (payload instanceof Error) return this.fail(payload);
-        this.current = { header, payload, fill: 0 };
+        if (!this.begin(header, false)) {
+          if (this.deferred !== undefined && at < chunk.length) this.deferred.queue.push(chunk.subarray(at));
+          return;
+        }
       }
-      const c = this.current;
+      const c = this.current as NonNullable<FrameParser["current"]>;
       const n = Math.min(c.header.payloadBytes - c.fill, chunk.length - at);
       if (Buffer.isBuffer(c.payload)) chunk.copy(c.payload, c.fill, at, at + n);
       else if (n > 0) c.payload.write(chunk.subarray(at, at + n));
       c.fill += n;
       at += n;
-      if (c.fill === c.header.payloadBytes) {
-        this.current = undefined;
-        this.onFrame(c.header, Buffer.isBuffer(c.payload) ? c.payload : EMPTY);
-      }
+      if (c.fill < c.header.payloadBytes) return; // the chunk is used up
+      this.current = undefined;
+      this.onFrame(c.header, Buffer.isBuffer(c.payload) ? c.payload : EMPTY);
     }
+  }
+
+  /** Starts a frame's payload where its target says; false when refused (the parser stopped) or deferred. */
+  private begin(header: FrameHeader, retry: boolean): boolean {
+    const payload = this.target(header, retry);
+    if (payload === DEFER) {
+      this.deferred = { header, queue: [] };
+      return false;
+    }
+    if (payload instanceof Error) {
+      this.fail(payload);
+      return false;
+    }
+    this.current = { header, payload, fill: 0 };
+    return true;
   }
 
   private fail(error: Error): void {

@@ -207,6 +207,40 @@ describe("backpressure", () => {
   });
 });
 
+describe("chunks in place", () => {
+  it("a chunk read together with the end of the previous collective goes into the caller's buffer when the caller starts its call at once (not whole into a slot)", async () => {
+    const g = await group(2, { chunkBytes: 4096 });
+    const inputs = g.map((_, r) => rankInput(Float32Array, 2 * 1024, r)); // 1 chunk per segment
+    const expected = ringReference(inputs, "sum");
+    // Rank 0 enters a barrier; rank 1 holds its first frame, then stops reading.
+    const barrier0 = g[0]!.barrier().then(() => g[0]!.allReduce(inputs[0]!.slice(), "sum"));
+    await until(() => g[1]!.stats().chunksReceived === 1, "rank 1 to hold rank 0's first barrier frame");
+    const inbound = internals(g[1]!).inbound!.socket;
+    inbound.pause();
+    // Rank 1's barrier sends its frames; rank 0 leaves the barrier and sends its first chunk,
+    // which waits in the kernel behind the barrier's last frame to rank 1.
+    const reduced1 = g[1]!.barrier().then(() => g[1]!.allReduce(inputs[1]!.slice(), "sum"));
+    await until(() => g[0]!.stats().chunksSent === 3, "rank 0 to send its first chunk");
+    for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+    inbound.resume(); // one read: the barrier's end, then the chunk
+    const results = await Promise.all([barrier0, reduced1]);
+    for (const res of results) expect(bytes(res).equals(bytes(expected))).toBe(true);
+    expect(g[1]!.stats().slottedChunks).toBe(0);
+  });
+
+  it("a chunk that comes before its call starts waits whole in a slot, and is consumed when the call starts", async () => {
+    const g = await group(2, { chunkBytes: 4096 });
+    const inputs = g.map((_, r) => rankInput(Float32Array, 4 * 1024, r)); // 2 chunks per segment
+    const expected = ringReference(inputs, "sum");
+    const first = g[0]!.allReduce(inputs[0]!.slice(), "sum");
+    await until(() => g[1]!.stats().bufferedChunks === 2, "rank 1 to hold rank 0's first 2 chunks");
+    expect(g[1]!.stats().slottedChunks).toBe(2);
+    const results = await Promise.all([first, g[1]!.allReduce(inputs[1]!.slice(), "sum")]);
+    for (const res of results) expect(bytes(res).equals(bytes(expected))).toBe(true);
+    expect(g[1]!.stats().slottedChunks).toBe(2);
+  });
+});
+
 describe("handshake: token, generation, incarnation", () => {
   it("a connection without the token is dropped before any frame after the hello is read", async () => {
     const g = await group(2, { token: "s3cret" });

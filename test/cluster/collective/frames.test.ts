@@ -3,7 +3,7 @@
  * frames wherever the stream is split; it reads nothing after a refused frame.
  */
 import { describe, expect, it } from "vitest";
-import { DType, encodeHeader, type FrameHeader, FrameKind, FrameParser, HEADER_BYTES, OpCode } from "../../../src/cluster/collective/frames.js";
+import { DEFER, DType, encodeHeader, type FrameHeader, FrameKind, FrameParser, HEADER_BYTES, OpCode } from "../../../src/cluster/collective/frames.js";
 import { DataLossError } from "../../../src/errors.js";
 
 const header = (fields: Partial<FrameHeader>): FrameHeader => ({
@@ -79,6 +79,37 @@ describe("frames", () => {
     const { frames, errors } = parseAll(bad, []);
     expect(frames).toEqual([]);
     expect(errors).toEqual([new DataLossError("not a collective frame (bad magic)")]);
+  });
+
+  it("a deferred frame holds it and every later byte until resume(), then the same frames come, wherever the stream is cut", () => {
+    const whole = parseAll(stream, []).frames;
+    for (let cut = 0; cut <= stream.length; cut++) {
+      const frames: { header: FrameHeader; payload: Buffer }[] = [];
+      const asked: boolean[] = [];
+      const parser = new FrameParser(
+        (h, retry) => {
+          if (h.kind === FrameKind.data || h.kind === FrameKind.credit) asked.push(retry);
+          // The data frame is deferred once; the (empty) credit frame twice.
+          return !retry || (h.kind === FrameKind.credit && asked.filter((r) => r).length < 3) ? DEFER : Buffer.alloc(h.payloadBytes);
+        },
+        (h, payload) => frames.push({ header: h, payload: Buffer.from(payload) }),
+        (e) => expect.unreachable(e.message),
+      );
+      parser.push(stream.subarray(0, cut));
+      parser.push(stream.subarray(cut));
+      expect(frames).toEqual([]); // the data frame is held
+      parser.resume();
+      expect(frames.length).toBe(1); // the credit frame is held
+      parser.resume();
+      expect(frames.length).toBe(1); // held again
+      parser.resume();
+      expect(frames.length).toBe(2); // the abort frame is held
+      parser.resume();
+      expect(frames, `cut at ${cut}`).toEqual(whole);
+      parser.resume(); // nothing held: nothing happens
+      expect(frames.length).toBe(3);
+      expect(asked).toEqual([false, true, false, true, true]);
+    }
   });
 
   it("a refused frame stops the parser before its payload", () => {
