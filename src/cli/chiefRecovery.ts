@@ -246,6 +246,6 @@ const mentions = (message: string, task: string): boolean => {
 };
 
 /** `Name: first line of the message`. */
-const describe = (e: unknown): string => (e instanceof Error ? `${e.name}: ${e.message.split("\n")[0] ?? ""}` : String(e));
+export const describe = (e: unknown): string => (e instanceof Error ? `${e.name}: ${e.message.split("\n")[0] ?? ""}` : String(e));
 
 const asOpError = (e: unknown): OpError => (e instanceof OpError ? e : new UnknownError(String(e)));

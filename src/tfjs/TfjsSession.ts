@@ -321,16 +321,20 @@ export class TfjsSession implements Session {
 
       const evalNames = [...wanted].filter((n) => n === LOSS_OP || this.metrics.has(n));
       if (wanted.has(TRAIN_OP)) {
-        // Only a replica awaits here: a single session's step costs no extra microtask.
-        if (this.replicas !== undefined) await this.replicas.prepare(this.vars);
-        const batch = fed === undefined ? this.nextBatch() : { xs: tf.clone(fed.xs), ys: tf.clone(fed.ys) };
-        let out: Map<string, number>;
-        try {
-          out = this.replicas === undefined ? this.trainStep(batch, evalNames) : await this.replicatedTrainStep(this.replicas, batch, evalNames);
-        } catch (e) {
-          tf.dispose([batch.xs, batch.ys]);
-          throw e;
-        }
+        let batch: OwnedBatch;
+        let out: Map<string, number> | undefined;
+        do {
+          // Only a replica awaits here: a single session's step costs no extra microtask.
+          if (this.replicas !== undefined) await this.replicas.prepare(this.vars);
+          batch = fed === undefined ? this.nextBatch() : { xs: tf.clone(fed.xs), ys: tf.clone(fed.ys) };
+          try {
+            out = this.replicas === undefined ? this.trainStep(batch, evalNames) : await this.replicatedTrainStep(this.replicas, batch, evalNames);
+          } catch (e) {
+            tf.dispose([batch.xs, batch.ys]);
+            // The replicas re-formed their ring: nothing was applied; take rank 0's state and step again.
+            if (this.replicas?.reformed(e) !== true) throw e;
+          }
+        } while (out === undefined);
         this.vars.globalStep += 1;
         this.setLastBatch(batch);
         await this.optimizerState.afterStep();

@@ -7,6 +7,9 @@
  *   `InvalidArgumentError` naming the first differing rank and both shapes.
  * - After every `initialize()` or `restore()`: the next step first takes rank 0's (the chief's)
  *   weights and global step, so every replica starts from the chief's values.
+ * - After the collective re-formed its ring (`CollectiveReformedError`: a lost rank came back):
+ *   the join again, as at the first step (signatures, then rank 0's state); the failed call
+ *   applied nothing, and the session retries its step.
  * - Each step: the gradients, flattened in the fixed order of the trainable weights, the batch
  *   loss and the rank's stop vote (the collective's `stopVote`) are averaged in one all-reduce;
  *   every rank then applies the same bits, and, if any rank voted to stop, every rank learns it
@@ -19,7 +22,7 @@ import { createHash } from "node:crypto";
 
 import * as tf from "@tensorflow/tfjs";
 
-import type { Collective } from "../../Collective.js";
+import { CollectiveReformedError, type Collective } from "../../Collective.js";
 import { InvalidArgumentError } from "../../errors.js";
 import type { ModelWeight } from "./naming.js";
 
@@ -81,19 +84,35 @@ export class Replicas {
   /** Before a step: joins (once) and, after a restore, takes rank 0's weights and global step. */
   async prepare(host: ReplicaHost): Promise<void> {
     if (this.broken !== undefined) throw this.broken;
-    try {
-      if (!this.joined) {
-        await this.checkSignatures();
-        this.joined = true;
+    for (;;) {
+      try {
+        if (!this.joined) {
+          await this.checkSignatures();
+          this.joined = true;
+        }
+        if (!this.synced) {
+          await this.takeChiefState(host);
+          this.synced = true;
+        }
+        return;
+      } catch (e) {
+        if (this.reformed(e)) continue;
+        this.broken = e as Error;
+        throw e;
       }
-      if (!this.synced) {
-        await this.takeChiefState(host);
-        this.synced = true;
-      }
-    } catch (e) {
-      this.broken = e as Error;
-      throw e;
     }
+  }
+
+  /**
+   * Whether `e` says the collective re-formed its ring (the step applied nothing): then the next
+   * {@link prepare} joins the new ring as at the first step, and the caller retries its step.
+   */
+  reformed(e: unknown): boolean {
+    if (!(e instanceof CollectiveReformedError)) return false;
+    this.joined = false;
+    this.synced = false;
+    this.stopAgreed = false;
+    return true;
   }
 
   /**
