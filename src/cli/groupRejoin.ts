@@ -11,8 +11,8 @@
  *    generation is there). The restarted worker (a new incarnation) gets AbortedError if it
  *    registers in the old generation, and registers in the new one; a frozen worker that resumes
  *    is told its generation ended, and rejoins like any survivor;
- * 3. passes the new generation's start barrier (the restarted worker's session exists) and
- *    builds the next ring (a new collective generation).
+ * 3. builds the next ring (a new collective generation) and passes the new generation's start
+ *    barrier (the restarted worker's session exists), in the order of a task's start.
  *
  * The trainer's pending call then raises `CollectiveReformedError` (it applied nothing), and
  * every rank takes rank 0's live state as at the group's first join. Past `maxWaitSecs` from the
@@ -128,9 +128,17 @@ export class GroupRejoin {
       try {
         // The chief opens the next generation; the others wait for it (its registration waits for every task).
         await client.connect();
-        await this.o.startBarrier(left());
-        if (this.#ended !== undefined) throw this.#ended;
-        return await this.o.join();
+        // In the order of a task's start: the ring (a returning worker joins it before it creates
+        // its session), then the start barrier (it passes it once its session exists).
+        const transport = await this.o.join();
+        try {
+          await this.o.startBarrier(left());
+          if (this.#ended !== undefined) throw this.#ended;
+        } catch (e) {
+          await transport.close().catch(() => undefined);
+          throw e;
+        }
+        return transport;
       } catch (e) {
         // The old generation (failed, or ended by the chief), or a generation the lost rank broke again.
         if (!(e instanceof AbortedError || e instanceof UnavailableError || e instanceof DeadlineExceededError) || this.#ended !== undefined) throw e;

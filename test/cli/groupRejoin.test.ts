@@ -121,7 +121,7 @@ describe("a data-parallel group that loses a worker", () => {
     expect(e).toBeInstanceOf(CollectiveReformedError);
     expect(group.state).toBe("ready");
     expect(first.closed).toBe(true);
-    expect(steps).toEqual(["connect", "connect", "barrier", "join"]);
+    expect(steps).toEqual(["connect", "connect", "join", "barrier"]);
     const warnings = logger.messages("warn");
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain(`worker:0 lost ${W1}`);
@@ -141,7 +141,7 @@ describe("a data-parallel group that loses a worker", () => {
     const reformed = group.reform(new UnavailableError(`rank 2 (${W1}) closed its connection to rank 0`));
     await settle(clock);
     await reformed;
-    expect(steps).toEqual(["report", "connect", "barrier", "join"]);
+    expect(steps).toEqual(["report", "connect", "join", "barrier"]);
     expect(reports).toHaveLength(1);
     expect(reports[0]).toContain(`${W1} left the replica group`);
   });
