@@ -223,6 +223,8 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           maxWaitSecs,
           startBarrier: (timeoutMs) => client.barrier(STARTED_BARRIER, { timeoutMs }),
           join: () => joinCollective(client, group, { address: task.address, token, tls, timeoutSecs: o.collectiveTimeoutSecs, clock, logger }),
+          // The returning worker asks for the chief's model while the chief's step waits for it.
+          waiting: (waiting) => publisher?.stepWaits(waiting),
           clock,
           logger,
         });

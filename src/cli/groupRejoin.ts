@@ -47,6 +47,8 @@ export interface GroupRejoinOptions {
   readonly startBarrier: (timeoutMs: number) => Promise<void>;
   /** Builds this rank's transport of the current generation. */
   readonly join: () => Promise<Collective>;
+  /** Told when the wait starts (`true`: the step under way changes nothing until the ring is back) and ends. */
+  readonly waiting?: (waiting: boolean) => void;
   readonly clock: Clock;
   readonly logger: Logger;
 }
@@ -93,12 +95,14 @@ export class GroupRejoin {
         reject(new DeadlineExceededError(`${this.o.name} lost ${who}, which did not rejoin the replica group within ${maxWaitSecs} s (maxWaitSecs): ${describe(last)}`)),
       );
       this.#reject = reject;
+      this.o.waiting?.(true);
       this.#reform(lost, cause, deadline, (e) => (last = e))
         .then((transport) => {
           logger.info(`The replica group re-formed its ring in generation ${this.o.client.generation ?? "?"} (${lost ?? "every rank"} rejoined): every rank takes rank 0's state and trains on.`);
           resolve(transport);
         }, reject)
         .finally(() => {
+          this.o.waiting?.(false);
           timer.cancel();
           this.#reject = undefined;
         });
