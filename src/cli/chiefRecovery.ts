@@ -90,7 +90,7 @@ export class ChiefRecovery {
   isChiefLoss(e: unknown): boolean {
     if (e instanceof AbortedError) return true;
     if (!(e instanceof UnavailableError)) return false;
-    if (SERVICE_GONE.test(e.message)) return true;
+    if (isServiceGone(e)) return true;
     const named = this.o.tasks.filter((t) => mentions(e.message, t));
     return named.length === 1 && named[0] === this.o.chief && e.message.includes("declared failed");
   }
@@ -236,6 +236,9 @@ export class ChiefRecovery {
 // ---------------------------------------------------------------------------------------------
 // utils
 // ---------------------------------------------------------------------------------------------
+
+/** Whether `e` says the embedded coordination service (hosted by the chief) is gone: no answer, or a new instance. */
+export const isServiceGone = (e: unknown): boolean => e instanceof UnavailableError && SERVICE_GONE.test(e.message);
 
 /** Whether `message` names `task` (not a longer task name that starts with it: task:1 in task:10). */
 const mentions = (message: string, task: string): boolean => {

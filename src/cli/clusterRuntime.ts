@@ -244,7 +244,18 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           logger,
         });
   let finishing = false;
-  const failed = watch(client, () => finishing, recovery, rejoin === undefined ? undefined : group);
+  // A loss the group waits for re-forms it; any other failure ends a wait under way, and the group.
+  const lost =
+    rejoin === undefined || group === undefined
+      ? undefined
+      : async (e: OpError): Promise<void> => {
+          if (!rejoin.isLoss(e)) {
+            rejoin.cancel(e);
+            throw e;
+          }
+          await group.reform(e);
+        };
+  const failed = watch(client, () => finishing, recovery, lost);
   // Nobody may be listening: the failure is read when the run loop asks.
   failed.catch(() => undefined);
   // A rank blocked in a collective hears of the cluster's failure at once, not at the collective's deadline.
@@ -390,9 +401,16 @@ const failGroup = (group: ReplicaGroup, e: Error): void => {
  * Waits on a key nobody writes, again after each timeout: the coordination client rejects the
  * wait as soon as the cluster fails. Rejections after `finishing()` (the task left) are not
  * failures. With a `recovery`, a loss of the chief is waited out: the failure is the recovery's
- * (the chief did not come back in time, or a termination notice).
+ * (the chief did not come back in time, or a termination notice). With `lost` (a data-parallel
+ * group that waits for a lost worker), each failure goes there first: the watch goes on once the
+ * group re-formed, and reports what `lost` rejects with.
  */
-const watch = async (client: CoordinationClient, finishing: () => boolean, recovery: ChiefRecovery | undefined, group: ReplicaGroup | undefined): Promise<OpError> => {
+const watch = async (
+  client: CoordinationClient,
+  finishing: () => boolean,
+  recovery: ChiefRecovery | undefined,
+  lost: ((e: OpError) => Promise<void>) | undefined,
+): Promise<OpError> => {
   for (;;) {
     const generation = client.generation;
     try {
@@ -402,9 +420,9 @@ const watch = async (client: CoordinationClient, finishing: () => boolean, recov
       if (finishing()) return new Promise<OpError>(() => undefined);
       let error = e;
       // A group that waits for its lost ranks: watch again once it re-formed (a new generation).
-      if (group !== undefined && !isPreemptionReport(e) && e instanceof OpError) {
+      if (lost !== undefined && !isPreemptionReport(e) && e instanceof OpError) {
         try {
-          await group.reform(e);
+          await lost(e);
           continue;
         } catch (f) {
           if (finishing()) return new Promise<OpError>(() => undefined);

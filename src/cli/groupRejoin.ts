@@ -27,7 +27,7 @@ import type { Collective } from "../Collective.js";
 import type { CoordinationClient } from "../cluster/coordination/CoordinationClient.js";
 import { AbortedError, DeadlineExceededError, UnavailableError } from "../errors.js";
 import type { Logger } from "../Logger.js";
-import { describe } from "./chiefRecovery.js";
+import { describe, isServiceGone } from "./chiefRecovery.js";
 import type { ReplicaGroup } from "./replicaGroup.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -76,16 +76,30 @@ export class GroupRejoin {
     return named.sort((a, b) => firstMention(cause.message, a) - firstMention(cause.message, b))[0];
   }
 
+  /**
+   * Whether `e` is the loss of a rank the group waits for: a rank declared failed, restarted, or
+   * gone from the ring (UnavailableError), or the chief's new generation (AbortedError). Not the
+   * chief's own loss (its service gone, or it declared failed), nor a reported error or any
+   * other failure: those fail the group, as before.
+   */
+  isLoss(e: unknown): boolean {
+    if (e instanceof AbortedError) return true;
+    if (!(e instanceof UnavailableError) || isServiceGone(e)) return false;
+    // The task a message is about comes first ("task X declared failed ... (reported by task Y)").
+    const tasks = this.o.group.tasks;
+    const subject = [...tasks].sort((a, b) => firstMention(e.message, a) - firstMention(e.message, b))[0];
+    return !(subject !== undefined && subject === tasks[0] && firstMention(e.message, subject) < Number.POSITIVE_INFINITY && e.message.includes("declared failed"));
+  }
+
   /** Waits for the lost rank and builds the next ring (see the module's steps); rejects if the group cannot go on. */
   readonly rejoin = (cause: Error): Promise<Collective> => {
     if (this.#ended !== undefined) return Promise.reject(this.#ended);
     const { clock, group, logger, maxWaitSecs } = this.o;
+    // The chief hosts the group's generation: a rank that lost it fails, as before (a group restart).
+    if (!this.isLoss(cause)) return Promise.reject(cause);
     const lost = this.lostTask(cause);
-    const chief = group.tasks[0] as string;
     // This task was declared failed (it froze, and resumed): it rejoins like any rank.
     const itself = firstMention(cause.message, group.tasks[group.rank] as string) < Number.POSITIVE_INFINITY;
-    // The chief hosts the group's generation: a rank that lost it fails, as before (a group restart).
-    if (lost === chief || (lost === undefined && !(cause instanceof AbortedError) && !itself)) return Promise.reject(cause);
     const who = lost ?? (itself ? "its place in the replica group (it was declared failed)" : "a rank (the chief opened a new generation)");
     logger.warn(`${this.o.name} lost ${who} (${describe(cause)}): waiting up to ${maxWaitSecs} s (maxWaitSecs) for it to rejoin the replica group.`);
     const deadline = clock.now() + maxWaitSecs * 1000;
@@ -144,9 +158,9 @@ export class GroupRejoin {
         }
         return transport;
       } catch (e) {
-        // The old generation (failed, or ended by the chief), or a generation the lost rank broke again.
-        if (!(e instanceof AbortedError || e instanceof UnavailableError || e instanceof DeadlineExceededError) || this.#ended !== undefined) throw e;
-        if (this.lostTask(e) === this.o.group.tasks[0] && !this.o.isChief) throw e;
+        // The old generation (failed, or ended by the chief), or a generation the lost rank broke
+        // again: try again. The chief gone (its service, or it declared failed) ends the wait.
+        if (!(this.isLoss(e) || e instanceof DeadlineExceededError) || this.#ended !== undefined) throw e;
         seen(e);
       }
       await clock.sleep(Math.min(backoffMs, left()));

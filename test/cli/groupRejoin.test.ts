@@ -13,7 +13,7 @@ import { GroupRejoin } from "../../src/cli/groupRejoin.js";
 import { ReplicaGroup, ReplicaGroupError } from "../../src/cli/replicaGroup.js";
 import type { CoordinationClient } from "../../src/cluster/coordination/CoordinationClient.js";
 import { CollectiveReformedError, type Collective, type CollectiveBuffer } from "../../src/Collective.js";
-import { AbortedError, CancelledError, DeadlineExceededError, UnavailableError } from "../../src/errors.js";
+import { AbortedError, CancelledError, DeadlineExceededError, UnavailableError, UnknownError } from "../../src/errors.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { flush, VirtualClock } from "../../src/testing/VirtualClock.js";
 
@@ -174,6 +174,20 @@ describe("a data-parallel group that loses a worker", () => {
     await expect(reformed).rejects.toBeInstanceOf(ReplicaGroupError);
     expect(steps).toEqual([]);
     expect(logger.messages("warn")).toEqual([]);
+  });
+
+  it("tells a loss it waits for from the chief's loss and from other failures", () => {
+    const { rejoin } = setup(2, []);
+    // Waited for: a worker declared failed or gone from the ring, the chief's report naming it, a new generation.
+    expect(rejoin.isLoss(new UnavailableError(`task ${W0} declared failed: no heartbeat`))).toBe(true);
+    expect(rejoin.isLoss(new UnavailableError(`rank 0 (${CHIEF}) closed its connection to rank 2 (${W1})`))).toBe(true);
+    expect(rejoin.isLoss(new UnavailableError(`${W1} left the replica group (UnavailableError: task ${W1} declared failed); the group waits for it (reported by task ${CHIEF})`))).toBe(true);
+    expect(rejoin.isLoss(new AbortedError("generation 1 ended: the chief started a new generation; connect again"))).toBe(true);
+    // Not waited for: the chief gone, a reported failure, a collective's other errors.
+    expect(rejoin.isLoss(new UnavailableError(`task ${CHIEF} declared failed: no heartbeat within the heartbeat timeout`))).toBe(false);
+    expect(rejoin.isLoss(new UnavailableError("the coordination service at grpc://127.0.0.1:1 is unreachable"))).toBe(false);
+    expect(rejoin.isLoss(new UnknownError(`task worker:0 failed: Error: boom (reported by task ${W0})`))).toBe(false);
+    expect(rejoin.isLoss(new DeadlineExceededError(`the collective timed out waiting for rank 2 (${W1})`))).toBe(false);
   });
 
   it("a termination notice ends the wait at once with the notice", async () => {
