@@ -6,7 +6,8 @@
  * incarnation), it registers in the chief's new generation, the group re-forms its ring, every
  * rank takes rank 0's live state, and all three finish the last step with one digest, exit 0,
  * the chief and worker 0 being the same processes. A worker that never comes back: the others
- * exit 1 with one line naming it and `maxWaitSecs`. The group's state machine is unit-tested in
+ * exit 1 with one line naming it and `maxWaitSecs`. A worker frozen (SIGSTOP) past the heartbeat
+ * timeout that resumes (SIGCONT): the same process rejoins. The group's state machine is unit-tested in
  * test/cli/groupRejoin.test.ts. Each test acts when a line appears, never after a fixed time,
  * and asserts outcomes and named tasks only.
  */
@@ -46,7 +47,7 @@ const problems = (r: CliRun): string[] => lines(r.stderr).filter((l) => !/^(DEBU
  * A chief and two workers (`run`, hand-set TF_CONFIGs); worker 1 pauses after step 3. Waits
  * until it paused, SIGKILLs it, and waits until the chief says it lost it.
  */
-const killWorker1 = async (file: string, dir: string) => {
+const killWorker1 = async (file: string, dir: string, signal: "SIGKILL" | "SIGSTOP" = "SIGKILL") => {
   const ports = await freePorts(3);
   const spec = { chief: [`127.0.0.1:${ports[0]}`], worker: [`127.0.0.1:${ports[1]}`, `127.0.0.1:${ports[2]}`] };
   const run = (type: string, index: number, env: Record<string, string> = {}): CliChild => {
@@ -61,10 +62,10 @@ const killWorker1 = async (file: string, dir: string) => {
   const worker0 = run("worker", 0);
   const worker1 = run("worker", 1, { DP_PAUSE_STEP: "3" });
   await worker1.waitFor(/^trained 3$/m, 150_000);
-  worker1.process.kill("SIGKILL");
-  expect((await worker1.done).signal).toBe("SIGKILL");
+  worker1.process.kill(signal);
+  if (signal === "SIGKILL") expect((await worker1.done).signal).toBe("SIGKILL");
   await chief.waitFor(`chief:0 lost ${W1}`, 60_000);
-  return { chief, worker0, restart: () => run("worker", 1) };
+  return { chief, worker0, worker1, restart: () => run("worker", 1) };
 };
 
 const finalsOf = (r: CliRun): string[] => [...r.stdout.matchAll(/^final (\d) digest ([0-9a-f]{64})$/gm)].map((m) => `${m[1] as string} ${m[2] as string}`);
@@ -110,5 +111,17 @@ describe("a data-parallel group outlives a lost worker (run, hand-set TF_CONFIG)
         expect.stringMatching(new RegExp(`^Training failed: DeadlineExceededError: ${name} lost ${W1}, which did not rejoin the replica group within 10 s \\(maxWaitSecs\\): `)) as unknown as string,
       ]);
     }
+  });
+  it("a worker frozen past the heartbeat timeout (SIGSTOP) resumes (SIGCONT): the same process rejoins, all exit 0 with one digest", async () => {
+    const dir = tempDir();
+    const { chief, worker0, worker1 } = await killWorker1(config(dir), dir, "SIGSTOP");
+    writeFileSync(join(dir, "go"), "");
+    worker1.process.kill("SIGCONT");
+    const [c, w0, w1] = await Promise.all([chief.done, worker0.done, worker1.done]);
+    for (const r of [c, w0, w1]) expect(r.code, r.stderr).toBe(0);
+    expect(w1.stderr).toMatch(/WARN worker:1 lost .*: waiting up to 7200 s \(maxWaitSecs\) for it to rejoin the replica group\./);
+    const finals = [...finalsOf(c), ...finalsOf(w0), ...finalsOf(w1)];
+    expect(finals.map((f) => f.split(" ")[0])).toEqual(["0", "1", "2"]);
+    expect(new Set(finals.map((f) => f.split(" ")[1])).size, finals.join("\n")).toBe(1);
   });
 });
