@@ -82,5 +82,18 @@ export interface StopVote {
   agreed(): void;
 }
 
+/**
+ * A call of a group that re-formed its ring meanwhile (a rank was lost and came back, see
+ * `monitored-session run`'s replica group): the call applied nothing on this rank. The trainer
+ * joins the new ring as at the group's first join (signatures, then rank 0's state) and retries
+ * its step.
+ */
+export class CollectiveReformedError extends Error {
+  override readonly name = "CollectiveReformedError";
+  constructor(readonly generation: number | undefined) {
+    super(`the replica group re-formed its ring${generation === undefined ? "" : ` (collective generation ${generation})`}: join it again, taking rank 0's state`);
+  }
+}
+
 /** The collective's deadline when neither the group nor the call gives one (seconds). */
 export const DEFAULT_COLLECTIVE_TIMEOUT_SECS = 60;

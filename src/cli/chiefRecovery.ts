@@ -90,7 +90,7 @@ export class ChiefRecovery {
   isChiefLoss(e: unknown): boolean {
     if (e instanceof AbortedError) return true;
     if (!(e instanceof UnavailableError)) return false;
-    if (SERVICE_GONE.test(e.message)) return true;
+    if (isServiceGone(e)) return true;
     const named = this.o.tasks.filter((t) => mentions(e.message, t));
     return named.length === 1 && named[0] === this.o.chief && e.message.includes("declared failed");
   }
@@ -237,6 +237,9 @@ export class ChiefRecovery {
 // utils
 // ---------------------------------------------------------------------------------------------
 
+/** Whether `e` says the embedded coordination service (hosted by the chief) is gone: no answer, or a new instance. */
+export const isServiceGone = (e: unknown): boolean => e instanceof UnavailableError && SERVICE_GONE.test(e.message);
+
 /** Whether `message` names `task` (not a longer task name that starts with it: task:1 in task:10). */
 const mentions = (message: string, task: string): boolean => {
   for (let at = message.indexOf(task); at >= 0; at = message.indexOf(task, at + 1)) {
@@ -246,6 +249,6 @@ const mentions = (message: string, task: string): boolean => {
 };
 
 /** `Name: first line of the message`. */
-const describe = (e: unknown): string => (e instanceof Error ? `${e.name}: ${e.message.split("\n")[0] ?? ""}` : String(e));
+export const describe = (e: unknown): string => (e instanceof Error ? `${e.name}: ${e.message.split("\n")[0] ?? ""}` : String(e));
 
 const asOpError = (e: unknown): OpError => (e instanceof OpError ? e : new UnknownError(String(e)));

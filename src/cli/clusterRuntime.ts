@@ -12,8 +12,11 @@
  * reporter). A task's termination notice is reported to the cluster as a preemption
  * ({@link isPreemptionReport}), so that every task exits with the preemption code.
  *
- * A worker whose job holds no replica group, not started by `launch` (which restarts the whole
- * group), outlives its chief instead (src/cli/chiefRecovery.ts): a loss of the chief starts a
+ * A data-parallel group not started by `launch` (which restarts the whole group) outlives a lost
+ * worker (src/cli/groupRejoin.ts): the watch hands the loss to the group, which waits for the
+ * worker up to `maxWaitSecs` and re-forms its ring in a new generation.
+ *
+ * A worker whose job holds no replica group, not started by `launch`, outlives its chief instead (src/cli/chiefRecovery.ts): a loss of the chief starts a
  * recovery, bounded by `maxWaitSecs`, and `failed` settles only if the chief does not come back in
  * time.
  *
@@ -42,7 +45,8 @@ import { defaultSessionTargets, type SessionTargetRegistry, type SessionTargetRe
 import { ChiefRecovery, MODEL_READY_KEY } from "./chiefRecovery.js";
 import { LAUNCH_READY_ENV } from "./launchReady.js";
 import type { ClusterTask } from "./clusterTask.js";
-import type { ReplicaGroup } from "./replicaGroup.js";
+import { GroupRejoin } from "./groupRejoin.js";
+import { ReplicaGroupError, type ReplicaGroup } from "./replicaGroup.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -203,10 +207,28 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     group.attach(collective);
   }
 
-  // A worker that trains its own replica outlives its chief; a rank of a group cannot rejoin alone.
-  // Under `launch` the chief never restarts alone (launch restarts the group): nothing to wait for.
+  // A worker that trains its own replica outlives its chief; a group outlives a lost worker.
+  // Under `launch` no task restarts alone (launch restarts the group): nothing to wait for.
   const chief = task.isChief ? undefined : chiefTaskOf(spec);
   const launched = options.env[LAUNCH_READY_ENV] === "1";
+  const maxWaitSecs = options.maxWaitSecs ?? DEFAULT_MAX_WAIT_SECS;
+  const rejoin =
+    group === undefined || launched
+      ? undefined
+      : new GroupRejoin({
+          client,
+          group,
+          name: task.name,
+          isChief: task.isChief,
+          maxWaitSecs,
+          startBarrier: (timeoutMs) => client.barrier(STARTED_BARRIER, { timeoutMs }),
+          join: () => joinCollective(client, group, { address: task.address, token, tls, timeoutSecs: o.collectiveTimeoutSecs, clock, logger }),
+          // The returning worker asks for the chief's model while the chief's step waits for it.
+          waiting: (waiting) => publisher?.stepWaits(waiting),
+          clock,
+          logger,
+        });
+  if (rejoin !== undefined) group?.rejoinWith(rejoin.rejoin);
   const recovery =
     group !== undefined || chief === undefined || launched
       ? undefined
@@ -215,14 +237,25 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           name: task.name,
           chief,
           tasks,
-          maxWaitSecs: options.maxWaitSecs ?? DEFAULT_MAX_WAIT_SECS,
+          maxWaitSecs,
           connect: (timeoutMs) => connectCurrent(client, timeoutMs, clock, logger),
           startBarrier: () => client.barrier(STARTED_BARRIER),
           clock,
           logger,
         });
   let finishing = false;
-  const failed = watch(client, () => finishing, recovery);
+  // A loss the group waits for re-forms it; any other failure ends a wait under way, and the group.
+  const lost =
+    rejoin === undefined || group === undefined
+      ? undefined
+      : async (e: OpError): Promise<void> => {
+          if (!rejoin.isLoss(e)) {
+            rejoin.cancel(e);
+            throw e;
+          }
+          await group.reform(e);
+        };
+  const failed = watch(client, () => finishing, recovery, lost);
   // Nobody may be listening: the failure is read when the run loop asks.
   failed.catch(() => undefined);
   // A rank blocked in a collective hears of the cluster's failure at once, not at the collective's deadline.
@@ -242,6 +275,8 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       const report = new CancelledError(`${PREEMPTION_REPORT} task ${task.name} got a termination notice (${what}): every task exits with the preemption code`);
       // A worker waiting for its chief has nobody to tell: it stops waiting and exits with the preemption code.
       if (recovery?.cancel(report) === true) return;
+      // A group waiting for a lost rank stops waiting: its ranks exit with the preemption code.
+      rejoin?.cancel(report);
       // A notice while the chief serves the others after its own exit: they exit with the preemption code, and the chief's wait ends.
       if (draining && reportAsHost !== undefined) return reportAsHost(report);
       await client.reportErrorToCluster(report).catch(() => undefined);
@@ -253,6 +288,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     finish: async (clean) => {
       finishing = true;
       recovery?.cancel(new CancelledError(`task ${task.name} is leaving the cluster`));
+      rejoin?.cancel(new CancelledError(`task ${task.name} is leaving the cluster`));
       await collective?.close().catch(() => undefined);
       let error: Error | undefined;
       if (!clean) {
@@ -365,9 +401,16 @@ const failGroup = (group: ReplicaGroup, e: Error): void => {
  * Waits on a key nobody writes, again after each timeout: the coordination client rejects the
  * wait as soon as the cluster fails. Rejections after `finishing()` (the task left) are not
  * failures. With a `recovery`, a loss of the chief is waited out: the failure is the recovery's
- * (the chief did not come back in time, or a termination notice).
+ * (the chief did not come back in time, or a termination notice). With `lost` (a data-parallel
+ * group that waits for a lost worker), each failure goes there first: the watch goes on once the
+ * group re-formed, and reports what `lost` rejects with.
  */
-const watch = async (client: CoordinationClient, finishing: () => boolean, recovery: ChiefRecovery | undefined): Promise<OpError> => {
+const watch = async (
+  client: CoordinationClient,
+  finishing: () => boolean,
+  recovery: ChiefRecovery | undefined,
+  lost: ((e: OpError) => Promise<void>) | undefined,
+): Promise<OpError> => {
   for (;;) {
     const generation = client.generation;
     try {
@@ -376,6 +419,16 @@ const watch = async (client: CoordinationClient, finishing: () => boolean, recov
       if (e instanceof DeadlineExceededError) continue;
       if (finishing()) return new Promise<OpError>(() => undefined);
       let error = e;
+      // A group that waits for its lost ranks: watch again once it re-formed (a new generation).
+      if (lost !== undefined && !isPreemptionReport(e) && e instanceof OpError) {
+        try {
+          await lost(e);
+          continue;
+        } catch (f) {
+          if (finishing()) return new Promise<OpError>(() => undefined);
+          error = f instanceof ReplicaGroupError ? f.cause : f;
+        }
+      }
       if (recovery?.isChiefLoss(e) === true) {
         try {
           await recovery.recover(e as OpError, generation);

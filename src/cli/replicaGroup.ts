@@ -12,16 +12,22 @@
  * step every rank's `stopVote.agreed()` runs (`run` then has the chief save and every task exit
  * with the preemption code), so no rank is left waiting in a collective.
  *
- * A failed collective fails the group for good, and every call then raises a
- * {@link ReplicaGroupError} carrying the collective's error: the monitored session must not take
- * the collective's `UnavailableError` or `AbortedError` for a recoverable session error and build
- * a new session on a broken group. `run` reports the carried error.
+ * The group is a state machine ({@link GroupState}): `connecting` until its first transport is
+ * attached, then `ready`. A failed collective either fails the group for good (`failed`: every
+ * call then raises a {@link ReplicaGroupError} carrying the collective's error, so the monitored
+ * session does not take the collective's `UnavailableError` or `AbortedError` for a recoverable
+ * session error and build a new session on a broken group; `run` reports the carried error), or,
+ * with a {@link Rejoin} (tasks started by hand or by a scheduler, see src/cli/groupRejoin.ts),
+ * starts `reforming`: the rejoin waits for the lost rank and builds the next ring, and every call
+ * made on the old ring raises {@link CollectiveReformedError} once the group is `ready` again (the
+ * call applied nothing; the trainer takes rank 0's state and retries its step).
  *
  * @module
  */
 
-import type { Collective, CollectiveBuffer, CollectiveCallOptions, ReduceOp, StopVote } from "../Collective.js";
+import { CollectiveReformedError, type Collective, type CollectiveBuffer, type CollectiveCallOptions, type ReduceOp, type StopVote } from "../Collective.js";
 import { taskName } from "../cluster/coordination/identity.js";
+import { CancelledError } from "../errors.js";
 import type { ResolvedCluster } from "../cluster/ClusterResolver.js";
 import type { ReplicaContext } from "../config/index.js";
 
@@ -37,6 +43,23 @@ export class ReplicaGroupError extends Error {
   }
 }
 
+/**
+ * Where the group is: waiting for its first transport, training on one (its `epoch` counts the
+ * rings), re-forming after a loss (calls wait for `next`), or failed for good.
+ */
+type GroupState =
+  | { readonly kind: "connecting" }
+  | { readonly kind: "ready"; readonly transport: Collective; readonly epoch: number }
+  | { readonly kind: "reforming"; readonly epoch: number; readonly next: Promise<void> }
+  | { readonly kind: "failed"; readonly error: ReplicaGroupError };
+
+/**
+ * Builds the group's next ring after `cause` (a failed call, or the cluster's word that a rank is
+ * lost): resolves with the new transport once every rank is back, rejects if the group cannot go
+ * on (the lost rank did not come back in time, the chief itself is lost, a termination notice).
+ */
+export type Rejoin = (cause: Error) => Promise<Collective>;
+
 // ---------------------------------------------------------------------------------------------
 // constructors
 // ---------------------------------------------------------------------------------------------
@@ -46,11 +69,11 @@ export class ReplicaGroup implements Collective {
   readonly rank: number;
   readonly size: number;
   readonly tasks: readonly string[];
-  #transport: Collective | undefined;
+  #state: GroupState = { kind: "connecting" };
   #ready: Promise<Collective>;
   #attach!: (c: Collective) => void;
   #abandon!: (e: Error) => void;
-  #broken: ReplicaGroupError | undefined;
+  #rejoin: Rejoin | undefined;
   /** Failures reported before the transport existed, passed on at attach. */
   #pendingFailures: [string, Error | undefined][] = [];
   #stopRequested = false;
@@ -102,10 +125,54 @@ export class ReplicaGroup implements Collective {
 
   /** Gives the group its connected transport. */
   attach(transport: Collective): void {
-    this.#transport = transport;
+    this.#state = { kind: "ready", transport, epoch: 0 };
     for (const [task, error] of this.#pendingFailures) transport.onPeerFailed(task, error);
     this.#pendingFailures = [];
     this.#attach(transport);
+  }
+
+  /** From now on a lost rank is waited for: `rejoin` builds the next ring (see {@link Rejoin}). */
+  rejoinWith(rejoin: Rejoin): void {
+    this.#rejoin = rejoin;
+  }
+
+  /**
+   * A rank is lost (the cluster says so, or a call failed): with a rejoin, starts re-forming the
+   * ring (once; a loss seen while re-forming is part of it) and resolves when the group is ready
+   * again; rejects, and fails the group for good, if it cannot be. Without a rejoin, fails the
+   * group with `cause`.
+   */
+  reform(cause: Error): Promise<void> {
+    const state = this.#state;
+    if (state.kind === "failed") return Promise.reject(state.error);
+    if (state.kind === "reforming") return state.next;
+    if (state.kind === "connecting" || this.#rejoin === undefined) return Promise.reject(this.#fail(cause));
+    const rejoin = this.#rejoin;
+    const old = state.transport;
+    const epoch = state.epoch + 1;
+    const next = (async () => {
+      // The old ring's pending calls end now (they apply nothing), not at their deadline.
+      await old.close().catch(() => undefined);
+      let transport: Collective;
+      try {
+        transport = await rejoin(cause);
+      } catch (e) {
+        throw this.#fail(e);
+      }
+      if (this.#state.kind === "failed") {
+        await transport.close().catch(() => undefined);
+        throw this.#state.error;
+      }
+      this.#state = { kind: "ready", transport, epoch };
+    })();
+    next.catch(() => undefined);
+    this.#state = { kind: "reforming", epoch, next };
+    return next;
+  }
+
+  /** The group's state, for logs and tests: `connecting`, `ready`, `reforming` or `failed`. */
+  get state(): GroupState["kind"] {
+    return this.#state.kind;
   }
 
   /** Asks the group to stop at the next step boundary (a termination notice): this rank's vote in the next step. */
@@ -155,25 +222,58 @@ export class ReplicaGroup implements Collective {
   }
 
   onPeerFailed(task: string, error?: Error): void {
-    if (this.#transport === undefined) this.#pendingFailures.push([task, error]);
-    else this.#transport.onPeerFailed(task, error);
+    const state = this.#state;
+    if (state.kind === "connecting") this.#pendingFailures.push([task, error]);
+    else if (state.kind === "ready") state.transport.onPeerFailed(task, error);
   }
 
   async close(): Promise<void> {
-    if (this.#transport === undefined) this.#abandon(new ReplicaGroupError(new Error("the replica group was closed before it connected")));
-    await this.#transport?.close();
+    const state = this.#state;
+    if (state.kind === "connecting") this.#abandon(new ReplicaGroupError(new Error("the replica group was closed before it connected")));
+    if (state.kind === "reforming") this.#fail(new CancelledError("the replica group was closed while it re-formed its ring"));
+    if (state.kind === "ready") {
+      this.#fail(new CancelledError("the replica group was closed (this task is leaving)"));
+      await state.transport.close();
+    }
   }
 
   async #call<T>(f: (c: Collective) => Promise<T>): Promise<T> {
-    if (this.#broken !== undefined) throw this.#broken;
+    let state = this.#state;
+    if (state.kind === "connecting") {
+      try {
+        await this.#ready;
+      } catch (e) {
+        throw this.#fail(e);
+      }
+      state = this.#state;
+    }
+    if (state.kind === "failed") throw state.error;
+    if (state.kind === "reforming") {
+      // A call made on the ring being replaced: the trainer must join the new one first.
+      await state.next;
+      throw new CollectiveReformedError(state.epoch);
+    }
+    if (state.kind === "connecting") throw this.#fail(new Error("the replica group has no transport"));
     try {
-      const result = await f(await this.#ready);
+      const result = await f(state.transport);
       this.#joined = true;
       return result;
     } catch (e) {
-      this.#broken ??= e instanceof ReplicaGroupError ? e : new ReplicaGroupError(e instanceof Error ? e : new Error(String(e)));
-      throw this.#broken;
+      if (this.#state.kind === "failed") throw this.#state.error;
+      const cause = e instanceof Error ? e : new Error(String(e));
+      // A close of this group (a termination notice) is not a loss.
+      if (cause instanceof CancelledError && this.#state === state) throw this.#fail(cause);
+      await this.reform(cause);
+      throw new CollectiveReformedError(state.epoch + 1);
     }
+  }
+
+  /** Fails the group for good with `e` (or keeps its first failure). */
+  #fail(e: unknown): ReplicaGroupError {
+    if (this.#state.kind === "failed") return this.#state.error;
+    const error = e instanceof ReplicaGroupError ? e : new ReplicaGroupError(e instanceof Error ? e : new Error(String(e)));
+    this.#state = { kind: "failed", error };
+    return error;
   }
 }
 

@@ -91,6 +91,8 @@ export class ModelPublisher implements SessionRunHook {
   #generation = 0n;
   #globalStep = -1n;
   #inStep = false;
+  /** The running step waits, having changed no variable (its replica group re-forms): snapshots are taken at once. */
+  #stepWaits = false;
   #waiters: Waiter[] = [];
 
   /** @throws ValueError for a `maxChunkBytes` outside 1 KiB..4 MiB. */
@@ -162,6 +164,16 @@ export class ModelPublisher implements SessionRunHook {
     this.unpublish("has ended its session");
   }
 
+  /**
+   * Whether the running step waits without having changed a variable (a data-parallel chief whose
+   * replica group re-forms its ring, waiting for a worker that asks for this model): snapshots are
+   * then taken at once, not at the step's end, which waits for that worker.
+   */
+  stepWaits(waits: boolean): void {
+    this.#stepWaits = waits;
+    if (waits) void Promise.resolve(this.#flushWaiters()).catch(() => undefined);
+  }
+
   // -------------------------------------------------------------------------------------------
   // internals
   // -------------------------------------------------------------------------------------------
@@ -188,7 +200,7 @@ export class ModelPublisher implements SessionRunHook {
   /** A snapshot at a step boundary: now if no step is running, else at the end of the running one. */
   #snapshot(signal: AbortSignal): EncodedSnapshot | Promise<EncodedSnapshot> {
     if (this.#session === undefined) throw new ConnectError(`the chief ${this.#notReady}`, Code.Unavailable);
-    if (!this.#inStep) return this.#take();
+    if (!this.#inStep || this.#stepWaits) return this.#take();
     return new Promise<EncodedSnapshot>((resolve, reject) => {
       const waiter: Waiter = {
         resolve: (s) => {

@@ -115,6 +115,7 @@ export {
 
 /* Collectives */
 export {
+  CollectiveReformedError,
   DEFAULT_COLLECTIVE_TIMEOUT_SECS,
   TcpCollective,
   type Collective,

@@ -41,8 +41,10 @@
  *   the trainable parameter count); on a mismatch every rank raises `InvalidArgumentError` naming
  *   the differing rank and both shapes, before any update.
  * - The first `train` step after `initialize()` or `restore()` first copies rank 0's (the chief's)
- *   weights and global step into every replica. The optimizer's state and the data position are
- *   not copied: every rank initializes them, or restores them from the chief's checkpoint.
+ *   live state into every replica: weights, optimizer slots, global step and data position.
+ * - A collective call that raises `CollectiveReformedError` (the group re-formed its ring after a
+ *   lost rank came back) applied nothing: the step joins the new ring as at the first step
+ *   (signatures, then rank 0's live state) and runs again.
  * - Each step computes the local gradients, averages them and the batch loss in one all-reduce
  *   (flattened in the fixed order of the trainable weights), and applies the averaged gradients on
  *   every rank: the replicas' weights and optimizer state stay bit-identical.
@@ -321,16 +323,20 @@ export class TfjsSession implements Session {
 
       const evalNames = [...wanted].filter((n) => n === LOSS_OP || this.metrics.has(n));
       if (wanted.has(TRAIN_OP)) {
-        // Only a replica awaits here: a single session's step costs no extra microtask.
-        if (this.replicas !== undefined) await this.replicas.prepare(this.vars);
-        const batch = fed === undefined ? this.nextBatch() : { xs: tf.clone(fed.xs), ys: tf.clone(fed.ys) };
-        let out: Map<string, number>;
-        try {
-          out = this.replicas === undefined ? this.trainStep(batch, evalNames) : await this.replicatedTrainStep(this.replicas, batch, evalNames);
-        } catch (e) {
-          tf.dispose([batch.xs, batch.ys]);
-          throw e;
-        }
+        let batch: OwnedBatch;
+        let out: Map<string, number> | undefined;
+        do {
+          // Only a replica awaits here: a single session's step costs no extra microtask.
+          if (this.replicas !== undefined) await this.replicas.prepare(this.vars);
+          batch = fed === undefined ? this.nextBatch() : { xs: tf.clone(fed.xs), ys: tf.clone(fed.ys) };
+          try {
+            out = this.replicas === undefined ? this.trainStep(batch, evalNames) : await this.replicatedTrainStep(this.replicas, batch, evalNames);
+          } catch (e) {
+            tf.dispose([batch.xs, batch.ys]);
+            // The replicas re-formed their ring: nothing was applied; take rank 0's state and step again.
+            if (this.replicas?.reformed(e) !== true) throw e;
+          }
+        } while (out === undefined);
         this.vars.globalStep += 1;
         this.setLastBatch(batch);
         await this.optimizerState.afterStep();

@@ -2,7 +2,8 @@
  * The TensorFlow.js session as one replica of a synchronous data-parallel group (the
  * MultiWorkerMirroredStrategy model): 3 in-process ranks over TcpCollective on loopback, each on
  * its shard, against a single session trained on the concatenated shards; mismatched models;
- * a NaN on one rank; the stop vote `run` uses on a preemption.
+ * a NaN on one rank; the stop vote `run` uses on a preemption; a group that re-forms its ring
+ * after losing a rank (src/cli/replicaGroup.ts): a fresh rank takes rank 0's live state.
  */
 import * as tf from "@tensorflow/tfjs";
 import { afterEach, describe, expect, it } from "vitest";
@@ -11,6 +12,7 @@ import { buildModel, classifierLoss, NUM_CLASSES } from "../../examples/tfjs-cla
 import { NanTensorHook } from "../../hooks/index.js";
 import { ReplicaGroup } from "../../src/cli/replicaGroup.js";
 import { TcpCollective } from "../../src/cluster/collective/index.js";
+import type { Collective } from "../../src/Collective.js";
 import { InvalidArgumentError, NanLossDuringTrainingError } from "../../src/errors.js";
 import { silentLogger } from "../../src/Logger.js";
 import { withSession } from "../../src/MonitoredSession.js";
@@ -47,7 +49,7 @@ const group = async (): Promise<TcpCollective[]> => {
 const dataOptions = { xs: dataset.xs, ys: dataset.ys, batchSize: BATCH, seed: 7 };
 
 /** An initialized replica on rank `c.rank`'s shard. */
-const replica = async (c: TcpCollective, model: tf.LayersModel = buildModel(1)): Promise<TfjsSession> => {
+const replica = async (c: Collective, model: tf.LayersModel = buildModel(1)): Promise<TfjsSession> => {
   const s = await tfjsSession({
     model,
     optimizer: tf.train.adam(0.02),
@@ -194,5 +196,35 @@ describe("TfjsSession with a collective (synchronous data parallelism)", () => {
     // The vote changes nothing else: the replicas are still bit-identical.
     const snapshots = sessions.map((s) => bits(s.variables.snapshot()));
     for (const snap of snapshots.slice(1)) expect(snap).toEqual(snapshots[0]);
+  });
+  it("a group that re-forms its ring after losing rank 2: a fresh rank 2 joins, every rank takes rank 0's live state (weights, Adam's slots, step, data position) and they train on bit-identical", async () => {
+    const tasks = ["/job:chief/replica:0/task:0", "/job:worker/replica:0/task:0", "/job:worker/replica:0/task:1"];
+    const first = await group();
+    let second: Promise<TcpCollective[]> | undefined;
+    // The next ring, built once every rank asks for it (here: in-process, at once).
+    const nextRing = (rank: number) => async (): Promise<TcpCollective> => ((await (second ??= group()))[rank] as TcpCollective);
+    const groups = first.map((c) => {
+      const g = new ReplicaGroup(c.rank, tasks);
+      g.attach(c);
+      g.rejoinWith(nextRing(c.rank));
+      return g;
+    });
+    const sessions = await Promise.all(groups.map((g) => replica(g)));
+    await Promise.all(sessions.map((s) => train(s, 3)));
+    // Rank 2 is lost: its ring closes, its session is gone.
+    await first[2]?.close();
+    // A new process for rank 2: other initial weights, no optimizer slots, step 0, its own data position.
+    const fresh = new ReplicaGroup(2, tasks);
+    fresh.attach(await nextRing(2)());
+    const restarted = await replica(fresh, buildModel(99));
+    const survivors = sessions.slice(0, 2);
+    const losses = await Promise.all([...survivors, restarted].map((s) => train(s, 3)));
+    for (const l of losses.slice(1)) expect(l).toEqual(losses[0]);
+    const snapshots = [...survivors, restarted].map((s) => bits(s.variables.snapshot()));
+    expect(Object.keys(snapshots[0] as object)).toContain("optimizer/slot_4/0_dense/kernel/v");
+    for (const snap of snapshots.slice(1)) expect(snap).toEqual(snapshots[0]);
+    // The failed step applied nothing: 3 steps, then 3 more.
+    expect(restarted.variables.snapshot().get("global_step")?.data[0]).toBe(6n);
+    expect(groups.slice(0, 2).map((g) => g.state)).toEqual(["ready", "ready"]);
   });
 });

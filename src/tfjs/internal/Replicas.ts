@@ -6,7 +6,11 @@
  *   shape, and the trainable parameter count); on a mismatch every rank raises the same
  *   `InvalidArgumentError` naming the first differing rank and both shapes.
  * - After every `initialize()` or `restore()`: the next step first takes rank 0's (the chief's)
- *   weights and global step, so every replica starts from the chief's values.
+ *   live state (weights, optimizer slots, global step, data position), so every replica starts
+ *   from the chief's values.
+ * - After the collective re-formed its ring (`CollectiveReformedError`: a lost rank came back):
+ *   the join again, as at the first step (signatures, then rank 0's state); the failed call
+ *   applied nothing, and the session retries its step.
  * - Each step: the gradients, flattened in the fixed order of the trainable weights, the batch
  *   loss and the rank's stop vote (the collective's `stopVote`) are averaged in one all-reduce;
  *   every rank then applies the same bits, and, if any rank voted to stop, every rank learns it
@@ -19,9 +23,11 @@ import { createHash } from "node:crypto";
 
 import * as tf from "@tensorflow/tfjs";
 
-import type { Collective } from "../../Collective.js";
+import { CollectiveReformedError, type Collective } from "../../Collective.js";
 import { InvalidArgumentError } from "../../errors.js";
+import { numElements, type DType, type TensorData, type TensorValue } from "../../Tensor.js";
 import type { ModelWeight } from "./naming.js";
+import { DATA_PREFIX } from "./TfjsVariables.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -30,6 +36,10 @@ import type { ModelWeight } from "./naming.js";
 /** The part of the session a {@link Replicas} reads and writes. */
 interface ReplicaHost {
   globalStep: number;
+  /** Every variable: the weights, the optimizer's slots, the global step and the data position. */
+  snapshot(): Map<string, TensorValue>;
+  /** Restores such a snapshot (it calls {@link Replicas.restored}). */
+  restore(values: ReadonlyMap<string, TensorValue>): Promise<void>;
 }
 
 /** The averaged step: gradients as new tensors (the caller disposes them) and the global mean loss. */
@@ -59,7 +69,7 @@ export class Replicas {
 
   constructor(
     private readonly collective: Collective,
-    private readonly weights: readonly ModelWeight[],
+    weights: readonly ModelWeight[],
     private readonly trainable: readonly tf.Variable[],
   ) {
     this.parameters = trainable.reduce((n, v) => n + v.size, 0);
@@ -81,19 +91,35 @@ export class Replicas {
   /** Before a step: joins (once) and, after a restore, takes rank 0's weights and global step. */
   async prepare(host: ReplicaHost): Promise<void> {
     if (this.broken !== undefined) throw this.broken;
-    try {
-      if (!this.joined) {
-        await this.checkSignatures();
-        this.joined = true;
+    for (;;) {
+      try {
+        if (!this.joined) {
+          await this.checkSignatures();
+          this.joined = true;
+        }
+        if (!this.synced) {
+          await this.takeLiveState(host);
+          this.synced = true;
+        }
+        return;
+      } catch (e) {
+        if (this.reformed(e)) continue;
+        this.broken = e as Error;
+        throw e;
       }
-      if (!this.synced) {
-        await this.takeChiefState(host);
-        this.synced = true;
-      }
-    } catch (e) {
-      this.broken = e as Error;
-      throw e;
     }
+  }
+
+  /**
+   * Whether `e` says the collective re-formed its ring (the step applied nothing): then the next
+   * {@link prepare} joins the new ring as at the first step, and the caller retries its step.
+   */
+  reformed(e: unknown): boolean {
+    if (!(e instanceof CollectiveReformedError)) return false;
+    this.joined = false;
+    this.synced = false;
+    this.stopAgreed = false;
+    return true;
   }
 
   /**
@@ -162,29 +188,44 @@ export class Replicas {
     );
   }
 
-  /** Copies rank 0's weights and global step into this replica (a broadcast; float64 holds float32 and int32 exactly). */
-  private async takeChiefState(host: ReplicaHost): Promise<void> {
-    const values = this.weights.map((w) => w.variable.read());
-    const total = values.reduce((n, v) => n + v.size, 0);
-    const buffer = new Float64Array(total + 1);
-    let offset = 0;
-    for (const v of values) {
-      buffer.set(v.dataSync() as Float32Array, offset);
-      offset += v.size;
+  /**
+   * Copies rank 0's whole live state (weights, optimizer slots, global step, data position) into
+   * this replica: at the first join, and after the ring was re-formed (a rank may have applied
+   * one step more than another, if the ring broke at its last chunk). Three broadcasts: the
+   * layout's length, the layout (names, dtypes, shapes), then the values (float64 holds float32,
+   * int32, bool and int64 steps and positions exactly). A data position of another shape (a
+   * shard of another size) is left as it is: a data position is restored as a whole.
+   */
+  private async takeLiveState(host: ReplicaHost): Promise<void> {
+    const root = this.collective.rank === 0;
+    const mine = root ? host.snapshot() : undefined;
+    const layout = mine === undefined ? new Uint8Array() : Buffer.from(JSON.stringify([...mine].map(([name, t]) => [name, t.dtype, t.shape])), "utf8");
+    const length = await this.collective.broadcast(Float64Array.of(layout.length), 0);
+    const layoutBuffer = await this.collective.broadcast(root ? Float64Array.from(layout) : new Float64Array(length[0] as number), 0);
+    const entries = JSON.parse(Buffer.from(Uint8Array.from(layoutBuffer)).toString("utf8")) as [string, DType, number[]][];
+    const total = entries.reduce((n, [, , shape]) => n + numElements(shape), 0);
+    const values = new Float64Array(total);
+    if (mine !== undefined) {
+      let offset = 0;
+      for (const t of mine.values()) {
+        for (let i = 0; i < t.data.length; i++) values[offset + i] = Number(t.data[i]);
+        offset += t.data.length;
+      }
     }
-    buffer[total] = host.globalStep;
-    await this.collective.broadcast(buffer, 0);
-    if (this.collective.rank === 0) return;
-    offset = 0;
-    this.weights.forEach((w, i) => {
-      const v = values[i] as tf.Variable;
-      const part = buffer.subarray(offset, offset + v.size);
-      const t = tf.tensor(v.dtype === "int32" ? Int32Array.from(part) : Float32Array.from(part), v.shape, v.dtype);
-      w.variable.write(t);
-      t.dispose();
-      offset += v.size;
-    });
-    host.globalStep = buffer[total] as number;
+    await this.collective.broadcast(values, 0);
+    if (root) return;
+    const local = host.snapshot();
+    const state = new Map<string, TensorValue>();
+    let offset = 0;
+    let otherShard = false;
+    for (const [name, dtype, shape] of entries) {
+      const part = values.subarray(offset, offset + numElements(shape));
+      offset += part.length;
+      if (name.startsWith(DATA_PREFIX) && local.get(name)?.shape.join(",") !== shape.join(",")) otherShard = true;
+      state.set(name, { dtype, shape, data: typed(dtype, part, name) } as TensorValue);
+    }
+    if (otherShard) for (const name of [...state.keys()]) if (name.startsWith(DATA_PREFIX)) state.delete(name);
+    await host.restore(state);
   }
 
   private task(rank: number): string {
@@ -198,6 +239,25 @@ export class Replicas {
 // ---------------------------------------------------------------------------------------------
 
 const PARAMETERS = "trainable parameters";
+
+
+/** `part` as `dtype`'s storage; strings cannot travel in a numeric broadcast. */
+const typed = (dtype: DType, part: Float64Array, name: string): TensorData => {
+  switch (dtype) {
+    case "float32":
+      return Float32Array.from(part);
+    case "float64":
+      return Float64Array.from(part);
+    case "int32":
+      return Int32Array.from(part);
+    case "int64":
+      return BigInt64Array.from(part, (v) => BigInt(v));
+    case "bool":
+      return Uint8Array.from(part);
+    case "string":
+      throw new InvalidArgumentError(`variable "${name}" holds strings: a replica group cannot broadcast it when it re-forms`);
+  }
+};
 
 /** The first 48 bits of the SHA-256 of `bytes`: an integer a float64 holds exactly. */
 const hash48 = (bytes: Uint8Array): number => createHash("sha256").update(bytes).digest().readUIntBE(0, 6);

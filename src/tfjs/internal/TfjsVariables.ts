@@ -26,7 +26,7 @@ export interface TfjsVariablesHost {
   restored(): void;
 }
 
-const DATA_PREFIX = "data/";
+export const DATA_PREFIX = "data/";
 
 // ---------------------------------------------------------------------------------------------
 // constructors

@@ -1,0 +1,181 @@
+/**
+ * How a data-parallel replica group outlives a lost non-chief rank (`run` with TF_CONFIG, tasks
+ * started by hand or by a scheduler, not by `launch`, which restarts the whole group). When a
+ * worker dies or is declared failed, the chief and the other ranks (same processes) do not exit:
+ * the {@link ReplicaGroup} re-forms (src/cli/replicaGroup.ts), and its {@link GroupRejoin}
+ *
+ * 1. logs one line naming the lost worker and `maxWaitSecs`;
+ * 2. registers again: the chief opens a new generation of the coordination service (its
+ *    `connect()`: the old generation ends with AbortedError), the other ranks register in it
+ *    (again after each AbortedError, or the old generation's UnavailableError, until the chief's
+ *    generation is there). The restarted worker (a new incarnation) gets AbortedError if it
+ *    registers in the old generation, and registers in the new one; a frozen worker that resumes
+ *    is told its generation ended, and rejoins like any survivor;
+ * 3. builds the next ring (a new collective generation) and passes the new generation's start
+ *    barrier (the restarted worker's session exists), in the order of a task's start.
+ *
+ * The trainer's pending call then raises `CollectiveReformedError` (it applied nothing), and
+ * every rank takes rank 0's live state as at the group's first join. Past `maxWaitSecs` from the
+ * loss, the rejoin fails with one line naming the worker and the setting; a termination notice
+ * ends it at once. A loss of the chief is not waited for: the group fails, as before.
+ *
+ * @module
+ */
+
+import type { Clock } from "../Clock.js";
+import type { Collective } from "../Collective.js";
+import type { CoordinationClient } from "../cluster/coordination/CoordinationClient.js";
+import { AbortedError, DeadlineExceededError, UnavailableError } from "../errors.js";
+import type { Logger } from "../Logger.js";
+import { describe, isServiceGone } from "./chiefRecovery.js";
+import type { ReplicaGroup } from "./replicaGroup.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** Options of {@link GroupRejoin}. */
+export interface GroupRejoinOptions {
+  readonly client: CoordinationClient;
+  readonly group: ReplicaGroup;
+  /** This task, as logs name it (`worker:0`). */
+  readonly name: string;
+  readonly isChief: boolean;
+  /** How long the group waits for a lost rank, from the loss (the configuration's `maxWaitSecs`). */
+  readonly maxWaitSecs: number;
+  /** Passes the cluster's start barrier in the current generation, for at most `timeoutMs`. */
+  readonly startBarrier: (timeoutMs: number) => Promise<void>;
+  /** Builds this rank's transport of the current generation. */
+  readonly join: () => Promise<Collective>;
+  /** Told when the wait starts (`true`: the step under way changes nothing until the ring is back) and ends. */
+  readonly waiting?: (waiting: boolean) => void;
+  readonly clock: Clock;
+  readonly logger: Logger;
+}
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/** A rank's way back into its group after a loss: give {@link rejoin} to {@link ReplicaGroup.rejoinWith}. */
+export class GroupRejoin {
+  #reject: ((e: Error) => void) | undefined;
+  #ended: Error | undefined;
+
+  constructor(private readonly o: GroupRejoinOptions) {}
+
+  /**
+   * The task `cause` names as lost, among the group's other ranks: the first one it names, or
+   * `undefined` (a new generation the chief opened, a loss without a name).
+   */
+  lostTask(cause: Error): string | undefined {
+    const { group } = this.o;
+    const mine = group.tasks[group.rank];
+    const named = group.tasks.filter((t) => t !== mine && firstMention(cause.message, t) < Number.POSITIVE_INFINITY);
+    // The subject comes first: "task X declared failed ... (reported by task Y)".
+    return named.sort((a, b) => firstMention(cause.message, a) - firstMention(cause.message, b))[0];
+  }
+
+  /**
+   * Whether `e` is the loss of a rank the group waits for: a rank declared failed, restarted, or
+   * gone from the ring (UnavailableError), or the chief's new generation (AbortedError). Not the
+   * chief's own loss (its service gone, or it declared failed), nor a reported error or any
+   * other failure: those fail the group, as before.
+   */
+  isLoss(e: unknown): boolean {
+    if (e instanceof AbortedError) return true;
+    if (!(e instanceof UnavailableError) || isServiceGone(e)) return false;
+    // The task a message is about comes first ("task X declared failed ... (reported by task Y)").
+    const tasks = this.o.group.tasks;
+    const subject = [...tasks].sort((a, b) => firstMention(e.message, a) - firstMention(e.message, b))[0];
+    return !(subject !== undefined && subject === tasks[0] && firstMention(e.message, subject) < Number.POSITIVE_INFINITY && e.message.includes("declared failed"));
+  }
+
+  /** Waits for the lost rank and builds the next ring (see the module's steps); rejects if the group cannot go on. */
+  readonly rejoin = (cause: Error): Promise<Collective> => {
+    if (this.#ended !== undefined) return Promise.reject(this.#ended);
+    const { clock, group, logger, maxWaitSecs } = this.o;
+    // The chief hosts the group's generation: a rank that lost it fails, as before (a group restart).
+    if (!this.isLoss(cause)) return Promise.reject(cause);
+    const lost = this.lostTask(cause);
+    // This task was declared failed (it froze, and resumed): it rejoins like any rank.
+    const itself = firstMention(cause.message, group.tasks[group.rank] as string) < Number.POSITIVE_INFINITY;
+    const who = lost ?? (itself ? "its place in the replica group (it was declared failed)" : "a rank (the chief opened a new generation)");
+    logger.warn(`${this.o.name} lost ${who} (${describe(cause)}): waiting up to ${maxWaitSecs} s (maxWaitSecs) for it to rejoin the replica group.`);
+    const deadline = clock.now() + maxWaitSecs * 1000;
+    let last: unknown = cause;
+    return new Promise<Collective>((resolve, reject) => {
+      const timer = clock.setTimer(maxWaitSecs * 1000, () =>
+        reject(new DeadlineExceededError(`${this.o.name} lost ${who}, which did not rejoin the replica group within ${maxWaitSecs} s (maxWaitSecs): ${describe(last)}`)),
+      );
+      this.#reject = reject;
+      this.o.waiting?.(true);
+      this.#reform(lost, cause, deadline, (e) => (last = e))
+        .then((transport) => {
+          logger.info(`The replica group re-formed its ring in generation ${this.o.client.generation ?? "?"} (${lost ?? "every rank"} rejoined): every rank takes rank 0's state and trains on.`);
+          resolve(transport);
+        }, reject)
+        .finally(() => {
+          this.o.waiting?.(false);
+          timer.cancel();
+          this.#reject = undefined;
+        });
+    });
+  };
+
+  /** Ends any rejoin, now and later, with `error` (a termination notice, the task leaving). */
+  cancel(error: Error): void {
+    this.#ended ??= error;
+    this.#reject?.(error);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // utils
+  // -------------------------------------------------------------------------------------------
+
+  async #reform(lost: string | undefined, cause: Error, deadline: number, seen: (e: unknown) => void): Promise<Collective> {
+    const { client, clock } = this.o;
+    // The chief tells the ranks that have not seen the loss which rank is lost, before it opens
+    // the next generation (the old one fails naming it; one that failed already keeps its error).
+    if (this.o.isChief && lost !== undefined) {
+      await client.reportErrorToCluster(new UnavailableError(`${lost} left the replica group (${describe(cause)}); the group waits for it`)).catch(() => undefined);
+    }
+    const left = (): number => Math.max(1, deadline - clock.now());
+    for (let backoffMs = 100; ; backoffMs = Math.min(2 * backoffMs, 1000)) {
+      if (this.#ended !== undefined) throw this.#ended;
+      try {
+        // The chief opens the next generation; the others wait for it (its registration waits for every task).
+        await client.connect();
+        // In the order of a task's start: the ring (a returning worker joins it before it creates
+        // its session), then the start barrier (it passes it once its session exists).
+        const transport = await this.o.join();
+        try {
+          await this.o.startBarrier(left());
+          if (this.#ended !== undefined) throw this.#ended;
+        } catch (e) {
+          await transport.close().catch(() => undefined);
+          throw e;
+        }
+        return transport;
+      } catch (e) {
+        // The old generation (failed, or ended by the chief), or a generation the lost rank broke
+        // again: try again. The chief gone (its service, or it declared failed) ends the wait.
+        if (!(this.isLoss(e) || e instanceof DeadlineExceededError) || this.#ended !== undefined) throw e;
+        seen(e);
+      }
+      await clock.sleep(Math.min(backoffMs, left()));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+/** Where `message` first names `task` (not a longer task name that starts with it: task:1 in task:10); infinity if nowhere. */
+const firstMention = (message: string, task: string): number => {
+  for (let at = message.indexOf(task); at >= 0; at = message.indexOf(task, at + 1)) {
+    if (!/\d/.test(message.charAt(at + task.length))) return at;
+  }
+  return Number.POSITIVE_INFINITY;
+};

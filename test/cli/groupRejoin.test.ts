@@ -1,0 +1,222 @@
+/**
+ * The replica group's state machine (src/cli/replicaGroup.ts) with its rejoin
+ * (src/cli/groupRejoin.ts), on a virtual clock with scripted transports and a scripted
+ * coordination client: a lost worker is waited for and the ring re-formed (the pending call
+ * raises CollectiveReformedError, later calls use the new ring), a worker that never comes back
+ * (one line naming it and maxWaitSecs), a lost chief (no wait), a termination notice meanwhile,
+ * and a group without a rejoin (fails for good, as before). The real processes are in
+ * test/cli/groupRejoinProcesses.test.ts.
+ */
+import { describe, expect, it } from "vitest";
+
+import { GroupRejoin } from "../../src/cli/groupRejoin.js";
+import { ReplicaGroup, ReplicaGroupError } from "../../src/cli/replicaGroup.js";
+import type { CoordinationClient } from "../../src/cluster/coordination/CoordinationClient.js";
+import { CollectiveReformedError, type Collective, type CollectiveBuffer } from "../../src/Collective.js";
+import { AbortedError, CancelledError, DeadlineExceededError, UnavailableError, UnknownError } from "../../src/errors.js";
+import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { flush, VirtualClock } from "../../src/testing/VirtualClock.js";
+
+const CHIEF = "/job:chief/replica:0/task:0";
+const W0 = "/job:worker/replica:0/task:0";
+const W1 = "/job:worker/replica:0/task:1";
+const TASKS = [CHIEF, W0, W1];
+
+/** A transport whose calls stay pending until the test settles them; `onPeerFailed` and `close` fail them. */
+const transport = (rank: number) => {
+  const pending: { resolve: () => void; reject: (e: Error) => void }[] = [];
+  const t = {
+    rank,
+    size: TASKS.length,
+    tasks: TASKS,
+    calls: 0,
+    closed: false,
+    allReduce: <B extends CollectiveBuffer>(buffer: B) =>
+      new Promise<B>((resolve, reject) => {
+        t.calls += 1;
+        pending.push({ resolve: () => resolve(buffer), reject });
+      }),
+    broadcast: <B extends CollectiveBuffer>(buffer: B) => Promise.resolve(buffer),
+    barrier: () => Promise.resolve(),
+    onPeerFailed: (task: string) => {
+      for (const p of pending.splice(0)) p.reject(new UnavailableError(`task ${task} declared failed: no heartbeat`));
+    },
+    close: async () => {
+      t.closed = true;
+      for (const p of pending.splice(0)) p.reject(new CancelledError("the collective was closed"));
+    },
+    finishAll: () => {
+      for (const p of pending.splice(0)) p.resolve();
+    },
+  };
+  return t satisfies Collective;
+};
+
+/** A group of `rank` with a rejoin whose registration is scripted (`connects` in order; then it waits forever). */
+const setup = (rank: number, connects: (() => Promise<void>)[]) => {
+  const clock = new VirtualClock();
+  const logger = new RecordingLogger();
+  const group = new ReplicaGroup(rank, TASKS);
+  const first = transport(rank);
+  const second = transport(rank);
+  group.attach(first);
+  const reports: string[] = [];
+  const steps: string[] = [];
+  const client = {
+    generation: 1,
+    connect: () => {
+      steps.push("connect");
+      const next = connects.shift();
+      return next === undefined ? new Promise<void>(() => undefined) : next();
+    },
+    reportErrorToCluster: async (e: Error) => {
+      steps.push("report");
+      reports.push(e.message);
+    },
+  } as unknown as CoordinationClient;
+  const rejoin = new GroupRejoin({
+    client,
+    group,
+    name: rank === 0 ? "chief:0" : `worker:${rank - 1}`,
+    isChief: rank === 0,
+    maxWaitSecs: 60,
+    startBarrier: async () => {
+      steps.push("barrier");
+    },
+    join: async () => {
+      steps.push("join");
+      return second;
+    },
+    clock,
+    logger,
+  });
+  group.rejoinWith(rejoin.rejoin);
+  return { clock, logger, group, first, second, rejoin, reports, steps };
+};
+
+/** Runs the virtual clock's due timers and the microtasks they start, `times` times. */
+const settle = async (clock: VirtualClock, times = 10): Promise<void> => {
+  for (let i = 0; i < times; i++) {
+    await flush();
+    await clock.advance(0);
+  }
+};
+
+describe("a data-parallel group that loses a worker", () => {
+  it("waits for it, re-forms its ring, and raises CollectiveReformedError for the call that applied nothing", async () => {
+    const old = new UnavailableError(`task ${W1} declared failed: no heartbeat within the heartbeat timeout`);
+    const { clock, logger, group, first, second, steps } = setup(1, [() => Promise.reject(old), () => Promise.resolve()]);
+    const call = group.allReduce(new Float32Array(4), "mean");
+    const outcome = call.then(
+      () => "applied",
+      (e: unknown) => e,
+    );
+    await flush();
+    group.onPeerFailed(W1, old);
+    await settle(clock);
+    // The old generation had failed: the worker registers again after a backoff.
+    await clock.advance(100);
+    await settle(clock);
+    const e = await outcome;
+    expect(e).toBeInstanceOf(CollectiveReformedError);
+    expect(group.state).toBe("ready");
+    expect(first.closed).toBe(true);
+    expect(steps).toEqual(["connect", "connect", "join", "barrier"]);
+    const warnings = logger.messages("warn");
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain(`worker:0 lost ${W1}`);
+    expect(warnings[0]).toContain("waiting up to 60 s (maxWaitSecs)");
+    expect(logger.messages("info").some((m) => m.includes("re-formed its ring"))).toBe(true);
+
+    // The next call runs on the new ring.
+    const next = group.allReduce(new Float32Array(4), "mean");
+    await flush();
+    expect(second.calls).toBe(1);
+    second.finishAll();
+    await expect(next).resolves.toBeInstanceOf(Float32Array);
+  });
+
+  it("the chief names the lost worker to the others before it opens the next generation", async () => {
+    const { clock, group, reports, steps } = setup(0, [() => Promise.resolve()]);
+    const reformed = group.reform(new UnavailableError(`rank 2 (${W1}) closed its connection to rank 0`));
+    await settle(clock);
+    await reformed;
+    expect(steps).toEqual(["report", "connect", "join", "barrier"]);
+    expect(reports).toHaveLength(1);
+    expect(reports[0]).toContain(`${W1} left the replica group`);
+  });
+
+  it("a worker that never comes back fails the group after maxWaitSecs, in one line naming it", async () => {
+    const { clock, group } = setup(1, []);
+    const call = group.allReduce(new Float32Array(4), "mean");
+    const outcome = call.then(
+      () => "applied",
+      (e: unknown) => e,
+    );
+    group.onPeerFailed(W1);
+    await settle(clock);
+    await clock.advance(60_000);
+    await settle(clock);
+    const e = await outcome;
+    expect(e).toBeInstanceOf(ReplicaGroupError);
+    const cause = (e as ReplicaGroupError).cause;
+    expect(cause).toBeInstanceOf(DeadlineExceededError);
+    expect(cause.message).toContain(`worker:0 lost ${W1}, which did not rejoin the replica group within 60 s (maxWaitSecs)`);
+    expect(cause.message).not.toContain("\n");
+    expect(group.state).toBe("failed");
+    await expect(group.allReduce(new Float32Array(1), "sum")).rejects.toBe(e);
+  });
+
+  it("does not wait for a lost chief: the group fails at once, as before", async () => {
+    const { clock, group, logger, steps } = setup(2, []);
+    const reformed = group.reform(new UnavailableError(`task ${CHIEF} declared failed: no heartbeat`));
+    await settle(clock);
+    await expect(reformed).rejects.toBeInstanceOf(ReplicaGroupError);
+    expect(steps).toEqual([]);
+    expect(logger.messages("warn")).toEqual([]);
+  });
+
+  it("tells a loss it waits for from the chief's loss and from other failures", () => {
+    const { rejoin } = setup(2, []);
+    // Waited for: a worker declared failed or gone from the ring, the chief's report naming it, a new generation.
+    expect(rejoin.isLoss(new UnavailableError(`task ${W0} declared failed: no heartbeat`))).toBe(true);
+    expect(rejoin.isLoss(new UnavailableError(`rank 0 (${CHIEF}) closed its connection to rank 2 (${W1})`))).toBe(true);
+    expect(rejoin.isLoss(new UnavailableError(`${W1} left the replica group (UnavailableError: task ${W1} declared failed); the group waits for it (reported by task ${CHIEF})`))).toBe(true);
+    expect(rejoin.isLoss(new AbortedError("generation 1 ended: the chief started a new generation; connect again"))).toBe(true);
+    // Not waited for: the chief gone, a reported failure, a collective's other errors.
+    expect(rejoin.isLoss(new UnavailableError(`task ${CHIEF} declared failed: no heartbeat within the heartbeat timeout`))).toBe(false);
+    expect(rejoin.isLoss(new UnavailableError("the coordination service at grpc://127.0.0.1:1 is unreachable"))).toBe(false);
+    expect(rejoin.isLoss(new UnknownError(`task worker:0 failed: Error: boom (reported by task ${W0})`))).toBe(false);
+    expect(rejoin.isLoss(new DeadlineExceededError(`the collective timed out waiting for rank 2 (${W1})`))).toBe(false);
+  });
+
+  it("a termination notice ends the wait at once with the notice", async () => {
+    const { clock, group, rejoin } = setup(1, []);
+    const reformed = group.reform(new AbortedError("generation 1 ended: the chief started a new generation; connect again"));
+    await settle(clock);
+    const notice = new CancelledError("cluster preemption: task worker:1 got a termination notice (SIGTERM)");
+    rejoin.cancel(notice);
+    await settle(clock);
+    const e = await reformed.then(
+      () => undefined,
+      (f: unknown) => f,
+    );
+    expect((e as ReplicaGroupError).cause).toBe(notice);
+    expect(group.state).toBe("failed");
+  });
+
+  it("without a rejoin (under launch) a failed call fails the group for good", async () => {
+    const group = new ReplicaGroup(1, TASKS);
+    group.attach(transport(1));
+    const call = group.allReduce(new Float32Array(4), "mean");
+    await flush();
+    group.onPeerFailed(W1);
+    const e = await call.then(
+      () => undefined,
+      (f: unknown) => f,
+    );
+    expect(e).toBeInstanceOf(ReplicaGroupError);
+    expect((e as ReplicaGroupError).cause).toBeInstanceOf(UnavailableError);
+    await expect(group.allReduce(new Float32Array(1), "sum")).rejects.toBe(e);
+  });
+});

@@ -1,0 +1,127 @@
+/**
+ * A data-parallel group outlives a lost worker (issue 13 §6, "Stale peers"), with real `run`
+ * processes and hand-set TF_CONFIGs: a chief and two workers of the data-parallel classifier
+ * (test/fixtures/cli/dp-classifier-job.ts); worker 1 pauses after step 3 (the others wait in the
+ * next all-reduce) and is SIGKILLed there. Started again by hand (a new process, a new
+ * incarnation), it registers in the chief's new generation, the group re-forms its ring, every
+ * rank takes rank 0's live state, and all three finish the last step with one digest, exit 0,
+ * the chief and worker 0 being the same processes. A worker that never comes back: the others
+ * exit 1 with one line naming it and `maxWaitSecs`. A worker frozen (SIGSTOP) past the heartbeat
+ * timeout that resumes (SIGCONT): the same process rejoins. The group's state machine is unit-tested in
+ * test/cli/groupRejoin.test.ts. Each test acts when a line appears, never after a fixed time,
+ * and asserts outcomes and named tasks only.
+ */
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+
+import { freePorts, repoRoot, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
+import { useTempDirs } from "../util/tempDirs.js";
+
+const tempDir = useTempDirs("ms-group-rejoin-");
+const job = join(repoRoot, "test/fixtures/cli/dp-classifier-job.ts");
+const W1 = "/job:worker/replica:0/task:1";
+const LAST_STEP = 8;
+
+const started: CliChild[] = [];
+afterEach(async () => {
+  for (const c of started.splice(0)) {
+    c.process.kill("SIGKILL");
+    await c.done;
+  }
+});
+
+/** A config of the job in `dir`, plus `extra` top-level lines. */
+const config = (dir: string, extra = ""): string => {
+  const file = join(dir, "job.yaml");
+  writeFileSync(file, `module: ${job}\nlogStepCountSteps: 0\n${extra}tfjs:\n  backend: cpu\ncluster:\n  timeouts:\n    heartbeatTimeoutSecs: 5\n`);
+  return file;
+};
+
+const lines = (text: string): string[] => text.split("\n").filter((l) => l !== "");
+
+/** The lines that are not the logger's: what a failure prints. */
+const problems = (r: CliRun): string[] => lines(r.stderr).filter((l) => !/^(DEBUG|INFO|WARN) /.test(l));
+
+/**
+ * A chief and two workers (`run`, hand-set TF_CONFIGs); worker 1 pauses after step 3. Waits
+ * until it paused, SIGKILLs it, and waits until the chief says it lost it.
+ */
+const killWorker1 = async (file: string, dir: string, signal: "SIGKILL" | "SIGSTOP" = "SIGKILL") => {
+  const ports = await freePorts(3);
+  const spec = { chief: [`127.0.0.1:${ports[0]}`], worker: [`127.0.0.1:${ports[1]}`, `127.0.0.1:${ports[2]}`] };
+  const run = (type: string, index: number, env: Record<string, string> = {}): CliChild => {
+    const c = startCli(["run", file], {
+      env: { TF_CONFIG: JSON.stringify({ cluster: spec, task: { type, index } }), DP_OUT: dir, DP_LAST_STEP: String(LAST_STEP), DP_PRINT_STEPS: "1", ...env },
+      timeoutMs: 240_000,
+    });
+    started.push(c);
+    return c;
+  };
+  const chief = run("chief", 0);
+  const worker0 = run("worker", 0);
+  const worker1 = run("worker", 1, { DP_PAUSE_STEP: "3" });
+  await worker1.waitFor(/^trained 3$/m, 150_000);
+  worker1.process.kill(signal);
+  if (signal === "SIGKILL") expect((await worker1.done).signal).toBe("SIGKILL");
+  await chief.waitFor(`chief:0 lost ${W1}`, 60_000);
+  return { chief, worker0, worker1, restart: () => run("worker", 1) };
+};
+
+const finalsOf = (r: CliRun): string[] => [...r.stdout.matchAll(/^final (\d) digest ([0-9a-f]{64})$/gm)].map((m) => `${m[1] as string} ${m[2] as string}`);
+
+describe("a data-parallel group outlives a lost worker (run, hand-set TF_CONFIG)", { timeout: 300_000 }, () => {
+  it("SIGKILL worker 1 after a step and start it again: it rejoins in the chief's new generation, every rank takes rank 0's state, all exit 0 with one digest", async () => {
+    const dir = tempDir();
+    const { chief, worker0, restart } = await killWorker1(config(dir), dir);
+    await worker0.waitFor(`worker:0 lost ${W1}`, 60_000);
+    const worker1 = restart();
+    // The restarted worker first: if it fails, the others would wait for it up to maxWaitSecs.
+    const w1 = await worker1.done;
+    expect(w1.code, `${w1.stderr}\n--- chief:\n${chief.output()}`).toBe(0);
+    const [c, w0] = await Promise.all([chief.done, worker0.done]);
+    for (const r of [c, w0]) expect(r.code, r.stderr).toBe(0);
+
+    // The survivors: one line each naming the lost worker and maxWaitSecs, then the new ring.
+    for (const [r, name] of [[c, "chief:0"], [w0, "worker:0"]] as const) {
+      const lost = lines(r.stderr).filter((l) => l.includes(`${name} lost `));
+      expect(lost, r.stderr).toHaveLength(1);
+      expect(lost[0]).toMatch(new RegExp(`^WARN ${name} lost ${W1} \\(.*\\): waiting up to 7200 s \\(maxWaitSecs\\) for it to rejoin the replica group\\.$`));
+      expect(r.stderr).toMatch(/INFO The replica group re-formed its ring in generation \d+/);
+      expect(r.stderr).not.toContain("Training failed");
+    }
+    // The restarted worker registered in the current generation (after an AbortedError if it met the old one).
+    expect(w1.stderr).toMatch(/Every task of the cluster registered \(generation \d+\)/);
+    expect(w1.stderr).toContain("Joined the replica group: rank 2 of 3");
+
+    // Bit-identical replicas at the last step.
+    const finals = [...finalsOf(c), ...finalsOf(w0), ...finalsOf(w1)];
+    expect(finals.map((f) => f.split(" ")[0])).toEqual(["0", "1", "2"]);
+    expect(new Set(finals.map((f) => f.split(" ")[1])).size, finals.join("\n")).toBe(1);
+    for (const r of [c, w0, w1]) expect(r.stderr).toContain(`Done at global step ${LAST_STEP}.`);
+  });
+
+  it("a worker that never comes back: the others exit 1 with one line naming it and maxWaitSecs", async () => {
+    const dir = tempDir();
+    const { chief, worker0 } = await killWorker1(config(dir, "maxWaitSecs: 10\n"), dir);
+    const [c, w0] = await Promise.all([chief.done, worker0.done]);
+    for (const [r, name] of [[c, "chief:0"], [w0, "worker:0"]] as const) {
+      expect(r.code, r.stderr).toBe(1);
+      expect(problems(r), r.stderr).toEqual([
+        expect.stringMatching(new RegExp(`^Training failed: DeadlineExceededError: ${name} lost ${W1}, which did not rejoin the replica group within 10 s \\(maxWaitSecs\\): `)) as unknown as string,
+      ]);
+    }
+  });
+  it("a worker frozen past the heartbeat timeout (SIGSTOP) resumes (SIGCONT): the same process rejoins, all exit 0 with one digest", async () => {
+    const dir = tempDir();
+    const { chief, worker0, worker1 } = await killWorker1(config(dir), dir, "SIGSTOP");
+    writeFileSync(join(dir, "go"), "");
+    worker1.process.kill("SIGCONT");
+    const [c, w0, w1] = await Promise.all([chief.done, worker0.done, worker1.done]);
+    for (const r of [c, w0, w1]) expect(r.code, r.stderr).toBe(0);
+    expect(w1.stderr).toMatch(/WARN worker:1 lost .*: waiting up to 7200 s \(maxWaitSecs\) for it to rejoin the replica group\./);
+    const finals = [...finalsOf(c), ...finalsOf(w0), ...finalsOf(w1)];
+    expect(finals.map((f) => f.split(" ")[0])).toEqual(["0", "1", "2"]);
+    expect(new Set(finals.map((f) => f.split(" ")[1])).size, finals.join("\n")).toBe(1);
+  });
+});
