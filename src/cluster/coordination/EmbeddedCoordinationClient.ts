@@ -78,6 +78,13 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
   /** The current heartbeat thread's token (its errors are ignored once it is replaced). */
   private thread: object | undefined;
   private inlineTimer: TimerHandle | undefined;
+  /**
+   * Set while this task's shutdown call is under way: the service has recorded the task as left,
+   * so a heartbeat that reaches it then is answered "has shut down" (AbortedError). That answer is
+   * expected, not a failure; a failure of the cluster during the barrier comes back on the
+   * shutdown call itself.
+   */
+  private leaving = false;
 
   constructor(
     private readonly transport: EmbeddedTransport,
@@ -165,9 +172,13 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
 
   async shutdown(): Promise<void> {
     try {
-      await this.call((id) => this.transport.api.shutdown({ ...id, timeoutMs: this.timeouts.shutdownTimeoutMs }));
+      await this.call((id) => {
+        this.leaving = true;
+        return this.transport.api.shutdown({ ...id, timeoutMs: this.timeouts.shutdownTimeoutMs });
+      });
     } finally {
       await this.close();
+      this.leaving = false;
     }
   }
 
@@ -198,7 +209,7 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
   }
 
   private onHeartbeatError(error: OpError): void {
-    if (this.identity !== undefined) this.failure.set(error);
+    if (this.identity !== undefined && !this.leaving) this.failure.set(error);
   }
 
   private async startHeartbeatThread(): Promise<HeartbeatWorker> {
@@ -208,7 +219,7 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
     const thread = {};
     this.thread = thread;
     const onError = (e: OpError): void => {
-      if (this.thread === thread) this.failure.set(e);
+      if (this.thread === thread && !this.leaving) this.failure.set(e);
     };
     try {
       return await HeartbeatWorker.embedded(port, this.timeouts.heartbeatIntervalMs, onError);
