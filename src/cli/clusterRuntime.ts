@@ -212,6 +212,8 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   const chief = task.isChief ? undefined : chiefTaskOf(spec);
   const launched = options.env[LAUNCH_READY_ENV] === "1";
   const maxWaitSecs = options.maxWaitSecs ?? DEFAULT_MAX_WAIT_SECS;
+  /** Whether the group is waiting for a lost rank (its rejoin under way). */
+  let regrouping = false;
   const rejoin =
     group === undefined || launched
       ? undefined
@@ -224,7 +226,10 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           startBarrier: (timeoutMs) => client.barrier(STARTED_BARRIER, { timeoutMs }),
           join: () => joinCollective(client, group, { address: task.address, token, tls, timeoutSecs: o.collectiveTimeoutSecs, clock, logger }),
           // The returning worker asks for the chief's model while the chief's step waits for it.
-          waiting: (waiting) => publisher?.stepWaits(waiting),
+          waiting: (waiting) => {
+            regrouping = waiting;
+            publisher?.stepWaits(waiting);
+          },
           clock,
           logger,
         });
@@ -276,9 +281,13 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       // A worker waiting for its chief has nobody to tell: it stops waiting and exits with the preemption code.
       if (recovery?.cancel(report) === true) return;
       // A group waiting for a lost rank stops waiting: its ranks exit with the preemption code.
+      const wasRegrouping = regrouping;
       rejoin?.cancel(report);
-      // A notice while the chief serves the others after its own exit: they exit with the preemption code, and the chief's wait ends.
-      if (draining && reportAsHost !== undefined) return reportAsHost(report);
+      // A notice while the chief serves the others after its own exit: they exit with the
+      // preemption code, and the chief's wait ends. While the group re-forms, the chief's client
+      // is between generations and the others wait to register in its next one: they hear it
+      // from the service itself too.
+      if ((draining || wasRegrouping) && reportAsHost !== undefined) return reportAsHost(report);
       await client.reportErrorToCluster(report).catch(() => undefined);
     },
     reportFailure: async (error) => {

@@ -370,7 +370,21 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
         if (clusterFailure !== undefined && !preempting()) throw clusterFailure;
         const feeds = typeof job.feeds === "function" ? job.feeds() : job.feeds;
         const step = () => s.run(fetches, feeds);
-        const result = handler === undefined ? await step() : await handler.run(step);
+        let result: unknown;
+        try {
+          result = handler === undefined ? await step() : await handler.run(step);
+        } catch (e) {
+          // A notice while the chief's step waited in the replica group (re-forming after a lost
+          // rank, or cut short by a peer's exit): the step applied nothing (gradients are applied
+          // only after their all-reduce), so the chief's variables are those of the last completed
+          // step. Save them before exiting with the preemption code; only the data position is
+          // past the interrupted step's batch.
+          if (handler !== undefined && group !== undefined && e instanceof ReplicaGroupError && preempting()) {
+            handler.noticeTermination(why(), { deadlineMs: notices.first?.deadline });
+            await handler.saveCheckpointIfPreempted();
+          }
+          throw e;
+        }
         run += 1;
         if (job.onStep !== undefined) await job.onStep(result, { run });
       }
@@ -399,6 +413,8 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
     }
     // A collective's failure carries the collective's error.
     const groupFailure = e instanceof ReplicaGroupError ? e.cause : undefined;
+    // Another task's termination notice that ended the group's wait for a lost rank.
+    if (groupFailure !== undefined && isPreemptionReport(groupFailure)) clusterPreemption ??= groupFailure;
     // A peer that leaves the group for a termination notice looks like a peer gone: the
     // coordination service says which, shortly after (its report, or the failure it declares).
     if (groupFailure !== undefined && cluster !== undefined && !preempting()) await settledWithin(cluster.failed, WHY_A_PEER_LEFT_MS, clock);

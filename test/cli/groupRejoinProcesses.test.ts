@@ -11,7 +11,7 @@
  * test/cli/groupRejoin.test.ts. Each test acts when a line appears, never after a fixed time,
  * and asserts outcomes and named tasks only.
  */
-import { writeFileSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 
@@ -112,6 +112,26 @@ describe("a data-parallel group outlives a lost worker (run, hand-set TF_CONFIG)
       ]);
     }
   });
+  it("a termination notice to the chief while the group waits: the chief saves its last completed step and exits 42", async () => {
+    const dir = tempDir();
+    const { chief, worker0 } = await killWorker1(config(dir, "maxWaitSecs: 15\ncheckpoint:\n  dir: ck\n"), dir);
+    await worker0.waitFor(`worker:0 lost ${W1}`, 60_000);
+    chief.process.kill("SIGTERM");
+    const c = await chief.done;
+    expect(c.code, c.stderr).toBe(42);
+    // Worker 1 paused after global step 3; the chief's step 4 waited in the group and applied nothing.
+    const saved = /^INFO Preemption checkpoint for step (\d+) saved: \S*model\.ckpt-(\d+)\.$/m.exec(c.stderr);
+    expect(saved?.slice(1), c.stderr).toEqual(["3", "3"]);
+    expect(existsSync(join(dir, "ck", "model.ckpt-3.index"))).toBe(true);
+    expect(c.stderr).toMatch(/Preempted: checkpoint saved; exiting with 42/);
+    // Worker 0 leaves too (with 42 when the chief's report reaches it, else with 1 at maxWaitSecs:
+    // a notice that comes before the chief opened its next generation does not reach it; see
+    // docs/distributed.md). It never trains on or hangs.
+    const w0 = await worker0.done;
+    expect([1, 42], w0.stderr).toContain(w0.code);
+    expect(w0.stderr).not.toMatch(/Done at global step/);
+  });
+
   it("a worker frozen past the heartbeat timeout (SIGSTOP) resumes (SIGCONT): the same process rejoins, all exit 0 with one digest", async () => {
     const dir = tempDir();
     const { chief, worker0, worker1 } = await killWorker1(config(dir), dir, "SIGSTOP");

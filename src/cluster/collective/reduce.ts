@@ -1,39 +1,41 @@
 /**
  * The ring's arithmetic: `dst[i] = (src[i] + dst[i]) / divisor` over float32 or float64 chunks,
- * on a whole chunk or on its bytes as they arrive from a socket. Both give the same bits.
+ * on a whole chunk or on its bytes as they arrive from a socket. Both give the same bits, and
+ * so do the WebAssembly SIMD kernel (simdKernel.ts, used where the runtime has it) and the
+ * scalar loops that stand in for it.
  *
  * @module
  */
 
 import type { CollectiveBuffer } from "./Collective.js";
 import type { PayloadSink } from "./frames.js";
+import { BLOCK_BYTES, loadSimdKernel, type SimdKernel } from "./simdKernel.js";
+
+/** The SIMD kernel, or `undefined` where the runtime has no WebAssembly SIMD (the scalar loops serve). */
+const kernel: SimdKernel | undefined = loadSimdKernel();
+
+/** Whether reductions run on the WebAssembly SIMD kernel in this process. */
+export const simdReduction = (): boolean => kernel !== undefined;
 
 /**
  * `dst[i] = (src[i] + dst[i]) / divisor`, the received partial sum first: the order is fixed by
- * the ring, not by timing. One loop per element type keeps each loop monomorphic.
+ * the ring, not by timing.
  */
 export const reduceInto = (dst: CollectiveBuffer, src: CollectiveBuffer, divisor: number): void => {
-  if (dst instanceof Float32Array) reduceFloat32(dst, src as Float32Array, divisor);
-  else reduceFloat64(dst, src as Float64Array, divisor);
+  if (kernel !== undefined) reduceBytes(kernel, dst, new Uint8Array(src.buffer, src.byteOffset, src.byteLength), divisor);
+  else scalarReduceInto(dst, src, divisor);
 };
 
-const reduceFloat32 = (dst: Float32Array, src: Float32Array, divisor: number): void => {
-  const n = dst.length;
-  if (divisor === 1) for (let i = 0; i < n; i++) dst[i] = (src[i] as number) + (dst[i] as number);
-  // Rounded to float32 after the sum, then after the division, as the two steps would be.
-  else for (let i = 0; i < n; i++) dst[i] = Math.fround((src[i] as number) + (dst[i] as number)) / divisor;
-};
-
-const reduceFloat64 = (dst: Float64Array, src: Float64Array, divisor: number): void => {
-  const n = dst.length;
-  if (divisor === 1) for (let i = 0; i < n; i++) dst[i] = (src[i] as number) + (dst[i] as number);
-  else for (let i = 0; i < n; i++) dst[i] = ((src[i] as number) + (dst[i] as number)) / divisor;
+/** {@link reduceInto} with the scalar loops only: the reference the kernel is tested against. */
+export const scalarReduceInto = (dst: CollectiveBuffer, src: CollectiveBuffer, divisor: number): void => {
+  if (dst instanceof Float32Array) reduceFloat32(dst, 0, src as Float32Array, 0, dst.length, divisor);
+  else reduceFloat64(dst, 0, src as Float64Array, 0, dst.length, divisor);
 };
 
 /**
  * Reduces a chunk into `dst` as its bytes arrive, as {@link reduceInto} would once it is whole:
- * nothing is stored but an element split between two reads (and a misaligned read, copied to be
- * viewed as floats).
+ * nothing is stored but an element split between two reads (and, without the kernel, a
+ * misaligned read, copied to be viewed as floats).
  */
 export const streamingReducer = (dst: CollectiveBuffer, divisor: number): PayloadSink => {
   const bpe = dst.BYTES_PER_ELEMENT;
@@ -41,9 +43,13 @@ export const streamingReducer = (dst: CollectiveBuffer, divisor: number): Payloa
   let splitBytes = 0;
   let done = 0;
   const reduce = (bytes: Buffer): void => {
-    const aligned = bytes.byteOffset % bpe === 0 ? bytes : Buffer.from(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length));
     const elements = bytes.length / bpe;
-    reduceInto(dst.subarray(done, done + elements), typedView(dst, aligned), divisor);
+    const into = dst.subarray(done, done + elements);
+    if (kernel !== undefined) reduceBytes(kernel, into, bytes, divisor);
+    else {
+      const aligned = bytes.byteOffset % bpe === 0 ? bytes : Buffer.from(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length));
+      scalarReduceInto(into, typedView(dst, aligned), divisor);
+    }
     done += elements;
   };
   return {
@@ -66,3 +72,52 @@ export const streamingReducer = (dst: CollectiveBuffer, divisor: number): Payloa
 /** `payload` viewed as elements of `like`'s type (its byte offset must be aligned). */
 export const typedView = (like: CollectiveBuffer, payload: Buffer): CollectiveBuffer =>
   like instanceof Float32Array ? new Float32Array(payload.buffer, payload.byteOffset, payload.length / 4) : new Float64Array(payload.buffer, payload.byteOffset, payload.length / 8);
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * `dst = (src + dst) / divisor` on the kernel, a block at a time: both operands are copied into
+ * its memory (`src` at any byte offset), the whole vectors reduced there, the last elements of a
+ * block that do not fill a vector by the scalar loop on the same memory, and the block copied
+ * back. `src` holds exactly `dst.length` elements.
+ */
+const reduceBytes = (k: SimdKernel, dst: CollectiveBuffer, src: Uint8Array, divisor: number): void => {
+  const bpe = dst.BYTES_PER_ELEMENT;
+  const f32 = dst instanceof Float32Array;
+  const dstBytes = new Uint8Array(dst.buffer, dst.byteOffset, dst.byteLength);
+  const total = dstBytes.length;
+  const mem = k.bytes;
+  for (let at = 0; at < total; at += BLOCK_BYTES) {
+    const n = Math.min(BLOCK_BYTES, total - at);
+    const vectors = n - (n % 16);
+    mem.set(src.subarray(at, at + n), 0);
+    mem.set(dstBytes.subarray(at, at + n), BLOCK_BYTES);
+    if (vectors > 0) {
+      if (divisor === 1) (f32 ? k.addF32(vectors) : k.addF64(vectors));
+      else if (f32) k.addDivF32(vectors, divisor);
+      else k.addDivF64(vectors, divisor);
+    }
+    if (vectors < n) {
+      const first = vectors / bpe;
+      const count = (n - vectors) / bpe;
+      const d = BLOCK_BYTES / bpe;
+      if (f32) reduceFloat32(k.f32, d + first, k.f32, first, count, divisor);
+      else reduceFloat64(k.f64, d + first, k.f64, first, count, divisor);
+    }
+    dstBytes.set(mem.subarray(BLOCK_BYTES, BLOCK_BYTES + n), at);
+  }
+};
+
+/** `count` elements from `d0` of `dst` and `s0` of `src`; one loop per element type keeps each monomorphic. */
+const reduceFloat32 = (dst: Float32Array, d0: number, src: Float32Array, s0: number, count: number, divisor: number): void => {
+  if (divisor === 1) for (let i = 0; i < count; i++) dst[d0 + i] = (src[s0 + i] as number) + (dst[d0 + i] as number);
+  // Rounded to float32 after the sum, then after the division, as the two steps would be.
+  else for (let i = 0; i < count; i++) dst[d0 + i] = Math.fround((src[s0 + i] as number) + (dst[d0 + i] as number)) / divisor;
+};
+
+const reduceFloat64 = (dst: Float64Array, d0: number, src: Float64Array, s0: number, count: number, divisor: number): void => {
+  if (divisor === 1) for (let i = 0; i < count; i++) dst[d0 + i] = (src[s0 + i] as number) + (dst[d0 + i] as number);
+  else for (let i = 0; i < count; i++) dst[d0 + i] = ((src[s0 + i] as number) + (dst[d0 + i] as number)) / divisor;
+};

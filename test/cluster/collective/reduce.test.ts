@@ -6,7 +6,8 @@
 import { describe, expect, it } from "vitest";
 import { DType, encodeHeader, FrameKind, FrameParser, OpCode, type PayloadSink } from "../../../src/cluster/collective/frames.js";
 import type { CollectiveBuffer } from "../../../src/cluster/collective/Collective.js";
-import { reduceInto, streamingReducer } from "../../../src/cluster/collective/reduce.js";
+import { reduceInto, scalarReduceInto, simdReduction, streamingReducer } from "../../../src/cluster/collective/reduce.js";
+import { BLOCK_BYTES } from "../../../src/cluster/collective/simdKernel.js";
 
 /** Values whose float32 sums and means round, so a different order or rounding would show. */
 const values = (make: (n: number) => CollectiveBuffer, n: number, seed: number): CollectiveBuffer => {
@@ -46,6 +47,81 @@ describe("streamingReducer", () => {
         }
       });
     }
+  }
+});
+
+/** Random magnitudes over the whole exponent range, and the special values, so every rounding case shows. */
+const mixed = (make: (n: number) => CollectiveBuffer, n: number, seed: number): CollectiveBuffer => {
+  const out = make(n);
+  let x = seed >>> 0 || 1;
+  const next = (): number => {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    return (x >>> 0) / 2 ** 32;
+  };
+  const special = [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, -0, 0, 1e-45, -1e-42, 3.4e38, -3.4e38, 1e-310];
+  for (let i = 0; i < n; i++) out[i] = i % 97 === 5 ? (special[i % special.length] as number) : (next() - 0.5) * 10 ** (next() * 80 - 40);
+  return out;
+};
+
+/** Equal bits, except that a NaN only needs to be a NaN (its payload is not fixed by IEEE 754). */
+const sameBits = (a: CollectiveBuffer, b: CollectiveBuffer): boolean => {
+  if (a.length !== b.length) return false;
+  const ab = Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+  const bb = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+  const bpe = a.BYTES_PER_ELEMENT;
+  for (let i = 0; i < a.length; i++) {
+    if (Number.isNaN(a[i]) && Number.isNaN(b[i])) continue;
+    if (!ab.subarray(i * bpe, (i + 1) * bpe).equals(bb.subarray(i * bpe, (i + 1) * bpe))) return false;
+  }
+  return true;
+};
+
+describe("the WebAssembly SIMD kernel", () => {
+  it("is used on this runtime (Node 20 has WebAssembly SIMD)", () => {
+    expect(simdReduction()).toBe(true);
+  });
+
+  const types: [string, (n: number) => CollectiveBuffer][] = [
+    ["float32", (n) => new Float32Array(n)],
+    ["float64", (n) => new Float64Array(n)],
+  ];
+  for (const [name, make] of types) {
+    const bpe = make(0).BYTES_PER_ELEMENT;
+    const block = BLOCK_BYTES / bpe;
+    for (const divisor of [1, 2, 3, 7]) {
+      it(`${name}, divisor ${divisor}: the bits of the scalar loop at every length around vectors and blocks`, () => {
+        for (const n of [0, 1, 3, 4, 5, 15, 16, 17, block - 1, block, block + 1, 3 * block + 7]) {
+          const src = mixed(make, n, 11 + n);
+          const expected = mixed(make, n, 23 + n);
+          const got = mixed(make, n, 23 + n);
+          scalarReduceInto(expected, src, divisor);
+          reduceInto(got, src, divisor);
+          expect(sameBits(got, expected), `${n} elements`).toBe(true);
+          // A sub-array of a larger buffer (nonzero byte offsets on both sides).
+          const srcOuter = mixed(make, n + 3, 5);
+          srcOuter.set(src, 1);
+          const dstOuter = mixed(make, n + 3, 23 + n);
+          const dstIn = dstOuter.subarray(2, 2 + n);
+          dstIn.set(mixed(make, n, 23 + n));
+          reduceInto(dstIn, srcOuter.subarray(1, 1 + n), divisor);
+          expect(sameBits(dstIn, expected), `${n} elements at offsets`).toBe(true);
+        }
+      });
+    }
+    it(`${name}: a streamed chunk on the kernel gives the scalar loop's bits, wherever the reads split it`, () => {
+      const n = block + 13;
+      const src = mixed(make, n, 3);
+      const expected = mixed(make, n, 4);
+      scalarReduceInto(expected, src, 3);
+      const bytes = Buffer.from(src.buffer, src.byteOffset, src.byteLength);
+      for (const cuts of [[], [1], [7, 4099, BLOCK_BYTES + 3], [bytes.length - 1]]) {
+        const dst = mixed(make, n, 4);
+        feed(streamingReducer(dst, 3), bytes, cuts);
+        expect(sameBits(dst, expected), `cuts ${cuts.join(",")}`).toBe(true);
+      }
+    });
   }
 });
 
