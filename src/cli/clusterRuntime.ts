@@ -154,7 +154,9 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   let drain: (barrierFailed: boolean) => Promise<void> = () => Promise.resolve();
   // While it drains, the host's client has left: it reports through the service itself.
   let draining = false;
-  let reportAsHost: ((error: OpError) => void) | undefined;
+  let reportAsHost: ((error: OpError, options?: { final?: boolean }) => void) | undefined;
+  /** The host telling the others of its final report before it stops (see `finish`); resolves with who was not told. */
+  let tellOthers: ((tasks: readonly string[], timeoutMs: number) => Promise<readonly string[]>) | undefined;
   if (task.isChief && !etcd) {
     const host = await serving(() =>
       hostCoordinationService(spec, { ...serverOptions, services, coordination: { clock, ...(timeouts.heartbeatTimeoutMs === undefined ? {} : { heartbeatTimeoutMs: timeouts.heartbeatTimeoutMs }) } }),
@@ -162,7 +164,8 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     client = usage(() => host.client(clientOptions));
     stopServer = () => host.stop();
     const drainMs = o.timeouts?.drainTimeoutSecs === undefined ? DEFAULT_DRAIN_TIMEOUT_MS : o.timeouts.drainTimeoutSecs * 1000;
-    reportAsHost = (error) => host.service.reportHostError(error);
+    reportAsHost = (error, options) => host.service.reportHostError(error, options);
+    tellOthers = (others, timeoutMs) => host.service.waitUntilTold(others, timeoutMs);
     drain = async (barrierFailed) => {
       // After a passed shutdown barrier every task has left: nothing to wait for.
       if (barrierFailed) logger.info(`Serving the coordination service until every other task has left (up to ${drainMs / 1000} s, cluster.timeouts.drainTimeoutSecs).`);
@@ -214,6 +217,8 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   const maxWaitSecs = options.maxWaitSecs ?? DEFAULT_MAX_WAIT_SECS;
   /** Whether the group is waiting for a lost rank (its rejoin under way). */
   let regrouping = false;
+  /** Whether this host reported a termination notice while the group re-formed. */
+  let reportedFinal = false;
   const rejoin =
     group === undefined || launched
       ? undefined
@@ -287,7 +292,12 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       // preemption code, and the chief's wait ends. While the group re-forms, the chief's client
       // is between generations and the others wait to register in its next one: they hear it
       // from the service itself too.
-      if ((draining || wasRegrouping) && reportAsHost !== undefined) return reportAsHost(report);
+      if (draining && reportAsHost !== undefined) return reportAsHost(report);
+      if (wasRegrouping && reportAsHost !== undefined) {
+        // Final: a rank that registers again after this task left still hears it (see `finish`).
+        reportedFinal = true;
+        return reportAsHost(report, { final: true });
+      }
       await client.reportErrorToCluster(report).catch(() => undefined);
     },
     reportFailure: async (error) => {
@@ -301,6 +311,18 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       await collective?.close().catch(() => undefined);
       let error: Error | undefined;
       if (!clean) {
+        if (reportedFinal && tellOthers !== undefined) {
+          // The others were between generations when the notice came: keep the service up until
+          // each surviving rank has heard of it (they exit with the preemption code). A rank calls
+          // again within seconds (it registers again, after starting its heartbeat thread, which
+          // takes seconds on a loaded machine); three heartbeat timeouts bound the wait for one
+          // that froze meanwhile. The lost rank is not waited for.
+          const others = tasks.filter((t) => t !== me && t !== rejoin?.lost);
+          const boundMs = 3 * (timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs);
+          logger.info(`Telling ${others.length === 1 ? "the other task" : `the ${others.length} other tasks`} of the termination notice through the coordination service (up to ${boundMs / 1000} s).`);
+          const untold = await tellOthers(others, boundMs);
+          if (untold.length > 0) logger.warn(`${untold.join(", ")} did not hear of the termination notice within ${boundMs / 1000} s; they learn of the chief's exit from the missing service.`);
+        }
         // A failing or preempted task leaves at once (the process is about to exit): the others
         // learn why from the report, or from the missing heartbeats.
         void client.close().then(stopServer).catch(() => undefined);

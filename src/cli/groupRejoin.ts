@@ -61,8 +61,14 @@ export interface GroupRejoinOptions {
 export class GroupRejoin {
   #reject: ((e: Error) => void) | undefined;
   #ended: Error | undefined;
+  #lost: string | undefined;
 
   constructor(private readonly o: GroupRejoinOptions) {}
+
+  /** The rank the last wait was for, when the loss named it. */
+  get lost(): string | undefined {
+    return this.#lost;
+  }
 
   /**
    * The task `cause` names as lost, among the group's other ranks: the first one it names, or
@@ -98,6 +104,7 @@ export class GroupRejoin {
     // The chief hosts the group's generation: a rank that lost it fails, as before (a group restart).
     if (!this.isLoss(cause)) return Promise.reject(cause);
     const lost = this.lostTask(cause);
+    this.#lost = lost;
     // This task was declared failed (it froze, and resumed): it rejoins like any rank.
     const itself = firstMention(cause.message, group.tasks[group.rank] as string) < Number.POSITIVE_INFINITY;
     const who = lost ?? (itself ? "its place in the replica group (it was declared failed)" : "a rank (the chief opened a new generation)");

@@ -112,9 +112,9 @@ describe("a data-parallel group outlives a lost worker (run, hand-set TF_CONFIG)
       ]);
     }
   });
-  it("a termination notice to the chief while the group waits: the chief saves its last completed step and exits 42", async () => {
+  it("a termination notice to the chief while the group waits: the chief saves its last completed step, tells worker 0, and both exit 42", async () => {
     const dir = tempDir();
-    const { chief, worker0 } = await killWorker1(config(dir, "maxWaitSecs: 15\ncheckpoint:\n  dir: ck\n"), dir);
+    const { chief, worker0 } = await killWorker1(config(dir, "maxWaitSecs: 60\ncheckpoint:\n  dir: ck\n"), dir);
     await worker0.waitFor(`worker:0 lost ${W1}`, 60_000);
     chief.process.kill("SIGTERM");
     const c = await chief.done;
@@ -124,11 +124,12 @@ describe("a data-parallel group outlives a lost worker (run, hand-set TF_CONFIG)
     expect(saved?.slice(1), c.stderr).toEqual(["3", "3"]);
     expect(existsSync(join(dir, "ck", "model.ckpt-3.index"))).toBe(true);
     expect(c.stderr).toMatch(/Preempted: checkpoint saved; exiting with 42/);
-    // Worker 0 leaves too (with 42 when the chief's report reaches it, else with 1 at maxWaitSecs:
-    // a notice that comes before the chief opened its next generation does not reach it; see
-    // docs/distributed.md). It never trains on or hangs.
+    // The chief's service told worker 0 before it stopped (worker 0 was between generations).
+    expect(c.stderr).toContain("Telling the other task of the termination notice through the coordination service");
+    expect(c.stderr).not.toMatch(/did not hear of the termination notice/);
     const w0 = await worker0.done;
-    expect([1, 42], w0.stderr).toContain(w0.code);
+    expect(w0.code, w0.stderr).toBe(42);
+    expect(w0.stderr).not.toContain("Training failed");
     expect(w0.stderr).not.toMatch(/Done at global step/);
   });
 

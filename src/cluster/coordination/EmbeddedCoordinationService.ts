@@ -97,6 +97,8 @@ export interface EmbeddedCoordinationServiceOptions {
 }
 
 interface Pending {
+  /** The task whose call waits. */
+  readonly task: string;
   reject(error: OpError): void;
 }
 
@@ -156,6 +158,11 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
   private closed = false;
   private readonly chiefWaiters = new Set<() => void>();
   private readonly leaveWaiters = new Set<() => void>();
+  /** The host's report that ends the cluster for every generation (see {@link reportHostError}). */
+  private finalReport: OpError | undefined;
+  /** The tasks answered with {@link finalReport}, and who waits for more of them. */
+  private readonly told = new Set<string>();
+  private readonly toldWaiters = new Set<() => void>();
   private checkTimer: TimerHandle | undefined;
   private nextCheckAt = 0;
 
@@ -174,6 +181,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
 
   async register(req: RegisterRequest): Promise<RegisterResponse> {
     this.checkOpen();
+    this.checkFinal(req.task);
     if (!req.tasks.includes(req.task)) {
       throw new InvalidArgumentError(`task ${req.task} is not one of the cluster's tasks (${req.tasks.join(", ")})`);
     }
@@ -218,6 +226,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
     }
     await this.waitFor(
       g,
+      req.task,
       () => g.tasks.every((t) => g.registered.has(t)),
       g.registrationWaiters,
       deadline - this.clock.now(),
@@ -255,6 +264,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
         resolve(v);
       };
       const pending: Pending = {
+        task: req.task,
         reject: (e) => {
           settle();
           reject(e);
@@ -350,8 +360,38 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
    * waits for the others to leave): the current generation fails with `error`, so every task's
    * pending and next call raises it.
    */
-  reportHostError(error: OpError): void {
+  reportHostError(error: OpError, options: { readonly final?: boolean } = {}): void {
+    // Final: also every later call, in any generation, raises it (the host is leaving while the
+    // others are between generations: they must hear it when they register again).
+    if (options.final === true) this.finalReport ??= error;
     if (this.current !== undefined) this.fail(this.current, error);
+  }
+
+  /**
+   * Waits until every task of `tasks` was answered with the host's final report (see
+   * {@link reportHostError}): a call of theirs it rejected, pending or new.
+   *
+   * @returns the tasks not told after `timeoutMs` (empty when every one was).
+   */
+  waitUntilTold(tasks: readonly string[], timeoutMs: number): Promise<readonly string[]> {
+    const untold = (): string[] => tasks.filter((t) => !this.told.has(t));
+    if (untold().length === 0) return Promise.resolve([]);
+    return new Promise<readonly string[]>((resolve) => {
+      const wake = (): void => {
+        if (untold().length > 0) return;
+        settle();
+        resolve([]);
+      };
+      const timer = this.clock.setTimer(Math.max(0, timeoutMs), () => {
+        settle();
+        resolve(untold());
+      });
+      const settle = (): void => {
+        timer.cancel();
+        this.toldWaiters.delete(wake);
+      };
+      this.toldWaiters.add(wake);
+    });
   }
 
   /** Stops the service: every pending and later call fails with `UnavailableError`. */
@@ -386,9 +426,22 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
     if (this.closed) throw this.stoppedError();
   }
 
+  /** Throws the host's final report, if any, to `task`, and counts it as told. */
+  private checkFinal(task: string): void {
+    if (this.finalReport === undefined) return;
+    this.markTold(task);
+    throw copyError(this.finalReport);
+  }
+
+  private markTold(task: string): void {
+    this.told.add(task);
+    for (const wake of [...this.toldWaiters]) wake();
+  }
+
   /** The caller's generation, after checking who calls; throws the cluster's error if any. */
   private check(req: CallerIdentity): Generation {
     this.checkOpen();
+    this.checkFinal(req.task);
     if (req.serviceId !== this.serviceId) {
       throw new UnavailableError(
         `task ${req.task} registered with a coordination service that is gone (it restarted and lost its state); connect again`,
@@ -450,6 +503,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
   /** Waits until `done()`, re-checked each time one of `wakers` fires, or fails on timeout. */
   private waitFor(
     g: Generation,
+    task: string,
     done: () => boolean,
     wakers: Set<() => void>,
     timeoutMs: number,
@@ -463,6 +517,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
         resolve();
       };
       const pending: Pending = {
+        task,
         reject: (e) => {
           settle();
           reject(e);
@@ -523,6 +578,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
         },
       };
       const pending: Pending = {
+        task,
         reject: (e) => {
           barrier.waiters.delete(waiter);
           waiter.reject(e);
@@ -554,7 +610,10 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
     for (const b of g.barriers.values()) b.timer?.cancel();
     const pending = [...g.pending];
     g.pending.clear();
-    for (const p of pending) p.reject(copyError(error));
+    for (const p of pending) {
+      if (error === this.finalReport) this.markTold(p.task);
+      p.reject(copyError(error));
+    }
     this.wakeLeaveWaiters();
   }
 

@@ -188,6 +188,41 @@ describe("EmbeddedCoordinationService (virtual clock)", () => {
     expect(await drained).toEqual([]);
   });
 
+  it("a final reportHostError reaches a task that registers again after its generation failed (not the generation's first error)", async () => {
+    const { service, client, w2 } = await setup();
+    // A rank was lost: the generation failed, and the others are between generations.
+    await w2.reportErrorToCluster(new UnavailableError("task 2 left the replica group"));
+    await w2.close(); // the lost rank: it never calls again
+    const told = service.waitUntilTold([worker1], 30_000);
+    service.reportHostError(new CancelledError("cluster preemption: the host got a termination notice"), { final: true });
+    expect(await settled(told)).toBe(false);
+    const late = await rejection(client(worker1).connect());
+    expect(late).toBeInstanceOf(CancelledError);
+    expect(late.message).toContain("the host got a termination notice");
+    expect(await told).toEqual([]);
+  });
+
+  it("a final reportHostError fails a registration pending in the next generation; waitUntilTold ends at its deadline naming a task that never calls", async () => {
+    const { clock, service, client, w2 } = await setup();
+    await w2.reportErrorToCluster(new UnavailableError("task 2 left the replica group"));
+    await w2.close();
+    const pendingRegistration = rejection(client(chief).connect()); // the next generation waits for every task
+    await turns();
+    expect(await settled(pendingRegistration)).toBe(false);
+    const told = service.waitUntilTold([chief], 30_000);
+    service.reportHostError(new CancelledError("cluster preemption: the host got a termination notice"), { final: true });
+    const pending = await pendingRegistration;
+    expect(pending).toBeInstanceOf(CancelledError);
+    expect(pending.message).toContain("the host got a termination notice");
+    expect(await told).toEqual([]);
+    // A live task's heartbeat hears it too; the lost one never does.
+    const bounded = service.waitUntilTold([worker2], 10_000);
+    await clock.advanceSecs(9);
+    expect(await settled(bounded)).toBe(false);
+    await clock.advanceSecs(2);
+    expect(await bounded).toEqual([worker2]);
+  });
+
   it("a client of a service instance that is gone gets UnavailableError, not another cluster's state", async () => {
     const { clock, c } = await setup();
     const other = await setup(clock);
