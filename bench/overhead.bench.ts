@@ -7,7 +7,11 @@
  * per step: the clock read and comparison on every run plus the turns themselves.
  * `hooks6+subscriber` is hooks6 with one no-op subscriber on `events$`, so every run builds and
  * delivers its `beforeRun`/`afterRun` events: `subscriberUs` = hooks6+subscriber − hooks6 is what
- * an observer (the CLI's progress display, say) costs per step. Medians of many short rounds (differences are medians of per-round differences); the
+ * an observer (the CLI's progress display, say) costs per step. The no-op session answers
+ * synchronously through `runMaybeSync`, as the Graph and TensorFlow.js sessions do;
+ * `aloneAsyncRaw` is `alone` (below) over the same session without it (`run` only, as a session
+ * in another process would be), so `asyncRawUs` = aloneAsyncRaw − alone is what that fast path
+ * saves. It runs in a process of its own so that this process keeps the layouts it always had. Medians of many short rounds (differences are medians of per-round differences); the
  * variants are interleaved in each round so that machine noise hits them alike.
  */
 import {
@@ -81,9 +85,9 @@ export const timeSteps = async (run: () => Promise<unknown>, steps: number): Pro
  * 50 hooks, with and without the yield and a subscriber), which makes those sites polymorphic
  * and costs every variant a little.
  */
-const alone = (): Promise<Record<string, number>> =>
+const alone = (raw: "maybeSync" | "asyncRaw"): Promise<Record<string, number>> =>
   new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, [...process.execArgv, fileURLToPath(new URL("./overheadAlone.ts", import.meta.url))], { stdio: ["ignore", "pipe", "inherit"] });
+    const child = spawn(process.execPath, [...process.execArgv, fileURLToPath(new URL("./overheadAlone.ts", import.meta.url)), raw], { stdio: ["ignore", "pipe", "inherit"] });
     let out = "";
     child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
     const deadline = setTimeout(() => child.kill("SIGKILL"), 300_000);
@@ -94,6 +98,17 @@ const alone = (): Promise<Record<string, number>> =>
       else resolvePromise(JSON.parse(out.trim().split("\n").pop() as string) as Record<string, number>);
     });
   });
+
+/** `alone` and `aloneAsyncRaw`, one process each, and what the synchronous fast path saves. */
+const aloneFigures = async (): Promise<Record<string, unknown>> => {
+  const sync = await alone("maybeSync");
+  const asyncRaw = await alone("asyncRaw");
+  return {
+    alone: sync,
+    aloneAsyncRaw: asyncRaw,
+    asyncRawUs: round((asyncRaw["hooks6MinusBareUs"] as number) - (sync["hooks6MinusBareUs"] as number)),
+  };
+};
 
 export default async (): Promise<Record<string, unknown>> => {
   // Many short rounds: a burst of machine noise spoils a round or two, and the median of the
@@ -145,7 +160,7 @@ export default async (): Promise<Record<string, unknown>> => {
     hooks6SubscriberMinusBareUs: round(medDiff("hooks6+subscriber", "bare")),
     subscriberUs: round(medDiff("hooks6+subscriber", "hooks6")),
     yieldCheckNsPerRun: yieldCheckNs(),
-    alone: await alone(),
+    ...(await aloneFigures()),
     targetHooks6MinusBareUs: 0.6,
   };
 };

@@ -36,7 +36,7 @@ import {
   ValueError,
 } from "./errors.js";
 import { collectNames, mapFetchesAny } from "./internal/fetches.js";
-import { isPromiseLike } from "./internal/promise.js";
+import { isPromiseLike, promiseOf } from "./internal/promise.js";
 import {
   fetchOf,
   GLOBAL_STEP_NAME,
@@ -269,12 +269,21 @@ export class GraphSession implements Session {
     _options?: RunOptions,
     _runMetadata?: RunMetadata,
   ): Promise<FetchResult<F>> {
-    if (this.closed) return Promise.reject(new RuntimeError("Attempted to use a closed Session."));
-    try {
-      return this.evaluate(fetches, feeds) as Promise<FetchResult<F>>;
-    } catch (e) {
-      return Promise.reject(e);
-    }
+    return promiseOf(() => this.runMaybeSync(fetches, feeds));
+  }
+
+  /**
+   * {@link run}, answered synchronously unless an op answers with a promise: then the rest of
+   * the run waits for it and this returns a promise. Throws what `run` rejects with.
+   */
+  runMaybeSync<const F extends Fetches>(
+    fetches: F,
+    feeds: Feeds = {},
+    _options?: RunOptions,
+    _runMetadata?: RunMetadata,
+  ): FetchResult<F> | Promise<FetchResult<F>> {
+    if (this.closed) throw new RuntimeError("Attempted to use a closed Session.");
+    return this.evaluate(fetches, feeds) as FetchResult<F> | Promise<FetchResult<F>>;
   }
 
   close(): void {
@@ -286,7 +295,8 @@ export class GraphSession implements Session {
     return [...this.graph.variables().map((v) => v.name), ...this.graph.opNames()];
   }
 
-  private async evaluate(fetches: Fetches, feeds: Feeds): Promise<unknown> {
+  /** The run's results, or a promise of them from the first op that answers with a promise on. */
+  private evaluate(fetches: Fetches, feeds: Feeds): unknown {
     const names = collectNames(fetches, []);
     const results = new Map<string, unknown>();
     // Variables are read before any op runs: within one run a variable fetch sees the value
@@ -298,12 +308,23 @@ export class GraphSession implements Session {
         throw new InvalidArgumentError(`Fetch "${n}" is not a variable, op or feed of the graph.`);
       }
     }
-    const pending = new Map<string, unknown>();
-    const ctx = this.opContext(feeds, pending);
-    for (const n of names) {
+    const ctx = this.opContext(feeds, new Map<string, unknown>());
+    return this.runOps(fetches, names, 0, results, ctx);
+  }
+
+  /** Runs the ops of `names` from `i` on, synchronously until one answers with a promise. */
+  private runOps(fetches: Fetches, names: readonly string[], i: number, results: Map<string, unknown>, ctx: OpContext): unknown {
+    for (; i < names.length; i++) {
+      const n = names[i] as string;
       if (results.has(n)) continue;
-      let v = ctx.run(n);
-      if (isPromiseLike(v)) v = await v;
+      const v = ctx.run(n);
+      if (isPromiseLike(v)) {
+        const next = i + 1;
+        return Promise.resolve(v).then((value) => {
+          results.set(n, value);
+          return this.runOps(fetches, names, next, results, ctx);
+        });
+      }
       results.set(n, v);
     }
     return mapFetchesAny(fetches, (n) => results.get(n));

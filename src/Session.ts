@@ -133,7 +133,8 @@ export interface LocalVariableStore extends VariableStore {
 }
 
 /**
- * A session runs one step at a time. Implement `run`; `close` and `variables` are optional.
+ * A session runs one step at a time. Implement `run`; `close`, `variables` and the synchronous
+ * fast path `runMaybeSync` are optional.
  */
 export interface Session {
   /**
@@ -146,6 +147,20 @@ export interface Session {
     options?: RunOptions,
     runMetadata?: RunMetadata,
   ): Promise<FetchResult<F>>;
+  /**
+   * Optional: the same run as {@link run}, answered synchronously where the session can, as a
+   * {@link VariableStore} answers: the results when the step completed in this call (a
+   * single-process TensorFlow.js or Graph step), or a promise of them when it has to wait (a
+   * data-parallel step waits for its peers, an op answered with a promise). It throws what `run`
+   * would reject with. A monitored session calls it instead of `run` when it is there, which
+   * saves a promise and a microtask per step; its results must never be a thenable.
+   */
+  runMaybeSync?<const F extends Fetches>(
+    fetches: F,
+    feeds?: Feeds,
+    options?: RunOptions,
+    runMetadata?: RunMetadata,
+  ): FetchResult<F> | Promise<FetchResult<F>>;
   /** Releases resources. Called once by the monitored session when it closes. */
   close?(): void | Promise<void>;
   /** The session's variables, if it has any that can be checkpointed. */

@@ -130,4 +130,23 @@ describe("Graph", () => {
     // Neither variable was touched.
     expect(await s.run(["global_step", "name"])).toEqual([0, "abc"]);
   });
+
+  it("runMaybeSync answers synchronously until an op answers with a promise, and throws what run rejects with", async () => {
+    const { g } = counterGraph();
+    const s = g.session();
+    await s.variables.initialize();
+    // All synchronous ops: the results themselves, in the fetches' structure.
+    expect(s.runMaybeSync({ before: "global_step", t: "train" })).toEqual({ before: 0, t: 1 });
+    // An asynchronous op: the rest of the run waits for it, and a promise comes back.
+    const pending = s.runMaybeSync(["async_op", "train", { x: "x" }], { x: 1 });
+    expect(pending).toBeInstanceOf(Promise);
+    expect(await pending).toEqual([2, 2, { x: 1 }]);
+    // Both paths agree with run.
+    expect(await s.run(["global_step", "async_op"], { x: 5 })).toEqual([2, 6]);
+    expect(() => s.runMaybeSync("nope")).toThrow(new InvalidArgumentError('Fetch "nope" is not a variable, op or feed of the graph.'));
+    await expect(s.runMaybeSync("async_op") as Promise<unknown>).rejects.toThrow(new InvalidArgumentError('You must feed a value for "x".'));
+    s.close();
+    expect(() => s.runMaybeSync("train")).toThrow(new RuntimeError("Attempted to use a closed Session."));
+    await expect(s.run("train")).rejects.toThrow(new RuntimeError("Attempted to use a closed Session."));
+  });
 });

@@ -278,6 +278,36 @@ describe("MonitoredSession", () => {
     });
   }
 
+  it("a raw session that answers synchronously (runMaybeSync) and throws AbortedError is replaced, and the run retried on the new one", async () => {
+    const g = new Graph();
+    const step = g.globalStep();
+    let calls = 0;
+    g.op("train", (ctx) => {
+      calls++;
+      if (calls === 3) throw new AbortedError("abort on the third call");
+      return ctx.assignAdd(step, 1);
+    });
+    const created: ReturnType<Graph["session"]>[] = [];
+    const sess = await MonitoredSession.create({
+      sessionCreator: {
+        createSession: async () => {
+          const s = g.session();
+          await s.variables.initialize();
+          created.push(s);
+          return s;
+        },
+      },
+      logger: silentLogger,
+      clock: new VirtualClock(),
+    });
+    expect(await sess.run("train")).toBe(1);
+    expect(await sess.run("train")).toBe(2);
+    // The third call throws synchronously; a new session (its global step at 0) runs it again.
+    expect(await sess.run("train")).toBe(1);
+    expect(created).toHaveLength(2);
+    await sess.close();
+  });
+
   it("RecoverableSessionTest.test_recovery: sessions aborting after 1, 2 and 3 runs are replaced in turn", async () => {
     const abortAfter = (n: number) => {
       const s = new FakeSession({ ops: { v: (c) => c.call } });

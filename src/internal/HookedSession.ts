@@ -23,7 +23,9 @@ import { failRun, WrappedSession, type ErrorHandler, type RunRequest } from "./W
  *
  * The hot path is written so that a run costs one derived promise on top of the raw run:
  * hooks that return plain values are called synchronously, and the error handling of the
- * outer layers is passed down as `onError` instead of being chained as more promises.
+ * outer layers is passed down as `onError` instead of being chained as more promises. A raw
+ * session with `runMaybeSync` that answers synchronously costs not even that: the run's promise
+ * is created settled, after every hook has been called.
  */
 export class HookedSession extends WrappedSession {
   private stopFlag = false;
@@ -33,6 +35,8 @@ export class HookedSession extends WrappedSession {
   private runCount = 0;
   /** How many hooks fetched in the last run: the size of the next run's fetch arrays. */
   private fetchHint = 0;
+  /** The raw session answers synchronously where it can (it has `runMaybeSync`). */
+  private readonly maybeSync: boolean;
   /** The hook calls unrolled for these hooks (see hookDispatch.ts); `undefined`: the loops only. */
   private readonly dispatch: HookDispatch<HookedRunContext> | undefined;
 
@@ -49,6 +53,7 @@ export class HookedSession extends WrappedSession {
     this.beforeHooks = indicesWith(hooks, "beforeRun");
     this.afterHooks = indicesWith(hooks, "afterRun");
     this.names = hooks.map(hookName);
+    this.maybeSync = typeof raw.runMaybeSync === "function";
     this.dispatch = unroll ? compileHookDispatch(hooks, this.names, this.beforeHooks, this.afterHooks, this) : undefined;
   }
 
@@ -187,7 +192,14 @@ export class HookedSession extends WrappedSession {
         events.next({ type: "beforeRun", time: this.clock.now(), run, fetches: ctx.fetches, feeds: merged });
       }
       if (ctx.timed !== undefined) ctx.timed.sessionRunStartMs = this.clock.now();
-      p = (this.raw.run as RawRun).call(this.raw, ctx.allFetches ?? ctx.fetches, merged, ctx.runOptions, ctx.meta);
+      const raw = this.raw;
+      if (this.maybeSync) {
+        const out = (raw.runMaybeSync as RawRunMaybeSync).call(raw, ctx.allFetches ?? ctx.fetches, merged, ctx.runOptions, ctx.meta);
+        if (!isPromiseLike(out)) return this.afterRawSync(ctx, out);
+        p = Promise.resolve(out);
+      } else {
+        p = (raw.run as RawRun).call(raw, ctx.allFetches ?? ctx.fetches, merged, ctx.runOptions, ctx.meta);
+      }
     } catch (e) {
       return failRun(e, onError, ctx);
     }
@@ -195,20 +207,39 @@ export class HookedSession extends WrappedSession {
     return p.then((outputs) => this.afterRaw(ctx, outputs), onError === undefined ? undefined : (e: unknown) => onError(e, ctx));
   }
 
+  /**
+   * {@link afterRaw} for a raw run that answered synchronously: when every `afterRun` does too,
+   * the run's promise is created settled, with no callback and no microtask in between.
+   */
+  private afterRawSync(ctx: HookedRunContext, outputs: unknown): Promise<unknown> {
+    try {
+      // A native promise (a hook answered with one) passes through `Promise.resolve` as it is.
+      return Promise.resolve(this.afterRunAll(ctx, outputs));
+    } catch (e) {
+      return failRun(e, ctx.onError, ctx);
+    }
+  }
+
   /** After the raw run: `afterRun` of every hook, then the run's end. */
   private afterRaw(ctx: HookedRunContext, outputs: unknown): unknown {
-    const onError = ctx.onError;
     try {
-      const timed = ctx.timed;
-      if (timed !== undefined) timed.sessionRunMs = this.clock.now() - timed.sessionRunStartMs;
-      const dispatch = this.dispatch;
-      const pending = dispatch !== undefined && timed === undefined ? dispatch.after(ctx, outputs) : this.callAfter(ctx, outputs, 0, 0);
-      if (pending === undefined) return this.finishRun(ctx, outputs);
-      return pending.then(() => this.finishRun(ctx, outputs), onError === undefined ? undefined : (e: unknown) => onError(e, ctx));
+      return this.afterRunAll(ctx, outputs);
     } catch (e) {
+      const onError = ctx.onError;
       if (onError === undefined) throw e;
       return onError(e, ctx);
     }
+  }
+
+  /** `afterRun` of every hook, then the run's end: its result, or a promise when a hook answered with one. */
+  private afterRunAll(ctx: HookedRunContext, outputs: unknown): unknown {
+    const timed = ctx.timed;
+    if (timed !== undefined) timed.sessionRunMs = this.clock.now() - timed.sessionRunStartMs;
+    const dispatch = this.dispatch;
+    const pending = dispatch !== undefined && timed === undefined ? dispatch.after(ctx, outputs) : this.callAfter(ctx, outputs, 0, 0);
+    if (pending === undefined) return this.finishRun(ctx, outputs);
+    const onError = ctx.onError;
+    return pending.then(() => this.finishRun(ctx, outputs), onError === undefined ? undefined : (e: unknown) => onError(e, ctx));
   }
 
   /**
@@ -330,6 +361,7 @@ const hasKeys = (o: object): boolean => {
   return false;
 };
 
+type RawRunMaybeSync = (f: Fetches, d?: Feeds, o?: RunOptions, m?: RunMetadata) => unknown;
 type RawRun = (f: Fetches, d?: Feeds, o?: RunOptions, m?: RunMetadata) => Promise<unknown>;
 
 const EMPTY_OPTIONS: RunOptions = Object.freeze({});

@@ -8,3 +8,12 @@
 /** `true` for a thenable (a promise or anything with a `then` method). */
 export const isPromiseLike = <T = unknown>(x: T | PromiseLike<T>): x is PromiseLike<T> =>
   typeof x === "object" && x !== null && typeof (x as { then?: unknown }).then === "function";
+
+/** `answer()` as a promise: its value or promise as it is, a throw as a rejection. */
+export const promiseOf = <T>(answer: () => T | Promise<T>): Promise<T> => {
+  try {
+    return Promise.resolve(answer());
+  } catch (e) {
+    return Promise.reject(e);
+  }
+};

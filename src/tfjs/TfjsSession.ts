@@ -93,6 +93,7 @@ import * as tf from "@tensorflow/tfjs";
 import type { Collective } from "../Collective.js";
 import { FailedPreconditionError, InvalidArgumentError, RuntimeError, ValueError } from "../errors.js";
 import { collectNames, mapFetchesAny } from "../internal/fetches.js";
+import { promiseOf } from "../internal/promise.js";
 import {
   fetchOf,
   GLOBAL_STEP_NAME,
@@ -270,12 +271,22 @@ export class TfjsSession implements Session {
     _options?: RunOptions,
     _runMetadata?: RunMetadata,
   ): Promise<FetchResult<F>> {
-    if (this.closed) return Promise.reject(new RuntimeError("Attempted to use a closed Session."));
-    try {
-      return this.evaluate(fetches, feeds) as Promise<FetchResult<F>>;
-    } catch (e) {
-      return Promise.reject(e);
-    }
+    return promiseOf(() => this.runMaybeSync(fetches, feeds));
+  }
+
+  /**
+   * {@link run}, answered synchronously where the step is: a single session's step after its
+   * first (which lists the optimizer's new slots) completes in this call. A replica's step
+   * waits for its peers, and then this returns a promise. Throws what `run` rejects with.
+   */
+  runMaybeSync<const F extends Fetches>(
+    fetches: F,
+    feeds: Feeds = {},
+    _options?: RunOptions,
+    _runMetadata?: RunMetadata,
+  ): FetchResult<F> | Promise<FetchResult<F>> {
+    if (this.closed) throw new RuntimeError("Attempted to use a closed Session.");
+    return this.evaluate(fetches, feeds) as FetchResult<F> | Promise<FetchResult<F>>;
   }
 
   /** Releases the session's own tensors (the last batch). The model and optimizer stay the caller's. */
@@ -301,7 +312,8 @@ export class TfjsSession implements Session {
     return exportModelArtifacts(this.model, dir);
   }
 
-  private async evaluate(fetches: Fetches, feeds: Feeds): Promise<unknown> {
+  /** The run's results; a promise of them when the step has to wait (see {@link runMaybeSync}). */
+  private evaluate(fetches: Fetches, feeds: Feeds): unknown {
     const names = collectNames(fetches, []);
     const wanted = new Set(names);
     for (const n of wanted) {
@@ -316,6 +328,10 @@ export class TfjsSession implements Session {
     }
     const fed = this.feedBatch(feeds);
     const results = new Map<string, unknown>();
+    const disposeFed = (): void => {
+      if (fed?.owned === true) tf.dispose([fed.xs, fed.ys]);
+    };
+    let waiting = false;
     try {
       // Variables are read before the step: a fetched variable shows the value at the start of
       // the run, as TensorFlow's cached global-step read does.
@@ -323,26 +339,13 @@ export class TfjsSession implements Session {
 
       const evalNames = [...wanted].filter((n) => n === LOSS_OP || this.metrics.has(n));
       if (wanted.has(TRAIN_OP)) {
-        let batch: OwnedBatch;
-        let out: Map<string, number> | undefined;
-        do {
-          // Only a replica awaits here: a single session's step costs no extra microtask.
-          if (this.replicas !== undefined) await this.replicas.prepare(this.vars);
-          batch = fed === undefined ? this.nextBatch() : { xs: tf.clone(fed.xs), ys: tf.clone(fed.ys) };
-          try {
-            out = this.replicas === undefined ? this.trainStep(batch, evalNames) : await this.replicatedTrainStep(this.replicas, batch, evalNames);
-          } catch (e) {
-            tf.dispose([batch.xs, batch.ys]);
-            // The replicas re-formed their ring: nothing was applied; take rank 0's state and step again.
-            if (this.replicas?.reformed(e) !== true) throw e;
-          }
-        } while (out === undefined);
-        this.vars.globalStep += 1;
-        this.setLastBatch(batch);
-        await this.optimizerState.afterStep();
-        this.replicas?.applied();
-        results.set(TRAIN_OP, out.get(LOSS_OP));
-        for (const n of evalNames) results.set(n, out.get(n));
+        if (this.replicas !== undefined || this.optimizerState.refreshPending) {
+          waiting = true;
+          return this.trainWaiting(fed, evalNames, results)
+            .then(() => this.collectResults(fetches, wanted, results))
+            .finally(disposeFed);
+        }
+        this.train(fed, evalNames, results);
       } else if (evalNames.length > 0) {
         const batch = fed ?? this.lastBatch;
         if (batch === undefined) {
@@ -353,11 +356,63 @@ export class TfjsSession implements Session {
         const out = this.evaluateOn(batch, evalNames);
         for (const n of evalNames) results.set(n, out.get(n));
       }
-      for (const n of wanted) if (this.summaries.has(n)) results.set(n, this.summary(n));
+      return this.collectResults(fetches, wanted, results);
     } finally {
-      if (fed?.owned === true) tf.dispose([fed.xs, fed.ys]);
+      if (!waiting) disposeFed();
     }
+  }
+
+  /** The summaries, then the fetches' structure filled from `results`. */
+  private collectResults(fetches: Fetches, wanted: ReadonlySet<string>, results: Map<string, unknown>): unknown {
+    for (const n of wanted) if (this.summaries.has(n)) results.set(n, this.summary(n));
     return mapFetchesAny(fetches, (n) => results.get(n));
+  }
+
+  /** The batch a step trains on: a copy of the fed one, else the data source's next. */
+  private takeBatch(fed: OwnedBatch | undefined): OwnedBatch {
+    return fed === undefined ? this.nextBatch() : { xs: tf.clone(fed.xs), ys: tf.clone(fed.ys) };
+  }
+
+  /** A single session's step once the optimizer's slots are known: all synchronous. */
+  private train(fed: OwnedBatch | undefined, evalNames: readonly string[], results: Map<string, unknown>): void {
+    const batch = this.takeBatch(fed);
+    let out: Map<string, number>;
+    try {
+      out = this.trainStep(batch, evalNames);
+    } catch (e) {
+      tf.dispose([batch.xs, batch.ys]);
+      throw e;
+    }
+    this.vars.globalStep += 1;
+    this.setLastBatch(batch);
+    this.setStepResults(out, evalNames, results);
+  }
+
+  /** A step that waits: a replica's (for its peers), or the first (the optimizer's new slots are listed after it). */
+  private async trainWaiting(fed: OwnedBatch | undefined, evalNames: readonly string[], results: Map<string, unknown>): Promise<void> {
+    let batch: OwnedBatch;
+    let out: Map<string, number> | undefined;
+    do {
+      if (this.replicas !== undefined) await this.replicas.prepare(this.vars);
+      batch = this.takeBatch(fed);
+      try {
+        out = this.replicas === undefined ? this.trainStep(batch, evalNames) : await this.replicatedTrainStep(this.replicas, batch, evalNames);
+      } catch (e) {
+        tf.dispose([batch.xs, batch.ys]);
+        // The replicas re-formed their ring: nothing was applied; take rank 0's state and step again.
+        if (this.replicas?.reformed(e) !== true) throw e;
+      }
+    } while (out === undefined);
+    this.vars.globalStep += 1;
+    this.setLastBatch(batch);
+    await this.optimizerState.afterStep();
+    this.replicas?.applied();
+    this.setStepResults(out, evalNames, results);
+  }
+
+  private setStepResults(out: Map<string, number>, evalNames: readonly string[], results: Map<string, unknown>): void {
+    results.set(TRAIN_OP, out.get(LOSS_OP));
+    for (const n of evalNames) results.set(n, out.get(n));
   }
 
   /** One optimizer step; returns the loss and `evalNames` from the step's forward pass. */

@@ -1,8 +1,9 @@
 /**
  * The hooked layer's unrolled hook calls (src/internal/hookDispatch.ts) against its generic
  * loops: random hook sets, answering synchronously or with promises, fetching, feeding,
- * requesting stops and throwing, must give the same calls in the same order, the same raw
- * runs, results, errors and stop decisions either way.
+ * requesting stops and throwing, over raw sessions with `run` only or with `runMaybeSync`
+ * (answering synchronously, or now and then with a promise), must give the same calls in the
+ * same order, the same raw runs, results, errors and stop decisions every way.
  */
 import { describe, expect, it } from "vitest";
 import { HookedSession } from "../../src/internal/HookedSession.js";
@@ -84,8 +85,17 @@ const makeHooks = (plans: readonly HookPlan[], trace: unknown[]): SessionRunHook
     return h as SessionRunHook;
   });
 
-/** A raw session that records its runs and answers each name with `name@run`. */
-const recordingSession = (trace: unknown[]): Session => {
+/**
+ * How the raw session answers: `run` only (the reference), `runMaybeSync` answering
+ * synchronously, or `runMaybeSync` answering with a promise on odd runs.
+ */
+type RawKind = "async" | "sync" | "mixed";
+
+/**
+ * A raw session that records its runs and answers each name with `name@run`; on run
+ * `failAt` it fails (a rejection from `run`, a throw from `runMaybeSync`).
+ */
+const recordingSession = (trace: unknown[], kind: RawKind = "async", failAt = -1): Session => {
   let run = 0;
   const map = (f: Fetches, r: number): unknown => {
     if (typeof f === "string") return `${f}@${r}`;
@@ -93,18 +103,33 @@ const recordingSession = (trace: unknown[]): Session => {
     if (Array.isArray(f)) return (f as Fetches[]).map((x) => map(x, r));
     return Object.fromEntries(Object.entries(f).map(([k, v]) => [k, map(v as Fetches, r)]));
   };
-  return {
+  const evaluate = (fetches: Fetches, feeds?: Feeds): { r: number; out: unknown } => {
+    const r = run++;
+    trace.push(["raw", fetches, feeds === undefined ? undefined : { ...feeds }]);
+    if (r === failAt) throw new Error(`raw failure at run ${r}`);
+    return { r, out: map(fetches, r) };
+  };
+  const session: Session = {
     run: ((fetches: Fetches, feeds?: Feeds) => {
-      const r = run++;
-      trace.push(["raw", fetches, feeds === undefined ? undefined : { ...feeds }]);
-      return Promise.resolve(map(fetches, r));
+      try {
+        return Promise.resolve(evaluate(fetches, feeds).out);
+      } catch (e) {
+        return Promise.reject(e);
+      }
     }) as Session["run"],
   };
+  if (kind !== "async") {
+    session.runMaybeSync = ((fetches: Fetches, feeds?: Feeds) => {
+      const { r, out } = evaluate(fetches, feeds);
+      return kind === "mixed" && r % 2 === 1 ? Promise.resolve(out) : out;
+    }) as NonNullable<Session["runMaybeSync"]>;
+  }
+  return session;
 };
 
-const drive = async (plans: readonly HookPlan[], unroll: boolean): Promise<unknown[]> => {
+const drive = async (plans: readonly HookPlan[], unroll: boolean, kind: RawKind = "async", failAt = -1): Promise<unknown[]> => {
   const trace: unknown[] = [];
-  const sess = new HookedSession(recordingSession(trace), makeHooks(plans, trace), undefined, new VirtualClock(), new HookTimingSwitch(false), unroll);
+  const sess = new HookedSession(recordingSession(trace, kind, failAt), makeHooks(plans, trace), undefined, new VirtualClock(), new HookTimingSwitch(false), unroll);
   for (let r = 0; r < RUNS; r++) {
     if (sess.shouldStop()) {
       trace.push(["stopped", r]);
@@ -136,15 +161,33 @@ const randomPlans = (rand: () => number): HookPlan[] => {
 };
 
 describe("unrolled hook calls", () => {
-  it("behave exactly like the generic loops on random hook sets", async () => {
+  it("behave exactly like the generic loops on random hook sets, over raw sessions that answer synchronously or not", async () => {
     const rng = seededRandom("hookDispatch differential");
     const rand = () => rng.next();
+    const kinds: RawKind[] = ["sync", "mixed"];
     for (let scenario = 0; scenario < 300; scenario++) {
       const plans = randomPlans(rand);
-      const loop = await drive(plans, false);
-      const unrolled = await drive(plans, true);
-      expect(unrolled, `scenario ${scenario}: ${JSON.stringify(plans)}`).toEqual(loop);
+      // Now and then the raw session itself fails on one run.
+      const failAt = rand() < 0.1 ? Math.floor(rand() * RUNS) : -1;
+      const kind = pick(rand, kinds);
+      const label = `scenario ${scenario} (raw ${kind}, failAt ${failAt}): ${JSON.stringify(plans)}`;
+      // The reference: the generic loops over a raw session with `run` only.
+      const loop = await drive(plans, false, "async", failAt);
+      expect(await drive(plans, true, "async", failAt), label).toEqual(loop);
+      expect(await drive(plans, true, kind, failAt), label).toEqual(loop);
+      expect(await drive(plans, false, kind, failAt), label).toEqual(loop);
     }
+  });
+
+  it("settle a run whose raw session and hooks all answer synchronously before `run` returns", async () => {
+    const trace: unknown[] = [];
+    const plans: HookPlan[] = [{ before: ["fetch", "fetch", "fetch", "fetch"], after: ["record", "record", "record", "record"] }];
+    const sess = new HookedSession(recordingSession(trace, "sync"), makeHooks(plans, trace), undefined, new VirtualClock(), new HookTimingSwitch(false));
+    const p = sess.run("main");
+    // Every hook has been called, and the promise is already settled: a race against a
+    // promise resolved after it still loses to it.
+    expect(trace.map((t) => (t as unknown[])[0])).toEqual(["before", "raw", "after"]);
+    await expect(Promise.race([p, Promise.resolve("later")])).resolves.toBe("main@0");
   });
 
   it("a feed that two hooks give is the same error both ways", async () => {

@@ -107,6 +107,10 @@ describe("TfjsSession with a collective (synchronous data parallelism)", () => {
     singleLosses.forEach((l, i) => expect(Math.abs(l - ((losses[0] as number[])[i] as number))).toBeLessThanOrEqual(RELATIVE_TOLERANCE * Math.max(1, Math.abs(l))));
     // The replicas did learn something (the test is not comparing untouched weights).
     expect((losses[0] as number[])[STEPS - 1]).toBeLessThan((losses[0] as number[])[0] as number);
+    // A replica's step waits for its peers: runMaybeSync answers with a promise, every step.
+    const next = sessions.map((s) => s.runMaybeSync("train"));
+    for (const p of next) expect(p).toBeInstanceOf(Promise);
+    expect(new Set(await Promise.all(next)).size).toBe(1);
   });
 
   it("rejects mismatched models on every rank before step 1, naming the worker and both shapes", async () => {

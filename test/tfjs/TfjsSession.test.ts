@@ -146,6 +146,28 @@ describe("TfjsSession", () => {
     s.close();
   });
 
+  it("runMaybeSync: the first step answers with a promise (the optimizer's new slots are listed after it), later ones synchronously, with run's bits", async () => {
+    const viaRun = await initialized();
+    const viaSync = await initialized();
+    const first = viaSync.runMaybeSync(["train", "accuracy"]);
+    expect(first).toBeInstanceOf(Promise);
+    const losses: unknown[] = [await first];
+    for (let i = 0; i < 5; i++) {
+      const r = viaSync.runMaybeSync(["train", "accuracy"]);
+      expect(r).not.toBeInstanceOf(Promise);
+      losses.push(r);
+    }
+    const reference: unknown[] = [];
+    for (let i = 0; i < 6; i++) reference.push(await viaRun.run(["train", "accuracy"]));
+    expect(losses).toEqual(reference);
+    expect(bits(viaSync.variables.snapshot())).toEqual(bits(viaRun.variables.snapshot()));
+    // Errors are thrown, not returned: what run would reject with.
+    expect(() => viaSync.runMaybeSync("nope")).toThrow(InvalidArgumentError);
+    viaSync.close();
+    expect(() => viaSync.runMaybeSync("train")).toThrow("Attempted to use a closed Session.");
+    viaRun.close();
+  });
+
   it("evaluates loss and metrics without train on the fed batch, else on the last training batch", async () => {
     const s = await initialized();
     await expect(s.run("loss")).rejects.toThrow(FailedPreconditionError);

@@ -91,6 +91,11 @@ export class OptimizerState {
     for (const s of this.slots) out.set(s.name, fromTf(s.tensor, s.name));
   }
 
+  /** `true` while {@link afterStep} has work to do (until the first step's slots are listed). */
+  get refreshPending(): boolean {
+    return !this.slotsKnown;
+  }
+
   /** After an optimizer step: lists the slots the first step created (later steps reuse them). */
   async afterStep(): Promise<void> {
     if (!this.slotsKnown) await this.refresh();
