@@ -228,6 +228,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           name: task.name,
           isChief: task.isChief,
           maxWaitSecs,
+          unreachableTimeoutMs: timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs,
           startBarrier: (timeoutMs) => client.barrier(STARTED_BARRIER, { timeoutMs }),
           join: () => joinCollective(client, group, { address: task.address, token, tls, timeoutSecs: o.collectiveTimeoutSecs, clock, logger }),
           // The returning worker asks for the chief's model while the chief's step waits for it.

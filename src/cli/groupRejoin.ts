@@ -17,7 +17,8 @@
  * The trainer's pending call then raises `CollectiveReformedError` (it applied nothing), and
  * every rank takes rank 0's live state as at the group's first join. Past `maxWaitSecs` from the
  * loss, the rejoin fails with one line naming the worker and the setting; a termination notice
- * ends it at once. A loss of the chief is not waited for: the group fails, as before.
+ * ends it at once. A loss of the chief is not waited for: the group fails, as before, also when
+ * the chief goes while the group waits (its service stops answering for the heartbeat timeout).
  *
  * @module
  */
@@ -43,6 +44,12 @@ export interface GroupRejoinOptions {
   readonly isChief: boolean;
   /** How long the group waits for a lost rank, from the loss (the configuration's `maxWaitSecs`). */
   readonly maxWaitSecs: number;
+  /**
+   * How long a rank goes on registering while nobody answers at the chief's service (the
+   * heartbeat timeout): the service keeps serving through a new generation, so silence means
+   * the chief is gone, and the group fails instead of waiting `maxWaitSecs`.
+   */
+  readonly unreachableTimeoutMs: number;
   /** Passes the cluster's start barrier in the current generation, for at most `timeoutMs`. */
   readonly startBarrier: (timeoutMs: number) => Promise<void>;
   /** Builds this rank's transport of the current generation. */
@@ -152,7 +159,7 @@ export class GroupRejoin {
       if (this.#ended !== undefined) throw this.#ended;
       try {
         // The chief opens the next generation; the others wait for it (its registration waits for every task).
-        await client.connect();
+        await client.connect({ unreachableTimeoutMs: this.o.unreachableTimeoutMs });
         // In the order of a task's start: the ring (a returning worker joins it before it creates
         // its session), then the start barrier (it passes it once its session exists).
         const transport = await this.o.join();

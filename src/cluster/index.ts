@@ -92,6 +92,7 @@ export {
   fromStatus,
   toStatus,
   type BarrierOptions,
+  type ConnectOptions,
   type CoordinationClient,
   type CoordinationClientOptions,
   type KeyValue,

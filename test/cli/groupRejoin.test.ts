@@ -62,10 +62,12 @@ const setup = (rank: number, connects: (() => Promise<void>)[]) => {
   group.attach(first);
   const reports: string[] = [];
   const steps: string[] = [];
+  const connectOptions: unknown[] = [];
   const client = {
     generation: 1,
-    connect: () => {
+    connect: (options?: unknown) => {
       steps.push("connect");
+      connectOptions.push(options);
       const next = connects.shift();
       return next === undefined ? new Promise<void>(() => undefined) : next();
     },
@@ -80,6 +82,7 @@ const setup = (rank: number, connects: (() => Promise<void>)[]) => {
     name: rank === 0 ? "chief:0" : `worker:${rank - 1}`,
     isChief: rank === 0,
     maxWaitSecs: 60,
+    unreachableTimeoutMs: 5000,
     startBarrier: async () => {
       steps.push("barrier");
     },
@@ -91,7 +94,7 @@ const setup = (rank: number, connects: (() => Promise<void>)[]) => {
     logger,
   });
   group.rejoinWith(rejoin.rejoin);
-  return { clock, logger, group, first, second, rejoin, reports, steps };
+  return { clock, logger, group, first, second, rejoin, reports, steps, connectOptions };
 };
 
 /** Runs the virtual clock's due timers and the microtasks they start, `times` times. */
@@ -174,6 +177,25 @@ describe("a data-parallel group that loses a worker", () => {
     await expect(reformed).rejects.toBeInstanceOf(ReplicaGroupError);
     expect(steps).toEqual([]);
     expect(logger.messages("warn")).toEqual([]);
+  });
+
+  it("the chief goes while the group waits: registration gives up after the heartbeat timeout of silence, and the group fails with it", async () => {
+    // The service stops answering: the transport tries for `unreachableTimeoutMs`, then fails
+    // naming the chief's address (scripted here as that failure).
+    const gone = new UnavailableError("the coordination service at grpc://127.0.0.1:1 is unreachable (ECONNREFUSED); its host (the chief) stopped or has not started");
+    const { clock, group, connectOptions } = setup(1, [() => Promise.reject(gone)]);
+    const start = clock.now();
+    const reformed = group.reform(new UnavailableError(`task ${W1} declared failed: no heartbeat`));
+    await settle(clock);
+    const e = await reformed.then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(e).toBeInstanceOf(ReplicaGroupError);
+    expect((e as Error).message).toContain("the coordination service at grpc://127.0.0.1:1 is unreachable");
+    expect(connectOptions).toEqual([{ unreachableTimeoutMs: 5000 }]);
+    // Failed at once: no virtual time passed toward maxWaitSecs.
+    expect(clock.now()).toBe(start);
   });
 
   it("tells a loss it waits for from the chief's loss and from other failures", () => {

@@ -112,6 +112,19 @@ describe("a data-parallel group outlives a lost worker (run, hand-set TF_CONFIG)
       ]);
     }
   });
+  it("the chief SIGKILLed while the group waits: worker 0 does not wait maxWaitSecs, it exits 1 in one line naming the chief's service", async () => {
+    const dir = tempDir();
+    const { chief, worker0 } = await killWorker1(config(dir, "maxWaitSecs: 600\n"), dir);
+    await worker0.waitFor(`worker:0 lost ${W1}`, 60_000);
+    chief.process.kill("SIGKILL");
+    expect((await chief.done).signal).toBe("SIGKILL");
+    // Without the bound on silence, worker 0 would register for 600 s (maxWaitSecs); its
+    // process deadline (240 s) would end this test with a failure.
+    const w0 = await worker0.done;
+    expect(w0.code, w0.stderr).toBe(1);
+    expect(problems(w0), w0.stderr).toEqual([expect.stringMatching(/^Training failed: .*the coordination service at grpc:\/\/127\.0\.0\.1:\d+ is unreachable/) as unknown as string]);
+  });
+
   it("a termination notice to the chief while the group waits: the chief saves its last completed step, tells worker 0, and both exit 42", async () => {
     const dir = tempDir();
     const { chief, worker0 } = await killWorker1(config(dir, "maxWaitSecs: 60\ncheckpoint:\n  dir: ck\n"), dir);

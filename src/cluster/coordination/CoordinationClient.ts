@@ -35,6 +35,19 @@ export interface WaitOptions {
   readonly timeoutMs?: number;
 }
 
+/** Options of {@link CoordinationClient.connect}. */
+export interface ConnectOptions {
+  /**
+   * How long registration goes on trying while nobody answers at the service's address, counted
+   * from the first unanswered try, before it fails with `UnavailableError` naming the address
+   * (default: the whole registration timeout, as a worker started before its chief needs).
+   * The embedded service over gRPC only; etcd and an in-process service ignore it. A rank that
+   * re-joins its replica group gives the heartbeat timeout: the chief's service keeps serving
+   * through a new generation, so silence there means the chief is gone.
+   */
+  readonly unreachableTimeoutMs?: number;
+}
+
 /** Options of {@link CoordinationClient.barrier}. */
 export interface BarrierOptions extends WaitOptions {
   /** The tasks that must arrive (default: every task of the cluster). */
@@ -54,7 +67,7 @@ export interface CoordinationClient extends AsyncDisposable {
    * task waits for the chief's generation. Resolves when every task of the cluster registered.
    * Call it again after an `AbortedError` to join the current generation.
    */
-  connect(): Promise<void>;
+  connect(options?: ConnectOptions): Promise<void>;
   /** Inserts `key` if absent; `AlreadyExistsError` when present. */
   insert(key: string, value: string): Promise<void>;
   /** The value of `key`, waiting for it to be inserted; `DeadlineExceededError` on timeout. */

@@ -27,6 +27,7 @@ import { systemClock, type Clock, type TimerHandle } from "../../Clock.js";
 import { FailedPreconditionError, type OpError } from "../../errors.js";
 import type {
   BarrierOptions,
+  ConnectOptions,
   CoordinationClient,
   CoordinationClientOptions,
   KeyValue,
@@ -103,7 +104,7 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
     return this.identity?.generation;
   }
 
-  async connect(): Promise<void> {
+  async connect(options: ConnectOptions = {}): Promise<void> {
     await this.stopHeartbeats();
     this.identity = undefined;
     this.failure.reset();
@@ -122,6 +123,7 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
         tasks: this.tasks,
         timeoutMs: this.timeouts.registrationTimeoutMs,
         lastGeneration: this.lastGeneration,
+        ...(options.unreachableTimeoutMs === undefined ? {} : { unreachableTimeoutMs: options.unreachableTimeoutMs }),
       });
     } catch (e) {
       await this.stopHeartbeats();

@@ -50,6 +50,8 @@ export interface RegisterRequest {
   readonly tasks: readonly string[];
   /** How long to wait for the chief's generation and for every task to register. */
   readonly timeoutMs: number;
+  /** A transport's bound on trying while nobody answers (see `ConnectOptions`); the service ignores it. */
+  readonly unreachableTimeoutMs?: number;
   /**
    * The highest generation this task registered in before, with any service (0 or absent:
    * none). The generation being registered is numbered above it.

@@ -34,6 +34,7 @@ import {
 } from "../../errors.js";
 import type {
   BarrierOptions,
+  ConnectOptions,
   CoordinationClient,
   CoordinationClientOptions,
   KeyValue,
@@ -120,7 +121,8 @@ export class EtcdCoordinationClient implements CoordinationClient {
     return this.gen;
   }
 
-  async connect(): Promise<void> {
+  /** `options.unreachableTimeoutMs` does not apply: etcd's own endpoints are not the chief. */
+  async connect(_options?: ConnectOptions): Promise<void> {
     await this.stopLiveness();
     this.gen = undefined;
     this.failure.reset();

@@ -70,7 +70,8 @@ export interface GrpcCoordinationTransport extends EmbeddedTransport {
  *   call's deadline is that timeout plus `timeoutMs`, so the server's error (naming the key or
  *   the stragglers) comes first.
  * - `register` retries while nobody serves at `target` (the chief has not started yet, or is
- *   restarting), up to the registration timeout.
+ *   restarting), up to the registration timeout, or the request's `unreachableTimeoutMs` from
+ *   the first unanswered try.
  * - An error the server sent keeps its class and message; a call that got no answer is
  *   `UnavailableError` naming `target`, and a rejected token `UnauthenticatedError`.
  *
@@ -95,6 +96,8 @@ export const grpcCoordinationTransport = (
   const api: CoordinationServiceApi = {
     register: async (req) => {
       const deadline = clock.now() + req.timeoutMs;
+      // When nobody answers: from the first such try, for `unreachableTimeoutMs` at most.
+      let unreachableUntil: number | undefined;
       for (let backoffMs = 100; ; backoffMs = Math.min(2 * backoffMs, 1000)) {
         const leftMs = Math.max(0, deadline - clock.now());
         try {
@@ -112,7 +115,9 @@ export const grpcCoordinationTransport = (
             ),
           ).then(({ generation, serviceId }) => ({ generation, serviceId }));
         } catch (e) {
-          if (!(e instanceof Error && unanswered.has(e)) || clock.now() + backoffMs >= deadline) throw e;
+          if (!(e instanceof Error && unanswered.has(e))) throw e;
+          unreachableUntil ??= Math.min(deadline, clock.now() + (req.unreachableTimeoutMs ?? Number.POSITIVE_INFINITY));
+          if (clock.now() + backoffMs >= unreachableUntil) throw e;
           await new Promise<void>((resolve) => clock.setTimer(backoffMs, resolve));
         }
       }

@@ -8,6 +8,7 @@
 /* Interface */
 export type {
   BarrierOptions,
+  ConnectOptions,
   CoordinationClient,
   CoordinationClientOptions,
   KeyValue,

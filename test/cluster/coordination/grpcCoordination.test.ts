@@ -104,6 +104,17 @@ describe("the coordination service over gRPC", () => {
     expect(e.message).toContain(target);
   });
 
+  it("connect({ unreachableTimeoutMs }) gives up after that much silence, long before the registration timeout", async () => {
+    const target = `grpc://127.0.0.1:${await freePort()}`;
+    const worker = taskName("worker", 0);
+    // The default registration timeout is an hour: only the option can end this in time.
+    const client = connectCoordinationService(target, { task: worker, tasks: [chief, worker], isChief: false, heartbeats: "inline" });
+    clients.push(client);
+    const e = await within(rejection(client.connect({ unreachableTimeoutMs: 500 })), 60_000, "connect");
+    expect(e).toBeInstanceOf(UnavailableError);
+    expect(e.message).toContain(`the coordination service at ${target} is unreachable`);
+  });
+
   it("connect() waits for a chief whose server starts later", async () => {
     const port = await freePort();
     const target = `grpc://127.0.0.1:${port}`;
