@@ -157,6 +157,8 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   let reportAsHost: ((error: OpError, options?: { final?: boolean }) => void) | undefined;
   /** The host telling the others of its final report before it stops (see `finish`); resolves with who was not told. */
   let tellOthers: ((tasks: readonly string[], timeoutMs: number) => Promise<readonly string[]>) | undefined;
+  /** Whether the service this task hosts holds a final report (this task's or another rank's). */
+  let heardFinal: (() => boolean) | undefined;
   if (task.isChief && !etcd) {
     const host = await serving(() =>
       hostCoordinationService(spec, { ...serverOptions, services, coordination: { clock, ...(timeouts.heartbeatTimeoutMs === undefined ? {} : { heartbeatTimeoutMs: timeouts.heartbeatTimeoutMs }) } }),
@@ -166,6 +168,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     const drainMs = o.timeouts?.drainTimeoutSecs === undefined ? DEFAULT_DRAIN_TIMEOUT_MS : o.timeouts.drainTimeoutSecs * 1000;
     reportAsHost = (error, options) => host.service.reportHostError(error, options);
     tellOthers = (others, timeoutMs) => host.service.waitUntilTold(others, timeoutMs);
+    heardFinal = () => host.service.hasFinalReport;
     drain = async (barrierFailed) => {
       // After a passed shutdown barrier every task has left: nothing to wait for.
       if (barrierFailed) logger.info(`Serving the coordination service until every other task has left (up to ${drainMs / 1000} s, cluster.timeouts.drainTimeoutSecs).`);
@@ -219,6 +222,8 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   let regrouping = false;
   /** Whether this host reported a termination notice while the group re-formed. */
   let reportedFinal = false;
+  /** This task's report of its termination notice, while its call is under way (bounded by the call's deadline). */
+  let reporting: Promise<void> | undefined;
   const rejoin =
     group === undefined || launched
       ? undefined
@@ -299,7 +304,12 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
         reportedFinal = true;
         return reportAsHost(report, { final: true });
       }
-      await client.reportErrorToCluster(report).catch(() => undefined);
+      // A rank other than the chief, between generations: its client has no current one, so
+      // the report is final, taken from its last registration; the chief's service passes it to
+      // every rank in any generation.
+      const sent = client.reportErrorToCluster(report, wasRegrouping ? { final: true } : {}).catch(() => undefined);
+      reporting = sent;
+      await sent;
     },
     reportFailure: async (error) => {
       const message = error instanceof Error ? `${error.name}: ${error.message.split("\n")[0] ?? ""}` : String(error);
@@ -312,8 +322,12 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       await collective?.close().catch(() => undefined);
       let error: Error | undefined;
       if (!clean) {
-        if (reportedFinal && tellOthers !== undefined) {
-          // The others were between generations when the notice came: keep the service up until
+        // The others learn of this task's notice from its report: let the call finish before the
+        // client closes (a worker leaves right after its notice).
+        await reporting;
+        if ((reportedFinal || heardFinal?.() === true) && tellOthers !== undefined) {
+          // The others were between generations when the notice came (this task's, or another
+          // rank's final report, whose sender counts as told): keep the service up until
           // each surviving rank has heard of it (they exit with the preemption code). A rank calls
           // again within seconds (it registers again, after starting its heartbeat thread, which
           // takes seconds on a loaded machine); three heartbeat timeouts bound the wait for one

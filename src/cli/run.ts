@@ -379,6 +379,8 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
           // only after their all-reduce), so the chief's variables are those of the last completed
           // step. Save them before exiting with the preemption code; only the data position is
           // past the interrupted step's batch.
+          // Another rank's notice may be what ended the wait (its report is the group's failure).
+          if (e instanceof ReplicaGroupError && isPreemptionReport(e.cause)) clusterPreemption ??= e.cause;
           if (handler !== undefined && group !== undefined && e instanceof ReplicaGroupError && preempting()) {
             handler.noticeTermination(why(), { deadlineMs: notices.first?.deadline });
             await handler.saveCheckpointIfPreempted();

@@ -96,6 +96,7 @@ export {
   type CoordinationClient,
   type CoordinationClientOptions,
   type KeyValue,
+  type ReportOptions,
   type WaitOptions,
   type CoordinationBackend,
   type CoordinationTimeouts,

@@ -146,6 +146,28 @@ describe("a data-parallel group outlives a lost worker (run, hand-set TF_CONFIG)
     expect(w0.stderr).not.toMatch(/Done at global step/);
   });
 
+  it("a termination notice to worker 0 while the group waits: it tells the chief through the chief's service; the chief saves its last completed step, and both exit 42", async () => {
+    const dir = tempDir();
+    const { chief, worker0 } = await killWorker1(config(dir, "maxWaitSecs: 600\ncheckpoint:\n  dir: ck\n"), dir);
+    await worker0.waitFor(`worker:0 lost ${W1}`, 60_000);
+    worker0.process.kill("SIGTERM");
+    const w0 = await worker0.done;
+    expect(w0.code, w0.stderr).toBe(42);
+    // Without the final report, the chief would wait for worker 0 too, up to maxWaitSecs (600 s),
+    // past its process deadline.
+    const c = await chief.done;
+    expect(c.code, c.stderr).toBe(42);
+    expect(c.stderr).toContain("task worker:0 got a termination notice");
+    // Worker 1 paused after global step 3; the chief's step 4 waited in the group and applied nothing.
+    const saved = /^INFO Preemption checkpoint for step (\d+) saved: \S*model\.ckpt-(\d+)\.$/m.exec(c.stderr);
+    expect(saved?.slice(1), c.stderr).toEqual(["3", "3"]);
+    expect(existsSync(join(dir, "ck", "model.ckpt-3.index"))).toBe(true);
+    for (const r of [c, w0]) {
+      expect(r.stderr).not.toContain("Training failed");
+      expect(r.stderr).not.toMatch(/Done at global step/);
+    }
+  });
+
   it("a worker frozen past the heartbeat timeout (SIGSTOP) resumes (SIGCONT): the same process rejoins, all exit 0 with one digest", async () => {
     const dir = tempDir();
     const { chief, worker0, worker1 } = await killWorker1(config(dir), dir, "SIGSTOP");

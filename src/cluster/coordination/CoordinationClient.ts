@@ -48,6 +48,18 @@ export interface ConnectOptions {
   readonly unreachableTimeoutMs?: number;
 }
 
+/** Options of {@link CoordinationClient.reportErrorToCluster}. */
+export interface ReportOptions {
+  /**
+   * This task is leaving for good with this report (a termination notice), maybe while its
+   * client is between generations (its replica group re-forms and it registers again). The
+   * embedded service takes the report from this task's last registration, in any generation,
+   * and every task's pending and later calls, in any generation, raise it. etcd takes it as a
+   * plain report of the current generation.
+   */
+  readonly final?: boolean;
+}
+
 /** Options of {@link CoordinationClient.barrier}. */
 export interface BarrierOptions extends WaitOptions {
   /** The tasks that must arrive (default: every task of the cluster). */
@@ -85,7 +97,7 @@ export interface CoordinationClient extends AsyncDisposable {
    */
   barrier(id: string, options?: BarrierOptions): Promise<void>;
   /** Makes every task's next (or pending) coordination call raise `error`, naming this task. */
-  reportErrorToCluster(error: Error): Promise<void>;
+  reportErrorToCluster(error: Error, options?: ReportOptions): Promise<void>;
   /**
    * The shutdown barrier: waits for every task, then stops heartbeats and leaves, so this exit
    * is not taken for a failure. Stops heartbeats even when the barrier fails.

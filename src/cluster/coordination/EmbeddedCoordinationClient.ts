@@ -31,6 +31,7 @@ import type {
   CoordinationClient,
   CoordinationClientOptions,
   KeyValue,
+  ReportOptions,
   WaitOptions,
 } from "./CoordinationClient.js";
 import { type CoordinationTimeouts, resolveCoordinationTimeouts } from "./CoordinationConfig.js";
@@ -72,6 +73,8 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
   private readonly heartbeats: "thread" | "inline";
   private readonly clock: Clock;
   private identity: CallerIdentity | undefined;
+  /** The identity of the last registration (kept across `connect()`): what a final report is sent with. */
+  private lastIdentity: CallerIdentity | undefined;
   /** The highest generation this client registered in, with any service instance. */
   private lastGeneration = 0;
   private readonly failure = new ErrorLatch();
@@ -131,6 +134,7 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
     }
     const identity: CallerIdentity = { task: this.task, incarnation: this.incarnation, generation: registered.generation, serviceId: registered.serviceId };
     this.identity = identity;
+    this.lastIdentity = identity;
     this.lastGeneration = Math.max(this.lastGeneration, registered.generation);
     if (worker !== undefined) worker.begin(identity);
     else this.beatInline(identity);
@@ -168,7 +172,16 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
     return this.call((me) => this.transport.api.barrier({ ...me, id, tasks, timeoutMs }));
   }
 
-  reportErrorToCluster(error: Error): Promise<void> {
+  reportErrorToCluster(error: Error, options: ReportOptions = {}): Promise<void> {
+    if (options.final === true) {
+      // Between generations (registering again) the client has no current identity: the
+      // service takes a final report from the last one, and the latch is not in the way.
+      const identity = this.identity ?? this.lastIdentity;
+      if (identity === undefined) {
+        return Promise.reject(new FailedPreconditionError(`coordination client of task ${this.task} never registered: it has no cluster to report to`));
+      }
+      return this.transport.api.reportError({ ...identity, status: toStatus(error), final: true });
+    }
     return this.call((id) => this.transport.api.reportError({ ...id, status: toStatus(error) }));
   }
 

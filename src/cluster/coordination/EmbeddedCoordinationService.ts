@@ -80,7 +80,8 @@ export interface CoordinationServiceApi {
   barrier(
     req: CallerIdentity & { readonly id: string; readonly tasks: readonly string[]; readonly timeoutMs: number },
   ): Promise<void>;
-  reportError(req: CallerIdentity & { readonly status: Status }): Promise<void>;
+  /** `final`: see {@link ReportOptions.final}; taken from the task's last registration, in any generation. */
+  reportError(req: CallerIdentity & { readonly status: Status; readonly final?: boolean }): Promise<void>;
   shutdown(req: CallerIdentity & { readonly timeoutMs: number }): Promise<void>;
 }
 
@@ -160,8 +161,10 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
   private closed = false;
   private readonly chiefWaiters = new Set<() => void>();
   private readonly leaveWaiters = new Set<() => void>();
-  /** The host's report that ends the cluster for every generation (see {@link reportHostError}). */
+  /** The report that ends the cluster for every generation (see {@link reportHostError} and a final `reportError`). */
   private finalReport: OpError | undefined;
+  /** Each task's incarnation as it last registered, in any generation: who may send a final report. */
+  private readonly incarnations = new Map<string, string>();
   /** The tasks answered with {@link finalReport}, and who waits for more of them. */
   private readonly told = new Set<string>();
   private readonly toldWaiters = new Set<() => void>();
@@ -217,6 +220,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
       g.number = (req.lastGeneration ?? 0) + 1;
       this.lastNumber = Math.max(this.lastNumber, g.number);
     }
+    this.incarnations.set(req.task, req.incarnation);
     if (known === undefined) {
       g.registered.set(req.task, { incarnation: req.incarnation, lastHeartbeatMs: this.clock.now(), left: false });
       // The heartbeat deadlines start when the last task registers.
@@ -313,9 +317,35 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
     return this.arrive(g, req.task, req.id, req.tasks, req.timeoutMs);
   }
 
-  async reportError(req: CallerIdentity & { status: Status }): Promise<void> {
+  async reportError(req: CallerIdentity & { status: Status; final?: boolean }): Promise<void> {
+    const reported = (): OpError => fromStatus({ code: req.status.code, message: `${req.status.message} (reported by task ${req.task})` });
+    if (req.final === true) return this.reportFinal(req, reported);
     const g = this.check(req);
-    this.fail(g, fromStatus({ code: req.status.code, message: `${req.status.message} (reported by task ${req.task})` }));
+    this.fail(g, reported());
+  }
+
+  /**
+   * A final report (a task leaving for good, its client perhaps between generations): taken from
+   * the task's incarnation as it last registered with this service, in any generation. Every
+   * pending and later call, in any generation, raises it, as with the host's own final report.
+   */
+  private reportFinal(req: CallerIdentity, reported: () => OpError): void {
+    this.checkOpen();
+    if (req.serviceId !== this.serviceId) {
+      throw new UnavailableError(`task ${req.task} registered with a coordination service that is gone (it restarted and lost its state); its report cannot be taken`);
+    }
+    if (this.incarnations.get(req.task) !== req.incarnation) {
+      throw new AbortedError(`task ${req.task} (incarnation ${req.incarnation}) is not registered with this coordination service; its report cannot be taken`);
+    }
+    // The first final report stands; the reporter knows it.
+    this.finalReport ??= reported();
+    this.markTold(req.task);
+    if (this.current !== undefined) this.fail(this.current, this.finalReport);
+  }
+
+  /** Whether a final report (the host's or a task's) ends the cluster. */
+  get hasFinalReport(): boolean {
+    return this.finalReport !== undefined;
   }
 
   async shutdown(req: CallerIdentity & { timeoutMs: number }): Promise<void> {

@@ -38,6 +38,7 @@ import type {
   CoordinationClient,
   CoordinationClientOptions,
   KeyValue,
+  ReportOptions,
   WaitOptions,
 } from "./CoordinationClient.js";
 import { type CoordinationTimeouts, etcdLeaseTtlSecs, resolveCoordinationTimeouts } from "./CoordinationConfig.js";
@@ -220,7 +221,8 @@ export class EtcdCoordinationClient implements CoordinationClient {
     return this.call((gen) => this.arrive(gen, id, tasks, timeoutMs));
   }
 
-  reportErrorToCluster(error: Error): Promise<void> {
+  /** `options.final` is not supported here: the report goes to the current generation, as a plain one. */
+  reportErrorToCluster(error: Error, _options?: ReportOptions): Promise<void> {
     return this.call(async (gen) => {
       const status = toStatus(error);
       const reported: Status = { code: status.code, message: `${status.message} (reported by task ${this.task})` };

@@ -104,7 +104,9 @@ export const coordinationServiceRegistration =
         ),
       reportError: (req) =>
         answer(async () =>
-          service.reportError({ ...caller(req.caller), status: { code: errorCode(req.code), message: req.message } }).then(() => ({})),
+          service
+            .reportError({ ...caller(req.caller), status: { code: errorCode(req.code), message: req.message }, ...(req.final ? { final: true } : {}) })
+            .then(() => ({})),
         ),
       shutdownTask: (req, ctx) =>
         answer(async () =>

@@ -142,7 +142,7 @@ export const grpcCoordinationTransport = (
         ),
       ).then(() => undefined),
     reportError: (req) =>
-      call(() => client.reportError({ caller: req, code: req.status.code, message: req.status.message })).then(
+      call(() => client.reportError({ caller: req, code: req.status.code, message: req.status.message, final: req.final === true })).then(
         () => undefined,
       ),
     shutdown: (req) =>

@@ -12,6 +12,7 @@ export type {
   CoordinationClient,
   CoordinationClientOptions,
   KeyValue,
+  ReportOptions,
   WaitOptions,
 } from "./CoordinationClient.js";
 

@@ -10,6 +10,7 @@ import {
 } from "../../../src/cluster/coordination/index.js";
 import {
   AbortedError,
+  FailedPreconditionError,
   CancelledError,
   DeadlineExceededError,
   InvalidArgumentError,
@@ -221,6 +222,44 @@ describe("EmbeddedCoordinationService (virtual clock)", () => {
     expect(await settled(bounded)).toBe(false);
     await clock.advanceSecs(2);
     expect(await bounded).toEqual([worker2]);
+  });
+
+  it("a task's final report between generations is taken from its last registration, and every rank hears it in any generation", async () => {
+    const { service, client, c, w1, w2 } = await setup();
+    // A rank was lost: the generation failed, and the others register again (the next generation waits for every task).
+    await w2.reportErrorToCluster(new UnavailableError("task 2 left the replica group"));
+    await w2.close();
+    const chiefRegistering = rejection(client(chief).connect());
+    const w1Registering = rejection(w1.connect());
+    await turns();
+    expect(await settled(chiefRegistering)).toBe(false);
+    // Worker 1 gets a termination notice now: its client has no current generation.
+    await w1.reportErrorToCluster(new CancelledError("cluster preemption: task worker:0 got a termination notice"), { final: true });
+    for (const pending of [chiefRegistering, w1Registering]) {
+      const e = await pending;
+      expect(e).toBeInstanceOf(CancelledError);
+      expect(e.message).toContain(`task worker:0 got a termination notice (reported by task ${worker1})`);
+    }
+    expect(service.hasFinalReport).toBe(true);
+    // The reporter counts as told; a call of the old chief's client hears it too.
+    expect(await service.waitUntilTold([worker1], 0)).toEqual([]);
+    expect(await rejection(c.tryGet("k"))).toBeInstanceOf(CancelledError);
+    // A later report does not replace it.
+    await w1.reportErrorToCluster(new CancelledError("another"), { final: true });
+    // A client that never registered has nothing to report to.
+    expect(await rejection(client(worker1).reportErrorToCluster(new CancelledError("x"), { final: true }))).toBeInstanceOf(FailedPreconditionError);
+    expect((await rejection(client(chief).connect())).message).toContain("task worker:0 got a termination notice");
+  });
+
+  it("a final report is refused from an incarnation that never registered with this service", async () => {
+    const { service, c } = await setup();
+    const e = await rejection(
+      service.reportError({ task: worker1, incarnation: "not-registered", generation: 1, serviceId: service.serviceId, status: { code: 1, message: "x" }, final: true }),
+    );
+    expect(e).toBeInstanceOf(AbortedError);
+    expect(e.message).toContain(`task ${worker1} (incarnation not-registered) is not registered with this coordination service`);
+    expect(service.hasFinalReport).toBe(false);
+    await c.insert("still", "working");
   });
 
   it("a client of a service instance that is gone gets UnavailableError, not another cluster's state", async () => {
