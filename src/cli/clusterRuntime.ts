@@ -218,8 +218,6 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   const chief = task.isChief ? undefined : chiefTaskOf(spec);
   const launched = options.env[LAUNCH_READY_ENV] === "1";
   const maxWaitSecs = options.maxWaitSecs ?? DEFAULT_MAX_WAIT_SECS;
-  /** Whether the group is waiting for a lost rank (its rejoin under way). */
-  let regrouping = false;
   /** Whether this host reported a termination notice while the group re-formed. */
   let reportedFinal = false;
   /** This task's report of its termination notice, while its call is under way (bounded by the call's deadline). */
@@ -237,10 +235,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           startBarrier: (timeoutMs) => client.barrier(STARTED_BARRIER, { timeoutMs }),
           join: () => joinCollective(client, group, { address: task.address, token, tls, timeoutSecs: o.collectiveTimeoutSecs, clock, logger }),
           // The returning worker asks for the chief's model while the chief's step waits for it.
-          waiting: (waiting) => {
-            regrouping = waiting;
-            publisher?.stepWaits(waiting);
-          },
+          waiting: (waiting) => publisher?.stepWaits(waiting),
           clock,
           logger,
         });
@@ -292,7 +287,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       // A worker waiting for its chief has nobody to tell: it stops waiting and exits with the preemption code.
       if (recovery?.cancel(report) === true) return;
       // A group waiting for a lost rank stops waiting: its ranks exit with the preemption code.
-      const wasRegrouping = regrouping;
+      const wasRegrouping = rejoin?.waiting === true;
       rejoin?.cancel(report);
       // A notice while the chief serves the others after its own exit: they exit with the
       // preemption code, and the chief's wait ends. While the group re-forms, the chief's client

@@ -72,6 +72,11 @@ export class GroupRejoin {
 
   constructor(private readonly o: GroupRejoinOptions) {}
 
+  /** Whether a wait is under way (from the loss until the ring is back or the wait failed). */
+  get waiting(): boolean {
+    return this.#reject !== undefined;
+  }
+
   /** The rank the last wait was for, when the loss named it. */
   get lost(): string | undefined {
     return this.#lost;

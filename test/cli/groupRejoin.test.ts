@@ -108,7 +108,8 @@ const settle = async (clock: VirtualClock, times = 10): Promise<void> => {
 describe("a data-parallel group that loses a worker", () => {
   it("waits for it, re-forms its ring, and raises CollectiveReformedError for the call that applied nothing", async () => {
     const old = new UnavailableError(`task ${W1} declared failed: no heartbeat within the heartbeat timeout`);
-    const { clock, logger, group, first, second, steps } = setup(1, [() => Promise.reject(old), () => Promise.resolve()]);
+    const { clock, logger, group, first, second, steps, rejoin } = setup(1, [() => Promise.reject(old), () => Promise.resolve()]);
+    expect(rejoin.waiting).toBe(false);
     const call = group.allReduce(new Float32Array(4), "mean");
     const outcome = call.then(
       () => "applied",
@@ -117,10 +118,12 @@ describe("a data-parallel group that loses a worker", () => {
     await flush();
     group.onPeerFailed(W1, old);
     await settle(clock);
+    expect(rejoin.waiting).toBe(true);
     // The old generation had failed: the worker registers again after a backoff.
     await clock.advance(100);
     await settle(clock);
     const e = await outcome;
+    expect(rejoin.waiting).toBe(false);
     expect(e).toBeInstanceOf(CollectiveReformedError);
     expect(group.state).toBe("ready");
     expect(first.closed).toBe(true);

@@ -368,23 +368,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
    * @returns the tasks still in the cluster after `timeoutMs` (empty when every task left).
    */
   waitUntilAllLeft(timeoutMs: number): Promise<readonly string[]> {
-    if (this.remaining().length === 0) return Promise.resolve([]);
-    return new Promise<readonly string[]>((resolve) => {
-      const wake = (): void => {
-        if (this.remaining().length > 0) return;
-        settle();
-        resolve([]);
-      };
-      const timer = this.clock.setTimer(Math.max(0, timeoutMs), () => {
-        settle();
-        resolve(this.remaining());
-      });
-      const settle = (): void => {
-        timer.cancel();
-        this.leaveWaiters.delete(wake);
-      };
-      this.leaveWaiters.add(wake);
-    });
+    return this.waitUntilNone(() => this.remaining(), this.leaveWaiters, timeoutMs);
   }
 
   /**
@@ -406,24 +390,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
    * @returns the tasks not told after `timeoutMs` (empty when every one was).
    */
   waitUntilTold(tasks: readonly string[], timeoutMs: number): Promise<readonly string[]> {
-    const untold = (): string[] => tasks.filter((t) => !this.told.has(t));
-    if (untold().length === 0) return Promise.resolve([]);
-    return new Promise<readonly string[]>((resolve) => {
-      const wake = (): void => {
-        if (untold().length > 0) return;
-        settle();
-        resolve([]);
-      };
-      const timer = this.clock.setTimer(Math.max(0, timeoutMs), () => {
-        settle();
-        resolve(untold());
-      });
-      const settle = (): void => {
-        timer.cancel();
-        this.toldWaiters.delete(wake);
-      };
-      this.toldWaiters.add(wake);
-    });
+    return this.waitUntilNone(() => tasks.filter((t) => !this.told.has(t)), this.toldWaiters, timeoutMs);
   }
 
   /** Stops the service: every pending and later call fails with `UnavailableError`. */
@@ -438,6 +405,30 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
   // -------------------------------------------------------------------------------------------
   // utils
   // -------------------------------------------------------------------------------------------
+
+  /**
+   * Resolves with `[]` once `pending()` is empty (checked whenever a waiter of `waiters` is
+   * woken), or with what it still holds after `timeoutMs`.
+   */
+  private waitUntilNone(pending: () => readonly string[], waiters: Set<() => void>, timeoutMs: number): Promise<readonly string[]> {
+    if (pending().length === 0) return Promise.resolve([]);
+    return new Promise<readonly string[]>((resolve) => {
+      const wake = (): void => {
+        if (pending().length > 0) return;
+        settle();
+        resolve([]);
+      };
+      const timer = this.clock.setTimer(Math.max(0, timeoutMs), () => {
+        settle();
+        resolve(pending());
+      });
+      const settle = (): void => {
+        timer.cancel();
+        waiters.delete(wake);
+      };
+      waiters.add(wake);
+    });
+  }
 
   /** The current generation's tasks that have not left (none once it failed or the service closed). */
   private remaining(): string[] {
