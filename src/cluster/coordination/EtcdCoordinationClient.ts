@@ -299,8 +299,22 @@ export class EtcdCoordinationClient implements CoordinationClient {
         new FailedPreconditionError(`coordination client of task ${this.task} is not connected: call connect() first`),
       );
     }
-    const result = this.op(() => f(gen));
+    const result = this.op(() => f(gen)).catch((e: unknown) => this.preferClusterError(gen, e));
     return raced ? this.failure.race(result) : result;
+  }
+
+  /**
+   * A call that failed on etcd itself (a deadline that passed while this process was frozen,
+   * say): the generation's recorded error, when there is one, is the cause (this task was
+   * declared failed meanwhile), so it is raised instead; else `e`. One read, which may fail too.
+   */
+  private async preferClusterError(gen: number, e: unknown): Promise<never> {
+    if (!(e instanceof UnavailableError) || !e.message.startsWith("etcd (")) throw e;
+    const stored = await this.etcd
+      .get(this.genKey(gen, "error"))
+      .exec()
+      .then((r) => r.kvs[0], () => undefined);
+    throw stored === undefined ? e : this.storedError(stored);
   }
 
   private async insertIfAbsent(key: string, value: string): Promise<boolean> {
