@@ -218,8 +218,6 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   const chief = task.isChief ? undefined : chiefTaskOf(spec);
   const launched = options.env[LAUNCH_READY_ENV] === "1";
   const maxWaitSecs = options.maxWaitSecs ?? DEFAULT_MAX_WAIT_SECS;
-  /** Whether this host reported a termination notice while the group re-formed. */
-  let reportedFinal = false;
   /** This task's report of its termination notice, while its call is under way (bounded by the call's deadline). */
   let reporting: Promise<void> | undefined;
   const rejoin =
@@ -296,7 +294,6 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       if (draining && reportAsHost !== undefined) return reportAsHost(report);
       if (wasRegrouping && reportAsHost !== undefined) {
         // Final: a rank that registers again after this task left still hears it (see `finish`).
-        reportedFinal = true;
         return reportAsHost(report, { final: true });
       }
       // A rank other than the chief, between generations: its client has no current one, so
@@ -320,7 +317,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
         // The others learn of this task's notice from its report: let the call finish before the
         // client closes (a worker leaves right after its notice).
         await reporting;
-        if ((reportedFinal || heardFinal?.() === true) && tellOthers !== undefined) {
+        if (heardFinal?.() === true && tellOthers !== undefined) {
           // The others were between generations when the notice came (this task's, or another
           // rank's final report, whose sender counts as told): keep the service up until
           // each surviving rank has heard of it (they exit with the preemption code). A rank calls
