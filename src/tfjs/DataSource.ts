@@ -42,4 +42,12 @@ export interface TfjsDataSource {
    * `InvalidArgumentError` for a position that does not fit.
    */
   restore(state: ReadonlyMap<string, TensorValue>): void;
+  /**
+   * Optional: a cheap way back to the current position. Returns a function that moves the source
+   * back to where it is now. A replica's session marks the
+   * position before each step's batch and goes back when the step fails in its collective, so the
+   * step runs again on the same batch. Without it the session takes {@link TfjsDataSource.state}
+   * before each replicated step instead, which copies the whole position.
+   */
+  mark?(): () => void;
 }

@@ -174,7 +174,8 @@ export class InMemoryDataSource implements TfjsDataSource {
       if (this.epoch + 1 >= this.epochs) throw new OutOfRangeError("End of sequence");
       this.epoch += 1;
       this.offset = 0;
-      this.permutation = this.order(this.permutation);
+      // A new array, never one changed in place: a mark (see `mark`) keeps the old one.
+      this.permutation = this.order(new Int32Array(this.size));
     }
     let rows: Int32Array;
     if (this.shardCount === 1) {
@@ -204,6 +205,18 @@ export class InMemoryDataSource implements TfjsDataSource {
       ["rng", tensor("int64", [], BigInt64Array.of(BigInt(this.rng.state)))],
       ["permutation", tensor("int32", [this.size], this.permutation.slice())],
     ]);
+  }
+
+  /** The position as it is now, without a copy: the permutation is replaced, never changed in place. */
+  mark(): () => void {
+    const { epoch, offset, permutation } = this;
+    const rng = this.rng.state;
+    return () => {
+      this.epoch = epoch;
+      this.offset = offset;
+      this.rng.state = rng;
+      this.permutation = permutation;
+    };
   }
 
   restore(state: ReadonlyMap<string, TensorValue>): void {

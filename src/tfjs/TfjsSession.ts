@@ -44,7 +44,8 @@
  *   live state into every replica: weights, optimizer slots, global step and data position.
  * - A collective call that raises `CollectiveReformedError` (the group re-formed its ring after a
  *   lost rank came back) applied nothing: the step joins the new ring as at the first step
- *   (signatures, then rank 0's live state) and runs again.
+ *   (signatures, then rank 0's live state) and runs again, on the same batch (a replica's step
+ *   that fails in its all-reduce puts the data source back where it was before the step).
  * - Each step computes the local gradients, averages them and the batch loss in one all-reduce
  *   (flattened in the fixed order of the trainable weights), and applies the averaged gradients on
  *   every rank: the replicas' weights and optimizer state stay bit-identical.
@@ -394,11 +395,17 @@ export class TfjsSession implements Session {
     let out: Map<string, number> | undefined;
     do {
       if (this.replicas !== undefined) await this.replicas.prepare(this.vars);
+      // A replica's step that fails in its all-reduce applied nothing, and must not have used up
+      // its batch either: the step runs again on the same batch after a re-formed ring, and a
+      // checkpoint saved after the failure (the chief's, on a termination notice) holds the
+      // position of the step it holds.
+      const rewind = this.replicas !== undefined && fed === undefined ? this.markData() : undefined;
       batch = this.takeBatch(fed);
       try {
         out = this.replicas === undefined ? this.trainStep(batch, evalNames) : await this.replicatedTrainStep(this.replicas, batch, evalNames);
       } catch (e) {
         tf.dispose([batch.xs, batch.ys]);
+        rewind?.();
         // The replicas re-formed their ring: nothing was applied; take rank 0's state and step again.
         if (this.replicas?.reformed(e) !== true) throw e;
       }
@@ -408,6 +415,13 @@ export class TfjsSession implements Session {
     await this.optimizerState.afterStep();
     this.replicas?.applied();
     this.setStepResults(out, evalNames, results);
+  }
+
+  /** A function that moves the data source back to its current position. */
+  private markData(): () => void {
+    if (this.data.mark !== undefined) return this.data.mark();
+    const position = this.data.state();
+    return () => this.data.restore(position);
   }
 
   private setStepResults(out: Map<string, number>, evalNames: readonly string[], results: Map<string, unknown>): void {

@@ -13,8 +13,13 @@
  */
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import * as tf from "@tensorflow/tfjs";
 import { afterEach, describe, expect, it } from "vitest";
 
+import { makeSpirals } from "../../examples/tfjs-classifier-data.js";
+import { readBundle } from "../../src/checkpoint/index.js";
+import { InMemoryDataSource } from "../../src/tfjs/index.js";
+import { bits } from "../util/tensorBits.js";
 import { freePorts, repoRoot, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
@@ -36,6 +41,23 @@ const config = (dir: string, extra = ""): string => {
   const file = join(dir, "job.yaml");
   writeFileSync(file, `module: ${job}\nlogStepCountSteps: 0\n${extra}tfjs:\n  backend: cpu\ncluster:\n  timeouts:\n    heartbeatTimeoutSecs: 5\n`);
   return file;
+};
+
+/** The data position saved in the checkpoint `prefix`, as bits. */
+const dataPositionOf = async (prefix: string): Promise<Record<string, unknown>> => {
+  const { values } = await readBundle(prefix);
+  return bits(new Map([...values].filter(([name]) => name.startsWith("data/"))));
+};
+
+/** The data position of the fixture's rank 0 after `steps` steps, as bits (every rank's: it is global). */
+const dataPositionAfter = (steps: number): Record<string, unknown> => {
+  const data = makeSpirals(42);
+  const source = new InMemoryDataSource({ xs: data.xs, ys: data.ys, batchSize: 64, seed: 7, shard: { index: 0, count: 3 } });
+  for (let i = 0; i < steps; i++) {
+    const b = source.next();
+    tf.dispose([b.xs, b.ys] as tf.Tensor[]);
+  }
+  return bits(new Map([...source.state()].map(([name, t]) => [`data/${name}`, t])));
 };
 
 const lines = (text: string): string[] => text.split("\n").filter((l) => l !== "");
@@ -136,6 +158,9 @@ describe("a data-parallel group outlives a lost worker (run, hand-set TF_CONFIG)
     const saved = /^INFO Preemption checkpoint for step (\d+) saved: \S*model\.ckpt-(\d+)\.$/m.exec(c.stderr);
     expect(saved?.slice(1), c.stderr).toEqual(["3", "3"]);
     expect(existsSync(join(dir, "ck", "model.ckpt-3.index"))).toBe(true);
+    // The interrupted step gave its batch back: the checkpoint's data position is that of 3 steps,
+    // so a restart trains step 4 on the batch step 4 would have had.
+    expect(await dataPositionOf(join(dir, "ck", "model.ckpt-3"))).toEqual(dataPositionAfter(3));
     expect(c.stderr).toMatch(/Preempted: checkpoint saved; exiting with 42/);
     // The chief's service told worker 0 before it stopped (worker 0 was between generations).
     expect(c.stderr).toContain("Telling the other task of the termination notice through the coordination service");

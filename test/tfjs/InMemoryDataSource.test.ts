@@ -65,6 +65,23 @@ describe("InMemoryDataSource", () => {
     expect([...saved.keys()]).toEqual(["epoch", "offset", "rng", "permutation"]);
   });
 
+  it("mark() goes back to the marked position, across epoch boundaries and a restore in between", () => {
+    const a = new InMemoryDataSource({ xs, ys, batchSize: 3, seed: 11 });
+    take(a, 3); // the last batch of the first epoch is next
+    const back = a.mark();
+    const position = a.state();
+    const expected = take(a, 9); // three epochs further
+    back();
+    expect(a.state()).toEqual(position);
+    expect(take(a, 9)).toEqual(expected);
+    // A restore to another position in between changes nothing the mark holds.
+    const again = a.mark();
+    const later = take(a, 2);
+    a.restore(position);
+    again();
+    expect(take(a, 2)).toEqual(later);
+  });
+
   it("state() is a deep copy", () => {
     const src = new InMemoryDataSource({ xs, ys, batchSize: 3, seed: 11 });
     const s = src.state();

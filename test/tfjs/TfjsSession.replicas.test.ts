@@ -17,7 +17,7 @@ import { InvalidArgumentError, NanLossDuringTrainingError } from "../../src/erro
 import { silentLogger } from "../../src/Logger.js";
 import { withSession } from "../../src/MonitoredSession.js";
 import { tensor } from "../../src/Tensor.js";
-import { InMemoryDataSource, tfjsSession, type TfjsSession } from "../../src/tfjs/index.js";
+import { InMemoryDataSource, tfjsSession, type TfjsDataSource, type TfjsSession } from "../../src/tfjs/index.js";
 import { bits } from "../util/tensorBits.js";
 import { dataset, train } from "../util/tfjsSessions.js";
 
@@ -48,12 +48,21 @@ const group = async (): Promise<TcpCollective[]> => {
 
 const dataOptions = { xs: dataset.xs, ys: dataset.ys, batchSize: BATCH, seed: 7 };
 
+/** A data source without the optional `mark()`: the session falls back to `state()` and `restore()`. */
+const withoutMark = (source: TfjsDataSource): TfjsDataSource => ({
+  next: () => source.next(),
+  stateNames: () => source.stateNames(),
+  state: () => source.state(),
+  restore: (state) => source.restore(state),
+});
+
 /** An initialized replica on rank `c.rank`'s shard. */
-const replica = async (c: Collective, model: tf.LayersModel = buildModel(1)): Promise<TfjsSession> => {
+const replica = async (c: Collective, model: tf.LayersModel = buildModel(1), markable = true): Promise<TfjsSession> => {
+  const data = new InMemoryDataSource({ ...dataOptions, shard: { index: c.rank, count: RANKS } });
   const s = await tfjsSession({
     model,
     optimizer: tf.train.adam(0.02),
-    data: new InMemoryDataSource({ ...dataOptions, shard: { index: c.rank, count: RANKS } }),
+    data: markable ? data : withoutMark(data),
     lossFn: classifierLoss,
     collective: c,
   });
@@ -201,7 +210,10 @@ describe("TfjsSession with a collective (synchronous data parallelism)", () => {
     const snapshots = sessions.map((s) => bits(s.variables.snapshot()));
     for (const snap of snapshots.slice(1)) expect(snap).toEqual(snapshots[0]);
   });
-  it("a group that re-forms its ring after losing rank 2: a fresh rank 2 joins, every rank takes rank 0's live state (weights, Adam's slots, step, data position) and they train on bit-identical", async () => {
+  it.each([
+    ["mark()", true],
+    ["state() and restore(), without mark()", false],
+  ])("a group that re-forms its ring after losing rank 2: a fresh rank 2 joins, every rank takes rank 0's live state (weights, Adam's slots, step, data position) and they train on bit-identical; the failed step's batch is given back (data source: %s)", async (_, markable) => {
     const tasks = ["/job:chief/replica:0/task:0", "/job:worker/replica:0/task:0", "/job:worker/replica:0/task:1"];
     const first = await group();
     let second: Promise<TcpCollective[]> | undefined;
@@ -213,22 +225,31 @@ describe("TfjsSession with a collective (synchronous data parallelism)", () => {
       g.rejoinWith(nextRing(c.rank));
       return g;
     });
-    const sessions = await Promise.all(groups.map((g) => replica(g)));
+    const sessions = await Promise.all(groups.map((g) => replica(g, buildModel(1), markable)));
     await Promise.all(sessions.map((s) => train(s, 3)));
     // Rank 2 is lost: its ring closes, its session is gone.
     await first[2]?.close();
     // A new process for rank 2: other initial weights, no optimizer slots, step 0, its own data position.
     const fresh = new ReplicaGroup(2, tasks);
     fresh.attach(await nextRing(2)());
-    const restarted = await replica(fresh, buildModel(99));
+    const restarted = await replica(fresh, buildModel(99), markable);
     const survivors = sessions.slice(0, 2);
     const losses = await Promise.all([...survivors, restarted].map((s) => train(s, 3)));
     for (const l of losses.slice(1)) expect(l).toEqual(losses[0]);
     const snapshots = [...survivors, restarted].map((s) => bits(s.variables.snapshot()));
     expect(Object.keys(snapshots[0] as object)).toContain("optimizer/slot_4/0_dense/kernel/v");
     for (const snap of snapshots.slice(1)) expect(snap).toEqual(snapshots[0]);
-    // The failed step applied nothing: 3 steps, then 3 more.
+    // The failed step applied nothing: 3 steps, then 3 more...
     expect(restarted.variables.snapshot().get("global_step")?.data[0]).toBe(6n);
+    // ... and used up no batch: the step ran again on the same batch, so every rank's data
+    // position is that of 6 batches.
+    const reference = new InMemoryDataSource({ ...dataOptions, shard: { index: 0, count: RANKS } });
+    for (let i = 0; i < 6; i++) {
+      const b = reference.next();
+      tf.dispose([b.xs, b.ys] as tf.Tensor[]);
+    }
+    const position = bits(new Map([...reference.state()].map(([name, t]) => [`data/${name}`, t])));
+    for (const snap of snapshots) expect(Object.fromEntries(Object.entries(snap).filter(([name]) => name.startsWith("data/")))).toEqual(position);
     expect(groups.slice(0, 2).map((g) => g.state)).toEqual(["ready", "ready"]);
   });
 });
