@@ -7,18 +7,21 @@
  * rank takes rank 0's live state, and all three finish the last step with one digest, exit 0,
  * the chief and worker 0 being the same processes. A worker that never comes back: the others
  * exit 1 with one line naming it and `maxWaitSecs`. A worker frozen (SIGSTOP) past the heartbeat
- * timeout that resumes (SIGCONT): the same process rejoins. The group's state machine is unit-tested in
+ * timeout that resumes (SIGCONT): the same process rejoins. A chief lost or told to stop while
+ * the group waits. Every test runs on the embedded backend and on etcd (skipped without the
+ * binary). The group's state machine is unit-tested in
  * test/cli/groupRejoin.test.ts. Each test acts when a line appears, never after a fixed time,
  * and asserts outcomes and named tasks only.
  */
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as tf from "@tensorflow/tfjs";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 
 import { makeSpirals } from "../../examples/tfjs-classifier-data.js";
 import { readBundle } from "../../src/checkpoint/index.js";
 import { InMemoryDataSource } from "../../src/tfjs/index.js";
+import { etcdBinary, EtcdProcess } from "../cluster/coordination/etcdHarness.js";
 import { bits } from "../util/tensorBits.js";
 import { freePorts, repoRoot, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
 import { useTempDirs } from "../util/tempDirs.js";
@@ -36,10 +39,13 @@ afterEach(async () => {
   }
 });
 
+/** The coordination backend of the tests under way: its `cluster:` lines. */
+let backendLines = "";
+
 /** A config of the job in `dir`, plus `extra` top-level lines. */
 const config = (dir: string, extra = ""): string => {
   const file = join(dir, "job.yaml");
-  writeFileSync(file, `module: ${job}\nlogStepCountSteps: 0\n${extra}tfjs:\n  backend: cpu\ncluster:\n  timeouts:\n    heartbeatTimeoutSecs: 5\n`);
+  writeFileSync(file, `module: ${job}\nlogStepCountSteps: 0\n${extra}tfjs:\n  backend: cpu\ncluster:\n${backendLines}  timeouts:\n    heartbeatTimeoutSecs: 5\n`);
   return file;
 };
 
@@ -92,7 +98,8 @@ const killWorker1 = async (file: string, dir: string, signal: "SIGKILL" | "SIGST
 
 const finalsOf = (r: CliRun): string[] => [...r.stdout.matchAll(/^final (\d) digest ([0-9a-f]{64})$/gm)].map((m) => `${m[1] as string} ${m[2] as string}`);
 
-describe("a data-parallel group outlives a lost worker (run, hand-set TF_CONFIG)", { timeout: 300_000 }, () => {
+/** The tests, on the embedded backend or on etcd. */
+const suite = (etcd: boolean): void => {
   it("SIGKILL worker 1 after a step and start it again: it rejoins in the chief's new generation, every rank takes rank 0's state, all exit 0 with one digest", async () => {
     const dir = tempDir();
     const { chief, worker0, restart } = await killWorker1(config(dir), dir);
@@ -134,7 +141,7 @@ describe("a data-parallel group outlives a lost worker (run, hand-set TF_CONFIG)
       ]);
     }
   });
-  it("the chief SIGKILLed while the group waits: worker 0 does not wait maxWaitSecs, it exits 1 in one line naming the chief's service", async () => {
+  it("the chief SIGKILLed while the group waits: worker 0 does not wait maxWaitSecs, it exits 1 in one line naming the chief's service (embedded) or the chief (etcd)", async () => {
     const dir = tempDir();
     const { chief, worker0 } = await killWorker1(config(dir, "maxWaitSecs: 600\n"), dir);
     await worker0.waitFor(`worker:0 lost ${W1}`, 60_000);
@@ -144,7 +151,9 @@ describe("a data-parallel group outlives a lost worker (run, hand-set TF_CONFIG)
     // process deadline (240 s) would end this test with a failure.
     const w0 = await worker0.done;
     expect(w0.code, w0.stderr).toBe(1);
-    expect(problems(w0), w0.stderr).toEqual([expect.stringMatching(/^Training failed: .*the coordination service at grpc:\/\/127\.0\.0\.1:\d+ is unreachable/) as unknown as string]);
+    // Embedded: the chief's service is silent; etcd: the chief's liveness key is gone.
+    const line = etcd ? /^Training failed: UnavailableError: task \/job:chief\/replica:0\/task:0 declared failed: / : /^Training failed: .*the coordination service at grpc:\/\/127\.0\.0\.1:\d+ is unreachable/;
+    expect(problems(w0), w0.stderr).toEqual([expect.stringMatching(line) as unknown as string]);
   });
 
   it("a termination notice to the chief while the group waits: the chief saves its last completed step, tells worker 0, and both exit 42", async () => {
@@ -162,8 +171,9 @@ describe("a data-parallel group outlives a lost worker (run, hand-set TF_CONFIG)
     // so a restart trains step 4 on the batch step 4 would have had.
     expect(await dataPositionOf(join(dir, "ck", "model.ckpt-3"))).toEqual(dataPositionAfter(3));
     expect(c.stderr).toMatch(/Preempted: checkpoint saved; exiting with 42/);
-    // The chief's service told worker 0 before it stopped (worker 0 was between generations).
-    expect(c.stderr).toContain("Telling the other task of the termination notice through the coordination service");
+    // Embedded: the chief's service told worker 0 before it stopped (worker 0 was between
+    // generations). etcd keeps the chief's final report: nothing to wait for.
+    if (!etcd) expect(c.stderr).toContain("Telling the other task of the termination notice through the coordination service");
     expect(c.stderr).not.toMatch(/did not hear of the termination notice/);
     const w0 = await worker0.done;
     expect(w0.code, w0.stderr).toBe(42);
@@ -171,7 +181,7 @@ describe("a data-parallel group outlives a lost worker (run, hand-set TF_CONFIG)
     expect(w0.stderr).not.toMatch(/Done at global step/);
   });
 
-  it("a termination notice to worker 0 while the group waits: it tells the chief through the chief's service; the chief saves its last completed step, and both exit 42", async () => {
+  it("a termination notice to worker 0 while the group waits: it tells the chief through the coordination service (a final report); the chief saves its last completed step, and both exit 42", async () => {
     const dir = tempDir();
     const { chief, worker0 } = await killWorker1(config(dir, "maxWaitSecs: 600\ncheckpoint:\n  dir: ck\n"), dir);
     await worker0.waitFor(`worker:0 lost ${W1}`, 60_000);
@@ -205,4 +215,24 @@ describe("a data-parallel group outlives a lost worker (run, hand-set TF_CONFIG)
     expect(finals.map((f) => f.split(" ")[0])).toEqual(["0", "1", "2"]);
     expect(new Set(finals.map((f) => f.split(" ")[1])).size, finals.join("\n")).toBe(1);
   });
+};
+
+describe("a data-parallel group outlives a lost worker (run, hand-set TF_CONFIG; embedded coordination service)", { timeout: 300_000 }, () => {
+  beforeAll(() => {
+    backendLines = "";
+  });
+  suite(false);
+});
+
+describe.skipIf(etcdBinary === undefined)("a data-parallel group outlives a lost worker (run, hand-set TF_CONFIG; backend: etcd, a real etcd on loopback)", { timeout: 300_000 }, () => {
+  let etcd: EtcdProcess | undefined;
+  beforeAll(async () => {
+    etcd = await EtcdProcess.start();
+    backendLines = `  backend: etcd\n  etcdEndpoints: [${etcd.endpoint}]\n`;
+  });
+  afterAll(async () => {
+    backendLines = "";
+    await etcd?.stop();
+  });
+  suite(true);
 });

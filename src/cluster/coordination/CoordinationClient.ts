@@ -38,12 +38,14 @@ export interface WaitOptions {
 /** Options of {@link CoordinationClient.connect}. */
 export interface ConnectOptions {
   /**
-   * How long registration goes on trying while nobody answers at the service's address, counted
-   * from the first unanswered try, before it fails with `UnavailableError` naming the address
-   * (default: the whole registration timeout, as a worker started before its chief needs).
-   * The embedded service over gRPC only; etcd and an in-process service ignore it. A rank that
-   * re-joins its replica group gives the heartbeat timeout: the chief's service keeps serving
-   * through a new generation, so silence there means the chief is gone.
+   * How long registration goes on trying while the chief cannot be heard, before it fails with
+   * `UnavailableError`. Embedded service over gRPC: nobody answers at the service's address,
+   * counted from the first unanswered try (default: the whole registration timeout, as a worker
+   * started before its chief needs). etcd: for a task registering again, the chief has had no
+   * liveness key in its generation for this long (an expired lease fails it at once). An
+   * in-process service ignores it. A rank that re-joins its replica group gives the heartbeat
+   * timeout: the chief keeps serving (and heartbeating) through a new generation, so silence
+   * means the chief is gone.
    */
   readonly unreachableTimeoutMs?: number;
 }
@@ -54,8 +56,9 @@ export interface ReportOptions {
    * This task is leaving for good with this report (a termination notice), maybe while its
    * client is between generations (its replica group re-forms and it registers again). The
    * embedded service takes the report from this task's last registration, in any generation,
-   * and every task's pending and later calls, in any generation, raise it. etcd takes it as a
-   * plain report of the current generation.
+   * and every task's pending and later calls, in any generation, raise it. etcd keeps it in a
+   * `final` key beside the generation counter; every client that registered in the report's
+   * generation or earlier (in its process) raises it, and the next launch's chief deletes it.
    */
   readonly final?: boolean;
 }

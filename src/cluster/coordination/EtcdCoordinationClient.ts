@@ -12,7 +12,11 @@
  * Layout under `prefix` (default `monitored-session/`):
  * - `generation`: the launch counter, incremented by the chief at `connect()` (kept forever);
  * - `g/<n>/...`: everything of launch n (keys, registrations, liveness, barriers, the cluster's
- *   error). The chief deletes every older `g/` at the start of a launch.
+ *   error, the chief's name). The chief deletes every older `g/` at the start of a launch.
+ * - `final`: a task's final report (`reportErrorToCluster(error, { final: true })`, a
+ *   termination notice while its replica group re-forms), with the generation it was sent from;
+ *   every client registered in that generation or earlier in this process raises it, in any
+ *   generation. A chief's first `connect()` in its process deletes it.
  *
  * @module
  */
@@ -66,6 +70,9 @@ const OK = "ok";
 
 const SHUTDOWN_BARRIER = "monitored-session/shutdown";
 
+/** The key (under the prefix) of the cluster's final report. */
+const FINAL = "final";
+
 // ---------------------------------------------------------------------------------------------
 // constructors
 // ---------------------------------------------------------------------------------------------
@@ -85,7 +92,13 @@ export class EtcdCoordinationClient implements CoordinationClient {
   private readonly clock: Clock;
   private readonly etcd: Etcd3;
   private readonly failure = new ErrorLatch();
+  /** A final report this client heeds (see the module's layout): never reset. */
+  private readonly finalReport = new ErrorLatch();
+  private finalWatcher: Watcher | undefined;
   private gen: number | undefined;
+  /** The generation of this client's first and of its last completed registration. */
+  private firstGen: number | undefined;
+  private lastGen: number | undefined;
   private heartbeat: HeartbeatWorker | undefined;
   private watchers: Watcher[] = [];
   /** Bumped when liveness stops: callbacks of an older registration are ignored. */
@@ -122,11 +135,31 @@ export class EtcdCoordinationClient implements CoordinationClient {
     return this.gen;
   }
 
-  /** `options.unreachableTimeoutMs` does not apply: etcd's own endpoints are not the chief. */
-  async connect(_options?: ConnectOptions): Promise<void> {
+  /**
+   * Registers in the chief's generation. A task that registered before (it re-joins: its
+   * replica group re-forms, or its chief restarted) waits for a generation newer than its last
+   * one. With `options.unreachableTimeoutMs`, such a task gives up when the chief has had no
+   * liveness key in etcd for that long (its lease expired, or it never attached one in its new
+   * generation): the chief is gone.
+   */
+  async connect(options: ConnectOptions = {}): Promise<void> {
     await this.stopLiveness();
     this.gen = undefined;
     this.failure.reset();
+    const registration = this.register(options, this.epoch);
+    try {
+      await this.finalReport.race(registration);
+    } catch (e) {
+      if (this.finalReport.current !== undefined) {
+        // The registration goes on in the background until its next step sees it was cancelled.
+        registration.catch(() => undefined);
+        await this.stopLiveness();
+      }
+      throw e;
+    }
+  }
+
+  private async register(options: ConnectOptions, epoch: number): Promise<void> {
     const deadline = this.clock.now() + this.timeouts.registrationTimeoutMs;
     // The heartbeat thread starts (and gets its lease) while this thread finds the generation
     // and claims the task's name: the two are independent, and the thread is the slower.
@@ -143,16 +176,23 @@ export class EtcdCoordinationClient implements CoordinationClient {
     );
     let gen: number;
     try {
-      gen = await this.op(() => (this.isChief ? this.startGeneration() : this.waitForGeneration(deadline)));
+      gen = await this.op(() => (this.isChief ? this.startGeneration() : this.waitForGeneration(deadline, options.unreachableTimeoutMs)));
       await this.op(() => this.claimTask(gen));
     } catch (e) {
       void thread.then((w) => w.stop(), () => undefined);
       throw e;
     }
-    this.heartbeat = await thread;
+    const worker = await thread;
+    if (this.epoch !== epoch) {
+      // Cancelled meanwhile (a final report): this registration's thread is nobody's.
+      await worker.stop();
+      throw new AbortedError(`registration of task ${this.task} cancelled`);
+    }
+    this.heartbeat = worker;
     try {
       await this.heartbeat.attach(this.genKey(gen, `alive/${enc(this.task)}`));
-      const { revision } = await this.op(() => this.waitForAll(gen, "alive", deadline));
+      const chiefGone = this.isChief || this.lastGen === undefined || options.unreachableTimeoutMs === undefined ? undefined : this.watchChief(gen, options.unreachableTimeoutMs);
+      const { revision } = await this.op(() => (chiefGone === undefined ? this.waitForAll(gen, "alive", deadline) : chiefGone.race(this.waitForAll(gen, "alive", deadline)))).finally(() => chiefGone?.stop());
       // Seeing every liveness key is not enough: the keys of a previous launch's tasks that died
       // less than a lease ago are still there. Only tasks that are alive now confirm that they
       // saw every other one, so a task that joined a dead launch waits here, until the new
@@ -166,7 +206,13 @@ export class EtcdCoordinationClient implements CoordinationClient {
       await this.stopLiveness();
       throw e;
     }
+    if (this.epoch !== epoch) throw new AbortedError(`registration of task ${this.task} cancelled`);
     this.gen = gen;
+    this.lastGen = gen;
+    if (this.firstGen === undefined) {
+      this.firstGen = gen;
+      await this.op(() => this.watchFinal());
+    }
   }
 
   async insert(key: string, value: string): Promise<void> {
@@ -221,8 +267,12 @@ export class EtcdCoordinationClient implements CoordinationClient {
     return this.call((gen) => this.arrive(gen, id, tasks, timeoutMs));
   }
 
-  /** `options.final` is not supported here: the report goes to the current generation, as a plain one. */
-  reportErrorToCluster(error: Error, _options?: ReportOptions): Promise<void> {
+  /**
+   * With `options.final`, the report also goes to the cluster's `final` key (see the module's
+   * layout), sent from this task's last registration: it needs no current generation.
+   */
+  reportErrorToCluster(error: Error, options: ReportOptions = {}): Promise<void> {
+    if (options.final === true) return this.reportFinal(error);
     return this.call(async (gen) => {
       const status = toStatus(error);
       const reported: Status = { code: status.code, message: `${status.message} (reported by task ${this.task})` };
@@ -238,12 +288,14 @@ export class EtcdCoordinationClient implements CoordinationClient {
     } finally {
       if (gen !== undefined) await this.etcd.put(this.genKey(gen, `left/${enc(this.task)}`)).value(this.incarnation).catch(() => {});
       await this.stopLiveness({ revoke: true });
+      await this.finalWatcher?.cancel().catch(() => {});
       this.etcd.close();
     }
   }
 
   async close(): Promise<void> {
     await this.stopLiveness();
+    await this.finalWatcher?.cancel().catch(() => {});
     this.etcd.close();
   }
 
@@ -291,7 +343,7 @@ export class EtcdCoordinationClient implements CoordinationClient {
 
   /** Runs a call as this task in its generation; the cluster's error rejects it at once. */
   private call<T>(f: (gen: number) => Promise<T>, raced = true): Promise<T> {
-    const latched = this.failure.current;
+    const latched = this.finalReport.current ?? this.failure.current;
     if (latched !== undefined) return Promise.reject(copyError(latched));
     const gen = this.gen;
     if (gen === undefined) {
@@ -300,7 +352,7 @@ export class EtcdCoordinationClient implements CoordinationClient {
       );
     }
     const result = this.op(() => f(gen)).catch((e: unknown) => this.preferClusterError(gen, e));
-    return raced ? this.failure.race(result) : result;
+    return raced ? this.finalReport.race(this.failure.race(result)) : result;
   }
 
   /**
@@ -329,28 +381,155 @@ export class EtcdCoordinationClient implements CoordinationClient {
       const kv = r.kvs[0];
       const next = kv === undefined ? 1 : parseGeneration(kv) + 1;
       const txn = kv === undefined ? this.etcd.if(key, "Create", "==", 0) : this.etcd.if(key, "Mod", "==", kv.mod_revision);
+      // A chief's first generation in its process is a new launch: an old launch's final report goes.
+      const cleanup = this.firstGen === undefined ? [this.etcd.delete().key(`${this.root}${FINAL}`)] : [];
       const done = await txn
-        .then(this.etcd.put(key).value(String(next)), this.etcd.delete().prefix(`${this.root}g/`))
+        .then(this.etcd.put(key).value(String(next)), this.etcd.delete().prefix(`${this.root}g/`), ...cleanup)
         .commit();
       if (done.succeeded) return next;
     }
   }
 
-  private async waitForGeneration(deadline: number): Promise<number> {
+  /**
+   * The chief's generation: the current one, or, for a task that registered before, the first
+   * one newer than its last (the chief opens it). Meanwhile, with `unreachableTimeoutMs`, the
+   * chief's liveness in the last generation is watched (see {@link watchChief}).
+   */
+  private async waitForGeneration(deadline: number, unreachableTimeoutMs: number | undefined): Promise<number> {
     const key = `${this.root}generation`;
+    const after = this.lastGen ?? 0;
     const timeoutMs = deadline - this.clock.now();
-    const kv = await this.waitUntil(key, false, timeoutMs, (kvs) => kvs.find((k) => k.key.toString() === key), () =>
-      new DeadlineExceededError(`task ${this.task} waited ${timeoutMs} ms for the chief to register; it did not`),
+    const chiefGone = this.lastGen === undefined || unreachableTimeoutMs === undefined ? undefined : this.watchChief(this.lastGen, unreachableTimeoutMs);
+    const found = this.waitUntil(
+      key,
+      false,
+      timeoutMs,
+      (kvs) => {
+        const kv = kvs.find((k) => k.key.toString() === key);
+        return kv !== undefined && parseGeneration(kv) > after ? kv : undefined;
+      },
+      () =>
+        new DeadlineExceededError(
+          after === 0
+            ? `task ${this.task} waited ${timeoutMs} ms for the chief to register; it did not`
+            : `task ${this.task} waited ${timeoutMs} ms for the chief to open a generation after ${after}; it did not`,
+        ),
     );
-    return parseGeneration(kv);
+    try {
+      return parseGeneration(await (chiefGone === undefined ? found : chiefGone.race(found)));
+    } finally {
+      chiefGone?.stop();
+    }
+  }
+
+  /**
+   * Watches the chief's liveness key in generation `gen` (the chief records its name there as
+   * `g/<gen>/chief` when it claims its task): the returned latch is set to `UnavailableError`
+   * naming the chief, while `gen` is still the current generation (a chief that opened a newer
+   * one is alive), once its key was deleted (its lease expired), or once the key has not been
+   * there for `timeoutMs` since the watch started (it never attached one). `stop()` ends the
+   * watch.
+   */
+  private watchChief(gen: number, timeoutMs: number): ErrorLatch & { stop(): void } {
+    const latch = new ErrorLatch();
+    const stop = new AbortController();
+    const base = this.genKey(gen, "");
+    const generationKey = `${this.root}generation`;
+    let timer: { cancel(): void } | undefined;
+    let seen = false;
+    let chief = "the chief";
+    const onTimeout = (): void => {
+      // A newer generation deleted this one's keys: the chief opened it, it is alive.
+      void this.etcd
+        .get(generationKey)
+        .string()
+        .then((current) => {
+          if (stop.signal.aborted || Number(current) !== gen) return;
+          latch.set(
+            new UnavailableError(
+              seen
+                ? `task ${chief} declared failed: its liveness lease in generation ${gen} expired, no heartbeat within the heartbeat timeout; the replica group cannot re-form without its chief`
+                : `task ${chief} declared failed: no liveness key of it in etcd for ${timeoutMs} ms in generation ${gen}; the replica group cannot re-form without its chief`,
+            ),
+          );
+        }, () => undefined);
+    };
+    this.waitUntil(
+      base,
+      true,
+      this.timeouts.registrationTimeoutMs + timeoutMs,
+      (kvs) => {
+        const name = kvs.find((kv) => kv.key.toString() === `${base}chief`)?.value.toString();
+        if (name !== undefined) chief = name;
+        const alive = name !== undefined && kvs.some((kv) => kv.key.toString() === `${base}alive/${enc(name)}`);
+        if (alive) {
+          seen = true;
+          timer?.cancel();
+          timer = undefined;
+        } else if (seen) {
+          onTimeout();
+        } else {
+          timer ??= this.clock.setTimer(timeoutMs, onTimeout);
+        }
+        return undefined;
+      },
+      () => new DeadlineExceededError(`watch of the chief's liveness in generation ${gen} ended`),
+      stop.signal,
+    ).catch(() => undefined);
+    return Object.assign(latch, {
+      stop: () => {
+        timer?.cancel();
+        stop.abort(new AbortedError("chief watch stopped"));
+      },
+    });
+  }
+
+  /** Sends `error` as this task's final report, from its current or last registration. */
+  private async reportFinal(error: Error): Promise<void> {
+    const gen = this.gen ?? this.lastGen;
+    if (gen === undefined) {
+      throw new FailedPreconditionError(`coordination client of task ${this.task} never registered: it has no generation to send a final report from`);
+    }
+    const status = toStatus(error);
+    const reported: Status = { code: status.code, message: `${status.message} (reported by task ${this.task})` };
+    await this.op(async () => {
+      await this.insertIfAbsent(`${this.root}${FINAL}`, JSON.stringify({ ...reported, generation: gen }));
+      // The tasks still in that generation hear it from their watch of it at once.
+      await this.insertIfAbsent(this.genKey(gen, "error"), JSON.stringify(reported));
+    });
+  }
+
+  /** Watches the cluster's final report (from this client's first registration on; never stopped before close). */
+  private async watchFinal(): Promise<void> {
+    const key = `${this.root}${FINAL}`;
+    const heed = (kv: IKeyValue): void => {
+      const text = kv.value.toString();
+      let generation: unknown;
+      try {
+        generation = (JSON.parse(text) as { generation?: unknown }).generation;
+      } catch {
+        generation = undefined;
+      }
+      // A report from before this process's first registration belongs to an older launch.
+      if (typeof generation !== "number" || this.firstGen === undefined || generation < this.firstGen) return;
+      this.finalReport.set(this.storedError(kv));
+    };
+    const r = await this.etcd.get(key).exec();
+    const w = await this.etcd.watch().key(key).startRevision(String(BigInt(r.header.revision) + 1n)).create();
+    this.finalWatcher = w;
+    w.on("error", () => {});
+    w.on("put", heed);
+    const kv = r.kvs[0];
+    if (kv !== undefined) heed(kv);
   }
 
   /** Claims this task's name for this incarnation in `gen`; a different incarnation there is a restart. */
   private async claimTask(gen: number): Promise<void> {
     const key = this.genKey(gen, `tasks/${enc(this.task)}`);
+    const claim = [this.etcd.put(key).value(this.incarnation), ...(this.isChief ? [this.etcd.put(this.genKey(gen, "chief")).value(this.task)] : [])];
     const r = await this.etcd
       .if(key, "Create", "==", 0)
-      .then(this.etcd.put(key).value(this.incarnation))
+      .then(...claim)
       .else(this.etcd.get(key))
       .commit();
     if (r.succeeded) return;

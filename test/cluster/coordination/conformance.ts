@@ -14,6 +14,7 @@ import {
 import {
   AbortedError,
   AlreadyExistsError,
+  CancelledError,
   DeadlineExceededError,
   FailedPreconditionError,
   InvalidArgumentError,
@@ -277,6 +278,43 @@ export const describeConformance = (name: string, setup: () => ConformanceBacken
         expect(await chief2.get("TERMINATED_WORKER", { timeoutMs: 5_000 })).toBe("2");
       } finally {
         await closeAll([w1, w2, chief2]);
+      }
+    });
+
+    it("a final report between generations (a rank's termination notice while its group re-forms): the chief opening the next generation and a rank registering again both raise it; it needs a registration", async () => {
+      const cluster = await backend().cluster(tasks);
+      const clients = await connectAll(cluster);
+      const [c, w1, w2] = clients as [CoordinationClient, CoordinationClient, CoordinationClient];
+      const never = cluster.client({ task: worker2, isChief: false, incarnation: newIncarnation() });
+      try {
+        // Worker 2 is lost: the chief opens the next generation, worker 1 registers again; both
+        // wait for worker 2.
+        await w2.reportErrorToCluster(new UnavailableError(`${worker2} left the replica group`));
+        await w2.close();
+        // As a re-forming group does: again after the old generation's error or its end.
+        const registerAgain = async (client: CoordinationClient): Promise<Error> => {
+          for (;;) {
+            const e = await rejection(client.connect());
+            if (!(e instanceof UnavailableError || e instanceof AbortedError)) return e;
+            await sleep(100);
+          }
+        };
+        const chiefRegistering = registerAgain(c);
+        const w1Registering = registerAgain(w1);
+        await sleep(200);
+        // Worker 1 gets a termination notice now: its client is between generations.
+        await within(w1.reportErrorToCluster(new CancelledError("cluster preemption: task worker:0 got a termination notice"), { final: true }), 20_000, "the final report");
+        for (const [pending, who] of [[chiefRegistering, "the chief's registration"], [w1Registering, "worker 1's registration"]] as const) {
+          const e = await within(pending, 20_000, who);
+          expect(e, who).toBeInstanceOf(CancelledError);
+          expect(e.message).toContain(`task worker:0 got a termination notice (reported by task ${worker1})`);
+        }
+        // A later registration raises it too.
+        expect((await within(rejection(c.connect()), 20_000, "a later registration")).message).toContain("task worker:0 got a termination notice");
+        // A client that never registered has no generation to send one from.
+        expect(await rejection(never.reportErrorToCluster(new CancelledError("x"), { final: true }))).toBeInstanceOf(FailedPreconditionError);
+      } finally {
+        await closeAll([...clients, never]);
       }
     });
 

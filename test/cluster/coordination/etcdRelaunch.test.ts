@@ -9,7 +9,7 @@
 import { Etcd3 } from "etcd3";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type CoordinationClient, EtcdCoordinationClient, newIncarnation } from "../../../src/cluster/coordination/index.js";
-import { AbortedError, DeadlineExceededError, ErrorCode, InvalidArgumentError } from "../../../src/errors.js";
+import { AbortedError, CancelledError, DeadlineExceededError, ErrorCode, InvalidArgumentError, UnavailableError } from "../../../src/errors.js";
 import { chief, rejection, tasks, within, worker1, worker2 } from "./conformance.js";
 import { etcdBinary, EtcdProcess } from "./etcdHarness.js";
 
@@ -166,6 +166,46 @@ describe.skipIf(etcdBinary === undefined)("etcd backend: a new launch on the sam
     await c1.close(); // the chief restarts: a new process
     const generations = await within(Promise.all([connectRetrying(client(chief)), connectRetrying(a), again]), 3 * registrationTimeoutMs, "registration of launch 2");
     expect(generations).toEqual([2, 2, 2]);
+  });
+
+  it("a final report of the previous launch (a termination notice while its group re-formed) is not heard by the next launch, whose chief deletes it", async () => {
+    const { prefix, client } = cluster();
+    const [c1, a, b] = [client(chief), client(worker1), client(worker2)];
+    await within(Promise.all([c1.connect(), a.connect(), b.connect()]), 3 * registrationTimeoutMs, "registration of launch 1");
+    await a.reportErrorToCluster(new CancelledError("cluster preemption: task worker:0 got a termination notice"), { final: true });
+    expect(await within(rejection(b.tryGet("k")), 3 * registrationTimeoutMs, "launch 1's call")).toBeInstanceOf(CancelledError);
+    await Promise.all([c1, a, b].map((x) => x.close()));
+    // Launch 2: new processes, the workers first (the old report is still there when they start).
+    expect(await (kv as Etcd3).get(`${prefix}final`).string()).toContain("termination notice");
+    const workers = Promise.all([connectRetrying(client(worker1)), connectRetrying(client(worker2))]);
+    await sleep(500);
+    const c2 = client(chief);
+    const generations = await within(Promise.all([connectRetrying(c2), workers]), 3 * registrationTimeoutMs, "registration of launch 2");
+    expect(generations).toEqual([2, [2, 2]]);
+    expect(await (kv as Etcd3).get(`${prefix}final`).string()).toBeNull();
+    await c2.insert("k", "v");
+    expect(await c2.tryGet("k")).toBe("v");
+  });
+
+  it("a rank registering again (its group re-forms) waits for a generation newer than its last, and gives up when the chief's lease expires, before or after the chief opened it", async () => {
+    for (const opened of [false, true]) {
+      const { prefix, client } = cluster();
+      const [c, a, b] = [client(chief), client(worker1), client(worker2)];
+      await within(Promise.all([c.connect(), a.connect(), b.connect()]), 3 * registrationTimeoutMs, "registration");
+      // Worker 2 is lost; worker 1 registers again: not in generation 1, where it was.
+      await b.close();
+      const chiefRegistering = opened ? rejection(c.connect()) : undefined;
+      if (opened) await untilKeys(`${prefix}g/2/alive/`, (keys) => keys.some((k) => k.includes("chief")), 10_000, "the chief's liveness key in generation 2");
+      const registering = rejection(a.connect({ unreachableTimeoutMs: heartbeatTimeoutMs }));
+      await sleep(300);
+      expect(a.generation).toBeUndefined();
+      // The chief dies: its heartbeats stop, its lease expires after the heartbeat timeout.
+      await c.close();
+      await chiefRegistering;
+      const e = await within(registering, 4 * heartbeatTimeoutMs + 2_000, `worker 1's registration (chief lost ${opened ? "after" : "before"} it opened generation 2)`);
+      expect(e).toBeInstanceOf(UnavailableError);
+      expect(e.message).toMatch(new RegExp(`^task ${chief.replace(/[/]/g, "\\/")} declared failed: .* in generation ${opened ? 2 : 1}`));
+    }
   });
 
   it("an error recorded after this task confirmed its registration (a faster peer failed at once): connect() completes, and the first call raises it", async () => {
