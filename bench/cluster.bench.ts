@@ -7,7 +7,11 @@
  *   between 2 processes over TcpCollective, against the baseline: the same 2 processes send the
  *   same 16 MiB to each other at once on one plain loopback socket pair. 2 warm-ups, then ≥ 10
  *   rounds of both, interleaved (ABBA). A sample's time is the slower rank's, from leaving a
- *   barrier to having everything; the ratio is of the medians.
+ *   barrier to having everything; the ratio is of the medians. `allReduceOverRawTcpOnread` is the
+ *   same all-reduce over a stricter baseline measured in the same rounds: the same exchange read
+ *   the way the collective reads (each rank receives on a socket it dialed, with `onread` into
+ *   one reused buffer: no buffer per read, no `data` events). The three alternate in an order
+ *   that rotates from round to round.
  * - `allReduceBusGBps`: size × 2(N−1)/N ÷ time (NCCL's bus bandwidth) at 2 and 4 processes; the
  *   bound is the baseline's throughput (16 MiB ÷ its median time), in the same run.
  * - `scaling2`: examples per second (the global batch) of an MLP 128 → 256 → 256 → 10
@@ -121,7 +125,7 @@ const group = async (mode: "allreduce" | "train", size: number, extra: Record<st
   const ranks = Array.from({ length: size }, (_, rank) => spawnJsonChild("bench/collectiveRank.ts", { mode, rank, size, deadlineMs: CHILD_DEADLINE_MS, ...extra }));
   children.push(...ranks);
   const listening = await Promise.all(ranks.map((c) => c.next("listening", LOAD_BOUND_MS)));
-  const peers = { collective: listening.map((e) => e.collective as string), raw: listening[0]?.raw };
+  const peers = { collective: listening.map((e) => e.collective as string), raw: listening[0]?.raw, rawOnread: listening.map((e) => e.rawOnread as string | undefined) };
   for (const c of ranks) c.send(JSON.stringify(peers));
   await Promise.all(ranks.map((c) => c.next("ready", LOAD_BOUND_MS)));
   return ranks;
@@ -151,9 +155,11 @@ const allReduces = async (size: number, sizes: ClusterBenchSizes, children: Json
     // The baseline must move what the all-reduce moved: at 2 ranks, the whole buffer each way.
     sameWork("the baseline (payload bytes received per rank and sample)", received, Object.fromEntries(events.map((e, r) => [`rank ${r} rawBytes`, e.rawBytes as number[]])));
     sameWork("the baseline (samples per rank)", sizes.samples, Object.fromEntries(events.map((e, r) => [`rank ${r}`, [(e.rawMs as number[]).length]])));
+    sameWork("the onread baseline (payload bytes received per rank and sample)", received, Object.fromEntries(events.map((e, r) => [`rank ${r} rawOnreadBytes`, e.rawOnreadBytes as number[]])));
+    sameWork("the onread baseline (samples per rank)", sizes.samples, Object.fromEntries(events.map((e, r) => [`rank ${r}`, [(e.rawOnreadMs as number[]).length]])));
   }
   await killAll(ranks);
-  return { allReduceMs: slowest(events, "allReduceMs"), rawMs: raw ? slowest(events, "rawMs") : [], bytes, receivedPerRank: received };
+  return { allReduceMs: slowest(events, "allReduceMs"), rawMs: raw ? slowest(events, "rawMs") : [], rawOnreadMs: raw ? slowest(events, "rawOnreadMs") : [], bytes, receivedPerRank: received };
 };
 
 const training = async (sizes: ClusterBenchSizes, children: JsonChild[]) => {
@@ -294,13 +300,14 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
   const children: JsonChild[] = [];
   try {
     const two = await allReduces(2, sizes, children);
-    console.log(`all-reduce at 2 ranks: ${round(median(two.allReduceMs), 2)} ms, baseline ${round(median(two.rawMs), 2)} ms`);
+    console.log(`all-reduce at 2 ranks: ${round(median(two.allReduceMs), 2)} ms, baseline ${round(median(two.rawMs), 2)} ms, onread baseline ${round(median(two.rawOnreadMs), 2)} ms`);
     const four = await allReduces(4, sizes, children);
     console.log(`all-reduce at 4 ranks: ${round(median(four.allReduceMs), 2)} ms`);
     const train = await training(sizes, children);
     const launched = await scalingByLaunch(sizes);
 
     const ratio = median(two.allReduceMs) / median(two.rawMs);
+    const ratioOnread = median(two.allReduceMs) / median(two.rawOnreadMs);
     const bus = (n: number, ms: readonly number[]) => ({ ranks: n, ...summarize(ms.map((t) => gbps((two.bytes * 2 * (n - 1)) / n, t))) });
     const scalingRanks = train.perSecond[2].map((x, i) => x / (train.perSecond[1][i] as number));
     const scaling = launched.ratios;
@@ -319,10 +326,12 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
       loadAverage: { before: loadBefore, after: os.loadavg().map((x) => round(x, 2)) },
       sizes,
       allReduceOverRawTcp: round(ratio, 3),
+      allReduceOverRawTcpOnread: round(ratioOnread, 3),
       allReduceBusGBps: {
         ranks2: bus(2, two.allReduceMs),
         ranks4: bus(4, four.allReduceMs),
         boundGBps: round(gbps(two.bytes, median(two.rawMs)), 3),
+        boundOnreadGBps: round(gbps(two.bytes, median(two.rawOnreadMs)), 3),
       },
       scaling2: round(median(scaling), 3),
       scaling2Ranks: round(median(scalingRanks), 3),
@@ -334,6 +343,7 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
         bytes: two.bytes,
         ranks2Ms: summarize(two.allReduceMs),
         rawTcpMs: summarize(two.rawMs),
+        rawTcpOnreadMs: summarize(two.rawOnreadMs),
         ranks4Ms: summarize(four.allReduceMs),
         payloadBytesReceivedPerRank: { ranks2: two.receivedPerRank, rawTcp: two.bytes, ranks4: four.receivedPerRank },
       },

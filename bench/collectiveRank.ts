@@ -7,7 +7,9 @@
  * 2. It connects and prints `ready`.
  * 3. `allreduce` mode: `warmups`, then `samples` rounds, each an all-reduce (sum) of `elements`
  *    float32 and, with `raw`, the baseline: both ranks send `elements × 4` bytes to each other at
- *    once on one plain socket pair. Rounds alternate which goes first (ABBA). Every timing starts
+ *    once on one plain socket pair; and the stricter baseline, the same exchange read as the
+ *    collective reads (`onread` into one reused buffer, each rank receiving on a socket it
+ *    dialed). The order of the three rotates from round to round. Every timing starts
  *    when this rank leaves a barrier and stops when this rank has everything (the all-reduce's
  *    result, reduction included; or every byte from the other rank). It checks every result and
  *    prints `samples` with its timings and the payload bytes it received in each.
@@ -111,6 +113,53 @@ const rawServer = async (): Promise<{ address: string; link: Promise<RawLink> }>
   return { address: `127.0.0.1:${port}`, link };
 };
 
+/**
+ * The stricter baseline, as the collective reads (`onread`): each rank receives on a socket it
+ * dialed, into one reused 4 MiB buffer (no buffer per read, no `data` events), and sends on the
+ * one it accepted. Returns the listening half first (the peer's address comes later).
+ */
+const onreadServer = async (): Promise<{ address: string; link: (peer: string) => Promise<RawLink> }> => {
+  const server = createServer();
+  const accepted = new Promise<Socket>((resolve) => server.once("connection", (s) => (server.close(), resolve(s))));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  const link = async (peer: string): Promise<RawLink> => {
+    const [host, peerPort] = peer.split(":") as [string, string];
+    let received = 0;
+    let wanted: { total: number; resolve: () => void } | undefined;
+    const into = Buffer.allocUnsafeSlow(4 * 1024 * 1024);
+    const dialed = connect({
+      host,
+      port: Number(peerPort),
+      onread: {
+        buffer: into,
+        callback: (n: number) => {
+          received += n;
+          if (wanted !== undefined && received >= wanted.total) {
+            const { resolve } = wanted;
+            wanted = undefined;
+            resolve();
+          }
+          return true;
+        },
+      },
+    });
+    dialed.on("error", (e) => {
+      print({ event: "failed", name: e.name, message: `raw onread socket: ${e.message}` });
+      process.exit(3);
+    });
+    await new Promise<void>((resolve) => dialed.once("connect", () => resolve()));
+    const send = await accepted;
+    send.setNoDelay(true);
+    return {
+      socket: send,
+      received: () => received,
+      until: (total) => (received >= total ? Promise.resolve() : new Promise((resolve) => (wanted = { total, resolve }))),
+    };
+  };
+  return { address: `127.0.0.1:${port}`, link };
+};
+
 const rawConnect = (address: string): Promise<RawLink> =>
   new Promise((resolve, reject) => {
     const [host, port] = address.split(":") as [string, string];
@@ -124,13 +173,13 @@ const rawConnect = (address: string): Promise<RawLink> =>
 
 const now = (): number => performance.now();
 
-const allReduceMode = async (raw: RawLink | undefined): Promise<void> => {
+const allReduceMode = async (raw: RawLink | undefined, rawOnread: RawLink | undefined): Promise<void> => {
   const elements = args.elements ?? 0;
   const bytes = elements * 4;
   const buffer = new Float32Array(elements);
   const outgoing = Buffer.alloc(bytes, 1);
   const expected = (args.size * (args.size + 1)) / 2; // Σ (rank + 1), exact in float32
-  let rawRounds = 0;
+  const rounds = new Map<RawLink, number>();
 
   const allReduce = async (): Promise<{ ms: number; bytes: number }> => {
     buffer.fill(args.rank + 1);
@@ -148,9 +197,10 @@ const allReduceMode = async (raw: RawLink | undefined): Promise<void> => {
     const before = link.received();
     await collective.barrier();
     const t0 = now();
-    rawRounds++;
+    const n = (rounds.get(link) ?? 0) + 1;
+    rounds.set(link, n);
     link.socket.write(outgoing);
-    await link.until(rawRounds * bytes);
+    await link.until(n * bytes);
     const ms = now() - t0;
     // The barrier of the next round waits for the other rank to have everything too.
     return { ms, bytes: link.received() - before };
@@ -162,18 +212,23 @@ const allReduceMode = async (raw: RawLink | undefined): Promise<void> => {
   const allReduceBytes: number[] = [];
   const rawMs: number[] = [];
   const rawBytes: number[] = [];
+  const rawOnreadMs: number[] = [];
+  const rawOnreadBytes: number[] = [];
+  // The order rotates from sample to sample, so no variant always runs first.
+  const variants = ["allReduce", "raw", "rawOnread"] as const;
   for (let i = 0; i < warmups + samples; i++) {
-    const order = i % 4 === 1 || i % 4 === 2 ? ["raw", "allReduce"] : ["allReduce", "raw"];
+    const order = variants.map((_, k) => variants[(k + i) % variants.length] as (typeof variants)[number]);
     for (const which of order) {
-      if (which === "raw" && raw === undefined) continue;
-      const r = which === "raw" ? await baseline(raw as RawLink) : await allReduce();
+      const link = which === "raw" ? raw : which === "rawOnread" ? rawOnread : undefined;
+      if (which !== "allReduce" && link === undefined) continue;
+      const r = link === undefined ? await allReduce() : await baseline(link);
       if (i < warmups) continue;
-      (which === "raw" ? rawMs : allReduceMs).push(r.ms);
-      (which === "raw" ? rawBytes : allReduceBytes).push(r.bytes);
+      (which === "raw" ? rawMs : which === "rawOnread" ? rawOnreadMs : allReduceMs).push(r.ms);
+      (which === "raw" ? rawBytes : which === "rawOnread" ? rawOnreadBytes : allReduceBytes).push(r.bytes);
     }
   }
   await collective.barrier();
-  print({ event: "samples", elements, allReduceMs, allReduceBytes, rawMs, rawBytes });
+  print({ event: "samples", elements, allReduceMs, allReduceBytes, rawMs, rawBytes, rawOnreadMs, rawOnreadBytes });
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -298,14 +353,17 @@ const timedCollective = (inner: Collective) => {
 const main = async (): Promise<void> => {
   const useRaw = args.mode === "allreduce" && args.raw === true;
   const served = useRaw && args.rank === 0 ? await rawServer() : undefined;
-  print({ event: "listening", collective: await collective.listen(), raw: served?.address });
-  const peers = JSON.parse(await nextLine()) as { collective: string[]; raw?: string };
+  const onread = useRaw ? await onreadServer() : undefined;
+  print({ event: "listening", collective: await collective.listen(), raw: served?.address, rawOnread: onread?.address });
+  const peers = JSON.parse(await nextLine()) as { collective: string[]; raw?: string; rawOnread?: string[] };
   await collective.connect(peers.collective);
   const raw = !useRaw ? undefined : served !== undefined ? await served.link : await rawConnect(peers.raw as string);
+  const rawOnread = onread === undefined ? undefined : await onread.link(peers.rawOnread?.[1 - args.rank] as string);
   print({ event: "ready" });
-  if (args.mode === "allreduce") await allReduceMode(raw);
+  if (args.mode === "allreduce") await allReduceMode(raw, rawOnread);
   else await trainMode();
   raw?.socket.end();
+  rawOnread?.socket.end();
   await collective.close();
   process.exit(0);
 };

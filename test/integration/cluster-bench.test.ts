@@ -13,7 +13,8 @@ describe("the cluster benchmark (smoke mode)", () => {
     const r = await runClusterBench(SMOKE);
     expect(r.smoke).toBe(true);
     expect(r.allReduceOverRawTcp).toBeGreaterThan(0);
-    expect(r.allReduceBusGBps).toMatchObject({ ranks2: { ranks: 2, median: positive }, ranks4: { ranks: 4, median: positive }, boundGBps: positive });
+    expect(r.allReduceOverRawTcpOnread).toBeGreaterThan(0);
+    expect(r.allReduceBusGBps).toMatchObject({ ranks2: { ranks: 2, median: positive }, ranks4: { ranks: 4, median: positive }, boundGBps: positive, boundOnreadGBps: positive });
     expect(r.allReduceBusGBps.ranks2.samples).toHaveLength(SMOKE.samples);
     expect(r.allReduceBusGBps.ranks4.samples).toHaveLength(SMOKE.samples);
     expect(r.scaling2).toBeGreaterThan(0);
@@ -31,6 +32,7 @@ describe("the cluster benchmark (smoke mode)", () => {
     expect(r.allReduce).toMatchObject({ bytes, payloadBytesReceivedPerRank: { ranks2: bytes, rawTcp: bytes, ranks4: (bytes * 2 * 3) / 4 } });
     expect(r.allReduce.ranks2Ms.samples).toHaveLength(SMOKE.samples);
     expect(r.allReduce.rawTcpMs.samples).toHaveLength(SMOKE.samples);
+    expect(r.allReduce.rawTcpOnreadMs.samples).toHaveLength(SMOKE.samples);
     expect(r.training).toMatchObject({
       parameters: 128 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10,
       batchPerWorker: SMOKE.batch,

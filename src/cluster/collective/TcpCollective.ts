@@ -1,7 +1,8 @@
 /**
  * The shipped {@link Collective}: a chunked ring over plain TCP (`node:net`), or TLS (`node:tls`)
- * when certificate files are given. Each rank connects to the next rank of the ring and accepts
- * the previous one; all-reduce is a reduce-scatter then an all-gather in which every chunk is
+ * when certificate files are given. Each rank connects to the previous rank of the ring (the one
+ * it receives from: on plain TCP its socket then reads straight into the caller's buffer) and
+ * accepts the next one; all-reduce is a reduce-scatter then an all-gather in which every chunk is
  * forwarded as soon as it is reduced, so reduction overlaps the transfer of the next chunks.
  * See docs/distributed.md ("Collectives") and docs/performance.md ("Ring all-reduce").
  *
@@ -201,7 +202,7 @@ export class TcpCollective implements Collective {
   private boundAddress: string | undefined;
   private outbound: Link | undefined;
   private inbound: Link | undefined;
-  private readonly inboundReady = deferred();
+  private readonly outboundReady = deferred();
   private readonly pendingSockets = new Set<Socket>();
   /** Set when a link closed while nothing waited on it; raised at its next use. */
   private inboundGone: Error | undefined;
@@ -281,7 +282,7 @@ export class TcpCollective implements Collective {
   // lifecycle
   // -------------------------------------------------------------------------------------------
 
-  /** Binds `addresses[rank]` and accepts the previous rank; resolves with the bound `host:port`. */
+  /** Binds `addresses[rank]` and accepts the next rank (which receives from this one); resolves with the bound `host:port`. */
   async listen(): Promise<string> {
     if (this.boundAddress !== undefined) return this.boundAddress;
     this.checkUsable();
@@ -312,7 +313,8 @@ export class TcpCollective implements Collective {
   }
 
   /**
-   * Connects the ring: dials the next rank and waits for the previous one, both authenticated,
+   * Connects the ring: dials the previous rank (the one it receives from; the receiver of a link
+   * dials it) and waits for the next one to dial this one, both authenticated,
    * within `connectTimeoutSecs`. `addresses` replaces the constructor's (e.g. once ports bound
    * to 0 are known).
    *
@@ -335,15 +337,15 @@ export class TcpCollective implements Collective {
     const stop = new AbortController();
     let lastDialError = "no answer";
     let dialed = false;
-    const dial = this.dialNext(stop.signal, (e) => (lastDialError = e)).then((link) => {
+    const dial = this.dialPrev(stop.signal, (e) => (lastDialError = e)).then((link) => {
       dialed = true;
       return link;
     });
     try {
-      await this.withDeadline(Promise.all([dial, this.inboundReady.promise]), () => {
+      await this.withDeadline(Promise.all([dial, this.outboundReady.promise]), () => {
         const missing = [
-          ...(dialed ? [] : [`could not connect to ${this.who(this.next)} at ${this.addresses[this.next]} (last error: ${lastDialError})`]),
-          ...(this.inbound !== undefined ? [] : [`was not connected to by ${this.who(this.prev)}`]),
+          ...(dialed ? [] : [`could not connect to ${this.who(this.prev)} at ${this.addresses[this.prev]} (last error: ${lastDialError})`]),
+          ...(this.outbound !== undefined ? [] : [`was not connected to by ${this.who(this.next)}`]),
         ];
         return new DeadlineExceededError(`${this.who(this.rank)} ${missing.join(" and ")} within ${this.connectTimeoutMs / 1000} s (connectTimeoutSecs); is every rank running?`);
       });
@@ -572,7 +574,7 @@ export class TcpCollective implements Collective {
     this.plan = undefined;
     for (const w of this.flushWaiters.splice(0)) w.reject(local);
     this.sendQueue.length = 0;
-    this.inboundReady.reject(local);
+    this.outboundReady.reject(local);
     this.server?.close();
     if (remote === null) return;
     const status = Buffer.from(JSON.stringify(toStatus(remote)));
@@ -818,12 +820,12 @@ export class TcpCollective implements Collective {
   }
 
   private onHello(socket: Socket, h: FrameHeader, auth: string): void {
-    const from = `${this.who(h.rank < this.size ? h.rank : this.prev)}`;
+    const from = `${this.who(h.rank < this.size ? h.rank : this.next)}`;
     if (this.token !== undefined && !tokenMatches(auth, this.token)) {
       return this.refuse(socket, new UnauthenticatedError(`${this.who(this.rank)} refused a connection from ${socket.remoteAddress}: it did not present the cluster token; give every task the same token`));
     }
-    if (h.elements !== this.size || h.rank !== this.prev) {
-      return this.refuse(socket, new InvalidArgumentError(`${this.who(this.rank)} (of ${this.size} ranks) accepts only ${this.who(this.prev)}; it was called by rank ${h.rank} of ${h.elements}; give every rank the same addresses`));
+    if (h.elements !== this.size || h.rank !== this.next) {
+      return this.refuse(socket, new InvalidArgumentError(`${this.who(this.rank)} (of ${this.size} ranks) accepts only ${this.who(this.next)}; it was called by rank ${h.rank} of ${h.elements}; give every rank the same addresses`));
     }
     if (h.generation !== this.generation) {
       const stale = new AbortedError(`${from} of generation ${h.generation} was refused by ${this.who(this.rank)} of generation ${this.generation}: the generation of ${h.generation < this.generation ? from : this.who(this.rank)} is stale; join the current generation`);
@@ -835,18 +837,22 @@ export class TcpCollective implements Collective {
     if (expected !== undefined && expected !== h.incarnation) {
       return this.refuse(socket, new AbortedError(`${from} has incarnation ${h.incarnation}, not ${expected}, the one it registered with (it restarted); it must join the next generation`));
     }
-    if (this.inbound !== undefined || this.broken !== undefined) return this.refuse(socket, new AlreadyExistsError(`${this.who(this.rank)} already has its connection from ${from}`));
+    if (this.outbound !== undefined || this.broken !== undefined) return this.refuse(socket, new AlreadyExistsError(`${this.who(this.rank)} already has its connection from ${from}`));
     const link: Link = { socket, peer: h.rank, peerIncarnation: h.incarnation, sendSeq: 0, receiveSeq: 0 };
-    this.inbound = link;
-    socket.write(encodeHeader({ ...this.blank(), kind: FrameKind.welcome, elements: CREDIT_WINDOW, seq: 0 }));
+    this.outbound = link;
+    // The receiver grants the window: this rank may send that many chunks before its first credit.
+    this.credits = CREDIT_WINDOW;
+    // The welcome carries the token too: the receiver reads no data from a peer that lacks it.
+    const welcome = Buffer.from(this.token === undefined ? "" : bearer(this.token));
+    socket.write(Buffer.concat([encodeHeader({ ...this.blank(), kind: FrameKind.welcome, elements: CREDIT_WINDOW, seq: 0, payloadBytes: welcome.length }), welcome]));
     const parser: FrameParser = new FrameParser(
-      (header, retry) => this.inboundTarget(link, header, retry, parser),
-      (header, payload) => this.onInboundFrame(link, header, payload),
+      (header) => this.outboundTarget(link, header),
+      (header, payload) => this.onOutboundFrame(link, header, payload),
       (e) => this.fail(e),
     );
     socket.on("data", (d: Buffer) => parser.push(d));
     this.watchDeath(link);
-    this.inboundReady.resolve();
+    this.outboundReady.resolve();
   }
 
   private refuse(socket: Socket, error: Error): void {
@@ -856,17 +862,21 @@ export class TcpCollective implements Collective {
     socket.write(Buffer.concat([encodeHeader({ ...this.blank(), kind: FrameKind.reject, seq: 0, payloadBytes: status.length }), status]), () => socket.destroy());
   }
 
-  /** Dials the next rank until it welcomes this one, retrying refused connections until `signal` aborts. */
-  private async dialNext(signal: AbortSignal, onRetry: (error: string) => void): Promise<Link> {
-    const { host, port } = parseAddress(this.addresses[this.next] as string) as { host: string; port: number };
+  /**
+   * Dials the previous rank (the one this rank receives from) until it welcomes this one,
+   * retrying refused connections until `signal` aborts. The receiver dials, so that its socket
+   * reads straight into the caller's buffers (`onread`, plain TCP).
+   */
+  private async dialPrev(signal: AbortSignal, onRetry: (error: string) => void): Promise<Link> {
+    const { host, port } = parseAddress(this.addresses[this.prev] as string) as { host: string; port: number };
     for (let attempt = 0; ; attempt++) {
       try {
         const link = await this.dialOnce(host, port);
         if (signal.aborted) {
           link.socket.destroy();
+          if (this.inbound === link) this.inbound = undefined;
           throw new CancelledError("connect() gave up");
         }
-        this.outbound = link;
         return link;
       } catch (e) {
         if (!(e instanceof RetryableDialError) || signal.aborted) throw e;
@@ -880,12 +890,7 @@ export class TcpCollective implements Collective {
   private dialOnce(host: string, port: number): Promise<Link> {
     return new Promise<Link>((resolve, reject) => {
       const c = this.credentials;
-      const socket: Socket =
-        c === undefined
-          ? netConnect({ host, port })
-          : tlsConnect({ host, port, ca: c.ca, cert: c.cert, key: c.key, ...(isIP(host) === 0 ? { servername: host } : {}) });
-      this.pendingSockets.add(socket);
-      socket.setNoDelay(true);
+      let welcomed: Link | undefined;
       let settled = false;
       const settle = (e: Error | undefined, link?: Link): void => {
         if (settled) return;
@@ -896,39 +901,33 @@ export class TcpCollective implements Collective {
           reject(e);
         } else resolve(link as Link);
       };
-      socket.once(c === undefined ? "connect" : "secureConnect", () => {
-        const auth = Buffer.from(this.token === undefined ? "" : bearer(this.token));
-        socket.write(Buffer.concat([encodeHeader({ ...this.blank(), kind: FrameKind.hello, rank: this.rank, elements: this.size, seq: 0, payloadBytes: auth.length }), auth]));
-      });
-      const onError = (e: NodeJS.ErrnoException): void => {
-        const code = e.code ?? "";
-        settle(RETRYABLE.has(code) ? new RetryableDialError(code) : new UnavailableError(`${this.who(this.rank)} cannot connect to ${this.who(this.next)} at ${host}:${port}: ${code || e.message}${code.startsWith("ERR_SSL") || code.includes("CERT") ? "; check the TLS CA and certificates" : ""}`, { cause: e }));
-      };
-      const onClose = (): void => settle(new RetryableDialError("closed before the handshake"));
-      socket.on("error", onError);
-      socket.on("close", onClose);
-      let welcomed: Link | undefined;
-      const parser = new FrameParser(
-        (h) => {
-          if (welcomed !== undefined) return this.outboundTarget(welcomed, h);
+      const parser: FrameParser = new FrameParser(
+        (h, retry) => {
+          if (welcomed !== undefined) return this.inboundTarget(welcomed, h, retry, parser);
           if ((h.kind !== FrameKind.welcome && h.kind !== FrameKind.reject) || h.payloadBytes > MAX_CONTROL_PAYLOAD_BYTES) {
-            return new DataLossError(`${this.who(this.next)} at ${host}:${port} answered the hello with a frame of kind ${h.kind}; is that a collective port?`);
+            return new DataLossError(`${this.who(this.prev)} at ${host}:${port} answered the hello with a frame of kind ${h.kind}; is that a collective port?`);
           }
           return Buffer.alloc(h.payloadBytes);
         },
         (h, payload) => {
-          if (welcomed !== undefined) return this.onOutboundFrame(welcomed, h, payload);
+          if (welcomed !== undefined) return this.onInboundFrame(welcomed, h, payload);
           if (h.kind === FrameKind.reject) {
-            const error = fromStatus(decodeStatusJson(payload.toString("utf8"), `the handshake answer of ${this.who(this.next)}`));
+            const error = fromStatus(decodeStatusJson(payload.toString("utf8"), `the handshake answer of ${this.who(this.prev)}`));
             // A stale acceptor will be replaced by the current one at the same address: try again.
             return settle(h.generation < this.generation ? new RetryableDialError(error.message) : error);
           }
-          const expected = this.peerIncarnations[this.next];
-          if (h.generation !== this.generation || (expected !== undefined && expected !== h.incarnation)) {
-            return settle(new AbortedError(`${this.who(this.next)} answered from generation ${h.generation} incarnation ${h.incarnation}; this rank is at generation ${this.generation}${expected === undefined ? "" : ` and expects incarnation ${expected}`}`));
+          if (this.token !== undefined && !tokenMatches(payload.toString("utf8"), this.token)) {
+            parser.stop();
+            this.counters.rejectedConnections++;
+            return settle(new UnauthenticatedError(`${this.who(this.rank)} refused the welcome of ${host}:${port}: it did not present the cluster token; give every task the same token`));
           }
-          welcomed = { socket, peer: this.next, peerIncarnation: h.incarnation, sendSeq: 0, receiveSeq: 0 };
-          this.credits = h.elements;
+          const expected = this.peerIncarnations[this.prev];
+          if (h.generation !== this.generation || (expected !== undefined && expected !== h.incarnation)) {
+            return settle(new AbortedError(`${this.who(this.prev)} answered from generation ${h.generation} incarnation ${h.incarnation}; this rank is at generation ${this.generation}${expected === undefined ? "" : ` and expects incarnation ${expected}`}`));
+          }
+          welcomed = { socket, peer: this.prev, peerIncarnation: h.incarnation, sendSeq: 0, receiveSeq: 0 };
+          // Set now, not when the dial resolves: data may follow the welcome in the same read.
+          this.inbound = welcomed;
           socket.off("close", onClose);
           socket.off("error", onError);
           this.watchDeath(welcomed);
@@ -936,7 +935,26 @@ export class TcpCollective implements Collective {
         },
         (e) => (welcomed === undefined ? settle(e) : this.fail(e)),
       );
-      socket.on("data", (d: Buffer) => parser.push(d));
+      // Plain TCP reads where the parser says: data straight into (or reduced from a scratch into)
+      // the caller's buffer, without a buffer per read. TLS decrypts into buffers of its own.
+      const socket: Socket =
+        c === undefined
+          ? netConnect({ host, port, onread: { buffer: () => parser.readTarget(), callback: (n: number) => parser.read(n, () => socket.resume()) } })
+          : tlsConnect({ host, port, ca: c.ca, cert: c.cert, key: c.key, ...(isIP(host) === 0 ? { servername: host } : {}) });
+      if (c !== undefined) socket.on("data", (d: Buffer) => parser.push(d));
+      this.pendingSockets.add(socket);
+      socket.setNoDelay(true);
+      socket.once(c === undefined ? "connect" : "secureConnect", () => {
+        const auth = Buffer.from(this.token === undefined ? "" : bearer(this.token));
+        socket.write(Buffer.concat([encodeHeader({ ...this.blank(), kind: FrameKind.hello, rank: this.rank, elements: this.size, seq: 0, payloadBytes: auth.length }), auth]));
+      });
+      const onError = (e: NodeJS.ErrnoException): void => {
+        const code = e.code ?? "";
+        settle(RETRYABLE.has(code) ? new RetryableDialError(code) : new UnavailableError(`${this.who(this.rank)} cannot connect to ${this.who(this.prev)} at ${host}:${port}: ${code || e.message}${code.startsWith("ERR_SSL") || code.includes("CERT") ? "; check the TLS CA and certificates" : ""}`, { cause: e }));
+      };
+      const onClose = (): void => settle(new RetryableDialError("closed before the handshake"));
+      socket.on("error", onError);
+      socket.on("close", onClose);
     });
   }
 

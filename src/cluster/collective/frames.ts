@@ -15,7 +15,8 @@ import { DataLossError } from "../../errors.js";
 
 /** `MSCL` read as a little-endian u32: the first four bytes of every frame. */
 const MAGIC = 0x4c43534d;
-const VERSION = 1;
+/** 2: the receiver of a link dials it (version 1: the sender did), and the welcome carries the token. */
+const VERSION = 2;
 
 /** Size of every frame header. */
 export const HEADER_BYTES = 48;
@@ -25,9 +26,9 @@ export const MAX_CONTROL_PAYLOAD_BYTES = 64 * 1024;
 
 /** What a frame is. */
 export const FrameKind = {
-  /** Connector → acceptor, before anything else: token, generation, incarnation, rank, group size. */
+  /** Connector (the link's receiver) → acceptor (its sender), before anything else: token, generation, incarnation, rank, group size. */
   hello: 1,
-  /** Acceptor → connector: the handshake passed; `elements` is the credit window (chunks). */
+  /** Acceptor → connector: the handshake passed; `elements` is the credit window (chunks); the payload is the token. */
   welcome: 2,
   /** Acceptor → connector: the handshake failed; the payload is a JSON `{ code, message }`. */
   reject: 3,
@@ -131,6 +132,9 @@ export type PayloadTarget = (header: FrameHeader, retry: boolean) => Buffer | Pa
 
 const EMPTY = Buffer.alloc(0);
 
+/** Pull mode: the most a read takes into the scratch buffer (a payload that goes to a sink, or bytes while a frame is held). */
+const SCRATCH_BYTES = 256 * 1024;
+
 /**
  * Cuts a byte stream into frames. Payload bytes are copied straight into the buffer that
  * `target` picks (a receive slot for data, a fresh buffer for control frames), so a frame is
@@ -143,6 +147,12 @@ export class FrameParser {
   /** A frame whose target said {@link DEFER}, and the bytes that came after its header, in order. */
   private deferred: { readonly header: FrameHeader; readonly queue: Buffer[] } | undefined;
   private stopped = false;
+  /** Pull mode: where the buffer handed out by `readTarget` goes (see {@link FrameParser.readTarget}). */
+  private lastTarget: "header" | "payload" | "sink" | "spill" = "header";
+  private scratch: Buffer | undefined;
+  /** Pull mode: reading was paused for a held frame; `resume()` starts it again. */
+  private paused = false;
+  private resumeReading: (() => void) | undefined;
 
   constructor(
     private readonly target: PayloadTarget,
@@ -160,10 +170,74 @@ export class FrameParser {
     else this.parse(chunk);
   }
 
+  /**
+   * Pull mode, for a socket's `onread` (its `buffer` function and its `callback`): the buffer
+   * the next read goes to. A payload that goes to a buffer is read straight into it (no copy);
+   * a header into the header buffer; a payload that goes to a sink into a scratch buffer, which
+   * the sink then takes. `resumeReading` resumes the socket after a held frame (the callback
+   * returned `false`, which pauses it).
+   */
+  readTarget(): Buffer {
+    if (this.stopped || this.deferred !== undefined) return this.take("spill", SCRATCH_BYTES);
+    const c = this.current;
+    if (c === undefined) {
+      this.lastTarget = "header";
+      return this.header.subarray(this.headerFill);
+    }
+    const left = c.header.payloadBytes - c.fill;
+    if (Buffer.isBuffer(c.payload)) {
+      this.lastTarget = "payload";
+      return c.payload.subarray(c.fill);
+    }
+    return this.take("sink", Math.min(left, SCRATCH_BYTES));
+  }
+
+  /** Pull mode: `n` bytes were read into the last {@link readTarget}; `false` pauses reading (a frame is held). */
+  read(n: number, resumeReading: () => void): boolean {
+    this.resumeReading = resumeReading;
+    if (this.stopped) return true;
+    switch (this.lastTarget) {
+      case "spill":
+        // Read while a frame was held (or before the parser learnt it was): parsed as pushed bytes.
+        this.push(Buffer.from((this.scratch as Buffer).subarray(0, n)));
+        break;
+      case "header": {
+        this.headerFill += n;
+        if (this.headerFill < HEADER_BYTES) return true;
+        this.headerFill = 0;
+        const header = decodeHeader(this.header);
+        if (typeof header === "string") {
+          this.fail(new DataLossError(header));
+          return true;
+        }
+        if (this.begin(header, false)) this.finishIfWhole();
+        break;
+      }
+      case "payload":
+        (this.current as NonNullable<FrameParser["current"]>).fill += n;
+        this.finishIfWhole();
+        break;
+      case "sink": {
+        const c = this.current as NonNullable<FrameParser["current"]>;
+        (c.payload as PayloadSink).write((this.scratch as Buffer).subarray(0, n));
+        c.fill += n;
+        this.finishIfWhole();
+        break;
+      }
+    }
+    if (this.deferred === undefined) return true;
+    this.paused = true;
+    return false;
+  }
+
   /** Asks the target again for a deferred frame, then parses what came after it. */
   resume(): void {
     const d = this.deferred;
     if (d === undefined || this.stopped) return;
+    if (this.paused) {
+      this.paused = false;
+      this.resumeReading?.();
+    }
     this.deferred = undefined;
     // EMPTY first: a frame without payload is delivered even when nothing came after it.
     const queue = this.begin(d.header, true) ? [EMPTY, ...d.queue] : d.queue;
@@ -207,6 +281,21 @@ export class FrameParser {
       this.current = undefined;
       this.onFrame(c.header, Buffer.isBuffer(c.payload) ? c.payload : EMPTY);
     }
+  }
+
+  /** The current frame, if its payload is all there: delivered. */
+  private finishIfWhole(): void {
+    const c = this.current;
+    if (c === undefined || c.fill < c.header.payloadBytes) return;
+    this.current = undefined;
+    this.onFrame(c.header, Buffer.isBuffer(c.payload) ? c.payload : EMPTY);
+  }
+
+  /** The scratch buffer's first `n` bytes, for a read of kind `kind`. */
+  private take(kind: "sink" | "spill", n: number): Buffer {
+    this.lastTarget = kind;
+    this.scratch ??= Buffer.allocUnsafeSlow(SCRATCH_BYTES);
+    return this.scratch.subarray(0, n);
   }
 
   /** Starts a frame's payload where its target says; false when refused (the parser stopped) or deferred. */

@@ -5,7 +5,7 @@
  * closes mid-collective, a frame of another generation from a fake peer, a wrong token, per-call
  * and connect deadlines, a stopped reader (backpressure), and ranks that disagree on the call.
  */
-import { connect, type Socket } from "node:net";
+import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { FrameKind, DType, OpCode, HEADER_BYTES } from "../../../src/cluster/collective/frames.js";
 import { TcpCollective } from "../../../src/cluster/collective/TcpCollective.js";
@@ -266,6 +266,27 @@ describe("handshake: token, generation, incarnation", () => {
     expect(x[1]).toEqual(new Float32Array([3]));
   });
 
+  it("a welcome without the token: the rank that dialed (the receiver) refuses it and reads no data after it", async () => {
+    // A listener at rank 1's address that answers rank 0's hello with a tokenless welcome, then data.
+    const server = createServer((socket) => {
+      socket.on("error", () => undefined);
+      socket.once("data", () =>
+        socket.write(Buffer.concat([frame({ kind: FrameKind.welcome, generation: 0, incarnation: 9n, elements: 2 }), dataFrame({ generation: 0, incarnation: 9n, seq: 0, elements: 16 })])),
+      );
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const rank0 = make({ rank: 0, size: 2, token: "s3cret", connectTimeoutSecs: 30 });
+      const own = await rank0.listen();
+      const e = await rejection(rank0.connect([own, `127.0.0.1:${(server.address() as AddressInfo).port}`]));
+      expect(e).toBeInstanceOf(UnauthenticatedError);
+      expect(e.message).toContain("did not present the cluster token");
+      expect(rank0.stats()).toMatchObject({ rejectedConnections: 1, chunksReceived: 0, bytesReceived: 0 });
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
   it("a rank with the wrong token gets UnauthenticatedError at connect()", async () => {
     const right = make({ rank: 1, size: 2, token: "s3cret" });
     const wrong = make({ rank: 0, size: 2, token: "guess" });
@@ -280,7 +301,7 @@ describe("handshake: token, generation, incarnation", () => {
     const address = await acceptor.listen();
     const { socket, closed } = await rawSocket(address);
     socket.write(hello({ rank: 0, size: 2, generation: 3, incarnation: 5n }));
-    await until(() => internals(acceptor).inbound !== undefined, "the handshake");
+    await until(() => internals(acceptor).outbound !== undefined, "the handshake");
     socket.write(dataFrame({ generation: 2, incarnation: 5n, seq: 0, elements: 4 }));
     await closed;
     expect(acceptor.stats().chunksReceived).toBe(0);

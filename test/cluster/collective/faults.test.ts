@@ -218,16 +218,16 @@ describe.each(MATRIX)("faults at $elements float32 elements × $ranks ranks", ({
     const cases: readonly { name: string; inject: (link: { nextData: number; nextCredit: number }) => Injection }[] = [
       {
         name: "a data frame replayed (sequence number 0)",
-        inject: (l) => ({ to: "toTarget", bytes: data({ seq: 0 }), error: DataLossError, message: `frame 0 came from ${who(0)} where frame ${l.nextData} was expected` }),
+        inject: (l) => ({ to: "toClient", bytes: data({ seq: 0 }), error: DataLossError, message: `frame 0 came from ${who(0)} where frame ${l.nextData} was expected` }),
       },
       {
         name: "a data frame that skips a sequence number (a lost frame)",
-        inject: (l) => ({ to: "toTarget", bytes: data({ seq: l.nextData + 1 }), error: DataLossError, message: `frame ${l.nextData + 1} came from ${who(0)} where frame ${l.nextData} was expected` }),
+        inject: (l) => ({ to: "toClient", bytes: data({ seq: l.nextData + 1 }), error: DataLossError, message: `frame ${l.nextData + 1} came from ${who(0)} where frame ${l.nextData} was expected` }),
       },
       {
         name: "a credit replayed back to rank 0 (sequence number 0)",
         inject: (l) => ({
-          to: "toClient",
+          to: "toTarget",
           bytes: frame({ kind: FrameKind.credit, generation, rank: 1, incarnation: 102n, seq: 0, elements: 1 }),
           error: DataLossError,
           message: `frame 0 came from ${who(1)} where frame ${l.nextCredit} was expected`,
@@ -235,11 +235,11 @@ describe.each(MATRIX)("faults at $elements float32 elements × $ranks ranks", ({
       },
       {
         name: "a data frame of the previous generation, in sequence",
-        inject: (l) => ({ to: "toTarget", bytes: data({ seq: l.nextData, generation: generation - 1 }), error: AbortedError, message: `a frame of generation ${generation - 1} incarnation 101 came on the link from ${who(0)}` }),
+        inject: (l) => ({ to: "toClient", bytes: data({ seq: l.nextData, generation: generation - 1 }), error: AbortedError, message: `a frame of generation ${generation - 1} incarnation 101 came on the link from ${who(0)}` }),
       },
       {
         name: "a data frame of another incarnation (a restarted sender), in sequence",
-        inject: (l) => ({ to: "toTarget", bytes: data({ seq: l.nextData, incarnation: 999n }), error: AbortedError, message: `a frame of generation ${generation} incarnation 999 came on the link from ${who(0)}` }),
+        inject: (l) => ({ to: "toClient", bytes: data({ seq: l.nextData, incarnation: 999n }), error: AbortedError, message: `a frame of generation ${generation} incarnation 999 came on the link from ${who(0)}` }),
       },
     ];
 
@@ -263,13 +263,15 @@ describe.each(MATRIX)("faults at $elements float32 elements × $ranks ranks", ({
     const incarnations = ["11", "22", "33"].slice(0, ranks);
     const current = Array.from({ length: ranks }, (_, rank) => make({ ...options, clock, rank, size: ranks, generation: 5, incarnation: incarnations[rank], peerIncarnations: incarnations }));
     const addresses = await Promise.all(current.map((c) => c.listen()));
-    const joining = current.slice(1).map((c) => c.connect(addresses)); // rank 1 waits for rank 0's connection
+    // The last rank (rank 0's previous: a receiver dials its sender) waits for rank 0's connection.
+    const last = ranks - 1;
+    const joining = current.slice(1).map((c) => c.connect(addresses));
 
     const oldGeneration = make({ ...options, clock, rank: 0, size: ranks, generation: 4, incarnation: "11" });
     await oldGeneration.listen();
     const stale = await rejection(oldGeneration.connect(addresses));
     expect(stale).toBeInstanceOf(AbortedError);
-    expect(stale.message).toContain(`${who(0)} of generation 4 was refused by ${who(1)} of generation 5`);
+    expect(stale.message).toContain(`${who(0)} of generation 4 was refused by ${who(last)} of generation 5`);
 
     const restarted = make({ ...options, clock, rank: 0, size: ranks, generation: 5, incarnation: "99" });
     await restarted.listen();
@@ -279,6 +281,6 @@ describe.each(MATRIX)("faults at $elements float32 elements × $ranks ranks", ({
 
     await Promise.all([current[0]!.connect(addresses), ...joining]);
     await allReduceChecked(current, elements, 1);
-    expect(current[1]!.stats().rejectedConnections).toBe(2);
+    expect(current[last]!.stats().rejectedConnections).toBe(2);
   });
 });

@@ -1,6 +1,7 @@
 /**
  * The collective wire format: headers round-trip, and the parser cuts a stream into the same
- * frames wherever the stream is split; it reads nothing after a refused frame.
+ * frames wherever the stream is split, pushed ('data' events) or pulled (a socket's `onread`,
+ * reads of any size); it reads nothing after a refused frame.
  */
 import { describe, expect, it } from "vitest";
 import { DEFER, DType, encodeHeader, type FrameHeader, FrameKind, FrameParser, HEADER_BYTES, OpCode } from "../../../src/cluster/collective/frames.js";
@@ -110,6 +111,101 @@ describe("frames", () => {
       expect(frames.length).toBe(3);
       expect(asked).toEqual([false, true, false, true, true]);
     }
+  });
+
+  /**
+   * A socket's `onread` on `stream`, reads of at most `maxRead` bytes: as Node does, the buffer of
+   * the first read is asked for up front and each next one after a read; a read that returns
+   * `false` pauses the socket until the parser resumes it (the next read still goes to the buffer
+   * asked for while paused).
+   */
+  const pull = (parser: FrameParser, stream: Buffer, maxRead: number, onPause: () => void = () => undefined) => {
+    let at = 0;
+    let paused = false;
+    let buffer = parser.readTarget();
+    const step = (): void => {
+      while (!paused && at < stream.length) {
+        const n = Math.min(buffer.length, maxRead, stream.length - at);
+        stream.copy(buffer, 0, at, at + n);
+        at += n;
+        const go = parser.read(n, () => {
+          paused = false;
+          queueMicrotask(step);
+        });
+        buffer = parser.readTarget();
+        if (!go) {
+          paused = true;
+          onPause();
+        }
+      }
+    };
+    step();
+    return { done: () => at === stream.length, paused: () => paused };
+  };
+
+  it("pull mode (onread): the same frames for reads of any size; a buffer target is read into directly, a sink gets its pieces", () => {
+    const whole = parseAll(stream, []).frames;
+    for (const maxRead of [1, 7, 47, 48, 49, 100, stream.length]) {
+      for (const sink of [false, true]) {
+        const frames: { header: FrameHeader; payload: Buffer }[] = [];
+        const targets: Buffer[] = [];
+        const pieces: Buffer[] = [];
+        const parser = new FrameParser(
+          (h) => {
+            if (sink && h.kind === FrameKind.data) return { write: (piece: Buffer) => void pieces.push(Buffer.from(piece)) };
+            const b = Buffer.alloc(h.payloadBytes);
+            targets.push(b);
+            return b;
+          },
+          (h, payload) => frames.push({ header: h, payload: Buffer.from(payload) }),
+          (e) => expect.unreachable(e.message),
+        );
+        pull(parser, stream, maxRead);
+        if (!sink) expect(frames, `reads of ${maxRead}`).toEqual(whole);
+        else {
+          expect(frames.map((f) => f.header)).toEqual(whole.map((f) => f.header));
+          expect(frames[0]!.payload.length).toBe(0); // a sink's frame is delivered with an empty payload
+          expect(Buffer.concat(pieces).equals(payloadA)).toBe(true);
+          expect(Math.max(...pieces.map((p) => p.length))).toBeLessThanOrEqual(maxRead);
+        }
+        // The buffers the target handed out hold the payloads: the reads went straight into them.
+        expect(targets.filter((t) => t.length > 0).map((t) => t.toString("hex"))).toEqual((sink ? [payloadC] : [payloadA, payloadC]).map((p) => p.toString("hex")));
+      }
+    }
+  });
+
+  it("pull mode: a deferred frame pauses reading; what was read meanwhile is parsed after resume(), and the same frames come", async () => {
+    const whole = parseAll(stream, []).frames;
+    for (const maxRead of [1, 5, 48, 64, stream.length]) {
+      const frames: { header: FrameHeader; payload: Buffer }[] = [];
+      let deferred = 0;
+      const parser = new FrameParser(
+        (h, retry) => (h.kind === FrameKind.data && !retry ? (deferred++, DEFER) : Buffer.alloc(h.payloadBytes)),
+        (h, payload) => frames.push({ header: h, payload: Buffer.from(payload) }),
+        (e) => expect.unreachable(e.message),
+      );
+      let pauses = 0;
+      const reading = pull(parser, stream, maxRead, () => pauses++);
+      expect(reading.paused()).toBe(true);
+      expect(frames).toEqual([]);
+      parser.resume();
+      await new Promise((r) => setImmediate(r));
+      expect(reading.done()).toBe(true);
+      expect(frames, `reads of ${maxRead}`).toEqual(whole);
+      expect([deferred, pauses]).toEqual([1, 1]);
+    }
+  });
+
+  it("pull mode: a refused frame stops the parser; later reads are dropped unread", () => {
+    const errors: Error[] = [];
+    const parser = new FrameParser(
+      (h) => (h.kind === FrameKind.data ? new DataLossError("no data here") : Buffer.alloc(h.payloadBytes)),
+      () => expect.unreachable("no frame is delivered"),
+      (e) => errors.push(e),
+    );
+    const reading = pull(parser, stream, 64);
+    expect(reading.done()).toBe(true);
+    expect(errors).toEqual([new DataLossError("no data here")]);
   });
 
   it("a refused frame stops the parser before its payload", () => {

@@ -54,7 +54,11 @@ export const make = (options: Partial<TcpCollectiveOptions> & { rank: number; si
 export const group = async (size: number, options: Partial<TcpCollectiveOptions> = {}, perRank: (rank: number) => Partial<TcpCollectiveOptions> = () => ({})): Promise<TcpCollective[]> =>
   (await connectRanks(size, options, perRank, false)).ranks;
 
-/** A {@link group} in which rank 0 reaches rank 1 through a {@link TcpProxy}: that link can then be blackholed, reset or written into. */
+/**
+ * A {@link group} in which the link from rank 0 to rank 1 goes through a {@link TcpProxy} (rank 1,
+ * the receiver, dials rank 0 through it: data goes `toClient`, credits `toTarget`): that link can
+ * then be blackholed, reset or written into.
+ */
 export const proxiedGroup = async (
   size: number,
   options: Partial<TcpCollectiveOptions> = {},
@@ -74,13 +78,14 @@ const connectRanks = async (
   const addresses = await Promise.all(ranks.map((c) => c.listen()));
   let proxy: TcpProxy | undefined;
   if (proxied) {
-    const at = addresses[1] as string;
+    // The link from rank 0 to rank 1 is the one rank 1 dials (a receiver dials its sender).
+    const at = addresses[0] as string;
     proxy = await TcpProxy.start({ host: at.slice(0, at.lastIndexOf(":")), port: Number(at.slice(at.lastIndexOf(":") + 1)) });
     proxies.push(proxy);
   }
   const port = proxy?.port;
-  const through = port === undefined ? addresses : addresses.map((a, i) => (i === 1 ? `127.0.0.1:${port}` : a));
-  await Promise.all(ranks.map((c, rank) => c.connect(rank === 0 ? through : addresses)));
+  const through = port === undefined ? addresses : addresses.map((a, i) => (i === 0 ? `127.0.0.1:${port}` : a));
+  await Promise.all(ranks.map((c, rank) => c.connect(rank === 1 ? through : addresses)));
   return { ranks, proxy };
 };
 

@@ -22,13 +22,16 @@ afterEach(async () => {
   proxy = undefined;
 });
 
-/** Starts `size` ranks and gives each the addresses the others bound; with `proxied`, rank 0 reaches rank 1 through {@link proxy}. */
+/**
+ * Starts `size` ranks and gives each the addresses the others bound; with `proxied`, the link
+ * from rank 0 to rank 1 goes through {@link proxy} (rank 1, the receiver, dials rank 0 through it).
+ */
 const startGroup = (size: number, elements: number, rounds: number, gate = false, timeoutSecs = 60, proxied = false): Promise<Rank[]> =>
   startRanks(FIXTURE, size, (rank) => [String(rank), String(size), String(elements), String(rounds), gate ? "gate" : "nogate", String(timeoutSecs)], WAIT_MS, async (rank, bound) => {
-    if (!proxied || rank !== 0) return bound;
-    const at = bound[1] as string;
+    if (!proxied || rank !== 1) return bound;
+    const at = bound[0] as string;
     proxy = await TcpProxy.start({ host: at.slice(0, at.lastIndexOf(":")), port: Number(at.slice(at.lastIndexOf(":") + 1)) });
-    return bound.map((a, i) => (i === 1 ? `127.0.0.1:${(proxy as TcpProxy).port}` : a));
+    return bound.map((a, i) => (i === 0 ? `127.0.0.1:${(proxy as TcpProxy).port}` : a));
   });
 
 const checksum = (size: number, elements: number, round: number): string => {
