@@ -178,7 +178,10 @@ export class FrameParser {
    * returned `false`, which pauses it).
    */
   readTarget(): Buffer {
-    if (this.stopped || this.deferred !== undefined) return this.take("spill", SCRATCH_BYTES);
+    if (this.stopped) return this.take("spill", SCRATCH_BYTES);
+    // The first read after `resume()` goes to the buffer handed out now, before the frame's
+    // target is known: a header's worth, parsed as pushed bytes; the reads after it go to the target.
+    if (this.deferred !== undefined) return this.take("spill", HEADER_BYTES);
     const c = this.current;
     if (c === undefined) {
       this.lastTarget = "header";
