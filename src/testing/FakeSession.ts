@@ -16,6 +16,7 @@
 
 import { FailedPreconditionError, InvalidArgumentError, RuntimeError } from "../errors.js";
 import { collectNames, mapFetchesAny } from "../internal/fetches.js";
+import { isPromiseLike } from "../internal/promise.js";
 import {
   GLOBAL_STEP_NAME,
   type Feeds,
@@ -68,6 +69,14 @@ export interface FakeSessionOptions {
   readonly globalStep?: string | false;
   /** Whether variables start initialized (default `true`). */
   readonly initialized?: boolean;
+  /**
+   * Whether the session has `runMaybeSync`, the optional synchronous fast path (default
+   * `false`): a run whose ops all answer with plain values then completes within the call, as a
+   * TensorFlow.js or Graph step does, so a monitored session over it takes its synchronous path.
+   * An op that answers with a promise makes the rest of the run wait for it. `run` behaves the
+   * same either way.
+   */
+  readonly sync?: boolean;
 }
 
 /** When an injected error fires. */
@@ -103,6 +112,11 @@ export class FakeSession implements Session {
   private readonly initial: Map<string, { value: VariableValue; collection: "global" | "local" }>;
   private readonly values = new Map<string, VariableValue>();
   private readonly injections: Injection[] = [];
+  /**
+   * With `sync: true`: the same run as {@link run}, answered synchronously where every op did
+   * (see {@link Session.runMaybeSync}); absent otherwise.
+   */
+  readonly runMaybeSync?: <const F extends Fetches>(fetches: F, feeds?: Feeds, options?: RunOptions, runMetadata?: RunMetadata) => FetchResult<F> | Promise<FetchResult<F>>;
 
   constructor(options: FakeSessionOptions = {}) {
     this.globalStepName = options.globalStep === false ? undefined : (options.globalStep ?? GLOBAL_STEP_NAME);
@@ -121,6 +135,10 @@ export class FakeSession implements Session {
     }
     this.variables = this.makeStore();
     if (options.initialized !== false) void this.variables.initialize();
+    if (options.sync === true) {
+      this.runMaybeSync = <const F extends Fetches>(fetches: F, feeds?: Feeds, runOptions?: RunOptions): FetchResult<F> | Promise<FetchResult<F>> =>
+        this.evaluateMaybeSync(fetches, feeds, runOptions) as FetchResult<F> | Promise<FetchResult<F>>;
+    }
   }
 
   /** `true` once `close` was called. */
@@ -171,6 +189,34 @@ export class FakeSession implements Session {
   }
 
   private async evaluate(fetches: Fetches, feeds: Feeds | undefined, options: RunOptions | undefined): Promise<unknown> {
+    const { results, pending, ctx } = this.begin(fetches, feeds, options);
+    for (const n of pending) results.set(n, await (this.ops.get(n) as FakeOp)(ctx));
+    return mapFetchesAny(fetches, (n) => results.get(n));
+  }
+
+  /** {@link evaluate} without an `await` where an op answered with a plain value. */
+  private evaluateMaybeSync(fetches: Fetches, feeds: Feeds | undefined, options: RunOptions | undefined): unknown {
+    const { results, pending, ctx } = this.begin(fetches, feeds, options);
+    const from = (i: number): unknown => {
+      for (; i < pending.length; i++) {
+        const n = pending[i] as string;
+        const value = (this.ops.get(n) as FakeOp)(ctx);
+        if (isPromiseLike(value)) {
+          const next = i + 1;
+          return Promise.resolve(value).then((v) => {
+            results.set(n, v);
+            return from(next);
+          });
+        }
+        results.set(n, value);
+      }
+      return mapFetchesAny(fetches, (n) => results.get(n));
+    };
+    return from(0);
+  }
+
+  /** A run's checks, its record, the values of fetched variables and feeds, and the ops still to run. */
+  private begin(fetches: Fetches, feeds: Feeds | undefined, options: RunOptions | undefined): { results: Map<string, unknown>; pending: string[]; ctx: FakeOpContext } {
     if (this.closed) throw new RuntimeError("Attempted to use a closed Session.");
     this.calls.push({ fetches, feeds, options });
     const call = this.calls.length;
@@ -190,11 +236,9 @@ export class FakeSession implements Session {
       get: (name) => this.read(name),
       set: (name, value) => this.set(name, value),
     };
-    for (const n of names) {
-      if (results.has(n)) continue;
-      results.set(n, await (this.ops.get(n) as FakeOp)(ctx));
-    }
-    return mapFetchesAny(fetches, (n) => results.get(n));
+    // Each op once, in fetch order.
+    const pending = [...new Set(names)].filter((n) => !results.has(n));
+    return { results, pending, ctx };
   }
 
   private maybeThrow(call: number, names: readonly string[]): void {
