@@ -1,8 +1,8 @@
 /**
  * The shipped {@link Collective}: a chunked ring over plain TCP (`node:net`), or TLS (`node:tls`)
  * when certificate files are given. Each rank connects to the previous rank of the ring (the one
- * it receives from: on plain TCP its socket then reads straight into the caller's buffer) and
- * accepts the next one; all-reduce is a reduce-scatter then an all-gather in which every chunk is
+ * it receives from: on plain TCP its socket then reads into buffers the frame parser picks, with
+ * no buffer per read) and accepts the next one; all-reduce is a reduce-scatter then an all-gather in which every chunk is
  * forwarded as soon as it is reduced, so reduction overlaps the transfer of the next chunks.
  * See docs/distributed.md ("Collectives") and docs/performance.md ("Ring all-reduce").
  *
@@ -190,6 +190,8 @@ export class TcpCollective implements Collective {
   private readonly incarnation: bigint;
   private readonly peerIncarnations: readonly (bigint | undefined)[];
   private readonly token: string | undefined;
+  /** What the hello and the welcome carry: the cluster token as a bearer credential, or nothing. */
+  private readonly auth: Buffer;
   private readonly credentials: TlsCredentials | undefined;
   private readonly collectiveTimeoutMs: number;
   private readonly connectTimeoutMs: number;
@@ -265,6 +267,7 @@ export class TcpCollective implements Collective {
     });
     if (options.token !== undefined && options.token === "") throw new InvalidArgumentError("TcpCollective: token is empty; give the cluster token or leave it unset");
     this.token = options.token;
+    this.auth = Buffer.from(this.token === undefined ? "" : bearer(this.token));
     this.credentials = options.tls === undefined ? undefined : loadTlsCredentials(options.tls);
     this.collectiveTimeoutMs = secs(positive(options.collectiveTimeoutSecs ?? DEFAULT_COLLECTIVE_TIMEOUT_SECS, "collectiveTimeoutSecs"));
     this.connectTimeoutMs = secs(positive(options.connectTimeoutSecs ?? DEFAULT_COLLECTIVE_TIMEOUT_SECS, "connectTimeoutSecs"));
@@ -757,6 +760,8 @@ export class TcpCollective implements Collective {
     const slot = this.freeSlots.shift();
     if (slot === undefined) return new DataLossError(`${this.who(link.peer)} sent more than its credit of ${CREDIT_WINDOW} chunks`);
     if (h.payloadBytes > 0) this.counters.slottedChunks++;
+    // Held from now on, while its payload is read (a read of its own on an `onread` socket).
+    this.counters.maxBufferedChunksPerPeer = Math.max(this.counters.maxBufferedChunksPerPeer, CREDIT_WINDOW - this.freeSlots.length);
     this.parsingSlot = slot;
     if ((this.slots[slot] as Buffer).length < h.payloadBytes) this.slots[slot] = Buffer.allocUnsafeSlow(h.payloadBytes);
     return (this.slots[slot] as Buffer).subarray(0, h.payloadBytes);
@@ -843,8 +848,7 @@ export class TcpCollective implements Collective {
     // The receiver grants the window: this rank may send that many chunks before its first credit.
     this.credits = CREDIT_WINDOW;
     // The welcome carries the token too: the receiver reads no data from a peer that lacks it.
-    const welcome = Buffer.from(this.token === undefined ? "" : bearer(this.token));
-    socket.write(Buffer.concat([encodeHeader({ ...this.blank(), kind: FrameKind.welcome, elements: CREDIT_WINDOW, seq: 0, payloadBytes: welcome.length }), welcome]));
+    socket.write(Buffer.concat([encodeHeader({ ...this.blank(), kind: FrameKind.welcome, elements: CREDIT_WINDOW, seq: 0, payloadBytes: this.auth.length }), this.auth]));
     const parser: FrameParser = new FrameParser(
       (header) => this.outboundTarget(link, header),
       (header, payload) => this.onOutboundFrame(link, header, payload),
@@ -865,7 +869,7 @@ export class TcpCollective implements Collective {
   /**
    * Dials the previous rank (the one this rank receives from) until it welcomes this one,
    * retrying refused connections until `signal` aborts. The receiver dials, so that its socket
-   * reads straight into the caller's buffers (`onread`, plain TCP).
+   * reads into buffers the frame parser picks (`onread`, plain TCP).
    */
   private async dialPrev(signal: AbortSignal, onRetry: (error: string) => void): Promise<Link> {
     const { host, port } = parseAddress(this.addresses[this.prev] as string) as { host: string; port: number };
@@ -934,19 +938,20 @@ export class TcpCollective implements Collective {
           settle(undefined, welcomed);
         },
         (e) => (welcomed === undefined ? settle(e) : this.fail(e)),
+        () => socket.resume(),
       );
-      // Plain TCP reads where the parser says: data straight into (or reduced from a scratch into)
-      // the caller's buffer, without a buffer per read. TLS decrypts into buffers of its own.
+      // Plain TCP reads where the parser says (a header buffer, a receive slot, or its scratch
+      // buffer, which the call's sink reduces or copies from), without a buffer per read. TLS
+      // decrypts into buffers of its own.
       const socket: Socket =
         c === undefined
-          ? netConnect({ host, port, onread: { buffer: () => parser.readTarget(), callback: (n: number) => parser.read(n, () => socket.resume()) } })
+          ? netConnect({ host, port, onread: { buffer: () => parser.readTarget(), callback: (n: number) => parser.read(n) } })
           : tlsConnect({ host, port, ca: c.ca, cert: c.cert, key: c.key, ...(isIP(host) === 0 ? { servername: host } : {}) });
       if (c !== undefined) socket.on("data", (d: Buffer) => parser.push(d));
       this.pendingSockets.add(socket);
       socket.setNoDelay(true);
       socket.once(c === undefined ? "connect" : "secureConnect", () => {
-        const auth = Buffer.from(this.token === undefined ? "" : bearer(this.token));
-        socket.write(Buffer.concat([encodeHeader({ ...this.blank(), kind: FrameKind.hello, rank: this.rank, elements: this.size, seq: 0, payloadBytes: auth.length }), auth]));
+        socket.write(Buffer.concat([encodeHeader({ ...this.blank(), kind: FrameKind.hello, rank: this.rank, elements: this.size, seq: 0, payloadBytes: this.auth.length }), this.auth]));
       });
       const onError = (e: NodeJS.ErrnoException): void => {
         const code = e.code ?? "";

@@ -152,12 +152,13 @@ export class FrameParser {
   private scratch: Buffer | undefined;
   /** Pull mode: reading was paused for a held frame; `resume()` starts it again. */
   private paused = false;
-  private resumeReading: (() => void) | undefined;
 
+  /** `resumeReading`, in pull mode: starts the socket reading again after a held frame paused it. */
   constructor(
     private readonly target: PayloadTarget,
     private readonly onFrame: (header: FrameHeader, payload: Buffer) => void,
     private readonly onError: (error: Error) => void,
+    private readonly resumeReading?: () => void,
   ) {}
 
   /** Stops parsing: later bytes (and the rest of this chunk) are dropped unread. */
@@ -174,8 +175,8 @@ export class FrameParser {
    * Pull mode, for a socket's `onread` (its `buffer` function and its `callback`): the buffer
    * the next read goes to. A payload that goes to a buffer is read straight into it (no copy);
    * a header into the header buffer; a payload that goes to a sink into a scratch buffer, which
-   * the sink then takes. `resumeReading` resumes the socket after a held frame (the callback
-   * returned `false`, which pauses it).
+   * the sink then takes. The constructor's `resumeReading` resumes the socket after a held frame
+   * (the callback returned `false`, which pauses it).
    */
   readTarget(): Buffer {
     if (this.stopped) return this.take("spill", SCRATCH_BYTES);
@@ -196,8 +197,7 @@ export class FrameParser {
   }
 
   /** Pull mode: `n` bytes were read into the last {@link readTarget}; `false` pauses reading (a frame is held). */
-  read(n: number, resumeReading: () => void): boolean {
-    this.resumeReading = resumeReading;
+  read(n: number): boolean {
     if (this.stopped) return true;
     switch (this.lastTarget) {
       case "spill":
@@ -207,13 +207,7 @@ export class FrameParser {
       case "header": {
         this.headerFill += n;
         if (this.headerFill < HEADER_BYTES) return true;
-        this.headerFill = 0;
-        const header = decodeHeader(this.header);
-        if (typeof header === "string") {
-          this.fail(new DataLossError(header));
-          return true;
-        }
-        if (this.begin(header, false)) this.finishIfWhole();
+        if (this.beginHeader()) this.finishIfWhole();
         break;
       }
       case "payload":
@@ -266,10 +260,7 @@ export class FrameParser {
         this.headerFill += n;
         at += n;
         if (this.headerFill < HEADER_BYTES) return;
-        this.headerFill = 0;
-        const header = decodeHeader(this.header);
-        if (typeof header === "string") return this.fail(new DataLossError(header));
-        if (!this.begin(header, false)) {
+        if (!this.beginHeader()) {
           if (this.deferred !== undefined && at < chunk.length) this.deferred.queue.push(chunk.subarray(at));
           return;
         }
@@ -281,9 +272,19 @@ export class FrameParser {
       c.fill += n;
       at += n;
       if (c.fill < c.header.payloadBytes) return; // the chunk is used up
-      this.current = undefined;
-      this.onFrame(c.header, Buffer.isBuffer(c.payload) ? c.payload : EMPTY);
+      this.finishIfWhole();
     }
+  }
+
+  /** The header buffer is full: decodes it and starts its frame; false when refused, deferred or malformed (the parser stopped). */
+  private beginHeader(): boolean {
+    this.headerFill = 0;
+    const header = decodeHeader(this.header);
+    if (typeof header === "string") {
+      this.fail(new DataLossError(header));
+      return false;
+    }
+    return this.begin(header, false);
   }
 
   /** The current frame, if its payload is all there: delivered. */

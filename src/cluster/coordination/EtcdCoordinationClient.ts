@@ -191,8 +191,7 @@ export class EtcdCoordinationClient implements CoordinationClient {
     this.heartbeat = worker;
     try {
       await this.heartbeat.attach(this.genKey(gen, `alive/${enc(this.task)}`));
-      const chiefGone = this.isChief || this.lastGen === undefined || options.unreachableTimeoutMs === undefined ? undefined : this.watchChief(gen, options.unreachableTimeoutMs);
-      const { revision } = await this.op(() => (chiefGone === undefined ? this.waitForAll(gen, "alive", deadline) : chiefGone.race(this.waitForAll(gen, "alive", deadline)))).finally(() => chiefGone?.stop());
+      const { revision } = await this.op(() => this.whileChiefAlive(gen, options.unreachableTimeoutMs, this.waitForAll(gen, "alive", deadline)));
       // Seeing every liveness key is not enough: the keys of a previous launch's tasks that died
       // less than a lease ago are still there. Only tasks that are alive now confirm that they
       // saw every other one, so a task that joined a dead launch waits here, until the new
@@ -274,8 +273,7 @@ export class EtcdCoordinationClient implements CoordinationClient {
   reportErrorToCluster(error: Error, options: ReportOptions = {}): Promise<void> {
     if (options.final === true) return this.reportFinal(error);
     return this.call(async (gen) => {
-      const status = toStatus(error);
-      const reported: Status = { code: status.code, message: `${status.message} (reported by task ${this.task})` };
+      const reported = this.reported(error);
       await this.insertIfAbsent(this.genKey(gen, "error"), JSON.stringify(reported));
       // Not raced: the error this call publishes may come back on the watch before its reply.
     }, false);
@@ -369,6 +367,12 @@ export class EtcdCoordinationClient implements CoordinationClient {
     throw stored === undefined ? e : this.storedError(stored);
   }
 
+  /** `error` as the status this task reports, naming it. */
+  private reported(error: Error): Status {
+    const status = toStatus(error);
+    return { code: status.code, message: `${status.message} (reported by task ${this.task})` };
+  }
+
   private async insertIfAbsent(key: string, value: string): Promise<boolean> {
     const r = await this.etcd.if(key, "Create", "==", 0).then(this.etcd.put(key).value(value)).commit();
     return r.succeeded;
@@ -399,7 +403,6 @@ export class EtcdCoordinationClient implements CoordinationClient {
     const key = `${this.root}generation`;
     const after = this.lastGen ?? 0;
     const timeoutMs = deadline - this.clock.now();
-    const chiefGone = this.lastGen === undefined || unreachableTimeoutMs === undefined ? undefined : this.watchChief(this.lastGen, unreachableTimeoutMs);
     const found = this.waitUntil(
       key,
       false,
@@ -415,10 +418,20 @@ export class EtcdCoordinationClient implements CoordinationClient {
             : `task ${this.task} waited ${timeoutMs} ms for the chief to open a generation after ${after}; it did not`,
         ),
     );
+    return parseGeneration(await this.whileChiefAlive(this.lastGen, unreachableTimeoutMs, found));
+  }
+
+  /**
+   * `work`, or the chief's loss in generation `gen` (see {@link watchChief}) if that comes first:
+   * for a task registering again with `unreachableTimeoutMs`; otherwise `work` alone.
+   */
+  private async whileChiefAlive<T>(gen: number | undefined, unreachableTimeoutMs: number | undefined, work: Promise<T>): Promise<T> {
+    if (this.isChief || gen === undefined || this.lastGen === undefined || unreachableTimeoutMs === undefined) return work;
+    const chiefGone = this.watchChief(gen, unreachableTimeoutMs);
     try {
-      return parseGeneration(await (chiefGone === undefined ? found : chiefGone.race(found)));
+      return await chiefGone.race(work);
     } finally {
-      chiefGone?.stop();
+      chiefGone.stop();
     }
   }
 
@@ -490,8 +503,7 @@ export class EtcdCoordinationClient implements CoordinationClient {
     if (gen === undefined) {
       throw new FailedPreconditionError(`coordination client of task ${this.task} never registered: it has no generation to send a final report from`);
     }
-    const status = toStatus(error);
-    const reported: Status = { code: status.code, message: `${status.message} (reported by task ${this.task})` };
+    const reported = this.reported(error);
     await this.op(async () => {
       await this.insertIfAbsent(`${this.root}${FINAL}`, JSON.stringify({ ...reported, generation: gen }));
       // The tasks still in that generation hear it from their watch of it at once.

@@ -117,31 +117,43 @@ describe("frames", () => {
    * A socket's `onread` on `stream`, reads of at most `maxRead` bytes: as Node does, the buffer of
    * the first read is asked for up front and each next one after a read; a read that returns
    * `false` pauses the socket until the parser resumes it (the next read still goes to the buffer
-   * asked for while paused).
+   * asked for while paused). Give `resume` to the parser as its `resumeReading`, then `start` it.
    */
-  const pull = (parser: FrameParser, stream: Buffer, maxRead: number, onPause: () => void = () => undefined) => {
+  const socketReading = (stream: Buffer, maxRead: number, onPause: () => void = () => undefined) => {
     let at = 0;
     let paused = false;
-    let buffer = parser.readTarget();
+    let parser: FrameParser | undefined;
+    let buffer: Buffer = Buffer.alloc(0);
     const step = (): void => {
+      const p = parser as FrameParser;
       while (!paused && at < stream.length) {
         const n = Math.min(buffer.length, maxRead, stream.length - at);
         stream.copy(buffer, 0, at, at + n);
         at += n;
-        const go = parser.read(n, () => {
-          paused = false;
-          queueMicrotask(step);
-        });
-        buffer = parser.readTarget();
+        const go = p.read(n);
+        buffer = p.readTarget();
         if (!go) {
           paused = true;
           onPause();
         }
       }
     };
-    step();
-    return { done: () => at === stream.length, paused: () => paused };
+    return {
+      /** The parser's `resumeReading`. */
+      resume: (): void => {
+        paused = false;
+        queueMicrotask(step);
+      },
+      start: (p: FrameParser): void => {
+        parser = p;
+        buffer = p.readTarget();
+        step();
+      },
+      done: () => at === stream.length,
+      paused: () => paused,
+    };
   };
+
 
   it("pull mode (onread): the same frames for reads of any size; a buffer target is read into directly, a sink gets its pieces", () => {
     const whole = parseAll(stream, []).frames;
@@ -150,6 +162,7 @@ describe("frames", () => {
         const frames: { header: FrameHeader; payload: Buffer }[] = [];
         const targets: Buffer[] = [];
         const pieces: Buffer[] = [];
+        const reading = socketReading(stream, maxRead);
         const parser = new FrameParser(
           (h) => {
             if (sink && h.kind === FrameKind.data) return { write: (piece: Buffer) => void pieces.push(Buffer.from(piece)) };
@@ -159,8 +172,9 @@ describe("frames", () => {
           },
           (h, payload) => frames.push({ header: h, payload: Buffer.from(payload) }),
           (e) => expect.unreachable(e.message),
+          reading.resume,
         );
-        pull(parser, stream, maxRead);
+        reading.start(parser);
         if (!sink) expect(frames, `reads of ${maxRead}`).toEqual(whole);
         else {
           expect(frames.map((f) => f.header)).toEqual(whole.map((f) => f.header));
@@ -179,13 +193,15 @@ describe("frames", () => {
     for (const maxRead of [1, 5, 48, 64, stream.length]) {
       const frames: { header: FrameHeader; payload: Buffer }[] = [];
       let deferred = 0;
+      let pauses = 0;
+      const reading = socketReading(stream, maxRead, () => pauses++);
       const parser = new FrameParser(
         (h, retry) => (h.kind === FrameKind.data && !retry ? (deferred++, DEFER) : Buffer.alloc(h.payloadBytes)),
         (h, payload) => frames.push({ header: h, payload: Buffer.from(payload) }),
         (e) => expect.unreachable(e.message),
+        reading.resume,
       );
-      let pauses = 0;
-      const reading = pull(parser, stream, maxRead, () => pauses++);
+      reading.start(parser);
       expect(reading.paused()).toBe(true);
       expect(frames).toEqual([]);
       parser.resume();
@@ -198,12 +214,14 @@ describe("frames", () => {
 
   it("pull mode: a refused frame stops the parser; later reads are dropped unread", () => {
     const errors: Error[] = [];
+    const reading = socketReading(stream, 64);
     const parser = new FrameParser(
       (h) => (h.kind === FrameKind.data ? new DataLossError("no data here") : Buffer.alloc(h.payloadBytes)),
       () => expect.unreachable("no frame is delivered"),
       (e) => errors.push(e),
+      reading.resume,
     );
-    const reading = pull(parser, stream, 64);
+    reading.start(parser);
     expect(reading.done()).toBe(true);
     expect(errors).toEqual([new DataLossError("no data here")]);
   });
