@@ -33,6 +33,10 @@
  *   groups of 1 trained at the same time (`pair`: the same two training processes on the
  *   machine, without the group); it counts the skew. `collectiveOverheadVsAloneUs` takes the
  *   N = 1 process alone instead, so it also counts the two processes' contention.
+ *   `collectiveOverheadAfterComputeUs` is the per-step figure against the all-reduce entered the
+ *   way a step enters it (`gradientAllReduceAfterComputeMs`: a barrier, one step's local compute
+ *   of the gradients on both ranks, then the all-reduce; per sample the time of the rank that
+ *   entered last).
  *   Rounds run N = 1, N = 2 and the pair in an order that rotates from round to round.
  *
  * Equal work is checked, not assumed: the payload bytes each rank received in each sample, the
@@ -140,6 +144,15 @@ const perSample = (events: readonly ChildEvent[], field: string, combine: (xs: n
 /** Per-sample maximum over the ranks' `field` arrays (a sample ends when the slowest rank is done). */
 const slowest = (events: readonly ChildEvent[], field: string): number[] => perSample(events, field, (xs) => Math.max(...xs));
 
+/** Per sample, the `field` of the rank that entered last (the largest `entryField`): what the all-reduce cost the rank nobody waited for. */
+const ofLastEntered = (events: readonly ChildEvent[], field: string, entryField: string): number[] => {
+  const entries = events.map((e) => e[entryField] as number[]);
+  return (events[0]?.[field] as number[] | undefined ?? []).map((_, i) => {
+    const last = entries.reduce((best, row, r) => ((row[i] as number) > (entries[best]?.[i] as number) ? r : best), 0);
+    return (events[last]?.[field] as number[])[i] as number;
+  });
+};
+
 /** Per-sample max − min over the ranks' `field` arrays. */
 const spread = (events: readonly ChildEvent[], field: string): number[] => perSample(events, field, (xs) => Math.max(...xs) - Math.min(...xs));
 
@@ -206,6 +219,8 @@ const training = async (sizes: ClusterBenchSizes, children: JsonChild[]) => {
   }
   for (const c of two) c.send(`gradients ${sizes.gradientSamples}`);
   const reduced = await Promise.all(two.map((c) => c.next("allreduced", PHASE_BOUND_MS)));
+  for (const c of two) c.send(`gradientsAfterCompute ${sizes.gradientSamples}`);
+  const reducedAfterCompute = await Promise.all(two.map((c) => c.next("allreducedAfterCompute", PHASE_BOUND_MS)));
   for (const c of all) c.send("exit");
   const done = await Promise.all(all.map((c) => c.next("done", PHASE_BOUND_MS)));
   await killAll(all);
@@ -224,6 +239,10 @@ const training = async (sizes: ClusterBenchSizes, children: JsonChild[]) => {
     samples: reduced.map((e) => (e.ms as number[]).length),
     bytesPerSample: reduced.map((e) => (e.bytes as number) / (gradientElements * 4)),
   });
+  sameWork("the gradients' all-reduce after compute (samples, payload bytes per rank)", sizes.gradientSamples, {
+    samples: reducedAfterCompute.map((e) => (e.ms as number[]).length),
+    bytesPerSample: reducedAfterCompute.map((e) => (e.bytes as number) / (gradientElements * 4)),
+  });
   if (done[1]?.digest !== done[2]?.digest) throw new Error(`the N=2 replicas ended with different weights (${String(done[1]?.digest)} and ${String(done[2]?.digest)})`);
   return {
     parameters: models[0]?.parameters as number,
@@ -233,6 +252,7 @@ const training = async (sizes: ClusterBenchSizes, children: JsonChild[]) => {
     stepMs,
     group2,
     gradientMs: slowest(reduced, "ms"),
+    gradientAfterComputeMs: ofLastEntered(reducedAfterCompute, "ms", "entryMs"),
     examples,
   };
 };
@@ -321,6 +341,10 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
     // contention as N = 2, without the group); it counts the ranks' skew as overhead.
     const overheadPairMediansUs = (median(train.stepMs[2]) - (median(train.stepMs.pair) + gradientMs)) * 1000;
     const overheadVsAloneUs = (median(train.stepMs[2]) - (median(train.stepMs[1]) + median(train.gradientMs))) * 1000;
+    // The same, against the all-reduce entered as a step enters it (after the local compute):
+    // what the cluster machinery costs beyond the all-reduce in the state a step leaves it in.
+    const gradientAfterComputeMs = median(train.gradientAfterComputeMs);
+    const overheadAfterComputeUs = median(train.stepMs[2].map((step, i) => step - (train.group2.maxComputeMs[i] as number) - gradientAfterComputeMs)) * 1000;
     return {
       smoke: sizes.smoke,
       loadAverage: { before: loadBefore, after: os.loadavg().map((x) => round(x, 2)) },
@@ -339,6 +363,7 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
       rankSkewUs: round(skewUs, 1),
       collectiveOverheadPairMediansUs: round(overheadPairMediansUs, 1),
       collectiveOverheadVsAloneUs: round(overheadVsAloneUs, 1),
+      collectiveOverheadAfterComputeUs: round(overheadAfterComputeUs, 1),
       allReduce: {
         bytes: two.bytes,
         ranks2Ms: summarize(two.allReduceMs),
@@ -361,6 +386,8 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
         n2OverheadSteps: perStepOverheadMs.length,
         gradientAllReduceMs: round(median(train.gradientMs), 3),
         gradientAllReduceSamples: train.gradientMs.length,
+        gradientAllReduceAfterComputeMs: round(gradientAfterComputeMs, 3),
+        gradientAllReduceAfterComputeSamples: train.gradientAfterComputeMs.length,
       },
       launch: {
         job: "bench/mlpJob.ts (the same MLP, data and per-worker batch) under monitored-session launch",

@@ -18,7 +18,10 @@
  *    step minus the time inside collective calls), the wall-clock time it entered its all-reduce
  *    (epoch ms, comparable across processes) and the round's wall ms),
  *    `gradients <samples>` (prints `allreduced`: all-reduces, "mean", of a buffer of the
- *    gradients' size) and `exit` (prints `done` with the global step and a digest of the weights).
+ *    gradients' size, back to back after a barrier), `gradientsAfterCompute <samples>` (prints
+ *    `allreducedAfterCompute`: the same all-reduce entered as a step enters it, right after a
+ *    barrier and one step's local compute of the gradients, with the wall-clock time it was
+ *    entered) and `exit` (prints `done` with the global step and a digest of the weights).
  *
  * It ends by itself after `deadlineMs`. Usage: node --import tsx bench/collectiveRank.ts '<json args>'.
  */
@@ -252,6 +255,22 @@ const trainMode = async (): Promise<void> => {
   // What each step all-reduces: every trainable parameter's gradient, and the loss.
   const gradientElements = model.trainableWeights.reduce((n, w) => n + w.shape.reduce((a: number, b) => a * (b ?? 1), 1), 0) + 1;
   let steps = 0;
+  const sample = mlpDataset(batch);
+  const xs = tf.tensor((sample.xs as { data: Float32Array }).data.subarray(0, batch * 128), [batch, 128]);
+  const ys = tf.tensor((sample.ys as { data: Int32Array }).data.subarray(0, batch), [batch], "int32");
+  /** One step's local compute without the update: the gradients of a batch, flattened into `buffer`. */
+  const localGradients = (buffer: Float32Array): void => {
+    const { value, grads } = tf.variableGrads(() => mlpLoss(ys, model.apply(xs, { training: true }) as tf.Tensor));
+    let offset = 0;
+    for (const w of model.trainableWeights) {
+      const g = grads[(w.read() as tf.Variable).name];
+      if (g === undefined) throw new Error(`no gradient for ${w.name}`);
+      buffer.set(g.dataSync() as Float32Array, offset);
+      offset += g.size;
+    }
+    buffer[offset] = (value.dataSync() as Float32Array)[0] as number;
+    tf.dispose([value, ...Object.values(grads)]);
+  };
   print({ event: "model", parameters: gradientElements - 1, gradientElements, batch });
   for (;;) {
     const [command, count] = (await nextLine()).split(" ") as [string, string | undefined];
@@ -286,6 +305,23 @@ const trainMode = async (): Promise<void> => {
         ms.push(now() - t0);
       }
       print({ event: "allreduced", samples: n, elements: gradientElements, ms, bytes: collective.stats().bytesReceived - before });
+    } else if (command === "gradientsAfterCompute") {
+      // The same all-reduce, entered the way a training step enters it: right after one step's
+      // local compute (forward and backward on a batch, the gradients packed into the buffer),
+      // with caches and the idle peer as the step leaves them. Nothing is applied.
+      const buffer = new Float32Array(gradientElements);
+      const ms: number[] = [];
+      const entryMs: number[] = [];
+      const before = collective.stats().bytesReceived;
+      for (let i = 0; i < n; i++) {
+        await collective.barrier();
+        localGradients(buffer);
+        const t0 = now();
+        entryMs.push(performance.timeOrigin + t0);
+        await collective.allReduce(buffer, "mean");
+        ms.push(now() - t0);
+      }
+      print({ event: "allreducedAfterCompute", samples: n, elements: gradientElements, ms, entryMs, bytes: collective.stats().bytesReceived - before });
     } else if (command === "exit") {
       const digest = createHash("sha256");
       for (const w of model.getWeights()) digest.update(Buffer.from((w.dataSync() as Float32Array).buffer));

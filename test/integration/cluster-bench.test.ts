@@ -24,6 +24,9 @@ describe("the cluster benchmark (smoke mode)", () => {
     expect(Number.isFinite(r.rankSkewUs)).toBe(true);
     expect(r.rankSkewUs).toBeGreaterThanOrEqual(0);
     expect(Number.isFinite(r.collectiveOverheadPairMediansUs)).toBe(true);
+    // The same per-step figure against the all-reduce entered after a step's local compute.
+    expect(Number.isFinite(r.collectiveOverheadAfterComputeUs)).toBe(true);
+    expect(r.training.gradientAllReduceAfterComputeMs).toBeGreaterThan(0);
     expect(r.training.n2MaxComputeMs).toBeGreaterThan(0);
     expect(r.training.n2OverheadSteps).toBe(SMOKE.rounds * SMOKE.stepsPerRound);
     expect(r.training.stepMs).toMatchObject({ n1: positive, n2: positive, n1Pair: positive });
@@ -39,6 +42,7 @@ describe("the cluster benchmark (smoke mode)", () => {
       stepsPerProcess: SMOKE.warmupSteps + SMOKE.rounds * SMOKE.stepsPerRound,
       timedStepsPerVariant: SMOKE.rounds * SMOKE.stepsPerRound,
       gradientAllReduceSamples: SMOKE.gradientSamples,
+      gradientAllReduceAfterComputeSamples: SMOKE.gradientSamples,
     });
     expect(r.training.scalingPerRound).toHaveLength(SMOKE.rounds);
     expect(r.scaling2Ranks).toBeGreaterThan(0);

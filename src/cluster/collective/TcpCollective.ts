@@ -132,10 +132,28 @@ const PLACED = -1;
  * caller's buffer; a chunk to reduce is added into it as its bytes arrive (`divisor` as in
  * {@link reduceInto}).
  */
+/** Elements `[a, b)` of a buffer, and the divisor of a mean's last reduction (`undefined`: a chunk copied, not reduced). */
+interface RingChunk {
+  readonly a: number;
+  readonly b: number;
+  readonly divisor: number | undefined;
+}
+
 interface ReceivePlan {
   readonly call: Call;
   readonly buffer: CollectiveBuffer;
-  readonly chunks: readonly { readonly a: number; readonly b: number; readonly divisor: number | undefined }[];
+  readonly chunks: readonly RingChunk[];
+}
+
+/** One rank's part in a ring all-reduce of buffers of one length and element size (see `ringSchedule`). */
+interface RingSchedule {
+  readonly elements: number;
+  readonly bytesPerElement: number;
+  readonly mean: boolean;
+  readonly own: readonly (readonly [number, number])[];
+  readonly reduceSteps: readonly (readonly RingChunk[])[];
+  readonly gatherSteps: readonly (readonly RingChunk[])[];
+  readonly expected: readonly RingChunk[];
 }
 
 interface Call {
@@ -222,6 +240,7 @@ export class TcpCollective implements Collective {
   private parsingSlot = -1;
   private waiter: { resolve: (f: Frame) => void; reject: (e: Error) => void } | undefined;
   private plan: ReceivePlan | undefined;
+  private lastSchedule: RingSchedule | undefined;
   /** Data frames whose header came, of the latest collective that sent any: the index of the next chunk. */
   private headersSeen = { collective: 0, count: 0 };
   /** The index (as in `headersSeen`) of the data frame held for a turn. */
@@ -449,13 +468,9 @@ export class TcpCollective implements Collective {
   private async ringAllReduce(call: Call, buffer: CollectiveBuffer, mean: boolean): Promise<void> {
     const n = this.size;
     if (n === 1) return;
-    const bounds = (s: number): readonly [number, number] => segment(buffer.length, n, mod(s, n));
-    const steps = (first: number, divisor: (k: number) => number | undefined) =>
-      Array.from({ length: n - 1 }, (_, k) => this.chunks(buffer, bounds(first - k)).map(([a, b]) => ({ a, b, divisor: divisor(k) })));
-    const reduceSteps = steps(this.rank - 1, (k) => (mean && k === n - 2 ? n : 1));
-    const gatherSteps = steps(this.rank, () => undefined);
-    this.expect(call, buffer, [...reduceSteps.flat(), ...gatherSteps.flat()]);
-    for (const [a, b] of this.chunks(buffer, bounds(this.rank))) this.send(call, buffer, a, b);
+    const { own, reduceSteps, gatherSteps, expected } = this.ringSchedule(buffer, mean);
+    this.expect(call, buffer, expected);
+    for (const [a, b] of own) this.send(call, buffer, a, b);
     for (const chunks of reduceSteps) {
       for (const { a, b, divisor } of chunks) {
         const frame = await this.receive(call, b - a);
@@ -471,6 +486,34 @@ export class TcpCollective implements Collective {
       }
     }
     await this.flushed(call);
+  }
+
+  /**
+   * This rank's chunks of a ring all-reduce of `buffer`'s length and element size: its own
+   * segment's (sent first), the reduce-scatter's and the all-gather's steps, and every chunk it
+   * receives, in order. The last one is kept: a training loop all-reduces a buffer of the same
+   * length at every step, and the schedule depends on nothing else.
+   */
+  private ringSchedule(buffer: CollectiveBuffer, mean: boolean): RingSchedule {
+    const cached = this.lastSchedule;
+    if (cached !== undefined && cached.elements === buffer.length && cached.bytesPerElement === buffer.BYTES_PER_ELEMENT && cached.mean === mean) return cached;
+    const n = this.size;
+    const bounds = (s: number): readonly [number, number] => segment(buffer.length, n, mod(s, n));
+    const steps = (first: number, divisor: (k: number) => number | undefined): RingChunk[][] =>
+      Array.from({ length: n - 1 }, (_, k) => this.chunks(buffer, bounds(first - k)).map(([a, b]) => ({ a, b, divisor: divisor(k) })));
+    const reduceSteps = steps(this.rank - 1, (k) => (mean && k === n - 2 ? n : 1));
+    const gatherSteps = steps(this.rank, () => undefined);
+    const schedule: RingSchedule = {
+      elements: buffer.length,
+      bytesPerElement: buffer.BYTES_PER_ELEMENT,
+      mean,
+      own: this.chunks(buffer, bounds(this.rank)),
+      reduceSteps,
+      gatherSteps,
+      expected: [...reduceSteps.flat(), ...gatherSteps.flat()],
+    };
+    this.lastSchedule = schedule;
+    return schedule;
   }
 
   /** A pipeline from the root around the ring; the rank before the root does not send. */

@@ -98,6 +98,23 @@ describe("allReduce: the same bits on every rank, equal to the ring-order refere
     }
   });
 
+  it("calls that differ only in op, element size or length each get their own chunk schedule", async () => {
+    // 16-byte chunks: 4 float32 or 2 float64 elements, so the element size changes the chunks.
+    const g = await group(3, { chunkBytes: 16 });
+    const check = async <B extends Float32Array | Float64Array>(call: string, type: new (n: number) => B, elements: number, op: "sum" | "mean"): Promise<void> => {
+      const inputs = g.map((_, r) => rankInput(type, elements, r));
+      const expected = ringReference(inputs, op);
+      const results = await Promise.all(g.map((c, r) => c.allReduce((inputs[r] as B).slice() as B, op)));
+      for (const [r, res] of results.entries()) expect(bytes(res).equals(bytes(expected)), `${call}, rank ${r}`).toBe(true);
+    };
+    await check("float32 × 10, mean", Float32Array, 10, "mean");
+    await check("the same again", Float32Array, 10, "mean");
+    await check("float64 × 10, mean", Float64Array, 10, "mean");
+    await check("float32 × 10, sum", Float32Array, 10, "sum");
+    await check("float32 × 11, mean", Float32Array, 11, "mean");
+    await check("float32 × 10, mean, again", Float32Array, 10, "mean");
+  });
+
   it("the reference's order matters: a rank-order sum differs in some bits (so the comparison can fail)", () => {
     const inputs = [0, 1, 2].map((r) => rankInput(Float32Array, 1024, r));
     const ring = ringReference(inputs, "sum");
