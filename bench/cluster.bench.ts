@@ -12,6 +12,11 @@
  *   the way the collective reads (each rank receives on a socket it dialed, with `onread` into
  *   one reused buffer: no buffer per read, no `data` events). The three alternate in an order
  *   that rotates from round to round.
+ * - `gradientAllReduceOverRawTcp` and `gradientAllReduceOverRawTcpAfterIdle`: the same
+ *   comparison at the gradients' size (101,387 float32), in the same 2 processes after the 16 MiB
+ *   rounds: an all-reduce (mean) against the plain exchange of the same bytes, each started right
+ *   after a barrier (back to back) or after a barrier and `idleMs` of sleep on both ranks; the
+ *   four alternate in a rotating order, ratios of the medians (`gradientSize` holds the times).
  * - `allReduceBusGBps`: size × 2(N−1)/N ÷ time (NCCL's bus bandwidth) at 2 and 4 processes; the
  *   bound is the baseline's throughput (16 MiB ÷ its median time), in the same run.
  * - `scaling2`: examples per second (the global batch) of an MLP 128 → 256 → 256 → 10
@@ -68,6 +73,9 @@ export interface ClusterBenchSizes {
   readonly stepsPerRound: number;
   /** All-reduces of the gradients' size. */
   readonly gradientSamples: number;
+  /** Rounds of the gradients' size between 2 processes: all-reduce and plain exchange, back to back and after `idleMs` idle. */
+  readonly smallSamples: number;
+  readonly idleMs: number;
   /** Pairs of `launch` runs (N = 1 and N = 2) for `scaling2`. */
   readonly launchPairs: number;
   /** Steps of each `launch` run, and the chief's step-counter interval (the first is the warm-up). */
@@ -85,6 +93,8 @@ const FULL: ClusterBenchSizes = {
   rounds: 6,
   stepsPerRound: 200,
   gradientSamples: 1200,
+  smallSamples: 200,
+  idleMs: 20,
   launchPairs: 3,
   launchSteps: 700,
   launchLogSteps: 100,
@@ -101,12 +111,16 @@ export const SMOKE: ClusterBenchSizes = {
   rounds: 2,
   stepsPerRound: 3,
   gradientSamples: 4,
+  smallSamples: 3,
+  idleMs: 2,
   launchPairs: 1,
   launchSteps: 6,
   launchLogSteps: 2,
 };
 
 const BACKEND = "wasm"; // one thread (useBackend pins it)
+/** What each training step all-reduces (bench/collectiveRank.ts): the MLP's 101,386 parameters' gradients and the loss. */
+const GRADIENT_ELEMENTS = 128 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10 + 1;
 const REPO_ROOT = fileURLToPath(new URL("..", import.meta.url));
 /** Loading tsx, tfjs and wasm in several processes at once on a shared 2-core machine. */
 const LOAD_BOUND_MS = 240_000;
@@ -158,8 +172,10 @@ const spread = (events: readonly ChildEvent[], field: string): number[] => perSa
 
 const allReduces = async (size: number, sizes: ClusterBenchSizes, children: JsonChild[]) => {
   const raw = size === 2;
-  const ranks = await group("allreduce", size, { elements: sizes.elements, warmups: sizes.warmups, samples: sizes.samples, raw }, children);
+  const small = raw ? { smallElements: GRADIENT_ELEMENTS, smallSamples: sizes.smallSamples, idleMs: sizes.idleMs } : {};
+  const ranks = await group("allreduce", size, { elements: sizes.elements, warmups: sizes.warmups, samples: sizes.samples, raw, ...small }, children);
   const events = await Promise.all(ranks.map((c) => c.next("samples", PHASE_BOUND_MS)));
+  const smallEvents = raw ? await Promise.all(ranks.map((c) => c.next("small", PHASE_BOUND_MS))) : [];
   const bytes = sizes.elements * 4;
   const received = (bytes * 2 * (size - 1)) / size;
   sameWork(`the all-reduce at ${size} ranks (payload bytes received per rank and sample)`, received, Object.fromEntries(events.map((e, r) => [`rank ${r} allReduceBytes`, e.allReduceBytes as number[]])));
@@ -170,9 +186,25 @@ const allReduces = async (size: number, sizes: ClusterBenchSizes, children: Json
     sameWork("the baseline (samples per rank)", sizes.samples, Object.fromEntries(events.map((e, r) => [`rank ${r}`, [(e.rawMs as number[]).length]])));
     sameWork("the onread baseline (payload bytes received per rank and sample)", received, Object.fromEntries(events.map((e, r) => [`rank ${r} rawOnreadBytes`, e.rawOnreadBytes as number[]])));
     sameWork("the onread baseline (samples per rank)", sizes.samples, Object.fromEntries(events.map((e, r) => [`rank ${r}`, [(e.rawOnreadMs as number[]).length]])));
+    // At the gradients' size, each rank receives the whole buffer in both, back to back and after idling.
+    const smallBytes = GRADIENT_ELEMENTS * 4;
+    for (const field of ["allReduceBytes", "rawBytes"]) {
+      sameWork(`the gradients' size, ${field} (payload bytes received per rank and sample)`, smallBytes, Object.fromEntries(smallEvents.map((e, r) => [`rank ${r}`, e[field] as number[]])));
+      sameWork(`the gradients' size, ${field} (samples per rank)`, 2 * sizes.smallSamples, Object.fromEntries(smallEvents.map((e, r) => [`rank ${r}`, [(e[field] as number[]).length]])));
+    }
   }
   await killAll(ranks);
-  return { allReduceMs: slowest(events, "allReduceMs"), rawMs: raw ? slowest(events, "rawMs") : [], rawOnreadMs: raw ? slowest(events, "rawOnreadMs") : [], bytes, receivedPerRank: received };
+  const gradientSize = raw
+    ? {
+        elements: GRADIENT_ELEMENTS,
+        idleMs: sizes.idleMs,
+        allReduceMs: slowest(smallEvents, "allReduceMs"),
+        rawMs: slowest(smallEvents, "rawMs"),
+        allReduceAfterIdleMs: slowest(smallEvents, "allReduceAfterIdleMs"),
+        rawAfterIdleMs: slowest(smallEvents, "rawAfterIdleMs"),
+      }
+    : undefined;
+  return { allReduceMs: slowest(events, "allReduceMs"), rawMs: raw ? slowest(events, "rawMs") : [], rawOnreadMs: raw ? slowest(events, "rawOnreadMs") : [], bytes, receivedPerRank: received, gradientSize };
 };
 
 const training = async (sizes: ClusterBenchSizes, children: JsonChild[]) => {
@@ -189,6 +221,7 @@ const training = async (sizes: ClusterBenchSizes, children: JsonChild[]) => {
   const all = [...one, ...two, ...pair];
   const models = await Promise.all(all.map((c) => c.next("model", LOAD_BOUND_MS)));
   const gradientElements = models[0]?.gradientElements as number;
+  if (gradientElements !== GRADIENT_ELEMENTS) throw new Error(`the model all-reduces ${gradientElements} elements per step, but the gradients' size measured beside the 16 MiB all-reduce is ${GRADIENT_ELEMENTS}`);
   const trainAll = async (ranks: readonly JsonChild[], steps: number): Promise<ChildEvent[]> => {
     for (const c of ranks) c.send(`train ${steps}`);
     return Promise.all(ranks.map((c) => c.next("trained", PHASE_BOUND_MS)));
@@ -321,6 +354,8 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
   try {
     const two = await allReduces(2, sizes, children);
     console.log(`all-reduce at 2 ranks: ${round(median(two.allReduceMs), 2)} ms, baseline ${round(median(two.rawMs), 2)} ms, onread baseline ${round(median(two.rawOnreadMs), 2)} ms`);
+    const small = two.gradientSize as NonNullable<typeof two.gradientSize>;
+    console.log(`the gradients' size at 2 ranks: all-reduce ${round(median(small.allReduceMs), 3)} ms, exchange ${round(median(small.rawMs), 3)} ms; after ${small.idleMs} ms idle ${round(median(small.allReduceAfterIdleMs), 3)} / ${round(median(small.rawAfterIdleMs), 3)} ms`);
     const four = await allReduces(4, sizes, children);
     console.log(`all-reduce at 4 ranks: ${round(median(four.allReduceMs), 2)} ms`);
     const train = await training(sizes, children);
@@ -364,6 +399,18 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
       collectiveOverheadPairMediansUs: round(overheadPairMediansUs, 1),
       collectiveOverheadVsAloneUs: round(overheadVsAloneUs, 1),
       collectiveOverheadAfterComputeUs: round(overheadAfterComputeUs, 1),
+      gradientAllReduceOverRawTcp: round(median(small.allReduceMs) / median(small.rawMs), 3),
+      gradientAllReduceOverRawTcpAfterIdle: round(median(small.allReduceAfterIdleMs) / median(small.rawAfterIdleMs), 3),
+      gradientSize: {
+        elements: small.elements,
+        bytes: small.elements * 4,
+        idleMs: small.idleMs,
+        samples: small.allReduceMs.length,
+        allReduceMs: summarize(small.allReduceMs),
+        rawTcpMs: summarize(small.rawMs),
+        allReduceAfterIdleMs: summarize(small.allReduceAfterIdleMs),
+        rawTcpAfterIdleMs: summarize(small.rawAfterIdleMs),
+      },
       allReduce: {
         bytes: two.bytes,
         ranks2Ms: summarize(two.allReduceMs),

@@ -23,6 +23,10 @@
  *    barrier and one step's local compute of the gradients, with the wall-clock time it was
  *    entered) and `exit` (prints `done` with the global step and a digest of the weights).
  *
+ *    With `smallSamples`, it then measures the gradients' size (`smallElements`): an all-reduce
+ *    and the plain exchange, each back to back and after `idleMs` of sleep on both ranks (prints
+ *    `small`).
+ *
  * It ends by itself after `deadlineMs`. Usage: node --import tsx bench/collectiveRank.ts '<json args>'.
  */
 
@@ -46,6 +50,10 @@ interface Args {
   readonly warmups?: number;
   readonly samples?: number;
   readonly raw?: boolean;
+  /** With `raw`: float32 elements of the small all-reduce and exchange, back to back and after `idleMs` idle (0: none). */
+  readonly smallElements?: number;
+  readonly smallSamples?: number;
+  readonly idleMs?: number;
   // train
   readonly backend?: TfjsBackendName;
   readonly batch?: number;
@@ -232,6 +240,51 @@ const allReduceMode = async (raw: RawLink | undefined, rawOnread: RawLink | unde
   }
   await collective.barrier();
   print({ event: "samples", elements, allReduceMs, allReduceBytes, rawMs, rawBytes, rawOnreadMs, rawOnreadBytes });
+  if (raw !== undefined && (args.smallSamples ?? 0) > 0) await smallExchanges(raw);
+};
+
+/**
+ * The gradients' size, back to back and after an idle wait: an all-reduce (mean) of
+ * `smallElements` float32 and the same bytes exchanged on the plain socket pair, each started
+ * right after a barrier (back to back) or after a barrier and `idleMs` of sleep on both ranks
+ * (as the rank that waits in a training step's all-reduce has slept). The four alternate in an
+ * order that rotates from round to round; each timing is this rank's, to having everything.
+ */
+const smallExchanges = async (raw: RawLink): Promise<void> => {
+  const elements = args.smallElements ?? 0;
+  const bytes = elements * 4;
+  const buffer = new Float32Array(elements);
+  const outgoing = Buffer.alloc(bytes, 1);
+  let expectedTotal = raw.received();
+  const timings = { allReduceMs: [] as number[], rawMs: [] as number[], allReduceAfterIdleMs: [] as number[], rawAfterIdleMs: [] as number[] };
+  const received = { allReduce: [] as number[], raw: [] as number[] };
+  const variants = ["allReduce", "raw", "allReduceAfterIdle", "rawAfterIdle"] as const;
+  for (let i = 0; i < (args.smallSamples ?? 0); i++) {
+    for (let k = 0; k < variants.length; k++) {
+      const which = variants[(k + i) % variants.length] as (typeof variants)[number];
+      const isRaw = which === "raw" || which === "rawAfterIdle";
+      buffer.fill(args.rank + 1);
+      const before = isRaw ? raw.received() : collective.stats().bytesReceived;
+      await collective.barrier();
+      if (which.endsWith("AfterIdle")) await new Promise((resolve) => setTimeout(resolve, args.idleMs ?? 0));
+      const t0 = now();
+      if (isRaw) {
+        expectedTotal += bytes;
+        raw.socket.write(outgoing);
+        await raw.until(expectedTotal);
+      } else {
+        await collective.allReduce(buffer, "mean");
+      }
+      timings[`${which}Ms`].push(now() - t0);
+      if (isRaw) received.raw.push(raw.received() - before);
+      else {
+        received.allReduce.push(collective.stats().bytesReceived - before);
+        if (buffer[0] !== 1.5 || buffer[elements - 1] !== 1.5) throw new Error(`rank ${args.rank}: the small all-reduce gave ${buffer[0]}; expected 1.5`);
+      }
+    }
+  }
+  await collective.barrier();
+  print({ event: "small", elements, idleMs: args.idleMs ?? 0, ...timings, allReduceBytes: received.allReduce, rawBytes: received.raw });
 };
 
 // ---------------------------------------------------------------------------------------------

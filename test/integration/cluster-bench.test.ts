@@ -26,6 +26,11 @@ describe("the cluster benchmark (smoke mode)", () => {
     expect(Number.isFinite(r.collectiveOverheadPairMediansUs)).toBe(true);
     // The same per-step figure against the all-reduce entered after a step's local compute.
     expect(Number.isFinite(r.collectiveOverheadAfterComputeUs)).toBe(true);
+    // The gradients' size: all-reduce against the plain exchange, back to back and after idling.
+    expect(r.gradientAllReduceOverRawTcp).toBeGreaterThan(0);
+    expect(r.gradientAllReduceOverRawTcpAfterIdle).toBeGreaterThan(0);
+    expect(r.gradientSize).toMatchObject({ elements: 101_387, bytes: 101_387 * 4, idleMs: SMOKE.idleMs, samples: SMOKE.smallSamples });
+    for (const k of ["allReduceMs", "rawTcpMs", "allReduceAfterIdleMs", "rawTcpAfterIdleMs"] as const) expect(r.gradientSize[k].samples).toHaveLength(SMOKE.smallSamples);
     expect(r.training.gradientAllReduceAfterComputeMs).toBeGreaterThan(0);
     expect(r.training.n2MaxComputeMs).toBeGreaterThan(0);
     expect(r.training.n2OverheadSteps).toBe(SMOKE.rounds * SMOKE.stepsPerRound);
