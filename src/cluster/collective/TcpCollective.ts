@@ -36,7 +36,7 @@ import {
   type ReduceOp,
 } from "./Collective.js";
 import { DEFER, DType, encodeHeader, type FrameHeader, FrameKind, FrameParser, MAX_CONTROL_PAYLOAD_BYTES, OpCode, type PayloadSink } from "./frames.js";
-import { reduceInto, streamingReducer, typedView } from "./reduce.js";
+import { reduceInto, reduceIntoDstFirst, streamingReducer, typedView } from "./reduce.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -468,6 +468,7 @@ export class TcpCollective implements Collective {
   private async ringAllReduce(call: Call, buffer: CollectiveBuffer, mean: boolean): Promise<void> {
     const n = this.size;
     if (n === 1) return;
+    if (n === 2 && buffer.length > 0 && buffer.byteLength <= this.chunkBytes) return this.exchangeAllReduce(call, buffer, mean);
     const { own, reduceSteps, gatherSteps, expected } = this.ringSchedule(buffer, mean);
     this.expect(call, buffer, expected);
     for (const [a, b] of own) this.send(call, buffer, a, b);
@@ -486,6 +487,33 @@ export class TcpCollective implements Collective {
       }
     }
     await this.flushed(call);
+  }
+
+  /**
+   * Two ranks and a buffer of one chunk: each rank sends its whole buffer and adds the other's.
+   * The ring would take two dependent hops of half the buffer (the reduce-scatter's, then the
+   * all-gather's); this is one hop of the whole buffer each way, with the same bytes sent and
+   * received. Each segment is added in the ring's order (segment s as x_s + x_{s+1}, then divided
+   * for a mean), so both ranks get exactly the ring's bits, NaN payloads included. The peer's
+   * chunk waits in a receive slot until this rank's own bytes were handed to the kernel: they are
+   * sent from the caller's buffer, which the sum overwrites.
+   */
+  private async exchangeAllReduce(call: Call, buffer: CollectiveBuffer, mean: boolean): Promise<void> {
+    this.expect(call, buffer, []);
+    this.send(call, buffer, 0, buffer.length);
+    const frame = await this.receive(call, buffer.length);
+    try {
+      await this.flushed(call);
+      const theirs = typedView(buffer, frame.payload);
+      const divisor = mean ? 2 : 1;
+      for (let s = 0; s < 2; s++) {
+        const [a, b] = segment(buffer.length, 2, s);
+        // Segment s starts at rank s: this rank's value comes first in its own segment.
+        (s === this.rank ? reduceIntoDstFirst : reduceInto)(buffer.subarray(a, b), theirs.subarray(a, b), divisor);
+      }
+    } finally {
+      this.release(frame);
+    }
   }
 
   /**

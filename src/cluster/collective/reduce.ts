@@ -26,6 +26,24 @@ export const reduceInto = (dst: CollectiveBuffer, src: CollectiveBuffer, divisor
   else scalarReduceInto(dst, src, divisor);
 };
 
+/**
+ * `dst[i] = (dst[i] + src[i]) / divisor`: {@link reduceInto} with the operands the other way
+ * round, for a rank whose own value comes first in the fixed order (the exchange of two ranks).
+ * `reduceIntoDstFirst(a, b)` gives the bits `reduceInto(b, a)` would give in `b`, NaN payloads
+ * included: the same loop runs on the same operands in the same order.
+ */
+export const reduceIntoDstFirst = (dst: CollectiveBuffer, src: CollectiveBuffer, divisor: number): void => {
+  if (kernel !== undefined) reduceBytes(kernel, dst, new Uint8Array(src.buffer, src.byteOffset, src.byteLength), divisor, true);
+  else scalarReduceIntoDstFirst(dst, src, divisor);
+};
+
+/** {@link reduceIntoDstFirst} with the scalar loops only (where there is no kernel): the roles swapped through a copy. */
+export const scalarReduceIntoDstFirst = (dst: CollectiveBuffer, src: CollectiveBuffer, divisor: number): void => {
+  const own = dst.slice();
+  dst.set(src);
+  scalarReduceInto(dst, own, divisor);
+};
+
 /** {@link reduceInto} with the scalar loops only: the reference the kernel is tested against. */
 export const scalarReduceInto = (dst: CollectiveBuffer, src: CollectiveBuffer, divisor: number): void => {
   if (dst instanceof Float32Array) reduceFloat32(dst, 0, src as Float32Array, 0, dst.length, divisor);
@@ -81,9 +99,11 @@ export const typedView = (like: CollectiveBuffer, payload: Buffer): CollectiveBu
  * `dst = (src + dst) / divisor` on the kernel, a block at a time: both operands are copied into
  * its memory (`src` at any byte offset), the whole vectors reduced there, the last elements of a
  * block that do not fill a vector by the scalar loop on the same memory, and the block copied
- * back. `src` holds exactly `dst.length` elements.
+ * back. `src` holds exactly `dst.length` elements. With `dstFirst`, `dst`'s bytes go where the
+ * kernel reads its first operand and `src`'s where it reads and writes its second:
+ * `dst = (dst + src) / divisor`, by the same loops.
  */
-const reduceBytes = (k: SimdKernel, dst: CollectiveBuffer, src: Uint8Array, divisor: number): void => {
+const reduceBytes = (k: SimdKernel, dst: CollectiveBuffer, src: Uint8Array, divisor: number, dstFirst = false): void => {
   const bpe = dst.BYTES_PER_ELEMENT;
   const f32 = dst instanceof Float32Array;
   const dstBytes = new Uint8Array(dst.buffer, dst.byteOffset, dst.byteLength);
@@ -92,8 +112,8 @@ const reduceBytes = (k: SimdKernel, dst: CollectiveBuffer, src: Uint8Array, divi
   for (let at = 0; at < total; at += BLOCK_BYTES) {
     const n = Math.min(BLOCK_BYTES, total - at);
     const vectors = n - (n % 16);
-    mem.set(src.subarray(at, at + n), 0);
-    mem.set(dstBytes.subarray(at, at + n), BLOCK_BYTES);
+    mem.set((dstFirst ? dstBytes : src).subarray(at, at + n), 0);
+    mem.set((dstFirst ? src : dstBytes).subarray(at, at + n), BLOCK_BYTES);
     if (vectors > 0) {
       if (divisor === 1) (f32 ? k.addF32(vectors) : k.addF64(vectors));
       else if (f32) k.addDivF32(vectors, divisor);

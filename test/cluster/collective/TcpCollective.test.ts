@@ -258,6 +258,57 @@ describe("chunks in place", () => {
   });
 });
 
+describe("two ranks and a buffer of at most one chunk: an exchange, with the ring's bits", () => {
+  it("sends one frame each way and gives the ring-order reference (sum and mean, float32 and float64, 1 element to a whole chunk)", async () => {
+    const g = await group(2, { chunkBytes: 4096 });
+    const check = async <B extends Float32Array | Float64Array>(type: new (n: number) => B, elements: number, op: "sum" | "mean"): Promise<void> => {
+      const inputs = g.map((_, r) => rankInput(type, elements, r, 7));
+      const expected = ringReference(inputs, op);
+      const sent = g.map((c) => c.stats().chunksSent);
+      const results = await Promise.all(g.map((c, r) => c.allReduce((inputs[r] as B).slice() as B, op)));
+      for (const [r, res] of results.entries()) {
+        expect(bytes(res).equals(bytes(expected)), `${type.name} × ${elements}, ${op}, rank ${r}`).toBe(true);
+        expect(g[r]!.stats().chunksSent - sent[r]!, `${type.name} × ${elements}, rank ${r}: frames sent`).toBe(1);
+      }
+    };
+    for (const op of ["sum", "mean"] as const) {
+      for (const n of [1, 2, 3, 1000, 1024]) await check(Float32Array, n, op);
+      for (const n of [1, 511, 512]) await check(Float64Array, n, op);
+    }
+  });
+
+  it("a buffer one element over a chunk goes around the ring: two frames each way", async () => {
+    const g = await group(2, { chunkBytes: 4096 });
+    const inputs = g.map((_, r) => rankInput(Float32Array, 1025, r));
+    const expected = ringReference(inputs, "mean");
+    const results = await Promise.all(g.map((c, r) => c.allReduce(inputs[r]!.slice(), "mean")));
+    for (const res of results) expect(bytes(res).equals(bytes(expected))).toBe(true);
+    for (const c of g) expect(c.stats().chunksSent).toBe(2);
+  });
+
+  it("gives exactly the ring's bits, NaN payloads included (each segment's operands in the ring's order)", async () => {
+    const elements = 1000; // 4000 bytes: one chunk of 4096, or 16 chunks of 256
+    const inputs = [0, 1].map((r) => {
+      const x = rankInput(Float32Array, elements, r);
+      const raw = new Uint32Array(x.buffer);
+      // In each half (each rank's segment): NaNs with different payloads at one index on both ranks, and one on each side alone.
+      for (const at of [10, 700]) {
+        raw[at] = 0x7fc00000 | (r + 1);
+        raw[at + 1 + r] = 0x7fc00000 | (0x100 + r);
+      }
+      return x;
+    });
+    const exchanged = await group(2, { chunkBytes: 4096 });
+    const ring = await group(2, { chunkBytes: 256 });
+    for (const op of ["sum", "mean"] as const) {
+      const viaExchange = await Promise.all(exchanged.map((c, r) => c.allReduce(inputs[r]!.slice(), op)));
+      const viaRing = await Promise.all(ring.map((c, r) => c.allReduce(inputs[r]!.slice(), op)));
+      expect(exchanged[0]!.stats().chunksSent).toBeLessThan(ring[0]!.stats().chunksSent);
+      for (const res of [...viaExchange, viaRing[1]!]) expect(bytes(res).equals(bytes(viaRing[0]!)), op).toBe(true);
+    }
+  });
+});
+
 describe("handshake: token, generation, incarnation", () => {
   it("a connection without the token is dropped before any frame after the hello is read", async () => {
     const g = await group(2, { token: "s3cret" });

@@ -1,6 +1,7 @@
 /**
  * The TcpCollective fault matrix, in-process ranks on loopback with a virtual clock (deadlines
- * cost no real time): every fault at 2 and 3 ranks, with buffers of 1 and 1 Mi float32 elements.
+ * cost no real time): every fault at 2 and 3 ranks, with buffers of 3 and 1 Mi float32 elements
+ * (the ring), and the faults of the exchange that 2 ranks make for a buffer of one chunk (1 element).
  *
  * - a peer killed mid-call (its sockets reset);
  * - a frozen peer, reported by the liveness source, or not (then the deadline names it);
@@ -23,7 +24,9 @@ afterEach(closeAll);
 
 const MATRIX = [2, 3].flatMap((ranks) =>
   [
-    { elements: 1, chunkBytes: 8 },
+    // 3 elements of 8-byte chunks: more than one chunk, so 2 ranks go around the ring as 3 do (the
+    // exchange of 2 ranks and one chunk has its own faults below).
+    { elements: 3, chunkBytes: 8 },
     { elements: 1024 * 1024, chunkBytes: 64 * 1024 },
   ].map((size) => ({ ranks, ...size })),
 );
@@ -282,5 +285,71 @@ describe.each(MATRIX)("faults at $elements float32 elements × $ranks ranks", ({
     await Promise.all([current[0]!.connect(addresses), ...joining]);
     await allReduceChecked(current, elements, 1);
     expect(current[last]!.stats().rejectedConnections).toBe(2);
+  });
+});
+
+describe("faults of the two-rank exchange (1 float32 element, one chunk): a rank that has the other's frame is done", () => {
+  const options = { chunkBytes: 8, collectiveTimeoutSecs: 60 };
+  const elements = 1;
+  const ringSum = (salt: number): Buffer => bytes(ringReference([0, 1].map((r) => input(elements, r, salt)), "sum"));
+
+  it("a peer killed while the other waits for its frame: UnavailableError naming it, at once and at every later call", async () => {
+    const g = await group(2, { ...options, clock: virtualClock() });
+    const call = rejection(g[0]!.allReduce(input(elements, 0), "sum"));
+    await until(() => g[0]!.stats().chunksSent === 1, "rank 0 to send its frame");
+    kill(g[1]!);
+    const namesVictim = (e: Error): void => {
+      expect(e).toBeInstanceOf(UnavailableError);
+      expect(e.message).toContain(`${who(1)} closed its connection`);
+    };
+    namesVictim(await call);
+    await expectBrokenEverywhere(g.slice(0, 1), namesVictim);
+  });
+
+  it("a peer killed after its frame arrived: the other rank's call gives the ring's bits; its next call raises UnavailableError naming it", async () => {
+    const g = await group(2, { ...options, clock: virtualClock() });
+    stopReading(g[1]!); // it sends its frame, and takes nothing
+    void rejection(g[1]!.allReduce(input(elements, 1), "sum"));
+    const done = await g[0]!.allReduce(input(elements, 0), "sum");
+    expect(bytes(done).equals(ringSum(0))).toBe(true);
+    kill(g[1]!);
+    const e = await rejection(g[0]!.allReduce(input(elements, 0, 2), "sum"));
+    expect(e).toBeInstanceOf(UnavailableError);
+    expect(e.message).toContain(`${who(1)} closed its connection`);
+  });
+
+  it("a peer that freezes after sending: the other rank's call completes; its next call raises DeadlineExceededError at the deadline", async () => {
+    const clock = virtualClock();
+    const g = await group(2, { ...options, clock });
+    stopReading(g[1]!);
+    void rejection(g[1]!.allReduce(input(elements, 1), "sum"));
+    expect(bytes(await g[0]!.allReduce(input(elements, 0), "sum")).equals(ringSum(0))).toBe(true);
+    const next = g[0]!.allReduce(input(elements, 0, 2), "sum");
+    const error = rejection(next);
+    await clock.advanceSecs(59);
+    expect(await pending(next)).toBe(true);
+    await clock.advanceSecs(2);
+    // In this process the "frozen" rank's own timer still runs (a stopped process runs none), and
+    // its first call, never finished, may reach its deadline first and break the group: either
+    // way rank 0 raises the deadline's class, at the deadline and not before.
+    expect(await error).toBeInstanceOf(DeadlineExceededError);
+  });
+
+  it("a link cut one way (blackhole from rank 0 to rank 1): rank 0 completes; rank 1 raises DeadlineExceededError naming rank 0 at the deadline, and so does rank 0's next call", async () => {
+    const clock = virtualClock();
+    const { ranks: g, proxy } = await proxiedGroup(2, { ...options, clock });
+    await allReduceChecked(g, elements, 1); // the link works through the proxy
+    proxy.blackhole();
+    const stuck = g[1]!.allReduce(input(elements, 1, 2), "sum");
+    const stuckError = rejection(stuck);
+    expect(bytes(await g[0]!.allReduce(input(elements, 0, 2), "sum")).equals(ringSum(2))).toBe(true);
+    const next = rejection(g[0]!.allReduce(input(elements, 0, 3), "sum"));
+    await clock.advanceSecs(59);
+    expect(await pending(stuck)).toBe(true);
+    await clock.advanceSecs(2);
+    const e = await stuckError;
+    expect(e).toBeInstanceOf(DeadlineExceededError);
+    expect(e.message).toContain(`the slowest rank is ${who(0)}, which had not entered it`);
+    expect(await next).toBeInstanceOf(DeadlineExceededError);
   });
 });

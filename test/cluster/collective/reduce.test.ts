@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { DType, encodeHeader, FrameKind, FrameParser, OpCode, type PayloadSink } from "../../../src/cluster/collective/frames.js";
 import type { CollectiveBuffer } from "../../../src/cluster/collective/Collective.js";
-import { reduceInto, scalarReduceInto, simdReduction, streamingReducer } from "../../../src/cluster/collective/reduce.js";
+import { reduceInto, reduceIntoDstFirst, scalarReduceInto, scalarReduceIntoDstFirst, simdReduction, streamingReducer } from "../../../src/cluster/collective/reduce.js";
 import { BLOCK_BYTES } from "../../../src/cluster/collective/simdKernel.js";
 
 /** Values whose float32 sums and means round, so a different order or rounding would show. */
@@ -66,6 +66,15 @@ const mixed = (make: (n: number) => CollectiveBuffer, n: number, seed: number): 
 };
 
 /** Equal bits, except that a NaN only needs to be a NaN (its payload is not fixed by IEEE 754). */
+/** The bytes under `x`. */
+const bytesOf = (x: CollectiveBuffer): Buffer => Buffer.from(x.buffer, x.byteOffset, x.byteLength);
+
+/** Element `i` of `x` becomes a quiet NaN with payload `payload`. */
+const setNaN = (x: CollectiveBuffer, i: number, payload: number): void => {
+  if (x instanceof Float32Array) new Uint32Array(x.buffer, x.byteOffset, x.length)[i] = 0x7fc00000 | payload;
+  else new BigUint64Array(x.buffer, x.byteOffset, x.length)[i] = 0x7ff8000000000000n | BigInt(payload);
+};
+
 const sameBits = (a: CollectiveBuffer, b: CollectiveBuffer): boolean => {
   if (a.length !== b.length) return false;
   const ab = Buffer.from(a.buffer, a.byteOffset, a.byteLength);
@@ -107,6 +116,30 @@ describe("the WebAssembly SIMD kernel", () => {
           dstIn.set(mixed(make, n, 23 + n));
           reduceInto(dstIn, srcOuter.subarray(1, 1 + n), divisor);
           expect(sameBits(dstIn, expected), `${n} elements at offsets`).toBe(true);
+        }
+      });
+    }
+    for (const divisor of [1, 2]) {
+      it(`${name}, divisor ${divisor}: reduceIntoDstFirst(a, b) leaves in a the bits reduceInto(b, a) leaves in b, NaN payloads included`, () => {
+        for (const n of [0, 1, 5, 17, block, block + 3]) {
+          const a = mixed(make, n, 31 + n);
+          const b = mixed(make, n, 37 + n);
+          if (n >= 5) {
+            // Two NaNs with different payloads at one index, and a NaN on one side at two others.
+            setNaN(a, 2, 1);
+            setNaN(b, 2, 2);
+            setNaN(a, 3, 3);
+            setNaN(b, 4, 4);
+          }
+          const dstFirst = a.slice();
+          reduceIntoDstFirst(dstFirst, b, divisor);
+          const swapped = b.slice();
+          reduceInto(swapped, a, divisor);
+          expect(bytesOf(dstFirst).equals(bytesOf(swapped)), `${n} elements`).toBe(true);
+          // The scalar stand-in gives the same values (a NaN's payload may differ, as for reduceInto).
+          const scalar = a.slice();
+          scalarReduceIntoDstFirst(scalar, b, divisor);
+          expect(sameBits(scalar, dstFirst), `${n} elements, scalar`).toBe(true);
         }
       });
     }
