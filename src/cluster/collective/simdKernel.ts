@@ -14,8 +14,11 @@
  * The bits equal the scalar loop's ({@link reduceInto} without the kernel): float32 addition and
  * division rounded once to float32 equal the same operations done in float64 and rounded to
  * float32 (double rounding is innocuous when the wider format has at least 2p + 2 bits: 53 ≥ 50),
- * and the divisor (the group size) is exact in float32. Only a NaN's payload may differ, and each
- * element is reduced by one rank and copied to the others, so the replicas agree either way.
+ * and the divisor (the group size) is exact in float32. Only a NaN's payload may differ. The ring
+ * reduces each element on one rank and copies it to the others, so its replicas agree either
+ * way; the exchange of two ranks reduces each element on both, with the same operands in the
+ * same order, so they agree when both run the same loop (both have WebAssembly SIMD, as every
+ * Node since 16 does).
  *
  * @module
  */
