@@ -126,12 +126,6 @@ interface Frame {
 /** The slot of a frame received in place: no slot, its credit went back on arrival. */
 const PLACED = -1;
 
-/**
- * Where the active call's chunks go, in the order they arrive, so that none is stored in a slot:
- * a chunk that is only copied (all-gather, broadcast) is read from the socket straight into the
- * caller's buffer; a chunk to reduce is added into it as its bytes arrive (`divisor` as in
- * {@link reduceInto}).
- */
 /** Elements `[a, b)` of a buffer, and the divisor of a mean's last reduction (`undefined`: a chunk copied, not reduced). */
 interface RingChunk {
   readonly a: number;
@@ -139,6 +133,12 @@ interface RingChunk {
   readonly divisor: number | undefined;
 }
 
+/**
+ * Where the active call's chunks go, in the order they arrive, so that none is stored in a slot:
+ * a chunk that is only copied (all-gather, broadcast) is read from the socket straight into the
+ * caller's buffer; a chunk to reduce is added into it as its bytes arrive (`divisor` as in
+ * {@link reduceInto}).
+ */
 interface ReceivePlan {
   readonly call: Call;
   readonly buffer: CollectiveBuffer;
@@ -433,7 +433,10 @@ export class TcpCollective implements Collective {
   allReduce<B extends CollectiveBuffer>(buffer: B, op: ReduceOp, options?: CollectiveCallOptions): Promise<B> {
     if (op !== "sum" && op !== "mean") return Promise.reject(new InvalidArgumentError(`allReduce: op ${JSON.stringify(op)} is not "sum" or "mean"`));
     const code = op === "sum" ? OpCode.sum : OpCode.mean;
-    return this.enqueue(buffer, code, 0, options, `allReduce(${op})`, (call) => this.ringAllReduce(call, buffer, op === "mean")).then(() => buffer);
+    const mean = op === "mean";
+    // Two ranks and one chunk: an exchange, one hop instead of the ring's two (see exchangeAllReduce).
+    const exchange = this.size === 2 && buffer.length > 0 && buffer.byteLength <= this.chunkBytes;
+    return this.enqueue(buffer, code, 0, options, `allReduce(${op})`, (call) => (exchange ? this.exchangeAllReduce(call, buffer, mean) : this.ringAllReduce(call, buffer, mean))).then(() => buffer);
   }
 
   broadcast<B extends CollectiveBuffer>(buffer: B, root: number, options?: CollectiveCallOptions): Promise<B> {
@@ -468,7 +471,6 @@ export class TcpCollective implements Collective {
   private async ringAllReduce(call: Call, buffer: CollectiveBuffer, mean: boolean): Promise<void> {
     const n = this.size;
     if (n === 1) return;
-    if (n === 2 && buffer.length > 0 && buffer.byteLength <= this.chunkBytes) return this.exchangeAllReduce(call, buffer, mean);
     const { own, reduceSteps, gatherSteps, expected } = this.ringSchedule(buffer, mean);
     this.expect(call, buffer, expected);
     for (const [a, b] of own) this.send(call, buffer, a, b);
