@@ -131,6 +131,36 @@ describe("TcpProxy", () => {
     expect(await late.read(1)).toBe("3");
   });
 
+  it("hold stops one direction only, keeping the sockets open; heal delivers what waited", async () => {
+    const c = await client(proxy.port);
+    c.socket.write("1");
+    await c.read(1);
+    proxy.hold("toTarget");
+    c.socket.write("2");
+    const direct = await client(echoPort);
+    direct.socket.write("d");
+    await direct.read(1);
+    expect(received.join("")).toBe("1d");
+    // The other direction flows: what the target sends reaches the client.
+    proxy.inject("toClient", Buffer.from("C"));
+    expect(await c.read(1)).toBe("C");
+    proxy.heal();
+    expect(await c.read(1)).toBe("2");
+    // Held the other way: the target gets the bytes, and its echo waits.
+    proxy.hold("toClient");
+    c.socket.write("3");
+    await within(
+      new Promise<void>((resolve) => {
+        const check = (): void => void (received.join("").endsWith("3") ? resolve() : setTimeout(check, 2));
+        check();
+      }),
+      "the target to receive the byte",
+    );
+    expect(c.socket.destroyed).toBe(false);
+    proxy.heal();
+    expect(await c.read(1)).toBe("3");
+  });
+
   it("inject writes into the open connection: towards the target, or back to the client only", async () => {
     expect(() => proxy.inject("toTarget", Buffer.from("x"))).toThrow("no open connection");
     const c = await client(proxy.port);

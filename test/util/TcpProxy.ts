@@ -7,7 +7,9 @@
  * - `blackhole()`: keeps every socket open and accepts new connections, but forwards nothing
  *   (a cable pulled, a firewall that silently drops). Bytes sent meanwhile wait in the kernel's
  *   buffers, as TCP keeps retransmitting them through a real partition;
- * - `heal()`: forwards again, including what waited during a blackhole.
+ * - `hold(direction)`: a blackhole one way only: what the client sends (`"toTarget"`) or what
+ *   the target sends (`"toClient"`) waits, and the other direction flows;
+ * - `heal()`: forwards again, including what waited during a blackhole or a hold.
  *
  * `inject()` writes bytes of the test's own into the open connections, as a stale or confused
  * sender on the path would (a replayed or reordered frame).
@@ -21,6 +23,9 @@ import { connect, createServer, type Server, type Socket } from "node:net";
 /** What the proxy does with traffic. */
 export type ProxyMode = "forward" | "drop" | "blackhole";
 
+/** A direction through the proxy: from the client towards the target, or back. */
+export type ProxyDirection = "toTarget" | "toClient";
+
 /** One proxied connection: the accepted socket and the one to the target. */
 interface Pipe {
   readonly client: Socket;
@@ -29,6 +34,7 @@ interface Pipe {
 
 export class TcpProxy {
   #mode: ProxyMode = "forward";
+  #held: ProxyDirection | undefined;
   readonly #pipes = new Set<Pipe>();
 
   private constructor(
@@ -81,9 +87,16 @@ export class TcpProxy {
     }
   }
 
-  /** Forwards again. */
+  /** Forwards nothing in `direction` (the other one flows), keeping sockets open, until {@link heal}. */
+  hold(direction: ProxyDirection): void {
+    this.#held = direction;
+    for (const pipe of this.#pipes) this.source(pipe, direction).pause();
+  }
+
+  /** Forwards again, both ways. */
   heal(): void {
     this.#mode = "forward";
+    this.#held = undefined;
     for (const { client, upstream } of this.#pipes) {
       client.resume();
       upstream.resume();
@@ -95,7 +108,7 @@ export class TcpProxy {
    * client (`"toClient"`), between whatever the two ends send. Call it while that direction is
    * idle if the bytes must not split a message of theirs.
    */
-  inject(direction: "toTarget" | "toClient", bytes: Buffer): void {
+  inject(direction: ProxyDirection, bytes: Buffer): void {
     if (this.#pipes.size === 0) throw new Error("TcpProxy.inject: no open connection to write into");
     for (const { client, upstream } of this.#pipes) (direction === "toTarget" ? upstream : client).write(bytes);
   }
@@ -120,7 +133,7 @@ export class TcpProxy {
         if (!to.write(chunk)) {
           from.pause();
           to.once("drain", () => {
-            if (this.#mode === "forward") from.resume();
+            if (this.#mode === "forward" && (this.#held === undefined || this.source(pipe, this.#held) !== from)) from.resume();
           });
         }
       });
@@ -135,6 +148,12 @@ export class TcpProxy {
       client.pause();
       upstream.pause();
     }
+    if (this.#held !== undefined) this.source(pipe, this.#held).pause();
+  }
+
+  /** The socket whose bytes go in `direction`. */
+  private source(pipe: Pipe, direction: ProxyDirection): Socket {
+    return direction === "toTarget" ? pipe.client : pipe.upstream;
   }
 
   /** Resets both sockets of `pipe` (a reset, not a clean end: the peer sees ECONNRESET). */

@@ -247,7 +247,17 @@ export class TcpCollective implements Collective {
   private heldIndex = 0;
 
   // sending (to next)
-  private credits = 0;
+  /** Data frames written on the outbound link. */
+  private written = 0;
+  /** How many data frames the next rank's welcome and credit frames allow in all: the window plus every credit granted. */
+  private granted = 0;
+  /**
+   * With two ranks: how many of the frames written the next rank has surely consumed, learnt from
+   * its own data frames (see {@link impliedCredit}).
+   */
+  private consumedAtLeast = 0;
+  /** The collective of the latest data frame written, and how many frames were written before its first. */
+  private writing = { collective: 0, before: 0 };
   private readonly sendQueue: { header: Omit<FrameHeader, "seq">; payload: Buffer }[] = [];
   private pendingWrites = 0;
   private flushWaiters: { resolve: () => void; reject: (e: Error) => void }[] = [];
@@ -419,6 +429,11 @@ export class TcpCollective implements Collective {
   /** The address `listen()` bound, or `undefined` before. */
   get address(): string | undefined {
     return this.boundAddress;
+  }
+
+  /** Data frames this rank may write now without overrunning the next rank's receive slots. */
+  private get credits(): number {
+    return Math.max(this.granted, this.consumedAtLeast + CREDIT_WINDOW) - this.written;
   }
 
   /** Counters: chunks moved, buffering, credit waits, refused connections. */
@@ -697,7 +712,8 @@ export class TcpCollective implements Collective {
 
   private write(header: Omit<FrameHeader, "seq">, payload: Buffer): void {
     const link = this.outbound as Link;
-    this.credits--;
+    if (header.collective !== this.writing.collective) this.writing = { collective: header.collective, before: this.written };
+    this.written++;
     this.pendingWrites++;
     this.counters.chunksSent++;
     this.counters.bytesSent += payload.length;
@@ -713,7 +729,30 @@ export class TcpCollective implements Collective {
   }
 
   private onCredit(count: number): void {
-    this.credits += count;
+    this.granted += count;
+    this.drainSendQueue();
+  }
+
+  /**
+   * Two ranks: the other rank's data frame of collective `collective` says it entered that
+   * collective, so it finished every earlier one and consumed every chunk this rank sent in them:
+   * a call ends only after its chunks were reduced or placed and their slots freed, and the frame
+   * was sent after that, so a chunk this rank sends now finds a slot free. Their credit frames
+   * come later, and are read only when this rank's event loop turns, which a training step does
+   * not let it do between steps: without this, a rank often entered a step's all-reduce with no
+   * credit and sent its chunk only after reading the other's. (With more ranks, data comes from
+   * the previous rank and credits from the next: nothing follows.)
+   */
+  private impliedCredit(collective: number): void {
+    if (this.size !== 2 || this.outbound === undefined) return;
+    const { writing } = this;
+    const consumed = collective > writing.collective ? this.written : collective === writing.collective ? writing.before : 0;
+    if (consumed <= this.consumedAtLeast) return;
+    this.consumedAtLeast = consumed;
+    this.drainSendQueue();
+  }
+
+  private drainSendQueue(): void {
     while (this.credits > 0 && this.sendQueue.length > 0) {
       const { header, payload } = this.sendQueue.shift() as { header: Omit<FrameHeader, "seq">; payload: Buffer };
       this.write(header, payload);
@@ -815,6 +854,7 @@ export class TcpCollective implements Collective {
     if (h.payloadBytes > this.chunkBytes || h.payloadBytes % 4 !== 0) return new DataLossError(`${this.who(link.peer)} sent a chunk of ${h.payloadBytes} bytes; chunks hold at most ${this.chunkBytes} (check that every rank uses the same chunkBytes)`);
     if (h.collective !== this.headersSeen.collective) this.headersSeen = { collective: h.collective, count: 0 };
     const index = this.headersSeen.count++;
+    this.impliedCredit(h.collective);
     if (h.payloadBytes > 0 && this.plan?.call.id !== h.collective && this.broken === undefined) {
       this.heldIndex = index;
       setImmediate(() => parser.resume()); // a turn of the event loop, not a time
@@ -919,7 +959,7 @@ export class TcpCollective implements Collective {
     const link: Link = { socket, peer: h.rank, peerIncarnation: h.incarnation, sendSeq: 0, receiveSeq: 0 };
     this.outbound = link;
     // The receiver grants the window: this rank may send that many chunks before its first credit.
-    this.credits = CREDIT_WINDOW;
+    this.granted = CREDIT_WINDOW;
     // The welcome carries the token too: the receiver reads no data from a peer that lacks it.
     socket.write(Buffer.concat([encodeHeader({ ...this.blank(), kind: FrameKind.welcome, elements: CREDIT_WINDOW, seq: 0, payloadBytes: this.auth.length }), this.auth]));
     const parser: FrameParser = new FrameParser(

@@ -20,7 +20,7 @@ import {
   UnavailableError,
 } from "../../../src/errors.js";
 import { rankInput, ringReference } from "../../util/ringReference.js";
-import { bytes, closeAll, frame, group, internals, make, pending, rejection, sockets, task, until, virtualClock } from "./inProcessRanks.js";
+import { bytes, closeAll, frame, group, internals, make, pending, proxiedGroup, rejection, sockets, task, until, virtualClock } from "./inProcessRanks.js";
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -221,6 +221,31 @@ describe("backpressure", () => {
     const results = await Promise.all([first, second]);
     for (const res of results) expect(bytes(res).equals(bytes(expected))).toBe(true);
     for (const c of g) expect(c.stats().maxBufferedChunksPerPeer).toBeLessThanOrEqual(2);
+  });
+
+  it("two ranks: the other rank's data frame frees the credit of this rank's chunks of earlier collectives, so credits held back on the way stall nothing", async () => {
+    // Rank 1's credit frames to rank 0 wait in the proxy; its data frames come on the other link.
+    const { ranks: g, proxy } = await proxiedGroup(2, { chunkBytes: 4096, clock: virtualClock() });
+    proxy.hold("toTarget");
+    for (let round = 0; round < 4; round++) {
+      // A barrier sends 2 frames per rank: the next one waits for credit until the other rank's
+      // frame of that collective arrives (the credit-wait path).
+      await Promise.all(g.map((c) => c.barrier()));
+      const inputs = g.map((_, r) => rankInput(Float32Array, 256, r, round)); // one chunk: the exchange
+      const expected = bytes(ringReference(inputs, "mean"));
+      const results = await Promise.all(g.map((c, r) => c.allReduce(inputs[r] as Float32Array, "mean")));
+      for (const res of results) expect(bytes(res).equals(expected)).toBe(true);
+    }
+    expect(g[0]!.stats().creditWaits).toBeGreaterThanOrEqual(1);
+    expect(g[1]!.stats().maxBufferedChunksPerPeer).toBeLessThanOrEqual(2);
+    expect(g[0]!.stats().unacknowledgedChunks).toBeGreaterThanOrEqual(1);
+    // The held credits arrive, and count once: nothing is left unacknowledged.
+    proxy.heal();
+    await until(() => g[0]!.stats().unacknowledgedChunks === 0, "rank 1's held credits");
+    const inputs = g.map((_, r) => rankInput(Float32Array, 256, r, 9));
+    const expected = bytes(ringReference(inputs, "sum"));
+    const results = await Promise.all(g.map((c, r) => c.allReduce(inputs[r] as Float32Array, "sum")));
+    for (const res of results) expect(bytes(res).equals(expected)).toBe(true);
   });
 });
 
