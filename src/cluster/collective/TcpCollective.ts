@@ -11,7 +11,7 @@
 
 import { isIP, type AddressInfo, type Server as NetServer, type Socket, createServer as createNetServer, connect as netConnect } from "node:net";
 import { createServer as createTlsServer, connect as tlsConnect } from "node:tls";
-import { type Clock, systemClock, secs } from "../../Clock.js";
+import { type Clock, systemClock, secs, type TimerHandle } from "../../Clock.js";
 import {
   AbortedError,
   AlreadyExistsError,
@@ -63,7 +63,10 @@ export interface TcpCollectiveOptions {
   readonly token?: string | undefined;
   /** TLS from PEM files (as the Server's `tls`): listen and connect with `node:tls`; `caFile` makes it mutual. */
   readonly tls?: TlsFiles | undefined;
-  /** The deadline of each collective, in seconds. Default 60. */
+  /**
+   * The deadline of each collective, in seconds. Default 60. Kept to a tick of a twentieth of it
+   * (at most 1 s): a call expires never early and at most two ticks late (docs/distributed.md).
+   */
   readonly collectiveTimeoutSecs?: number | undefined;
   /** The deadline of `listen()` and of `connect()` (both neighbours connected and authenticated), in seconds. Default 60. */
   readonly connectTimeoutSecs?: number | undefined;
@@ -167,7 +170,17 @@ interface Call {
   upstreamArrived: number;
   phase: "receiving" | "flushing";
   readonly reject: (e: Error) => void;
+  /** The deadline as a tick of the collective's deadline clock (see `watch`), or `undefined` with a timer of its own. */
+  readonly deadlineTick: number | undefined;
+  readonly timeoutMs: number;
 }
+
+/**
+ * The deadline clock ticks every `collectiveTimeoutSecs / DEADLINE_TICKS` (at most every second):
+ * a call with a timeout of at least that many ticks takes no timer of its own.
+ */
+const DEADLINE_TICKS = 20;
+const MAX_DEADLINE_TICK_MS = 1000;
 
 /** A link's socket and what the other end identified as. */
 interface Link {
@@ -212,6 +225,11 @@ export class TcpCollective implements Collective {
   private readonly auth: Buffer;
   private readonly credentials: TlsCredentials | undefined;
   private readonly collectiveTimeoutMs: number;
+  /** Period of the deadline clock. */
+  private readonly tickMs: number;
+  /** Ticks of the deadline clock so far, and its timer while calls wait on it. */
+  private ticks = 0;
+  private ticking: TimerHandle | undefined;
   private readonly connectTimeoutMs: number;
   private readonly chunkBytes: number;
   private readonly clock: Clock;
@@ -245,6 +263,8 @@ export class TcpCollective implements Collective {
   private headersSeen = { collective: 0, count: 0 };
   /** The index (as in `headersSeen`) of the data frame held for a turn. */
   private heldIndex = 0;
+  /** Credits granted with `release(frame, true)`, to be written at the next turn of the event loop. */
+  private laterCredits = 0;
 
   // sending (to next)
   /** Data frames written on the outbound link. */
@@ -299,6 +319,7 @@ export class TcpCollective implements Collective {
     this.auth = Buffer.from(this.token === undefined ? "" : bearer(this.token));
     this.credentials = options.tls === undefined ? undefined : loadTlsCredentials(options.tls);
     this.collectiveTimeoutMs = secs(positive(options.collectiveTimeoutSecs ?? DEFAULT_COLLECTIVE_TIMEOUT_SECS, "collectiveTimeoutSecs"));
+    this.tickMs = Math.min(MAX_DEADLINE_TICK_MS, this.collectiveTimeoutMs / DEADLINE_TICKS);
     this.connectTimeoutMs = secs(positive(options.connectTimeoutSecs ?? DEFAULT_COLLECTIVE_TIMEOUT_SECS, "connectTimeoutSecs"));
     this.chunkBytes = options.chunkBytes ?? DEFAULT_CHUNK_BYTES;
     if (!Number.isInteger(this.chunkBytes) || this.chunkBytes < 8 || this.chunkBytes % 8 !== 0 || this.chunkBytes > 64 * 1024 * 1024) {
@@ -513,7 +534,11 @@ export class TcpCollective implements Collective {
    * received. Each segment is added in the ring's order (segment s as x_s + x_{s+1}, then divided
    * for a mean), so both ranks get exactly the ring's bits, NaN payloads included. The peer's
    * chunk waits in a receive slot until this rank's own bytes were handed to the kernel: they are
-   * sent from the caller's buffer, which the sum overwrites.
+   * sent from the caller's buffer, which the sum overwrites. The slot's credit goes back at the
+   * next turn of the event loop, not before the call resolves: the end of the call is on a
+   * training step's critical path, where the write took about 0.1 ms. The other rank needs it no
+   * sooner: this rank's next data frame implies it (see {@link impliedCredit}), and a next call
+   * in which this rank sends nothing turns the event loop while it waits.
    */
   private async exchangeAllReduce(call: Call, buffer: CollectiveBuffer, mean: boolean): Promise<void> {
     this.expect(call, buffer, []);
@@ -529,7 +554,7 @@ export class TcpCollective implements Collective {
         (s === this.rank ? reduceIntoDstFirst : reduceInto)(buffer.subarray(a, b), theirs.subarray(a, b), divisor);
       }
     } finally {
-      this.release(frame);
+      this.release(frame, true);
     }
   }
 
@@ -600,6 +625,11 @@ export class TcpCollective implements Collective {
     this.counters.collectives++;
     const id = this.counters.collectives;
     const d = deferred();
+    // A call whose timeout spans enough ticks waits on the deadline clock: a training loop's call
+    // then arms and cancels no timer (that took ~0.05 ms of a step's all-reduce). One that starts
+    // between two ticks counts from the next, so it never fails early.
+    const watched = timeoutMs >= DEADLINE_TICKS * this.tickMs;
+    const deadlineTick = watched ? this.ticks + Math.ceil(timeoutMs / this.tickMs) + (this.ticking === undefined ? 0 : 1) : undefined;
     const call: Call = {
       id,
       what: `${what} #${id} over ${buffer.length} ${dtype === DType.float32 ? "float32" : "float64"} elements`,
@@ -610,11 +640,14 @@ export class TcpCollective implements Collective {
       upstreamArrived: 0,
       phase: "receiving",
       reject: d.reject,
+      deadlineTick,
+      timeoutMs,
     };
     this.calls.add(call);
-    const timer = this.clock.setTimer(timeoutMs, () => this.fail(this.deadlineError(call, timeoutMs)));
+    const timer = watched ? undefined : this.clock.setTimer(timeoutMs, () => this.fail(this.deadlineError(call, timeoutMs)));
+    if (watched) this.ticking ??= this.clock.setTimer(this.tickMs, () => this.tick());
     const done = (): void => {
-      timer.cancel();
+      timer?.cancel();
       this.calls.delete(call);
       if (this.active === call) this.active = undefined;
       if (this.plan?.call === call) this.plan = undefined;
@@ -632,6 +665,24 @@ export class TcpCollective implements Collective {
       }
     });
     return d.promise;
+  }
+
+  /**
+   * A tick of the deadline clock: the first call past its deadline fails the group (calls are
+   * kept in the order they were made); while calls wait on the clock, it ticks on. It counts the
+   * timer's periods and never reads the wall clock, so a step of the system clock moves no
+   * deadline.
+   */
+  private tick(): void {
+    this.ticking = undefined;
+    this.ticks++;
+    let waiting = false;
+    for (const call of this.calls) {
+      if (call.deadlineTick === undefined) continue;
+      if (this.ticks >= call.deadlineTick) return this.fail(this.deadlineError(call, call.timeoutMs));
+      waiting = true;
+    }
+    if (waiting && this.broken === undefined) this.ticking = this.clock.setTimer(this.tickMs, () => this.tick());
   }
 
   /** The slowest rank as this rank can tell: the first rank upstream not known to have entered, else the neighbour it waits on. */
@@ -809,17 +860,27 @@ export class TcpCollective implements Collective {
     this.release(frame);
   }
 
-  /** The chunk was consumed: free its slot and grant the previous rank one more chunk. */
-  private release(frame: Frame): void {
+  /**
+   * The chunk was consumed: free its slot and grant the previous rank one more chunk, at once or,
+   * with `later`, at the next turn of the event loop (one credit frame for all granted so).
+   */
+  private release(frame: Frame, later = false): void {
     if (frame.slot === PLACED) return; // credited on arrival
     this.freeSlots.push(frame.slot);
-    this.grantCredit();
+    if (!later) return this.grantCredit(1);
+    if (this.laterCredits++ === 0) {
+      setImmediate(() => {
+        const count = this.laterCredits;
+        this.laterCredits = 0;
+        this.grantCredit(count);
+      });
+    }
   }
 
-  private grantCredit(): void {
+  private grantCredit(count: number): void {
     const link = this.inbound;
     if (link === undefined || this.broken !== undefined) return;
-    link.socket.write(this.header(link, { kind: FrameKind.credit, elements: 1 }));
+    link.socket.write(this.header(link, { kind: FrameKind.credit, elements: count }));
   }
 
   private onInboundFrame(link: Link, header: FrameHeader, payload: Buffer): void {
@@ -829,7 +890,7 @@ export class TcpCollective implements Collective {
     this.counters.bytesReceived += header.payloadBytes; // a chunk reduced as it arrived has an empty payload
     this.counters.maxBufferedChunksPerPeer = Math.max(this.counters.maxBufferedChunksPerPeer, CREDIT_WINDOW - this.freeSlots.length);
     const frame: Frame = { header, payload, slot };
-    if (slot === PLACED) this.grantCredit();
+    if (slot === PLACED) this.grantCredit(1);
     const w = this.waiter;
     if (w !== undefined) {
       this.waiter = undefined;

@@ -9,6 +9,7 @@ import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { FrameKind, DType, OpCode, HEADER_BYTES } from "../../../src/cluster/collective/frames.js";
 import { TcpCollective } from "../../../src/cluster/collective/TcpCollective.js";
+import type { Clock } from "../../../src/Clock.js";
 import {
   AbortedError,
   CancelledError,
@@ -194,6 +195,44 @@ describe("deadlines", () => {
     await expect(g[1]!.barrier({ timeoutSecs: 0 })).rejects.toThrow(new InvalidArgumentError("barrier: timeoutSecs 0 must be a positive number of seconds"));
   });
 
+  it("the deadline clock: a call never fails before its deadline, and at most two ticks after it (a tick is collectiveTimeoutSecs / 20, at most 1 s)", async () => {
+    const clock = virtualClock();
+    const g = await group(2, { clock, collectiveTimeoutSecs: 60 });
+    // A call made with no other waiting: the clock starts with it, and its deadline is exact.
+    const alone = rejection(g[0]!.barrier());
+    await clock.advance(59_999);
+    expect(await pending(alone)).toBe(true);
+    await clock.advance(1);
+    expect(await alone).toBeInstanceOf(DeadlineExceededError);
+
+    const h = await group(2, { clock, collectiveTimeoutSecs: 60 });
+    await Promise.all(h.map((c) => c.barrier())); // starts the clock; its first tick is 1 s later
+    await clock.advance(500);
+    // Made between two ticks: it counts from the next one, so it expires 60.5 s after it was made.
+    const between = rejection(h[0]!.barrier());
+    await clock.advance(59_999);
+    expect(await pending(between)).toBe(true);
+    await clock.advance(501);
+    expect(await between).toBeInstanceOf(DeadlineExceededError);
+  });
+
+  it("calls within collectiveTimeoutSecs arm no timer of their own: a training loop's calls share the deadline clock", async () => {
+    const clock = virtualClock();
+    let timers = 0;
+    const counting: Clock = { now: () => clock.now(), sleep: (ms, signal) => clock.sleep(ms, signal), setTimer: (ms, fn) => (timers++, clock.setTimer(ms, fn)) };
+    const g = await group(2, { clock: counting, collectiveTimeoutSecs: 60 });
+    const armedBefore = timers;
+    for (let i = 0; i < 10; i++) {
+      const inputs = g.map((_, r) => rankInput(Float32Array, 64, r, i));
+      await Promise.all(g.map((c, r) => c.allReduce(inputs[r] as Float32Array, "mean")));
+    }
+    // One deadline clock per rank, started by the first call and ticking on.
+    expect(timers - armedBefore).toBe(2);
+    // A per-call timeout shorter than 20 ticks keeps a timer of its own.
+    await Promise.all(g.map((c) => c.barrier({ timeoutSecs: 5 })));
+    expect(timers - armedBefore).toBe(4);
+  });
+
   it("connect() has a deadline that names the rank that never came", async () => {
     const clock = virtualClock();
     const lonely = make({ rank: 0, size: 2, clock, connectTimeoutSecs: 10 });
@@ -246,6 +285,24 @@ describe("backpressure", () => {
     const expected = bytes(ringReference(inputs, "sum"));
     const results = await Promise.all(g.map((c, r) => c.allReduce(inputs[r] as Float32Array, "sum")));
     for (const res of results) expect(bytes(res).equals(expected)).toBe(true);
+  });
+});
+
+describe("the two-rank exchange's credit", () => {
+  it("goes back at the next turn of the event loop, after the call resolved, as one credit frame", async () => {
+    const g = await group(2, { chunkBytes: 4096, clock: virtualClock() });
+    const inputs = g.map((_, r) => rankInput(Float32Array, 256, r));
+    const expected = bytes(ringReference(inputs, "sum"));
+    const written = (c: TcpCollective): number => internals(c).inbound!.socket.bytesWritten;
+    const before = g.map(written);
+    const atResolve: number[] = [];
+    // Right when its call resolved (no turn of the event loop since), a rank has not written its credit yet.
+    const results = await Promise.all(g.map((c, r) => c.allReduce(inputs[r] as Float32Array, "sum").then((res) => ((atResolve[r] = written(c)), res))));
+    expect(atResolve).toEqual(before);
+    for (const res of results) expect(bytes(res).equals(expected)).toBe(true);
+    await new Promise((r) => setImmediate(r));
+    expect(g.map(written)).toEqual(before.map((n) => n + HEADER_BYTES));
+    for (const c of g) await until(() => c.stats().unacknowledgedChunks === 0, "the other rank's credit");
   });
 });
 
