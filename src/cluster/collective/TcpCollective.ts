@@ -483,9 +483,10 @@ export class TcpCollective implements Collective {
   }
 
   async barrier(options?: CollectiveCallOptions): Promise<void> {
-    // A ring all-reduce of nothing still passes 2(N−1) frames around: no rank can leave before every rank entered.
+    // A ring all-reduce of nothing still passes 2(N−1) frames around: no rank can leave before
+    // every rank entered. Two ranks exchange one empty frame each way instead.
     const empty = new Float64Array(0);
-    await this.enqueue(empty, OpCode.barrier, 0, options, "barrier", (call) => this.ringAllReduce(call, empty, false));
+    await this.enqueue(empty, OpCode.barrier, 0, options, "barrier", (call) => (this.size === 2 ? this.exchangeAllReduce(call, empty, false) : this.ringAllReduce(call, empty, false)));
   }
 
   onPeerFailed(task: string, error?: Error): void {
@@ -528,8 +529,8 @@ export class TcpCollective implements Collective {
   }
 
   /**
-   * Two ranks and a buffer of one chunk: each rank sends its whole buffer and adds the other's.
-   * The ring would take two dependent hops of half the buffer (the reduce-scatter's, then the
+   * Two ranks and a buffer of one chunk (or none: a barrier): each rank sends its whole buffer
+   * and adds the other's. The ring would take two dependent hops of half the buffer (the reduce-scatter's, then the
    * all-gather's); this is one hop of the whole buffer each way, with the same bytes sent and
    * received. Each segment is added in the ring's order (segment s as x_s + x_{s+1}, then divided
    * for a mean), so both ranks get exactly the ring's bits, NaN payloads included. The peer's
@@ -548,7 +549,7 @@ export class TcpCollective implements Collective {
       await this.flushed(call);
       const theirs = typedView(buffer, frame.payload);
       const divisor = mean ? 2 : 1;
-      for (let s = 0; s < 2; s++) {
+      for (let s = 0; s < 2 && buffer.length > 0; s++) {
         const [a, b] = segment(buffer.length, 2, s);
         // Segment s starts at rank s: this rank's value comes first in its own segment.
         (s === this.rank ? reduceIntoDstFirst : reduceInto)(buffer.subarray(a, b), theirs.subarray(a, b), divisor);

@@ -16,11 +16,12 @@ import { DataLossError } from "../../errors.js";
 /** `MSCL` read as a little-endian u32: the first four bytes of every frame. */
 const MAGIC = 0x4c43534d;
 /**
- * 3: two ranks all-reduce a buffer of one chunk by exchange, not by the ring (version 2: by the
- * ring). 2: the receiver of a link dials it (version 1: the sender did), and the welcome carries
- * the token.
+ * 4: two ranks pass a barrier by exchange, one empty frame each way (version 3: around the
+ * ring, two each way). 3: two ranks all-reduce a buffer of one chunk by exchange, not by the
+ * ring (version 2: by the ring). 2: the receiver of a link dials it (version 1: the sender did),
+ * and the welcome carries the token.
  */
-const VERSION = 3;
+const VERSION = 4;
 
 /** Size of every frame header. */
 export const HEADER_BYTES = 48;

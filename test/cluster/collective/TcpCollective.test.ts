@@ -152,6 +152,15 @@ describe("broadcast and barrier", () => {
     await Promise.all([...first, g[2]!.barrier()]);
   });
 
+  it("two ranks pass a barrier by exchange, one frame each way, and neither leaves before the other entered", async () => {
+    const g = await group(2);
+    const first = g[0]!.barrier();
+    await until(() => g[1]!.stats().chunksReceived === 1, "rank 1 to hear from rank 0");
+    expect(await pending(first)).toBe(true);
+    await Promise.all([first, g[1]!.barrier()]);
+    for (const c of g) expect(c.stats()).toMatchObject({ chunksSent: 1, chunksReceived: 1 });
+  });
+
   it("calls run in call order on each rank, one at a time", async () => {
     const g = await group(2, { chunkBytes: 64 });
     const a = g.map((_, r) => new Float32Array(100).fill(r + 1));
@@ -267,9 +276,12 @@ describe("backpressure", () => {
     const { ranks: g, proxy } = await proxiedGroup(2, { chunkBytes: 4096, clock: virtualClock() });
     proxy.hold("toTarget");
     for (let round = 0; round < 4; round++) {
-      // A barrier sends 2 frames per rank: the next one waits for credit until the other rank's
-      // frame of that collective arrives (the credit-wait path).
-      await Promise.all(g.map((c) => c.barrier()));
+      // Rank 0 broadcasts (rank 1 sends nothing back), so from the second round on its frame of
+      // the all-reduce waits for credit until rank 1's frame of the all-reduce arrives (the
+      // credit-wait path). Two broadcasts in a row would wait for the held credit frames.
+      const sent = rankInput(Float64Array, 16, 0, round);
+      const got = await Promise.all(g.map((c, r) => c.broadcast(r === 0 ? sent.slice() : new Float64Array(16), 0)));
+      for (const x of got) expect(bytes(x).equals(bytes(sent))).toBe(true);
       const inputs = g.map((_, r) => rankInput(Float32Array, 256, r, round)); // one chunk: the exchange
       const expected = bytes(ringReference(inputs, "mean"));
       const results = await Promise.all(g.map((c, r) => c.allReduce(inputs[r] as Float32Array, "mean")));
