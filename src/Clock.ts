@@ -27,6 +27,12 @@ export interface Clock {
   /** Calls `fn` once after `ms` milliseconds, unless cancelled. */
   setTimer(ms: number, fn: () => void): TimerHandle;
   /**
+   * Milliseconds on a clock that only moves forward with time, for deadlines: unlike `now()`, a
+   * step of the system clock does not move it. Only differences between its readings mean
+   * anything. Optional: without it, `now()` is used.
+   */
+  monotonic?(): number;
+  /**
    * Resolves after one full turn of the event loop (timers, I/O callbacks, signals), taking no
    * time of its own. A session calls it between steps so that a synchronous training step does
    * not starve Node (see `EventLoopYield`). Optional: without it, `setImmediate` is used.
@@ -62,6 +68,7 @@ export const systemClock: Clock = {
     return { cancel: () => clearTimeout(t) };
   },
   yieldTurn: () => new Promise<void>((resolve) => setImmediate(resolve)),
+  monotonic: () => performance.now(),
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -38,6 +38,8 @@ export interface VirtualClockOptions {
 /** A manually driven clock for tests. */
 export class VirtualClock implements Clock {
   private current: number;
+  /** What {@link set} moved the time by, in all: {@link monotonic} leaves it out. */
+  private jumped = 0;
   private seq = 0;
   private readonly queue: Pending[] = [];
   private readonly autoAdvance: boolean;
@@ -53,6 +55,11 @@ export class VirtualClock implements Clock {
 
   now(): number {
     return this.current;
+  }
+
+  /** Virtual time that {@link set} does not move (a clock jump), as a monotonic clock would not. */
+  monotonic(): number {
+    return this.current - this.jumped;
   }
 
   sleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -93,6 +100,7 @@ export class VirtualClock implements Clock {
 
   /** Sets the time without firing timers (e.g. to simulate a clock jump). */
   set(ms: number): void {
+    this.jumped += ms - this.current;
     this.current = ms;
   }
 

@@ -47,4 +47,20 @@ describe("VirtualClock", () => {
     expect(auto.now()).toBe(1000);
     expect(auto.sleeps).toEqual([500, 500]);
   });
+
+  it("monotonic() moves with advance and autoAdvance, not with set() (a jump of the wall clock)", async () => {
+    const clock = new VirtualClock({ startMs: 1_000 });
+    const m0 = clock.monotonic();
+    await clock.advance(250);
+    clock.set(5_000_000);
+    expect(clock.now()).toBe(5_000_000);
+    expect(clock.monotonic() - m0).toBe(250);
+    clock.set(0);
+    await clock.advance(50);
+    expect(clock.now()).toBe(50);
+    expect(clock.monotonic() - m0).toBe(300);
+    const auto = new VirtualClock({ startMs: 0, autoAdvance: true });
+    await auto.sleep(40);
+    expect(auto.monotonic()).toBe(40);
+  });
 });

@@ -63,10 +63,7 @@ export interface TcpCollectiveOptions {
   readonly token?: string | undefined;
   /** TLS from PEM files (as the Server's `tls`): listen and connect with `node:tls`; `caFile` makes it mutual. */
   readonly tls?: TlsFiles | undefined;
-  /**
-   * The deadline of each collective, in seconds. Default 60. Kept to a tick of a twentieth of it
-   * (at most 1 s): a call expires never early and at most two ticks late (docs/distributed.md).
-   */
+  /** The deadline of each collective, in seconds. Default 60. */
   readonly collectiveTimeoutSecs?: number | undefined;
   /** The deadline of `listen()` and of `connect()` (both neighbours connected and authenticated), in seconds. Default 60. */
   readonly connectTimeoutSecs?: number | undefined;
@@ -170,17 +167,10 @@ interface Call {
   upstreamArrived: number;
   phase: "receiving" | "flushing";
   readonly reject: (e: Error) => void;
-  /** The deadline as a tick of the collective's deadline clock (see `watch`), or `undefined` with a timer of its own. */
-  readonly deadlineTick: number | undefined;
+  /** When the call expires, on the clock's monotonic time (see {@link TcpCollective.armDeadline}). */
+  readonly deadline: number;
   readonly timeoutMs: number;
 }
-
-/**
- * The deadline clock ticks every `collectiveTimeoutSecs / DEADLINE_TICKS` (at most every second):
- * a call with a timeout of at least that many ticks takes no timer of its own.
- */
-const DEADLINE_TICKS = 20;
-const MAX_DEADLINE_TICK_MS = 1000;
 
 /** A link's socket and what the other end identified as. */
 interface Link {
@@ -225,11 +215,8 @@ export class TcpCollective implements Collective {
   private readonly auth: Buffer;
   private readonly credentials: TlsCredentials | undefined;
   private readonly collectiveTimeoutMs: number;
-  /** Period of the deadline clock. */
-  private readonly tickMs: number;
-  /** Ticks of the deadline clock so far, and its timer while calls wait on it. */
-  private ticks = 0;
-  private ticking: TimerHandle | undefined;
+  /** The one deadline timer, and the deadline it was armed for (monotonic time). */
+  private deadlineTimer: { readonly at: number; readonly handle: TimerHandle } | undefined;
   private readonly connectTimeoutMs: number;
   private readonly chunkBytes: number;
   private readonly clock: Clock;
@@ -319,7 +306,6 @@ export class TcpCollective implements Collective {
     this.auth = Buffer.from(this.token === undefined ? "" : bearer(this.token));
     this.credentials = options.tls === undefined ? undefined : loadTlsCredentials(options.tls);
     this.collectiveTimeoutMs = secs(positive(options.collectiveTimeoutSecs ?? DEFAULT_COLLECTIVE_TIMEOUT_SECS, "collectiveTimeoutSecs"));
-    this.tickMs = Math.min(MAX_DEADLINE_TICK_MS, this.collectiveTimeoutMs / DEADLINE_TICKS);
     this.connectTimeoutMs = secs(positive(options.connectTimeoutSecs ?? DEFAULT_COLLECTIVE_TIMEOUT_SECS, "connectTimeoutSecs"));
     this.chunkBytes = options.chunkBytes ?? DEFAULT_CHUNK_BYTES;
     if (!Number.isInteger(this.chunkBytes) || this.chunkBytes < 8 || this.chunkBytes % 8 !== 0 || this.chunkBytes > 64 * 1024 * 1024) {
@@ -626,11 +612,7 @@ export class TcpCollective implements Collective {
     this.counters.collectives++;
     const id = this.counters.collectives;
     const d = deferred();
-    // A call whose timeout spans enough ticks waits on the deadline clock: a training loop's call
-    // then arms and cancels no timer (that took ~0.05 ms of a step's all-reduce). One that starts
-    // between two ticks counts from the next, so it never fails early.
-    const watched = timeoutMs >= DEADLINE_TICKS * this.tickMs;
-    const deadlineTick = watched ? this.ticks + Math.ceil(timeoutMs / this.tickMs) + (this.ticking === undefined ? 0 : 1) : undefined;
+    const deadline = this.monotonic() + timeoutMs;
     const call: Call = {
       id,
       what: `${what} #${id} over ${buffer.length} ${dtype === DType.float32 ? "float32" : "float64"} elements`,
@@ -641,14 +623,12 @@ export class TcpCollective implements Collective {
       upstreamArrived: 0,
       phase: "receiving",
       reject: d.reject,
-      deadlineTick,
+      deadline,
       timeoutMs,
     };
     this.calls.add(call);
-    const timer = watched ? undefined : this.clock.setTimer(timeoutMs, () => this.fail(this.deadlineError(call, timeoutMs)));
-    if (watched) this.ticking ??= this.clock.setTimer(this.tickMs, () => this.tick());
+    this.armDeadline(deadline);
     const done = (): void => {
-      timer?.cancel();
       this.calls.delete(call);
       if (this.active === call) this.active = undefined;
       if (this.plan?.call === call) this.plan = undefined;
@@ -669,21 +649,32 @@ export class TcpCollective implements Collective {
   }
 
   /**
-   * A tick of the deadline clock: the first call past its deadline fails the group (calls are
-   * kept in the order they were made); while calls wait on the clock, it ticks on. It counts the
-   * timer's periods and never reads the wall clock, so a step of the system clock moves no
-   * deadline.
+   * One timer serves every call's deadline. It is armed for the earliest deadline and left armed
+   * when that call ends: a training loop's calls, each due after the one before, then arm and
+   * cancel no timer (a timer each took about 0.05 ms of a step's all-reduce). Deadlines are read
+   * on the clock's monotonic time, which a step of the system clock does not move.
    */
-  private tick(): void {
-    this.ticking = undefined;
-    this.ticks++;
-    let waiting = false;
-    for (const call of this.calls) {
-      if (call.deadlineTick === undefined) continue;
-      if (this.ticks >= call.deadlineTick) return this.fail(this.deadlineError(call, call.timeoutMs));
-      waiting = true;
-    }
-    if (waiting && this.broken === undefined) this.ticking = this.clock.setTimer(this.tickMs, () => this.tick());
+  private armDeadline(at: number): void {
+    const armed = this.deadlineTimer;
+    if (armed !== undefined && armed.at <= at) return; // it fires first, and arms again for the calls still waiting
+    armed?.handle.cancel();
+    this.deadlineTimer = { at, handle: this.clock.setTimer(at - this.monotonic(), () => this.onDeadlineTimer()) };
+  }
+
+  /** The deadline timer fired: the call past its deadline fails the group; else the timer is armed for the next deadline. */
+  private onDeadlineTimer(): void {
+    this.deadlineTimer = undefined;
+    if (this.broken !== undefined) return;
+    const now = this.monotonic();
+    let next: Call | undefined;
+    for (const call of this.calls) if (next === undefined || call.deadline < next.deadline) next = call;
+    if (next === undefined) return;
+    if (next.deadline <= now) return this.fail(this.deadlineError(next, next.timeoutMs));
+    this.armDeadline(next.deadline);
+  }
+
+  private monotonic(): number {
+    return this.clock.monotonic?.() ?? this.clock.now();
   }
 
   /** The slowest rank as this rank can tell: the first rank upstream not known to have entered, else the neighbour it waits on. */
@@ -786,8 +777,9 @@ export class TcpCollective implements Collective {
   }
 
   /**
-   * Two ranks: the other rank's data frame of collective `collective` says it entered that
-   * collective, so it finished every earlier one and consumed every chunk this rank sent in them:
+   * Two ranks: the other rank's data frame of collective `collective`, once checked against this
+   * rank's own call (so the ranks agree on the calls so far), says it entered that collective,
+   * so it finished every earlier one and consumed every chunk this rank sent in them:
    * a call ends only after its chunks were reduced or placed and their slots freed, and the frame
    * was sent after that, so a chunk this rank sends now finds a slot free. Their credit frames
    * come later, and are read only when this rank's event loop turns, which a training step does
@@ -838,6 +830,7 @@ export class TcpCollective implements Collective {
         throw error;
       }
       call.upstreamArrived = Math.max(call.upstreamArrived, h.arrived);
+      this.impliedCredit(h.collective);
       return frame;
     };
     const ready = this.ready.shift();
@@ -916,7 +909,6 @@ export class TcpCollective implements Collective {
     if (h.payloadBytes > this.chunkBytes || h.payloadBytes % 4 !== 0) return new DataLossError(`${this.who(link.peer)} sent a chunk of ${h.payloadBytes} bytes; chunks hold at most ${this.chunkBytes} (check that every rank uses the same chunkBytes)`);
     if (h.collective !== this.headersSeen.collective) this.headersSeen = { collective: h.collective, count: 0 };
     const index = this.headersSeen.count++;
-    this.impliedCredit(h.collective);
     if (h.payloadBytes > 0 && this.plan?.call.id !== h.collective && this.broken === undefined) {
       this.heldIndex = index;
       setImmediate(() => parser.resume()); // a turn of the event loop, not a time

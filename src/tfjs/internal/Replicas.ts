@@ -138,8 +138,6 @@ export class Replicas {
     buffer[this.parameters + LOSS_SLOT] = loss;
     buffer[this.parameters + STOP_SLOT] = this.collective.stopVote?.requested === true ? 1 : 0;
     await this.collective.allReduce(buffer, "mean");
-    if ((globalThis as any).__rec) { (globalThis as any).__rec.push(performance.now() - (globalThis as any).__END); (globalThis as any).__rec = undefined; }
-    if ((globalThis as any).__rec) { (globalThis as any).__rec.push(performance.now() - (globalThis as any).__END); (globalThis as any).__rec = undefined; }
     // A mean of zeros and ones: non-zero, with the same bits on every rank, as soon as one rank voted.
     this.stopAgreed = buffer[this.parameters + STOP_SLOT] !== 0;
     const out: tf.NamedTensorMap = {};

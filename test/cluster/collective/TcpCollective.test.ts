@@ -204,10 +204,9 @@ describe("deadlines", () => {
     await expect(g[1]!.barrier({ timeoutSecs: 0 })).rejects.toThrow(new InvalidArgumentError("barrier: timeoutSecs 0 must be a positive number of seconds"));
   });
 
-  it("the deadline clock: a call never fails before its deadline, and at most two ticks after it (a tick is collectiveTimeoutSecs / 20, at most 1 s)", async () => {
+  it("a call expires exactly at its deadline, also while an earlier call's deadline timer is still armed, and a step of the wall clock moves no deadline", async () => {
     const clock = virtualClock();
     const g = await group(2, { clock, collectiveTimeoutSecs: 60 });
-    // A call made with no other waiting: the clock starts with it, and its deadline is exact.
     const alone = rejection(g[0]!.barrier());
     await clock.advance(59_999);
     expect(await pending(alone)).toBe(true);
@@ -215,29 +214,36 @@ describe("deadlines", () => {
     expect(await alone).toBeInstanceOf(DeadlineExceededError);
 
     const h = await group(2, { clock, collectiveTimeoutSecs: 60 });
-    await Promise.all(h.map((c) => c.barrier())); // starts the clock; its first tick is 1 s later
+    await Promise.all(h.map((c) => c.barrier())); // its deadline timer stays armed, for 60 s from now
     await clock.advance(500);
-    // Made between two ticks: it counts from the next one, so it expires 60.5 s after it was made.
-    const between = rejection(h[0]!.barrier());
+    const later = rejection(h[0]!.barrier()); // due 0.5 s after that timer fires
     await clock.advance(59_999);
-    expect(await pending(between)).toBe(true);
-    await clock.advance(501);
-    expect(await between).toBeInstanceOf(DeadlineExceededError);
+    expect(await pending(later)).toBe(true);
+    await clock.advance(1);
+    expect(await later).toBeInstanceOf(DeadlineExceededError);
+
+    const k = await group(2, { clock, collectiveTimeoutSecs: 60 });
+    const jumped = rejection(k[0]!.barrier());
+    clock.set(clock.now() + 3_600_000); // the system clock steps an hour ahead
+    await clock.advance(59_999);
+    expect(await pending(jumped)).toBe(true);
+    await clock.advance(1);
+    expect(await jumped).toBeInstanceOf(DeadlineExceededError);
   });
 
-  it("calls within collectiveTimeoutSecs arm no timer of their own: a training loop's calls share the deadline clock", async () => {
+  it("calls share one deadline timer: a training loop's calls arm none of their own", async () => {
     const clock = virtualClock();
     let timers = 0;
-    const counting: Clock = { now: () => clock.now(), sleep: (ms, signal) => clock.sleep(ms, signal), setTimer: (ms, fn) => (timers++, clock.setTimer(ms, fn)) };
+    const counting: Clock = { now: () => clock.now(), monotonic: () => clock.monotonic(), sleep: (ms, signal) => clock.sleep(ms, signal), setTimer: (ms, fn) => (timers++, clock.setTimer(ms, fn)) };
     const g = await group(2, { clock: counting, collectiveTimeoutSecs: 60 });
     const armedBefore = timers;
     for (let i = 0; i < 10; i++) {
       const inputs = g.map((_, r) => rankInput(Float32Array, 64, r, i));
       await Promise.all(g.map((c, r) => c.allReduce(inputs[r] as Float32Array, "mean")));
     }
-    // One deadline clock per rank, started by the first call and ticking on.
+    // The first call armed each rank's timer; every later call was due after it.
     expect(timers - armedBefore).toBe(2);
-    // A per-call timeout shorter than 20 ticks keeps a timer of its own.
+    // A call due before the armed deadline arms the timer again, for itself.
     await Promise.all(g.map((c) => c.barrier({ timeoutSecs: 5 })));
     expect(timers - armedBefore).toBe(4);
   });
@@ -319,21 +325,25 @@ describe("the two-rank exchange's credit", () => {
 });
 
 describe("chunks in place", () => {
-  it("a chunk read together with the end of the previous collective goes into the caller's buffer when the caller starts its call at once (not whole into a slot)", async () => {
+  it("a chunk queued right behind the end of the previous collective goes into the caller's buffer when the caller starts its call at once (not whole into a slot)", async () => {
+    // On plain TCP the parser reads a frame at a time, and microtasks run between reads: the
+    // caller's next call has started before the chunk's header is parsed. (Where one read holds
+    // both, as TLS's 'data' events can, the header is held for a turn of the event loop first:
+    // the parser's side of that is in frames.test.ts.)
     const g = await group(2, { chunkBytes: 4096 });
     const inputs = g.map((_, r) => rankInput(Float32Array, 2 * 1024, r)); // 1 chunk per segment
     const expected = ringReference(inputs, "sum");
-    // Rank 0 enters a barrier; rank 1 holds its first frame, then stops reading.
-    const barrier0 = g[0]!.barrier().then(() => g[0]!.allReduce(inputs[0]!.slice(), "sum"));
-    await until(() => g[1]!.stats().chunksReceived === 1, "rank 1 to hold rank 0's first barrier frame");
+    // Rank 1 reads nothing from rank 0 until resumed. Both pass the barrier's exchange; rank 0
+    // has rank 1's frame, leaves the barrier and sends its first chunk, which waits in the
+    // kernel behind its barrier frame to rank 1.
     const inbound = internals(g[1]!).inbound!.socket;
     inbound.pause();
-    // Rank 1's barrier sends its frames; rank 0 leaves the barrier and sends its first chunk,
-    // which waits in the kernel behind the barrier's last frame to rank 1.
+    const barrier0 = g[0]!.barrier().then(() => g[0]!.allReduce(inputs[0]!.slice(), "sum"));
     const reduced1 = g[1]!.barrier().then(() => g[1]!.allReduce(inputs[1]!.slice(), "sum"));
-    await until(() => g[0]!.stats().chunksSent === 3, "rank 0 to send its first chunk");
+    await until(() => g[0]!.stats().chunksSent === 2, "rank 0 to send its first chunk");
     for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
-    inbound.resume(); // one read: the barrier's end, then the chunk
+    expect(g[1]!.stats().chunksReceived).toBe(0);
+    inbound.resume(); // one read: the barrier's frame, then the chunk
     const results = await Promise.all([barrier0, reduced1]);
     for (const res of results) expect(bytes(res).equals(bytes(expected))).toBe(true);
     expect(g[1]!.stats().slottedChunks).toBe(0);

@@ -343,11 +343,11 @@ describe("faults of the two-rank exchange (1 float32 element, one chunk): a rank
     const stuck = g[1]!.allReduce(input(elements, 1, 2), "sum");
     const stuckError = rejection(stuck);
     expect(bytes(await g[0]!.allReduce(input(elements, 0, 2), "sum")).equals(ringSum(2))).toBe(true);
-    // Rank 0's next call starts later, so that its deadline cannot come first (deadlines are
-    // kept to a tick of the deadline clock: two made at once may expire in either order).
-    await clock.advanceSecs(30);
+    // Rank 0's next call comes a second later: deadlines due at the same instant on both ranks
+    // (no virtual time passes between calls here) may fire in either order.
+    await clock.advanceSecs(1);
     const next = rejection(g[0]!.allReduce(input(elements, 0, 3), "sum"));
-    await clock.advanceSecs(29);
+    await clock.advanceSecs(58);
     expect(await pending(stuck)).toBe(true);
     await clock.advanceSecs(2);
     const e = await stuckError;
