@@ -131,8 +131,6 @@ interface RingChunk {
   readonly a: number;
   readonly b: number;
   readonly divisor: number | undefined;
-  /** The other rank's whole buffer in a two-rank exchange, added segment by segment in the ring's order. */
-  readonly exchange?: true;
 }
 
 /**
@@ -518,31 +516,25 @@ export class TcpCollective implements Collective {
 
   /**
    * Two ranks and a buffer of one chunk (or none: a barrier): each rank sends its whole buffer
-   * and adds the other's. The ring would take two dependent hops of half the buffer (the
-   * reduce-scatter's, then the all-gather's); this is one hop of the whole buffer each way, with
-   * the same bytes sent and received. Each segment is added in the ring's order (segment s as
-   * x_s + x_{s+1}, then divided for a mean), so both ranks get exactly the ring's bits, NaN
-   * payloads included. The caller's buffer is what this rank sends and what the sum overwrites:
-   * when the kernel took all of it at once, the other rank's bytes are added into it as they
-   * arrive; otherwise (or when they came before this call started) they wait whole in a receive
-   * slot, and are added once this rank's bytes are out. Their credit goes back at the next turn
-   * of the event loop, not before the call resolves: the end of the call is on a training step's
-   * critical path, where the write took about 0.1 ms. The other rank needs it no sooner: this
-   * rank's next data frame implies it (see {@link impliedCredit}), and a next call in which this
-   * rank sends nothing turns the event loop while it waits.
+   * and adds the other's. The ring would take two dependent hops of half the buffer (the reduce-scatter's, then the
+   * all-gather's); this is one hop of the whole buffer each way, with the same bytes sent and
+   * received. Each segment is added in the ring's order (segment s as x_s + x_{s+1}, then divided
+   * for a mean), so both ranks get exactly the ring's bits, NaN payloads included. The peer's
+   * chunk waits in a receive slot until this rank's own bytes were handed to the kernel: they are
+   * sent from the caller's buffer, which the sum overwrites. The slot's credit goes back at the
+   * next turn of the event loop, not before the call resolves: the end of the call is on a
+   * training step's critical path, where the write took about 0.1 ms. The other rank needs it no
+   * sooner: this rank's next data frame implies it (see {@link impliedCredit}), and a next call
+   * in which this rank sends nothing turns the event loop while it waits.
    */
   private async exchangeAllReduce(call: Call, buffer: CollectiveBuffer, mean: boolean): Promise<void> {
-    const divisor = mean ? 2 : 1;
+    this.expect(call, buffer, []);
     this.send(call, buffer, 0, buffer.length);
-    // When the kernel took all of this rank's bytes at once (a step's gradients, usually), the
-    // buffer is free, and the other rank's bytes are added into it as they arrive; else they
-    // wait in a slot until this rank's bytes are out.
-    this.expect(call, buffer, buffer.length > 0 && this.allHandedToKernel() ? [{ a: 0, b: buffer.length, divisor, exchange: true }] : []);
     const frame = await this.receive(call, buffer.length);
-    if (frame.slot === PLACED) return;
     try {
       await this.flushed(call);
       const theirs = typedView(buffer, frame.payload);
+      const divisor = mean ? 2 : 1;
       for (let s = 0; s < 2 && buffer.length > 0; s++) {
         const [a, b] = segment(buffer.length, 2, s);
         // Segment s starts at rank s: this rank's value comes first in its own segment.
@@ -812,11 +804,6 @@ export class TcpCollective implements Collective {
     if (this.pendingWrites === 0 && this.sendQueue.length === 0) for (const w of this.flushWaiters.splice(0)) w.resolve();
   }
 
-  /** Whether every chunk sent so far is in the kernel: nothing waits for credit or in the socket. */
-  private allHandedToKernel(): boolean {
-    return this.sendQueue.length === 0 && this.outbound !== undefined && this.outbound.socket.writableLength === 0;
-  }
-
   /** Resolves when every chunk of the call was handed to the kernel, so the caller may reuse its buffer. */
   private flushed(call: Call): Promise<void> {
     call.phase = "flushing";
@@ -874,18 +861,14 @@ export class TcpCollective implements Collective {
   private release(frame: Frame, later = false): void {
     if (frame.slot === PLACED) return; // credited on arrival
     this.freeSlots.push(frame.slot);
-    if (later) this.creditLater();
-    else this.grantCredit(1);
-  }
-
-  /** Grants one credit at the next turn of the event loop, in one credit frame with any others granted so. */
-  private creditLater(): void {
-    if (this.laterCredits++ > 0) return;
-    setImmediate(() => {
-      const count = this.laterCredits;
-      this.laterCredits = 0;
-      this.grantCredit(count);
-    });
+    if (!later) return this.grantCredit(1);
+    if (this.laterCredits++ === 0) {
+      setImmediate(() => {
+        const count = this.laterCredits;
+        this.laterCredits = 0;
+        this.grantCredit(count);
+      });
+    }
   }
 
   private grantCredit(count: number): void {
@@ -901,11 +884,7 @@ export class TcpCollective implements Collective {
     this.counters.bytesReceived += header.payloadBytes; // a chunk reduced as it arrived has an empty payload
     this.counters.maxBufferedChunksPerPeer = Math.max(this.counters.maxBufferedChunksPerPeer, CREDIT_WINDOW - this.freeSlots.length);
     const frame: Frame = { header, payload, slot };
-    if (slot === PLACED) {
-      // An exchange's chunk, added in place: its credit waits for the next turn, as a slot's does (see exchangeAllReduce).
-      if (this.plan?.call.id === header.collective && this.plan.chunks[0]?.exchange === true) this.creditLater();
-      else this.grantCredit(1);
-    }
+    if (slot === PLACED) this.grantCredit(1);
     const w = this.waiter;
     if (w !== undefined) {
       this.waiter = undefined;
@@ -968,34 +947,9 @@ export class TcpCollective implements Collective {
     const bpe = buffer.BYTES_PER_ELEMENT;
     if (chunk === undefined || h.op !== call.op || h.dtype !== call.dtype || h.elements !== call.elements || h.rank !== call.root) return undefined;
     if (h.payloadBytes !== (chunk.b - chunk.a) * bpe) return undefined;
-    const into =
-      chunk.exchange === true
-        ? this.exchangeSink(buffer, chunk.divisor ?? 1)
-        : chunk.divisor === undefined
-          ? copyingSink(Buffer.from(buffer.buffer, buffer.byteOffset + chunk.a * bpe, h.payloadBytes))
-          : streamingReducer(buffer.subarray(chunk.a, chunk.b), chunk.divisor);
+    const into = chunk.divisor === undefined ? copyingSink(Buffer.from(buffer.buffer, buffer.byteOffset + chunk.a * bpe, h.payloadBytes)) : streamingReducer(buffer.subarray(chunk.a, chunk.b), chunk.divisor);
     // Once the call failed (or timed out) its buffer is the caller's again: the rest of the chunk is dropped.
     return { write: (piece) => void (this.plan === plan && into.write(piece)) };
-  }
-
-  /**
-   * The other rank's buffer in an exchange, added into `buffer` as it arrives: each segment in
-   * the ring's order, this rank's own value first in its own segment (see exchangeAllReduce).
-   */
-  private exchangeSink(buffer: CollectiveBuffer, divisor: number): PayloadSink {
-    const [, mid] = segment(buffer.length, 2, 0);
-    const first = streamingReducer(buffer.subarray(0, mid), divisor, this.rank === 0);
-    const second = streamingReducer(buffer.subarray(mid), divisor, this.rank === 1);
-    const split = mid * buffer.BYTES_PER_ELEMENT;
-    let at = 0;
-    return {
-      write(piece) {
-        const head = Math.max(0, Math.min(piece.length, split - at));
-        if (head > 0) first.write(piece.subarray(0, head));
-        if (head < piece.length) second.write(piece.subarray(head));
-        at += piece.length;
-      },
-    };
   }
 
   // -------------------------------------------------------------------------------------------

@@ -51,11 +51,11 @@ export const scalarReduceInto = (dst: CollectiveBuffer, src: CollectiveBuffer, d
 };
 
 /**
- * Reduces a chunk into `dst` as its bytes arrive, as {@link reduceInto} (or, with `dstFirst`,
- * {@link reduceIntoDstFirst}) would once it is whole: nothing is stored but an element split
- * between two reads (and, without the kernel, a misaligned read, copied to be viewed as floats).
+ * Reduces a chunk into `dst` as its bytes arrive, as {@link reduceInto} would once it is whole:
+ * nothing is stored but an element split between two reads (and, without the kernel, a
+ * misaligned read, copied to be viewed as floats).
  */
-export const streamingReducer = (dst: CollectiveBuffer, divisor: number, dstFirst = false): PayloadSink => {
+export const streamingReducer = (dst: CollectiveBuffer, divisor: number): PayloadSink => {
   const bpe = dst.BYTES_PER_ELEMENT;
   const split = Buffer.alloc(bpe);
   let splitBytes = 0;
@@ -63,10 +63,10 @@ export const streamingReducer = (dst: CollectiveBuffer, divisor: number, dstFirs
   const reduce = (bytes: Buffer): void => {
     const elements = bytes.length / bpe;
     const into = dst.subarray(done, done + elements);
-    if (kernel !== undefined) reduceBytes(kernel, into, bytes, divisor, dstFirst);
+    if (kernel !== undefined) reduceBytes(kernel, into, bytes, divisor);
     else {
       const aligned = bytes.byteOffset % bpe === 0 ? bytes : Buffer.from(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length));
-      (dstFirst ? scalarReduceIntoDstFirst : scalarReduceInto)(into, typedView(dst, aligned), divisor);
+      scalarReduceInto(into, typedView(dst, aligned), divisor);
     }
     done += elements;
   };
