@@ -516,12 +516,12 @@ export class TcpCollective implements Collective {
 
   /**
    * Two ranks and a buffer of one chunk (or none: a barrier): each rank sends its whole buffer
-   * and adds the other's. The ring would take two dependent hops of half the buffer (the reduce-scatter's, then the
-   * all-gather's); this is one hop of the whole buffer each way, with the same bytes sent and
-   * received. Each segment is added in the ring's order (segment s as x_s + x_{s+1}, then divided
-   * for a mean), so both ranks get exactly the ring's bits, NaN payloads included. The peer's
-   * chunk waits in a receive slot until this rank's own bytes were handed to the kernel: they are
-   * sent from the caller's buffer, which the sum overwrites. The slot's credit goes back at the
+   * and adds the other's. The ring would take two dependent hops of half the buffer (the
+   * reduce-scatter's, then the all-gather's); this is one hop of the whole buffer each way, with
+   * the same bytes sent and received. Each segment is added in the ring's order (segment s as
+   * x_s + x_{s+1}, then divided for a mean), so both ranks get exactly the ring's bits, NaN
+   * payloads included. The peer's chunk waits in a receive slot until this rank's own bytes were
+   * handed to the kernel: they are sent from the caller's buffer, which the sum overwrites. The slot's credit goes back at the
    * next turn of the event loop, not before the call resolves: the end of the call is on a
    * training step's critical path, where the write took about 0.1 ms. The other rank needs it no
    * sooner: this rank's next data frame implies it (see {@link impliedCredit}), and a next call
@@ -669,7 +669,7 @@ export class TcpCollective implements Collective {
     let next: Call | undefined;
     for (const call of this.calls) if (next === undefined || call.deadline < next.deadline) next = call;
     if (next === undefined) return;
-    if (next.deadline <= now) return this.fail(this.deadlineError(next, next.timeoutMs));
+    if (next.deadline <= now) return this.fail(this.deadlineError(next));
     this.armDeadline(next.deadline);
   }
 
@@ -678,8 +678,8 @@ export class TcpCollective implements Collective {
   }
 
   /** The slowest rank as this rank can tell: the first rank upstream not known to have entered, else the neighbour it waits on. */
-  private deadlineError(call: Call, timeoutMs: number): DeadlineExceededError {
-    const base = `${call.what} did not finish within ${timeoutMs / 1000} s on ${this.who(this.rank)}`;
+  private deadlineError(call: Call): DeadlineExceededError {
+    const base = `${call.what} did not finish within ${call.timeoutMs / 1000} s on ${this.who(this.rank)}`;
     if (this.active !== call) return new DeadlineExceededError(`${base}: it was still queued behind ${this.active?.what ?? "another collective"}`);
     for (const f of this.ready) if (f.header.collective === call.id) call.upstreamArrived = Math.max(call.upstreamArrived, f.header.arrived);
     const reach = call.op === OpCode.broadcast ? mod(this.rank - call.root, this.size) : this.size - 1;
