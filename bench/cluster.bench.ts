@@ -26,10 +26,16 @@
  *   alternate N = 1 and N = 2 (ABBA), and the result is the median of the per-pair ratios of the
  *   runs' medians. `scaling2Ranks` is the same ratio for the ranks this benchmark drives itself
  *   (bench/collectiveRank.ts, no CLI): the collective's scaling without `run`'s machinery.
- * - `collectiveOverheadUs`: per step at N = 2, the group's step time (the slower rank's) − the
- *   slower rank's local compute at that step (its step minus its time inside collective calls)
- *   − the all-reduce alone (the median all-reduce, "mean", of the gradients' size measured by the
- *   N = 2 processes); the median over the timed steps, in µs. A rank that finished its compute
+ * - `collectiveOverheadUs`: per step at N = 2, the group's step time − the slower rank's local
+ *   compute at that step (its step minus its time inside collective calls) − the all-reduce
+ *   alone (the median all-reduce, "mean", of the gradients' size measured by the N = 2
+ *   processes); the median over the timed steps after each round's first, in µs. The group's
+ *   step ends when its last rank ends it; its step time runs from the end of the group's step
+ *   before (stamps on CLOCK_MONOTONIC, which the processes share), so the mean step time is the
+ *   wall time per step. `collectiveOverheadSlowerRankUs` keeps the definition of runs A–N, which
+ *   took the slower rank's own step (its start to its end) as the group's step: the ranks start
+ *   and end their steps tens to hundreds of µs apart, differently at every step, so the larger
+ *   of the two durations exceeds the group's step time. A rank that finished its compute
  *   first waits for the other inside the all-reduce: that wait is the ranks' skew, not the
  *   collective's cost, so it is reported apart: `rankSkewUs`, the median over steps of how far
  *   apart the ranks entered the step's all-reduce (wall clock, shared by the processes).
@@ -231,8 +237,13 @@ const training = async (sizes: ClusterBenchSizes, children: JsonChild[]) => {
   await trainAll(pair, sizes.warmupSteps);
   const perSecond: Record<1 | 2, number[]> = { 1: [], 2: [] };
   const stepMs: Record<1 | 2 | "pair", number[]> = { 1: [], 2: [], pair: [] };
-  /** Per step at N = 2: the slower rank's local compute, and how far apart the ranks entered the all-reduce. */
-  const group2 = { maxComputeMs: [] as number[], entrySkewMs: [] as number[] };
+  /**
+   * Per step at N = 2: the slower rank's local compute, and how far apart the ranks entered the
+   * all-reduce; and per step after a round's first, the group's step time (from the end of the
+   * group's step before, when its last rank ended it, to the end of this one) with the slower
+   * rank's local compute at that step.
+   */
+  const group2 = { maxComputeMs: [] as number[], entrySkewMs: [] as number[], stepMs: [] as number[], stepComputeMs: [] as number[] };
   const examples: Record<1 | 2 | "pair", number> = { 1: 0, 2: 0, pair: 0 };
   const variants = [1, 2, "pair"] as const;
   for (let r = 0; r < sizes.rounds; r++) {
@@ -245,8 +256,16 @@ const training = async (sizes: ClusterBenchSizes, children: JsonChild[]) => {
       if (n !== "pair") perSecond[n].push(global / (Math.max(...events.map((e) => e.wallMs as number)) / 1000));
       stepMs[n].push(...slowest(events, "stepMs"));
       if (n === 2) {
-        group2.maxComputeMs.push(...slowest(events, "computeMs"));
+        const maxComputeMs = slowest(events, "computeMs");
+        group2.maxComputeMs.push(...maxComputeMs);
         group2.entrySkewMs.push(...spread(events, "entryMs"));
+        const ends = slowest(events, "endMs");
+        for (let i = 1; i < ends.length; i++) {
+          const ms = (ends[i] as number) - (ends[i - 1] as number);
+          if (!(ms > 0)) throw new Error(`the group's step ${i} ended ${ms} ms after the one before it; the ranks' CLOCK_MONOTONIC stamps are broken`);
+          group2.stepMs.push(ms);
+          group2.stepComputeMs.push(maxComputeMs[i] as number);
+        }
       }
     }
   }
@@ -267,6 +286,7 @@ const training = async (sizes: ClusterBenchSizes, children: JsonChild[]) => {
     "N=2 local compute": [group2.maxComputeMs.length],
     "N=2 steps with an all-reduce on every rank": [group2.entrySkewMs.filter(Number.isFinite).length],
   });
+  sameWork("training (N=2 group step times: each round's steps after its first)", sizes.rounds * (sizes.stepsPerRound - 1), { "N=2": [group2.stepMs.length, group2.stepComputeMs.length] });
   sameWork("training (examples per worker)", sizes.rounds * sizes.stepsPerRound * sizes.batch, { "N=1": [examples[1]], "N=2": [examples[2] / 2], "N=1 pair": [examples.pair / 2] });
   sameWork("the gradients' all-reduce (samples, payload bytes per rank)", sizes.gradientSamples, {
     samples: reduced.map((e) => (e.ms as number[]).length),
@@ -366,11 +386,16 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
     const bus = (n: number, ms: readonly number[]) => ({ ranks: n, ...summarize(ms.map((t) => gbps((two.bytes * 2 * (n - 1)) / n, t))) });
     const scalingRanks = train.perSecond[2].map((x, i) => x / (train.perSecond[1][i] as number));
     const scaling = launched.ratios;
-    // Per step at N = 2: the group's step (the slower rank's) − the slower rank's local compute
-    // at that step − the all-reduce alone. Waiting for the other rank is skew, reported apart.
+    // Per step at N = 2: the group's step time (end to end of the group's steps) − the slower
+    // rank's local compute at that step − the all-reduce alone. Waiting for the other rank is
+    // skew, reported apart.
     const gradientMs = median(train.gradientMs);
-    const perStepOverheadMs = train.stepMs[2].map((step, i) => step - (train.group2.maxComputeMs[i] as number) - gradientMs);
+    const perStepOverheadMs = train.group2.stepMs.map((step, i) => step - (train.group2.stepComputeMs[i] as number) - gradientMs);
     const overheadUs = median(perStepOverheadMs) * 1000;
+    // Until run N: the slower rank's own step (its start to its end) as the group's step. The
+    // ranks start and end their steps tens to hundreds of µs apart, differently at every step,
+    // so the larger of the two durations exceeds the group's step time.
+    const overheadSlowerRankUs = median(train.stepMs[2].map((step, i) => step - (train.group2.maxComputeMs[i] as number) - gradientMs)) * 1000;
     const skewUs = median(train.group2.entrySkewMs) * 1000;
     // The earlier definition, from medians: the local step is the pair's (the same two-process
     // contention as N = 2, without the group); it counts the ranks' skew as overhead.
@@ -379,7 +404,7 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
     // The same, against the all-reduce entered as a step enters it (after the local compute):
     // what the cluster machinery costs beyond the all-reduce in the state a step leaves it in.
     const gradientAfterComputeMs = median(train.gradientAfterComputeMs);
-    const overheadAfterComputeUs = median(train.stepMs[2].map((step, i) => step - (train.group2.maxComputeMs[i] as number) - gradientAfterComputeMs)) * 1000;
+    const overheadAfterComputeUs = median(train.group2.stepMs.map((step, i) => step - (train.group2.stepComputeMs[i] as number) - gradientAfterComputeMs)) * 1000;
     return {
       smoke: sizes.smoke,
       loadAverage: { before: loadBefore, after: os.loadavg().map((x) => round(x, 2)) },
@@ -395,6 +420,7 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
       scaling2: round(median(scaling), 3),
       scaling2Ranks: round(median(scalingRanks), 3),
       collectiveOverheadUs: round(overheadUs, 1),
+      collectiveOverheadSlowerRankUs: round(overheadSlowerRankUs, 1),
       rankSkewUs: round(skewUs, 1),
       collectiveOverheadPairMediansUs: round(overheadPairMediansUs, 1),
       collectiveOverheadVsAloneUs: round(overheadVsAloneUs, 1),
@@ -430,6 +456,7 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
         scalingPerRound: scalingRanks.map((x) => round(x, 3)),
         stepMs: { n1: round(median(train.stepMs[1]), 3), n2: round(median(train.stepMs[2]), 3), n1Pair: round(median(train.stepMs.pair), 3) },
         n2MaxComputeMs: round(median(train.group2.maxComputeMs), 3),
+        n2GroupStepMs: round(median(train.group2.stepMs), 3),
         n2OverheadSteps: perStepOverheadMs.length,
         gradientAllReduceMs: round(median(train.gradientMs), 3),
         gradientAllReduceSamples: train.gradientMs.length,

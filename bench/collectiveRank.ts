@@ -183,6 +183,8 @@ const rawConnect = (address: string): Promise<RawLink> =>
 // ---------------------------------------------------------------------------------------------
 
 const now = (): number => performance.now();
+/** Milliseconds on CLOCK_MONOTONIC (`process.hrtime`), which every process of the machine shares. */
+const monotonicMs = (): number => Number(process.hrtime.bigint()) / 1e6;
 
 const allReduceMode = async (raw: RawLink | undefined, rawOnread: RawLink | undefined): Promise<void> => {
   const elements = args.elements ?? 0;
@@ -332,6 +334,8 @@ const trainMode = async (): Promise<void> => {
       const stepMs: number[] = [];
       const computeMs: number[] = [];
       const entryMs: number[] = [];
+      /** When each step ended, on CLOCK_MONOTONIC: one clock for every process of the machine. */
+      const endMs: number[] = [];
       await collective.barrier();
       const t0 = now();
       for (let i = 0; i < n; i++) {
@@ -339,13 +343,14 @@ const trainMode = async (): Promise<void> => {
         const s0 = now();
         await session.run("train");
         const ms = now() - s0;
+        endMs.push(monotonicMs());
         stepMs.push(ms);
         computeMs.push(ms - timed.inCollectiveMs);
         entryMs.push(timed.entryEpochMs);
       }
       const wallMs = now() - t0;
       steps += n;
-      print({ event: "trained", steps: n, examples: n * batch, stepMs, computeMs, entryMs, wallMs });
+      print({ event: "trained", steps: n, examples: n * batch, stepMs, computeMs, entryMs, endMs, wallMs });
     } else if (command === "gradients") {
       const buffer = new Float32Array(gradientElements);
       const ms: number[] = [];

@@ -33,7 +33,9 @@ describe("the cluster benchmark (smoke mode)", () => {
     for (const k of ["allReduceMs", "rawTcpMs", "allReduceAfterIdleMs", "rawTcpAfterIdleMs"] as const) expect(r.gradientSize[k].samples).toHaveLength(SMOKE.smallSamples);
     expect(r.training.gradientAllReduceAfterComputeMs).toBeGreaterThan(0);
     expect(r.training.n2MaxComputeMs).toBeGreaterThan(0);
-    expect(r.training.n2OverheadSteps).toBe(SMOKE.rounds * SMOKE.stepsPerRound);
+    expect(r.training.n2OverheadSteps).toBe(SMOKE.rounds * (SMOKE.stepsPerRound - 1));
+    expect(Number.isFinite(r.collectiveOverheadSlowerRankUs)).toBe(true);
+    expect(r.training.n2GroupStepMs).toBeGreaterThan(0);
     expect(r.training.stepMs).toMatchObject({ n1: positive, n2: positive, n1Pair: positive });
 
     const bytes = SMOKE.elements * 4;
