@@ -8,6 +8,10 @@
  * only the chief wrote under the checkpoint directory (one `checkpoint` state file) and the chief
  * reported global examples/sec. A SIGTERM to one worker, or to launch, stops every rank after the
  * same step: the chief saves that step, every task exits 42, and the next launch resumes there.
+ * So does a SIGTERM to a worker stalled between steps while the others wait for it in an
+ * all-reduce; killed instead of going on, it leaves the others' all-reduce cancelled: they exit
+ * 42, the chief after saving the last step every rank completed. A worker that stalls past
+ * `cluster.collectiveTimeoutSecs` (3 s in the config) is named by a DeadlineExceededError.
  * Under `launch --max-restarts 2` (one run for both faults), a SIGKILLed chief, then a frozen worker
  * (named by the first task to fail, through the heartbeat: UnavailableError, not the
  * collective's deadline) then killed: each time the group restarts from the chief's last
@@ -16,7 +20,7 @@
  * naming it.
  * Outcomes only, never timings.
  */
-import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { setTimeout as delay } from "node:timers/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -169,6 +173,76 @@ describe("launch --workers 3: synchronous data parallelism", () => {
     expect(digests.map((m) => m[1]).sort()).toEqual(["chief:0", "worker:0", "worker:1"]);
     expect(new Set(digests.map((m) => m[2])).size, r3.stdout).toBe(1);
     expect(tree(dir).filter((f) => f.split("/").pop() === "checkpoint")).toEqual(["ck/checkpoint"]);
+  });
+
+  /** The line a rank logs when the coordination service tells it of worker:1's SIGTERM. */
+  const heardOfWorker1 = (task: string): RegExp => new RegExp(`^\\[${task}\\] INFO From the coordination service: task worker:1 got a termination notice \\(SIGTERM\\)`, "m");
+
+  it("a preemption while the others wait in a collective: worker:1, stalled between steps, gets SIGTERM; if it goes on, every rank stops after the step they wait in and the chief saves it; if it is killed instead, the others' all-reduce is cancelled, they exit 42 (the chief after saving the last step every rank completed), and the next launch resumes there with bit-identical replicas", { timeout: 600_000 }, async () => {
+    const dir = tempDir();
+    const file = config(dir, 100_000);
+    // worker:1 (rank 2) waits for `dir/go` after the step that reaches global step DP_PAUSE_STEP.
+    const stalled = (step: number): Record<string, string> => ({ DP_OUT: dir, DP_LAST_STEP: "100000", DP_PRINT_STEPS: "1", DP_PAUSE_STEP: String(step), DP_PAUSE_RANK: "2" });
+
+    // 1. The notice while the others wait for worker:1 in step 4's all-reduce; then it goes on,
+    // and its step 4 carries its stop vote.
+    const first = run(["launch", "--workers", "3", file], stalled(3));
+    await first.waitFor(/^\[worker:1\] trained 3$/m, 200_000);
+    process.kill(pidOf(first.output(), "worker:1"), "SIGTERM");
+    await first.waitFor(heardOfWorker1("chief:0"), 60_000);
+    await first.waitFor(heardOfWorker1("worker:0"), 60_000);
+    // Neither could finish step 4 without worker:1.
+    expect(first.output()).not.toMatch(/\] trained 4$/m);
+    writeFileSync(join(dir, "go"), "");
+    expect(stoppedTogether(await first.done)).toBe(4);
+
+    // 2. The same, but worker:1 is killed (a platform's grace period ends) instead of going on:
+    // the others' step-7 all-reduce fails, and since they heard of the notice it is a
+    // cancellation, not a failure. Step 7 applied nothing anywhere, so the chief saves step 6.
+    rmSync(join(dir, "go"));
+    const second = run(["launch", "--workers", "3", file], stalled(6));
+    await second.waitFor(/^\[worker:1\] trained 6$/m, 200_000);
+    process.kill(pidOf(second.output(), "worker:1"), "SIGTERM");
+    await second.waitFor(heardOfWorker1("chief:0"), 60_000);
+    await second.waitFor(heardOfWorker1("worker:0"), 60_000);
+    process.kill(pidOf(second.output(), "worker:1"), "SIGKILL");
+    const r2 = await second.done;
+    // launch's code is the first one other than the preemption code.
+    expect(r2.code, r2.stderr).toBe(137);
+    expect(r2.stderr).toMatch(/^\[chief:0\] INFO Starting at global step 4 \(restored from \S*model\.ckpt-4\)/m);
+    expect(r2.stderr).toContain("[launch] worker:1 exited with 137 (killed by SIGKILL)");
+    for (const task of ["chief:0", "worker:0"]) expect(r2.stderr, task).toContain(`[launch] ${task} exited with 42`);
+    expect(r2.stderr).toMatch(/^\[chief:0\] INFO Preemption checkpoint for step 6 saved: \S*model\.ckpt-6\.$/m);
+    expect(r2.stderr).toMatch(/^\[chief:0\] INFO Preempted: checkpoint saved; exiting with 42/m);
+    expect(r2.stderr).toMatch(/^\[worker:0\] INFO Preempted \(.*\) during a collective, which was cancelled: exiting with 42 without saving/m);
+    expect(r2.stderr).not.toMatch(/Training failed/);
+    expect(r2.stdout).not.toMatch(/\] trained 7$/m);
+
+    // 3. The next launch resumes from step 6 and finishes with one digest.
+    const r3 = await run(["launch", "--workers", "3", file], { DP_OUT: dir, DP_LAST_STEP: "8" }).done;
+    expect(r3.code, r3.stderr).toBe(0);
+    expect(r3.stderr).toMatch(/^\[chief:0\] INFO Starting at global step 6 \(restored from \S*model\.ckpt-6\)/m);
+    const digests = [...r3.stdout.matchAll(/^\[(\S+)\] final \d digest ([0-9a-f]{64})$/gm)];
+    expect(digests.map((m) => m[1]).sort()).toEqual(["chief:0", "worker:0", "worker:1"]);
+    expect(new Set(digests.map((m) => m[2])).size, r3.stdout).toBe(1);
+    expect(tree(dir).filter((f) => f.split("/").pop() === "checkpoint")).toEqual(["ck/checkpoint"]);
+  });
+
+  it("cluster.collectiveTimeoutSecs from the config: worker:1 stalls between steps, alive, and the first rank to give up waiting for it raises DeadlineExceededError after that many seconds, naming it (exit 1)", { timeout: 300_000 }, async () => {
+    const dir = tempDir();
+    const l = run(["launch", "--workers", "3", config(dir, 100_000, "  collectiveTimeoutSecs: 3\n")], { DP_OUT: dir, DP_LAST_STEP: "100000", DP_PAUSE_STEP: "3", DP_PAUSE_RANK: "2" });
+    await l.waitFor(/^\[launch\] (chief|worker):0 exited with 1$/m, 200_000);
+    // worker:1 need not wait for launch's SIGKILL.
+    writeFileSync(join(dir, "go"), "");
+    const r = await l.done;
+    expect(r.code, r.stderr).toBe(1);
+    for (const task of ["chief:0", "worker:0", "worker:1"]) expect(r.stderr, task).toMatch(new RegExp(`^\\[${task}\\] INFO Joined the replica group: .*collective deadline 3 s, cluster\\.collectiveTimeoutSecs\\)`, "m"));
+    // The other waiting rank gets the same error (its own deadline, or the first one's abort
+    // frame), or launch's SIGTERM first (exit 42), whichever reaches it first.
+    const failed = /^\[launch\] ((?:chief|worker):0) exited with 1$/m.exec(r.stderr)?.[1] as string;
+    expect(r.stderr, failed).toMatch(new RegExp(`^\\[${failed}\\] Training failed: DeadlineExceededError: allReduce\\(mean\\) #\\d+ over \\d+ float32 elements did not finish within 3 s on rank \\d \\(\\S+\\): the slowest rank is rank 2 \\(/job:worker/replica:0/task:1\\), which had not entered it`, "m"));
+    // It was alive all along (its heartbeats went on): nobody declared it failed.
+    expect(r.stderr).not.toMatch(/UnavailableError/);
   });
 
   /**
