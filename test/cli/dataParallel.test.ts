@@ -113,8 +113,13 @@ describe("launch --workers 3: synchronous data parallelism", () => {
     expect(files.filter((f) => f.startsWith("ck/model.ckpt-") && f.endsWith(".index")).sort()).toEqual(["ck/model.ckpt-0.index", "ck/model.ckpt-4.index", "ck/model.ckpt-8.index"]);
     expect(files.filter((f) => f.startsWith("ck/events.out.tfevents")).length).toBe(1);
     expect(r.stderr).not.toMatch(/\[worker:\d\] INFO (Saving checkpoints|global_step\/sec|examples\/sec)/);
-    // The chief's step counter counts the global batch.
-    expect(r.stderr).toMatch(/\[chief:0\] INFO examples\/sec: \d/);
+    // The chief's step counter counts the global batch: each examples/sec it logs is the
+    // global_step/sec it logged just before × 64 × 3 (both printed to 6 significant digits).
+    const chiefLines = r.stderr.split("\n").filter((l) => l.startsWith("[chief:0] INFO ")).join("\n");
+    const rates = [...chiefLines.matchAll(/^\[chief:0\] INFO global_step\/sec: (\S+)\n\[chief:0\] INFO examples\/sec: (\S+)$/gm)].map((m) => [Number(m[1]), Number(m[2])] as const);
+    expect(rates.length, chiefLines).toBeGreaterThan(0);
+    for (const [steps, examples] of rates) expect(Math.abs(examples / steps / (64 * 3) - 1), `${steps} ${examples}`).toBeLessThan(2e-5);
+    expect(r.stderr).not.toMatch(/^\[worker:\d\] INFO examples\/sec/m);
 
     // The single-process reference: the same global batch (the three shards in rank order).
     writeFileSync(join(dir, "ref.yaml"), `module: ${job}\nlogStepCountSteps: 0\ntfjs:\n  backend: cpu\n`);
