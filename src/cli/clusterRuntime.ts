@@ -410,7 +410,9 @@ const joinCollective = async (client: CoordinationClient, group: ReplicaGroup, o
     await collective.close().catch(() => undefined);
     throw e;
   }
-  o.logger.info(`Joined the replica group: rank ${group.rank} of ${group.size} (${others.length === 0 ? "alone" : `with ${others.join(", ")}`}; collective deadline ${timeoutSecs} s, cluster.collectiveTimeoutSecs).`);
+  // As the server's line says it: what protects the data plane (the collective's own links).
+  const secured = `${o.tls === undefined ? "" : "; TLS"}${o.token === undefined ? "" : "; token required"}`;
+  o.logger.info(`Joined the replica group: rank ${group.rank} of ${group.size} (${others.length === 0 ? "alone" : `with ${others.join(", ")}`}${secured}; collective deadline ${timeoutSecs} s, cluster.collectiveTimeoutSecs).`);
   return collective;
 };
 

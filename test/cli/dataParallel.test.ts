@@ -12,6 +12,7 @@
  * all-reduce; killed instead of going on, it leaves the others' all-reduce cancelled: they exit
  * 42, the chief after saving the last step every rank completed. A worker that stalls past
  * `cluster.collectiveTimeoutSecs` (3 s in the config) is named by a DeadlineExceededError.
+ * With TLS and a cluster token in the config, every server and collective link uses both.
  * Under `launch --max-restarts 2` (one run for both faults), a SIGKILLed chief, then a frozen worker
  * (named by the first task to fail, through the heartbeat: UnavailableError, not the
  * collective's deadline) then killed: each time the group restarts from the chief's last
@@ -27,8 +28,10 @@ import { afterEach, describe, expect, it } from "vitest";
 
 import { killLaunchTree, repoRoot, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
 import { useTempDirs } from "../util/tempDirs.js";
+import { makeCertificates, opensslVersion } from "../util/tlsCertificates.js";
 
 const tempDir = useTempDirs("ms-data-parallel-");
+if (opensslVersion === undefined) console.warn("SKIP the TLS test of test/cli/dataParallel.test.ts: no openssl on PATH (apt-get install openssl)");
 const job = join(repoRoot, "test/fixtures/cli/dp-classifier-job.ts");
 const LAST_STEP = 8;
 
@@ -334,6 +337,24 @@ describe("launch --workers 3: synchronous data parallelism", () => {
     expect(second).toContain("[launch] worker:1 exited with 137 (killed by SIGKILL)");
     resumedFrom(third, faults.saved[1]);
     finishesBitIdentical(faults);
+  });
+
+  it.skipIf(opensslVersion === undefined)("TLS and a cluster token from the config: 2 workers train to the last step with one digest, every server and collective under TLS with the token", { timeout: 300_000 }, async () => {
+    const dir = tempDir();
+    // One certificate (localhost, 127.0.0.1) serves every task, as server and as client.
+    const { f } = makeCertificates(dir);
+    writeFileSync(join(dir, "token"), "a-cluster-token-for-this-test\n", { mode: 0o600 });
+    const secured = `  tokenFile: ${join(dir, "token")}\n  tls:\n    certFile: ${f("server.pem")}\n    keyFile: ${f("server.key")}\n    caFile: ${f("ca.pem")}\n`;
+    const r = await run(["launch", "--workers", "2", config(dir, 4, secured)], { DP_OUT: dir }).done;
+    expect(r.code, r.stderr).toBe(0);
+    for (const task of ["chief:0", "worker:0"]) {
+      expect(r.stderr, task).toMatch(new RegExp(`^\\[${task}\\] INFO /job:\\S+ serving \\S+ \\(bound \\S+, TLS, token required\\)`, "m"));
+      expect(r.stderr, task).toMatch(new RegExp(`^\\[${task}\\] INFO Joined the replica group: rank \\d of 2 \\(with \\S+; TLS; token required; collective deadline`, "m"));
+      expect(r.stderr, task).toContain(`[${task}] INFO Done at global step ${LAST_STEP}.`);
+    }
+    const digests = [...r.stdout.matchAll(/^\[(\S+)\] final \d digest ([0-9a-f]{64})$/gm)];
+    expect(digests.map((m) => m[1]).sort()).toEqual(["chief:0", "worker:0"]);
+    expect(new Set(digests.map((m) => m[2])).size, r.stdout).toBe(1);
   });
 
   it("a NaN loss on rank 1: every task fails with NanLossDuringTrainingError at the same step (exit 1); with failOnNanLoss false every task stops there (exit 0)", { timeout: 400_000 }, async () => {
