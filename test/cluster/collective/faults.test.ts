@@ -1,7 +1,8 @@
 /**
  * The TcpCollective fault matrix, in-process ranks on loopback with a virtual clock (deadlines
- * cost no real time): every fault at 2 and 3 ranks, with buffers of 3 and 1 Mi float32 elements
- * (the ring), and the faults of the exchange that 2 ranks make for a buffer of one chunk (1 element).
+ * cost no real time): every fault at 2 and 3 ranks, with buffers of 1 (3 ranks), 3, 1 Ki, 1 Mi
+ * and 16 Mi float32 elements (the ring, in several chunks), and the faults of the exchange that
+ * 2 ranks make for a buffer of one chunk (1 element).
  *
  * - a peer killed mid-call (its sockets reset);
  * - a frozen peer, reported by the liveness source, or not (then the deadline names it);
@@ -24,10 +25,14 @@ afterEach(closeAll);
 
 const MATRIX = [2, 3].flatMap((ranks) =>
   [
-    // 3 elements of 8-byte chunks: more than one chunk, so 2 ranks go around the ring as 3 do (the
-    // exchange of 2 ranks and one chunk has its own faults below).
+    // 1 element: 3 ranks only (2 ranks exchange a buffer of one chunk: its faults are below).
+    ...(ranks === 3 ? [{ elements: 1, chunkBytes: 8 }] : []),
+    // 3 elements of 8-byte chunks: more than one chunk, so 2 ranks go around the ring as 3 do.
     { elements: 3, chunkBytes: 8 },
+    { elements: 1024, chunkBytes: 1024 },
     { elements: 1024 * 1024, chunkBytes: 64 * 1024 },
+    // The default chunk size.
+    { elements: 16 * 1024 * 1024, chunkBytes: 4 * 1024 * 1024 },
   ].map((size) => ({ ranks, ...size })),
 );
 
