@@ -7,8 +7,9 @@
  * fails; otherwise the first other non-zero code. The local equivalent of
  * `torchrun --nproc-per-node`.
  *
- * When a task exits non-zero the others are stopped: SIGTERM, then SIGKILL after
- * `killAfterSecs`. `maxRestarts` restarts the whole group after a failure, as torchrun does; a
+ * When a task fails the others are stopped: SIGTERM, then SIGKILL after `killAfterSecs`. When
+ * one is preempted (42) the others stop on its notice, which it reported to the cluster; those
+ * still running `killAfterSecs` later get SIGTERM, then SIGKILL after `killAfterSecs` more. `maxRestarts` restarts the whole group after a failure, as torchrun does; a
  * preempted group (42) is restarted without using up a restart. SIGINT, SIGTERM and SIGHUP to
  * `launch` (and its parent's death) are forwarded to every task, nothing is restarted after
  * them, and SIGKILL follows after the deadline. A signal for a task that is still starting (its
@@ -182,11 +183,25 @@ const runGroup = async (tasks: readonly Task[], configPath: string, runArgs: rea
       for (const child of live.values()) child.kill("SIGKILL");
     });
   };
+  let stopping = false;
   const stopOthers = (reason: string): void => {
-    if (live.size === 0) return;
+    if (live.size === 0 || stopping) return;
+    stopping = true;
     say(`${reason}: stopping ${[...live.keys()].join(", ")} (SIGTERM, SIGKILL after ${killAfterMs / 1000} s)`);
     for (const child of live.values()) signal(child, "SIGTERM");
     armKill();
+  };
+  /**
+   * A preempted task reported its notice to the cluster, and the others stop on it by
+   * themselves, at the step the replica group agrees on (the chief saves it). A SIGTERM now
+   * would be their second notice, which ends a save under way at once (`exitOnRepeatedNotice`):
+   * they get it only if they are still running `killAfterMs` later.
+   */
+  let othersTimer: TimerHandle | undefined;
+  const awaitOthers = (preempted: string): void => {
+    if (live.size === 0) return;
+    say(`${preempted} was preempted (exit ${PREEMPTION_EXIT_CODE}): ${[...live.keys()].join(", ")} ${live.size === 1 ? "stops" : "stop"} on its notice (SIGTERM after ${killAfterMs / 1000} s if not)`);
+    othersTimer = clock.setTimer(killAfterMs, () => stopOthers(`${[...live.keys()].join(", ")} still running ${killAfterMs / 1000} s after ${preempted}'s preemption`));
   };
   const forward = (n: TerminationNotice): void => {
     const sig: NodeJS.Signals = n.source === "SIGINT" || n.source === "SIGHUP" ? n.source : "SIGTERM";
@@ -222,10 +237,10 @@ const runGroup = async (tasks: readonly Task[], configPath: string, runArgs: rea
       live.delete(task.name);
       const signalled = child.signalCode === null ? "" : ` (killed by ${child.signalCode})`;
       say(`${task.name} exited with ${code}${signalled}`);
-      if (code !== 0 && first === undefined) {
-        first = { task: task.name, code };
-        if (notices.first === undefined) stopOthers(`${task.name} ${code === PREEMPTION_EXIT_CODE ? "was preempted" : "failed"} (exit ${code})`);
-      }
+      if (code !== 0 && first === undefined) first = { task: task.name, code };
+      if (code === 0 || notices.first !== undefined) return;
+      if (code !== PREEMPTION_EXIT_CODE) stopOthers(`${task.name} failed (exit ${code})`);
+      else if (first?.task === task.name) awaitOthers(task.name);
     });
   });
   // Notices before and during the group (a late subscriber gets the earlier ones first).
@@ -235,6 +250,7 @@ const runGroup = async (tasks: readonly Task[], configPath: string, runArgs: rea
   } finally {
     subscription.unsubscribe();
     killTimer?.cancel();
+    othersTimer?.cancel();
   }
   return first === undefined ? { code: ExitCodes.done } : { code: first.code, decidedBy: first.task };
 };

@@ -49,7 +49,7 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     .addOption(new Option("--log-level <level>", "passed to each task's run").choices(["debug", "info", "warn", "error"]))
     .addHelpText(
       "after",
-      `\nEach task's lines are prefixed with its name ([chief:0], [worker:1], ...). When a task exits non-zero the others get SIGTERM, then SIGKILL after --kill-after seconds. SIGINT, SIGTERM and SIGHUP are forwarded to every task. See docs/distributed.md.\n\nExit codes: 0 every task exited 0; ${ExitCodes.preempted} a task was preempted (exited ${ExitCodes.preempted}) before any other failed; otherwise the first other non-zero exit code of a task (after --max-restarts restarts); ${ExitCodes.usage} bad usage.`,
+      `\nEach task's lines are prefixed with its name ([chief:0], [worker:1], ...). When a task fails the others get SIGTERM, then SIGKILL after --kill-after seconds; when one is preempted (exits ${ExitCodes.preempted}) the others stop on its notice, and get SIGTERM only if still running --kill-after seconds later. SIGINT, SIGTERM and SIGHUP are forwarded to every task. See docs/distributed.md.\n\nExit codes: 0 every task exited 0; ${ExitCodes.preempted} a task was preempted (exited ${ExitCodes.preempted}) before any other failed; otherwise the first other non-zero exit code of a task (after --max-restarts restarts); ${ExitCodes.usage} bad usage.`,
     )
     .showHelpAfterError(false)
     .exitOverride()

@@ -278,8 +278,8 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
   const clusterFailed = cluster?.failed.then((e) => {
     if (isPreemptionReport(e)) {
       clusterPreemption = e;
-      // Why this task stops, where it stops: the notice went to another task.
-      logger.info(`From the coordination service: ${e.message.replace(/^cluster preemption: /, "")}.`);
+      // Why this task stops where it stops, when the notice went to another task.
+      if (task === undefined || !e.message.includes(`task ${task.name} got`)) logger.info(`From the coordination service: ${e.message.replace(/^cluster preemption: /, "")}.`);
       if (group === undefined) handler?.noticeTermination(e.message);
       // While the session is being created: exit without saving (a worker has nothing to save).
       throw new PreemptedExit(exitCodeOf(config), false);

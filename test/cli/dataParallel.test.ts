@@ -11,7 +11,7 @@
  * So does a SIGTERM to a worker stalled between steps while the others wait for it in an
  * all-reduce; killed instead of going on, it leaves the others' all-reduce cancelled: they exit
  * 42, the chief after saving the last step every rank completed. A worker that stalls past
- * `cluster.collectiveTimeoutSecs` (3 s in the config) is named by a DeadlineExceededError.
+ * `cluster.collectiveTimeoutSecs` (15 s in the config) is named by a DeadlineExceededError.
  * With TLS and a cluster token in the config, every server and collective link uses both.
  * Under `launch --max-restarts 2` (one run for both faults), a SIGKILLed chief, then a frozen worker
  * (named by the first task to fail, through the heartbeat: UnavailableError, not the
@@ -122,7 +122,6 @@ describe("launch --workers 3: synchronous data parallelism", () => {
     const rates = [...chiefLines.matchAll(/^\[chief:0\] INFO global_step\/sec: (\S+)\n\[chief:0\] INFO examples\/sec: (\S+)$/gm)].map((m) => [Number(m[1]), Number(m[2])] as const);
     expect(rates.length, chiefLines).toBeGreaterThan(0);
     for (const [steps, examples] of rates) expect(Math.abs(examples / steps / (64 * 3) - 1), `${steps} ${examples}`).toBeLessThan(2e-5);
-    expect(r.stderr).not.toMatch(/^\[worker:\d\] INFO examples\/sec/m);
 
     // The single-process reference: the same global batch (the three shards in rank order).
     writeFileSync(join(dir, "ref.yaml"), `module: ${job}\nlogStepCountSteps: 0\ntfjs:\n  backend: cpu\n`);
@@ -238,17 +237,17 @@ describe("launch --workers 3: synchronous data parallelism", () => {
 
   it("cluster.collectiveTimeoutSecs from the config: worker:1 stalls between steps, alive, and the first rank to give up waiting for it raises DeadlineExceededError after that many seconds, naming it (exit 1)", { timeout: 300_000 }, async () => {
     const dir = tempDir();
-    const l = run(["launch", "--workers", "3", config(dir, 100_000, "  collectiveTimeoutSecs: 3\n")], { DP_OUT: dir, DP_LAST_STEP: "100000", DP_PAUSE_STEP: "3", DP_PAUSE_RANK: "2" });
+    const l = run(["launch", "--workers", "3", config(dir, 100_000, "  collectiveTimeoutSecs: 15\n")], { DP_OUT: dir, DP_LAST_STEP: "100000", DP_PAUSE_STEP: "3", DP_PAUSE_RANK: "2" });
     await l.waitFor(/^\[launch\] (chief|worker):0 exited with 1$/m, 200_000);
     // worker:1 need not wait for launch's SIGKILL.
     writeFileSync(join(dir, "go"), "");
     const r = await l.done;
     expect(r.code, r.stderr).toBe(1);
-    for (const task of ["chief:0", "worker:0", "worker:1"]) expect(r.stderr, task).toMatch(new RegExp(`^\\[${task}\\] INFO Joined the replica group: .*collective deadline 3 s, cluster\\.collectiveTimeoutSecs\\)`, "m"));
+    for (const task of ["chief:0", "worker:0", "worker:1"]) expect(r.stderr, task).toMatch(new RegExp(`^\\[${task}\\] INFO Joined the replica group: .*collective deadline 15 s, cluster\\.collectiveTimeoutSecs\\)`, "m"));
     // The other waiting rank gets the same error (its own deadline, or the first one's abort
     // frame), or launch's SIGTERM first (exit 42), whichever reaches it first.
     const failed = /^\[launch\] ((?:chief|worker):0) exited with 1$/m.exec(r.stderr)?.[1] as string;
-    expect(r.stderr, failed).toMatch(new RegExp(`^\\[${failed}\\] Training failed: DeadlineExceededError: allReduce\\(mean\\) #\\d+ over \\d+ float32 elements did not finish within 3 s on rank \\d \\(\\S+\\): the slowest rank is rank 2 \\(/job:worker/replica:0/task:1\\), which had not entered it`, "m"));
+    expect(r.stderr, failed).toMatch(new RegExp(`^\\[${failed}\\] Training failed: DeadlineExceededError: allReduce\\(mean\\) #\\d+ over \\d+ float32 elements did not finish within 15 s on rank \\d \\(\\S+\\): the slowest rank is rank 2 \\(/job:worker/replica:0/task:1\\), which had not entered it`, "m"));
     // It was alive all along (its heartbeats went on): nobody declared it failed.
     expect(r.stderr).not.toMatch(/UnavailableError/);
   });
@@ -339,7 +338,7 @@ describe("launch --workers 3: synchronous data parallelism", () => {
     finishesBitIdentical(faults);
   });
 
-  it.skipIf(opensslVersion === undefined)("TLS and a cluster token from the config: 2 workers train to the last step with one digest, every server and collective under TLS with the token", { timeout: 300_000 }, async () => {
+  it.skipIf(opensslVersion === undefined)("TLS and a cluster token from the config: 2 workers train to the last step with one digest; every server and the collective say they use both", { timeout: 300_000 }, async () => {
     const dir = tempDir();
     // One certificate (localhost, 127.0.0.1) serves every task, as server and as client.
     const { f } = makeCertificates(dir);

@@ -24,19 +24,19 @@ afterEach(async () => {
   for (const l of launched.splice(0)) await killLaunchTree(l);
 });
 
-/** A config running the cluster job in `dir`. */
-const config = (dir: string): string => {
+/** A config running the cluster job in `dir`; `extra` is appended (more top-level keys). */
+const config = (dir: string, extra = ""): string => {
   const file = join(dir, "job.yaml");
-  writeFileSync(file, `module: ${clusterJob}\nlogStepCountSteps: 0\n`);
+  writeFileSync(file, `module: ${clusterJob}\nlogStepCountSteps: 0\n${extra}`);
   return file;
 };
 
 type Plan = Record<string, string | string[]>;
 
 /** Starts `launch <args>` on a new config in a new directory, the tasks behaving as `plan` says. */
-const launch = (args: readonly string[], plan: Plan = {}): { run: CliChild; dir: string } => {
+const launch = (args: readonly string[], plan: Plan = {}, extra = ""): { run: CliChild; dir: string } => {
   const dir = tempDir();
-  const run = startCli(["launch", ...args, config(dir)], { env: { CLUSTER_TEST_PLAN: JSON.stringify(plan), CLUSTER_TEST_DIR: dir }, timeoutMs: 170_000 });
+  const run = startCli(["launch", ...args, config(dir, extra)], { env: { CLUSTER_TEST_PLAN: JSON.stringify(plan), CLUSTER_TEST_DIR: dir }, timeoutMs: 170_000 });
   launched.push(run);
   return { run, dir };
 };
@@ -102,6 +102,24 @@ describe("monitored-session launch", { timeout: 180_000 }, () => {
     expect(r.stderr).toMatch(/\[chief:0\] INFO Preempted \((SIGTERM|cluster preemption: task worker:0 got a termination notice \(SIGTERM\))/);
     expect(r.stderr).toContain("[launch] worker:0 exited with 42");
     expect(r.stderr).toContain("[launch] chief:0 exited with 42");
+  });
+
+  it("a task is preempted and another does not stop on its notice (hung): launch gives it --kill-after seconds, then SIGTERM, then SIGKILL --kill-after seconds later; launch exits 42", async () => {
+    // The chief tells the others of its notice for up to three heartbeat timeouts before it exits.
+    const { run } = launch(["--workers", "2", "--kill-after", "1"], { "chief:0": "preempt", "worker:0": "hang" }, "cluster:\n  timeouts:\n    heartbeatTimeoutSecs: 2\n");
+    const r = await run.done;
+    expect(r.code, r.stderr).toBe(42);
+    const said = lines(r.stderr).filter((l) => l.startsWith("[launch] "));
+    const at = (line: string): number => said.indexOf(line);
+    const order = [
+      "[launch] chief:0 exited with 42",
+      "[launch] chief:0 was preempted (exit 42): worker:0 stops on its notice (SIGTERM after 1 s if not)",
+      "[launch] worker:0 still running 1 s after chief:0's preemption: stopping worker:0 (SIGTERM, SIGKILL after 1 s)",
+      "[launch] worker:0 still running after 1 s: SIGKILL",
+      "[launch] worker:0 exited with 137 (killed by SIGKILL)",
+    ].map(at);
+    expect(order.every((i) => i >= 0), said.join("\n")).toBe(true);
+    expect([...order].sort((a, b) => a - b), said.join("\n")).toEqual(order);
   });
 
   it("a stopped task that does not exit is SIGKILLed after --kill-after; the failure still decides the exit code", async () => {

@@ -1,8 +1,8 @@
 /**
  * The TcpCollective fault matrix, in-process ranks on loopback with a virtual clock (deadlines
- * cost no real time): every fault at 2 and 3 ranks, with buffers of 1 (3 ranks), 3, 1 Ki, 1 Mi
- * and 16 Mi float32 elements (the ring, in several chunks), and the faults of the exchange that
- * 2 ranks make for a buffer of one chunk (1 element).
+ * cost no real time): every fault at 2 and 3 ranks, with buffers of 1 (3 ranks: one chunk, and
+ * two ranks with empty segments), 3, 1 Ki, 1 Mi and 16 Mi float32 elements (the ring, in several
+ * chunks), and the faults of the exchange that 2 ranks make for a buffer of one chunk (1 element).
  *
  * - a peer killed mid-call (its sockets reset);
  * - a frozen peer, reported by the liveness source, or not (then the deadline names it);
@@ -14,7 +14,7 @@
  *
  * Outcomes and names only, never timings: real time only passes while the ranks exchange frames.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { DType, FrameKind, OpCode } from "../../../src/cluster/collective/frames.js";
 import type { TcpCollective } from "../../../src/cluster/collective/TcpCollective.js";
 import { AbortedError, DataLossError, DeadlineExceededError, UnavailableError } from "../../../src/errors.js";
@@ -68,6 +68,8 @@ const stopReading = (c: TcpCollective): void => void internals(c).inbound?.socke
 
 describe.each(MATRIX)("faults at $elements float32 elements × $ranks ranks", ({ ranks, elements, chunkBytes }) => {
   const options = { chunkBytes, collectiveTimeoutSecs: 60 };
+  // Each size's inputs and references are made once for its tests, then let go (16 Mi: 64 MiB each).
+  afterAll(() => memo.clear());
 
   it("a peer killed mid-call (its sockets reset): every other rank raises UnavailableError naming it, at once and at every later call", async () => {
     const g = await group(ranks, { ...options, clock: virtualClock() });
