@@ -35,8 +35,8 @@
  *   wall time per step. `collectiveOverheadSlowerRankUs` keeps the definition of runs F–N, which
  *   took the slower rank's own step (its start to its end) as the group's step: the ranks start
  *   and end their steps at different moments, differently at every step, so the larger of the
- *   two durations exceeds the group's step time (by 76–108 µs at the median in runs O and P). A rank that finished its compute
- *   first waits for the other inside the all-reduce: that wait is the ranks' skew, not the
+ *   two durations exceeds the group's step time (by 76–108 µs at the median in runs O and P).
+ *   A rank that finished its compute first waits for the other inside the all-reduce: that wait is the ranks' skew, not the
  *   collective's cost, so it is reported apart: `rankSkewUs`, the median over steps of how far
  *   apart the ranks entered the step's all-reduce (wall clock, shared by the processes).
  *   `collectiveOverheadPairMediansUs` keeps the earlier definition: the median step at N = 2 −
@@ -390,10 +390,12 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
     // rank's local compute at that step − the all-reduce alone. Waiting for the other rank is
     // skew, reported apart.
     const gradientMs = median(train.gradientMs);
-    const perStepOverheadMs = train.group2.stepMs.map((step, i) => step - (train.group2.stepComputeMs[i] as number) - gradientMs);
-    const overheadUs = median(perStepOverheadMs) * 1000;
+    /** The median over steps of `stepMs[i]` − `computeMs[i]` − `allReduceMs`, in µs. */
+    const overheadUsOf = (stepMs: readonly number[], computeMs: readonly number[], allReduceMs: number): number =>
+      median(stepMs.map((step, i) => step - (computeMs[i] as number) - allReduceMs)) * 1000;
+    const overheadUs = overheadUsOf(train.group2.stepMs, train.group2.stepComputeMs, gradientMs);
     // Runs F–N: the slower rank's own step (its start to its end) as the group's step.
-    const overheadSlowerRankUs = median(train.stepMs[2].map((step, i) => step - (train.group2.maxComputeMs[i] as number) - gradientMs)) * 1000;
+    const overheadSlowerRankUs = overheadUsOf(train.stepMs[2], train.group2.maxComputeMs, gradientMs);
     const skewUs = median(train.group2.entrySkewMs) * 1000;
     // The earlier definition, from medians: the local step is the pair's (the same two-process
     // contention as N = 2, without the group); it counts the ranks' skew as overhead.
@@ -402,7 +404,7 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
     // The same, against the all-reduce entered as a step enters it (after the local compute):
     // what the cluster machinery costs beyond the all-reduce in the state a step leaves it in.
     const gradientAfterComputeMs = median(train.gradientAfterComputeMs);
-    const overheadAfterComputeUs = median(train.group2.stepMs.map((step, i) => step - (train.group2.stepComputeMs[i] as number) - gradientAfterComputeMs)) * 1000;
+    const overheadAfterComputeUs = overheadUsOf(train.group2.stepMs, train.group2.stepComputeMs, gradientAfterComputeMs);
     return {
       smoke: sizes.smoke,
       loadAverage: { before: loadBefore, after: os.loadavg().map((x) => round(x, 2)) },
@@ -455,7 +457,7 @@ export const runClusterBench = async (sizes: ClusterBenchSizes) => {
         stepMs: { n1: round(median(train.stepMs[1]), 3), n2: round(median(train.stepMs[2]), 3), n1Pair: round(median(train.stepMs.pair), 3) },
         n2MaxComputeMs: round(median(train.group2.maxComputeMs), 3),
         n2GroupStepMs: round(median(train.group2.stepMs), 3),
-        n2OverheadSteps: perStepOverheadMs.length,
+        n2OverheadSteps: train.group2.stepMs.length,
         gradientAllReduceMs: round(median(train.gradientMs), 3),
         gradientAllReduceSamples: train.gradientMs.length,
         gradientAllReduceAfterComputeMs: round(gradientAfterComputeMs, 3),

@@ -115,6 +115,9 @@ const WATCH_KEY = "monitored-session/run/watch";
 /** Whether `e` is another task's (or this task's) preemption report, as the coordination service returns it. */
 export const isPreemptionReport = (e: unknown): e is CancelledError => e instanceof CancelledError && e.message.startsWith(PREEMPTION_REPORT);
 
+/** Whether preemption report `e` is of `task`'s own notice (see {@link isPreemptionReport}). */
+export const reportsNoticeOf = (e: CancelledError, task: string): boolean => e.message.startsWith(`${PREEMPTION_REPORT} task ${task} `);
+
 /**
  * Starts `task`'s server and registers it with the coordination service (waiting for every task
  * of the cluster, up to the registration timeout).

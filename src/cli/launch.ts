@@ -9,8 +9,9 @@
  *
  * When a task fails the others are stopped: SIGTERM, then SIGKILL after `killAfterSecs`. When
  * one is preempted (42) the others stop on its notice, which it reported to the cluster; those
- * still running `killAfterSecs` later get SIGTERM, then SIGKILL after `killAfterSecs` more. `maxRestarts` restarts the whole group after a failure, as torchrun does; a
- * preempted group (42) is restarted without using up a restart. SIGINT, SIGTERM and SIGHUP to
+ * still running `killAfterSecs` later get SIGTERM, then SIGKILL after `killAfterSecs` more.
+ * `maxRestarts` restarts the whole group after a failure, as torchrun does; a preempted group
+ * (42) is restarted without using up a restart. SIGINT, SIGTERM and SIGHUP to
  * `launch` (and its parent's death) are forwarded to every task, nothing is restarted after
  * them, and SIGKILL follows after the deadline. A signal for a task that is still starting (its
  * Node has not yet run the command's first lines, so the signal would kill it with 143) waits
@@ -183,10 +184,9 @@ const runGroup = async (tasks: readonly Task[], configPath: string, runArgs: rea
       for (const child of live.values()) child.kill("SIGKILL");
     });
   };
-  let stopping = false;
   const stopOthers = (reason: string): void => {
-    if (live.size === 0 || stopping) return;
-    stopping = true;
+    // Stopping already: the SIGKILL is armed.
+    if (live.size === 0 || killTimer !== undefined) return;
     say(`${reason}: stopping ${[...live.keys()].join(", ")} (SIGTERM, SIGKILL after ${killAfterMs / 1000} s)`);
     for (const child of live.values()) signal(child, "SIGTERM");
     armKill();

@@ -40,7 +40,7 @@ import { createPlatformWatcher } from "../preemption/platforms/index.js";
 import type { Fetches, VariableStore } from "../Session.js";
 import { fileWriterCache } from "../summary/index.js";
 import { clusterTaskOf, describeTask, readTfConfig, type ClusterTask } from "./clusterTask.js";
-import { ClusterStartError, isPreemptionReport, startClusterTask, type ClusterRuntime } from "./clusterRuntime.js";
+import { ClusterStartError, isPreemptionReport, reportsNoticeOf, startClusterTask, type ClusterRuntime } from "./clusterRuntime.js";
 import { ExitCodes } from "./exitCodes.js";
 import { ReplicaGroup, ReplicaGroupError } from "./replicaGroup.js";
 import { failureMessage } from "./faults.js";
@@ -279,7 +279,7 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
     if (isPreemptionReport(e)) {
       clusterPreemption = e;
       // Why this task stops where it stops, when the notice went to another task.
-      if (task === undefined || !e.message.includes(`task ${task.name} got`)) logger.info(`From the coordination service: ${e.message.replace(/^cluster preemption: /, "")}.`);
+      if (task === undefined || !reportsNoticeOf(e, task.name)) logger.info(`From the coordination service: ${e.message.replace(/^cluster preemption: /, "")}.`);
       if (group === undefined) handler?.noticeTermination(e.message);
       // While the session is being created: exit without saving (a worker has nothing to save).
       throw new PreemptedExit(exitCodeOf(config), false);

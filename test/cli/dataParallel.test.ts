@@ -188,16 +188,21 @@ describe("launch --workers 3: synchronous data parallelism", () => {
   it("a preemption while the others wait in a collective: worker:1, stalled between steps, gets SIGTERM; if it goes on, every rank stops after the step they wait in and the chief saves it; if it is killed instead, the others' all-reduce is cancelled, they exit 42 (the chief after saving the last step every rank completed), and the next launch resumes there with bit-identical replicas", { timeout: 600_000 }, async () => {
     const dir = tempDir();
     const file = config(dir, 100_000);
-    // worker:1 (rank 2) waits for `dir/go` after the step that reaches global step DP_PAUSE_STEP.
-    const stalled = (step: number): Record<string, string> => ({ DP_OUT: dir, DP_LAST_STEP: "100000", DP_PRINT_STEPS: "1", DP_PAUSE_STEP: String(step), DP_PAUSE_RANK: "2" });
+    /**
+     * A launch whose worker:1 (rank 2) waits for `dir/go` after the step that reaches global
+     * step `step`; once it waits, SIGTERM to it, and the others told of it by the coordination service.
+     */
+    const noticeWhileStalled = async (step: number): Promise<CliChild> => {
+      const l = run(["launch", "--workers", "3", file], { DP_OUT: dir, DP_LAST_STEP: "100000", DP_PRINT_STEPS: "1", DP_PAUSE_STEP: String(step), DP_PAUSE_RANK: "2" });
+      await l.waitFor(new RegExp(`^\\[worker:1\\] trained ${step}$`, "m"), 200_000);
+      process.kill(pidOf(l.output(), "worker:1"), "SIGTERM");
+      for (const task of ["chief:0", "worker:0"]) await l.waitFor(heardOfWorker1(task), 60_000);
+      return l;
+    };
 
     // 1. The notice while the others wait for worker:1 in step 4's all-reduce; then it goes on,
     // and its step 4 carries its stop vote.
-    const first = run(["launch", "--workers", "3", file], stalled(3));
-    await first.waitFor(/^\[worker:1\] trained 3$/m, 200_000);
-    process.kill(pidOf(first.output(), "worker:1"), "SIGTERM");
-    await first.waitFor(heardOfWorker1("chief:0"), 60_000);
-    await first.waitFor(heardOfWorker1("worker:0"), 60_000);
+    const first = await noticeWhileStalled(3);
     // Neither could finish step 4 without worker:1.
     expect(first.output()).not.toMatch(/\] trained 4$/m);
     writeFileSync(join(dir, "go"), "");
@@ -207,11 +212,7 @@ describe("launch --workers 3: synchronous data parallelism", () => {
     // the others' step-7 all-reduce fails, and since they heard of the notice it is a
     // cancellation, not a failure. Step 7 applied nothing anywhere, so the chief saves step 6.
     rmSync(join(dir, "go"));
-    const second = run(["launch", "--workers", "3", file], stalled(6));
-    await second.waitFor(/^\[worker:1\] trained 6$/m, 200_000);
-    process.kill(pidOf(second.output(), "worker:1"), "SIGTERM");
-    await second.waitFor(heardOfWorker1("chief:0"), 60_000);
-    await second.waitFor(heardOfWorker1("worker:0"), 60_000);
+    const second = await noticeWhileStalled(6);
     process.kill(pidOf(second.output(), "worker:1"), "SIGKILL");
     const r2 = await second.done;
     // launch's code is the first one other than the preemption code.

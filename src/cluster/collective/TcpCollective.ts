@@ -521,9 +521,9 @@ export class TcpCollective implements Collective {
    * the same bytes sent and received. Each segment is added in the ring's order (segment s as
    * x_s + x_{s+1}, then divided for a mean), so both ranks get exactly the ring's bits, NaN
    * payloads included. The peer's chunk waits in a receive slot until this rank's own bytes were
-   * handed to the kernel: they are sent from the caller's buffer, which the sum overwrites. The slot's credit goes back at the
-   * next turn of the event loop, not before the call resolves: the end of the call is on a
-   * training step's critical path, where the write took about 0.1 ms. The other rank needs it no
+   * handed to the kernel: they are sent from the caller's buffer, which the sum overwrites. The
+   * slot's credit goes back at the next turn of the event loop, not before the call resolves:
+   * the end of the call is on a training step's critical path, where the write took about 0.1 ms. The other rank needs it no
    * sooner: this rank's next data frame implies it (see {@link impliedCredit}), and a next call
    * in which this rank sends nothing turns the event loop while it waits.
    */
