@@ -2,7 +2,9 @@
  * The layers of monitored-session, checked by `npm run lint` (see "Layers and public API" in
  * docs/architecture.md). Type-only imports count (`tsPreCompilationDeps`).
  *
- *   3  src/config, src/cli, src/compat/v1 and src/cluster (beside config)
+ *   5  src/cli: the command line, on the runtime's public API
+ *   4  src/runtime: what a task of a cluster starts (server, coordination, replica group)
+ *   3  src/config, src/compat/v1 and src/cluster (beside config)
  *   2  src/preemption, src/tfjs, src/testing, src/training
  *   1  hooks/
  *   0  core: src/*.ts, src/checkpoint, src/summary, src/internal
@@ -51,9 +53,14 @@ module.exports = {
       to: { path: [CORE, HOOKS, MIDDLE, "^src/config/", "^src/cluster/ClusterConfig\\.ts$"], pathNot: ROOT_BARREL },
     },
     {
-      comment: "3. The CLI imports every layer below it, config (and cluster), and its own folder.",
+      comment: "4. The runtime (a task of a cluster) imports every layer below it, config and cluster, and its own folder.",
+      from: { path: "^src/runtime/" },
+      to: { path: [CORE, HOOKS, MIDDLE, "^src/(?:runtime|config|cluster)/"], pathNot: ROOT_BARREL },
+    },
+    {
+      comment: "5. The CLI imports every layer below it (the runtime through its public index only; the entry point reads the tiny launchReady.ts before anything loads), and its own folder.",
       from: { path: "^src/cli/" },
-      to: { path: [CORE, HOOKS, MIDDLE, "^src/(?:cli|config|cluster)/"], pathNot: ROOT_BARREL },
+      to: { path: [CORE, HOOKS, MIDDLE, "^src/(?:cli|config|cluster)/", "^src/runtime/(?:index|launchReady)\\.ts$"], pathNot: ROOT_BARREL },
     },
     {
       comment: "3. compat/v1 (TensorFlow 1's Supervisor) imports every layer below it and its own folder.",

@@ -19,7 +19,7 @@ const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
   scripts: Record<string, string>;
 };
 
-const SUBPATHS = [".", "./checkpoint", "./cluster", "./compat/v1", "./config", "./hooks", "./preemption", "./summary", "./testing", "./tfjs"];
+const SUBPATHS = [".", "./checkpoint", "./cluster", "./compat/v1", "./config", "./hooks", "./preemption", "./runtime", "./summary", "./testing", "./tfjs"];
 
 /** The source of an exports target: dist/<path>.js is built from <path>.ts. */
 const sourceOf = (key: string): string => {
@@ -127,7 +127,7 @@ describe("layers (dependency-cruiser)", () => {
     expect(filesUnder("src").length).toBeGreaterThan(50);
   }, 120_000);
 
-  it("catches an import against the layers (type-only ones too), a cycle, a folder it does not know, and the root barrel re-exporting a subpath's area", () => {
+  it("catches an import against the layers (type-only ones too), a cycle, a folder it does not know, the root barrel re-exporting a subpath's area, and the CLI past the runtime's index", () => {
     const dir = mkdtempSync(join(tmpdir(), "ms-layers-"));
     fixtures.push(dir);
     const files: Record<string, string> = {
@@ -151,6 +151,13 @@ describe("layers (dependency-cruiser)", () => {
       // hooks/internal used from outside hooks/.
       "hooks/internal/util.ts": "export const util = 1;\n",
       "src/config/usesHookInternals.ts": 'import { util } from "../../hooks/internal/util.js";\nexport const u = util;\n',
+      // The runtime: the CLI only through its index; nothing below it (preemption) and not the CLI above it.
+      "src/cli/run.ts": "export const run = 1;\n",
+      "src/runtime/task.ts": 'import { run } from "../cli/run.js";\nexport const task = run;\n',
+      "src/runtime/index.ts": 'export { task } from "./task.js";\n',
+      "src/cli/deep.ts": 'import { task } from "../runtime/task.js";\nexport const deep = task;\n',
+      "src/cli/ok.ts": 'import { task } from "../runtime/index.js";\nexport const ok = task;\n',
+      "src/preemption/usesRuntime.ts": 'import { task } from "../runtime/index.js";\nexport const r = task;\n',
     };
     for (const [f, text] of Object.entries(files)) {
       mkdirSync(dirname(join(dir, f)), { recursive: true });
@@ -166,6 +173,9 @@ describe("layers (dependency-cruiser)", () => {
         "not-in-allowed: src/Session.ts → hooks/Hook.ts",
         "not-in-allowed: src/index.ts → src/config/config.ts",
         "not-in-allowed: src/newarea/x.ts → src/preemption/notice.ts",
+        "not-in-allowed: src/runtime/task.ts → src/cli/run.ts",
+        "not-in-allowed: src/cli/deep.ts → src/runtime/task.ts",
+        "not-in-allowed: src/preemption/usesRuntime.ts → src/runtime/index.ts",
         "not-in-allowed: src/training/train.ts → src/config/config.ts",
         "not-in-allowed: src/training/train.ts → src/preemption/notice.ts",
       ].sort(),

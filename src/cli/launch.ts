@@ -31,7 +31,7 @@ import { systemClock, type Clock, type TimerHandle } from "../Clock.js";
 import { PREEMPTION_EXIT_CODE } from "../preemption/TerminationConfig.js";
 import type { TerminationNotice, TerminationNotices } from "../preemption/TerminationNotices.js";
 import { ExitCodes } from "./exitCodes.js";
-import { LAUNCH_READY_ENV, LAUNCH_READY_LINE } from "./launchReady.js";
+import { LAUNCH_READY_ENV, LAUNCH_READY_LINE } from "../runtime/index.js";
 import { watchNotices, type CliIo } from "./run.js";
 
 // ---------------------------------------------------------------------------------------------

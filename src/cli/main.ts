@@ -14,7 +14,7 @@
  * @module
  */
 
-import { LAUNCH_READY_ENV, LAUNCH_READY_LINE } from "./launchReady.js";
+import { LAUNCH_READY_ENV, LAUNCH_READY_LINE } from "../runtime/launchReady.js";
 
 const earlySignals: NodeJS.Signals[] = [];
 /** Whether the command has its own handlers (from then on, signals are its business). */

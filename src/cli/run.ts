@@ -7,15 +7,15 @@
  * next step boundary, then the command exits with 42 (or `preemption.exitCode`), and running it
  * again resumes at that step.
  *
- * With TF_CONFIG set, the process is one task of a cluster (src/cli/clusterTask.ts): the task
+ * With TF_CONFIG set, the process is one task of a cluster (src/runtime/clusterTask.ts): the task
  * decides `isChief` and `master`, the start line names it, and only the chief takes the
  * checkpoint directory's lock and writes there (a worker exits with the preemption code without
  * saving). The task starts its server and joins the cluster before training
- * (src/cli/clusterRuntime.ts); a worker starts from the chief's values. A cluster failure (a
+ * (src/runtime/clusterRuntime.ts); a worker starts from the chief's values. A cluster failure (a
  * task declared failed, a reported error) stops training with exit 1; a termination notice of any
  * task is reported to the cluster and every task exits with the preemption code. A worker without
  * data parallelism outlives its chief: its session is re-created from the restarted chief's values
- * (src/cli/chiefRecovery.ts).
+ * (src/runtime/chiefRecovery.ts).
  *
  * @module
  */
@@ -39,10 +39,10 @@ import { TerminationNotices, type NoticeProcess } from "../preemption/Terminatio
 import { createPlatformWatcher } from "../preemption/platforms/index.js";
 import type { Fetches, VariableStore } from "../Session.js";
 import { fileWriterCache } from "../summary/index.js";
-import { clusterTaskOf, describeTask, readTfConfig, type ClusterTask } from "./clusterTask.js";
-import { ClusterStartError, isPreemptionReport, reportsNoticeOf, startClusterTask, type ClusterRuntime } from "./clusterRuntime.js";
+import { clusterTaskOf, describeTask, readTfConfig, type ClusterTask } from "../runtime/index.js";
+import { ClusterStartError, isPreemptionReport, reportsNoticeOf, startClusterTask, type ClusterRuntime } from "../runtime/index.js";
 import { ExitCodes } from "./exitCodes.js";
-import { ReplicaGroup, ReplicaGroupError } from "./replicaGroup.js";
+import { ReplicaGroup, ReplicaGroupError } from "../runtime/index.js";
 import { failureMessage } from "./faults.js";
 import { exitOnRepeatedNotice } from "./forcedExit.js";
 import { prepareRun, printIssues } from "./preflight.js";

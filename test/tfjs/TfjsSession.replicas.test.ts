@@ -3,14 +3,14 @@
  * MultiWorkerMirroredStrategy model): 3 in-process ranks over TcpCollective on loopback, each on
  * its shard, against a single session trained on the concatenated shards; mismatched models;
  * a NaN on one rank; the stop vote `run` uses on a preemption; a group that re-forms its ring
- * after losing a rank (src/cli/replicaGroup.ts): a fresh rank takes rank 0's live state.
+ * after losing a rank (src/runtime/replicaGroup.ts): a fresh rank takes rank 0's live state.
  */
 import * as tf from "@tensorflow/tfjs";
 import { afterEach, describe, expect, it } from "vitest";
 
 import { buildModel, classifierLoss, NUM_CLASSES } from "../../examples/tfjs-classifier-data.js";
 import { NanTensorHook } from "../../hooks/index.js";
-import { ReplicaGroup } from "../../src/cli/replicaGroup.js";
+import { ReplicaGroup } from "../../src/runtime/replicaGroup.js";
 import { TcpCollective } from "../../src/cluster/collective/index.js";
 import type { Collective } from "../../src/Collective.js";
 import { InvalidArgumentError, NanLossDuringTrainingError } from "../../src/errors.js";

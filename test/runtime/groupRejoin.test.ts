@@ -1,16 +1,16 @@
 /**
- * The replica group's state machine (src/cli/replicaGroup.ts) with its rejoin
- * (src/cli/groupRejoin.ts), on a virtual clock with scripted transports and a scripted
+ * The replica group's state machine (src/runtime/replicaGroup.ts) with its rejoin
+ * (src/runtime/groupRejoin.ts), on a virtual clock with scripted transports and a scripted
  * coordination client: a lost worker is waited for and the ring re-formed (the pending call
  * raises CollectiveReformedError, later calls use the new ring), a worker that never comes back
  * (one line naming it and maxWaitSecs), a lost chief (no wait), a termination notice meanwhile,
  * and a group without a rejoin (fails for good, as before). The real processes are in
- * test/cli/groupRejoinProcesses.test.ts.
+ * test/runtime/groupRejoinProcesses.test.ts.
  */
 import { describe, expect, it } from "vitest";
 
-import { GroupRejoin } from "../../src/cli/groupRejoin.js";
-import { ReplicaGroup, ReplicaGroupError } from "../../src/cli/replicaGroup.js";
+import { GroupRejoin } from "../../src/runtime/groupRejoin.js";
+import { ReplicaGroup, ReplicaGroupError } from "../../src/runtime/replicaGroup.js";
 import type { CoordinationClient } from "../../src/cluster/coordination/CoordinationClient.js";
 import { CollectiveReformedError, type Collective, type CollectiveBuffer } from "../../src/Collective.js";
 import { AbortedError, CancelledError, DeadlineExceededError, UnavailableError, UnknownError } from "../../src/errors.js";

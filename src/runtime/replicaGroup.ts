@@ -2,7 +2,7 @@
  * The collective `run` hands to a job in a data-parallel cluster (TF_CONFIG set and
  * `cluster.dataParallel` not false): a {@link ReplicaGroup} whose rank and size are known from
  * TF_CONFIG as soon as the job module loads, and whose transport, a `TcpCollective` joined through
- * the coordination service (src/cli/clusterRuntime.ts), is attached once the task has registered.
+ * the coordination service (src/runtime/clusterRuntime.ts), is attached once the task has registered.
  *
  * Ranks: the chief is 0, then the `worker` tasks in index order (TensorFlow's `id_in_cluster`;
  * without a `chief` job, worker 0 is the chief and rank 0).
@@ -17,7 +17,7 @@
  * call then raises a {@link ReplicaGroupError} carrying the collective's error, so the monitored
  * session does not take the collective's `UnavailableError` or `AbortedError` for a recoverable
  * session error and build a new session on a broken group; `run` reports the carried error), or,
- * with a {@link Rejoin} (tasks started by hand or by a scheduler, see src/cli/groupRejoin.ts),
+ * with a {@link Rejoin} (tasks started by hand or by a scheduler, see src/runtime/groupRejoin.ts),
  * starts `reforming`: the rejoin waits for the lost rank and builds the next ring, and every call
  * made on the old ring raises {@link CollectiveReformedError} once the group is `ready` again (the
  * call applied nothing; the trainer takes rank 0's state and retries its step).

@@ -2,7 +2,7 @@
  * How a data-parallel replica group outlives a lost non-chief rank (`run` with TF_CONFIG, tasks
  * started by hand or by a scheduler, not by `launch`, which restarts the whole group). When a
  * worker dies or is declared failed, the chief and the other ranks (same processes) do not exit:
- * the {@link ReplicaGroup} re-forms (src/cli/replicaGroup.ts), and its {@link GroupRejoin}
+ * the {@link ReplicaGroup} re-forms (src/runtime/replicaGroup.ts), and its {@link GroupRejoin}
  *
  * 1. logs one line naming the lost worker and `maxWaitSecs`;
  * 2. registers again: the chief opens a new generation of the coordination service (its

@@ -1,5 +1,5 @@
 /**
- * A worker's recovery from the loss of its chief (src/cli/chiefRecovery.ts), on a virtual clock
+ * A worker's recovery from the loss of its chief (src/runtime/chiefRecovery.ts), on a virtual clock
  * with a scripted coordination client: which errors are a loss of the chief, the deadline
  * (`maxWaitSecs`, named in one line), cancellation by a termination notice, and the session's
  * side (the hook raises UnavailableError until the session starts from the chief's new values).
@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from "vitest";
 
-import { ChiefRecovery, MODEL_READY_KEY } from "../../src/cli/chiefRecovery.js";
+import { ChiefRecovery, MODEL_READY_KEY } from "../../src/runtime/chiefRecovery.js";
 import type { ChiefModel, ChiefModelState } from "../../src/ChiefModel.js";
 import type { CoordinationClient } from "../../src/cluster/coordination/CoordinationClient.js";
 import { AbortedError, CancelledError, DeadlineExceededError, OpError, UnauthenticatedError, UnavailableError, UnknownError } from "../../src/errors.js";

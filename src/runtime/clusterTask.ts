@@ -10,9 +10,9 @@
  */
 
 import { left, right, type Either } from "fp-ts/lib/Either.js";
-import { isAbsolute, resolve } from "node:path";
 
 import type { ClusterConfig } from "../cluster/ClusterConfig.js";
+import { withAbsolutePaths } from "./clusterSettings.js";
 import { resolveTfConfig, type ResolvedCluster } from "../cluster/ClusterResolver.js";
 import { TfConfigError, tfConfigFromEnv, type TfConfig } from "../cluster/TfConfig.js";
 import type { ConfigIssue, TrainingConfig } from "../config/index.js";
@@ -73,20 +73,3 @@ export const clusterTaskOf = (tfConfig: TfConfig, config: TrainingConfig, baseDi
 /** One line on the task: `chief:0, the chief of 3 training tasks (grpc://127.0.0.1:2222; coordination: embedded)`. */
 export const describeTask = (task: ClusterTask): string =>
   `${task.name}, ${task.isChief ? "the chief" : "a worker"} of ${task.numWorkers} training task${task.numWorkers === 1 ? "" : "s"} (${task.master}; coordination: ${task.options.backend ?? "embedded"})`;
-
-// ---------------------------------------------------------------------------------------------
-// utils
-// ---------------------------------------------------------------------------------------------
-
-/** The section with `tokenFile` and the TLS files relative to `baseDir`, as every path of the file is. */
-const withAbsolutePaths = (section: ClusterConfig, baseDir: string): ClusterConfig => {
-  const abs = (p: string): string => (isAbsolute(p) ? p : resolve(baseDir, p));
-  const { tokenFile, tls } = section;
-  return {
-    ...section,
-    ...(tokenFile === undefined ? {} : { tokenFile: abs(tokenFile) }),
-    ...(tls === undefined
-      ? {}
-      : { tls: { ...tls, certFile: abs(tls.certFile), keyFile: abs(tls.keyFile), ...(tls.caFile === undefined ? {} : { caFile: abs(tls.caFile) }) } }),
-  };
-};

@@ -10,7 +10,7 @@
  * timeout that resumes (SIGCONT): the same process rejoins. A chief lost or told to stop while
  * the group waits. Every test runs on the embedded backend and on etcd (skipped without the
  * binary). The group's state machine is unit-tested in
- * test/cli/groupRejoin.test.ts. Each test acts when a line appears, never after a fixed time,
+ * test/runtime/groupRejoin.test.ts. Each test acts when a line appears, never after a fixed time,
  * and asserts outcomes and named tasks only.
  */
 import { existsSync, writeFileSync } from "node:fs";

@@ -13,10 +13,10 @@
  * ({@link isPreemptionReport}), so that every task exits with the preemption code.
  *
  * A data-parallel group not started by `launch` (which restarts the whole group) outlives a lost
- * worker (src/cli/groupRejoin.ts): the watch hands the loss to the group, which waits for the
+ * worker (src/runtime/groupRejoin.ts): the watch hands the loss to the group, which waits for the
  * worker up to `maxWaitSecs` and re-forms its ring in a new generation.
  *
- * A worker whose job holds no replica group, not started by `launch`, outlives its chief instead (src/cli/chiefRecovery.ts): a loss of the chief starts a
+ * A worker whose job holds no replica group, not started by `launch`, outlives its chief instead (src/runtime/chiefRecovery.ts): a loss of the chief starts a
  * recovery, bounded by `maxWaitSecs`, and `failed` settles only if the chief does not come back in
  * time.
  *
