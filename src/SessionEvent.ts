@@ -118,6 +118,17 @@ export interface SessionEventMap {
   };
   /** The preemption checkpoint did not finish within the grace period. */
   gracePeriodExceeded: { readonly run: number; readonly message: string };
+  /**
+   * Multi-worker: a task claimed the preemption (TensorFlow's `TERMINATED_WORKER`); `leader`
+   * proposes the run to save at, `task` is this one (a later claimant leaves it to the leader).
+   */
+  preemptionClaimed: { readonly leader: string; readonly task: string };
+  /** Multi-worker: every task saves at run `run` (round 1 is a grace period's last save); `exit` after it. */
+  preemptionStepAgreed: { readonly run: number; readonly round: number; readonly exit: boolean; readonly leader: boolean };
+  /** Multi-worker, on the leader: every live task acknowledged the agreed run. */
+  preemptionAcknowledged: { readonly run: number; readonly round: number; readonly tasks: number };
+  /** The handler exits the process with `code`, after a preemption checkpoint or (`saved: false`) without one. */
+  preemptionExiting: { readonly code: number; readonly saved: boolean; readonly reason: string };
 
   // --- profiling ---------------------------------------------------------------------------------
 

@@ -2,7 +2,14 @@
  * `PreemptionCheckpointHandler`: saves a checkpoint when the process is about to be terminated
  * (SIGTERM by default, or a custom watcher), at a step boundary, then exits so that a restart
  * resumes at exactly that step (TensorFlow's
- * `tf.distribute.experimental.PreemptionCheckpointHandler`, local mode).
+ * `tf.distribute.experimental.PreemptionCheckpointHandler`).
+ *
+ * Without a `clusterResolver` it is TensorFlow's local mode. With one (the task object of
+ * `monitored-session/runtime`, joined to the coordination service) every task of the cluster
+ * saves at one agreed run and exits ({@link ClusterPreemptionCoordinator}); an `OpError` of one
+ * task's step is raised by every other task's next `run`; only the chief writes to the checkpoint
+ * directory, and a non-chief whose manager the handler made writes to
+ * `dirname(dir)/workertemp_<id>/basename(dir)`, deleted before it exits.
  *
  * The signal handler only sets a flag: the save happens before the next step, never in the
  * middle of one. The run counter (`totalRunCalls`) is saved in the checkpoint as
@@ -31,15 +38,21 @@
 
 import { Subject, type Observable } from "rxjs";
 
+import { rm } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
+
 import { CheckpointManager, type CheckpointSaveOptions } from "../checkpoint/index.js";
 import { systemClock, type Clock, type TimerHandle } from "../Clock.js";
-import { InvalidArgumentError, RuntimeError, ValueError } from "../errors.js";
+import { InvalidArgumentError, OpError, RuntimeError, UnimplementedError, ValueError } from "../errors.js";
 import { DEFAULT_YIELD_INTERVAL_MS, EventLoopYield } from "../EventLoopYield.js";
 import { defaultLogger, type Logger } from "../Logger.js";
 import { ResumableState } from "../ResumableState.js";
 import type { VariableStore } from "../Session.js";
 import type { SessionEventOf } from "../SessionEvent.js";
 import { tensor, type TensorValue } from "../Tensor.js";
+import { ClusterPreemptionCoordinator } from "./ClusterPreemptionCoordinator.js";
+import { PREEMPTION_EXIT_CODE } from "./TerminationConfig.js";
+import type { PreemptionClusterResolver } from "./PreemptionCluster.js";
 import { LocalPreemptionCoordinator, type PreemptionCoordinator, type PreemptionDecision } from "./PreemptionCoordinator.js";
 import { PlatformPoller } from "./platforms/PlatformWatcher.js";
 import { TerminationConfig } from "./TerminationConfig.js";
@@ -88,7 +101,14 @@ export interface PreemptionCheckpointHandlerOptions {
   readonly restoreOnCreate?: boolean | undefined;
   /** How termination is noticed, saved and exited (default `new TerminationConfig()`). */
   readonly terminationConfig?: TerminationConfig | undefined;
-  /** The "at which run do we save" decision (default a {@link LocalPreemptionCoordinator}). */
+  /**
+   * The cluster this task is part of (TensorFlow's `strategy.cluster_resolver`): the task object
+   * of `monitored-session/runtime` (`await startTask()`), joined to the coordination service.
+   * Every task then saves at one agreed run. Without it (or with a cluster of no jobs), the
+   * handler is in local mode.
+   */
+  readonly clusterResolver?: PreemptionClusterResolver | undefined;
+  /** The "at which run do we save" decision (default a {@link LocalPreemptionCoordinator}, or with a `clusterResolver` a {@link ClusterPreemptionCoordinator}). */
   readonly coordinator?: PreemptionCoordinator | undefined;
   /** Signals that mean "terminate soon" when there is no watcher (default `["SIGTERM"]`). */
   readonly signals?: readonly NodeJS.Signals[] | undefined;
@@ -115,7 +135,18 @@ export interface PreemptionCheckpointHandlerOptions {
  * are session events too (see `SessionEventMap`): `session.forwardEvents(handler.events$)`
  * puts them on a monitored session's stream.
  */
-export type PreemptionEvent = SessionEventOf<"terminationNoticed" | "preemptionCheckpointSaved" | "gracePeriodExceeded">;
+export type PreemptionEvent = SessionEventOf<
+  | "terminationNoticed"
+  | "preemptionCheckpointSaved"
+  | "gracePeriodExceeded"
+  | "preemptionClaimed"
+  | "preemptionStepAgreed"
+  | "preemptionAcknowledged"
+  | "preemptionExiting"
+>;
+
+/** TensorFlow's message for a cluster with parameter servers. */
+const PS_UNSUPPORTED = "PreemptionCheckpointHandler does not support usage with parameter server strategy.";
 
 // ---------------------------------------------------------------------------------------------
 // constructors
@@ -136,6 +167,13 @@ export class PreemptionCheckpointHandler {
   private noticeTimeMs: number | undefined;
   private closed = false;
   private ownsManager = false;
+  /** A non-chief's own manager (`workertemp_<id>`), deleted before it exits. */
+  private workerTemp: { readonly manager: CheckpointManager; readonly root: string } | undefined;
+  /** The manager that restored (the chief's directory, read without its lock), when not the one that writes. */
+  private readManager: CheckpointManager | undefined;
+  private stopNotices: () => void = () => undefined;
+  /** `chief:0`, `worker:1`; `undefined` in local mode. */
+  private taskName: string | undefined;
 
   private constructor(
     /** The manager checkpoints are saved and restored through. */
@@ -175,23 +213,63 @@ export class PreemptionCheckpointHandler {
       );
     }
     const config = options.terminationConfig ?? new TerminationConfig();
-    const manager =
-      options.checkpointManager ??
-      (await CheckpointManager.create({ directory: options.checkpointDir as string, maxToKeep: 1, clock, logger }));
-    const coordinator =
-      options.coordinator ?? new LocalPreemptionCoordinator({ gracePeriodSecs: config.gracePeriodSecs, clock, logger });
+    const cluster = clusterOf(options.clusterResolver);
+    const directory = options.checkpointDir as string;
+    // A non-chief never takes the chief's lock: it reads the chief's directory and writes its own temporary one.
+    const tempRoot = cluster !== undefined && !cluster.isChief && options.checkpointManager === undefined ? join(dirname(directory), `workertemp_${cluster.id}`) : undefined;
+    const readManager = tempRoot === undefined ? undefined : await CheckpointManager.create({ directory, maxToKeep: 1, lock: false, clock, logger });
+    let manager: CheckpointManager;
+    try {
+      manager =
+        options.checkpointManager ??
+        (await CheckpointManager.create({ directory: tempRoot === undefined ? directory : join(tempRoot, basename(directory)), maxToKeep: 1, clock, logger }));
+    } catch (e) {
+      await readManager?.close();
+      throw e;
+    }
     const eventLoop = new EventLoopYield(clock, options.yieldIntervalMs ?? DEFAULT_YIELD_INTERVAL_MS);
-    const h = new PreemptionCheckpointHandler(manager, options.store, config, coordinator, clock, logger, options.globalStep, eventLoop);
+    let h: PreemptionCheckpointHandler | undefined;
+    const coordinator =
+      options.coordinator ??
+      (cluster === undefined
+        ? new LocalPreemptionCoordinator({ gracePeriodSecs: config.gracePeriodSecs, clock, logger })
+        : new ClusterPreemptionCoordinator({
+            store: cluster.store,
+            id: cluster.id,
+            workers: cluster.workers,
+            isChief: cluster.isChief,
+            gracePeriodSecs: config.gracePeriodSecs,
+            isChiefLoss: cluster.resolver.isChiefLoss?.bind(cluster.resolver),
+            livenessTimeoutMs: cluster.resolver.livenessTimeoutMs,
+            replicaStop: cluster.resolver.replicaStop,
+            clock,
+            logger,
+            emit: (e) => h?.emit({ ...e, time: clock.now() }),
+          }));
+    h = new PreemptionCheckpointHandler(manager, options.store, config, coordinator, clock, logger, options.globalStep, eventLoop);
     h.ownsManager = options.checkpointManager === undefined;
+    h.readManager = readManager;
+    h.taskName = cluster?.workers[cluster.id];
+    if (tempRoot !== undefined) h.workerTemp = { manager, root: tempRoot };
     let path: string | null;
     try {
-      path = options.restoreOnCreate === false ? null : await manager.restoreOrInitialize(h.wrappedStore(), options.initFn);
+      path = options.restoreOnCreate === false ? null : await (readManager ?? manager).restoreOrInitialize(h.wrappedStore(), options.initFn);
     } catch (e) {
+      await coordinator.close();
       if (h.ownsManager) await manager.close();
+      await readManager?.close();
       throw e;
     }
     if (path !== null) logger.info(`PreemptionCheckpointHandler: restored ${path} ${h.at(h.runCounter)}.`, { path, run: h.runCounter });
     h.watch(options.signals ?? ["SIGTERM"], options.signalTarget ?? process);
+    // The task heard notices since it started (a SIGTERM before the handler existed): they are the handler's now.
+    const take = options.clusterResolver?.takeTerminationNotices;
+    if (take !== undefined) {
+      const handler = h;
+      handler.stopNotices = take.call(options.clusterResolver, (source) => {
+        if (!handler.closed) handler.notice(source);
+      });
+    }
     return h;
   }
 
@@ -227,7 +305,7 @@ export class PreemptionCheckpointHandler {
     try {
       result = await fn(...args);
     } catch (e) {
-      await this.coordinator.reportError?.(e);
+      await this.report(e);
       throw e;
     }
     this.runCounter += 1;
@@ -259,7 +337,7 @@ export class PreemptionCheckpointHandler {
     try {
       return await fn();
     } catch (e) {
-      await this.coordinator.reportError?.(e);
+      await this.report(e);
       throw e;
     }
   }
@@ -288,6 +366,8 @@ export class PreemptionCheckpointHandler {
     } finally {
       this.subject.complete();
       if (this.ownsManager) await this.checkpointManager.close();
+      await this.readManager?.close();
+      await this.removeWorkerTemp();
     }
   }
 
@@ -302,16 +382,30 @@ export class PreemptionCheckpointHandler {
 
   /** `undefined` (no promise, no microtask) when there is nothing to do. */
   private checkPreemptionAndMaybeCheckpoint(options: CheckpointSaveOptions | undefined): Promise<void> | undefined {
+    const failure = this.coordinator.pendingFailure;
+    if (failure !== undefined) throw failure;
     const d = this.coordinator.beforeStep(this.runCounter, this.estimatedRunTimeMs);
     if (isPromise(d)) return d.then((x) => this.act(x, options));
-    return d.save ? this.act(d, options) : undefined;
+    return d.save || d.exitWithoutSave !== undefined ? this.act(d, options) : undefined;
   }
 
   private async act(d: PreemptionDecision, options: CheckpointSaveOptions | undefined): Promise<void> {
-    if (!d.save) return;
+    if (!d.save) {
+      if (d.exitWithoutSave === undefined) return;
+      const { code, reason } = d.exitWithoutSave;
+      this.logger.error(`PreemptionCheckpointHandler: ${reason}.`);
+      this.emit({ type: "preemptionExiting", time: this.clock.now(), code, saved: false, reason });
+      this.stopWatching();
+      await this.removeWorkerTemp();
+      await this.config.exitFn(code);
+      return;
+    }
     const run = this.runCounter;
+    const started = this.clock.now();
     const path = await this.saveWithinDeadline(run, d.deadlineMs, options);
-    this.logger.info(`PreemptionCheckpointHandler: checkpoint saved ${this.at(run)}${path === null ? "" : ` (${path})`}.${d.exit ? " Exiting." : ""}`, {
+    this.coordinator.saved?.(this.clock.now() - started);
+    const where = this.workerTemp === undefined ? (path === null ? "" : ` (${path})`) : ` in this worker's temporary directory (only the chief's checkpoint is kept)`;
+    this.logger.info(`PreemptionCheckpointHandler: checkpoint ${path === null && this.config.saveFn === undefined ? "not written (the manager skipped it)" : "saved"} ${this.at(run)}${where}.${d.exit ? " Exiting." : ""}`, {
       run,
       path,
     });
@@ -320,8 +414,27 @@ export class PreemptionCheckpointHandler {
       this.stopWatching();
       // The save is durable: a platform waiting for it (Azure) may go on now.
       await this.platform?.acknowledge();
-      await this.config.exitFn();
+      await this.coordinator.beforeExit?.();
+      await this.removeWorkerTemp();
+      this.emit({ type: "preemptionExiting", time: this.clock.now(), code: PREEMPTION_EXIT_CODE, saved: true, reason: `preemption checkpoint ${this.at(run)}` });
+      await this.config.exitFn(PREEMPTION_EXIT_CODE);
     }
+  }
+
+  /** Reports an `OpError` of a step to the other tasks (TensorFlow reports only those); a failed report is logged by the coordinator. */
+  private async report(e: unknown): Promise<void> {
+    if (e instanceof OpError) await this.coordinator.reportError?.(e);
+  }
+
+  /** Deletes a non-chief's `workertemp_<id>` directory (its manager closed first), as TensorFlow does before the exit. */
+  private async removeWorkerTemp(): Promise<void> {
+    const temp = this.workerTemp;
+    if (temp === undefined) return;
+    this.workerTemp = undefined;
+    await temp.manager.close().catch(() => undefined);
+    await rm(temp.root, { recursive: true, force: true }).catch((e: unknown) =>
+      this.logger.warn(`PreemptionCheckpointHandler: could not delete ${temp.root}: ${e instanceof Error ? e.message : String(e)}`),
+    );
   }
 
   private async saveWithinDeadline(run: number, deadlineMs: number | undefined, options: CheckpointSaveOptions | undefined): Promise<string | null> {
@@ -425,11 +538,14 @@ export class PreemptionCheckpointHandler {
     const time = this.clock.now();
     this.noticeTimeMs = time;
     this.coordinator.notifyTermination(time, deadlineMs);
-    this.logger.info(`PreemptionCheckpointHandler: termination notice (${source}) ${this.at(this.runCounter)}; a checkpoint is saved at the next step boundary.`);
+    this.logger.info(
+      `PreemptionCheckpointHandler: termination notice (${source}) ${this.at(this.runCounter)}${this.taskName === undefined ? "; a checkpoint is saved at the next step boundary" : ` on ${this.taskName}; the tasks agree on the run to save at`}.`,
+    );
     this.emit({ type: "terminationNoticed", time, source });
   }
 
   private stopWatching(): void {
+    this.stopNotices();
     this.removeSignals();
     this.pollTimer?.cancel();
     this.pollTimer = undefined;
@@ -450,3 +566,23 @@ export class PreemptionCheckpointHandler {
 // ---------------------------------------------------------------------------------------------
 
 const isPromise = <T>(x: T | Promise<T>): x is Promise<T> => typeof (x as { then?: unknown })?.then === "function";
+
+/** What the cluster coordinator needs of a resolver; `undefined` for local mode. @throws for a `ps` job or a resolver that has not joined. */
+const clusterOf = (
+  resolver: PreemptionClusterResolver | undefined,
+): { resolver: PreemptionClusterResolver; store: NonNullable<PreemptionClusterResolver["coordination"]>; id: number; workers: string[]; isChief: boolean } | undefined => {
+  if (resolver === undefined) return undefined;
+  const jobs = resolver.clusterSpec.jobs;
+  if (jobs.includes("ps")) throw new UnimplementedError(PS_UNSUPPORTED);
+  if (jobs.length === 0) return undefined;
+  const store = resolver.coordination;
+  if (store === undefined || resolver.idInCluster === undefined) {
+    throw new ValueError(
+      resolver.idInCluster === undefined
+        ? `PreemptionCheckpointHandler: task ${resolver.taskType}:${resolver.taskIndex} does not train (only chief and worker tasks do); create the handler on the training tasks only`
+        : "PreemptionCheckpointHandler: the clusterResolver has not joined the coordination service; start the task with `const task = await startTask()` from monitored-session/runtime and pass `clusterResolver: task`",
+    );
+  }
+  const workers = [...(jobs.includes("chief") ? ["chief:0"] : []), ...Array.from({ length: resolver.numWorkers - (jobs.includes("chief") ? 1 : 0) }, (_, i) => `worker:${i}`)];
+  return { resolver, store, id: resolver.idInCluster, workers, isChief: resolver.isChief };
+};

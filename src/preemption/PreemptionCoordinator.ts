@@ -15,7 +15,11 @@ import type { Logger } from "../Logger.js";
 
 /** What to do before a step. */
 export type PreemptionDecision =
-  | { readonly save: false }
+  | {
+      readonly save: false;
+      /** Exit now without saving (a multi-worker agreement whose chief was lost: nobody can write the checkpoint). */
+      readonly exitWithoutSave?: { readonly code: number; readonly reason: string } | undefined;
+    }
   | {
       readonly save: true;
       /** Exit (call `exitFn`) after this save. */
@@ -45,6 +49,12 @@ export interface PreemptionCoordinator {
   beforeStep(runCounter: number, estimatedRunTimeMs: number): PreemptionDecision | Promise<PreemptionDecision>;
   /** Reports an error of a step to the peers (multi-worker); a no-op locally. */
   reportError?(error: unknown): void | Promise<void>;
+  /** A failure of the cluster that the next step raises (another task's reported error, a lost task); read before each step. */
+  readonly pendingFailure?: Error | undefined;
+  /** A save took `ms` (the deadline budget counts it). */
+  saved?(ms: number): void;
+  /** Called after the last save, before the exit (the chief waits for the others' acknowledgements). */
+  beforeExit?(): Promise<void>;
   /** Stops watching peers. */
   close(): void | Promise<void>;
 }

@@ -29,8 +29,12 @@ export interface TerminationConfigOptions {
    * handler listens for SIGTERM.
    */
   readonly terminationWatcherFn?: (() => boolean | Promise<boolean>) | undefined;
-  /** Called after the preemption checkpoint is saved. Default: `process.exit(42)`. */
-  readonly exitFn?: (() => unknown) | undefined;
+  /**
+   * Called after the preemption checkpoint is saved, with the exit code: 42
+   * ({@link PREEMPTION_EXIT_CODE}), or in a cluster 43 (`CHIEF_LOST_EXIT_CODE`) when the chief was
+   * lost during the agreement and nothing was saved. Default: `process.exit(code)`.
+   */
+  readonly exitFn?: ((code: number) => unknown) | undefined;
   /**
    * Seconds between the termination notice and the kill (default 0). With 0 the handler saves
    * at the next step boundary and exits; with more it saves, trains on, and saves again just
@@ -56,12 +60,12 @@ export interface TerminationConfigOptions {
 // ---------------------------------------------------------------------------------------------
 
 /** The default exit: `process.exit(PREEMPTION_EXIT_CODE)`. */
-export const defaultExitFn = (): never => process.exit(PREEMPTION_EXIT_CODE);
+export const defaultExitFn = (code: number = PREEMPTION_EXIT_CODE): never => process.exit(code);
 
 /** A termination configuration, with the default platform's values filled in. */
 export class TerminationConfig {
   readonly terminationWatcherFn: (() => boolean | Promise<boolean>) | undefined;
-  readonly exitFn: () => unknown;
+  readonly exitFn: (code: number) => unknown;
   readonly gracePeriodSecs: number;
   readonly saveFn: ((options: CheckpointSaveOptions | undefined) => unknown) | undefined;
   readonly watcherPollSecs: number;

@@ -17,6 +17,10 @@ export {
   type PreemptionDecision,
 } from "./PreemptionCoordinator.js";
 
+/* Multi-worker agreement */
+export { ClusterPreemptionCoordinator, type AgreementEvent, type ClusterPreemptionCoordinatorOptions } from "./ClusterPreemptionCoordinator.js";
+export { CHIEF_LOST_EXIT_CODE, type PreemptionClusterResolver, type PreemptionKeyValueStore, type ReplicaStop } from "./PreemptionCluster.js";
+
 /* Handler */
 export {
   CHECKPOINTED_RUNS,

@@ -88,11 +88,7 @@ export class ChiefRecovery {
    * alone declared failed.
    */
   isChiefLoss(e: unknown): boolean {
-    if (e instanceof AbortedError) return true;
-    if (!(e instanceof UnavailableError)) return false;
-    if (isServiceGone(e)) return true;
-    const named = this.o.tasks.filter((t) => mentions(e.message, t));
-    return named.length === 1 && named[0] === this.o.chief && e.message.includes("declared failed");
+    return isChiefLoss(e, this.o.chief, this.o.tasks);
   }
 
   /**
@@ -239,6 +235,19 @@ export class ChiefRecovery {
 
 /** Whether `e` says the embedded coordination service (hosted by the chief) is gone: no answer, or a new instance. */
 export const isServiceGone = (e: unknown): boolean => e instanceof UnavailableError && SERVICE_GONE.test(e.message);
+
+/**
+ * Whether `e`, from the coordination service, means the chief (`chief`, one of `tasks`) is gone:
+ * a new generation (AbortedError), the embedded service it hosts unreachable or replaced, or the
+ * chief alone declared failed.
+ */
+export const isChiefLoss = (e: unknown, chief: string, tasks: readonly string[]): boolean => {
+  if (e instanceof AbortedError) return true;
+  if (!(e instanceof UnavailableError)) return false;
+  if (isServiceGone(e)) return true;
+  const named = tasks.filter((t) => mentions(e.message, t));
+  return named.length === 1 && named[0] === chief && e.message.includes("declared failed");
+};
 
 /** Whether `message` names `task` (not a longer task name that starts with it: task:1 in task:10). */
 const mentions = (message: string, task: string): boolean => {

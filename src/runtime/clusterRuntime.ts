@@ -41,8 +41,9 @@ import type { SessionRunHook } from "../SessionRunHook.js";
 import { TcpCollective } from "../cluster/collective/TcpCollective.js";
 import { AbortedError, CancelledError, DeadlineExceededError, InvalidArgumentError, OpError, UnauthenticatedError, UnavailableError, UnknownError } from "../errors.js";
 import type { Logger } from "../Logger.js";
+import type { PreemptionClusterResolver } from "../preemption/PreemptionCluster.js";
 import { defaultSessionTargets, type SessionTargetRegistry, type SessionTargetResolver } from "../SessionTarget.js";
-import { ChiefRecovery, MODEL_READY_KEY } from "./chiefRecovery.js";
+import { ChiefRecovery, isChiefLoss, MODEL_READY_KEY } from "./chiefRecovery.js";
 import { LAUNCH_READY_ENV } from "./launchReady.js";
 import type { ClusterTask } from "./clusterTask.js";
 import { GroupRejoin } from "./groupRejoin.js";
@@ -52,8 +53,27 @@ import { ReplicaGroupError, type ReplicaGroup } from "./replicaGroup.js";
 // model
 // ---------------------------------------------------------------------------------------------
 
-/** A started cluster task: its server, its registered coordination client and the session targets. */
-export interface ClusterRuntime {
+/**
+ * A started task of a cluster: its server, its registered coordination client, the failure watch
+ * and the session targets; the replica group when the job is data-parallel. It is the cluster
+ * resolver of a multi-worker `PreemptionCheckpointHandler` (`clusterResolver: task`).
+ */
+export interface ClusterRuntime extends PreemptionClusterResolver {
+  /** `<type>:<index>` (`worker:1`). */
+  readonly name: string;
+  /** This task's session target, TensorFlow's `master`: `grpc://<address>` (for `monitoredTrainingSession` or `Supervisor`). */
+  readonly master: string;
+  readonly clusterSpec: ClusterSpec;
+  /** The coordination service as this task joined it (registered, heartbeating). */
+  readonly coordination: CoordinationClient;
+  /** The data-parallel replica group (a `Collective` with its stop vote), when the task joined one. */
+  readonly collective: ReplicaGroup | undefined;
+  /** The replica group's stop vote (the same object as {@link collective}). */
+  readonly replicaStop: ReplicaGroup | undefined;
+  /** How long a silent task takes to be declared failed, ms. */
+  readonly livenessTimeoutMs: number;
+  /** Whether `error` from the coordination service says the chief is lost. */
+  isChiefLoss(error: unknown): boolean;
   /** The registry that resolves the task's `grpc://` master (on the chief, with its publisher). */
   readonly sessionTargets: SessionTargetRegistry;
   /** Hooks the task's session runs first: a worker's recovery from the loss of its chief (none on the chief or a data-parallel rank). */
@@ -75,6 +95,10 @@ export interface ClusterRuntime {
    * others do not take this exit for a failure (resolves with the barrier's error, if any).
    */
   finish(clean: boolean): Promise<Error | undefined>;
+  /** `finish(true)`: the shutdown barrier, then the server stops (resolves with the barrier's error, if any). */
+  close(): Promise<Error | undefined>;
+  /** `close()`, for `await using`. */
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 /** A cluster that cannot start for a reason the user fixes (a port in use, a wrong token, bad cluster files): exit 2. */
@@ -273,7 +297,63 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   // A rank blocked in a collective hears of the cluster's failure at once, not at the collective's deadline.
   if (group !== undefined) failed.then((e) => failGroup(group, e), () => undefined);
   const resolver = grpcSessionTargetResolver({ cluster: spec.asDict(), token, tls, publisher });
+  const chiefName = chiefTaskOf(spec);
+  const finish = async (clean: boolean): Promise<Error | undefined> => {
+    finishing = true;
+    recovery?.cancel(new CancelledError(`task ${task.name} is leaving the cluster`));
+    rejoin?.cancel(new CancelledError(`task ${task.name} is leaving the cluster`));
+    await collective?.close().catch(() => undefined);
+    let error: Error | undefined;
+    if (!clean) {
+      // The others learn of this task's notice from its report: let the call finish before the
+      // client closes (a worker leaves right after its notice).
+      await reporting;
+      if (heardFinal?.() === true && tellOthers !== undefined) {
+        // The others were between generations when the notice came (this task's, or another
+        // rank's final report, whose sender counts as told): keep the service up until
+        // each surviving rank has heard of it (they exit with the preemption code). A rank calls
+        // again within seconds (it registers again, after starting its heartbeat thread, which
+        // takes seconds on a loaded machine); three heartbeat timeouts bound the wait for one
+        // that froze meanwhile. The lost rank is not waited for.
+        const others = tasks.filter((t) => t !== me && t !== rejoin?.lost);
+        const boundMs = 3 * (timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs);
+        logger.info(`Telling ${others.length === 1 ? "the other task" : `the ${others.length} other tasks`} of the termination notice through the coordination service (up to ${boundMs / 1000} s).`);
+        const untold = await tellOthers(others, boundMs);
+        if (untold.length > 0) logger.warn(`${untold.join(", ")} did not hear of the termination notice within ${boundMs / 1000} s; they learn of the chief's exit from the missing service.`);
+      }
+      // A failing or preempted task leaves at once (the process is about to exit): the others
+      // learn why from the report, or from the missing heartbeats.
+      void client.close().then(stopServer).catch(() => undefined);
+      return undefined;
+    }
+    try {
+      await client.shutdown();
+    } catch (e) {
+      error = e instanceof Error ? e : new Error(String(e));
+      await client.close().catch(() => undefined);
+    }
+    draining = true;
+    await drain(error !== undefined);
+    await stopServer().catch(() => undefined);
+    return error;
+  };
+  let closing: Promise<Error | undefined> | undefined;
+  // Once: the first call decides how this task leaves.
+  const finishOnce = (clean: boolean): Promise<Error | undefined> => (closing ??= finish(clean));
   return {
+    name: task.name,
+    master: task.master,
+    clusterSpec: spec,
+    taskType: task.taskType,
+    taskIndex: task.taskIndex,
+    isChief: task.isChief,
+    numWorkers: task.numWorkers,
+    idInCluster: task.idInCluster,
+    coordination: client,
+    collective: group,
+    replicaStop: group,
+    livenessTimeoutMs: timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs,
+    isChiefLoss: (e) => isChiefLoss(e, chiefName, tasks),
     sessionTargets: defaultSessionTargets.with(recovery === undefined ? resolver : recovering(resolver, recovery)),
     hooks: recovery === undefined ? [] : [recovery.hook],
     failed,
@@ -310,44 +390,10 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       const message = error instanceof Error ? `${error.name}: ${error.message.split("\n")[0] ?? ""}` : String(error);
       await client.reportErrorToCluster(new UnknownError(`task ${task.name} failed: ${message}`)).catch(() => undefined);
     },
-    finish: async (clean) => {
-      finishing = true;
-      recovery?.cancel(new CancelledError(`task ${task.name} is leaving the cluster`));
-      rejoin?.cancel(new CancelledError(`task ${task.name} is leaving the cluster`));
-      await collective?.close().catch(() => undefined);
-      let error: Error | undefined;
-      if (!clean) {
-        // The others learn of this task's notice from its report: let the call finish before the
-        // client closes (a worker leaves right after its notice).
-        await reporting;
-        if (heardFinal?.() === true && tellOthers !== undefined) {
-          // The others were between generations when the notice came (this task's, or another
-          // rank's final report, whose sender counts as told): keep the service up until
-          // each surviving rank has heard of it (they exit with the preemption code). A rank calls
-          // again within seconds (it registers again, after starting its heartbeat thread, which
-          // takes seconds on a loaded machine); three heartbeat timeouts bound the wait for one
-          // that froze meanwhile. The lost rank is not waited for.
-          const others = tasks.filter((t) => t !== me && t !== rejoin?.lost);
-          const boundMs = 3 * (timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs);
-          logger.info(`Telling ${others.length === 1 ? "the other task" : `the ${others.length} other tasks`} of the termination notice through the coordination service (up to ${boundMs / 1000} s).`);
-          const untold = await tellOthers(others, boundMs);
-          if (untold.length > 0) logger.warn(`${untold.join(", ")} did not hear of the termination notice within ${boundMs / 1000} s; they learn of the chief's exit from the missing service.`);
-        }
-        // A failing or preempted task leaves at once (the process is about to exit): the others
-        // learn why from the report, or from the missing heartbeats.
-        void client.close().then(stopServer).catch(() => undefined);
-        return undefined;
-      }
-      try {
-        await client.shutdown();
-      } catch (e) {
-        error = e instanceof Error ? e : new Error(String(e));
-        await client.close().catch(() => undefined);
-      }
-      draining = true;
-      await drain(error !== undefined);
-      await stopServer().catch(() => undefined);
-      return error;
+    finish: finishOnce,
+    close: () => finishOnce(true),
+    [Symbol.asyncDispose]: async () => {
+      await finishOnce(true);
     },
   };
 };

@@ -8,6 +8,7 @@
  */
 
 /* The task */
+export { startTask, type StartTaskOptions, type TaskRuntime } from "./startTask.js";
 export { ClusterStartError, isPreemptionReport, reportsNoticeOf, startClusterTask, type ClusterRuntime, type StartClusterOptions } from "./clusterRuntime.js";
 export { clusterTaskOf, describeTask, readTfConfig, type ClusterTask } from "./clusterTask.js";
 

@@ -19,7 +19,7 @@ import {
   type PlatformWatcher,
   type PreemptionEvent,
 } from "../../src/preemption/index.js";
-import { ValueError } from "../../src/errors.js";
+import { InternalError, ValueError } from "../../src/errors.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { GatedSaver } from "../checkpoint/helpers.js";
 import { useTempDirs } from "../util/tempDirs.js";
@@ -104,7 +104,8 @@ describe("PreemptionCheckpointHandler", () => {
     await step(); // saves at run 3, exits (the fake exit returns, so the step runs)
     expect(exits).toEqual([3]);
     expect(await indexes()).toEqual(["ckpt-1.index"]);
-    expect(events.map((e) => e.type)).toEqual(["terminationNoticed", "preemptionCheckpointSaved"]);
+    expect(events.map((e) => e.type)).toEqual(["terminationNoticed", "preemptionCheckpointSaved", "preemptionExiting"]);
+    expect(events.at(-1)).toMatchObject({ code: 42, saved: true });
     expect(signals.listenerCount("SIGTERM")).toBe(0); // removed before exiting
   });
 
@@ -320,7 +321,7 @@ describe("PreemptionCheckpointHandler", () => {
     await expect(step()).rejects.toThrow("PreemptionCheckpointHandler is closed.");
   });
 
-  it("a step's error propagates through run() and watchPreemptionScope() (reported to the coordinator)", async () => {
+  it("a step's error propagates through run() and watchPreemptionScope(); only an OpError is reported to the coordinator, as TensorFlow reports only OpErrors", async () => {
     const reported: unknown[] = [];
     const clock = new VirtualClock();
     const coordinator = new LocalPreemptionCoordinator({ clock, logger: new RecordingLogger() });
@@ -334,9 +335,12 @@ describe("PreemptionCheckpointHandler", () => {
       signalTarget: new EventEmitter(),
       clock,
     });
-    const boom = new Error("boom");
+    const boom = new InternalError("boom");
+    const bug = new TypeError("a bug");
     await expect(handler.run(() => Promise.reject(boom))).rejects.toBe(boom);
     await expect(handler.watchPreemptionScope(() => { throw boom; })).rejects.toBe(boom);
+    await expect(handler.run(() => Promise.reject(bug))).rejects.toBe(bug);
+    await expect(handler.watchPreemptionScope(() => { throw bug; })).rejects.toBe(bug);
     expect(reported).toEqual([boom, boom]);
     expect(handler.totalRunCalls).toBe(0);
     await handler.close();

@@ -1,0 +1,423 @@
+/**
+ * The multi-worker {@link PreemptionCoordinator}: TensorFlow's agreement on the run at which
+ * every worker saves (`failure_handling.py`), over the coordination service's key-value store,
+ * so that it works on either backend (embedded or etcd).
+ *
+ * The protocol, in rounds (round 0 is the save; with a grace period, round 1 is the last save):
+ * 1. **Claim.** A task that gets a termination notice inserts `claim` (TensorFlow's
+ *    `TERMINATED_WORKER`). The first one leads; a later claimant logs that it leaves it to the
+ *    leader.
+ * 2. **Proposal.** At its next step boundary the leader, at run `L`, proposes `P = L + 1`
+ *    (TensorFlow's rule) to every task. With a deadline that leaves no time for one more step and
+ *    the save, it proposes `P = L`, the boundary it is at (the deadline budget).
+ * 3. **Holds.** Each task, at its next boundary at run `r`, answers with its hold
+ *    `h = max(P, r)`, the earliest run it can save at, and does not pass `h` before it knows
+ *    the agreed run.
+ * 4. **Agreed run.** The leader publishes `S = max(h)` to every task. TensorFlow sets
+ *    `S = L + 1` and relies on workers being at most one step apart; workers that train apart
+ *    drift, and a worker already past `L + 1` would never save. Each task acknowledges `S`.
+ * 5. **Save.** Every task saves when its run counter reaches `S`; the chief waits for every
+ *    acknowledgement before it exits (with the embedded backend it hosts the service).
+ *
+ * The check before each step reads local state that the watcher (one pending `get` per task)
+ * sets: it makes no remote call. Every key lives under the coordination generation, so a
+ * restarted cluster never reads an old agreement. A task that closes inserts its own keys of the
+ * current round ("closed"): its watcher ends, and the leader does not wait for it; the shared
+ * keys stay free for the others (TensorFlow writes `STOP_WATCHER` into the shared key instead).
+ *
+ * A peer that never answers is declared failed by the coordination service after its liveness
+ * deadline, which fails every pending call: during an agreement, the tasks then save at the
+ * boundary they are at and exit, unless the chief is the one lost (nobody could write the
+ * checkpoint): they exit with {@link CHIEF_LOST_EXIT_CODE} without saving.
+ *
+ * @module
+ */
+
+import type { Clock } from "../Clock.js";
+import { AlreadyExistsError, DeadlineExceededError, OpError } from "../errors.js";
+import type { Logger } from "../Logger.js";
+import { CHIEF_LOST_EXIT_CODE, type PreemptionKeyValueStore, type ReplicaStop } from "./PreemptionCluster.js";
+import type { PreemptionCoordinator, PreemptionDecision } from "./PreemptionCoordinator.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** A step of the agreement, as the handler puts it on its `events$`. */
+export type AgreementEvent =
+  | { readonly type: "preemptionClaimed"; readonly leader: string; readonly task: string }
+  | { readonly type: "preemptionStepAgreed"; readonly run: number; readonly round: number; readonly exit: boolean; readonly leader: boolean }
+  | { readonly type: "preemptionAcknowledged"; readonly run: number; readonly round: number; readonly tasks: number };
+
+/** Options of {@link ClusterPreemptionCoordinator}. */
+export interface ClusterPreemptionCoordinatorOptions {
+  readonly store: PreemptionKeyValueStore;
+  /** This task's id among the training tasks (TensorFlow's `id_in_cluster`, the chief is 0). */
+  readonly id: number;
+  /** The training tasks' names by id (`chief:0`, `worker:0`, …): for messages. */
+  readonly workers: readonly string[];
+  readonly isChief: boolean;
+  /** See `TerminationConfig.gracePeriodSecs` (default 0). */
+  readonly gracePeriodSecs?: number | undefined;
+  /** Whether a coordination error says the chief is lost (see `PreemptionClusterResolver.isChiefLoss`). */
+  readonly isChiefLoss?: ((e: unknown) => boolean) | undefined;
+  /** How long a silent task takes to be declared failed, ms (for messages). */
+  readonly livenessTimeoutMs?: number | undefined;
+  /** The replica group's stop vote, when the tasks share a collective (a plain stop takes it). */
+  readonly replicaStop?: ReplicaStop | undefined;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly emit?: ((e: AgreementEvent) => void) | undefined;
+}
+
+/** A proposal or an agreed run, as stored. */
+interface RunValue {
+  readonly step: number;
+  readonly exit: boolean;
+}
+
+/** The value a task inserts into its own keys of a round when it closes. */
+const CLOSED = "closed";
+
+/** Where the agreement's keys live (under the generation). */
+const PREFIX = "monitored-session/preemption";
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/** Agrees with the other tasks on the run every task saves at. */
+export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
+  private readonly o: ClusterPreemptionCoordinatorOptions;
+  private readonly prefix: string;
+  private readonly graceMs: number;
+  private readonly me: string;
+  private noticeAtMs: number | undefined;
+  private deadlineMs: number | undefined;
+  /** This task claimed the preemption: it proposes the runs. */
+  private leads = false;
+  /** The round this task is in (0: the save; 1: the last save of a grace period). */
+  private round = 0;
+  /** The round the leader proposed last (−1: none). */
+  private proposedRound = -1;
+  /** The proposal heard for {@link round}. */
+  private proposal: RunValue | undefined;
+  /** This task's hold in {@link round}, once it answered. */
+  private hold: number | undefined;
+  /** The agreed run of {@link round}, once heard. */
+  private agreed: RunValue | undefined;
+  private agreedWaiters: { ok: () => void; fail: (e: unknown) => void }[] = [];
+  /** In a grace period, after the first save: the leader proposes the last save once `targetTimeMs` passed. */
+  private countdown = false;
+  private targetTimeMs = 0;
+  private lastSaveMs = 0;
+  /** A failure of the cluster, raised by the next step (an error another task reported, a task lost). */
+  private failure: Error | undefined;
+  /** A peer was lost during an agreement: save where this task is (or exit, when the chief is lost). */
+  private lostDuringAgreement: { readonly chief: boolean; readonly error: Error } | undefined;
+  private closed = false;
+  private reported = false;
+  /** The replica group's stop was acted on. */
+  private voted = false;
+  private watching: Promise<void>;
+
+  constructor(options: ClusterPreemptionCoordinatorOptions) {
+    this.o = options;
+    this.prefix = `${PREFIX}/${options.store.generation ?? 0}`;
+    this.graceMs = (options.gracePeriodSecs ?? 0) * 1000;
+    this.me = options.workers[options.id] ?? `task ${options.id}`;
+    this.watching = this.watch();
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // PreemptionCoordinator
+  // -------------------------------------------------------------------------------------------
+
+  get terminationReceived(): boolean {
+    return this.noticeAtMs !== undefined || this.proposal !== undefined || this.agreed !== undefined;
+  }
+
+  /** The failure the next step raises, if any (another task's reported error, a lost task). */
+  get pendingFailure(): Error | undefined {
+    return this.lostDuringAgreement === undefined ? this.failure : undefined;
+  }
+
+  notifyTermination(nowMs: number, deadlineMs?: number): void {
+    if (this.noticeAtMs !== undefined) return;
+    this.noticeAtMs = nowMs;
+    this.deadlineMs = deadlineMs;
+    const vote = this.o.replicaStop;
+    if (vote?.votes === true && this.graceMs <= 0 && deadlineMs === undefined) {
+      // A plain stop of a data-parallel group: the vote rides the next step's all-reduce.
+      vote.requestStop();
+      return;
+    }
+    // Claim (TensorFlow's TERMINATED_WORKER): the earliest claimant leads.
+    this.o.store.insert(this.key("claim"), this.me).then(
+      () => {
+        this.leads = true;
+        this.o.logger.info(`PreemptionCheckpointHandler: ${this.me} claimed the preemption; it proposes the run every task saves at.`);
+        this.o.emit?.({ type: "preemptionClaimed", leader: this.me, task: this.me });
+      },
+      (e: unknown) => {
+        if (!(e instanceof AlreadyExistsError)) return this.onWatchError(e);
+        // Who leads, for the message (the key exists: the read does not block).
+        void this.o.store.get(this.key("claim"), { timeoutMs: 1000 }).then(
+          (leader) => {
+            this.o.logger.info(`PreemptionCheckpointHandler: ${this.me} got a termination notice, but ${leader} claimed the preemption first: leaving it to ${leader}.`);
+            this.o.emit?.({ type: "preemptionClaimed", leader, task: this.me });
+          },
+          () => undefined,
+        );
+      },
+    );
+  }
+
+  beforeStep(runCounter: number, estimatedRunTimeMs: number): PreemptionDecision | Promise<PreemptionDecision> {
+    const vote = this.o.replicaStop;
+    if (vote?.stopAgreed === true && !this.voted) {
+      // Data-parallel: the group agreed in the last step's all-reduce to stop after it.
+      this.voted = true;
+      this.o.logger.info(`PreemptionCheckpointHandler: the replica group agreed in its last step's all-reduce to stop; every rank saves at run ${runCounter}.`);
+      this.o.emit?.({ type: "preemptionStepAgreed", run: runCounter, round: 0, exit: true, leader: this.noticeAtMs !== undefined });
+      return this.saveNow(true);
+    }
+    if (this.lostDuringAgreement !== undefined) return this.afterLoss(runCounter);
+    if (this.failure !== undefined && this.agreed === undefined) throw this.failure;
+    const agreed = this.agreed;
+    if (agreed !== undefined && this.hold !== undefined && runCounter >= agreed.step) {
+      if (runCounter > agreed.step) this.o.logger.warn(`PreemptionCheckpointHandler: ${this.me} is at run ${runCounter}, past the agreed run ${agreed.step}: saving here.`);
+      return this.saveNow(agreed.exit);
+    }
+    if (this.proposal !== undefined && this.hold === undefined) this.answer(runCounter);
+    if (this.leads && this.proposedRound < this.round && this.shouldPropose(estimatedRunTimeMs)) this.propose(runCounter, estimatedRunTimeMs);
+    if (this.proposal !== undefined && this.hold === undefined) this.answer(runCounter);
+    // At its hold, a task waits for the agreed run (the leader's answer is a round trip away).
+    if (this.hold !== undefined && this.agreed === undefined && runCounter >= this.hold) {
+      return this.agreedRun().then(() => this.beforeStep(runCounter, estimatedRunTimeMs));
+    }
+    return CONTINUE;
+  }
+
+  /** Reports an `OpError` of a step to every task (TensorFlow reports `OpError`s only); a failed report is logged. */
+  async reportError(error: unknown): Promise<void> {
+    if (!(error instanceof OpError) || this.reported || this.failure !== undefined) return;
+    this.reported = true;
+    try {
+      await this.o.store.reportErrorToCluster(error);
+    } catch (e) {
+      this.o.logger.warn(`PreemptionCheckpointHandler: reporting ${error.name} to the other tasks failed (${e instanceof Error ? e.message : String(e)}); they are not told.`);
+    }
+  }
+
+  /** The save took `ms`: the deadline budget counts it for the next proposal. */
+  saved(ms: number): void {
+    this.lastSaveMs = ms;
+  }
+
+  /**
+   * Before this task exits after its last save: the chief waits (up to the liveness deadline)
+   * until every task acknowledged the agreed run, since with the embedded backend the service
+   * goes with it.
+   */
+  async beforeExit(): Promise<void> {
+    if (!this.o.isChief || this.agreed === undefined) return;
+    const round = this.round;
+    const timeoutMs = this.o.livenessTimeoutMs ?? 10_000;
+    await Promise.all(this.others().map((id) => this.o.store.get(this.key(`round${round}/ack/${id}`), { timeoutMs }).catch(() => undefined)));
+  }
+
+  /** Ends this task's watch: inserts its own keys of the current round, so that neither its watcher nor the leader waits for it. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.failAgreedWaiters(new Error("the preemption handler closed"));
+    const r = this.round;
+    const mark = (k: string): Promise<void> => this.o.store.insert(this.key(`round${r}/${k}/${this.o.id}`), CLOSED).catch(() => undefined);
+    await Promise.all([mark("proposal"), mark("hold"), mark("step"), mark("ack")]);
+    await this.watching;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // internals
+  // -------------------------------------------------------------------------------------------
+
+  private key(k: string): string {
+    return `${this.prefix}/${k}`;
+  }
+
+  private others(): number[] {
+    return this.o.workers.map((_, i) => i).filter((i) => i !== this.o.id);
+  }
+
+  private shouldPropose(estimatedRunTimeMs: number): boolean {
+    if (this.round === 0) return this.noticeAtMs !== undefined;
+    // TensorFlow's target: the end of the grace period less 3 × 2 mean run times.
+    return this.countdown && this.o.clock.now() > this.targetTimeMs - 3 * estimatedRunTimeMs * 2;
+  }
+
+  /** The leader's proposal for the current round (see the module comment, step 2). */
+  private propose(runCounter: number, estimatedRunTimeMs: number): void {
+    const round = this.round;
+    this.proposedRound = round;
+    const exit = this.graceMs <= 0 || round > 0;
+    let step = runCounter + 1;
+    const deadline = this.deadlineMs;
+    if (deadline !== undefined) {
+      const now = this.o.clock.now();
+      const needMs = estimatedRunTimeMs + this.lastSaveMs;
+      if (now + needMs >= deadline) {
+        step = runCounter;
+        this.o.logger.info(
+          `PreemptionCheckpointHandler: the notice's deadline is ${Math.max(0, Math.round(deadline - now))} ms away, less than one more step and the save (${Math.round(needMs)} ms): proposing run ${runCounter}, the boundary ${this.me} is at, instead of run ${runCounter + 1}.`,
+        );
+      }
+    }
+    if (round > 0) this.o.logger.info("PreemptionCheckpointHandler: grace period almost ended. Final call to save a checkpoint!");
+    const proposal: RunValue = { step, exit };
+    this.proposal = proposal;
+    this.lead(round, proposal).catch((e: unknown) => this.onWatchError(e));
+  }
+
+  /** The leader's side of a round: proposal to every task, their holds, the agreed run, the acknowledgements. */
+  private async lead(round: number, proposal: RunValue): Promise<void> {
+    const all = this.o.workers.map((_, i) => i);
+    const value = JSON.stringify(proposal);
+    await Promise.all(all.map((id) => this.insertUnlessClosed(`round${round}/proposal/${id}`, value)));
+    const holds = await Promise.all(all.map((id) => this.o.store.get(this.key(`round${round}/hold/${id}`))));
+    const live = holds.map((h, id) => ({ id, h })).filter(({ h }) => h !== CLOSED);
+    const step = Math.max(...live.map(({ h }) => (JSON.parse(h) as { hold: number }).hold));
+    const drift = live.length === 0 ? 0 : step - Math.min(...live.map(({ h }) => (JSON.parse(h) as { run: number }).run));
+    this.o.logger.info(
+      `PreemptionCheckpointHandler: every task saves at run ${step}${step === proposal.step ? "" : ` (proposed ${proposal.step}; a task had trained past it)`}${drift > 1 ? `; the furthest task is ${drift} runs behind it` : ""}${proposal.exit ? ", then exits" : ", then trains on for the grace period"}.`,
+    );
+    const agreed = JSON.stringify({ step, exit: proposal.exit } satisfies RunValue);
+    await Promise.all(all.map((id) => this.insertUnlessClosed(`round${round}/step/${id}`, agreed)));
+    const acks = await Promise.all(live.map(({ id }) => this.o.store.get(this.key(`round${round}/ack/${id}`))));
+    this.o.emit?.({ type: "preemptionAcknowledged", run: step, round, tasks: acks.filter((a) => a !== CLOSED).length });
+  }
+
+  private async insertUnlessClosed(k: string, value: string): Promise<void> {
+    try {
+      await this.o.store.insert(this.key(k), value);
+    } catch (e) {
+      if (!(e instanceof AlreadyExistsError)) throw e;
+    }
+  }
+
+  /** This task's hold for the proposal (see the module comment, step 3). */
+  private answer(runCounter: number): void {
+    const proposal = this.proposal as RunValue;
+    const hold = Math.max(proposal.step, runCounter);
+    this.hold = hold;
+    this.o.store.insert(this.key(`round${this.round}/hold/${this.o.id}`), JSON.stringify({ hold, run: runCounter })).catch((e: unknown) => {
+      if (!(e instanceof AlreadyExistsError)) this.onWatchError(e);
+    });
+  }
+
+  private saveNow(exit: boolean): PreemptionDecision {
+    const deadlineMs = this.deadlineMs ?? (this.graceMs > 0 && this.noticeAtMs !== undefined ? this.noticeAtMs + this.graceMs : undefined);
+    if (!exit) {
+      // The grace period: train on, and the leader proposes the last save near its end.
+      this.o.logger.info("PreemptionCheckpointHandler: continue training for the grace period.");
+      this.countdown = true;
+      const start = this.noticeAtMs ?? this.o.clock.now();
+      const end = this.deadlineMs === undefined ? start + this.graceMs : Math.min(start + this.graceMs, this.deadlineMs);
+      this.targetTimeMs = end;
+      this.round += 1;
+      this.proposal = undefined;
+      this.hold = undefined;
+      this.agreed = undefined;
+      this.watching = this.watching.then(() => (this.closed ? undefined : this.watch()));
+    }
+    return { save: true, exit, deadlineMs };
+  }
+
+  /** After a peer was lost during an agreement: save here and exit, or exit without saving when the chief is lost. */
+  private afterLoss(runCounter: number): PreemptionDecision {
+    const lost = this.lostDuringAgreement as { chief: boolean; error: Error };
+    if (lost.chief) {
+      return {
+        save: false,
+        exitWithoutSave: {
+          code: CHIEF_LOST_EXIT_CODE,
+          reason: `the chief was lost during the preemption agreement (${lost.error.message}); nobody can write the checkpoint: exiting with ${CHIEF_LOST_EXIT_CODE} without saving (the restart resumes from the last checkpoint)`,
+        },
+      };
+    }
+    this.o.logger.warn(`PreemptionCheckpointHandler: a task was lost during the preemption agreement (${lost.error.message}); ${this.me} saves at run ${runCounter}, the boundary it is at, and exits.`);
+    this.lostDuringAgreement = undefined;
+    this.failure = undefined;
+    this.agreed = { step: runCounter, exit: true };
+    this.hold = runCounter;
+    return this.saveNow(true);
+  }
+
+  /** One round of the watch: the proposal, then the agreed run, then the acknowledgement (see the module comment). */
+  private async watch(): Promise<void> {
+    const round = this.round;
+    try {
+      const proposal = await this.waitFor(`round${round}/proposal/${this.o.id}`);
+      if (proposal === undefined || proposal === CLOSED || this.closed) return;
+      if (round === this.round) this.proposal ??= JSON.parse(proposal) as RunValue;
+      const agreed = await this.waitFor(`round${round}/step/${this.o.id}`);
+      if (agreed === undefined || agreed === CLOSED || this.closed) return;
+      const value = JSON.parse(agreed) as RunValue;
+      if (round !== this.round) return;
+      this.agreed = value;
+      this.o.emit?.({ type: "preemptionStepAgreed", run: value.step, round, exit: value.exit, leader: this.leads });
+      for (const w of this.agreedWaiters.splice(0)) w.ok();
+      await this.o.store.insert(this.key(`round${round}/ack/${this.o.id}`), "1").catch(() => undefined);
+    } catch (e) {
+      this.onWatchError(e);
+    }
+  }
+
+  /** The value of `k`, waiting across the get's deadlines; `undefined` once closed. */
+  private async waitFor(k: string): Promise<string | undefined> {
+    for (;;) {
+      if (this.closed) return undefined;
+      try {
+        return await this.o.store.get(this.key(k));
+      } catch (e) {
+        if (!(e instanceof DeadlineExceededError)) throw e;
+      }
+    }
+  }
+
+  private agreedRun(): Promise<void> {
+    if (this.agreed !== undefined) return Promise.resolve();
+    const failure = this.lostDuringAgreement?.error ?? this.failure;
+    if (failure !== undefined) return Promise.resolve();
+    return new Promise((ok, fail) => this.agreedWaiters.push({ ok, fail }));
+  }
+
+  private failAgreedWaiters(e: unknown): void {
+    for (const w of this.agreedWaiters.splice(0)) w.fail(e);
+  }
+
+  /** A coordination call failed: another task's reported error, or a task (or the service) lost. */
+  private onWatchError(e: unknown): void {
+    if (this.closed) return;
+    const error = e instanceof Error ? e : new Error(String(e));
+    // The agreed run is known: nothing more is needed from the cluster (a task that saved and exited is not a failure).
+    if (this.agreed !== undefined && this.hold !== undefined) return;
+    const inAgreement = this.noticeAtMs !== undefined || this.proposal !== undefined || this.countdown;
+    if (inAgreement && !(e instanceof OpError && !isLoss(e))) {
+      this.lostDuringAgreement ??= { chief: !this.o.isChief && this.o.isChiefLoss?.(e) === true, error };
+    } else {
+      this.failure ??= error;
+    }
+    // A task waiting at its hold goes on: the next check acts on the failure.
+    for (const w of this.agreedWaiters.splice(0)) w.ok();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+const CONTINUE: PreemptionDecision = Object.freeze({ save: false });
+
+/** A task or the service lost (not an error a task reported on purpose). */
+const isLoss = (e: OpError): boolean => e.name === "UnavailableError" || e.name === "AbortedError" || e.name === "DeadlineExceededError";

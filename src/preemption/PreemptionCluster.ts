@@ -1,0 +1,77 @@
+/**
+ * What {@link PreemptionCheckpointHandler} needs to know of a cluster: this task's place in it
+ * and its handle on the coordination service. TensorFlow passes `strategy.cluster_resolver`,
+ * a resolver whose process is already joined to the coordination service; here the task object
+ * of `monitored-session/runtime` (`startTask()`) implements this interface. It is defined in the
+ * preemption layer, below the runtime and the cluster, so that the handler imports neither.
+ *
+ * A plain resolver (`resolveCluster()` from `monitored-session/cluster`) has the place but no
+ * {@link PreemptionClusterResolver.coordination}: the handler refuses it, saying how to start
+ * the task.
+ *
+ * @module
+ */
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The coordination service's key-value store, as the agreement uses it (a `CoordinationClient`
+ * of `monitored-session/cluster` is one). Keys are this generation's: a restarted cluster never
+ * reads an earlier agreement.
+ */
+export interface PreemptionKeyValueStore {
+  /** The launch this task registered in (keys are namespaced by it). */
+  readonly generation: number | undefined;
+  /** Inserts `key` if absent; `AlreadyExistsError` when present. */
+  insert(key: string, value: string): Promise<void>;
+  /** The value of `key`, waiting for it; `DeadlineExceededError` after `timeoutMs`. */
+  get(key: string, options?: { readonly timeoutMs?: number }): Promise<string>;
+  /** Makes every task's pending and later calls raise `error`, naming this task. */
+  reportErrorToCluster(error: Error): Promise<void>;
+}
+
+/**
+ * A data-parallel group's stop vote, when the tasks share a collective: a plain stop is agreed
+ * in the next step's all-reduce, with no extra round trip.
+ */
+export interface ReplicaStop {
+  /** This rank asks the group to stop after the step it contributes to next. */
+  requestStop(): void;
+  /** Every rank saw a request in the same step, and that step ended. */
+  readonly stopAgreed: boolean;
+  /** The trainer carries the vote in its steps (it read the vote at least once). */
+  readonly votes: boolean;
+}
+
+/** This task's place in the cluster, and (once joined) its handle on the coordination service. */
+export interface PreemptionClusterResolver {
+  /** The cluster's jobs (a `ps` job is refused, as TensorFlow does). */
+  readonly clusterSpec: { readonly jobs: readonly string[] };
+  readonly taskType: string;
+  readonly taskIndex: number;
+  /** TensorFlow's rule: the `chief` task, else `worker` 0. */
+  readonly isChief: boolean;
+  /** The tasks that train (`chief` and `worker` jobs). */
+  readonly numWorkers: number;
+  /** This task's id among the training tasks (the chief is 0), TensorFlow's `id_in_cluster`. */
+  readonly idInCluster: number | undefined;
+  /** The coordination service, once this task joined it; absent on a plain resolver. */
+  readonly coordination?: PreemptionKeyValueStore | undefined;
+  /** How long a silent task takes to be declared failed (for messages), in ms. */
+  readonly livenessTimeoutMs?: number | undefined;
+  /** Whether `error` (from a coordination call) says the chief is lost: frozen, dead, or its service gone. */
+  isChiefLoss?(error: unknown): boolean;
+  /** The replica group's stop vote, when the job is data-parallel. */
+  readonly replicaStop?: ReplicaStop | undefined;
+  /**
+   * Hands this task's termination notices to `listener` from now on, replaying those it heard
+   * since it started (a SIGTERM between the task's start and the handler's creation is not
+   * lost). Returns a function that stops the hand-over.
+   */
+  takeTerminationNotices?(listener: (source: string) => void): () => void;
+}
+
+/** The exit code of a task whose chief was lost during a preemption agreement: nobody could write the checkpoint. */
+export const CHIEF_LOST_EXIT_CODE = 43;

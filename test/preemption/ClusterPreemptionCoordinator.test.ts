@@ -1,0 +1,409 @@
+/**
+ * The multi-worker PreemptionCheckpointHandler (failure_handler_test's multi-worker scenarios,
+ * ported in our own words): three tasks in one process, each with its own handler, session and
+ * coordination client of one in-process embedded coordination service, on a virtual clock. The
+ * tasks' loops interleave at every await; nothing sleeps. The same protocol across real
+ * processes and both backends: test/runtime/preemptionProcesses.test.ts.
+ */
+
+import { EventEmitter } from "node:events";
+import { existsSync } from "node:fs";
+import { readdir } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { describe, expect, it } from "vitest";
+
+import { CheckpointManager } from "../../src/checkpoint/index.js";
+import { EmbeddedCoordinationClient, EmbeddedCoordinationService, inProcessTransport, taskName } from "../../src/cluster/coordination/index.js";
+import { OpError, ResourceExhaustedError, UnimplementedError, ValueError } from "../../src/errors.js";
+import { Graph } from "../../src/Graph.js";
+import {
+  CHIEF_LOST_EXIT_CODE,
+  CHECKPOINTED_RUNS,
+  PREEMPTION_EXIT_CODE,
+  PreemptionCheckpointHandler,
+  TerminationConfig,
+  type PreemptionClusterResolver,
+  type PreemptionEvent,
+} from "../../src/preemption/index.js";
+import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { flush, VirtualClock } from "../../src/testing/VirtualClock.js";
+import { useTempDirs } from "../util/tempDirs.js";
+
+const tempDir = useTempDirs("ms-mwpch-");
+
+/** Thrown by a task's exit function: unwinds its loop. */
+class Exited extends Error {
+  constructor(readonly code: number) {
+    super(`exited ${code}`);
+  }
+}
+
+const NAMES = ["chief:0", "worker:0", "worker:1"] as const;
+const TASKS = [taskName("chief", 0), taskName("worker", 0), taskName("worker", 1)];
+
+const model = () => {
+  const g = new Graph();
+  const step = g.globalStep();
+  const v = g.variable("v", 0);
+  g.op("train", (ctx) => {
+    ctx.assign(v, (ctx.read(v) as number) + 1);
+    return ctx.assignAdd(step, 1);
+  });
+  return g.session();
+};
+
+interface Task {
+  readonly name: string;
+  readonly handler: PreemptionCheckpointHandler;
+  readonly signals: EventEmitter;
+  readonly events: PreemptionEvent[];
+  readonly logger: RecordingLogger;
+  readonly client: EmbeddedCoordinationClient;
+  exit: number | undefined;
+  /** Runs completed when the task exited (or stopped). */
+  runs: number;
+  /** Whether a save ran. */
+  saves: number[];
+  error: unknown;
+  /** Trains until `lastRun`, an exit, or an error; `gate` (if any) is awaited before each step. */
+  train(lastRun: number, gate?: () => Promise<void>): Promise<void>;
+}
+
+/** Three tasks of one cluster (chief:0, worker:0, worker:1) on one in-process service. */
+const cluster = async (options: { graceSecs?: number; dir?: string; resolver?: (r: PreemptionClusterResolver) => PreemptionClusterResolver } = {}) => {
+  const clock = new VirtualClock();
+  const service = new EmbeddedCoordinationService({ clock });
+  const dir = options.dir ?? join(tempDir(), "ckpt");
+  const clients = TASKS.map((task, i) => new EmbeddedCoordinationClient(inProcessTransport(service), { task, tasks: TASKS, isChief: i === 0, clock, heartbeats: "inline" }));
+  await Promise.all(clients.map((c) => c.connect()));
+  const tasks = await Promise.all(
+    NAMES.map(async (name, id): Promise<Task> => {
+      const session = model();
+      const signals = new EventEmitter();
+      const logger = new RecordingLogger();
+      const [taskType, index] = name.split(":") as [string, string];
+      const base: PreemptionClusterResolver = {
+        clusterSpec: { jobs: ["chief", "worker"] },
+        taskType,
+        taskIndex: Number(index),
+        isChief: id === 0,
+        numWorkers: 3,
+        idInCluster: id,
+        coordination: clients[id],
+        livenessTimeoutMs: 10_000,
+        isChiefLoss: (e) => e instanceof Error && e.message.includes(TASKS[0] as string),
+      };
+      const t: Task = {
+        name,
+        signals,
+        logger,
+        client: clients[id] as EmbeddedCoordinationClient,
+        events: [],
+        exit: undefined,
+        runs: 0,
+        saves: [],
+        error: undefined,
+        handler: await PreemptionCheckpointHandler.create({
+          clusterResolver: options.resolver === undefined ? base : options.resolver(base),
+          checkpointDir: dir,
+          store: session.variables,
+          initFn: () => session.variables.initialize(),
+          terminationConfig: new TerminationConfig({
+            gracePeriodSecs: options.graceSecs ?? 0,
+            exitFn: (code) => {
+              throw new Exited(code);
+            },
+          }),
+          signalTarget: signals,
+          clock,
+          logger,
+        }),
+        train: async (lastRun, gate) => {
+          try {
+            while (t.handler.totalRunCalls < lastRun) {
+              await gate?.();
+              await t.handler.run(() => session.run("train"));
+              // Interleave the tasks: each step gives the others (and the service) a turn.
+              await flush();
+            }
+          } catch (e) {
+            if (e instanceof Exited) t.exit = e.code;
+            else t.error = e;
+          }
+          t.runs = t.handler.totalRunCalls;
+        },
+      };
+      t.handler.events$.subscribe((e) => {
+        t.events.push(e);
+        if (e.type === "preemptionCheckpointSaved") t.saves.push(e.run);
+      });
+      return t;
+    }),
+  );
+  const close = async (): Promise<void> => {
+    await Promise.all(tasks.map((t) => t.handler.close()));
+    await Promise.all(clients.map((c) => c.close()));
+    service.close();
+  };
+  return { clock, service, dir, tasks, clients, close };
+};
+
+/** Trains every task to `lastRun`, with `act(task, run)` called before each of its steps. */
+const trainAll = (tasks: readonly Task[], lastRun: number, act: (t: Task) => void = () => undefined): Promise<void[]> =>
+  Promise.all(tasks.map((t) => t.train(lastRun, async () => act(t))));
+
+/** The runs recorded in the chief's directory (checkpoint numbers), newest last. */
+const checkpointsIn = async (dir: string): Promise<number[]> => {
+  const m = await CheckpointManager.create({ directory: dir, lock: false });
+  try {
+    return m.checkpoints.map((c) => Number(/-(\d+)$/.exec(c)?.[1]));
+  } finally {
+    await m.close();
+  }
+};
+
+describe("PreemptionCheckpointHandler in a cluster (failure_handler_test, multi-worker)", () => {
+  for (const victim of [0, 1, 2]) {
+    it(`test_preemption_checkpointing: SIGTERM to ${NAMES[victim]}: every task saves at the same run and exits 42; only the chief's directory holds it, no workertemp is left`, async () => {
+      const c = await cluster();
+      await trainAll(c.tasks, 100, (t) => {
+        if (t === c.tasks[victim] && t.handler.totalRunCalls === 5) t.signals.emit("SIGTERM");
+      });
+      const saved = c.tasks.map((t) => t.saves);
+      expect(c.tasks.map((t) => t.exit)).toEqual([PREEMPTION_EXIT_CODE, PREEMPTION_EXIT_CODE, PREEMPTION_EXIT_CODE]);
+      expect(new Set(saved.map((s) => s.join()))).toEqual(new Set([saved[0]?.join()]));
+      expect(saved[0]?.length).toBe(1);
+      const run = saved[0]?.[0] as number;
+      expect(run).toBeGreaterThanOrEqual(6);
+      expect(c.tasks.map((t) => t.runs)).toEqual([run, run, run]);
+      // Only the chief's directory holds the checkpoint; the workers' temporary ones are gone.
+      const parent = dirname(c.dir);
+      expect((await readdir(parent)).filter((f) => f.startsWith("workertemp_"))).toEqual([]);
+      expect(await checkpointsIn(c.dir)).toHaveLength(1);
+      // The agreement's steps are events: the leader claimed, every task heard the agreed run.
+      const leader = c.tasks[victim] as Task;
+      expect(leader.events.find((e) => e.type === "preemptionClaimed")).toMatchObject({ leader: NAMES[victim], task: NAMES[victim] });
+      for (const t of c.tasks) {
+        expect(t.events.filter((e) => e.type === "preemptionStepAgreed")).toMatchObject([{ run, round: 0, exit: true }]);
+        expect(t.events.at(-1)).toMatchObject({ type: "preemptionExiting", code: 42, saved: true });
+      }
+      await c.close();
+
+      // A restart resumes every task at that run, with the same totalRunCalls (and a new generation's keys).
+      const again = await cluster({ dir: c.dir });
+      expect(again.tasks.map((t) => t.handler.totalRunCalls)).toEqual([run, run, run]);
+      await trainAll(again.tasks, run + 3);
+      expect(again.tasks.map((t) => t.exit)).toEqual([undefined, undefined, undefined]);
+      expect(again.tasks.map((t) => t.runs)).toEqual([run + 3, run + 3, run + 3]);
+      await again.close();
+    });
+  }
+
+  it("test_multiple_workers_preempted_consecutively: two notices at once make one leader and one agreed run", async () => {
+    const c = await cluster();
+    await trainAll(c.tasks, 100, (t) => {
+      if (t !== c.tasks[0] && t.handler.totalRunCalls === 4) t.signals.emit("SIGTERM");
+    });
+    const claims = c.tasks.flatMap((t) => t.events.filter((e) => e.type === "preemptionClaimed"));
+    expect(claims).toHaveLength(2);
+    const leaders = new Set(claims.map((e) => (e as { leader: string }).leader));
+    expect(leaders.size).toBe(1);
+    const [leader] = [...leaders];
+    const follower = claims.find((e) => (e as { task: string }).task !== leader) as { task: string };
+    expect(c.tasks.find((t) => t.name === follower.task)?.logger.messages().some((l) => l.includes(`leaving it to ${leader as string}`))).toBe(true);
+    const runs = new Set(c.tasks.map((t) => t.saves.join()));
+    expect(runs.size).toBe(1);
+    expect(c.tasks.map((t) => t.exit)).toEqual([42, 42, 42]);
+    await c.close();
+  });
+
+  it("workers that train apart: the run is one past the furthest task's, so a task past the leader's run + 1 still saves (TensorFlow's rule would not)", async () => {
+    const c = await cluster();
+    const [chief, w0, w1] = c.tasks as [Task, Task, Task];
+    // worker:1 trains ahead alone, then everyone trains on together; the chief gets the notice at run 3.
+    await w1.train(20);
+    await trainAll(c.tasks, 100, (t) => {
+      if (t === chief && t.handler.totalRunCalls === 3) t.signals.emit("SIGTERM");
+    });
+    // worker:1 is past 20 when it hears the proposal (run 4): every task saves where worker:1 holds.
+    const run = w1.saves[0] as number;
+    expect(run).toBeGreaterThanOrEqual(20);
+    expect([chief.saves, w0.saves, w1.saves]).toEqual([[run], [run], [run]]);
+    expect(c.tasks.map((t) => t.exit)).toEqual([42, 42, 42]);
+    const agreed = chief.logger.messages().map((l) => /every task saves at run (\d+) \(proposed (\d+); a task had trained past it\)/.exec(l)).find((m) => m !== null);
+    expect(Number(agreed?.[1])).toBe(run);
+    expect(Number(agreed?.[2])).toBeLessThan(20);
+    await c.close();
+  });
+
+  it("test_error_propagation: an OpError in one task's step is raised by every other task's next run, same class and code, naming the reporter", async () => {
+    const c = await cluster();
+    const [chief, w0, w1] = c.tasks as [Task, Task, Task];
+    const failing = w0.train(100, async () => {
+      if (w0.handler.totalRunCalls === 3) {
+        await w0.handler.run(() => {
+          throw new ResourceExhaustedError("out of memory on worker:0");
+        });
+      }
+    });
+    await Promise.all([failing, chief.train(100), w1.train(100)]);
+    expect(w0.error).toBeInstanceOf(ResourceExhaustedError);
+    for (const t of [chief, w1]) {
+      expect(t.error).toBeInstanceOf(ResourceExhaustedError);
+      expect((t.error as OpError).code).toBe((w0.error as OpError).code);
+      expect((t.error as Error).message).toContain("out of memory on worker:0");
+      expect((t.error as Error).message).toContain(`reported by task ${TASKS[1] as string}`);
+    }
+    await c.close();
+  });
+
+  it("only an OpError is reported: a plain Error stays on its task", async () => {
+    const c = await cluster();
+    const [chief, w0] = c.tasks as [Task, Task, Task];
+    await expect(w0.handler.run(() => Promise.reject(new TypeError("a bug")))).rejects.toThrow(TypeError);
+    await chief.train(5);
+    expect(chief.error).toBeUndefined();
+    expect(chief.runs).toBe(5);
+    await c.close();
+  });
+
+  it("test_grace_period_continue_training: a first save, training goes on, the last save near the end of the grace period, then exit 42", async () => {
+    const c = await cluster({ graceSecs: 10 });
+    await trainAll(c.tasks, 10_000, (t) => {
+      // Each step takes 100 ms of virtual time on the chief's clock (shared).
+      if (t === c.tasks[0]) c.clock.set(c.clock.now() + 100);
+      if (t === c.tasks[1] && t.handler.totalRunCalls === 5) t.signals.emit("SIGTERM");
+    });
+    const saves = c.tasks.map((t) => t.saves);
+    expect(new Set(saves.map((s) => s.join())).size).toBe(1);
+    expect(saves[0]).toHaveLength(2);
+    const [first, last] = saves[0] as [number, number];
+    expect(last).toBeGreaterThan(first + 10);
+    expect(c.tasks.map((t) => t.exit)).toEqual([42, 42, 42]);
+    expect(c.tasks[0]?.events.filter((e) => e.type === "preemptionStepAgreed").map((e) => (e as { round: number }).round)).toEqual([0, 1]);
+    expect(await checkpointsIn(c.dir)).toHaveLength(1);
+    await c.close();
+  });
+
+  it("the deadline budget: a notice whose deadline leaves no time for one more step saves at the boundary the leader is at, and it restores", async () => {
+    const c = await cluster();
+    const [, w0] = c.tasks as [Task, Task, Task];
+    await trainAll(c.tasks, 100, (t) => {
+      if (t === w0 && t.handler.totalRunCalls === 6) t.handler.noticeTermination("a pod's grace period", { deadlineMs: c.clock.now() });
+    });
+    // The leader proposed the boundary it was at (L), not TensorFlow's L + 1.
+    const proposal = w0.logger.messages().map((l) => /proposing run (\d+), the boundary worker:0 is at, instead of run (\d+)/.exec(l)).find((m) => m !== null);
+    expect(proposal).toBeDefined();
+    const at = Number(proposal?.[1]);
+    expect(Number(proposal?.[2])).toBe(at + 1);
+    const run = w0.saves[0] as number;
+    expect(c.tasks.map((t) => t.saves)).toEqual([[run], [run], [run]]);
+    // Only a task already past L moves the run on (to its own boundary).
+    if (run !== at) expect(w0.logger.messages().some((l) => l.includes(`every task saves at run ${run} (proposed ${at}; a task had trained past it)`))).toBe(true);
+    await c.close();
+    const again = await cluster({ dir: c.dir });
+    expect(again.tasks.map((t) => t.handler.totalRunCalls)).toEqual([run, run, run]);
+    await again.close();
+  });
+
+  it("a task lost during the agreement: the others save where they are and exit 42 instead of waiting for it", async () => {
+    const c = await cluster();
+    const [chief, w0, w1] = c.tasks as [Task, Task, Task];
+    await Promise.all([chief.train(5), w0.train(5), w1.train(5)]);
+    // worker:1 freezes: it steps no more and its heartbeats stop.
+    await c.clients[2]?.close();
+    chief.signals.emit("SIGTERM");
+    const training = Promise.all([chief.train(100), w0.train(100)]);
+    // Time passes: the service declares worker:1 failed after the heartbeat timeout.
+    for (let i = 0; i < 15 && (chief.exit === undefined || w0.exit === undefined); i++) await c.clock.advanceSecs(1);
+    await training;
+    expect([chief.exit, w0.exit]).toEqual([42, 42]);
+    expect(chief.saves).toHaveLength(1);
+    expect(await checkpointsIn(c.dir)).toHaveLength(1);
+    expect(chief.logger.messages().some((l) => l.includes("a task was lost during the preemption agreement") && l.includes(TASKS[2] as string))).toBe(true);
+    await c.close();
+  });
+
+  it("the chief lost during the agreement: the workers exit with CHIEF_LOST_EXIT_CODE (43) without saving", async () => {
+    const c = await cluster();
+    const [chief, w0, w1] = c.tasks as [Task, Task, Task];
+    await Promise.all([chief.train(5), w0.train(5), w1.train(5)]);
+    await c.clients[0]?.close();
+    w0.signals.emit("SIGTERM");
+    const training = Promise.all([w0.train(100), w1.train(100)]);
+    for (let i = 0; i < 15 && (w0.exit === undefined || w1.exit === undefined); i++) await c.clock.advanceSecs(1);
+    await training;
+    expect([w0.exit, w1.exit]).toEqual([CHIEF_LOST_EXIT_CODE, CHIEF_LOST_EXIT_CODE]);
+    expect([w0.saves, w1.saves]).toEqual([[], []]);
+    expect(w1.events.at(-1)).toMatchObject({ type: "preemptionExiting", code: 43, saved: false });
+    await c.close();
+  });
+
+  it("close() ends only this task's watch: a later agreement does not wait for it, and nothing of it stays pending", async () => {
+    const c = await cluster();
+    const [chief, w0, w1] = c.tasks as [Task, Task, Task];
+    await w1.train(3);
+    await w1.handler.close();
+    await trainAll([chief, w0], 100, (t) => {
+      if (t === w0 && t.handler.totalRunCalls === 4) t.signals.emit("SIGTERM");
+    });
+    expect([chief.exit, w0.exit]).toEqual([42, 42]);
+    expect(chief.saves).toEqual(w0.saves);
+    await c.close();
+  });
+
+  it("checkpointed_runs is restored on every task: the non-chief reads the chief's directory without its lock", async () => {
+    const c = await cluster();
+    await trainAll(c.tasks, 100, (t) => {
+      if (t === c.tasks[2] && t.handler.totalRunCalls === 2) t.signals.emit("SIGTERM");
+    });
+    expect(c.tasks[1]?.handler.checkpointManager.holdsLock).toBe(false);
+    await c.close();
+    const state = await CheckpointManager.create({ directory: c.dir, lock: false });
+    expect(state.checkpoints).toHaveLength(1);
+    await state.close();
+    expect(CHECKPOINTED_RUNS).toBe("checkpointed_runs");
+  });
+
+  it("a non-chief never takes the chief's lock: a second handler of the chief would fail, a worker's does not", async () => {
+    const c = await cluster();
+    // Every worker's handler was created on the chief's directory beside the chief's (which holds the lock).
+    expect(c.tasks[0]?.handler.checkpointManager.holdsLock).toBe(true);
+    expect(existsSync(join(dirname(c.dir), "workertemp_1"))).toBe(true);
+    await c.close();
+    expect(existsSync(join(dirname(c.dir), "workertemp_1"))).toBe(false);
+  });
+});
+
+describe("PreemptionCheckpointHandler's cluster resolver", () => {
+  const base: PreemptionClusterResolver = { clusterSpec: { jobs: ["chief", "worker"] }, taskType: "worker", taskIndex: 0, isChief: false, numWorkers: 2, idInCluster: 1 };
+
+  it("a cluster with a ps job is UnimplementedError with TensorFlow's message", async () => {
+    const session = model();
+    await expect(
+      PreemptionCheckpointHandler.create({ clusterResolver: { ...base, clusterSpec: { jobs: ["chief", "worker", "ps"] } }, checkpointDir: tempDir(), store: session.variables }),
+    ).rejects.toThrow(new UnimplementedError("PreemptionCheckpointHandler does not support usage with parameter server strategy."));
+  });
+
+  it("a plain resolver that has not joined the coordination service is refused with one line saying how to start the task", async () => {
+    const session = model();
+    const e = await PreemptionCheckpointHandler.create({ clusterResolver: base, checkpointDir: tempDir(), store: session.variables }).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(ValueError);
+    expect((e as Error).message).toMatch(/has not joined the coordination service; start the task with .*startTask\(\).*clusterResolver: task/);
+    expect((e as Error).message).not.toContain("\n");
+  });
+
+  it("a cluster of no jobs is local mode", async () => {
+    const session = model();
+    const dir = tempDir();
+    const h = await PreemptionCheckpointHandler.create({
+      clusterResolver: { ...base, clusterSpec: { jobs: [] } },
+      checkpointDir: dir,
+      store: session.variables,
+      initFn: () => session.variables.initialize(),
+      signalTarget: new EventEmitter(),
+    });
+    expect(h.checkpointManager.holdsLock).toBe(true);
+    await h.close();
+  });
+});
