@@ -1,11 +1,21 @@
 /**
- * `monitored-session launch --workers N <config>`: a local cluster of N processes on loopback,
- * the chief included, each running this command's `run <config>` with its TF_CONFIG (a `chief`
- * job of 1 and a `worker` job of N−1 on free loopback ports). It streams their output line by
- * line behind a task prefix (`[chief:0] `, `[worker:1] `) and exits with the cluster's code:
- * 0 when every task exits 0; the preemption code (42) when a task exits 42 before any other
- * fails; otherwise the first other non-zero code. The local equivalent of
- * `torchrun --nproc-per-node`.
+ * `monitored-session launch`: a local cluster of N processes on loopback, the chief included,
+ * each with its own TF_CONFIG (a `chief` job of 1 and a `worker` job of N−1 on free loopback
+ * ports). The local equivalent of `torchrun --nproc-per-node`, in two forms:
+ *
+ * - `launch --workers N <config>`: each task runs this command's `run <config>`; the
+ *   configuration's `cluster:` section holds the cluster settings.
+ * - `launch --workers N [cluster flags] -- <command> [args…]`: each task runs any command,
+ *   spawned without a shell, as torchrun runs a script. The cluster settings come from flags
+ *   (`--backend`, `--etcd-endpoints`, `--token-file`, `--tls-*`, `--heartbeat-timeout`,
+ *   `--collective-timeout`) and `--cluster-config <file>`, are decoded with the `cluster:`
+ *   section's codec before anything starts, and reach every task as JSON in
+ *   `MONITORED_SESSION_CLUSTER` (clusterSettings.ts), which the library's task reads.
+ *
+ * Every task also gets `MONITORED_SESSION_LAUNCH_READY=1`. `launch` streams the tasks' output
+ * line by line behind a task prefix (`[chief:0] `, `[worker:1] `) and exits with the cluster's
+ * code: 0 when every task exits 0; the preemption code (42) when a task exits 42 before any
+ * other fails; otherwise the first other non-zero code.
  *
  * When a task fails the others are stopped: SIGTERM, then SIGKILL after `killAfterSecs`. When
  * one is preempted (42) the others stop on its notice, which it reported to the cluster; those
@@ -13,32 +23,41 @@
  * `maxRestarts` restarts the whole group after a failure, as torchrun does; a preempted group
  * (42) is restarted without using up a restart. SIGINT, SIGTERM and SIGHUP to
  * `launch` (and its parent's death) are forwarded to every task, nothing is restarted after
- * them, and SIGKILL follows after the deadline. A signal for a task that is still starting (its
- * Node has not yet run the command's first lines, so the signal would kill it with 143) waits
- * until the task says it handles signals (launchReady.ts). Each task watches its parent: if `launch`
+ * them, and SIGKILL follows after the deadline. A task says it handles signals by printing
+ * LAUNCH_READY_LINE on stderr (launchReady.ts; `launch` removes the line from its output). A
+ * `run` task always prints it, so its signal waits for the line (before it, the task's Node has
+ * not yet run the command's first lines and the signal would kill it with 143); a `--` command
+ * may never print it, so its signals go at once. Each `run` task watches its parent: if `launch`
  * itself is killed, the tasks take it as a termination notice and exit (no orphans).
  *
  * @module
  */
 
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { createServer, type AddressInfo, type Server as NetServer } from "node:net";
 import { constants } from "node:os";
+import { dirname, isAbsolute, resolve } from "node:path";
 import { createInterface } from "node:readline";
 
+import { isLeft, left, right, type Either } from "fp-ts/lib/Either.js";
+import { parseDocument } from "yaml";
+
 import { systemClock, type Clock, type TimerHandle } from "../Clock.js";
+import { ClusterConfigCodec, type ClusterConfig } from "../cluster/ClusterConfig.js";
+import { decode, formatIssue, show, type Issue } from "../codec.js";
+import { MAX_ALIAS_COUNT } from "../config/index.js";
 import { PREEMPTION_EXIT_CODE } from "../preemption/TerminationConfig.js";
 import type { TerminationNotice, TerminationNotices } from "../preemption/TerminationNotices.js";
+import { clusterSettingsEnv, LAUNCH_READY_ENV, LAUNCH_READY_LINE, withAbsolutePaths } from "../runtime/index.js";
 import { ExitCodes } from "./exitCodes.js";
-import { LAUNCH_READY_ENV, LAUNCH_READY_LINE } from "../runtime/index.js";
 import { watchNotices, type CliIo } from "./run.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
 // ---------------------------------------------------------------------------------------------
 
-/** Options of {@link launchCommand}. */
+/** Options of {@link launchCommand} and {@link launchProgram}. */
 export interface LaunchOptions {
   /** Processes to start, the chief included (≥ 1). */
   readonly workers: number;
@@ -46,8 +65,10 @@ export interface LaunchOptions {
   readonly maxRestarts?: number;
   /** Seconds between the SIGTERM that stops a task and the SIGKILL (default 30, torchrun's). */
   readonly killAfterSecs?: number;
-  /** More arguments for each task's `run` (`--verbose`, `--log-level debug`). */
+  /** More arguments for each task's `run` (`--verbose`, `--log-level debug`): the config form only. */
   readonly runArgs?: readonly string[];
+  /** What the settings flags' relative paths are relative to (default the working directory). */
+  readonly cwd?: string;
 }
 
 /** How `launch` starts a task: this program's `run` (default: the running node, its flags and script). */
@@ -57,11 +78,56 @@ export interface TaskCommand {
   readonly args: readonly string[];
 }
 
+/**
+ * The `cluster:` settings of `launch -- <command>` as given on the command line, each flag's text
+ * as typed (the `cluster:` section's codec judges them, naming the flag).
+ */
+export interface ClusterFlags {
+  readonly backend?: string;
+  /** Comma-separated URLs. */
+  readonly etcdEndpoints?: string;
+  readonly tokenFile?: string;
+  readonly tlsCert?: string;
+  readonly tlsKey?: string;
+  readonly tlsCa?: string;
+  readonly heartbeatTimeout?: string;
+  readonly collectiveTimeout?: string;
+  /** A JSON or YAML file holding the section's keys at top level; the flags override its keys. */
+  readonly clusterConfig?: string;
+}
+
+/** A flag that sets one key of the `cluster:` section. */
+export interface ClusterFlag {
+  /** As commander declares it (`--backend <name>`). */
+  readonly flags: string;
+  /** Its option name in {@link ClusterFlags}. */
+  readonly name: Exclude<keyof ClusterFlags, "clusterConfig">;
+  /** The key it sets, as a codec issue names it (`tls.certFile`). */
+  readonly key: string;
+  readonly help: string;
+  /** The key's value from the flag's text (relative paths against `cwd`). */
+  readonly value: (text: string, cwd: string) => unknown;
+}
+
 /** One task of the local cluster. */
 interface Task {
   readonly type: "chief" | "worker";
   readonly index: number;
   readonly name: string;
+}
+
+/** What every task of the group runs, and how `launch` signals it. */
+interface TaskProgram {
+  readonly file: string;
+  readonly args: readonly string[];
+  /** Environment for every task, beside launch's own, TF_CONFIG and {@link LAUNCH_READY_ENV}. */
+  readonly env: Readonly<Record<string, string>>;
+  /**
+   * Whether a signal for a task waits until the task printed {@link LAUNCH_READY_LINE}. `run`
+   * always prints it; any other command may never print it, and then a held SIGTERM would never
+   * reach it.
+   */
+  readonly holdSignalsUntilReady: boolean;
 }
 
 /** How a group of tasks ended. */
@@ -75,20 +141,111 @@ interface GroupOutcome {
 /** The default deadline between SIGTERM and SIGKILL (torchrun's). */
 const DEFAULT_KILL_AFTER_SECS = 30;
 
+/** A flag's text as a number when it reads as one; otherwise as typed, for the codec to name. */
+const numberOr = (text: string): unknown => {
+  const n = Number(text);
+  return text.trim() !== "" && Number.isFinite(n) ? n : text;
+};
+
+/** A path against `cwd`; an empty one as typed, for the codec to refuse. */
+const pathFrom = (text: string, cwd: string): string => (text === "" || isAbsolute(text) ? text : resolve(cwd, text));
+
+/** The settings flags of `launch -- <command>`, one per key of the `cluster:` section they set. */
+export const CLUSTER_FLAGS: readonly ClusterFlag[] = [
+  { flags: "--backend <name>", name: "backend", key: "backend", help: "where the coordination state lives: embedded (in the chief) or etcd", value: (s) => s },
+  {
+    flags: "--etcd-endpoints <urls>",
+    name: "etcdEndpoints",
+    key: "etcdEndpoints",
+    help: "the etcd cluster's client URLs, comma-separated (--backend etcd only)",
+    value: (s) => s.split(",").map((u) => u.trim()).filter((u) => u !== ""),
+  },
+  { flags: "--token-file <path>", name: "tokenFile", key: "tokenFile", help: "a file whose first line is the shared cluster token", value: pathFrom },
+  { flags: "--tls-cert <path>", name: "tlsCert", key: "tls.certFile", help: "TLS: each task's certificate chain (PEM); with --tls-key", value: pathFrom },
+  { flags: "--tls-key <path>", name: "tlsKey", key: "tls.keyFile", help: "TLS: the certificate's private key (PEM)", value: pathFrom },
+  { flags: "--tls-ca <path>", name: "tlsCa", key: "tls.caFile", help: "TLS: the CA of every task's certificate (mutual TLS)", value: pathFrom },
+  {
+    flags: "--heartbeat-timeout <secs>",
+    name: "heartbeatTimeout",
+    key: "timeouts.heartbeatTimeoutSecs",
+    help: "a task silent this long is declared failed (default 10)",
+    value: numberOr,
+  },
+  {
+    flags: "--collective-timeout <secs>",
+    name: "collectiveTimeout",
+    key: "collectiveTimeoutSecs",
+    help: "the deadline of every collective (default 60)",
+    value: numberOr,
+  },
+];
+
 // ---------------------------------------------------------------------------------------------
 // operations
 // ---------------------------------------------------------------------------------------------
 
-/** Runs `launch`; resolves with its exit code. `io.err` gets launch's own lines (`[launch] …`). */
+/** Runs `launch <config>`; resolves with its exit code. `io.err` gets launch's own lines (`[launch] …`). */
 export const launchCommand = async (configPath: string, options: LaunchOptions, io: CliIo, command: TaskCommand = thisCommand()): Promise<number> => {
+  if (!existsSync(configPath)) {
+    io.err.write(`monitored-session launch: the configuration file ${configPath} does not exist\n`);
+    return ExitCodes.usage;
+  }
+  const program: TaskProgram = { file: command.execPath, args: [...command.args, "run", configPath, ...(options.runArgs ?? [])], env: {}, holdSignalsUntilReady: true };
+  return superviseGroups(program, options, io);
+};
+
+/**
+ * Runs `launch -- <argv>`: each task runs `argv` (without a shell) with the cluster settings of
+ * `flags` in `MONITORED_SESSION_CLUSTER`; resolves with the exit code. Invalid settings exit 2,
+ * one line per problem, before anything starts.
+ */
+export const launchProgram = async (argv: readonly string[], flags: ClusterFlags, options: LaunchOptions, io: CliIo): Promise<number> => {
+  const [file, ...args] = argv;
+  if (file === undefined || file === "") {
+    io.err.write("monitored-session launch: no command after --; give one: launch --workers <n> -- <command> [args...]\n");
+    return ExitCodes.usage;
+  }
+  const settings = clusterSettingsOf(flags, options.cwd ?? process.cwd());
+  if (isLeft(settings)) {
+    for (const line of settings.left) io.err.write(`monitored-session launch: ${line}\n`);
+    return ExitCodes.usage;
+  }
+  return superviseGroups({ file, args, env: clusterSettingsEnv(settings.right), holdSignalsUntilReady: false }, options, io);
+};
+
+/**
+ * The `cluster:` section that `flags` describe: the `--cluster-config` file's keys with the
+ * flags' over them, decoded with the section's codec, every path absolute (a flag's against
+ * `cwd`, the file's against its directory). `Left`: one line per problem, naming the flag, or
+ * the file and its key.
+ */
+const clusterSettingsOf = (flags: ClusterFlags, cwd: string): Either<string[], ClusterConfig> => {
+  const file = flags.clusterConfig === undefined ? undefined : readSettingsFile(flags.clusterConfig, cwd);
+  if (file !== undefined && isLeft(file)) return file;
+  const fromFile = file?.right ?? {};
+  const given = CLUSTER_FLAGS.filter((f) => flags[f.name] !== undefined);
+  let merged: Record<string, unknown> = { ...fromFile };
+  for (const f of given) merged = withKey(merged, f.key, f.value(flags[f.name] as string, cwd));
+  /** A problem names the flag that gave the value; else the file, when its key is there; else the flag that would fix it. */
+  const where = (issue: Issue): string => {
+    const flag = CLUSTER_FLAGS.find((f) => covers(f.key, issue.path));
+    const fromFlag = flag !== undefined && given.includes(flag);
+    const top = issue.path.split(/[.[]/)[0] as string;
+    if (!fromFlag && flags.clusterConfig !== undefined && (flag === undefined || Object.hasOwn(fromFile, top))) return `${flags.clusterConfig}: ${formatIssue(issue)}`;
+    return flag === undefined ? formatIssue(issue) : `${flagName(flag)}: ${issue.message}`;
+  };
+  const r = decode(ClusterConfigCodec, merged);
+  if (isLeft(r)) return left(r.left.map(where));
+  // The flags' paths are absolute already: only the file's can still be relative.
+  return right(withAbsolutePaths(r.right, flags.clusterConfig === undefined ? cwd : dirname(resolve(cwd, flags.clusterConfig))));
+};
+
+/** Runs groups until one ends the launch (restarting per `maxRestarts`); resolves with the exit code. */
+const superviseGroups = async (program: TaskProgram, options: LaunchOptions, io: CliIo): Promise<number> => {
   const clock = io.clock ?? systemClock;
   const notices = watchNotices(io, clock);
   const say = (line: string): void => void io.err.write(`[launch] ${line}\n`);
   try {
-    if (!existsSync(configPath)) {
-      io.err.write(`monitored-session launch: the configuration file ${configPath} does not exist\n`);
-      return ExitCodes.usage;
-    }
     const maxRestarts = options.maxRestarts ?? 0;
     const killAfterMs = (options.killAfterSecs ?? DEFAULT_KILL_AFTER_SECS) * 1000;
     const tasks = tasksOf(options.workers);
@@ -98,7 +255,7 @@ export const launchCommand = async (configPath: string, options: LaunchOptions, 
         say(`termination notice (${notices.describe(notices.first)}) before the tasks started: exiting with ${PREEMPTION_EXIT_CODE}`);
         return PREEMPTION_EXIT_CODE;
       }
-      const outcome = await runGroup(tasks, configPath, options.runArgs ?? [], { io, clock, notices, killAfterMs, command, say });
+      const outcome = await runGroup(tasks, program, { io, clock, notices, killAfterMs, say });
       if (outcome.code === ExitCodes.done) {
         say("every task exited 0");
         return ExitCodes.done;
@@ -147,7 +304,6 @@ interface GroupContext {
   readonly clock: Clock;
   readonly notices: TerminationNotices;
   readonly killAfterMs: number;
-  readonly command: TaskCommand;
   readonly say: (line: string) => void;
 }
 
@@ -156,16 +312,19 @@ interface GroupContext {
  * is flushed). The first non-zero exit decides the outcome and stops the others; a termination
  * notice to `launch` is forwarded to every task.
  */
-const runGroup = async (tasks: readonly Task[], configPath: string, runArgs: readonly string[], ctx: GroupContext): Promise<GroupOutcome> => {
-  const { io, clock, notices, killAfterMs, command, say } = ctx;
+const runGroup = async (tasks: readonly Task[], program: TaskProgram, ctx: GroupContext): Promise<GroupOutcome> => {
+  const { io, clock, notices, killAfterMs, say } = ctx;
   const addresses = (await freeLoopbackPorts(tasks.length)).map((p) => `127.0.0.1:${p}`);
   const tfConfigs = tfConfigsOf(tasks, addresses);
   const live = new Map<string, ChildProcess>();
-  // A task handles signals once it has said so (launchReady.ts); until then a signal for it waits.
+  // A `run` task handles signals once it has said so (launchReady.ts); until then a signal for it waits.
   const ready = new Set<ChildProcess>();
   const held = new Map<ChildProcess, NodeJS.Signals>();
   const signal = (child: ChildProcess, sig: NodeJS.Signals): void => {
-    if (sig === "SIGKILL" || ready.has(child)) child.kill(sig);
+    // Not started (its spawn failed, or the failure is not reported yet): Node's kill() would
+    // signal pid 0, launch's own process group.
+    if (child.pid === undefined) return;
+    if (sig === "SIGKILL" || ready.has(child) || !program.holdSignalsUntilReady) child.kill(sig);
     else held.set(child, sig);
   };
   const markReady = (child: ChildProcess): void => {
@@ -181,7 +340,7 @@ const runGroup = async (tasks: readonly Task[], configPath: string, runArgs: rea
     killTimer ??= clock.setTimer(killAfterMs, () => {
       if (live.size === 0) return;
       say(`${[...live.keys()].join(", ")} still running after ${killAfterMs / 1000} s: SIGKILL`);
-      for (const child of live.values()) child.kill("SIGKILL");
+      for (const child of live.values()) signal(child, "SIGKILL");
     });
   };
   const stopOthers = (reason: string): void => {
@@ -212,8 +371,8 @@ const runGroup = async (tasks: readonly Task[], configPath: string, runArgs: rea
   };
 
   const exits = tasks.map((task, i) => {
-    const child = spawn(command.execPath, [...command.args, "run", configPath, ...runArgs], {
-      env: { ...io.env, TF_CONFIG: tfConfigs[i] as string, [LAUNCH_READY_ENV]: "1" },
+    const child = spawn(program.file, [...program.args], {
+      env: { ...io.env, ...program.env, TF_CONFIG: tfConfigs[i] as string, [LAUNCH_READY_ENV]: "1" },
       stdio: ["ignore", "pipe", "pipe"],
     });
     live.set(task.name, child);
@@ -286,6 +445,61 @@ const freeLoopbackPorts = async (n: number): Promise<number[]> => {
   } finally {
     await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
   }
+};
+
+/** `record` with the dotted `key` set to `value` (the objects on the way copied, or made when absent or not objects). */
+const withKey = (record: Readonly<Record<string, unknown>>, key: string, value: unknown): Record<string, unknown> => {
+  const [head, ...rest] = key.split(".") as [string, ...string[]];
+  if (rest.length === 0) return { ...record, [head]: value };
+  const inner = record[head];
+  const innerRecord = typeof inner === "object" && inner !== null && !Array.isArray(inner) ? (inner as Record<string, unknown>) : {};
+  return { ...record, [head]: withKey(innerRecord, rest.join("."), value) };
+};
+
+/** Whether an issue at `path` is about `key` (`etcdEndpoints[0]` is about `etcdEndpoints`). */
+const covers = (key: string, path: string): boolean => path === key || path.startsWith(`${key}.`) || path.startsWith(`${key}[`);
+
+/** A flag's name without its value (`--backend`). */
+const flagName = (flag: ClusterFlag): string => flag.flags.split(" ")[0] as string;
+
+/**
+ * The keys of a `--cluster-config` file (JSON or YAML: YAML reads JSON), as written; an empty
+ * file is an empty section. `Left`: one line per problem, naming the file.
+ */
+const readSettingsFile = (path: string, cwd: string): Either<string[], Record<string, unknown>> => {
+  let text: string;
+  try {
+    text = readFileSync(resolve(cwd, path), "utf8");
+  } catch (e) {
+    const why = (e as NodeJS.ErrnoException).code === "ENOENT" ? "does not exist" : `cannot be read (${(e as Error).message})`;
+    return left([`--cluster-config ${path} ${why}: give a JSON or YAML file holding the cluster: section's keys`]);
+  }
+  const doc = parseDocument(text, { prettyErrors: true });
+  if (doc.errors.length > 0) {
+    return left(
+      doc.errors.map((e) => {
+        const at = e.linePos?.[0];
+        const message = `YAML syntax error: ${(e.message.split("\n")[0] ?? e.code).replace(/ at line \d+, column \d+:?$/, "")}`;
+        return `${path}: ${formatIssue({ path: "(file)", message, ...(at === undefined ? {} : { line: at.line, column: at.col }) })}`;
+      }),
+    );
+  }
+  let value: unknown;
+  try {
+    value = doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
+  } catch (e) {
+    return left([`${path}: ${(e as Error).message}`]);
+  }
+  if (value === null || value === undefined) return right({});
+  if (typeof value !== "object" || Array.isArray(value)) {
+    return left([`${path}: (root): expected the cluster: section's keys (backend, etcdEndpoints, tokenFile, tls, timeouts, ...), got ${show(value)}`]);
+  }
+  const section = value as Record<string, unknown>;
+  const inner = section["cluster"];
+  if (Object.keys(section).length === 1 && typeof inner === "object" && inner !== null && !Array.isArray(inner)) {
+    return left([`${path}: cluster: the file holds the cluster: section's content, its keys at top level; move the keys under cluster: up one level`]);
+  }
+  return right(section);
 };
 
 /** This program's own command line: the running node, its flags (`--import tsx`) and script. */

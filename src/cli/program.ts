@@ -1,6 +1,7 @@
 /**
- * The `monitored-session` command line: `run <config>`, `launch --workers N <config>` and
- * `inspect <checkpointDir>`, built with commander. Usage errors exit 2; see {@link ExitCodes}.
+ * The `monitored-session` command line: `run <config>`, `launch --workers N <config>`,
+ * `launch --workers N [cluster settings] -- <command> [args…]` and `inspect <checkpointDir>`,
+ * built with commander. Usage errors exit 2; see {@link ExitCodes}.
  *
  * @module
  */
@@ -9,12 +10,17 @@ import { Command, CommanderError, InvalidArgumentError, Option } from "commander
 
 import { ExitCodes, exitCodesHelp } from "./exitCodes.js";
 import { inspectCommand } from "./inspect.js";
-import { launchCommand } from "./launch.js";
+import { CLUSTER_FLAGS, launchCommand, launchProgram, type ClusterFlags } from "./launch.js";
 import { runCommand, type CliIo } from "./run.js";
 
 /** Parses `argv` (without `node` and the script) and runs the command; resolves with the exit code. */
 export const main = async (argv: readonly string[], io: CliIo): Promise<number> => {
   let code: number = ExitCodes.done;
+  // `launch … -- <command> [args…]`: everything after the first `--` is the tasks' command, never
+  // launch's own arguments (commander would mix its operands with launch's <config>).
+  const dashDash = argv[0] === "launch" ? argv.indexOf("--") : -1;
+  const taskCommand = dashDash < 0 ? undefined : argv.slice(dashDash + 1);
+  const ownArgv = dashDash < 0 ? argv : argv.slice(0, dashDash);
   const program = new Command("monitored-session")
     .description("Run a training job described by a configuration file, launch it as a local cluster, and inspect its checkpoints.")
     .exitOverride()
@@ -38,24 +44,48 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
       code = await runCommand(config, { progress: opts.progress, logLevel: opts.logLevel, verbose: opts.verbose === true }, io);
     });
 
-  program
+  const launch = program
     .command("launch")
-    .description("Start a local cluster on loopback: <n> processes (the chief and n-1 workers), each running `run <config>` with its TF_CONFIG.")
-    .argument("<config>", "the configuration file every task runs")
+    .description(
+      "Start a local cluster on loopback: <n> processes (the chief and n-1 workers), each with its TF_CONFIG, running `run <config>` or, after --, any <command> (as torchrun runs a script).",
+    )
+    .usage("--workers <n> [options] <config>\n       monitored-session launch --workers <n> [options] [cluster settings] -- <command> [args...]")
+    .argument("[config]", "the configuration file every task runs (or, instead, -- <command> [args...])")
     .requiredOption("--workers <n>", "processes to start, the chief included", integerAtLeast(1))
     .option("--max-restarts <k>", "restart the whole group after a failure, at most k times (a preemption, exit 42, does not count)", integerAtLeast(0), 0)
     .option("--kill-after <secs>", "seconds between the SIGTERM that stops a task and its SIGKILL", positiveNumber, 30)
-    .option("--verbose", "passed to each task's run")
-    .addOption(new Option("--log-level <level>", "passed to each task's run").choices(["debug", "info", "warn", "error"]))
+    .option("--verbose", "passed to each task's run (<config> only)")
+    .addOption(new Option("--log-level <level>", "passed to each task's run (<config> only)").choices(["debug", "info", "warn", "error"]))
+    .optionsGroup("Cluster settings (-- <command> only; with <config>, its cluster: section holds them):");
+  for (const f of CLUSTER_FLAGS) launch.option(f.flags, f.help);
+  launch
+    .option("--cluster-config <file>", "a JSON or YAML file with the cluster: section's keys at top level (the flags above override them)")
     .addHelpText(
       "after",
-      `\nEach task's lines are prefixed with its name ([chief:0], [worker:1], ...). When a task fails the others get SIGTERM, then SIGKILL after --kill-after seconds; when one is preempted (exits ${ExitCodes.preempted}) the others stop on its notice, and get SIGTERM only if still running --kill-after seconds later. SIGINT, SIGTERM and SIGHUP are forwarded to every task. See docs/distributed.md.\n\nExit codes: 0 every task exited 0; ${ExitCodes.preempted} a task was preempted (exited ${ExitCodes.preempted}) before any other failed; otherwise the first other non-zero exit code of a task (after --max-restarts restarts); ${ExitCodes.usage} bad usage.`,
+      `\nEach task gets TF_CONFIG (its task in a chief job of 1 and a worker job of n-1 on free loopback ports) and MONITORED_SESSION_LAUNCH_READY=1; a -- <command> also gets MONITORED_SESSION_CLUSTER, the cluster settings as JSON. Each task's lines are prefixed with its name ([chief:0], [worker:1], ...). When a task fails the others get SIGTERM, then SIGKILL after --kill-after seconds; when one is preempted (exits ${ExitCodes.preempted}) the others stop on its notice, and get SIGTERM only if still running --kill-after seconds later. SIGINT, SIGTERM and SIGHUP are forwarded to every task: to a run task once it reports that it handles signals, to a -- <command> at once. See docs/distributed.md.\n\nExit codes: 0 every task exited 0; ${ExitCodes.preempted} a task was preempted (exited ${ExitCodes.preempted}) before any other failed; otherwise the first other non-zero exit code of a task (after --max-restarts restarts; 1 when a command cannot be started); ${ExitCodes.usage} bad usage or cluster settings.`,
     )
     .showHelpAfterError(false)
     .exitOverride()
-    .action(async (config: string, opts: { workers: number; maxRestarts: number; killAfter: number; verbose?: boolean; logLevel?: string }) => {
-      const runArgs = [...(opts.verbose === true ? ["--verbose"] : []), ...(opts.logLevel === undefined ? [] : ["--log-level", opts.logLevel])];
-      code = await launchCommand(config, { workers: opts.workers, maxRestarts: opts.maxRestarts, killAfterSecs: opts.killAfter, runArgs }, io);
+    .action(async (config: string | undefined, opts: LaunchFlags) => {
+      const options = { workers: opts.workers, maxRestarts: opts.maxRestarts, killAfterSecs: opts.killAfter };
+      const settingsFlags = [...CLUSTER_FLAGS.filter((f) => opts[f.name] !== undefined).map((f) => f.flags.split(" ")[0] as string), ...(opts.clusterConfig === undefined ? [] : ["--cluster-config"])];
+      const runFlags = [...(opts.verbose === true ? ["--verbose"] : []), ...(opts.logLevel === undefined ? [] : ["--log-level"])];
+      const usage = (line: string): void => {
+        io.err.write(`${line}\n`);
+        code = ExitCodes.usage;
+      };
+      if (taskCommand === undefined) {
+        if (config === undefined) return usage("error: missing required argument 'config'");
+        if (settingsFlags.length > 0) {
+          return usage(`monitored-session launch: ${settingsFlags.join(", ")} ${settingsFlags.length === 1 ? "is" : "are"} for launch -- <command>; with a configuration file, put the settings in its cluster: section (${config})`);
+        }
+        const runArgs = [...(opts.verbose === true ? ["--verbose"] : []), ...(opts.logLevel === undefined ? [] : ["--log-level", opts.logLevel])];
+        code = await launchCommand(config, { ...options, runArgs }, io);
+        return;
+      }
+      if (config !== undefined) return usage(`monitored-session launch: give either <config> or -- <command> [args...], not both (${config} is before --)`);
+      if (runFlags.length > 0) return usage(`monitored-session launch: ${runFlags.join(" and ")} ${runFlags.length === 1 ? "is" : "are"} passed to each task's run (<config> only); after --, give your command its own flags`);
+      code = await launchProgram(taskCommand, opts, options, io);
     });
 
   program
@@ -75,7 +105,7 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     return ExitCodes.usage;
   }
   try {
-    await program.parseAsync([...argv], { from: "user" });
+    await program.parseAsync([...ownArgv], { from: "user" });
   } catch (e) {
     if (e instanceof CommanderError) {
       if (e.code === "commander.helpDisplayed" || e.code === "commander.version" || e.code === "commander.help") return ExitCodes.done;
@@ -85,6 +115,15 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
   }
   return code;
 };
+
+/** The options of `launch`, as commander gives them. */
+interface LaunchFlags extends ClusterFlags {
+  readonly workers: number;
+  readonly maxRestarts: number;
+  readonly killAfter: number;
+  readonly verbose?: boolean;
+  readonly logLevel?: string;
+}
 
 /** A commander parser of integers >= `min`. */
 const integerAtLeast =

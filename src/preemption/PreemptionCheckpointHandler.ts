@@ -343,6 +343,17 @@ export class PreemptionCheckpointHandler {
   }
 
   /**
+   * Saves a checkpoint now, with the run counter (`checkpointed_runs`), through the handler's
+   * manager: e.g. the final checkpoint after the last step. On a non-chief whose manager the
+   * handler made it goes to its temporary directory, as TensorFlow's worker writes do (only the
+   * chief's checkpoint is kept). Resolves with the path, or `null` when the manager skipped it.
+   */
+  async save(options?: CheckpointSaveOptions): Promise<string | null> {
+    this.assertOpen();
+    return this.checkpointManager.save(this.wrappedStore(), options);
+  }
+
+  /**
    * A termination notice from elsewhere (a `TerminationNotices` stream, a platform's maintenance
    * event): the same as a watched signal. The checkpoint is saved at the next step boundary.
    * `deadlineMs` (the clock's epoch ms) is when the process is killed, if known: it bounds the
@@ -416,6 +427,8 @@ export class PreemptionCheckpointHandler {
       await this.platform?.acknowledge();
       await this.coordinator.beforeExit?.();
       await this.removeWorkerTemp();
+      // The directory's lock goes with the process, not after it: the restart takes it cleanly.
+      if (this.ownsManager) await this.checkpointManager.close();
       this.emit({ type: "preemptionExiting", time: this.clock.now(), code: PREEMPTION_EXIT_CODE, saved: true, reason: `preemption checkpoint ${this.at(run)}` });
       await this.config.exitFn(PREEMPTION_EXIT_CODE);
     }
