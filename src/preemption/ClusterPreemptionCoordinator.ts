@@ -204,7 +204,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     if (!(error instanceof OpError) || this.reported || this.failure !== undefined) return;
     this.reported = true;
     try {
-      await this.o.store.reportErrorToCluster(error);
+      // Final: this task raises it and leaves (the host of an embedded service keeps serving until every task heard it).
+      await this.o.store.reportErrorToCluster(error, { final: true });
     } catch (e) {
       this.o.logger.warn(`PreemptionCheckpointHandler: reporting ${error.name} to the other tasks failed (${e instanceof Error ? e.message : String(e)}); they are not told.`);
     }

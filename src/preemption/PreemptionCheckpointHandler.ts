@@ -167,13 +167,15 @@ export class PreemptionCheckpointHandler {
   private noticeTimeMs: number | undefined;
   private closed = false;
   private ownsManager = false;
-  /** A non-chief's own manager (`workertemp_<id>`), deleted before it exits. */
-  private workerTemp: { readonly manager: CheckpointManager; readonly root: string } | undefined;
-  /** The manager that restored (the chief's directory, read without its lock), when not the one that writes. */
-  private readManager: CheckpointManager | undefined;
+  /**
+   * A non-chief's own directory (`workertemp_<id>/<basename>`), made at its first save and deleted
+   * before it exits; its manager then is `checkpointManager` reads the chief's directory only.
+   */
+  private workerTemp: { readonly root: string; readonly directory: string; manager?: Promise<CheckpointManager> } | undefined;
   private stopNotices: () => void = () => undefined;
   /** `chief:0`, `worker:1`; `undefined` in local mode. */
   private taskName: string | undefined;
+  private resolver: PreemptionClusterResolver | undefined;
 
   private constructor(
     /** The manager checkpoints are saved and restored through. */
@@ -217,16 +219,8 @@ export class PreemptionCheckpointHandler {
     const directory = options.checkpointDir as string;
     // A non-chief never takes the chief's lock: it reads the chief's directory and writes its own temporary one.
     const tempRoot = cluster !== undefined && !cluster.isChief && options.checkpointManager === undefined ? join(dirname(directory), `workertemp_${cluster.id}`) : undefined;
-    const readManager = tempRoot === undefined ? undefined : await CheckpointManager.create({ directory, maxToKeep: 1, lock: false, clock, logger });
-    let manager: CheckpointManager;
-    try {
-      manager =
-        options.checkpointManager ??
-        (await CheckpointManager.create({ directory: tempRoot === undefined ? directory : join(tempRoot, basename(directory)), maxToKeep: 1, clock, logger }));
-    } catch (e) {
-      await readManager?.close();
-      throw e;
-    }
+    const manager =
+      options.checkpointManager ?? (await CheckpointManager.create({ directory, maxToKeep: 1, ...(tempRoot === undefined ? {} : { lock: false }), clock, logger }));
     const eventLoop = new EventLoopYield(clock, options.yieldIntervalMs ?? DEFAULT_YIELD_INTERVAL_MS);
     let h: PreemptionCheckpointHandler | undefined;
     const coordinator =
@@ -248,16 +242,15 @@ export class PreemptionCheckpointHandler {
           }));
     h = new PreemptionCheckpointHandler(manager, options.store, config, coordinator, clock, logger, options.globalStep, eventLoop);
     h.ownsManager = options.checkpointManager === undefined;
-    h.readManager = readManager;
     h.taskName = cluster?.workers[cluster.id];
-    if (tempRoot !== undefined) h.workerTemp = { manager, root: tempRoot };
+    h.resolver = cluster?.resolver;
+    if (tempRoot !== undefined) h.workerTemp = { root: tempRoot, directory: join(tempRoot, basename(directory)) };
     let path: string | null;
     try {
-      path = options.restoreOnCreate === false ? null : await (readManager ?? manager).restoreOrInitialize(h.wrappedStore(), options.initFn);
+      path = options.restoreOnCreate === false ? null : await manager.restoreOrInitialize(h.wrappedStore(), options.initFn);
     } catch (e) {
       await coordinator.close();
       if (h.ownsManager) await manager.close();
-      await readManager?.close();
       throw e;
     }
     if (path !== null) logger.info(`PreemptionCheckpointHandler: restored ${path} ${h.at(h.runCounter)}.`, { path, run: h.runCounter });
@@ -350,7 +343,7 @@ export class PreemptionCheckpointHandler {
    */
   async save(options?: CheckpointSaveOptions): Promise<string | null> {
     this.assertOpen();
-    return this.checkpointManager.save(this.wrappedStore(), options);
+    return (await this.writeManager()).save(this.wrappedStore(), options);
   }
 
   /**
@@ -377,7 +370,6 @@ export class PreemptionCheckpointHandler {
     } finally {
       this.subject.complete();
       if (this.ownsManager) await this.checkpointManager.close();
-      await this.readManager?.close();
       await this.removeWorkerTemp();
     }
   }
@@ -394,7 +386,7 @@ export class PreemptionCheckpointHandler {
   /** `undefined` (no promise, no microtask) when there is nothing to do. */
   private checkPreemptionAndMaybeCheckpoint(options: CheckpointSaveOptions | undefined): Promise<void> | undefined {
     const failure = this.coordinator.pendingFailure;
-    if (failure !== undefined) throw failure;
+    if (failure !== undefined) return this.raise(failure);
     const d = this.coordinator.beforeStep(this.runCounter, this.estimatedRunTimeMs);
     if (isPromise(d)) return d.then((x) => this.act(x, options));
     return d.save || d.exitWithoutSave !== undefined ? this.act(d, options) : undefined;
@@ -436,15 +428,39 @@ export class PreemptionCheckpointHandler {
 
   /** Reports an `OpError` of a step to the other tasks (TensorFlow reports only those); a failed report is logged by the coordinator. */
   private async report(e: unknown): Promise<void> {
-    if (e instanceof OpError) await this.coordinator.reportError?.(e);
+    if (!(e instanceof OpError)) return;
+    await this.coordinator.reportError?.(e);
+    await this.untilErrorHeard();
+  }
+
+  /** Raises the cluster's failure (another task's reported error), once the others heard it too. */
+  private async raise(failure: Error): Promise<never> {
+    await this.untilErrorHeard();
+    throw failure;
+  }
+
+  private async untilErrorHeard(): Promise<void> {
+    try {
+      await this.resolver?.untilErrorHeard?.();
+    } catch {
+      // Best effort: the error is raised either way.
+    }
+  }
+
+  /** Where saves go: the manager, or a non-chief's own temporary directory's (made at its first save). */
+  private writeManager(): Promise<CheckpointManager> {
+    const temp = this.workerTemp;
+    if (temp === undefined) return Promise.resolve(this.checkpointManager);
+    temp.manager ??= CheckpointManager.create({ directory: temp.directory, maxToKeep: 1, clock: this.clock, logger: this.logger });
+    return temp.manager;
   }
 
   /** Deletes a non-chief's `workertemp_<id>` directory (its manager closed first), as TensorFlow does before the exit. */
   private async removeWorkerTemp(): Promise<void> {
     const temp = this.workerTemp;
-    if (temp === undefined) return;
-    this.workerTemp = undefined;
-    await temp.manager.close().catch(() => undefined);
+    if (temp?.manager === undefined) return;
+    this.workerTemp = { root: temp.root, directory: temp.directory };
+    await (await temp.manager.catch(() => undefined))?.close().catch(() => undefined);
     await rm(temp.root, { recursive: true, force: true }).catch((e: unknown) =>
       this.logger.warn(`PreemptionCheckpointHandler: could not delete ${temp.root}: ${e instanceof Error ? e.message : String(e)}`),
     );
@@ -464,7 +480,7 @@ export class PreemptionCheckpointHandler {
         await this.config.saveFn(options);
         return null;
       }
-      return await this.checkpointManager.save(this.wrappedStore(), options);
+      return await (await this.writeManager()).save(this.wrappedStore(), options);
     } catch (e) {
       this.logger.error(`PreemptionCheckpointHandler: saving the preemption checkpoint ${this.at(run)} failed: ${e instanceof Error ? e.message : String(e)}`, { run });
       throw e;

@@ -28,8 +28,11 @@ export interface PreemptionKeyValueStore {
   insert(key: string, value: string): Promise<void>;
   /** The value of `key`, waiting for it; `DeadlineExceededError` after `timeoutMs`. */
   get(key: string, options?: { readonly timeoutMs?: number }): Promise<string>;
-  /** Makes every task's pending and later calls raise `error`, naming this task. */
-  reportErrorToCluster(error: Error): Promise<void>;
+  /**
+   * Makes every task's pending and later calls raise `error`, naming this task. `final`: this
+   * task leaves for good with it (the host of an embedded service then knows who heard it).
+   */
+  reportErrorToCluster(error: Error, options?: { readonly final?: boolean }): Promise<void>;
 }
 
 /**
@@ -63,6 +66,12 @@ export interface PreemptionClusterResolver {
   readonly livenessTimeoutMs?: number | undefined;
   /** Whether `error` (from a coordination call) says the chief is lost: frozen, dead, or its service gone. */
   isChiefLoss?(error: unknown): boolean;
+  /**
+   * Resolves once every other task heard the error reported to the cluster, or left, within a
+   * bound (the host of the embedded coordination service must not exit before: its service goes
+   * with it). Called before a step raises such an error; absent where nothing needs waiting for.
+   */
+  untilErrorHeard?(): Promise<void>;
   /** The replica group's stop vote, when the job is data-parallel. */
   readonly replicaStop?: ReplicaStop | undefined;
   /**

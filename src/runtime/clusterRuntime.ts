@@ -354,6 +354,22 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     replicaStop: group,
     livenessTimeoutMs: timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs,
     isChiefLoss: (e) => isChiefLoss(e, chiefName, tasks),
+    untilErrorHeard: async () => {
+      // Only the host of the embedded service: its service goes with its process.
+      if (tellOthers === undefined || heardFinal?.() !== true) return;
+      const others = tasks.filter((t) => t !== me);
+      const boundMs = 3 * (timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs);
+      const untold = await tellOthers(others, boundMs);
+      if (untold.length > 0) logger.warn(`${untold.join(", ")} did not hear of the cluster's error within ${boundMs / 1000} s; they learn of the chief's exit from the missing service.`);
+      // The answers are on their way: the server stops once they are written (its stop grace).
+      closing ??= (async () => {
+        finishing = true;
+        await client.close().catch(() => undefined);
+        await stopServer().catch(() => undefined);
+        return undefined;
+      })();
+      await closing;
+    },
     sessionTargets: defaultSessionTargets.with(recovery === undefined ? resolver : recovering(resolver, recovery)),
     hooks: recovery === undefined ? [] : [recovery.hook],
     failed,

@@ -28,6 +28,7 @@ import { systemClock, type Clock } from "../../Clock.js";
 import {
   AbortedError,
   AlreadyExistsError,
+  CancelledError,
   DataLossError,
   DeadlineExceededError,
   ErrorCode,
@@ -92,6 +93,8 @@ export class EtcdCoordinationClient implements CoordinationClient {
   private readonly clock: Clock;
   private readonly etcd: Etcd3;
   private readonly failure = new ErrorLatch();
+  /** Aborted by `shutdown()` and `close()`: every wait still pending ends (its etcd watch cancelled) with CancelledError. */
+  private readonly closing = new AbortController();
   /** A final report this client heeds (see the module's layout): never reset. */
   private readonly finalReport = new ErrorLatch();
   private finalWatcher: Watcher | undefined;
@@ -287,11 +290,13 @@ export class EtcdCoordinationClient implements CoordinationClient {
       if (gen !== undefined) await this.etcd.put(this.genKey(gen, `left/${enc(this.task)}`)).value(this.incarnation).catch(() => {});
       await this.stopLiveness({ revoke: true });
       await this.finalWatcher?.cancel().catch(() => {});
+      this.abortWaits();
       this.etcd.close();
     }
   }
 
   async close(): Promise<void> {
+    this.abortWaits();
     await this.stopLiveness();
     await this.finalWatcher?.cancel().catch(() => {});
     this.etcd.close();
@@ -719,15 +724,25 @@ export class EtcdCoordinationClient implements CoordinationClient {
    * Reads `key` (or the prefix) and re-reads on every change until `test` gives a value, or
    * fails with `onTimeout()` after `timeoutMs`, or with the signal's reason when it aborts.
    */
+  /** Ends every pending wait: a closed client leaves no etcd watch (and its socket) behind. */
+  private abortWaits(): void {
+    if (!this.closing.signal.aborted) this.closing.abort(new CancelledError(`the coordination client of task ${this.task} closed`));
+  }
+
   private waitUntil<T>(
     key: string,
     isPrefix: boolean,
     timeoutMs: number,
     test: (kvs: IKeyValue[], revision: string) => T | undefined,
     onTimeout: () => OpError,
-    signal?: AbortSignal,
+    given?: AbortSignal,
   ): Promise<T> {
+    const signal = given === undefined ? this.closing.signal : AbortSignal.any([given, this.closing.signal]);
     return new Promise<T>((resolve, reject) => {
+      if (signal.aborted) {
+        reject(signal.reason);
+        return;
+      }
       let watcher: Watcher | undefined;
       let done = false;
       const onAbort = (): void => finish(() => reject(signal?.reason));
