@@ -38,4 +38,11 @@ export interface ChiefModel {
    * `{ ready: false }`; errors that waiting cannot fix (a wrong cluster token) are thrown.
    */
   pull(): Promise<ChiefModelState>;
+  /**
+   * Resolves when the chief may have become ready (it published its model), or after
+   * `timeoutMs`, whichever is first; never rejects. Without it, a waiting worker asks again
+   * every `recoveryWaitSecs` (30 s by default): with it, the worker's first step follows the
+   * chief's publish at once.
+   */
+  waitForChange?(timeoutMs: number): Promise<void>;
 }

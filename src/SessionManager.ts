@@ -276,7 +276,9 @@ export class SessionManager {
           ? `Waiting for the chief at ${(chief as ChiefModel).address}: ${notReadyMsg ?? ""}`
           : `Waiting for model to be ready.  Ready_for_local_init_op:  ${notReadyLocalMsg ?? "None"}, ready: ${notReadyMsg ?? "None"}`,
       );
-      await this.clock.sleep(secs(this.recoveryWaitSecs));
+      // Told when the chief publishes, where the chief model can say so; else poll.
+      if (state !== undefined && !state.ready && chief?.waitForChange !== undefined) await chief.waitForChange(secs(this.recoveryWaitSecs));
+      else await this.clock.sleep(secs(this.recoveryWaitSecs));
     }
   }
 

@@ -7,6 +7,7 @@ import type { ChiefModel, ChiefModelState } from "../src/ChiefModel.js";
 import { DeadlineExceededError, FailedPreconditionError, RuntimeError, UnauthenticatedError, ValueError } from "../src/errors.js";
 import { Graph, type GraphSession, type Variable } from "../src/Graph.js";
 import { silentLogger } from "../src/Logger.js";
+import { flush } from "../src/testing/VirtualClock.js";
 import { Scaffold } from "../src/Scaffold.js";
 import type { Session } from "../src/Session.js";
 import { SessionManager, type SessionManagerOptions } from "../src/SessionManager.js";
@@ -522,6 +523,33 @@ describe("SessionManager.waitForSession with the chief's model (a grpc:// worker
     expect(chief.pulls()).toBe(4);
     expect(made).toHaveLength(1);
     expect(await sess.run(["v", "global_step"])).toEqual([Math.PI, 7]);
+  });
+
+  it("a chief model that can say when the chief published (waitForChange) is asked again at once, not recoveryWaitSecs later", async () => {
+    const g = workerGraph();
+    const { sm, made, clock } = manager(g, { readyOp: reportUninitialized, recoveryWaitSecs: 30 });
+    const polled = fakeChief(chiefValues(), 1);
+    const waits: number[] = [];
+    let publish: (() => void) | undefined;
+    const chief: ChiefModel = {
+      address: polled.address,
+      pull: () => polled.pull(),
+      waitForChange: (timeoutMs) => {
+        waits.push(timeoutMs);
+        return new Promise<void>((ok) => (publish = ok));
+      },
+    };
+    const start = clock.now();
+    const waiting = sm.waitForSession({ maxWaitSecs: 60, chiefModel: chief });
+    for (let i = 0; i < 10 && publish === undefined; i++) await flush();
+    expect(waits).toEqual([30_000]);
+    publish?.();
+    const sess = await waiting;
+    expect(clock.sleeps).toEqual([]);
+    expect(clock.now()).toBe(start);
+    expect(polled.pulls()).toBe(2);
+    expect(made).toHaveLength(1);
+    expect(await sess.run("v")).toBe(Math.PI);
   });
 
   it("raises DeadlineExceededError after maxWaitSecs, in one line naming the chief's address and why", async () => {

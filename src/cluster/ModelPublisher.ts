@@ -51,6 +51,8 @@ export interface ModelPublisherOptions {
   /** Default upper bound on one data chunk of a snapshot, in bytes (default 1 MiB; at most 4 MiB, gRPC's usual message limit). */
   readonly maxChunkBytes?: number | undefined;
   readonly logger?: Logger | undefined;
+  /** Called after each publish (the task runtime tells waiting workers through the coordination service). */
+  readonly onPublished?: (() => void) | undefined;
 }
 
 /** One snapshot, encoded once and streamed to every worker that asked for it during the same step. */
@@ -94,12 +96,14 @@ export class ModelPublisher implements SessionRunHook {
   /** The running step waits, having changed no variable (its replica group re-forms): snapshots are taken at once. */
   #stepWaits = false;
   #waiters: Waiter[] = [];
+  readonly #onPublished: (() => void) | undefined;
 
   /** @throws ValueError for a `maxChunkBytes` outside 1 KiB..4 MiB. */
   constructor(options: ModelPublisherOptions = {}) {
     this.#taskName = options.taskName ?? "/job:chief/replica:0/task:0";
     this.#maxChunkBytes = chunkBytes(options.maxChunkBytes ?? DEFAULT_CHUNK_BYTES, "maxChunkBytes");
     this.#logger = options.logger ?? defaultLogger;
+    this.#onPublished = options.onPublished;
   }
 
   /** Serves the `ModelService` on a server: pass it in `ServerOptions.services`. */
@@ -136,6 +140,7 @@ export class ModelPublisher implements SessionRunHook {
     this.#inStep = false;
     this.#logger.info(`${this.#taskName}: model published to the workers (session ${this.#generation})`);
     this.#flushWaiters();
+    this.#onPublished?.();
   }
 
   /** Stops publishing: workers are told the chief is not ready, with `reason`. */

@@ -137,7 +137,8 @@ export class ChiefRecovery {
 
   /** The chief's model as the worker's session creator asks it: after a loss, only once the chief is back. */
   chiefModel(inner: ChiefModel): ChiefModel {
-    return { address: inner.address, pull: () => this.#pull(inner) };
+    const waitForChange = inner.waitForChange;
+    return { address: inner.address, pull: () => this.#pull(inner), ...(waitForChange === undefined ? {} : { waitForChange: (ms: number) => waitForChange.call(inner, ms) }) };
   }
 
   /**

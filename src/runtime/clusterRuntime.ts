@@ -39,7 +39,7 @@ import { parseAddress } from "../cluster/TfConfig.js";
 import { DEFAULT_COLLECTIVE_TIMEOUT_SECS } from "../Collective.js";
 import type { SessionRunHook } from "../SessionRunHook.js";
 import { TcpCollective } from "../cluster/collective/TcpCollective.js";
-import { AbortedError, CancelledError, DeadlineExceededError, InvalidArgumentError, OpError, UnauthenticatedError, UnavailableError, UnknownError } from "../errors.js";
+import { AbortedError, AlreadyExistsError, CancelledError, DeadlineExceededError, InvalidArgumentError, OpError, UnauthenticatedError, UnavailableError, UnknownError } from "../errors.js";
 import type { Logger } from "../Logger.js";
 import type { PreemptionClusterResolver } from "../preemption/PreemptionCluster.js";
 import { defaultSessionTargets, type SessionTargetRegistry, type SessionTargetResolver } from "../SessionTarget.js";
@@ -172,7 +172,9 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   };
   const etcd = o.backend === "etcd";
   const newEtcdClient = (): CoordinationClient => usage(() => new EtcdCoordinationClient({ ...clientOptions, hosts: o.etcdEndpoints ?? [] }));
-  const publisher = task.isChief ? new ModelPublisher({ taskName: me, logger }) : undefined;
+  /** Tells the workers waiting for the chief's model that it is published (set once the client is registered). */
+  let announcePublished: () => void = () => undefined;
+  const publisher = task.isChief ? new ModelPublisher({ taskName: me, logger, onPublished: () => announcePublished() }) : undefined;
   const services = publisher === undefined ? [] : [publisher.registration];
 
   let client: CoordinationClient;
@@ -225,6 +227,9 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     throw e;
   }
   logger.info(`Every task of the cluster registered (generation ${client.generation ?? "?"}).`);
+  // The chief's model is published: a waiting worker hears it at once (see `publishWatched`).
+  announcePublished = () => void insertOnce(client, MODEL_READY_KEY, client.incarnation).catch(() => undefined);
+  if (publisher?.readiness().ready === true) announcePublished();
 
   const group = options.group;
   let collective: TcpCollective | undefined;
@@ -296,7 +301,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   failed.catch(() => undefined);
   // A rank blocked in a collective hears of the cluster's failure at once, not at the collective's deadline.
   if (group !== undefined) failed.then((e) => failGroup(group, e), () => undefined);
-  const resolver = grpcSessionTargetResolver({ cluster: spec.asDict(), token, tls, publisher });
+  const resolver = publishWatched(grpcSessionTargetResolver({ cluster: spec.asDict(), token, tls, publisher }), client, clock);
   const chiefName = chiefTaskOf(spec);
   const finish = async (clean: boolean): Promise<Error | undefined> => {
     finishing = true;
@@ -375,7 +380,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     failed,
     sessionsCreated: async () => {
       // The chief's model is published: a worker that lost the chief waits for this key.
-      if (task.isChief) await client.insert(MODEL_READY_KEY, client.incarnation);
+      if (task.isChief) await insertOnce(client, MODEL_READY_KEY, client.incarnation);
       // A recovering worker passes the barrier in each generation, from its hook.
       if (recovery === undefined) await client.barrier(STARTED_BARRIER);
     },
@@ -545,6 +550,45 @@ const watch = async (
       }
       return error instanceof OpError ? error : new UnknownError(String(error));
     }
+  }
+};
+
+/**
+ * `resolver`, its chief model told of the chief's publish by the coordination service (a watch on
+ * {@link MODEL_READY_KEY}): a worker waiting for the chief's model asks again as soon as the chief
+ * published, not `recoveryWaitSecs` later. The key stays for the generation, so only the first
+ * wait is a watch; later ones (the chief unpublished meanwhile) wait out their time.
+ */
+const publishWatched = (resolver: SessionTargetResolver, client: CoordinationClient, clock: Clock): SessionTargetResolver => ({
+  scheme: resolver.scheme,
+  resolve: (master) => {
+    const target = resolver.resolve(master);
+    const model = target.chiefModel;
+    if (model === undefined) return target;
+    let heard: number | undefined;
+    const waitForChange = async (timeoutMs: number): Promise<void> => {
+      if (heard === client.generation) {
+        await new Promise<void>((ok) => clock.setTimer(timeoutMs, ok));
+        return;
+      }
+      const generation = client.generation;
+      try {
+        await client.get(MODEL_READY_KEY, { timeoutMs });
+        heard = generation;
+      } catch {
+        // A timeout, or the cluster's failure (the failure watch reports it): ask the chief again.
+      }
+    };
+    return { ...target, chiefModel: { address: model.address, pull: () => model.pull(), waitForChange } };
+  },
+});
+
+/** Inserts `key` unless present (the chief's model can be published before and after its start barrier). */
+const insertOnce = async (client: CoordinationClient, key: string, value: string): Promise<void> => {
+  try {
+    await client.insert(key, value);
+  } catch (e) {
+    if (!(e instanceof AlreadyExistsError)) throw e;
   }
 };
 
