@@ -27,11 +27,11 @@ import { BundleSaver, CheckpointDirInUseError, CheckpointManager } from "../chec
 import { systemClock, type Clock } from "../Clock.js";
 import { resolveTfConfig } from "../cluster/ClusterResolver.js";
 import { TF_CONFIG } from "../cluster/TfConfig.js";
-import { checkpointDirOf, ConfigError, lastStepOf, toMonitoredTrainingSessionOptions, type JobContext, type SessionRole, type TrainingConfig } from "../config/index.js";
+import { checkpointDirOf, ConfigError, lastStepOf, toMonitoredTrainingSessionOptions, type Job, type JobContext, type SessionRole, type TrainingConfig } from "../config/index.js";
 import { InvalidArgumentError, ValueError } from "../errors.js";
 import type { Logger, LogLevel } from "../Logger.js";
 import { withSession, type MonitoredSession } from "../MonitoredSession.js";
-import { monitoredTrainingSession } from "../training/monitoredTrainingSession.js";
+import { monitoredTrainingSession, type MonitoredTrainingSessionOptions } from "../training/monitoredTrainingSession.js";
 import { PreemptionCheckpointHandler } from "../preemption/PreemptionCheckpointHandler.js";
 import { LocalPreemptionCoordinator } from "../preemption/PreemptionCoordinator.js";
 import { PREEMPTION_EXIT_CODE, TerminationConfig } from "../preemption/TerminationConfig.js";
@@ -78,6 +78,22 @@ export interface RunCommandOptions {
   readonly logLevel?: LogLevel;
   /** Print stack traces of failures (default: one line each). */
   readonly verbose?: boolean;
+}
+
+/** What {@link planRun} gathered and checked, for {@link train}. */
+interface RunPlan {
+  readonly verbose: boolean;
+  readonly config: TrainingConfig;
+  readonly baseDir: string;
+  readonly job: Job;
+  /** This process's task of a cluster (TF_CONFIG), if any. */
+  readonly task: ClusterTask | undefined;
+  readonly isChief: boolean;
+  /** The data-parallel group, when the job took it. */
+  readonly group: ReplicaGroup | undefined;
+  readonly progress: ReturnType<typeof createProgress>;
+  readonly logger: Logger;
+  readonly sessionOptions: MonitoredTrainingSessionOptions;
 }
 
 /** Thrown by the preemption handler's exit function: unwinds the loop, then the command exits. */
@@ -128,6 +144,17 @@ export const watchNotices = (io: CliIo, clock: Clock): TerminationNotices => {
 };
 
 const runWithNotices = async (configPath: string, options: RunCommandOptions, io: CliIo, clock: Clock, notices: TerminationNotices): Promise<number> => {
+  const plan = await planRun(configPath, options, io, clock, notices);
+  return typeof plan === "number" ? plan : train(plan, io, clock, notices);
+};
+
+/**
+ * Everything `run` decides before it creates anything: TF_CONFIG, the configuration, the job
+ * module, the cluster task and its replica group, the session's options, the notices it
+ * watches. Every exit 2 for bad input is here; a notice that came meanwhile ends it with the
+ * preemption code, nothing created.
+ */
+const planRun = async (configPath: string, options: RunCommandOptions, io: CliIo, clock: Clock, notices: TerminationNotices): Promise<RunPlan | number> => {
   const verbose = options.verbose === true;
   // The cluster comes from the environment: checked first, before the module loads.
   const tfConfig = readTfConfig(io.env);
@@ -206,6 +233,17 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
     return exitCodeOf(config);
   }
 
+  return { verbose, config, baseDir, job, task, isChief, group, progress, logger, sessionOptions };
+};
+
+/**
+ * Trains the plan: takes the checkpoint directory (the chief), starts the task's server and joins
+ * the cluster, creates the session, the preemption handler, and runs the job's fetches until
+ * `shouldStop()`; resolves with the exit code.
+ */
+const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: TerminationNotices): Promise<number> => {
+  const { verbose, config, baseDir, job, task, isChief, group, progress, logger } = plan;
+  let { sessionOptions } = plan;
   // The input is valid: from here on, things are created. First the checkpoint directory's one
   // manager (taking its lock): a second run on the directory stops here, having written nothing.
   // Only the chief writes there; a worker never does.
@@ -311,6 +349,8 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
     return true;
   };
   let finished = false;
+  /** Steps this process trained. */
+  let run = 0;
   const forced = exitOnRepeatedNotice(notices.notices$, {
     gracePeriodSecs: config.preemption?.gracePeriodSecs ?? 0,
     exitCode: exitCodeOf(config),
@@ -359,7 +399,6 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
     started = true;
     // The display observes the session's events; the loop below only trains.
     following = followSession(progress, { events$: sess.events$, readStep: () => readStep(sess), lossOf });
-    let run = 0;
     let finalStep: number | undefined;
     await withSession(sess, async (s) => {
       while (!s.shouldStop()) {
@@ -450,7 +489,9 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
             ? `Preempted (${why()}) during a collective, which was cancelled: exiting with ${e.exitCode} without saving (the run resumes from the last checkpoint).`
             : task !== undefined && !isChief
             ? `Preempted (${why()}): a worker exits with ${e.exitCode}${groupStopStep === undefined ? "" : ` at global step ${groupStopStep}, where the replica group stopped,`} without saving (the chief saves).`
-            : `Preempted (${why()}) with no preemption checkpoint configured: exiting with ${e.exitCode} without saving.`,
+            : handler !== undefined && run === 0
+              ? `Preempted (${why()}) before the first step: exiting with ${e.exitCode} without saving (nothing was trained since the checkpoint this run started from; run the same command again to resume).`
+              : `Preempted (${why()}) with no preemption checkpoint configured: exiting with ${e.exitCode} without saving.`,
       );
       where();
       return e.exitCode;

@@ -29,7 +29,7 @@
  *   initFn: () => session.variables.initialize(),
  * });
  * while (handler.totalRunCalls < numSteps) await handler.run(() => session.run("train"));
- * handler.close();
+ * await handler.close();
  * // On SIGTERM: saves at the next step boundary and exits with code 42 ("restart me").
  * ```
  *
@@ -172,7 +172,6 @@ export class PreemptionCheckpointHandler {
    * before it exits; its manager then is `checkpointManager` reads the chief's directory only.
    */
   private workerTemp: { readonly root: string; readonly directory: string; manager?: Promise<CheckpointManager> } | undefined;
-  private stopNotices: () => void = () => undefined;
   /** `chief:0`, `worker:1`; `undefined` in local mode. */
   private taskName: string | undefined;
   private resolver: PreemptionClusterResolver | undefined;
@@ -255,14 +254,6 @@ export class PreemptionCheckpointHandler {
     }
     if (path !== null) logger.info(`PreemptionCheckpointHandler: restored ${path} ${h.at(h.runCounter)}.`, { path, run: h.runCounter });
     h.watch(options.signals ?? ["SIGTERM"], options.signalTarget ?? process);
-    // The task heard notices since it started (a SIGTERM before the handler existed): they are the handler's now.
-    const take = options.clusterResolver?.takeTerminationNotices;
-    if (take !== undefined) {
-      const handler = h;
-      handler.stopNotices = take.call(options.clusterResolver, (source) => {
-        if (!handler.closed) handler.notice(source);
-      });
-    }
     return h;
   }
 
@@ -574,7 +565,6 @@ export class PreemptionCheckpointHandler {
   }
 
   private stopWatching(): void {
-    this.stopNotices();
     this.removeSignals();
     this.pollTimer?.cancel();
     this.pollTimer = undefined;

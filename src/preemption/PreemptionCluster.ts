@@ -74,12 +74,6 @@ export interface PreemptionClusterResolver {
   untilErrorHeard?(): Promise<void>;
   /** The replica group's stop vote, when the job is data-parallel. */
   readonly replicaStop?: ReplicaStop | undefined;
-  /**
-   * Hands this task's termination notices to `listener` from now on, replaying those it heard
-   * since it started (a SIGTERM between the task's start and the handler's creation is not
-   * lost). Returns a function that stops the hand-over.
-   */
-  takeTerminationNotices?(listener: (source: string) => void): () => void;
 }
 
 /** The exit code of a task whose chief was lost during a preemption agreement: nobody could write the checkpoint. */
