@@ -6,6 +6,10 @@
  * `clusterSessionTargets(...)` from `monitored-session/cluster` adds `grpc://` (the graph still
  * runs in this process; a worker waits for the chief's model and starts from its values).
  *
+ * A started task of a cluster (the object `startTask()` from `monitored-session/runtime`
+ * returns) carries its `master`, its registry and whether it is the chief: a {@link SessionTask},
+ * given to `monitoredTrainingSession` or the `Supervisor` as `task` instead of those three.
+ *
  * @example
  * ```ts
  * import { defaultSessionTargets } from "monitored-session";
@@ -20,7 +24,7 @@
 import type { ChiefModel } from "./ChiefModel.js";
 import { ValueError } from "./errors.js";
 import type { SessionFactory } from "./SessionManager.js";
-import type { SessionRunHook } from "./SessionRunHook.js";
+import { hook, type SessionRunHook } from "./SessionRunHook.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -51,6 +55,30 @@ export interface SessionTargetResolver {
   /** The scheme before `://` (`"grpc"`), or `""` for the in-process target `""`. */
   readonly scheme: string;
   resolve(master: string): SessionTarget;
+}
+
+/**
+ * A started task of a cluster, as its session uses it: the task object of `startTask()` from
+ * `monitored-session/runtime` is one (TensorFlow has no such object: its closest is `master`
+ * set to the task's `server.target`, with `is_chief`). Given as `task` to
+ * `monitoredTrainingSession` or the `Supervisor`, it replaces `master`, `sessionTargets` and
+ * `isChief`.
+ */
+export interface SessionTask {
+  /** The task's session target, TensorFlow's `master`: `grpc://<its address>`. */
+  readonly master: string;
+  /** Resolves {@link master}: on the chief with its model publisher, on a worker to the chief's model. */
+  readonly sessionTargets: SessionTargetRegistry;
+  /** Whether this task is the chief: it initializes or restores, publishes its model and saves. */
+  readonly isChief: boolean;
+  /** Hooks the task's session runs before the caller's (a worker's recovery from the loss of its chief). */
+  readonly hooks?: readonly SessionRunHook[] | undefined;
+  /**
+   * The cluster's start barrier, called once the task's first session exists (on the chief, after
+   * its model is published): no task trains on before every task has its session, so the chief
+   * serves its model until each worker has taken it.
+   */
+  sessionsCreated?(): Promise<void>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -110,6 +138,46 @@ export class SessionTargetRegistry {
 
 /** The registry `monitoredTrainingSession` uses unless given one: the in-process target only. */
 export const defaultSessionTargets: SessionTargetRegistry = new SessionTargetRegistry([inProcessTarget]);
+
+// ---------------------------------------------------------------------------------------------
+// operations
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The value of option `name` (`master`, `sessionTargets` or `isChief`) for a session given
+ * `given` and perhaps a `task`: the task's value, else `given`. Giving both with different
+ * values is a `ValueError` naming both options.
+ */
+export const fromTask = <K extends "master" | "sessionTargets" | "isChief">(
+  task: SessionTask | undefined,
+  name: K,
+  given: SessionTask[K] | undefined,
+): SessionTask[K] | undefined => {
+  if (task === undefined) return given;
+  const own = task[name];
+  if (given !== undefined && given !== own) {
+    const values = typeof own === "object" ? "another registry than the task's" : `${JSON.stringify(given)}, the task's is ${JSON.stringify(own)}`;
+    throw new ValueError(`give either task or ${name}, not both: ${name} is ${values} (task sets master, sessionTargets and isChief)`);
+  }
+  return own;
+};
+
+/**
+ * The hook that passes `task`'s start barrier ({@link SessionTask.sessionsCreated}) once its
+ * first session exists; a creation that failed (and is retried) passes it at the next one.
+ * `undefined` when the task has no barrier.
+ */
+export const sessionsCreatedHook = (task: SessionTask): SessionRunHook | undefined => {
+  if (task.sessionsCreated === undefined) return undefined;
+  let passed = false;
+  return hook("SessionsCreated", {
+    afterCreateSession: async () => {
+      if (passed) return;
+      await task.sessionsCreated?.();
+      passed = true;
+    },
+  });
+};
 
 // ---------------------------------------------------------------------------------------------
 // utils

@@ -92,6 +92,7 @@ export {
   SessionTargetRegistry,
   type SessionTarget,
   type SessionTargetResolver,
+  type SessionTask,
 } from "./SessionTarget.js";
 export type { ChiefModel, ChiefModelState } from "./ChiefModel.js";
 

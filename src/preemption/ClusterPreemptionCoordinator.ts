@@ -228,6 +228,15 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     await Promise.all(this.others().map((id) => this.o.store.get(this.key(`round${round}/ack/${id}`), { timeoutMs }).catch(() => undefined)));
   }
 
+  /**
+   * The start barrier: resolves once every task restored. Until then the chief must not save:
+   * with `maxToKeep: 1` its save removes the checkpoint a worker may still be reading.
+   */
+  async restored(): Promise<void> {
+    await this.o.store.insert(this.key(`restored/${this.o.id}`), "1");
+    await Promise.all(this.others().map((id) => this.o.store.get(this.key(`restored/${id}`))));
+  }
+
   /** Ends this task's watch: inserts its own keys of the current round, so that neither its watcher nor the leader waits for it. */
   async close(): Promise<void> {
     if (this.closed) return;

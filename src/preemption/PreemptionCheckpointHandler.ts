@@ -247,6 +247,8 @@ export class PreemptionCheckpointHandler {
     let path: string | null;
     try {
       path = options.restoreOnCreate === false ? null : await manager.restoreOrInitialize(h.wrappedStore(), options.initFn);
+      // Every task of a cluster restored before any trains (and the chief saves again).
+      await (coordinator as PreemptionCoordinator).restored?.();
     } catch (e) {
       await coordinator.close();
       if (h.ownsManager) await manager.close();

@@ -55,6 +55,8 @@ export interface PreemptionCoordinator {
   saved?(ms: number): void;
   /** Called after the last save, before the exit (the chief waits for the others' acknowledgements). */
   beforeExit?(): Promise<void>;
+  /** Called once this task restored (or initialized), before its first step: a cluster waits for every task. */
+  restored?(): Promise<void>;
   /** Stops watching peers. */
   close(): void | Promise<void>;
 }

@@ -113,6 +113,12 @@ export interface StartClusterOptions {
   readonly group?: ReplicaGroup | undefined;
   /** How long a worker without a group waits for a lost chief to come back (the configuration's `maxWaitSecs`, default 7200). */
   readonly maxWaitSecs?: number | undefined;
+  /**
+   * Take the death of the parent process (it re-parents this one) as a termination notice: this
+   * process sends itself SIGTERM, so that a handler saves, or Node's default ends it. For tasks of
+   * `launch -- <command>`: no orphan trains on when `launch` is killed. Polled every second.
+   */
+  readonly watchParent?: boolean | undefined;
   readonly logger: Logger;
   readonly clock?: Clock;
 }
@@ -285,6 +291,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           logger,
         });
   let finishing = false;
+  const parentWatch = options.watchParent === true ? watchParentOf(me, clock, logger, () => finishing) : undefined;
   // A loss the group waits for re-forms it; any other failure ends a wait under way, and the group.
   const lost =
     rejoin === undefined || group === undefined
@@ -305,6 +312,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   const chiefName = chiefTaskOf(spec);
   const finish = async (clean: boolean): Promise<Error | undefined> => {
     finishing = true;
+    parentWatch?.cancel();
     recovery?.cancel(new CancelledError(`task ${task.name} is leaving the cluster`));
     rejoin?.cancel(new CancelledError(`task ${task.name} is leaving the cluster`));
     await collective?.close().catch(() => undefined);
@@ -582,6 +590,28 @@ const publishWatched = (resolver: SessionTargetResolver, client: CoordinationCli
     return { ...target, chiefModel: { address: model.address, pull: () => model.pull(), waitForChange } };
   },
 });
+
+/** Polls the parent pid every second; on a change (the parent died), this process gets SIGTERM once. */
+const watchParentOf = (me: string, clock: Clock, logger: Logger, finishing: () => boolean): { cancel(): void } => {
+  const initial = process.ppid;
+  let timer: { cancel(): void } | undefined;
+  const check = (): void => {
+    if (finishing()) return;
+    if (initial > 1 && process.ppid !== initial) {
+      // Whoever read this task's output is gone with launch: a write to the broken pipe must not end the task before its save.
+      for (const stream of [process.stdout, process.stderr]) stream.on("error", () => undefined);
+      logger.warn(`${me}: the parent process (pid ${initial}, launch) exited: taking it as a termination notice (SIGTERM to this process).`);
+      process.kill(process.pid, "SIGTERM");
+      return;
+    }
+    timer = clock.setTimer(PARENT_POLL_MS, check);
+  };
+  timer = clock.setTimer(PARENT_POLL_MS, check);
+  return { cancel: () => timer?.cancel() };
+};
+
+/** How often a task of `launch` checks that its parent lives. */
+const PARENT_POLL_MS = 1000;
 
 /** Inserts `key` unless present (the chief's model can be published before and after its start barrier). */
 const insertOnce = async (client: CoordinationClient, key: string, value: string): Promise<void> => {

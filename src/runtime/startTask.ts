@@ -89,7 +89,9 @@ export const startTask = async (options: StartTaskOptions = {}): Promise<TaskRun
   const dataParallel = options.dataParallel ?? settings.dataParallel ?? false;
   const group = dataParallel ? ReplicaGroup.of(resolved) : undefined;
   const logger = options.logger ?? defaultLogger;
-  const runtime = await startClusterTask(task, { env, group, maxWaitSecs: options.maxWaitSecs, logger, clock: options.clock ?? systemClock });
-  if (env[LAUNCH_READY_ENV] === "1") process.stderr.write(`${LAUNCH_READY_LINE}\n`);
+  const launched = env[LAUNCH_READY_ENV] === "1";
+  // Under launch: no orphan trains on if launch is killed.
+  const runtime = await startClusterTask(task, { env, group, maxWaitSecs: options.maxWaitSecs, logger, clock: options.clock ?? systemClock, watchParent: launched });
+  if (launched) process.stderr.write(`${LAUNCH_READY_LINE}\n`);
   return runtime;
 };

@@ -37,7 +37,7 @@ import { Scaffold } from "../Scaffold.js";
 import { ChiefSessionCreator, WorkerSessionCreator } from "../SessionCreators.js";
 import type { SessionFactory } from "../SessionManager.js";
 import type { SessionRunHook } from "../SessionRunHook.js";
-import { defaultSessionTargets, type SessionTargetRegistry } from "../SessionTarget.js";
+import { defaultSessionTargets, fromTask, sessionsCreatedHook, type SessionTargetRegistry, type SessionTask } from "../SessionTarget.js";
 import { USE_DEFAULT } from "../useDefault.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -50,15 +50,40 @@ export type Cadence = number | null | typeof USE_DEFAULT | undefined;
 /** Options of {@link monitoredTrainingSession}, TensorFlow's parameters in camelCase. */
 export interface MonitoredTrainingSessionOptions {
   /**
+   * This process's task of a cluster, as `startTask()` from `monitored-session/runtime` returns
+   * it: the preferred way to train in a cluster. It sets `master`, `sessionTargets` and
+   * `isChief` (giving one of them too, with another value, is a `ValueError`); its hooks (a
+   * worker's recovery from the loss of its chief) run before `chiefOnlyHooks`, the default hooks
+   * and `hooks`; once the first session exists, the session passes the cluster's start barrier
+   * (`task.sessionsCreated()`: do not call it yourself). The chief initializes or restores and
+   * publishes its model; a worker waits up to `maxWaitSecs` for it, starts from its values and,
+   * after a loss of its chief, re-creates its session from the restarted chief's values.
+   *
+   * @example
+   * ```ts
+   * // @prelude docs/preludes/session.ts
+   * import { monitoredTrainingSession, withSession } from "monitored-session";
+   * import { startTask } from "monitored-session/runtime";
+   *
+   * const task = await startTask(); // TF_CONFIG from the environment
+   * await withSession(monitoredTrainingSession({ task, graph, checkpointDir: "/runs/exp1" }), async (s) => {
+   *   while (!s.shouldStop()) await s.run("train");
+   * });
+   * await task.close();
+   * ```
+   */
+  readonly task?: SessionTask;
+  /**
    * The session target (TensorFlow's `master`), resolved through `sessionTargets`: `""` (the
    * default) is in-process; `grpc://host:port` (this task's server's `target`) needs the
    * cluster's registry (`clusterSessionTargets` from `monitored-session/cluster`): the graph runs
-   * here, the chief publishes its model, a worker waits for it and starts from its values.
+   * here, the chief publishes its model, a worker waits for it and starts from its values. With
+   * a `task` (preferred), the task's.
    */
   readonly master?: string;
-  /** Resolves `master` (default {@link defaultSessionTargets}: the in-process target only). */
+  /** Resolves `master` (default {@link defaultSessionTargets}: the in-process target only; with a `task`, the task's). */
   readonly sessionTargets?: SessionTargetRegistry;
-  /** Whether this process is the chief (default `true`): it initializes, restores and saves. */
+  /** Whether this process is the chief (default `true`; with a `task`, the task's): it initializes, restores and saves. */
   readonly isChief?: boolean;
   /** Where checkpoints are saved and restored from. */
   readonly checkpointDir?: string | null;
@@ -127,12 +152,19 @@ export interface ResolvedCadences {
 /**
  * Creates a `MonitoredSession` configured like TensorFlow's `MonitoredTrainingSession`.
  * On the chief the hooks are, in order: `chiefOnlyHooks`, `StepCounterHook`,
- * `SummarySaverHook`, `CheckpointSaverHook`, then `hooks`.
+ * `SummarySaverHook`, `CheckpointSaverHook`, then `hooks`; a worker runs only `hooks`. A
+ * `task`'s hooks run before all of them (after a `grpc://` chief's model service).
  */
 export const monitoredTrainingSession = async (
   options: MonitoredTrainingSessionOptions = {},
 ): Promise<MonitoredSession> => {
-  const target = (options.sessionTargets ?? defaultSessionTargets).resolve(options.master ?? "");
+  const task = options.task;
+  const isChief = fromTask(task, "isChief", options.isChief) ?? true;
+  const target = (fromTask(task, "sessionTargets", options.sessionTargets) ?? defaultSessionTargets).resolve(fromTask(task, "master", options.master) ?? "");
+  // The task's hooks run first; its start barrier once every other hook saw the new session.
+  const taskHooks = task?.hooks ?? [];
+  const started = task === undefined ? undefined : sessionsCreatedHook(task);
+  const last = started === undefined ? [] : [started];
   const sessionFactory = target.sessionFactory(options.sessionFactory);
   const cadences = resolveCadences(options);
   const scaffold =
@@ -152,7 +184,7 @@ export const monitoredTrainingSession = async (
     ...(options.clock === undefined ? {} : { clock: options.clock }),
     ...(options.logger === undefined ? {} : { logger: options.logger }),
   };
-  if (!(options.isChief ?? true)) {
+  if (!isChief) {
     return MonitoredSession.create({
       ...base,
       sessionCreator: new WorkerSessionCreator({
@@ -161,7 +193,7 @@ export const monitoredTrainingSession = async (
         recoveryWaitSecs: options.recoveryWaitSecs,
         chiefModel: target.chiefModel,
       }),
-      hooks: options.hooks ?? [],
+      hooks: [...taskHooks, ...(options.hooks ?? []), ...last],
     });
   }
   const shared = options.checkpointManager;
@@ -184,8 +216,9 @@ export const monitoredTrainingSession = async (
         })
       : undefined;
   const manager = shared ?? owned;
-  // The target's hooks (a grpc:// chief's model service) come first: they see every step boundary.
-  const hooks: SessionRunHook[] = [...(target.chiefHooks ?? []), ...(options.chiefOnlyHooks ?? [])];
+  // The target's hooks (a grpc:// chief's model service) come first: they see every step
+  // boundary, and the model is published before anything waits on the cluster. Then the task's.
+  const hooks: SessionRunHook[] = [...(target.chiefHooks ?? []), ...taskHooks, ...(options.chiefOnlyHooks ?? [])];
   if (summaryDir !== undefined && cadences.logStepCountSteps !== undefined) {
     hooks.push(new StepCounterHook({ outputDir: summaryDir, everyNSteps: cadences.logStepCountSteps, examplesPerStep: options.examplesPerStep }));
   }
@@ -210,7 +243,7 @@ export const monitoredTrainingSession = async (
         }),
       );
     }
-    hooks.push(...(options.hooks ?? []));
+    hooks.push(...(options.hooks ?? []), ...last);
     return await MonitoredSession.create({
       ...base,
       sessionCreator: new ChiefSessionCreator({

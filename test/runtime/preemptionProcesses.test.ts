@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 
 import { etcdBinary, EtcdProcess } from "../cluster/coordination/etcdHarness.js";
-import { killLaunchTree, repoRoot, startCli, type CliChild } from "../util/cliChild.js";
+import { alive, killLaunchTree, repoRoot, startCli, type CliChild } from "../util/cliChild.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
 const tempDir = useTempDirs("ms-preemption-processes-");
@@ -179,6 +179,23 @@ for (const backend of backends) {
       const again = start({ STEPS: String(at + 10) }, [], dir);
       expect((await again.run.done).code, again.run.output()).toBe(0);
       for (const t of TASKS) expect(again.run.output()).toContain(`[${t}] ${t}: starting at run ${at}`);
+    }, 300_000);
+
+    it("launch killed (SIGKILL): every task takes its parent's death as a notice, they save at one run and exit (no orphan trains on)", async () => {
+      const { run, dir } = start({});
+      await allTraining(run);
+      const pids = TASKS.map((t) => pidOf(run.output(), t));
+      run.process.kill("SIGKILL");
+      await run.done;
+      // Bounded wait for the orphans to go (each polls its parent every second, then saves).
+      for (let i = 0; i < 600 && pids.some(alive); i++) await new Promise((r) => setTimeout(r, 100));
+      expect(pids.filter(alive)).toEqual([]);
+      expect(readdirSync(dir)).toEqual(["ckpt"]);
+      const again = start({ STEPS: "1" }, [], dir);
+      expect((await again.run.done).code, again.run.output()).toBe(0);
+      const starts = TASKS.map((t) => Number(new RegExp(`\\[${t}\\] ${t}: starting at run (\\d+)`).exec(again.run.output())?.[1]));
+      expect(starts[0]).toBeGreaterThan(0);
+      expect(new Set(starts).size, `${run.output()}\n--- restart:\n${again.run.output()}`).toBe(1);
     }, 300_000);
 
     it("a data-parallel custom loop: the stop vote stops every rank after the same step, through the library API alone", async () => {

@@ -5,14 +5,16 @@ import { CheckpointSaverHook } from "../../hooks/CheckpointSaverHook.js";
 import { StepCounterHook } from "../../hooks/StepCounterHook.js";
 import { SummarySaverHook } from "../../hooks/SummarySaverHook.js";
 import { CheckpointDirInUseError, CheckpointManager, getCheckpointState } from "../../src/checkpoint/index.js";
-import { ValueError } from "../../src/errors.js";
+import { DeadlineExceededError, UnavailableError, ValueError } from "../../src/errors.js";
 import { Graph } from "../../src/Graph.js";
 import { silentLogger } from "../../src/Logger.js";
 import { withSession } from "../../src/MonitoredSession.js";
 import { monitoredTrainingSession, resolveCadences } from "../../src/training/monitoredTrainingSession.js";
 import type { SessionEvent } from "../../src/SessionEvent.js";
+import { defaultSessionTargets } from "../../src/SessionTarget.js";
 import { USE_DEFAULT } from "../../src/useDefault.js";
 import { FakeSession, HookRecorder, VirtualClock } from "../../src/testing/index.js";
+import { fakeTask } from "../util/fakeTask.js";
 import { useTempDirs } from "../util/tempDirs.js";
 import { eventFiles, readEvents } from "../summary/decoder.js";
 
@@ -23,6 +25,18 @@ const model = () => {
   const step = g.globalStep();
   g.op("train", (ctx) => ctx.assignAdd(step, 1));
   g.op("my_summary", () => 3.5);
+  return g;
+};
+
+/** A graph whose `w` starts at `initial` and grows by 1 a step. */
+const counter = (initial: number) => {
+  const g = new Graph();
+  const step = g.globalStep();
+  const w = g.variable("w", initial);
+  g.op("train", (ctx) => {
+    ctx.assign(w, ctx.read(w) + 1);
+    return ctx.assignAdd(step, 1);
+  });
   return g;
 };
 
@@ -169,6 +183,73 @@ describe("monitoredTrainingSession", () => {
     );
     expect(custom.counts.begin).toBe(1);
     expect(readdirSync(dir).filter((f) => f.includes("model.ckpt"))).toEqual([]);
+  });
+
+  describe("task: the task object of startTask() in place of master, sessionTargets and isChief", () => {
+    const quiet = { saveSummariesSteps: null, logStepCountSteps: null, clock: new VirtualClock({ autoAdvance: true }), logger: silentLogger } as const;
+
+    it("the chief: the target's model hooks, the task's hooks, the defaults and the user's run in that order; the start barrier is passed once, after every hook saw the first session", async () => {
+      const log: string[] = [];
+      const task = fakeTask({ isChief: true, log });
+      const dir = tempDir();
+      const sess = await monitoredTrainingSession({ ...quiet, task, graph: counter(0), checkpointDir: dir, saveCheckpointSteps: 1, hooks: [new HookRecorder("user", { log })] });
+      const names = (sess as unknown as { hooks: readonly { name?: string; constructor: { name: string } }[] }).hooks.map((h) => h.name ?? h.constructor.name);
+      expect(names).toEqual(["publisher", "task", "CheckpointSaverHook", "user", "SessionsCreated"]);
+      expect(log.filter((l) => !l.endsWith(".begin"))).toEqual(["publisher.afterCreateSession", "task.afterCreateSession", "user.afterCreateSession", "sessionsCreated"]);
+      await sess.run("train");
+      await sess.close();
+      // The chief saved: the task's isChief was used.
+      expect(readdirSync(dir).filter((f) => f.endsWith(".index")).sort()).toEqual(["model.ckpt-0.index", "model.ckpt-1.index"]);
+    });
+
+    it("a worker: the task's hooks, then the user's; it starts from the chief's values through the task's target; a re-created session does not pass the start barrier again", async () => {
+      const log: string[] = [];
+      // The task's hook stands for the chief recovery: its second beforeRun finds the chief lost.
+      const task = fakeTask({ isChief: false, log, chiefGraph: () => counter(7), chiefSteps: 3, hook: { throwIn: { method: "beforeRun", at: 2, error: new UnavailableError("lost the chief") } } });
+      const dir = tempDir();
+      const sess = await monitoredTrainingSession({ ...quiet, task, graph: counter(-1), checkpointDir: dir, hooks: [new HookRecorder("user", { log })], recoveryWaitSecs: 1 });
+      expect(log.filter((l) => l.endsWith(".afterCreateSession") || l === "sessionsCreated")).toEqual(["task.afterCreateSession", "user.afterCreateSession", "sessionsCreated"]);
+      expect(await sess.run(["global_step", "w"])).toEqual([3, 10]);
+      // The recovery: a new session, from the chief's values again; the barrier is not passed again.
+      expect(await sess.run(["global_step", "w"])).toEqual([3, 10]);
+      expect(task.pulls()).toBe(2);
+      expect(log.filter((l) => l.endsWith(".afterCreateSession") || l === "sessionsCreated")).toEqual([
+        "task.afterCreateSession",
+        "user.afterCreateSession",
+        "sessionsCreated",
+        "task.afterCreateSession",
+        "user.afterCreateSession",
+      ]);
+      await sess.close();
+      // A worker writes nothing under its checkpointDir.
+      expect(readdirSync(dir)).toEqual([]);
+    });
+
+    it("master, sessionTargets or isChief given too, with another value, is a ValueError naming both options; the same values are accepted", async () => {
+      const task = fakeTask({ isChief: true, log: [] });
+      const opts = { ...quiet, task, graph: counter(0), saveCheckpointSecs: null };
+      await expect(monitoredTrainingSession({ ...opts, master: "grpc://127.0.0.1:1" })).rejects.toThrow(
+        new ValueError('give either task or master, not both: master is "grpc://127.0.0.1:1", the task\'s is "fake://task0" (task sets master, sessionTargets and isChief)'),
+      );
+      await expect(monitoredTrainingSession({ ...opts, isChief: false })).rejects.toThrow(
+        new ValueError("give either task or isChief, not both: isChief is false, the task's is true (task sets master, sessionTargets and isChief)"),
+      );
+      await expect(monitoredTrainingSession({ ...opts, sessionTargets: defaultSessionTargets })).rejects.toThrow(
+        new ValueError("give either task or sessionTargets, not both: sessionTargets is another registry than the task's (task sets master, sessionTargets and isChief)"),
+      );
+      const same = await monitoredTrainingSession({ ...opts, master: task.master, sessionTargets: task.sessionTargets, isChief: true });
+      await same.close();
+    });
+
+    it("a start barrier that fails fails the creation, and the chief's checkpoint directory is released", async () => {
+      const dir = tempDir();
+      const failing = fakeTask({ isChief: true, log: [], barrier: () => Promise.reject(new DeadlineExceededError("barrier timed out: stragglers: worker:0")) });
+      const opts = { ...quiet, graph: counter(0), checkpointDir: dir, saveCheckpointSteps: 1 };
+      await expect(monitoredTrainingSession({ ...opts, task: failing })).rejects.toThrow(new DeadlineExceededError("barrier timed out: stragglers: worker:0"));
+      expect(readdirSync(dir)).not.toContain("checkpoint.lock");
+      const sess = await monitoredTrainingSession({ ...opts, graph: counter(0), task: fakeTask({ isChief: true, log: [] }) });
+      await sess.close();
+    });
   });
 
   describe("one CheckpointManager per checkpoint directory", () => {

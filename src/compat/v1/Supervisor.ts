@@ -32,15 +32,17 @@ import { CheckpointManager } from "../../checkpoint/CheckpointManager.js";
 import { BundleSaver, type Saver } from "../../checkpoint/Saver.js";
 import { Coordinator, type CoordinatedTask } from "../../Coordinator.js";
 import { DEFAULT_YIELD_INTERVAL_MS, EventLoopYield, fairSession } from "../../EventLoopYield.js";
+import { isPromiseLike } from "../../internal/promise.js";
 import { RuntimeError, ValueError } from "../../errors.js";
 import { USE_DEFAULT, type Defaultable } from "../../useDefault.js";
 import type { Graph } from "../../Graph.js";
 import { defaultLogger, type Logger } from "../../Logger.js";
 import { Looper } from "../../Looper.js";
 import { defaultInitOp, defaultLocalInitOp, defaultReadyOp, runScaffoldOp, type ScaffoldOp } from "../../Scaffold.js";
-import type { Fetches, Feeds, RunOptions, Session } from "../../Session.js";
+import type { Fetches, Feeds, RunMetadata, RunOptions, Session } from "../../Session.js";
 import { SessionManager, type SessionFactory } from "../../SessionManager.js";
-import { defaultSessionTargets, type SessionTargetRegistry } from "../../SessionTarget.js";
+import { SessionRunArgs, SessionRunContext, type SessionRunHook } from "../../SessionRunHook.js";
+import { defaultSessionTargets, fromTask, type SessionTargetRegistry, type SessionTask } from "../../SessionTarget.js";
 import { fileWriterCache } from "../../summary/FileWriterCache.js";
 import type { Summary, SummaryValue } from "../../summary/EventProto.js";
 import { toSummaryValues } from "../../summary/summaryOps.js";
@@ -73,7 +75,42 @@ export interface SupervisorOptions {
   readonly graph?: Graph;
   /** Makes a new raw session (default: `graph.session()`). */
   readonly sessionFactory?: SessionFactory;
-  /** Whether this process is the chief (default `true`). Only the chief initializes and saves. */
+  /**
+   * This process's task of a cluster, as `startTask()` from `monitored-session/runtime` returns
+   * it: the preferred way to supervise a task of a cluster. It sets `isChief` here and `master`
+   * and `sessionTargets` of {@link Supervisor.prepareOrWaitForSession} and
+   * {@link Supervisor.managedSession} (giving one of them too, with another value, is a
+   * `ValueError`). Once a session is prepared (or waited for), the task's hooks get
+   * `afterCreateSession`, then the cluster's start barrier is passed (`task.sessionsCreated()`,
+   * once: do not call it yourself), then the chief's services start; each run of the session
+   * first calls the hooks' `beforeRun` (their fetches are not run: the Supervisor runs no hooks,
+   * as TensorFlow's). So a worker whose chief is lost gets `UnavailableError` from its next run;
+   * its next `managedSession` waits for the restarted chief and starts from its values.
+   *
+   * @example
+   * ```ts
+   * // @prelude docs/preludes/session.ts
+   * import { UnavailableError } from "monitored-session";
+   * import { Supervisor } from "monitored-session/compat/v1";
+   * import { startTask } from "monitored-session/runtime";
+   *
+   * const task = await startTask(); // TF_CONFIG from the environment
+   * const sv = new Supervisor({ task, graph, logdir: "/runs/exp1" });
+   * for (;;) {
+   *   try {
+   *     await sv.managedSession(async (s) => {
+   *       while (!sv.shouldStop() && Number(await s.run("global_step")) < 10_000) await s.run("train");
+   *     });
+   *     break;
+   *   } catch (e) {
+   *     if (!(e instanceof UnavailableError)) throw e; // the chief was lost: wait for it again
+   *   }
+   * }
+   * await task.close();
+   * ```
+   */
+  readonly task?: SessionTask;
+  /** Whether this process is the chief (default `true`; with a `task`, the task's). Only the chief initializes and saves. */
   readonly isChief?: boolean;
   /** Where checkpoints and summaries go (chief only). */
   readonly logdir?: string | null;
@@ -135,10 +172,10 @@ export interface PrepareOrWaitOptions {
   /**
    * The session target (TensorFlow's `master`), resolved through `sessionTargets`. A worker
    * whose target is another process's (`grpc://`) waits for the chief's model and starts from
-   * its values. Default `""`, in-process.
+   * its values. Default `""`, in-process; with the Supervisor's `task` (preferred), the task's.
    */
   readonly master?: string;
-  /** Resolves `master` (default `defaultSessionTargets`, in-process only). */
+  /** Resolves `master` (default `defaultSessionTargets`, in-process only; with the Supervisor's `task`, the task's). */
   readonly sessionTargets?: SessionTargetRegistry;
   readonly waitForCheckpoint?: boolean;
   readonly maxWaitSecs?: number;
@@ -199,6 +236,10 @@ export class Supervisor {
   private readonly logger: Logger;
   private manager: CheckpointManager | undefined;
   private readonly sharedManager: CheckpointManager | undefined;
+  /** The task of a cluster this Supervisor supervises, if given. */
+  private readonly task: SessionTask | undefined;
+  /** Whether the task's start barrier was passed (once per Supervisor). */
+  private startBarrierPassed = false;
   private readonly subject = new Subject<SupervisorEvent>();
   /** Checkpoints saved and summaries written by the standard services. */
   readonly events$: Observable<SupervisorEvent> = this.subject.asObservable();
@@ -212,7 +253,8 @@ export class Supervisor {
     this.clock = options.clock ?? systemClock;
     this.eventLoop = new EventLoopYield(this.clock, options.yieldIntervalMs ?? DEFAULT_YIELD_INTERVAL_MS);
     this.logger = options.logger ?? defaultLogger;
-    this.isChief = options.isChief ?? true;
+    this.task = options.task;
+    this.isChief = fromTask(options.task, "isChief", options.isChief) ?? true;
     this.coord = new Coordinator({ clock: this.clock, logger: this.logger });
     this.readyOp = resolve(options.readyOp, defaultReadyOp);
     this.readyForLocalInitOp = resolve(options.readyForLocalInitOp, undefined);
@@ -276,9 +318,13 @@ export class Supervisor {
   /**
    * The chief prepares a session (restoring the latest checkpoint in `logdir`, else running
    * the init op) and starts the standard services; a worker waits for the chief's session.
+   * With a `task`, the session passes the cluster's start barrier first (see
+   * {@link SupervisorOptions.task}).
    */
   async prepareOrWaitForSession(options: PrepareOrWaitOptions = {}): Promise<Session> {
-    const target = (options.sessionTargets ?? defaultSessionTargets).resolve(options.master ?? "");
+    const task = this.task;
+    const sessionTargets = fromTask(task, "sessionTargets", options.sessionTargets) ?? defaultSessionTargets;
+    const target = sessionTargets.resolve(fromTask(task, "master", options.master) ?? "");
     this.coord.clearStop();
     if (this.defaultWriter && this.writer?.closed === true && this.logdir !== undefined) {
       this.writer = fileWriterCache.getWriter(this.logdir, { clock: this.clock, logger: this.logger });
@@ -302,12 +348,36 @@ export class Supervisor {
         await this.closeOwnManager();
         throw e;
       }
-      // A grpc:// chief publishes its model (no hooks run here: snapshots are taken when asked).
-      for (const h of target.chiefHooks ?? []) await h.afterCreateSession?.(sess, this.coord);
+      try {
+        // A grpc:// chief publishes its model (no hooks run here: snapshots are taken when asked).
+        for (const h of target.chiefHooks ?? []) await h.afterCreateSession?.(sess, this.coord);
+        await this.joinTask(sess);
+      } catch (e) {
+        await closeQuietly(sess);
+        await this.closeOwnManager();
+        throw e;
+      }
       if (options.startStandardServices ?? true) await this.startStandardServices(sess);
-      return sess;
+      return withBeforeRun(sess, task?.hooks ?? []);
     }
-    return this.sessionManager.waitForSession({ maxWaitSecs: options.maxWaitSecs ?? 7200, chiefModel: target.chiefModel });
+    const sess = await this.sessionManager.waitForSession({ maxWaitSecs: options.maxWaitSecs ?? 7200, chiefModel: target.chiefModel });
+    try {
+      await this.joinTask(sess);
+    } catch (e) {
+      await closeQuietly(sess);
+      throw e;
+    }
+    return withBeforeRun(sess, task?.hooks ?? []);
+  }
+
+  /** The task's hooks see the new session, then the task passes the cluster's start barrier (once). */
+  private async joinTask(sess: Session): Promise<void> {
+    const task = this.task;
+    if (task === undefined) return;
+    for (const h of task.hooks ?? []) await h.afterCreateSession?.(sess, this.coord);
+    if (this.startBarrierPassed) return;
+    await task.sessionsCreated?.();
+    this.startBarrierPassed = true;
   }
 
   /**
@@ -536,6 +606,48 @@ export class Supervisor {
 // ---------------------------------------------------------------------------------------------
 // utils
 // ---------------------------------------------------------------------------------------------
+
+/**
+ * `sess`, each run preceded by the `beforeRun` of `hooks` (a worker's chief recovery raises
+ * there once the chief is lost); `sess` itself without such hooks. What `beforeRun` returns is
+ * not run.
+ */
+const withBeforeRun = (sess: Session, hooks: readonly SessionRunHook[]): Session => {
+  const checks = hooks.filter((h) => h.beforeRun !== undefined);
+  if (checks.length === 0) return sess;
+  // A synchronous beforeRun (the recovery's check) costs no microtask.
+  const before = (ctx: SessionRunContext, from: number): Promise<unknown> | undefined => {
+    for (let i = from; i < checks.length; i++) {
+      const r = checks[i]?.beforeRun?.(ctx);
+      if (isPromiseLike(r)) return Promise.resolve(r).then(() => before(ctx, i + 1));
+    }
+    return undefined;
+  };
+  const run = ((fetches: Fetches, feeds?: Feeds, options?: RunOptions, runMetadata?: RunMetadata) => {
+    try {
+      const pending = before(new SessionRunContext(SessionRunArgs(fetches, feeds, options), sess), 0);
+      return pending === undefined ? sess.run(fetches, feeds, options, runMetadata) : pending.then(() => sess.run(fetches, feeds, options, runMetadata));
+    } catch (e) {
+      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
+    }
+  }) as Session["run"];
+  return new Proxy(sess, {
+    get(target, prop) {
+      if (prop === "run") return run;
+      const v: unknown = Reflect.get(target, prop, target);
+      return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+};
+
+/** Closes `sess` after a failed preparation, whose error is the one to report. */
+const closeQuietly = async (sess: Session): Promise<void> => {
+  try {
+    await sess.close?.();
+  } catch {
+    // The preparation's error is what the caller sees.
+  }
+};
 
 const resolve = <T>(value: Defaultable<T>, fallback: T | undefined): T | undefined =>
   value === undefined || value === USE_DEFAULT ? fallback : (value ?? undefined);

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { filter, firstValueFrom } from "rxjs";
 import { describe, expect, it } from "vitest";
 import { CheckpointDirInUseError, CheckpointManager } from "../../../src/checkpoint/index.js";
-import { DeadlineExceededError, InvalidArgumentError, OutOfRangeError, RuntimeError, UnknownError, ValueError } from "../../../src/errors.js";
+import { DeadlineExceededError, InvalidArgumentError, OutOfRangeError, RuntimeError, UnavailableError, UnknownError, ValueError } from "../../../src/errors.js";
 import { Graph } from "../../../src/Graph.js";
 import { silentLogger } from "../../../src/Logger.js";
 import { encodeSummary } from "../../../src/summary/EventProto.js";
@@ -12,6 +12,7 @@ import { scalarValue } from "../../../src/summary/summaryValues.js";
 import { Supervisor } from "../../../src/compat/v1/Supervisor.js";
 import { USE_DEFAULT } from "../../../src/useDefault.js";
 import { FakeSession, VirtualClock } from "../../../src/testing/index.js";
+import { fakeTask } from "../../util/fakeTask.js";
 import { useTempDirs } from "../../util/tempDirs.js";
 import { runFixture } from "../../util/runFixture.js";
 import { eventFiles, readEvents, type DecodedEvent } from "../../summary/decoder.js";
@@ -332,6 +333,72 @@ describe("Supervisor", () => {
     // The callback form reports it: stop() rethrows after the services stopped.
     const sv2 = new Supervisor({ graph: model(), logdir: null, clock: new VirtualClock(), logger: silentLogger });
     await expect(sv2.managedSession(() => Promise.reject(new UnknownError("boom")))).rejects.toThrow(/boom/);
+  });
+});
+
+describe("Supervisor with a task: the task object of startTask() in place of isChief, master and sessionTargets", () => {
+  it("the chief: publishes through the task's target, then the task's hooks see the session, then the start barrier (once per Supervisor), then the services start", async () => {
+    const log: string[] = [];
+    const task = fakeTask({ isChief: true, log });
+    const logdir = tempDir();
+    const sv = new Supervisor({ task, graph: model(), logdir, saveSummariesSecs: null, clock: new VirtualClock(), logger: silentLogger });
+    expect(sv.isChief).toBe(true);
+    const saved = firstValueFrom(sv.events$.pipe(filter((e) => e.type === "checkpointSaved")));
+    await sv.managedSession(async (sess) => {
+      expect(log).toEqual(["publisher.afterCreateSession", "task.afterCreateSession", "sessionsCreated"]);
+      await saved;
+      await sess.run("train");
+    });
+    expect(log.at(-1)).toBe("task.beforeRun");
+    await sv.managedSession(async (sess) => sess.run("train"));
+    expect(log.filter((l) => l === "sessionsCreated")).toHaveLength(1);
+    expect(readdirSync(logdir)).toContain("model.ckpt-0.index");
+  });
+
+  it("a worker: waits for the chief's values through the task's target; a run first asks the task's hooks, so a lost chief fails the run; the next managedSession starts from the chief's values again", async () => {
+    const log: string[] = [];
+    // The task's hook stands for the chief recovery: its second beforeRun finds the chief lost.
+    const task = fakeTask({ isChief: false, log, chiefGraph: model, chiefSteps: 4, hook: { throwIn: { method: "beforeRun", at: 2, error: new UnavailableError("lost the chief") } } });
+    const logdir = tempDir();
+    const sv = new Supervisor({ task, graph: model(), logdir, recoveryWaitSecs: 1, clock: new VirtualClock({ autoAdvance: true }), logger: silentLogger });
+    expect(sv.isChief).toBe(false);
+    const first = sv.managedSession(async (sess) => {
+      expect(await sess.run(["global_step", "w"])).toEqual([4, 4]);
+      await sess.run("train");
+    });
+    await expect(first).rejects.toThrow(new UnavailableError("lost the chief"));
+    expect(await sv.managedSession(async (sess) => sess.run(["global_step", "w"]))).toEqual([4, 4]);
+    expect(task.pulls()).toBe(2);
+    expect(log).toEqual([
+      "task.afterCreateSession",
+      "sessionsCreated",
+      "task.beforeRun",
+      "task.beforeRun",
+      "task.afterCreateSession",
+      "task.beforeRun",
+    ]);
+    // A worker writes nothing under its logdir.
+    expect(readdirSync(logdir)).toEqual([]);
+  });
+
+  it("isChief, master or sessionTargets given too, with another value, is a ValueError naming both options", async () => {
+    const task = fakeTask({ isChief: true, log: [] });
+    expect(() => new Supervisor({ task, isChief: false, graph: model(), logger: silentLogger })).toThrow(
+      new ValueError("give either task or isChief, not both: isChief is false, the task's is true (task sets master, sessionTargets and isChief)"),
+    );
+    const sv = new Supervisor({ task, isChief: true, graph: model(), logdir: null, clock: new VirtualClock(), logger: silentLogger });
+    await expect(sv.prepareOrWaitForSession({ master: "" })).rejects.toThrow(
+      new ValueError('give either task or master, not both: master is "", the task\'s is "fake://task0" (task sets master, sessionTargets and isChief)'),
+    );
+    await expect(sv.managedSession(() => undefined, { master: "fake://task0", sessionTargets: task.sessionTargets })).resolves.toBeUndefined();
+  });
+
+  it("a start barrier that fails fails the preparation: the session is closed and the chief's checkpoint directory released", async () => {
+    const logdir = tempDir();
+    const task = fakeTask({ isChief: true, log: [], barrier: () => Promise.reject(new DeadlineExceededError("barrier timed out: stragglers: worker:0")) });
+    const sv = new Supervisor({ task, graph: model(), logdir, clock: new VirtualClock(), logger: silentLogger });
+    await expect(sv.prepareOrWaitForSession()).rejects.toThrow(new DeadlineExceededError("barrier timed out: stragglers: worker:0"));
+    expect(readdirSync(logdir)).not.toContain("checkpoint.lock");
   });
 });
 
