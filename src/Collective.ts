@@ -83,6 +83,51 @@ export interface StopVote {
 }
 
 /**
+ * One rank's stop vote with its state: a collective that carries it ({@link Collective.stopVote})
+ * lets a data-parallel loop stop every rank after the same step. {@link request} on a termination
+ * notice; the trainer (the TensorFlow.js adapter) reads {@link requested} each step and calls
+ * {@link agreed} on every rank after the first step in which any rank asked.
+ */
+export class RankStopVote implements StopVote {
+  #requested = false;
+  #agreed = false;
+  #read = false;
+  #onAgreed: (() => void)[] = [];
+
+  get requested(): boolean {
+    this.#read = true;
+    return this.#requested;
+  }
+
+  agreed(): void {
+    if (this.#agreed) return;
+    this.#agreed = true;
+    for (const f of this.#onAgreed.splice(0)) f();
+  }
+
+  /** This rank asks the group to stop after the step it contributes to next. */
+  request(): void {
+    this.#requested = true;
+  }
+
+  /** Whether the ranks agreed to stop (set on every rank after the same step). */
+  get isAgreed(): boolean {
+    return this.#agreed;
+  }
+
+  /** Whether the trainer carries the vote in its steps (it read it at least once): else a stop cannot be agreed on. */
+  get carried(): boolean {
+    return this.#read;
+  }
+
+  /** Calls `f` once the ranks agree (inside the step that agreed, before it returns). */
+  onAgreed(f: () => void): void {
+    if (this.#agreed) f();
+    else this.#onAgreed.push(f);
+  }
+}
+
+/**
  * A call of a group that re-formed its ring meanwhile (a rank was lost and came back, see
  * `monitored-session run`'s replica group): the call applied nothing on this rank. The trainer
  * joins the new ring as at the group's first join (signatures, then rank 0's state) and retries

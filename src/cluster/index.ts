@@ -119,6 +119,7 @@ export {
 export {
   CollectiveReformedError,
   DEFAULT_COLLECTIVE_TIMEOUT_SECS,
+  RankStopVote,
   TcpCollective,
   type Collective,
   type CollectiveBuffer,

@@ -111,6 +111,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   private countdown = false;
   private targetTimeMs = 0;
   private lastSaveMs = 0;
+  /** The mean run time the handler gave at the last check. */
+  private lastEstimateMs = 0;
   /** A failure of the cluster, raised by the next step (an error another task reported, a task lost). */
   private failure: Error | undefined;
   /** A peer was lost during an agreement: save where this task is (or exit, when the chief is lost). */
@@ -174,6 +176,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   }
 
   beforeStep(runCounter: number, estimatedRunTimeMs: number): PreemptionDecision | Promise<PreemptionDecision> {
+    this.lastEstimateMs = estimatedRunTimeMs;
     const vote = this.o.replicaStop;
     if (vote?.stopAgreed === true && !this.voted) {
       // Data-parallel: the group agreed in the last step's all-reduce to stop after it.
@@ -301,6 +304,16 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     this.o.logger.info(
       `PreemptionCheckpointHandler: every task saves at run ${step}${step === proposal.step ? "" : ` (proposed ${proposal.step}; a task had trained past it)`}${drift > 1 ? `; the furthest task is ${drift} runs behind it` : ""}${proposal.exit ? ", then exits" : ", then trains on for the grace period"}.`,
     );
+    const deadline = this.deadlineMs;
+    if (deadline !== undefined) {
+      // No earlier run can be agreed: every task holds at its own boundary or the proposal, and S is the furthest of them.
+      const lateMs = this.o.clock.now() + drift * this.lastEstimateMs + this.lastSaveMs - deadline;
+      if (lateMs > 0) {
+        this.o.logger.warn(
+          `PreemptionCheckpointHandler: the furthest-behind task needs ${drift} more runs to reach run ${step}; at the mean run time (${Math.round(this.lastEstimateMs)} ms) its save ends about ${Math.round(lateMs)} ms after the notice's deadline. No earlier run is possible: each task already holds at its own boundary or later.`,
+        );
+      }
+    }
     const agreed = JSON.stringify({ step, exit: proposal.exit } satisfies RunValue);
     await Promise.all(all.map((id) => this.insertUnlessClosed(`round${round}/step/${id}`, agreed)));
     const acks = await Promise.all(live.map(({ id }) => this.o.store.get(this.key(`round${round}/ack/${id}`))));

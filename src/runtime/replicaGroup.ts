@@ -25,7 +25,7 @@
  * @module
  */
 
-import { CollectiveReformedError, type Collective, type CollectiveBuffer, type CollectiveCallOptions, type ReduceOp, type StopVote } from "../Collective.js";
+import { CollectiveReformedError, RankStopVote, type Collective, type CollectiveBuffer, type CollectiveCallOptions, type ReduceOp } from "../Collective.js";
 import { taskName } from "../cluster/coordination/identity.js";
 import { CancelledError } from "../errors.js";
 import type { ResolvedCluster } from "../cluster/ClusterResolver.js";
@@ -76,25 +76,10 @@ export class ReplicaGroup implements Collective {
   #rejoin: Rejoin | undefined;
   /** Failures reported before the transport existed, passed on at attach. */
   #pendingFailures: [string, Error | undefined][] = [];
-  #stopRequested = false;
-  #stopAgreed = false;
-  #onStopAgreed: (() => void)[] = [];
   /** A collective call completed: every rank is past its session's creation and trains. */
   #joined = false;
-  /** The trainer read the vote: its steps carry it. */
-  #votes = false;
   /** This rank's side of the group's stop agreement (read by the trainer each step). */
-  readonly stopVote: StopVote = ((group: ReplicaGroup): StopVote => ({
-    get requested() {
-      group.#votes = true;
-      return group.#stopRequested;
-    },
-    agreed: () => {
-      if (group.#stopAgreed) return;
-      group.#stopAgreed = true;
-      for (const f of group.#onStopAgreed.splice(0)) f();
-    },
-  }))(this);
+  readonly stopVote = new RankStopVote();
 
   constructor(rank: number, tasks: readonly string[]) {
     this.rank = rank;
@@ -177,23 +162,22 @@ export class ReplicaGroup implements Collective {
 
   /** Asks the group to stop at the next step boundary (a termination notice): this rank's vote in the next step. */
   requestStop(): void {
-    this.#stopRequested = true;
+    this.stopVote.request();
   }
 
   /** Whether the ranks agreed to stop: set on every rank after the same step. */
   get stopAgreed(): boolean {
-    return this.#stopAgreed;
+    return this.stopVote.isAgreed;
   }
 
   /** Calls `f` once the ranks agree to stop (inside the step that agreed, before it returns). */
   onStopAgreed(f: () => void): void {
-    if (this.#stopAgreed) f();
-    else this.#onStopAgreed.push(f);
+    this.stopVote.onAgreed(f);
   }
 
   /** Whether the trainer carries the vote in its steps (it has read it): else a stop cannot be agreed on. */
   get votes(): boolean {
-    return this.#votes;
+    return this.stopVote.carried;
   }
 
   /**

@@ -210,6 +210,26 @@ describe("TfjsSession with a collective (synchronous data parallelism)", () => {
     const snapshots = sessions.map((s) => bits(s.variables.snapshot()));
     for (const snap of snapshots.slice(1)) expect(snap).toEqual(snapshots[0]);
   });
+  it("a plain TcpCollective carries the stop vote too: a custom data-parallel loop stops every rank after the same step", async () => {
+    const collectives = await group();
+    const sessions = await Promise.all(collectives.map((c) => replica(c, buildModel(1))));
+    await Promise.all(sessions.map((s) => train(s, 2)));
+    expect(collectives.map((c) => [c.votes, c.stopAgreed])).toEqual([[true, false], [true, false], [true, false]]);
+    collectives[1]?.requestStop();
+    // Each rank trains until its collective says the ranks agreed: they all stop after one more step.
+    const steps = await Promise.all(
+      sessions.map(async (s, rank) => {
+        let n = 0;
+        while (!(collectives[rank] as TcpCollective).stopAgreed && n < 5) {
+          await train(s, 1);
+          n += 1;
+        }
+        return n;
+      }),
+    );
+    expect(steps).toEqual([1, 1, 1]);
+  });
+
   it.each([
     ["mark()", true],
     ["state() and restore(), without mark()", false],

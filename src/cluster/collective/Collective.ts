@@ -6,4 +6,4 @@
  * @module
  */
 
-export { CollectiveReformedError, DEFAULT_COLLECTIVE_TIMEOUT_SECS, type Collective, type CollectiveBuffer, type CollectiveCallOptions, type ReduceOp, type StopVote } from "../../Collective.js";
+export { CollectiveReformedError, DEFAULT_COLLECTIVE_TIMEOUT_SECS, RankStopVote, type Collective, type CollectiveBuffer, type CollectiveCallOptions, type ReduceOp, type StopVote } from "../../Collective.js";

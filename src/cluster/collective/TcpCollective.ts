@@ -33,6 +33,7 @@ import {
   type CollectiveBuffer,
   type CollectiveCallOptions,
   DEFAULT_COLLECTIVE_TIMEOUT_SECS,
+  RankStopVote,
   type ReduceOp,
 } from "./Collective.js";
 import { DEFER, DType, encodeHeader, type FrameHeader, FrameKind, FrameParser, MAX_CONTROL_PAYLOAD_BYTES, OpCode, type PayloadSink } from "./frames.js";
@@ -203,6 +204,11 @@ interface Link {
 export class TcpCollective implements Collective {
   readonly rank: number;
   readonly size: number;
+  /**
+   * This rank's stop vote: a trainer that carries it (`tfjsSession({ collective })`) stops every
+   * rank after the same step once any rank called {@link requestStop}.
+   */
+  readonly stopVote = new RankStopVote();
   private readonly next: number;
   private readonly prev: number;
   /** Every rank's task name. */
@@ -396,6 +402,21 @@ export class TcpCollective implements Collective {
     }
     this.checkUsable();
     this.connected = true;
+  }
+
+  /** Asks every rank to stop after the step this rank contributes to next (a termination notice): see {@link stopVote}. */
+  requestStop(): void {
+    this.stopVote.request();
+  }
+
+  /** Whether the ranks agreed to stop: set on every rank after the same step. */
+  get stopAgreed(): boolean {
+    return this.stopVote.isAgreed;
+  }
+
+  /** Whether the trainer carries {@link stopVote} in its steps. */
+  get votes(): boolean {
+    return this.stopVote.carried;
   }
 
   /**
