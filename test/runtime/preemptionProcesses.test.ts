@@ -214,6 +214,38 @@ for (const backend of backends) {
   });
 }
 
+describe("examples/preemption-custom-loop.ts under launch, as its header says to run it", () => {
+  const example = join(repoRoot, "examples/preemption-custom-loop.ts");
+  const launchExample = (ckpt: string, steps: number): CliChild => {
+    const run = startCli(["launch", "--workers", "3", "--", process.execPath, "--import", "tsx", example], { env: { CHECKPOINT_DIR: ckpt, STEPS: String(steps) }, timeoutMs: 240_000 });
+    launched.push(run);
+    return run;
+  };
+
+  it("trains to the end (exit 0) with a final checkpoint; SIGTERM to launch makes every task save at one run and exit 42; the same command resumes every task there", async () => {
+    const dir = tempDir();
+    const ckpt = join(dir, "ckpt");
+    const done = launchExample(ckpt, 40);
+    expect((await done.done).code, done.output()).toBe(0);
+    expect(done.output()).toMatch(/\[chief:0\] chief:0: done at run 40; final checkpoint \S+ckpt-1/);
+    expect(readdirSync(dir)).toEqual(["ckpt"]);
+
+    const stopped = launchExample(ckpt, 100_000);
+    for (const t of TASKS) await stopped.waitFor(`[${t}] ${t}: starting at run 40`, 120_000);
+    await stopped.waitFor(/\[chief:0\] chief:0: run 500,/, 120_000);
+    stopped.process.kill("SIGTERM");
+    expect((await stopped.done).code, stopped.output()).toBe(42);
+    const saved = [...stopped.output().matchAll(/^\[(\S+)\] INFO PreemptionCheckpointHandler: checkpoint saved at run (\d+)/gm)].map((m) => [m[1], Number(m[2])]);
+    const at = saved[0]?.[1] as number;
+    expect(saved.sort()).toEqual(TASKS.map((t) => [t, at]));
+    expect(readdirSync(dir)).toEqual(["ckpt"]);
+
+    const resumed = launchExample(ckpt, at + 20);
+    expect((await resumed.done).code, resumed.output()).toBe(0);
+    for (const t of TASKS) expect(resumed.output()).toContain(`[${t}] ${t}: starting at run ${at} of ${at + 20}`);
+  }, 400_000);
+});
+
 if (etcdBinary === undefined) {
   describe("PreemptionCheckpointHandler across processes (etcd coordination)", () => {
     it.skip("skipped: no etcd binary on this machine (install Debian's etcd-server; .ci/run does)", () => undefined);
