@@ -26,7 +26,7 @@
 
 import { systemClock, type Clock } from "../Clock.js";
 import type { ClusterConfig } from "../cluster/ClusterConfig.js";
-import { resolveTfConfig } from "../cluster/ClusterResolver.js";
+import { resolveTfConfig, type ResolvedCluster } from "../cluster/ClusterResolver.js";
 import { TF_CONFIG, tfConfigFromEnv } from "../cluster/TfConfig.js";
 import { ValueError } from "../errors.js";
 import { defaultLogger, type Logger } from "../Logger.js";
@@ -47,6 +47,11 @@ export type TaskRuntime = ClusterRuntime;
 export interface StartTaskOptions {
   /** Where TF_CONFIG and `MONITORED_SESSION_CLUSTER` are read (default `process.env`). */
   readonly env?: NodeJS.ProcessEnv | undefined;
+  /**
+   * This task's place in the cluster, from a cluster resolver (`resolveCluster()` of
+   * `monitored-session/cluster`, or your own); default: resolved from TF_CONFIG in `env`.
+   */
+  readonly resolver?: ResolvedCluster | undefined;
   /** The `cluster:` settings (default: `MONITORED_SESSION_CLUSTER`, else the defaults: embedded backend, no token, plaintext). */
   readonly settings?: ClusterConfig | undefined;
   /**
@@ -76,14 +81,14 @@ export interface StartTaskOptions {
  */
 export const startTask = async (options: StartTaskOptions = {}): Promise<TaskRuntime> => {
   const env = options.env ?? process.env;
-  const tfConfig = tfConfigFromEnv(env);
-  if (tfConfig === undefined) {
+  const tfConfig = options.resolver === undefined ? tfConfigFromEnv(env) : undefined;
+  if (options.resolver === undefined && tfConfig === undefined) {
     throw new ValueError(
       `startTask: ${TF_CONFIG} is not set, so this process is not a task of a cluster; run it under \`monitored-session launch --workers N -- <command>\`, or set ${TF_CONFIG} on each task (docs/distributed.md)`,
     );
   }
   const settings = options.settings === undefined ? (clusterSettingsFromEnv(env) ?? {}) : withAbsolutePaths(options.settings, process.cwd());
-  const resolved = resolveTfConfig(tfConfig);
+  const resolved = options.resolver ?? resolveTfConfig(tfConfig as NonNullable<typeof tfConfig>);
   const address = resolved.clusterSpec.taskAddress(resolved.taskType, resolved.taskIndex);
   const task: ClusterTask = { ...resolved, name: `${resolved.taskType}:${resolved.taskIndex}`, address, master: `grpc://${address}`, options: settings };
   const dataParallel = options.dataParallel ?? settings.dataParallel ?? false;

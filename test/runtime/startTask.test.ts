@@ -1,0 +1,63 @@
+/**
+ * `startTask()` and the cluster settings a task reads from its environment: the errors a user
+ * sees for a missing or bad TF_CONFIG and MONITORED_SESSION_CLUSTER, and a one-task cluster
+ * started from a resolver, joined, and closed (its process would exit: nothing left behind).
+ */
+import { describe, expect, it } from "vitest";
+
+import { resolveCluster } from "../../src/cluster/ClusterResolver.js";
+import { ValueError } from "../../src/errors.js";
+import { silentLogger } from "../../src/Logger.js";
+import { PreemptionCheckpointHandler } from "../../src/preemption/index.js";
+import { CLUSTER_SETTINGS_ENV, clusterSettingsEnv, clusterSettingsFromEnv, startTask } from "../../src/runtime/index.js";
+import { Graph } from "../../src/Graph.js";
+import { freePorts } from "../util/cliChild.js";
+import { useTempDirs } from "../util/tempDirs.js";
+
+const tempDir = useTempDirs("ms-start-task-");
+
+describe("startTask", () => {
+  it("without TF_CONFIG: a ValueError of one line that says how to start the task", async () => {
+    const e = await startTask({ env: {}, logger: silentLogger }).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(ValueError);
+    expect((e as Error).message).toMatch(/^startTask: TF_CONFIG is not set, so this process is not a task of a cluster; run it under `monitored-session launch --workers N -- <command>`/);
+    expect((e as Error).message).not.toContain("\n");
+  });
+
+  it("a bad MONITORED_SESSION_CLUSTER is refused before anything starts, every problem with its path", async () => {
+    const tfConfig = JSON.stringify({ cluster: { chief: ["127.0.0.1:1"] }, task: { type: "chief", index: 0 } });
+    await expect(startTask({ env: { TF_CONFIG: tfConfig, [CLUSTER_SETTINGS_ENV]: "{nope" }, logger: silentLogger })).rejects.toThrow(
+      /^invalid MONITORED_SESSION_CLUSTER: not valid JSON \(.*\); set it to the cluster: section as JSON/,
+    );
+    await expect(
+      startTask({ env: { TF_CONFIG: tfConfig, [CLUSTER_SETTINGS_ENV]: JSON.stringify({ backend: "zookeeper", timeouts: { heartbeatTimeoutSecs: -1 } }) }, logger: silentLogger }),
+    ).rejects.toThrow(/^invalid MONITORED_SESSION_CLUSTER: backend: .*; timeouts\.heartbeatTimeoutSecs: /);
+  });
+
+  it("the settings round-trip through the environment, their file paths made absolute", () => {
+    const env = clusterSettingsEnv({ backend: "etcd", etcdEndpoints: ["http://127.0.0.1:2379"], tokenFile: "secrets/token" });
+    expect(clusterSettingsFromEnv(env, "/base")).toEqual({ backend: "etcd", etcdEndpoints: ["http://127.0.0.1:2379"], tokenFile: "/base/secrets/token" });
+    expect(clusterSettingsFromEnv({}, "/base")).toBeUndefined();
+    expect(clusterSettingsFromEnv({ [CLUSTER_SETTINGS_ENV]: "  " }, "/base")).toBeUndefined();
+  });
+
+  it("a one-task cluster from a resolver: the task joins, is the handler's cluster resolver, and closes", async () => {
+    const [port] = await freePorts(1);
+    const resolver = resolveCluster({ TF_CONFIG: JSON.stringify({ cluster: { chief: [`127.0.0.1:${port as number}`] }, task: { type: "chief", index: 0 } }) });
+    const task = await startTask({ env: {}, resolver, logger: silentLogger });
+    try {
+      expect([task.name, task.isChief, task.idInCluster, task.numWorkers, task.master]).toEqual(["chief:0", true, 0, 1, `grpc://127.0.0.1:${port as number}`]);
+      expect(task.coordination.generation).toBeGreaterThan(0);
+      expect(task.collective).toBeUndefined();
+      const g = new Graph();
+      g.globalStep();
+      const session = g.session();
+      const handler = await PreemptionCheckpointHandler.create({ clusterResolver: task, checkpointDir: tempDir(), store: session.variables, initFn: () => session.variables.initialize() });
+      await handler.run(() => undefined);
+      expect(handler.totalRunCalls).toBe(1);
+      await handler.close();
+    } finally {
+      expect(await task.close()).toBeUndefined();
+    }
+  });
+});
