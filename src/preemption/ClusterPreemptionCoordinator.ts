@@ -65,6 +65,12 @@ export interface ClusterPreemptionCoordinatorOptions {
   readonly livenessTimeoutMs?: number | undefined;
   /** The replica group's stop vote, when the tasks share a collective (a plain stop takes it). */
   readonly replicaStop?: ReplicaStop | undefined;
+  /**
+   * Where this task's loop is now: runs completed, and whether a step is running. The watcher
+   * answers a proposal at once from it (a task blocked in a step's collective cannot reach a
+   * boundary until the others step too: data-parallel ranks would wait on each other).
+   */
+  readonly position?: (() => { readonly runCounter: number; readonly inStep: boolean } | undefined) | undefined;
   readonly clock: Clock;
   readonly logger: Logger;
   readonly emit?: ((e: AgreementEvent) => void) | undefined;
@@ -119,6 +125,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   private lostDuringAgreement: { readonly chief: boolean; readonly error: Error } | undefined;
   private closed = false;
   private reported = false;
+  /** The leader's side of the current round. */
+  private leading: Promise<void> = Promise.resolve();
   /** The replica group's stop was acted on. */
   private voted = false;
   private watching: Promise<void>;
@@ -160,6 +168,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
         this.leads = true;
         this.o.logger.info(`PreemptionCheckpointHandler: ${this.me} claimed the preemption; it proposes the run every task saves at.`);
         this.o.emit?.({ type: "preemptionClaimed", leader: this.me, task: this.me });
+        // Closed meanwhile: it has no boundary left to propose at, so it proposes now for the others.
+        if (this.closed) void this.handOver();
       },
       (e: unknown) => {
         if (!(e instanceof AlreadyExistsError)) return this.onWatchError(e);
@@ -169,7 +179,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
             this.o.logger.info(`PreemptionCheckpointHandler: ${this.me} got a termination notice, but ${leader} claimed the preemption first: leaving it to ${leader}.`);
             this.o.emit?.({ type: "preemptionClaimed", leader, task: this.me });
           },
-          () => undefined,
+          (f: unknown) => this.o.logger.warn(`PreemptionCheckpointHandler: ${this.me} got a termination notice, but another task claimed the preemption first (reading who failed: ${describe(f)}).`),
         );
       },
     );
@@ -228,7 +238,11 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     if (!this.o.isChief || this.agreed === undefined) return;
     const round = this.round;
     const timeoutMs = this.o.livenessTimeoutMs ?? 10_000;
-    await Promise.all(this.others().map((id) => this.o.store.get(this.key(`round${round}/ack/${id}`), { timeoutMs }).catch(() => undefined)));
+    const missing = await Promise.all(
+      this.others().map((id) => this.o.store.get(this.key(`round${round}/ack/${id}`), { timeoutMs }).then(() => undefined, () => this.o.workers[id] ?? String(id))),
+    );
+    const untold = missing.filter((t) => t !== undefined);
+    if (untold.length > 0) this.o.logger.warn(`PreemptionCheckpointHandler: ${untold.join(", ")} did not acknowledge the agreed run within ${timeoutMs / 1000} s; the chief exits all the same.`);
   }
 
   /**
@@ -237,7 +251,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
    */
   async restored(): Promise<void> {
     await this.o.store.insert(this.key(`restored/${this.o.id}`), "1");
-    await Promise.all(this.others().map((id) => this.o.store.get(this.key(`restored/${id}`))));
+    await Promise.all(this.others().map((id) => this.waitLong(`restored/${id}`, `${this.o.workers[id] ?? id} to restore its checkpoint (create its PreemptionCheckpointHandler)`)));
   }
 
   /** Ends this task's watch: inserts its own keys of the current round, so that neither its watcher nor the leader waits for it. */
@@ -248,7 +262,21 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     const r = this.round;
     const mark = (k: string): Promise<void> => this.o.store.insert(this.key(`round${r}/${k}/${this.o.id}`), CLOSED).catch(() => undefined);
     await Promise.all([mark("proposal"), mark("hold"), mark("step"), mark("ack")]);
+    await this.handOver();
     await this.watching;
+  }
+
+  /**
+   * A leader that closes before it proposed (its loop ended right after its claim): it proposes
+   * its last run for the others and sees the round through, so that a claim never leaves them
+   * waiting for a proposal that would not come. It saves nothing itself.
+   */
+  private async handOver(): Promise<void> {
+    if (!this.leads || this.proposedRound >= this.round || !this.shouldPropose(this.lastEstimateMs)) return;
+    const at = this.o.position?.()?.runCounter ?? 0;
+    this.o.logger.info(`PreemptionCheckpointHandler: ${this.me} closes before it proposed: proposing run ${at} for the other tasks.`);
+    this.propose(at, this.lastEstimateMs);
+    await this.leading;
   }
 
   // -------------------------------------------------------------------------------------------
@@ -289,7 +317,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     if (round > 0) this.o.logger.info("PreemptionCheckpointHandler: grace period almost ended. Final call to save a checkpoint!");
     const proposal: RunValue = { step, exit };
     this.proposal = proposal;
-    this.lead(round, proposal).catch((e: unknown) => this.onWatchError(e));
+    this.leading = this.lead(round, proposal).catch((e: unknown) => this.onWatchError(e));
   }
 
   /** The leader's side of a round: proposal to every task, their holds, the agreed run, the acknowledgements. */
@@ -297,7 +325,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     const all = this.o.workers.map((_, i) => i);
     const value = JSON.stringify(proposal);
     await Promise.all(all.map((id) => this.insertUnlessClosed(`round${round}/proposal/${id}`, value)));
-    const holds = await Promise.all(all.map((id) => this.o.store.get(this.key(`round${round}/hold/${id}`))));
+    const holds = await Promise.all(all.map((id) => this.waitLong(`round${round}/hold/${id}`, `${this.o.workers[id] ?? id}'s hold`)));
     const live = holds.map((h, id) => ({ id, h })).filter(({ h }) => h !== CLOSED);
     const step = Math.max(...live.map(({ h }) => (JSON.parse(h) as { hold: number }).hold));
     const drift = live.length === 0 ? 0 : step - Math.min(...live.map(({ h }) => (JSON.parse(h) as { run: number }).run));
@@ -316,7 +344,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     }
     const agreed = JSON.stringify({ step, exit: proposal.exit } satisfies RunValue);
     await Promise.all(all.map((id) => this.insertUnlessClosed(`round${round}/step/${id}`, agreed)));
-    const acks = await Promise.all(live.map(({ id }) => this.o.store.get(this.key(`round${round}/ack/${id}`))));
+    const acks = await Promise.all(live.map(({ id }) => this.waitLong(`round${round}/ack/${id}`, `${this.o.workers[id] ?? id}'s acknowledgement`)));
     this.o.emit?.({ type: "preemptionAcknowledged", run: step, round, tasks: acks.filter((a) => a !== CLOSED).length });
   }
 
@@ -382,7 +410,12 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     try {
       const proposal = await this.waitFor(`round${round}/proposal/${this.o.id}`);
       if (proposal === undefined || proposal === CLOSED || this.closed) return;
-      if (round === this.round) this.proposal ??= JSON.parse(proposal) as RunValue;
+      if (round === this.round) {
+        this.proposal ??= JSON.parse(proposal) as RunValue;
+        // Answer now, from where the loop is: the boundary it reaches next.
+        const at = this.o.position?.();
+        if (this.hold === undefined && at !== undefined) this.answer(at.runCounter + (at.inStep ? 1 : 0));
+      }
       const agreed = await this.waitFor(`round${round}/step/${this.o.id}`);
       if (agreed === undefined || agreed === CLOSED || this.closed) return;
       const value = JSON.parse(agreed) as RunValue;
@@ -390,9 +423,27 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       this.agreed = value;
       this.o.emit?.({ type: "preemptionStepAgreed", run: value.step, round, exit: value.exit, leader: this.leads });
       for (const w of this.agreedWaiters.splice(0)) w.ok();
-      await this.o.store.insert(this.key(`round${round}/ack/${this.o.id}`), "1").catch(() => undefined);
+      await this.o.store.insert(this.key(`round${round}/ack/${this.o.id}`), "1").catch((e: unknown) =>
+        this.o.logger.warn(`PreemptionCheckpointHandler: ${this.me} could not acknowledge the agreed run ${value.step} (${describe(e)}); it saves there all the same.`),
+      );
     } catch (e) {
       this.onWatchError(e);
+    }
+  }
+
+  /**
+   * The value of `k`, across the get's deadlines (a live task may take long to get there: a slow
+   * step, an evaluation); a dead one is declared failed by the service, which fails the call.
+   * Each expired deadline is logged, naming what is awaited.
+   */
+  private async waitLong(k: string, what: string): Promise<string> {
+    for (;;) {
+      try {
+        return await this.o.store.get(this.key(k));
+      } catch (e) {
+        if (!(e instanceof DeadlineExceededError)) throw e;
+        this.o.logger.warn(`PreemptionCheckpointHandler: ${this.me} still waits for ${what} (the task is alive: the coordination service has not declared it failed).`);
+      }
     }
   }
 
@@ -424,7 +475,10 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     if (this.closed) return;
     const error = e instanceof Error ? e : new Error(String(e));
     // The agreed run is known: nothing more is needed from the cluster (a task that saved and exited is not a failure).
-    if (this.agreed !== undefined && this.hold !== undefined) return;
+    if (this.agreed !== undefined && this.hold !== undefined) {
+      if (e instanceof OpError && !isLoss(e)) this.o.logger.warn(`PreemptionCheckpointHandler: after the agreement, another task reported ${describe(e)}; ${this.me} saves at the agreed run ${this.agreed.step} all the same.`);
+      return;
+    }
     const inAgreement = this.noticeAtMs !== undefined || this.proposal !== undefined || this.countdown;
     if (inAgreement && !(e instanceof OpError && !isLoss(e))) {
       this.lostDuringAgreement ??= { chief: !this.o.isChief && this.o.isChiefLoss?.(e) === true, error };
@@ -441,6 +495,9 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
 // ---------------------------------------------------------------------------------------------
 
 const CONTINUE: PreemptionDecision = Object.freeze({ save: false });
+
+/** `Name: first line of the message`. */
+const describe = (e: unknown): string => (e instanceof Error ? `${e.name}: ${e.message.split("\n")[0] ?? ""}` : String(e));
 
 /** A task or the service lost (not an error a task reported on purpose). */
 const isLoss = (e: OpError): boolean => e.name === "UnavailableError" || e.name === "AbortedError" || e.name === "DeadlineExceededError";

@@ -52,7 +52,7 @@ import type { SessionEventOf } from "../SessionEvent.js";
 import { tensor, type TensorValue } from "../Tensor.js";
 import { ClusterPreemptionCoordinator } from "./ClusterPreemptionCoordinator.js";
 import { PREEMPTION_EXIT_CODE } from "./TerminationConfig.js";
-import type { PreemptionClusterResolver } from "./PreemptionCluster.js";
+import { REPORTED_BY, type PreemptionClusterResolver } from "./PreemptionCluster.js";
 import { LocalPreemptionCoordinator, type PreemptionCoordinator, type PreemptionDecision } from "./PreemptionCoordinator.js";
 import { PlatformPoller } from "./platforms/PlatformWatcher.js";
 import { TerminationConfig } from "./TerminationConfig.js";
@@ -174,10 +174,19 @@ export class PreemptionCheckpointHandler {
   private workerTemp: { readonly root: string; readonly directory: string; manager?: Promise<CheckpointManager> } | undefined;
   /** `chief:0`, `worker:1`; `undefined` in local mode. */
   private taskName: string | undefined;
+  /** A step is running (between `run`'s check and the step's end). */
+  private inStep = false;
+  /** The exit decision was carried out (a returning `exitFn` leaves the handler unusable). */
+  private exited = false;
   private resolver: PreemptionClusterResolver | undefined;
 
   private constructor(
-    /** The manager checkpoints are saved and restored through. */
+    /**
+     * The manager checkpoints are restored through, and saved through (the chief; a handler
+     * without a cluster). On a non-chief whose manager the handler made, it only reads the chief's
+     * directory, without its lock: do not save through it; the handler's saves go to the task's
+     * temporary directory.
+     */
     readonly checkpointManager: CheckpointManager,
     private readonly store: VariableStore | (() => VariableStore),
     private readonly config: TerminationConfig,
@@ -219,7 +228,9 @@ export class PreemptionCheckpointHandler {
     // A non-chief never takes the chief's lock: it reads the chief's directory and writes its own temporary one.
     const tempRoot = cluster !== undefined && !cluster.isChief && options.checkpointManager === undefined ? join(dirname(directory), `workertemp_${cluster.id}`) : undefined;
     const manager =
-      options.checkpointManager ?? (await CheckpointManager.create({ directory, maxToKeep: 1, ...(tempRoot === undefined ? {} : { lock: false }), clock, logger }));
+      options.checkpointManager ??
+      // A non-chief reads the chief's directory: no lock, and no clean-up there (a leftover may be the chief's save under way).
+      (await CheckpointManager.create({ directory, maxToKeep: 1, ...(tempRoot === undefined ? {} : { lock: false, removeLeftovers: false }), clock, logger }));
     const eventLoop = new EventLoopYield(clock, options.yieldIntervalMs ?? DEFAULT_YIELD_INTERVAL_MS);
     let h: PreemptionCheckpointHandler | undefined;
     const coordinator =
@@ -235,6 +246,7 @@ export class PreemptionCheckpointHandler {
             isChiefLoss: cluster.resolver.isChiefLoss?.bind(cluster.resolver),
             livenessTimeoutMs: cluster.resolver.livenessTimeoutMs,
             replicaStop: cluster.resolver.replicaStop,
+            position: () => (h === undefined ? undefined : { runCounter: h.runCounter, inStep: h.inStep }),
             clock,
             logger,
             emit: (e) => h?.emit({ ...e, time: clock.now() }),
@@ -288,12 +300,18 @@ export class PreemptionCheckpointHandler {
     if (check !== undefined) await check;
     const start = this.clock.now();
     let result: Awaited<R>;
+    this.inStep = true;
     try {
       result = await fn(...args);
     } catch (e) {
+      this.inStep = false;
+      // Another task's reported error, which ended this step too (a collective failed for it): raise that one, as every other task does.
+      const reported = this.coordinator.pendingFailure ?? reportedCause(e);
+      if (reported !== undefined && reported !== e) return await this.raise(reported);
       await this.report(e);
       throw e;
     }
+    this.inStep = false;
     this.runCounter += 1;
     this.estimatedRunTimeMs += (this.clock.now() - start - this.estimatedRunTimeMs) / this.runCounter;
     // A synchronous step gave signals and timers no turn: give them one before the next check.
@@ -378,6 +396,9 @@ export class PreemptionCheckpointHandler {
 
   /** `undefined` (no promise, no microtask) when there is nothing to do. */
   private checkPreemptionAndMaybeCheckpoint(options: CheckpointSaveOptions | undefined): Promise<void> | undefined {
+    if (this.exited) {
+      throw new RuntimeError("PreemptionCheckpointHandler: the process was to exit after the preemption checkpoint, but exitFn returned; create a new handler to train on.");
+    }
     const failure = this.coordinator.pendingFailure;
     if (failure !== undefined) return this.raise(failure);
     const d = this.coordinator.beforeStep(this.runCounter, this.estimatedRunTimeMs);
@@ -393,6 +414,7 @@ export class PreemptionCheckpointHandler {
       this.emit({ type: "preemptionExiting", time: this.clock.now(), code, saved: false, reason });
       this.stopWatching();
       await this.removeWorkerTemp();
+      this.exited = true;
       await this.config.exitFn(code);
       return;
     }
@@ -414,6 +436,7 @@ export class PreemptionCheckpointHandler {
       await this.removeWorkerTemp();
       // The directory's lock goes with the process, not after it: the restart takes it cleanly.
       if (this.ownsManager) await this.checkpointManager.close();
+      this.exited = true;
       this.emit({ type: "preemptionExiting", time: this.clock.now(), code: PREEMPTION_EXIT_CODE, saved: true, reason: `preemption checkpoint ${this.at(run)}` });
       await this.config.exitFn(PREEMPTION_EXIT_CODE);
     }
@@ -587,6 +610,15 @@ export class PreemptionCheckpointHandler {
 // ---------------------------------------------------------------------------------------------
 
 const isPromise = <T>(x: T | Promise<T>): x is Promise<T> => typeof (x as { then?: unknown })?.then === "function";
+
+/** The reported error (see `REPORTED_BY`) that `e` carries in its chain of causes, if any. */
+const reportedCause = (e: unknown): OpError | undefined => {
+  let c: unknown = e;
+  for (let depth = 0; c instanceof Error && depth < 8; depth++, c = c.cause) {
+    if (c instanceof OpError && c.message.includes(REPORTED_BY)) return c;
+  }
+  return undefined;
+};
 
 /** What the cluster coordinator needs of a resolver; `undefined` for local mode. @throws for a `ps` job or a resolver that has not joined. */
 const clusterOf = (

@@ -580,11 +580,15 @@ const publishWatched = (resolver: SessionTargetResolver, client: CoordinationCli
         return;
       }
       const generation = client.generation;
+      const start = clock.now();
       try {
         await client.get(MODEL_READY_KEY, { timeoutMs });
         heard = generation;
-      } catch {
-        // A timeout, or the cluster's failure (the failure watch reports it): ask the chief again.
+      } catch (e) {
+        // A timeout: ask the chief again. The cluster's failure (the failure watch reports it)
+        // fails every call at once: wait out the rest of the time, not a busy loop of asks.
+        const left = timeoutMs - (clock.now() - start);
+        if (!(e instanceof DeadlineExceededError) && left > 0) await new Promise<void>((ok) => clock.setTimer(left, ok));
       }
     };
     return { ...target, chiefModel: { address: model.address, pull: () => model.pull(), waitForChange } };

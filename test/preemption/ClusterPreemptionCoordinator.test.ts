@@ -8,7 +8,7 @@
 
 import { EventEmitter } from "node:events";
 import { existsSync } from "node:fs";
-import { readdir } from "node:fs/promises";
+import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
 
@@ -70,7 +70,15 @@ interface Task {
 }
 
 /** Three tasks of one cluster (chief:0, worker:0, worker:1) on one in-process service. */
-const cluster = async (options: { graceSecs?: number; dir?: string; resolver?: (r: PreemptionClusterResolver) => PreemptionClusterResolver } = {}) => {
+const cluster = async (
+  options: {
+    graceSecs?: number;
+    dir?: string;
+    resolver?: (r: PreemptionClusterResolver) => PreemptionClusterResolver;
+    /** The chief's handler takes a manager made here, which removes no leftover (the workers' handlers are the ones under test). */
+    chiefManagerKeepsLeftovers?: boolean;
+  } = {},
+) => {
   const clock = new VirtualClock();
   const service = new EmbeddedCoordinationService({ clock });
   const dir = options.dir ?? join(tempDir(), "ckpt");
@@ -105,7 +113,9 @@ const cluster = async (options: { graceSecs?: number; dir?: string; resolver?: (
         error: undefined,
         handler: await PreemptionCheckpointHandler.create({
           clusterResolver: options.resolver === undefined ? base : options.resolver(base),
-          checkpointDir: dir,
+          ...(id === 0 && options.chiefManagerKeepsLeftovers === true
+            ? { checkpointManager: await CheckpointManager.create({ directory: dir, maxToKeep: 1, removeLeftovers: false, clock }) }
+            : { checkpointDir: dir }),
           store: session.variables,
           initFn: () => session.variables.initialize(),
           terminationConfig: new TerminationConfig({
@@ -375,6 +385,114 @@ describe("PreemptionCheckpointHandler in a cluster (failure_handler_test, multi-
     expect(existsSync(join(temp, "ckpt"))).toBe(true);
     await c.close();
     expect(existsSync(temp)).toBe(false);
+  });
+});
+
+/** A lockstep "all-reduce" of the three tasks: step k of each resolves once every task entered step k (data-parallel ranks). */
+const lockstep = () => {
+  const entered = new Map<number, number>();
+  const waiters = new Map<number, (() => void)[]>();
+  return (k: number): Promise<void> => {
+    const n = (entered.get(k) ?? 0) + 1;
+    entered.set(k, n);
+    if (n === NAMES.length) {
+      for (const w of waiters.get(k) ?? []) w();
+      return Promise.resolve();
+    }
+    return new Promise<void>((ok) => waiters.set(k, [...(waiters.get(k) ?? []), ok]));
+  };
+};
+
+describe("PreemptionCheckpointHandler in a cluster: tasks in lockstep, a leader that closes, a step that fails for another's error", () => {
+  for (const deadline of [false, true]) {
+    it(`data-parallel ranks through the coordination path${deadline ? " with a deadline (the budget proposes the boundary the leader is at)" : ""}: the ranks answer the proposal from where their loop is, so no rank waits for another's step; all save at one run`, async () => {
+      const c = await cluster();
+      const step = lockstep();
+      const [, w0] = c.tasks as [Task, Task, Task];
+      // Each task's step waits for every task's same step, as a collective does.
+      await Promise.all(
+        c.tasks.map(async (t) => {
+          try {
+            while (t.handler.totalRunCalls < 200) {
+              const k = t.handler.totalRunCalls;
+              if (t === w0 && k === 5) {
+                if (deadline) t.handler.noticeTermination("a notice with its deadline now", { deadlineMs: c.clock.now() });
+                else t.signals.emit("SIGTERM");
+              }
+              await t.handler.run(() => step(k));
+            }
+          } catch (e) {
+            if (e instanceof Exited) t.exit = e.code;
+            else t.error = e;
+          }
+        }),
+      );
+      expect(c.tasks.map((t) => t.exit)).toEqual([42, 42, 42]);
+      const run = c.tasks[0]?.saves[0] as number;
+      expect(c.tasks.map((t) => t.saves)).toEqual([[run], [run], [run]]);
+      expect(run).toBeLessThan(200);
+      await c.close();
+    });
+  }
+
+  it("a leader whose loop ends right after its claim proposes its last run when it closes: the others do not wait for a proposal that would never come", async () => {
+    const c = await cluster();
+    const [chief, w0, w1] = c.tasks as [Task, Task, Task];
+    await Promise.all([chief.train(3), w0.train(3), w1.train(3)]);
+    w1.signals.emit("SIGTERM");
+    for (let i = 0; i < 5; i++) await flush();
+    expect(w1.events.find((e) => e.type === "preemptionClaimed")).toMatchObject({ leader: "worker:1" });
+    // worker:1's loop is over: it closes without another step.
+    const closing = w1.handler.close();
+    await Promise.all([chief.train(100), w0.train(100), closing]);
+    expect([chief.exit, w0.exit]).toEqual([42, 42]);
+    expect(chief.saves).toEqual(w0.saves);
+    expect(w1.logger.messages()).toContain("PreemptionCheckpointHandler: worker:1 closes before it proposed: proposing run 3 for the other tasks.");
+    await c.close();
+  });
+
+  it("a step that failed because of another task's reported error raises that error (same class), and reports nothing itself", async () => {
+    const c = await cluster();
+    const [chief] = c.tasks as [Task, Task, Task];
+    const reported = new ResourceExhaustedError("worker:0 ran out of memory (reported by task /job:worker/replica:0/task:0)");
+    const wrapped = new Error("the replica group failed", { cause: new Error("the collective failed", { cause: reported }) });
+    await expect(chief.handler.run(() => Promise.reject(wrapped))).rejects.toBe(reported);
+    // Nothing was reported by the chief: the other tasks train on.
+    await c.tasks[1]?.train(3);
+    expect(c.tasks[1]?.error).toBeUndefined();
+    await c.close();
+  });
+
+  it("an exitFn that returns leaves the handler unusable, with an error that says so", async () => {
+    const session = model();
+    const signals = new EventEmitter();
+    const exits: number[] = [];
+    const h = await PreemptionCheckpointHandler.create({
+      checkpointDir: tempDir(),
+      store: session.variables,
+      initFn: () => session.variables.initialize(),
+      terminationConfig: new TerminationConfig({ exitFn: (code) => void exits.push(code) }),
+      signalTarget: signals,
+      clock: new VirtualClock(),
+      logger: new RecordingLogger(),
+    });
+    await h.run(() => session.run("train"));
+    signals.emit("SIGTERM");
+    await h.run(() => session.run("train"));
+    await h.run(() => session.run("train"));
+    expect(exits).toEqual([42]);
+    await expect(h.run(() => session.run("train"))).rejects.toThrow("exitFn returned; create a new handler to train on");
+    await h.close();
+  });
+
+  it("a non-chief's handler leaves the chief's directory alone: a data file whose index is still being written (the chief's save under way) is not removed", async () => {
+    const dir = join(tempDir(), "ckpt");
+    await mkdir(dir, { recursive: true });
+    const inFlight = join(dir, "ckpt-9.data-00000-of-00001");
+    await writeFile(inFlight, "the chief's save under way");
+    const c = await cluster({ dir, chiefManagerKeepsLeftovers: true });
+    expect(existsSync(inFlight)).toBe(true);
+    await c.close();
   });
 });
 
