@@ -3,7 +3,8 @@
  * return and `SerializeToString` gives) back into the {@link Summary} model the writer takes,
  * so that `Supervisor.summaryComputed` accepts bytes as TensorFlow's `summary_computed` does.
  * Unknown fields are skipped, as protobuf readers do; anything that is not a well-formed
- * `Summary` throws `InvalidArgumentError`.
+ * `Summary` throws `InvalidArgumentError`. The message decoders are shared with the event-file
+ * reader (`EventDecoder`), which wraps their errors in its own.
  *
  * @module
  */
@@ -44,10 +45,18 @@ export const decodeSummary = (bytes: Uint8Array): Summary => {
     });
     return { value };
   } catch (e) {
-    if (e instanceof InvalidArgumentError) throw e;
     throw new InvalidArgumentError(`summaryComputed: the bytes are not a serialized Summary (${e instanceof Error ? e.message : String(e)})`);
   }
 };
+
+/**
+ * Decodes a serialized `Summary.Value`. Throws a plain `Error` naming the field for bytes that
+ * are not one (callers wrap it in their own error).
+ */
+export const decodeSummaryValue = (bytes: Uint8Array): SummaryValue => summaryValue(bytes);
+
+/** Decodes a serialized `SummaryMetadata`; throws like {@link decodeSummaryValue}. */
+export const decodeSummaryMetadata = (bytes: Uint8Array): SummaryMetadata => metadata(bytes);
 
 // ---------------------------------------------------------------------------------------------
 // utils
@@ -56,7 +65,7 @@ export const decodeSummary = (bytes: Uint8Array): Summary => {
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 /** Reads each field of a message; `read` returns `false` for a field it does not know (skipped). */
-const fields = (bytes: Uint8Array, read: (field: number, wire: WireType, r: BinaryReader) => boolean): void => {
+export const fields = (bytes: Uint8Array, read: (field: number, wire: WireType, r: BinaryReader) => boolean): void => {
   const r = new BinaryReader(bytes);
   while (r.pos < r.len) {
     const [f, wire] = r.tag();
@@ -64,8 +73,9 @@ const fields = (bytes: Uint8Array, read: (field: number, wire: WireType, r: Bina
   }
 };
 
-const expectWire = (what: string, got: WireType, want: WireType): void => {
-  if (got !== want) throw new InvalidArgumentError(`summaryComputed: the bytes are not a serialized Summary (${what} has wire type ${got}, expected ${want})`);
+/** Throws (a plain `Error`; the entry points wrap it) unless a field has the wire type its schema says. */
+export const expectWire = (what: string, got: WireType, want: WireType): void => {
+  if (got !== want) throw new Error(`${what} has wire type ${got}, expected ${want}`);
 };
 
 /** A repeated scalar field, packed (one length-delimited run) or not (one value per tag). */

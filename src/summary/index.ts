@@ -1,7 +1,8 @@
 /**
  * TensorBoard summaries in plain TypeScript, imported as `monitored-session/summary`: the
  * summary writer and its per-directory cache, summary values (scalars, text, tensors,
- * histograms, images), the `Event` proto types, and a reader for the event files. The wire
+ * histograms, images), the `Event` proto types, the record reader, and the event reader
+ * (`readEvents`, typed events over a file or a logdir, with a columnar scalar store). The wire
  * helpers (TFRecord framing, masked CRC32C, proto encoding) are internal. See docs/tensorboard.md.
  *
  * @module
@@ -46,6 +47,36 @@ export type {
   TensorShapeProto,
 } from "./EventProto.js";
 
-/* Reading event files */
-export { iterateRecords, readRecordFile, readRecords } from "./recordReader.js";
+/* Reading records */
+export { CorruptRecordError, iterateRecords, readRecordFile, readRecords } from "./recordReader.js";
 export type { RecordReadEnd, RecordReadOptions, RecordReadResult, TfRecord } from "./recordReader.js";
+
+/* Reading events */
+/** Typed events over an event file or a logdir, optionally following new data. */
+export { readEvents } from "./readEvents.js";
+export type { ReadEvent, ReadEventsOptions, ReadIssue } from "./readEvents.js";
+/** One run's records into typed events; the numbers of a numeric tensor. */
+export { EventDecoder, tensorNumbers } from "./EventDecoder.js";
+export type {
+  AudioEvent,
+  EventHeader,
+  FileVersionEvent,
+  HistogramEvent,
+  ImageEvent,
+  ScalarEvent,
+  SessionLogEvent,
+  SummaryEvent,
+  TensorEvent,
+  TextEvent,
+} from "./EventDecoder.js";
+/** Reads one event file incrementally by offset. */
+export { EventFileTail } from "./EventFileTail.js";
+export type { EventFileTailOptions, TailIssue, TailReadResult } from "./EventFileTail.js";
+/** The runs of a logdir, as TensorBoard finds them. */
+export { findRuns, isEventFileName } from "./findRuns.js";
+export type { FindIssue, FoundRun, FoundRuns } from "./findRuns.js";
+
+/* Scalar store */
+/** Every point of one scalar series in typed-array columns; every series of a logdir. */
+export { ScalarSeries } from "./ScalarSeries.js";
+export { LogdirScalars } from "./LogdirScalars.js";

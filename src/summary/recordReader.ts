@@ -10,7 +10,7 @@
 import { readFile } from "node:fs/promises";
 import { DataLossError, InvalidArgumentError } from "../errors.js";
 import { crc32c, maskCrc32c } from "./maskedCrc32c.js";
-import { RECORD_FOOTER_BYTES, RECORD_HEADER_BYTES } from "./recordWriter.js";
+import { maskedLengthCrc, RECORD_FOOTER_BYTES, RECORD_HEADER_BYTES } from "./recordWriter.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -37,6 +37,27 @@ export interface RecordReadResult extends RecordReadEnd {
   readonly records: readonly TfRecord[];
 }
 
+/**
+ * A record whose length CRC or data CRC does not match: a `DataLossError` that says where and
+ * which, so that a reader can skip the record (a bad data CRC: the length is trusted) or look
+ * for the next record header (a bad length CRC).
+ */
+export class CorruptRecordError extends DataLossError {
+  /** Offset of the bad record's header in the data. */
+  readonly offset: number;
+  /** Which checksum failed. */
+  readonly part: "length" | "data";
+  /** The framed size of the bad record (header, payload, footer), when its length CRC held. */
+  readonly recordBytes: number | undefined;
+
+  constructor(offset: number, part: "length" | "data", stored: number, computed: number, recordBytes?: number) {
+    super(`corrupted record at offset ${offset}: ${part} CRC mismatch (stored ${hex(stored)}, computed ${hex(computed)})`);
+    this.offset = offset;
+    this.part = part;
+    this.recordBytes = recordBytes;
+  }
+}
+
 /** Options of the readers. */
 export interface RecordReadOptions {
   /** Offset to start at (default 0); use a previous `endOffset` to read on. */
@@ -51,7 +72,7 @@ export interface RecordReadOptions {
 
 /**
  * Yields each complete record in `bytes` in order, then returns where it stopped. Throws
- * `DataLossError` at a record whose length CRC or data CRC does not match; the records before
+ * {@link CorruptRecordError} (a `DataLossError`) at a record whose length CRC or data CRC does not match; the records before
  * it have already been yielded.
  */
 export function* iterateRecords(
@@ -68,14 +89,12 @@ export function* iterateRecords(
     const left = bytes.length - offset;
     if (left < RECORD_HEADER_BYTES) return { endOffset: offset, truncatedBytes: left };
     const storedLengthCrc = view.getUint32(offset + 8, true);
-    const lengthCrc = maskCrc32c(crc32c(bytes.subarray(offset, offset + 8)));
-    if (storedLengthCrc !== lengthCrc) {
-      throw new DataLossError(
-        `corrupted record at offset ${offset}: length CRC mismatch ` +
-          `(stored ${hex(storedLengthCrc)}, computed ${hex(lengthCrc)})`,
-      );
-    }
-    const n = view.getUint32(offset, true) + view.getUint32(offset + 4, true) * 2 ** 32;
+    const lo = view.getUint32(offset, true);
+    const hi = view.getUint32(offset + 4, true);
+    // Below 2^32 the 8 length bytes are a function of the length: use the writer's cached CRC.
+    const lengthCrc = hi === 0 ? maskedLengthCrc(lo) : maskCrc32c(crc32c(bytes.subarray(offset, offset + 8)));
+    if (storedLengthCrc !== lengthCrc) throw new CorruptRecordError(offset, "length", storedLengthCrc, lengthCrc);
+    const n = lo + hi * 2 ** 32;
     if (left < RECORD_HEADER_BYTES + n + RECORD_FOOTER_BYTES) {
       return { endOffset: offset, truncatedBytes: left };
     }
@@ -85,10 +104,7 @@ export function* iterateRecords(
       const stored = view.getUint32(start + n, true);
       const computed = maskCrc32c(crc32c(payload));
       if (stored !== computed) {
-        throw new DataLossError(
-          `corrupted record at offset ${offset}: data CRC mismatch ` +
-            `(stored ${hex(stored)}, computed ${hex(computed)})`,
-        );
+        throw new CorruptRecordError(offset, "data", stored, computed, RECORD_HEADER_BYTES + n + RECORD_FOOTER_BYTES);
       }
     }
     yield { offset, payload };

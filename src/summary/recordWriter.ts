@@ -148,6 +148,14 @@ const writeHeader = (view: DataView, at: number, n: number): void => {
   }
   view.setUint32(at, n % TWO_32, true);
   view.setUint32(at + 4, Math.floor(n / TWO_32), true);
+  view.setUint32(at + 8, maskedLengthCrc(n), true);
+};
+
+/**
+ * The masked CRC of the 8 little-endian length bytes of a record of `n` payload bytes (a safe
+ * integer), cached for small lengths. The reader checks a header's stored CRC against it.
+ */
+export const maskedLengthCrc = (n: number): number => {
   let crc = lengthCrcCache.get(n);
   if (crc === undefined) {
     lengthScratchView.setUint32(0, n % TWO_32, true);
@@ -155,5 +163,5 @@ const writeHeader = (view: DataView, at: number, n: number): void => {
     crc = maskCrc32c(crc32c(lengthScratch));
     if (n < LENGTH_CRC_CACHE_LIMIT) lengthCrcCache.set(n, crc);
   }
-  view.setUint32(at + 8, crc, true);
+  return crc;
 };

@@ -1,0 +1,126 @@
+/**
+ * `LogdirScalars`: every scalar point of a logdir, per run and tag, in {@link ScalarSeries}
+ * columns, fed with the events of `readEvents`. It applies TensorBoard's restart rules, so that
+ * the series are what TensorBoard shows, but with every point:
+ *
+ * - A run whose files declare `brain.Event:2` or later (every writer since TF 1.0, ours too):
+ *   the run's first `SessionLog START` marks a session start and purges nothing; each later
+ *   START at step s is a restart from a checkpoint, and removes, in every series of the run,
+ *   the points with step >= s (what the crashed session wrote after that checkpoint).
+ *   (TensorBoard's Python loader, `plugin_event_accumulator.py`, `_CheckForRestartAndMaybePurge`.)
+ * - A run without a file version: a summary whose step is below the last summary step seen
+ *   removes the points with step >= its step, only in the tags it carries (the same file's
+ *   `_CheckForOutOfOrderStepAndMaybePurge`).
+ * - A run reported deleted is dropped, as TensorBoard drops a run whose directory is gone.
+ *
+ * @example
+ * ```ts
+ * import { LogdirScalars, readEvents } from "monitored-session/summary";
+ *
+ * const store = new LogdirScalars();
+ * for await (const e of readEvents("runs")) store.ingest(e);
+ * const loss = store.series("exp1", "loss");
+ * console.log(loss?.length, loss?.steps, loss?.values);
+ * ```
+ *
+ * @module
+ */
+
+import type { SummaryEvent } from "./EventDecoder.js";
+import type { ReadIssue } from "./readEvents.js";
+import { ScalarSeries } from "./ScalarSeries.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+interface RunScalars {
+  readonly series: Map<string, ScalarSeries>;
+  fileVersion: number | undefined;
+  seenStart: boolean;
+  mostRecentStep: number;
+}
+
+/** The scalar series of a logdir, by run and tag. */
+export class LogdirScalars {
+  private readonly byRun = new Map<string, RunScalars>();
+
+  /** Takes one event of `readEvents`: keeps scalars, applies restarts, drops deleted runs; ignores the rest. */
+  ingest(e: SummaryEvent | ReadIssue): void {
+    switch (e.kind) {
+      case "scalar": {
+        const run = this.run(e.run);
+        if (run.fileVersion === undefined || run.fileVersion < 2) {
+          if (e.step < run.mostRecentStep) run.series.get(e.tag)?.purgeFrom(e.step);
+          run.mostRecentStep = e.step;
+        }
+        let s = run.series.get(e.tag);
+        if (s === undefined) {
+          s = new ScalarSeries();
+          run.series.set(e.tag, s);
+        }
+        s.append(e.step, e.wallTime, e.value);
+        return;
+      }
+      case "fileVersion": {
+        const v = Number.parseFloat(e.version.split("brain.Event:").pop() ?? "");
+        if (Number.isFinite(v)) this.run(e.run).fileVersion = v;
+        return;
+      }
+      case "sessionLog": {
+        if (e.status !== "START") return;
+        const run = this.run(e.run);
+        if (run.fileVersion === undefined || run.fileVersion < 2) return;
+        if (!run.seenStart) {
+          run.seenStart = true;
+          return;
+        }
+        for (const s of run.series.values()) s.purgeFrom(e.step);
+        return;
+      }
+      case "issue":
+        if (e.problem === "runDeleted") this.byRun.delete(e.run);
+        return;
+      default:
+        return;
+    }
+  }
+
+  /** The runs with at least one scalar series, sorted. */
+  runs(): string[] {
+    return [...this.byRun].filter(([, r]) => r.series.size > 0).map(([name]) => name).sort();
+  }
+
+  /** The tags of `run`'s scalar series, sorted (empty for an unknown run). */
+  tags(run: string): string[] {
+    return [...(this.byRun.get(run)?.series.keys() ?? [])].sort();
+  }
+
+  /** One series, or `undefined`. */
+  series(run: string, tag: string): ScalarSeries | undefined {
+    return this.byRun.get(run)?.series.get(tag);
+  }
+
+  /** Points held, over every series. */
+  get points(): number {
+    let n = 0;
+    for (const r of this.byRun.values()) for (const s of r.series.values()) n += s.length;
+    return n;
+  }
+
+  /** Bytes the series' columns hold, spare capacity included. */
+  get byteLength(): number {
+    let n = 0;
+    for (const r of this.byRun.values()) for (const s of r.series.values()) n += s.byteLength;
+    return n;
+  }
+
+  private run(name: string): RunScalars {
+    let r = this.byRun.get(name);
+    if (r === undefined) {
+      r = { series: new Map(), fileVersion: undefined, seenStart: false, mostRecentStep: Number.NEGATIVE_INFINITY };
+      this.byRun.set(name, r);
+    }
+    return r;
+  }
+}

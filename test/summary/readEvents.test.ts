@@ -1,0 +1,180 @@
+import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { NotFoundError } from "../../src/errors.js";
+import { VirtualClock } from "../../src/testing/VirtualClock.js";
+import { LogdirScalars } from "../../src/summary/LogdirScalars.js";
+import { type ReadEvent, readEvents } from "../../src/summary/readEvents.js";
+import { SummaryWriter } from "../../src/summary/SummaryWriter.js";
+
+let root: string;
+let logdir: string;
+beforeEach(() => {
+  root = mkdtempSync(join(tmpdir(), "read-events-"));
+  logdir = join(root, "logs");
+  mkdirSync(logdir);
+});
+afterEach(() => {
+  rmSync(root, { recursive: true, force: true });
+});
+
+const clock = (): VirtualClock => new VirtualClock({ startMs: 1_700_000_000_000 });
+
+/** Writes `steps` scalars `tag` = step / 10 to a new file in `dir` and closes it. */
+const writeRun = async (dir: string, steps: readonly number[], tag = "loss", purgeStep?: number): Promise<string> => {
+  const w = new SummaryWriter(dir, { clock: clock(), ...(purgeStep === undefined ? {} : { purgeStep }) });
+  for (const s of steps) w.addScalar(tag, s / 10, s);
+  await w.close();
+  return w.path;
+};
+
+const collect = async (it: AsyncIterable<ReadEvent>): Promise<ReadEvent[]> => {
+  const out: ReadEvent[] = [];
+  for await (const e of it) out.push(e);
+  return out;
+};
+
+const scalars = (events: readonly ReadEvent[]): string[] =>
+  events.flatMap((e) => (e.kind === "scalar" ? [`${e.run}:${e.tag}@${e.step}`] : []));
+
+const issues = (events: readonly ReadEvent[]): string[] => events.flatMap((e) => (e.kind === "issue" ? [`${e.problem}:${e.run}`] : []));
+
+/** The next `n` events of a following iterator, advancing the virtual clock while it waits (no real time). */
+const take = async (it: AsyncIterator<ReadEvent>, n: number, c: VirtualClock): Promise<ReadEvent[]> => {
+  const out: ReadEvent[] = [];
+  while (out.length < n) {
+    let settled = false;
+    const p = it.next().then((r) => {
+      settled = true;
+      return r;
+    });
+    for (let i = 0; i < 100_000 && !settled; i++) {
+      await c.advance(100);
+      await new Promise<void>((r) => setImmediate(r));
+    }
+    const r = await p;
+    if (r.done === true) break;
+    out.push(r.value);
+  }
+  return out;
+};
+
+describe("readEvents over a logdir", () => {
+  it("finds every directory with event files as a run, named relative to the logdir, in order", async () => {
+    await writeRun(join(logdir, "b", "c"), [1]);
+    await writeRun(join(logdir, "a"), [1, 2]);
+    await writeRun(logdir, [5]);
+    writeFileSync(join(logdir, "a", "README.md"), "not an event file, not named like one");
+    const events = await collect(readEvents(logdir));
+    expect(scalars(events)).toEqual([".:loss@5", "a:loss@1", "a:loss@2", "b/c:loss@1"]);
+    expect(events.filter((e) => e.kind === "fileVersion").map((e) => e.run)).toEqual([".", "a", "b/c"]);
+    expect(issues(events)).toEqual([]);
+  });
+
+  it("reads one event file as the run '.'", async () => {
+    const path = await writeRun(join(logdir, "x"), [3]);
+    expect(scalars(await collect(readEvents(path)))).toEqual([".:loss@3"]);
+  });
+
+  it("an empty logdir yields nothing and ends; a missing path rejects with NotFoundError", async () => {
+    expect(await collect(readEvents(logdir))).toEqual([]);
+    await expect(collect(readEvents(join(root, "nope")))).rejects.toThrow(NotFoundError);
+  });
+
+  it("a non-event file named like one is reported and skipped; the run's other files are read", async () => {
+    await writeRun(join(logdir, "a"), [1]);
+    writeFileSync(join(logdir, "a", "events.out.tfevents.0000000000.notes"), "hello, I am text\n");
+    const events = await collect(readEvents(logdir));
+    expect(scalars(events)).toEqual(["a:loss@1"]);
+    expect(issues(events)).toEqual(["notEventFile:a"]);
+  });
+
+  it("a symlink to a run inside the logdir is a run; one pointing outside is reported and not followed; a loop ends", async () => {
+    await writeRun(join(logdir, "real"), [1]);
+    await writeRun(join(root, "outside"), [9]);
+    symlinkSync(join(logdir, "real"), join(logdir, "linked"));
+    symlinkSync(join(root, "outside"), join(logdir, "escape"));
+    symlinkSync(logdir, join(logdir, "real", "loop"));
+    const events = await collect(readEvents(logdir));
+    expect(scalars(events)).toEqual(["linked:loss@1", "real:loss@1"]);
+    expect(events.filter((e) => e.kind === "issue").map((e) => e.kind === "issue" && [e.problem, e.path])).toEqual([
+      ["symlinkOutsideLogdir", join(logdir, "escape")],
+    ]);
+  });
+});
+
+describe("readEvents with follow (virtual clock)", () => {
+  it("reads appended records, a truncated tail once completed, new files and new runs; ends on abort", async () => {
+    const c = clock();
+    const a = await writeRun(join(logdir, "a"), [1]);
+    const bytes = readFileSync(a);
+    const controller = new AbortController();
+    const it = readEvents(logdir, { follow: true, clock: c, signal: controller.signal, pollSecs: 1 });
+    expect(scalars(await take(it, 2, c))).toEqual(["a:loss@1"]);
+
+    // A second file in run a, first half only, and a new run b.
+    const second = join(logdir, "a", "events.out.tfevents.9999999999.later");
+    writeFileSync(second, bytes.subarray(0, bytes.length - 5));
+    await writeRun(join(logdir, "b"), [7]);
+    const next = await take(it, 3, c); // a's file version and first scalar of the copy... up to the cut, b's two
+    expect(scalars(next)).toEqual(["b:loss@7"]);
+    expect(next.map((e) => e.run)).toEqual(["a", "b", "b"]);
+
+    appendFileSync(second, bytes.subarray(bytes.length - 5));
+    expect(scalars(await take(it, 1, c))).toEqual(["a:loss@1"]);
+
+    controller.abort();
+    expect(await take(it, 1, c)).toEqual([]);
+  });
+
+  it("a run deleted while read is reported, and the scalar store drops it", async () => {
+    const c = clock();
+    await writeRun(join(logdir, "a"), [1]);
+    await writeRun(join(logdir, "b"), [2]);
+    const store = new LogdirScalars();
+    const controller = new AbortController();
+    const it = readEvents(logdir, { follow: true, clock: c, signal: controller.signal });
+    for (const e of await take(it, 4, c)) store.ingest(e);
+    expect(store.runs()).toEqual(["a", "b"]);
+    rmSync(join(logdir, "b"), { recursive: true });
+    const [gone] = await take(it, 1, c);
+    expect(gone).toMatchObject({ kind: "issue", problem: "runDeleted", run: "b" });
+    if (gone !== undefined) store.ingest(gone);
+    expect(store.runs()).toEqual(["a"]);
+    controller.abort();
+    await it.return?.();
+  });
+
+  it("a logdir that does not exist yet is waited for", async () => {
+    const c = clock();
+    const controller = new AbortController();
+    const it = readEvents(join(root, "later"), { follow: true, clock: c, signal: controller.signal });
+    const pending = take(it, 2, c);
+    await writeRun(join(root, "later"), [4]);
+    expect(scalars(await pending)).toEqual([".:loss@4"]);
+    controller.abort();
+  });
+});
+
+describe("LogdirScalars over readEvents", () => {
+  it("a restart's SessionLog START purges the steps >= its step in every series of the run (the first START does not)", async () => {
+    const run = join(logdir, "exp");
+    // Session 1: START at its first step (not a restart), steps 1..20 of loss and acc.
+    const w1 = new SummaryWriter(run, { clock: clock(), purgeStep: 1 });
+    for (let s = 1; s <= 20; s++) w1.addScalars({ loss: s, acc: -s }, s);
+    await w1.close();
+    // Session 2 restores step 10: START at 11, then steps 11..15 with new values.
+    const w2 = new SummaryWriter(run, { clock: new VirtualClock({ startMs: 1_700_000_100_000 }), purgeStep: 11 });
+    for (let s = 11; s <= 15; s++) w2.addScalars({ loss: 100 + s }, s);
+    await w2.close();
+    const store = new LogdirScalars();
+    for await (const e of readEvents(logdir)) store.ingest(e);
+    const loss = store.series("exp", "loss");
+    expect([...(loss?.steps ?? [])]).toEqual([...Array.from({ length: 10 }, (_, i) => i + 1), 11, 12, 13, 14, 15]);
+    expect([...(loss?.values ?? [])].slice(10)).toEqual([111, 112, 113, 114, 115]);
+    expect([...(store.series("exp", "acc")?.steps ?? [])]).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));
+    expect(store.tags("exp")).toEqual(["acc", "loss"]);
+    expect(store.points).toBe(25);
+  });
+});
