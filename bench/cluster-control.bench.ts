@@ -13,12 +13,20 @@
  *   process, over gRPC or etcd), on the first launch.
  *
  * Children timestamp with the same host clock. Medians over `launches` launches per backend.
+ *
+ * - `resumeToFirstStepMs` (bench/resumeToFirstStep.ts): a 2-task cluster of the bundled job
+ *   (`launch --workers 2`), launched fresh, then `BENCH_RESUME_LAUNCHES` times again (default 5)
+ *   resuming from its checkpoint, `BENCH_RESUME_STEPS` steps each (default 300): from the chief's
+ *   `model published to the workers` line to the worker's `Starting at global step` line, as the
+ *   lines arrive here; median over the resumes, and the fresh launch's figure.
+ *   `BENCH_RESUME_ONLY=1` measures only this one.
  */
 
 import os from "node:os";
 import { taskName } from "../src/cluster/coordination/identity.js";
 import { EtcdProcess, etcdBinary, freePort } from "../test/cluster/coordination/etcdHarness.js";
 import { type JsonChild, killAll, spawnJsonChild } from "./jsonChild.js";
+import { measureResumeToFirstStep } from "./resumeToFirstStep.js";
 import { median, round } from "./stats.js";
 
 // The tests' value: on a loaded 2-core machine, 2 s (etcd's minimum) got live workers declared failed
@@ -30,6 +38,7 @@ const kvOps = 300;
 const loadBoundMs = 180_000; // 4 tsx processes loading on a shared 2-core machine
 const stepBoundMs = 60_000;
 const killed = taskName("worker", workers - 1);
+const resumeSizes = { resumes: Number(process.env["BENCH_RESUME_LAUNCHES"] ?? 5), steps: Number(process.env["BENCH_RESUME_STEPS"] ?? 300) };
 
 const now = (): number => performance.timeOrigin + performance.now();
 
@@ -108,16 +117,28 @@ const measure = async (backend: "embedded" | "etcd") => {
   }
 };
 
+/** `resumeToFirstStepMs`, with its details. */
+const resume = async (): Promise<Record<string, unknown>> => {
+  const r = await measureResumeToFirstStep(resumeSizes);
+  return { resumeToFirstStepMs: r.resumeToFirstStepMs.median, resume: r };
+};
+
 export default async (): Promise<Record<string, unknown>> => {
   const loadBefore = os.loadavg().map((x) => round(x, 2));
+  if (process.env["BENCH_RESUME_ONLY"] === "1") {
+    const r = await resume();
+    return { loadAverage: { before: loadBefore, after: os.loadavg().map((x) => round(x, 2)) }, ...r };
+  }
   const backends = [await measure("embedded")];
   if (etcdBinary === undefined) console.warn("SKIP etcd backend: no `etcd` binary (apt-get install -y etcd-server)");
   else backends.push(await measure("etcd"));
+  const r = await resume();
   return {
     processes: 1 + workers,
     heartbeatTimeoutMs,
     launches,
     loadAverage: { before: loadBefore, after: os.loadavg().map((x) => round(x, 2)) },
     backends,
+    ...r,
   };
 };

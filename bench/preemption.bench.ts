@@ -20,10 +20,20 @@
  * and the children's event-loop delay while training (p99, from bench/probe.ts). The exit
  * includes Node's own teardown after the `exit` event: that part is Node's, and
  * `nodeTeardownMs` measures it for each way (bench/teardownChild.ts, median of 7).
+ *
+ * Beside them, the cluster's figures (bench/clusterPreemption.ts): `agreementSteps` and
+ * `agreementMs`, SIGTERM to one of 4 tasks of `launch --workers 4` running bench/preemptionLoop.ts,
+ * in three modes interleaved launch by launch (`BENCH_AGREEMENT_RUNS` launches per mode, default
+ * 4, the task signalled round-robin, so each task once): `lockstep`, the headline and the goal's (one replica group,
+ * the agreement through the coordination service: TensorFlow's MultiWorkerMirroredStrategy
+ * setting), `stopVote` (the same group with its stop vote) and `independent` (independent
+ * replicas); and `clusterCheckOverheadUs`, the handler's per-step check in a cluster over local
+ * mode, in this process (`BENCH_CHECK_ROUNDS` rounds, default 21). `BENCH_PREEMPTION_CLUSTER_ONLY=1`
+ * measures only these.
  */
 import { execFileSync, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import os, { tmpdir } from "node:os";
 import { join } from "node:path";
 
 import job from "../examples/tfjs-classifier.job.js";
@@ -31,10 +41,15 @@ import { CheckpointManager } from "../src/checkpoint/index.js";
 import { silentLogger } from "../src/Logger.js";
 import type { Session, VariableStore } from "../src/Session.js";
 import { repoRoot, startCli, type CliChild } from "../test/util/cliChild.js";
+import { agreementModes, measureAgreement, measureCheckOverhead } from "./clusterPreemption.js";
 import { median, mulberry32, round } from "./stats.js";
 
 // BENCH_PREEMPTION_RUNS: fewer runs for a quick check of the benchmark itself (results need ≥ 20).
 const RUNS = Number(process.env["BENCH_PREEMPTION_RUNS"] ?? 20);
+// BENCH_AGREEMENT_RUNS (launches per mode), BENCH_CHECK_ROUNDS: the cluster figures' sizes; BENCH_PREEMPTION_CLUSTER_ONLY=1: only those.
+const AGREEMENT_RUNS = Number(process.env["BENCH_AGREEMENT_RUNS"] ?? 4);
+const CHECK_ROUNDS = Number(process.env["BENCH_CHECK_ROUNDS"] ?? 21);
+const CLUSTER_ONLY = process.env["BENCH_PREEMPTION_CLUSTER_ONLY"] === "1";
 const exampleJob = join(repoRoot, "examples/tfjs-classifier.job.ts");
 const probe = join(repoRoot, "bench/probe.ts");
 
@@ -153,9 +168,32 @@ const summary = (way: Way, teardown: number, save: number): Record<string, unkno
   };
 };
 
+/** `agreementSteps`, `agreementMs` (each mode) and `clusterCheckOverheadUs`, with their details and the load average around them. */
+const clusterFigures = async (seed: number): Promise<Record<string, unknown>> => {
+  const loadBefore = os.loadavg().map((x) => round(x, 2));
+  console.log(`preemption: ${AGREEMENT_RUNS} launches of 4 tasks per mode (${agreementModes.join(", ")}), SIGTERM to one (agreementSteps)`);
+  const agreement = await measureAgreement({ runs: AGREEMENT_RUNS, tasks: 4, seed });
+  console.log(`preemption: the handler's check in a cluster against local mode, ${CHECK_ROUNDS} rounds (clusterCheckOverheadUs)`);
+  const check = await measureCheckOverhead({ rounds: CHECK_ROUNDS, warmupRounds: 2, stepsPerRound: 50_000 });
+  return {
+    // The headline is lockstep's (the goal's setting); null: more than half its launches stalled.
+    agreementSteps: agreement.lockstep.agreementSteps.median,
+    agreementMs: agreement.lockstep.agreementMs.median,
+    agreementStepsStopVote: agreement.stopVote.agreementSteps.median,
+    agreementMsStopVote: agreement.stopVote.agreementMs.median,
+    agreementStepsIndependent: agreement.independent.agreementSteps.median,
+    agreementMsIndependent: agreement.independent.agreementMs.median,
+    clusterCheckOverheadUs: check.clusterCheckOverheadUs,
+    clusterLoadAverage: { before: loadBefore, after: os.loadavg().map((x) => round(x, 2)) },
+    agreement,
+    clusterCheck: check,
+  };
+};
+
 export default async (): Promise<Record<string, unknown>> => {
   const seed = Number(process.env["BENCH_SEED"] ?? Date.now() % 1_000_000);
   console.log(`preemption: seed ${seed} (BENCH_SEED=${seed} repeats these signal moments)`);
+  if (CLUSTER_ONLY) return { seed, ...(await clusterFigures(seed)) };
   const installed = compileInstalled();
   const random = mulberry32(seed);
   const ways = { installed: { signalToExit: [], stepMs: [], loopP99: [], saved: 0 } as Way, tsx: { signalToExit: [], stepMs: [], loopP99: [], saved: 0 } as Way };
@@ -181,5 +219,6 @@ export default async (): Promise<Record<string, unknown>> => {
     medianSaveMs: round(save, 2),
     ...installedSummary,
     tsx: tsxSummary,
+    ...(await clusterFigures(seed)),
   };
 };
