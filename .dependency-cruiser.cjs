@@ -6,7 +6,7 @@
  *   4  src/runtime: what a task of a cluster starts (server, coordination, replica group)
  *   3  src/config, src/compat/v1 and src/cluster (beside config)
  *   2  src/preemption, src/tfjs, src/testing, src/training
- *   1  hooks/
+ *   1  hooks/, and src/board (the server of `monitored-session board`, on the summary reader)
  *   0  core: src/*.ts, src/checkpoint, src/summary, src/internal
  *
  * A layer imports only the layers below it (and its own folder). The `allowed` rules are the
@@ -43,6 +43,11 @@ module.exports = {
       to: { path: [CORE, HOOKS, "^src/$1/"], pathNot: ROOT_BARREL },
     },
     {
+      comment: "1. board (the server of `monitored-session board`) imports the core and its own folder.",
+      from: { path: "^src/board/" },
+      to: { path: [CORE, "^src/board/"], pathNot: ROOT_BARREL },
+    },
+    {
       comment: "3. cluster (beside config) imports every layer below it and its own folder.",
       from: { path: "^src/cluster/" },
       to: { path: [CORE, HOOKS, MIDDLE, "^src/cluster/"], pathNot: ROOT_BARREL },
@@ -60,7 +65,7 @@ module.exports = {
     {
       comment: "5. The CLI imports every layer below it (the runtime through its public index only; the entry point reads the tiny launchReady.ts before anything loads), and its own folder.",
       from: { path: "^src/cli/" },
-      to: { path: [CORE, HOOKS, MIDDLE, "^src/(?:cli|config|cluster)/", "^src/runtime/(?:index|launchReady)\\.ts$"], pathNot: ROOT_BARREL },
+      to: { path: [CORE, HOOKS, MIDDLE, "^src/(?:cli|config|cluster|board)/", "^src/runtime/(?:index|launchReady)\\.ts$"], pathNot: ROOT_BARREL },
     },
     {
       comment: "3. compat/v1 (TensorFlow 1's Supervisor) imports every layer below it and its own folder.",

@@ -1,13 +1,14 @@
 /**
  * The `monitored-session` command line: `run <config>`, `launch --workers N <config>`,
- * `launch --workers N [cluster settings] -- <command> [args…]` and `inspect <checkpointDir>`,
- * built with commander. Usage errors exit 2; see {@link ExitCodes}.
+ * `launch --workers N [cluster settings] -- <command> [args…]`, `inspect <checkpointDir>` and
+ * `board <logdir>`, built with commander. Usage errors exit 2; see {@link ExitCodes}.
  *
  * @module
  */
 
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 
+import { boardCommand } from "./board.js";
 import { ExitCodes, exitCodesHelp } from "./exitCodes.js";
 import { inspectCommand } from "./inspect.js";
 import { CLUSTER_FLAGS, launchCommand, launchProgram, type ClusterFlags } from "./launch.js";
@@ -22,7 +23,7 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
   const taskCommand = dashDash < 0 ? undefined : argv.slice(dashDash + 1);
   const ownArgv = dashDash < 0 ? argv : argv.slice(0, dashDash);
   const program = new Command("monitored-session")
-    .description("Run a training job described by a configuration file, launch it as a local cluster, and inspect its checkpoints.")
+    .description("Run a training job described by a configuration file, launch it as a local cluster, inspect its checkpoints, and serve its summaries.")
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.out.write(s), writeErr: (s) => io.err.write(s) })
     .showHelpAfterError("(run with --help for usage)")
@@ -97,6 +98,22 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     .exitOverride()
     .action(async (dir: string, opts: { json?: boolean }) => {
       code = await inspectCommand(dir, opts.json === true ? { json: true } : {}, io);
+    });
+
+  program
+    .command("board")
+    .description("Serve TensorBoard's HTTP data API for <logdir> (every scalar point, live), on 127.0.0.1 unless --host says otherwise, until Ctrl-C.")
+    .argument("<logdir>", "the directory the summaries are written to (each subdirectory with event files is a run)")
+    .option("--port <n>", "port to serve on (0: a free one)", integerAtLeast(0), 6006)
+    .option("--host <address>", "address to bind; any other than loopback requires a token (generated unless --token)")
+    .option("--token <token>", "the token requests must carry (?token=…, or the header Authorization: Token …)")
+    .addHelpText(
+      "after",
+      `\nPrints the URL to open (with ?token=… when a token is required). Routes: /data/runs, /data/environment, /data/plugins_listing, /data/plugin/scalars/tags, /data/plugin/scalars/scalars?run=&tag=[&format=csv][&resolution=<pixels>], POST /data/plugin/scalars/scalars_multirun, /board/events (server-sent events). See docs/tensorboard.md.\n\nExit codes: 0 stopped by SIGINT or SIGTERM, 2 bad usage (no such logdir, the port is in use).`,
+    )
+    .exitOverride()
+    .action(async (logdir: string, opts: { port: number; host?: string; token?: string }) => {
+      code = await boardCommand(logdir, opts, io);
     });
 
   if (argv.length === 0) {

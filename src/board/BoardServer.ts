@@ -1,0 +1,215 @@
+/**
+ * `startBoard`: the server of `monitored-session board <logdir>`. Node's own `http` module (the
+ * board has a handful of routes and one stream; a framework would add a dependency and nothing
+ * the routes need). It serves:
+ *
+ * - TensorBoard's HTTP data API ({@link answerData}) from a {@link BoardStore} that follows the
+ *   logdir;
+ * - `/board/events`, the live push ({@link LiveEvents});
+ * - `/`, a placeholder page until the board's page is built (with a Content-Security-Policy).
+ *
+ * It is read-only. It binds loopback (`127.0.0.1`) unless told otherwise. On any other address a
+ * token is required, as Jupyter does: generated when not given, printed in the URL. A request
+ * carries it as the query parameter `token=…`, the header `Authorization: Token …`, or the
+ * cookie the server sets when the query parameter was right (so the page's own requests need
+ * nothing). Without it: 401. On loopback without a token, requests must name a loopback host
+ * (`Host: localhost:6006`, `127.0.0.1`, `[::1]`), which stops a web page from reaching the
+ * board through a DNS name rebound to 127.0.0.1.
+ *
+ * @module
+ */
+
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { stat } from "node:fs/promises";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { isIP, type AddressInfo } from "node:net";
+
+import { type Clock, systemClock } from "../Clock.js";
+import { NotFoundError } from "../errors.js";
+import { BoardStore } from "./BoardStore.js";
+import { answerData, type BoardEnvironment, routePath } from "./dataApi.js";
+import { LiveEvents } from "./liveEvents.js";
+import { type Body, HttpError, respond, respondError } from "./respond.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** Options of {@link startBoard}. */
+export interface BoardOptions {
+  /** Address to bind (default `127.0.0.1`). Any non-loopback address requires a token. */
+  readonly host?: string;
+  /** Port (default 6006, TensorBoard's; 0 picks a free one). */
+  readonly port?: number;
+  /** The token requests must carry. Default: none on loopback, a random one elsewhere. */
+  readonly token?: string;
+  /** Seconds between polls of the logdir (default 0.5). */
+  readonly pollSecs?: number;
+  /** Time for polls, throttles and heartbeats (tests pass a `VirtualClock`). */
+  readonly clock?: Clock;
+  /** What `/data/environment` reports as `version`. */
+  readonly version?: string;
+  /** Called with what the reader reports (bad checksums, non-event files...) and unexpected route errors. */
+  readonly onIssue?: (message: string) => void;
+}
+
+/** A running board. */
+export interface Board {
+  /** The URL to open, with `?token=…` when a token is required. */
+  readonly url: string;
+  /** The port bound (the real one when 0 was asked). */
+  readonly port: number;
+  /** The token, when one is required. */
+  readonly token: string | undefined;
+  readonly store: BoardStore;
+  /** Stops serving (open event streams are ended) and stops reading. */
+  close(): Promise<void>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Starts a board on `logdir` and resolves once it listens. Rejects with `NotFoundError` if
+ * `logdir` does not exist, and with Node's listen error (`code` `EADDRINUSE`, `EACCES`,
+ * `EADDRNOTAVAIL`) if the address cannot be bound; nothing is left running then.
+ */
+export const startBoard = async (logdir: string, options: BoardOptions = {}): Promise<Board> => {
+  await stat(logdir).catch((e: NodeJS.ErrnoException) => {
+    throw e.code === "ENOENT" ? new NotFoundError(`${logdir}: no such file or directory`) : e;
+  });
+  const host = options.host ?? "127.0.0.1";
+  const token = requiredToken(host, options.token);
+  const clock = options.clock ?? systemClock;
+  const server = createServer();
+  const port = await listen(server, host, options.port ?? 6006);
+  const store = new BoardStore(logdir, { clock, ...(options.pollSecs === undefined ? {} : { pollSecs: options.pollSecs }) });
+  const issues = store.issues$.subscribe((i) => options.onIssue?.(i.message));
+  const live = new LiveEvents(store, clock);
+  const env: BoardEnvironment = { version: options.version ?? "" };
+  const gate = new Gate(token, port);
+  server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+    handle(req, res).catch((e: unknown) => {
+      options.onIssue?.(`board: ${req.method} ${req.url}: ${e instanceof Error ? e.message : String(e)}`);
+      if (!res.headersSent) res.writeHead(500, { "Content-Type": "text/plain; charset=utf-8" });
+      res.end("Internal server error");
+    });
+  });
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const url = new URL(req.url ?? "/", "http://board.invalid");
+    try {
+      const setCookie = gate.check(req, url);
+      const path = routePath(url.pathname);
+      if (path === "/board/events") return live.open(req, res);
+      const body = path === "/" || path === "/index.html" ? placeholderPage() : await answerData(store, env, req, path, url.searchParams);
+      await respond(req, res, setCookie === undefined ? body : { ...body, headers: { ...body.headers, "Set-Cookie": setCookie } });
+    } catch (e) {
+      if (!(e instanceof HttpError)) throw e;
+      await respondError(req, res, e);
+    }
+  };
+  const shownHost = isIP(host) === 6 ? `[${host}]` : host;
+  return {
+    url: `http://${shownHost}:${port}/${token === undefined ? "" : `?token=${token}`}`,
+    port,
+    token,
+    store,
+    async close() {
+      live.close();
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      await closed;
+      await store.close();
+      issues.unsubscribe();
+    },
+  };
+};
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+/** The token a board on `host` requires: `given`, or a random one off loopback, or none. */
+export const requiredToken = (host: string, given: string | undefined): string | undefined =>
+  given ?? (isLoopback(host) ? undefined : randomBytes(24).toString("hex"));
+
+/** `true` for an address or name that only this machine reaches. */
+export const isLoopback = (host: string): boolean => {
+  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
+  if (h === "localhost") return true;
+  if (isIP(h) === 4) return h.startsWith("127.");
+  return h === "::1" || /^::ffff:127\./.test(h);
+};
+
+const listen = (server: Server, host: string, port: number): Promise<number> =>
+  new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+
+/** The token rule (or, without a token, the loopback Host rule). */
+class Gate {
+  private readonly digest: Buffer | undefined;
+  private readonly cookieName: string;
+
+  constructor(
+    private readonly token: string | undefined,
+    port: number,
+  ) {
+    this.digest = token === undefined ? undefined : sha256(token);
+    // Cookies are not kept per port: two boards on one host must not share one.
+    this.cookieName = `monitored_session_board_${port}`;
+  }
+
+  /** Throws 401/403 for a request that may not pass; returns a cookie to set, if any. */
+  check(req: IncomingMessage, url: URL): string | undefined {
+    if (this.digest === undefined) {
+      const hostname = (req.headers.host ?? "").replace(/:\d+$/, "");
+      if (hostname !== "" && !isLoopback(hostname)) throw new HttpError(403, `Forbidden: this board serves loopback only; open it as http://127.0.0.1 or http://localhost, not ${hostname}`);
+      return undefined;
+    }
+    const fromQuery = url.searchParams.get("token");
+    if (fromQuery !== null && this.matches(fromQuery)) return `${this.cookieName}=${this.token}; Path=/; HttpOnly; SameSite=Strict`;
+    const auth = /^Token\s+(\S+)\s*$/i.exec(req.headers.authorization ?? "");
+    if (auth !== null && this.matches(auth[1] as string)) return undefined;
+    const cookie = (req.headers.cookie ?? "").split(/;\s*/).find((c) => c.startsWith(`${this.cookieName}=`));
+    if (cookie !== undefined && this.matches(cookie.slice(this.cookieName.length + 1))) return undefined;
+    throw new HttpError(401, "Unauthorized: this board requires its token: open the URL it printed (…/?token=…), or send the header Authorization: Token <token>");
+  }
+
+  private matches(candidate: string): boolean {
+    return timingSafeEqual(sha256(candidate), this.digest as Buffer);
+  }
+}
+
+const sha256 = (s: string): Buffer => createHash("sha256").update(s).digest();
+
+const ROUTES = [
+  "/data/runs",
+  "/data/environment",
+  "/data/plugins_listing",
+  "/data/plugin/scalars/tags",
+  "/data/plugin/scalars/scalars?run=…&tag=…[&format=csv][&resolution=<pixels>[&min_step=…&max_step=…]]",
+  "POST /data/plugin/scalars/scalars_multirun (form: tag, runs…)",
+  "/board/events (server-sent events)",
+];
+
+/** The page until the board's charts exist: what it will be, and the API that works now. */
+const placeholderPage = (): Body => ({
+  contentType: "text/html",
+  body: `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>monitored-session board</title></head>
+<body>
+<h1>monitored-session board</h1>
+<p>The charts are coming. Meanwhile, this server answers TensorBoard's HTTP data API:</p>
+<ul>
+${ROUTES.map((r) => `<li><code>${r.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")}</code></li>`).join("\n")}
+</ul>
+<p>See docs/tensorboard.md, "monitored-session board".</p>
+</body></html>
+`,
+});

@@ -1,0 +1,248 @@
+/**
+ * `BoardStore`: what the board serves, kept up to date. It reads a logdir with the project's
+ * reader (`readEvents` in follow mode) into a `LogdirScalars` (every point, TensorBoard's
+ * restart purges), notes each run's first-event time (TensorBoard orders runs by it), and
+ * announces what changed on {@link BoardStore.updates$}: at most one {@link BoardUpdate} per
+ * `throttleMs`, naming the series that grew, the runs that appeared or went, and the purges of a
+ * restart's `SessionLog START`.
+ *
+ * Loading is streamed on the main thread, never in one block: the reader gives the event loop a
+ * turn at each file read (1 MiB), and the store yields a turn itself whenever it has ingested for
+ * `yieldEveryMs` since the last one, so requests are answered while a large logdir loads.
+ *
+ * @module
+ */
+
+import { Subject, type Observable } from "rxjs";
+
+import { type Clock, systemClock, type TimerHandle } from "../Clock.js";
+import { LogdirScalars, readEvents, type ReadEvent, type ReadIssue, type ScalarSeries } from "../summary/index.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** A series that changed: its length and last step now. */
+export interface SeriesChange {
+  readonly run: string;
+  readonly tag: string;
+  readonly points: number;
+  readonly lastStep: number | null;
+}
+
+/** A restart's purge: every point of `run` at step >= `step` was removed (or of `tag` only). */
+export interface Purge {
+  readonly run: string;
+  readonly step: number;
+  /** The one tag purged (a file without a version purges per tag); absent: every tag of the run. */
+  readonly tag?: string;
+}
+
+/** What changed since the last update. */
+export interface BoardUpdate {
+  /** The runs in `/data/runs` order, when the list changed. */
+  readonly runs: readonly string[] | undefined;
+  readonly purges: readonly Purge[];
+  readonly series: readonly SeriesChange[];
+  /** `true` on the update that ends the first full read of the logdir. */
+  readonly loaded: boolean;
+}
+
+/** Options of {@link BoardStore}. */
+export interface BoardStoreOptions {
+  /** Keep reading new data (default `true`); `false` reads what is there once. */
+  readonly follow?: boolean;
+  /** Seconds between polls of the logdir (default 0.5). */
+  readonly pollSecs?: number;
+  /** Shortest time between two updates, in ms (default 100). */
+  readonly throttleMs?: number;
+  /** Longest stretch of ingesting without giving the event loop a turn, in ms (default 10). */
+  readonly yieldEveryMs?: number;
+  /** Time for polls, throttling and yields (default: the system clock; tests pass a `VirtualClock`). */
+  readonly clock?: Clock;
+}
+
+/** The scalars of a logdir, loaded in the background and followed. */
+export class BoardStore {
+  /** The logdir (or event file) read. */
+  readonly logdir: string;
+  /** Resolves once the logdir has been read through once (or reading stopped on an error, reported on {@link issues$}). */
+  readonly loaded: Promise<void>;
+  private readonly scalars = new LogdirScalars();
+  private readonly firstEventSecs = new Map<string, number>();
+  private readonly updates = new Subject<BoardUpdate>();
+  private readonly problems = new Subject<ReadIssue>();
+  private readonly abort = new AbortController();
+  private readonly clock: Clock;
+  private readonly throttleMs: number;
+  private readonly yieldEveryMs: number;
+  private readonly loop: Promise<void>;
+  private resolveLoaded!: () => void;
+  private isLoaded = false;
+  private runsChanged = false;
+  private loadedPending = false;
+  private purges: Purge[] = [];
+  private dirty = new Map<string, { run: string; tag: string }>();
+  private timer: TimerHandle | undefined;
+
+  constructor(logdir: string, options: BoardStoreOptions = {}) {
+    this.logdir = logdir;
+    this.clock = options.clock ?? systemClock;
+    this.throttleMs = options.throttleMs ?? 100;
+    this.yieldEveryMs = options.yieldEveryMs ?? 10;
+    this.loaded = new Promise<void>((resolve) => {
+      this.resolveLoaded = resolve;
+    });
+    // The reader sleeps on the clock only once every file is read to its end: that is "caught up".
+    const clock = this.clock;
+    const pollClock: Clock = {
+      now: () => clock.now(),
+      setTimer: (ms, fn) => clock.setTimer(ms, fn),
+      sleep: (ms, signal) => {
+        this.caughtUp();
+        return clock.sleep(ms, signal);
+      },
+    };
+    const events = readEvents(logdir, { follow: options.follow ?? true, pollSecs: options.pollSecs ?? 0.5, clock: pollClock, signal: this.abort.signal });
+    // The reader reports problems as issues; anything it throws ends the reading, and is reported too.
+    this.loop = this.ingestAll(events).then(
+      () => this.caughtUp(),
+      (e: unknown) => {
+        this.problems.next({ kind: "issue", problem: "unreadable", run: "", path: logdir, offset: undefined, message: `${logdir}: reading stopped: ${e instanceof Error ? e.message : String(e)}` });
+        this.caughtUp();
+      },
+    );
+  }
+
+  /** Updates, throttled; completes on {@link close}. */
+  get updates$(): Observable<BoardUpdate> {
+    return this.updates.asObservable();
+  }
+
+  /** What the reader reported (bad checksums, non-event files, deleted runs...); reading goes on. */
+  get issues$(): Observable<ReadIssue> {
+    return this.problems.asObservable();
+  }
+
+  /** Whether the logdir has been read through once. */
+  get isFullyLoaded(): boolean {
+    return this.isLoaded;
+  }
+
+  /** Every run (a directory with event files that hold events), by first-event time, then by name. */
+  runs(): string[] {
+    return [...this.firstEventSecs.keys()].sort((a, b) => (this.firstEventSecs.get(a) as number) - (this.firstEventSecs.get(b) as number) || (a < b ? -1 : a > b ? 1 : 0));
+  }
+
+  /** The runs with scalars, sorted by name. */
+  scalarRuns(): string[] {
+    return this.scalars.runs();
+  }
+
+  /** The scalar tags of `run`, sorted. */
+  scalarTags(run: string): string[] {
+    return this.scalars.tags(run);
+  }
+
+  /** One scalar series, every point, or `undefined`. */
+  series(run: string, tag: string): ScalarSeries | undefined {
+    return this.scalars.series(run, tag);
+  }
+
+  /** Stops reading, completes the streams. */
+  async close(): Promise<void> {
+    this.abort.abort();
+    await this.loop;
+    this.timer?.cancel();
+    this.timer = undefined;
+    this.updates.complete();
+    this.problems.complete();
+  }
+
+  private async ingestAll(events: AsyncIterable<ReadEvent>): Promise<void> {
+    const now = (): number => (this.clock.monotonic ?? this.clock.now).call(this.clock);
+    const turn = (): Promise<void> => (this.clock.yieldTurn === undefined ? new Promise<void>((r) => setImmediate(r)) : this.clock.yieldTurn());
+    let since = now();
+    let count = 0;
+    for await (const e of events) {
+      this.ingest(e);
+      // Reading the clock costs more than ingesting a scalar: look at it every 1,024 events.
+      if ((++count & 1023) === 0 && now() - since >= this.yieldEveryMs) {
+        await turn();
+        since = now();
+      }
+    }
+  }
+
+  private ingest(e: ReadEvent): void {
+    if (e.kind === "issue") {
+      this.scalars.ingest(e);
+      if (e.problem === "runDeleted" && this.firstEventSecs.delete(e.run)) this.changed();
+      this.problems.next(e);
+      return;
+    }
+    if (!this.firstEventSecs.has(e.run)) {
+      this.firstEventSecs.set(e.run, e.wallTime);
+      this.changed();
+    }
+    if (e.kind === "scalar") {
+      const before = this.scalars.series(e.run, e.tag)?.length ?? 0;
+      this.scalars.ingest(e);
+      const after = (this.scalars.series(e.run, e.tag) as ScalarSeries).length;
+      if (after !== before + 1) this.purges.push({ run: e.run, step: e.step, tag: e.tag });
+      this.dirty.set(`${e.run}\0${e.tag}`, { run: e.run, tag: e.tag });
+      this.schedule();
+    } else if (e.kind === "sessionLog" && e.status === "START") {
+      const before = this.runPoints(e.run);
+      this.scalars.ingest(e);
+      if (this.runPoints(e.run) < before) {
+        this.purges.push({ run: e.run, step: e.step });
+        for (const tag of this.scalars.tags(e.run)) this.dirty.set(`${e.run}\0${tag}`, { run: e.run, tag });
+        this.schedule();
+      }
+    } else {
+      this.scalars.ingest(e);
+    }
+  }
+
+  private runPoints(run: string): number {
+    let n = 0;
+    for (const tag of this.scalars.tags(run)) n += this.scalars.series(run, tag)?.length ?? 0;
+    return n;
+  }
+
+  private changed(): void {
+    this.runsChanged = true;
+    this.schedule();
+  }
+
+  private caughtUp(): void {
+    if (this.isLoaded) return;
+    this.isLoaded = true;
+    this.loadedPending = true;
+    this.resolveLoaded();
+    this.flush();
+  }
+
+  private schedule(): void {
+    if (this.timer === undefined && !this.updates.closed) this.timer = this.clock.setTimer(this.throttleMs, () => this.flush());
+  }
+
+  private flush(): void {
+    this.timer?.cancel();
+    this.timer = undefined;
+    if (!this.runsChanged && !this.loadedPending && this.purges.length === 0 && this.dirty.size === 0) return;
+    const series: SeriesChange[] = [];
+    for (const { run, tag } of this.dirty.values()) {
+      const s = this.scalars.series(run, tag);
+      if (s === undefined) continue; // its run was deleted since
+      series.push({ run, tag, points: s.length, lastStep: s.length > 0 ? (s.steps[s.length - 1] as number) : null });
+    }
+    const update: BoardUpdate = { runs: this.runsChanged ? this.runs() : undefined, purges: this.purges, series, loaded: this.loadedPending };
+    this.runsChanged = false;
+    this.loadedPending = false;
+    this.purges = [];
+    this.dirty = new Map();
+    this.updates.next(update);
+  }
+}

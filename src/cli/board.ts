@@ -1,0 +1,90 @@
+/**
+ * `monitored-session board <logdir> [--port N] [--host H] [--token T]`: serves TensorBoard's HTTP
+ * data API (and, later, the board's page) for `logdir` until SIGINT or SIGTERM, then closes and
+ * exits 0. It prints one line with the URL to open. A logdir that does not exist, or a port that
+ * cannot be bound, is one line on stderr and exit 2.
+ *
+ * @module
+ */
+
+import { createRequire } from "node:module";
+
+import { startBoard } from "../board/BoardServer.js";
+import { NotFoundError } from "../errors.js";
+import { ExitCodes } from "./exitCodes.js";
+import type { CliIo } from "./run.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** The options of `board`, as commander gives them. */
+export interface BoardFlags {
+  readonly port: number;
+  readonly host?: string;
+  readonly token?: string;
+}
+
+// ---------------------------------------------------------------------------------------------
+// operations
+// ---------------------------------------------------------------------------------------------
+
+/** Runs the board until a termination signal; resolves with the exit code. */
+export const boardCommand = async (logdir: string, flags: BoardFlags, io: CliIo): Promise<number> => {
+  const host = flags.host ?? "127.0.0.1";
+  const fail = (line: string): number => {
+    io.err.write(`monitored-session board: ${line}\n`);
+    return ExitCodes.usage;
+  };
+  let board;
+  try {
+    board = await startBoard(logdir, {
+      host,
+      port: flags.port,
+      ...(flags.token === undefined ? {} : { token: flags.token }),
+      ...(io.clock === undefined ? {} : { clock: io.clock }),
+      version: packageVersion(),
+      onIssue: (m) => io.err.write(`monitored-session board: ${m}\n`),
+    });
+  } catch (e) {
+    if (e instanceof NotFoundError) return fail(`${logdir}: no such directory (give the directory your summaries are written to, e.g. runs)`);
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "EADDRINUSE") return fail(`port ${flags.port} on ${host} is in use (a TensorBoard or another board?); pass --port <another port>, or --port 0 for a free one`);
+    if (code === "EACCES") return fail(`port ${flags.port} on ${host} needs privileges; pass --port with a number above 1023`);
+    if (code === "EADDRNOTAVAIL" || code === "ENOTFOUND" || code === "EAI_AGAIN") return fail(`cannot bind ${host}: not an address of this machine; pass --host with one (or leave it out for 127.0.0.1)`);
+    throw e;
+  }
+  io.err.write(`monitored-session board: serving ${logdir}${board.token === undefined ? "" : " (token required)"}; press Ctrl-C to stop\n`);
+  io.out.write(`${board.url}\n`);
+  io.onStarted?.();
+  const proc = io.noticeProcess ?? process;
+  await new Promise<void>((resolve) => {
+    const stop = (): void => {
+      for (const s of SIGNALS) proc.off(s, stop);
+      resolve();
+    };
+    for (const s of SIGNALS) proc.on(s, stop);
+  });
+  await board.close();
+  return ExitCodes.done;
+};
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+const SIGNALS: readonly NodeJS.Signals[] = ["SIGINT", "SIGTERM"];
+
+/** This package's version, for `/data/environment` (from src/cli/ and dist/src/cli/ alike). */
+const packageVersion = (): string => {
+  const require = createRequire(import.meta.url);
+  for (const p of ["../../package.json", "../../../package.json"]) {
+    try {
+      const pkg = require(p) as { name?: string; version?: string };
+      if (pkg.name === "monitored-session" && typeof pkg.version === "string") return pkg.version;
+    } catch {
+      // not at this depth
+    }
+  }
+  return "";
+};

@@ -1,0 +1,119 @@
+import { EventEmitter } from "node:events";
+import { createServer, type Server } from "node:net";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import { afterEach, describe, expect, it } from "vitest";
+
+import { main } from "../../src/cli/program.js";
+import { SummaryWriter } from "../../src/summary/SummaryWriter.js";
+import { VirtualClock } from "../../src/testing/VirtualClock.js";
+import { cli, cliInProcess } from "../util/cli.js";
+import { useTempDirs } from "../util/tempDirs.js";
+import { send } from "./http.js";
+
+const tempDir = useTempDirs("board-cli-");
+const servers: Server[] = [];
+afterEach(async () => {
+  for (const s of servers.splice(0)) await new Promise((r) => s.close(r));
+});
+
+/** `/data/runs` once the board has read the run (it answers while it loads): a bounded poll. */
+const runsOnceLoaded = async (url: string, headers: Record<string, string> = {}): Promise<string> => {
+  for (let i = 0; i < 1000; i++) {
+    const r = await send(`${url}/data/runs`, { headers });
+    if (r.text !== "[]") return r.text;
+  }
+  throw new Error("the run never appeared");
+};
+
+const logdirWithOneRun = async (): Promise<string> => {
+  const logdir = tempDir();
+  const w = new SummaryWriter(join(logdir, "train"), { clock: new VirtualClock() });
+  w.addScalar("loss", 1, 1);
+  await w.close();
+  return logdir;
+};
+
+describe("monitored-session board: exit 2 paths (in process)", () => {
+  it("a logdir that does not exist: one line, exit 2", async () => {
+    const r = await cliInProcess(["board", join(tempDir(), "nope"), "--port", "0"]);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe("");
+    expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    expect(r.stderr).toMatch(/^monitored-session board: .*nope: no such directory/);
+  });
+
+  it("a port in use: one line naming the port and the fix, exit 2", async () => {
+    const taken = createServer();
+    servers.push(taken);
+    await new Promise<void>((r) => taken.listen(0, "127.0.0.1", r));
+    const port = (taken.address() as { port: number }).port;
+    const r = await cliInProcess(["board", await logdirWithOneRun(), "--port", String(port)]);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    expect(r.stderr).toContain(`port ${port} on 127.0.0.1 is in use`);
+    expect(r.stderr).toContain("--port 0");
+  });
+
+  it("a bad --port is a usage error", async () => {
+    const r = await cliInProcess(["board", tempDir(), "--port", "http"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--port/);
+  });
+});
+
+describe("monitored-session board: serves until SIGINT/SIGTERM, then exits 0", () => {
+  it("in process: prints the URL, answers, stops on SIGTERM", async () => {
+    const logdir = await logdirWithOneRun();
+    let out = "";
+    let err = "";
+    const sink = (write: (s: string) => void): Writable =>
+      new Writable({
+        write(chunk: Buffer | string, _e, done) {
+          write(String(chunk));
+          done();
+        },
+      });
+    const proc = Object.assign(new EventEmitter(), { ppid: 1 });
+    const done = main(["board", logdir, "--port", "0"], {
+      out: sink((s) => (out += s)),
+      err: sink((s) => (err += s)),
+      env: {},
+      isTTY: false,
+      noticeProcess: proc as unknown as { on: () => unknown; off: () => unknown; ppid: number },
+    });
+    for (let i = 0; i < 10_000 && !out.includes("\n"); i++) await new Promise<void>((r) => setImmediate(r));
+    expect(out).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\n$/);
+    expect(err).toContain(`serving ${logdir}`);
+    const url = out.trim().replace(/\/$/, "");
+    expect(await runsOnceLoaded(url)).toBe('["train"]');
+    expect(proc.listenerCount("SIGTERM")).toBe(1);
+    proc.emit("SIGTERM");
+    expect(await done).toBe(0);
+    expect(proc.listenerCount("SIGTERM") + proc.listenerCount("SIGINT")).toBe(0);
+    await expect(send(`${url}/data/runs`)).rejects.toThrow(/ECONNREFUSED/);
+  });
+
+  it("child process: a real SIGINT closes the server and exits 0", async () => {
+    const logdir = await logdirWithOneRun();
+    let url = "";
+    let served = "";
+    const r = await cli(["board", logdir, "--port", "0", "--token", "t0k"], {}, (child) => {
+      child.stdout?.on("data", (d: Buffer) => {
+        url += d.toString();
+        if (!url.endsWith("\n")) return;
+        void runsOnceLoaded(url.trim().replace("/?token=t0k", ""), { Authorization: "Token t0k" }).then(
+          (runs) => {
+            served = runs;
+            child.kill("SIGINT");
+          },
+          () => child.kill("SIGKILL"),
+        );
+      });
+    });
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\?token=t0k\n$/);
+    expect(served).toBe('["train"]');
+    expect(r.stderr).toContain("token required");
+    expect(r.code).toBe(0);
+  });
+});
