@@ -291,6 +291,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     if (summaryDir !== undefined) {
       logger.info(`TensorBoard logs: ${summaryDir}`);
       logger.info(`View them with: tensorboard --logdir ${summaryDir}`);
+      logger.info(`Or, without Python: monitored-session board ${summaryDir}`);
     }
   };
   const fetches: Fetches = job.fetches ?? "train";

@@ -36,6 +36,7 @@ describe("progress on a terminal", () => {
     expect(after).toContain("INFO Done at global step 30.");
     expect(after).toContain(`INFO Checkpoints: ${join(dir, "ckpt")}`);
     expect(after).toContain(`INFO View them with: tensorboard --logdir ${join(dir, "ckpt")}`);
+    expect(after).toContain(`INFO Or, without Python: monitored-session board ${join(dir, "ckpt")}`);
     // Lines logged while the bar ran are printed too (the last save at step 30).
     expect(out).toContain(`Saving checkpoints for 30 into ${join(dir, "ckpt", "model.ckpt")}`);
   });
