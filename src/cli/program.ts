@@ -36,13 +36,20 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     .option("--no-progress", "plain log lines even on a terminal")
     .option("--verbose", "print the stack trace of a failure (default: one line naming the problem and the fix)")
     .addOption(new Option("--log-level <level>", "library log messages at or above this level").choices(["debug", "info", "warn", "error"]).default("info"))
+    .option("--board [port]", "serve `monitored-session board` on the summaries beside training (the chief; default port 6006, 0 for a free one)")
     .addHelpText(
       "after",
       `\nOn a terminal a progress bar shows the step, steps/sec, loss (from a "loss" fetch) and ETA (when the last step is known); in a pipe or with CI=true, plain lines.\n\nBefore anything is written, the file, its plugins, the module, the output directories and every fetch and tensor name are checked. A TypeScript module (.ts, .mts, .cts) is loaded through tsx when the project has it (npm i -D tsx).\n\n${exitCodesHelp}`,
     )
     .exitOverride()
-    .action(async (config: string, opts: { progress: boolean; verbose?: boolean; logLevel: "debug" | "info" | "warn" | "error" }) => {
-      code = await runCommand(config, { progress: opts.progress, logLevel: opts.logLevel, verbose: opts.verbose === true }, io);
+    .action(async (config: string, opts: { progress: boolean; verbose?: boolean; logLevel: "debug" | "info" | "warn" | "error"; board?: string | true }) => {
+      const board = opts.board === undefined ? undefined : opts.board === true ? 6006 : Number(opts.board);
+      if (board !== undefined && !(Number.isInteger(board) && board >= 0 && board <= 65535)) {
+        io.err.write(`monitored-session run: --board ${String(opts.board)}: expected a port from 0 to 65535 (0 picks a free one)\n`);
+        code = ExitCodes.usage;
+        return;
+      }
+      code = await runCommand(config, { progress: opts.progress, logLevel: opts.logLevel, verbose: opts.verbose === true, board }, io);
     });
 
   const launch = program

@@ -21,7 +21,10 @@
  */
 
 import { isLeft, right } from "fp-ts/lib/Either.js";
+import { mkdir } from "node:fs/promises";
 import { resolve } from "node:path";
+
+import { startBoard, type Board } from "../board/BoardServer.js";
 
 import { BundleSaver, CheckpointDirInUseError, CheckpointManager } from "../checkpoint/index.js";
 import { systemClock, type Clock } from "../Clock.js";
@@ -78,6 +81,8 @@ export interface RunCommandOptions {
   readonly logLevel?: LogLevel;
   /** Print stack traces of failures (default: one line each). */
   readonly verbose?: boolean;
+  /** Serve `monitored-session board` on the summaries beside training (the chief), on this port (0: a free one). */
+  readonly board?: number | undefined;
 }
 
 /** What {@link planRun} gathered and checked, for {@link train}. */
@@ -94,6 +99,8 @@ interface RunPlan {
   readonly progress: ReturnType<typeof createProgress>;
   readonly logger: Logger;
   readonly sessionOptions: MonitoredTrainingSessionOptions;
+  /** `--board`'s port, when asked. */
+  readonly board: number | undefined;
 }
 
 /** Thrown by the preemption handler's exit function: unwinds the loop, then the command exits. */
@@ -233,7 +240,7 @@ const planRun = async (configPath: string, options: RunCommandOptions, io: CliIo
     return exitCodeOf(config);
   }
 
-  return { verbose, config, baseDir, job, task, isChief, group, progress, logger, sessionOptions };
+  return { verbose, config, baseDir, job, task, isChief, group, progress, logger, sessionOptions, board: options.board };
 };
 
 /**
@@ -285,6 +292,8 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     sessionOptions = { ...sessionOptions, sessionTargets: cluster.sessionTargets, hooks: [...cluster.hooks, ...(sessionOptions.hooks ?? [])] };
   }
   const summaryDir = config.summaries?.dir === undefined ? checkpointDir : resolve(baseDir, config.summaries.dir);
+  // The board beside training: a failure to serve it is a warning, never the end of training.
+  const board = plan.board === undefined || !isChief || summaryDir === undefined ? undefined : await startBoardBeside(summaryDir, plan.board, logger);
   const where = (): void => {
     if (!isChief) return;
     if (checkpointDir !== undefined) logger.info(`Checkpoints: ${checkpointDir}`);
@@ -504,6 +513,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
   } finally {
     if (!finished) await cluster?.finish(false);
     following?.unsubscribe();
+    await board?.close().catch(() => undefined);
     subscription.unsubscribe();
     forced.cancel();
     await handler?.close();
@@ -598,6 +608,20 @@ const settledWithin = async (p: Promise<unknown>, ms: number, clock: Clock): Pro
   let timer: { cancel(): void } | undefined;
   await Promise.race([p.then(() => undefined, () => undefined), new Promise<void>((ok) => (timer = clock.setTimer(ms, ok)))]);
   timer?.cancel();
+};
+
+/** Starts the board on `logdir` (made if missing) and logs its URL; `undefined`, with a warning, when it cannot serve. */
+const startBoardBeside = async (logdir: string, port: number, logger: Logger): Promise<Board | undefined> => {
+  try {
+    await mkdir(logdir, { recursive: true });
+    const board = await startBoard(logdir, { port, onIssue: (m) => logger.warn(`board: ${m}`) });
+    logger.info(`Board: ${board.url} (monitored-session board ${logdir})`);
+    return board;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    logger.warn(`The board could not serve ${logdir}${code === "EADDRINUSE" ? ` (port ${port} is in use: give another with --board <port>, or 0 for a free one)` : `: ${e instanceof Error ? e.message : String(e)}`}; training goes on without it.`);
+    return undefined;
+  }
 };
 
 /** The configured preemption exit code (default 42). */
