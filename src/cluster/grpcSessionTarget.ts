@@ -26,7 +26,7 @@
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
 import { decodeTensor, tensorBytes } from "../checkpoint/BundleFormat.js";
 import type { ChiefModel, ChiefModelState } from "../ChiefModel.js";
-import { AbortedError, DataLossError, DeadlineExceededError, UnavailableError, ValueError } from "../errors.js";
+import { AbortedError, DataLossError, DeadlineExceededError, ErrorCode, OpError, UnavailableError, ValueError } from "../errors.js";
 import { defaultSessionTargets, type SessionTargetRegistry, type SessionTargetResolver } from "../SessionTarget.js";
 import { DTYPES, numElements, type DType, type TensorValue } from "../Tensor.js";
 import { crc32c } from "@node-rs/crc32";
@@ -140,7 +140,8 @@ export class GrpcChiefModel implements ChiefModel {
 
   #notReached(e: unknown): ChiefModelState {
     const err = e instanceof UnavailableError ? e : callError(e, this.address);
-    if (err instanceof UnavailableError || err instanceof AbortedError || err instanceof DeadlineExceededError) {
+    // A stream the chief's end reset (CANCEL: its process died during the call) is a chief not reached either.
+    if (err instanceof UnavailableError || err instanceof AbortedError || err instanceof DeadlineExceededError || (err instanceof OpError && err.code === ErrorCode.CANCELLED)) {
       return { ready: false, reason: `not reachable: ${err.message.replace(`${this.address}: `, "")}` };
     }
     throw err;

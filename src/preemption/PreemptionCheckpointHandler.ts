@@ -306,7 +306,8 @@ export class PreemptionCheckpointHandler {
     } catch (e) {
       this.inStep = false;
       // Another task's reported error, which ended this step too (a collective failed for it): raise that one, as every other task does.
-      const reported = this.coordinator.pendingFailure ?? reportedCause(e);
+      // In a cluster only: a local handler (`run`'s) sees its step's own error.
+      const reported = this.resolver === undefined ? undefined : (this.coordinator.pendingFailure ?? reportedCause(e));
       if (reported !== undefined && reported !== e) return await this.raise(reported);
       await this.report(e);
       throw e;
