@@ -6,7 +6,8 @@
  * - TensorBoard's HTTP data API ({@link answerData}) from a {@link BoardStore} that follows the
  *   logdir;
  * - `/board/events`, the live push ({@link LiveEvents});
- * - `/`, a placeholder page until the board's page is built (with a Content-Security-Policy).
+ * - `/`, the board's page, and its assets ({@link pageAsset}; with a Content-Security-Policy), and
+ *   `/board/series`, what the page draws of a series ({@link answerPageSeries}).
  *
  * It is read-only. It binds loopback (`127.0.0.1`) unless told otherwise. On any other address a
  * token is required, as Jupyter does: generated when not given, printed in the URL. A request
@@ -29,7 +30,9 @@ import { NotFoundError } from "../errors.js";
 import { BoardStore } from "./BoardStore.js";
 import { answerData, type BoardEnvironment, routePath } from "./dataApi.js";
 import { LiveEvents } from "./liveEvents.js";
-import { type Body, HttpError, respond, respondError } from "./respond.js";
+import { pageAsset } from "./pageAssets.js";
+import { answerPageSeries } from "./pageSeries.js";
+import { HttpError, respond, respondError } from "./respond.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -102,7 +105,7 @@ export const startBoard = async (logdir: string, options: BoardOptions = {}): Pr
       const setCookie = gate.check(req, url);
       const path = routePath(url.pathname);
       if (path === "/board/events") return live.open(req, res);
-      const body = path === "/" || path === "/index.html" ? placeholderPage() : await answerData(store, env, req, path, url.searchParams);
+      const body = path === "/board/series" ? answerPageSeries(store, url.searchParams) : ((await pageAsset(path)) ?? (await answerData(store, env, req, path, url.searchParams)));
       await respond(req, res, setCookie === undefined ? body : { ...body, headers: { ...body.headers, "Set-Cookie": setCookie } });
     } catch (e) {
       if (!(e instanceof HttpError)) throw e;
@@ -187,29 +190,3 @@ class Gate {
 }
 
 const sha256 = (s: string): Buffer => createHash("sha256").update(s).digest();
-
-const ROUTES = [
-  "/data/runs",
-  "/data/environment",
-  "/data/plugins_listing",
-  "/data/plugin/scalars/tags",
-  "/data/plugin/scalars/scalars?run=…&tag=…[&format=csv][&resolution=<pixels>[&min_step=…&max_step=…]]",
-  "POST /data/plugin/scalars/scalars_multirun (form: tag, runs…)",
-  "/board/events (server-sent events)",
-];
-
-/** The page until the board's charts exist: what it will be, and the API that works now. */
-const placeholderPage = (): Body => ({
-  contentType: "text/html",
-  body: `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>monitored-session board</title></head>
-<body>
-<h1>monitored-session board</h1>
-<p>The charts are coming. Meanwhile, this server answers TensorBoard's HTTP data API:</p>
-<ul>
-${ROUTES.map((r) => `<li><code>${r.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")}</code></li>`).join("\n")}
-</ul>
-<p>See docs/tensorboard.md, "monitored-session board".</p>
-</body></html>
-`,
-});

@@ -195,19 +195,6 @@ describe("TensorBoard's data API (dashboards.md §1), on files of our SummaryWri
     expect((await send(`${url}&resolution=0`)).text).toBe("Invalid argument: resolution: expected an integer from 1 to 65536, got \"0\"");
   });
 
-  it("/ is a placeholder page with a Content-Security-Policy that allows no foreign or inline script", async () => {
-    const r = await send(`${base}/`);
-    expect(r.status).toBe(200);
-    expect(r.headers["content-type"]).toBe("text/html; charset=utf-8");
-    const csp = String(r.headers["content-security-policy"]);
-    expect(csp).toContain("script-src 'self'");
-    expect(csp).toContain("object-src 'none'");
-    expect(csp).not.toContain("unsafe-eval");
-    expect(csp).not.toMatch(/script-src[^;]*unsafe-inline/);
-    expect(r.text).toContain("/data/plugin/scalars/scalars");
-    expect(r.text).not.toContain("<script");
-  });
-
   it("a request naming a non-loopback host is refused on a loopback board without token (DNS rebinding)", async () => {
     const r = await send(`${base}/data/runs`, { headers: { Host: "evil.example:6006" } });
     expect(r.status).toBe(403);
