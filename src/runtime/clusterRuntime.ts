@@ -42,6 +42,7 @@ import { TcpCollective } from "../cluster/collective/TcpCollective.js";
 import { AbortedError, AlreadyExistsError, CancelledError, DeadlineExceededError, InvalidArgumentError, OpError, UnauthenticatedError, UnavailableError, UnknownError } from "../errors.js";
 import type { Logger } from "../Logger.js";
 import type { PreemptionClusterResolver } from "../preemption/PreemptionCluster.js";
+import { TerminationNotices } from "../preemption/TerminationNotices.js";
 import { defaultSessionTargets, type SessionTargetRegistry, type SessionTargetResolver } from "../SessionTarget.js";
 import { ChiefRecovery, isChiefLoss, MODEL_READY_KEY } from "./chiefRecovery.js";
 import { LAUNCH_READY_ENV } from "./launchReady.js";
@@ -595,27 +596,21 @@ const publishWatched = (resolver: SessionTargetResolver, client: CoordinationCli
   },
 });
 
-/** Polls the parent pid every second; on a change (the parent died), this process gets SIGTERM once. */
+/**
+ * Watches the parent process with the notices' own parent watch (no signal is taken over): once
+ * it died (this process was re-parented), this process gets SIGTERM, once.
+ */
 const watchParentOf = (me: string, clock: Clock, logger: Logger, finishing: () => boolean): { cancel(): void } => {
-  const initial = process.ppid;
-  let timer: { cancel(): void } | undefined;
-  const check = (): void => {
+  const notices = TerminationNotices.start({ signals: [], watchParent: true, clock, logger });
+  notices.notices$.subscribe(() => {
     if (finishing()) return;
-    if (initial > 1 && process.ppid !== initial) {
-      // Whoever read this task's output is gone with launch: a write to the broken pipe must not end the task before its save.
-      for (const stream of [process.stdout, process.stderr]) stream.on("error", () => undefined);
-      logger.warn(`${me}: the parent process (pid ${initial}, launch) exited: taking it as a termination notice (SIGTERM to this process).`);
-      process.kill(process.pid, "SIGTERM");
-      return;
-    }
-    timer = clock.setTimer(PARENT_POLL_MS, check);
-  };
-  timer = clock.setTimer(PARENT_POLL_MS, check);
-  return { cancel: () => timer?.cancel() };
+    // Whoever read this task's output is gone with launch: a write to the broken pipe must not end the task before its save.
+    for (const stream of [process.stdout, process.stderr]) stream.on("error", () => undefined);
+    logger.warn(`${me}: the parent process (launch) exited: taking it as a termination notice (SIGTERM to this process).`);
+    process.kill(process.pid, "SIGTERM");
+  });
+  return { cancel: () => notices.close() };
 };
-
-/** How often a task of `launch` checks that its parent lives. */
-const PARENT_POLL_MS = 1000;
 
 /** Inserts `key` unless present (the chief's model can be published before and after its start barrier). */
 const insertOnce = async (client: CoordinationClient, key: string, value: string): Promise<void> => {

@@ -59,15 +59,13 @@ export const clusterTaskOf = (tfConfig: TfConfig, config: TrainingConfig, baseDi
     .filter((key) => config[key] !== undefined)
     .map((key) => ({ path: key, message: "comes from TF_CONFIG's task when TF_CONFIG is set; remove it from the configuration (the same file runs on every task)" }));
   if (fromTask.length > 0) return left(fromTask);
-  const resolved = resolveTfConfig(tfConfig);
+  return right(clusterTaskFrom(resolveTfConfig(tfConfig), withAbsolutePaths(config.cluster ?? {}, baseDir)));
+};
+
+/** The task `resolved` names, with the `cluster:` settings `options` (file paths already absolute). */
+export const clusterTaskFrom = (resolved: ResolvedCluster, options: ClusterConfig): ClusterTask => {
   const address = resolved.clusterSpec.taskAddress(resolved.taskType, resolved.taskIndex);
-  return right({
-    ...resolved,
-    name: `${resolved.taskType}:${resolved.taskIndex}`,
-    address,
-    master: `grpc://${address}`,
-    options: withAbsolutePaths(config.cluster ?? {}, baseDir),
-  });
+  return { ...resolved, name: `${resolved.taskType}:${resolved.taskIndex}`, address, master: `grpc://${address}`, options };
 };
 
 /** One line on the task: `chief:0, the chief of 3 training tasks (grpc://127.0.0.1:2222; coordination: embedded)`. */

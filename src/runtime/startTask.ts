@@ -32,7 +32,7 @@ import { ValueError } from "../errors.js";
 import { defaultLogger, type Logger } from "../Logger.js";
 import { startClusterTask, type ClusterRuntime } from "./clusterRuntime.js";
 import { clusterSettingsFromEnv, withAbsolutePaths } from "./clusterSettings.js";
-import type { ClusterTask } from "./clusterTask.js";
+import { clusterTaskFrom } from "./clusterTask.js";
 import { LAUNCH_READY_ENV, LAUNCH_READY_LINE } from "./launchReady.js";
 import { ReplicaGroup } from "./replicaGroup.js";
 
@@ -89,8 +89,7 @@ export const startTask = async (options: StartTaskOptions = {}): Promise<TaskRun
   }
   const settings = options.settings === undefined ? (clusterSettingsFromEnv(env) ?? {}) : withAbsolutePaths(options.settings, process.cwd());
   const resolved = options.resolver ?? resolveTfConfig(tfConfig as NonNullable<typeof tfConfig>);
-  const address = resolved.clusterSpec.taskAddress(resolved.taskType, resolved.taskIndex);
-  const task: ClusterTask = { ...resolved, name: `${resolved.taskType}:${resolved.taskIndex}`, address, master: `grpc://${address}`, options: settings };
+  const task = clusterTaskFrom(resolved, settings);
   const dataParallel = options.dataParallel ?? settings.dataParallel ?? false;
   const group = dataParallel ? ReplicaGroup.of(resolved) : undefined;
   const logger = options.logger ?? defaultLogger;

@@ -15,7 +15,6 @@ import { describe, expect, it } from "vitest";
 import { CheckpointManager } from "../../src/checkpoint/index.js";
 import { EmbeddedCoordinationClient, EmbeddedCoordinationService, inProcessTransport, taskName } from "../../src/cluster/coordination/index.js";
 import { OpError, ResourceExhaustedError, UnimplementedError, ValueError } from "../../src/errors.js";
-import { Graph } from "../../src/Graph.js";
 import {
   CHIEF_LOST_EXIT_CODE,
   CHECKPOINTED_RUNS,
@@ -27,6 +26,7 @@ import {
 } from "../../src/preemption/index.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { flush, VirtualClock } from "../../src/testing/VirtualClock.js";
+import { counterModel } from "./counterModel.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
 const tempDir = useTempDirs("ms-mwpch-");
@@ -41,16 +41,7 @@ class Exited extends Error {
 const NAMES = ["chief:0", "worker:0", "worker:1"] as const;
 const TASKS = [taskName("chief", 0), taskName("worker", 0), taskName("worker", 1)];
 
-const model = () => {
-  const g = new Graph();
-  const step = g.globalStep();
-  const v = g.variable("v", 0);
-  g.op("train", (ctx) => {
-    ctx.assign(v, (ctx.read(v) as number) + 1);
-    return ctx.assignAdd(step, 1);
-  });
-  return g.session();
-};
+const model = counterModel;
 
 interface Task {
   readonly name: string;

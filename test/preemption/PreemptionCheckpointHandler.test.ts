@@ -9,7 +9,6 @@ import { readdir } from "node:fs/promises";
 import { beforeEach, describe, expect, it } from "vitest";
 
 import { CheckpointManager } from "../../src/checkpoint/index.js";
-import { Graph } from "../../src/Graph.js";
 import {
   kubernetesWatcher,
   LocalPreemptionCoordinator,
@@ -22,6 +21,7 @@ import {
 import { InternalError, ValueError } from "../../src/errors.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { GatedSaver } from "../checkpoint/helpers.js";
+import { counterModel } from "./counterModel.js";
 import { useTempDirs } from "../util/tempDirs.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 
@@ -31,16 +31,7 @@ let dir: string;
 beforeEach(async () => {
   dir = tempDir();
 });
-const model = () => {
-  const g = new Graph();
-  const step = g.globalStep();
-  const v = g.variable("v", 0);
-  g.op("train", (ctx) => {
-    ctx.assign(v, (ctx.read(v) as number) + 1);
-    return ctx.assignAdd(step, 1);
-  });
-  return g.session();
-};
+const model = counterModel;
 
 const setup = async (config: ConstructorParameters<typeof TerminationConfig>[0] = {}, extra: { manager?: CheckpointManager } = {}) => {
   const session = model();
