@@ -35,7 +35,6 @@
 
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { createServer, type AddressInfo, type Server as NetServer } from "node:net";
 import { constants } from "node:os";
 import { dirname, isAbsolute, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -46,6 +45,7 @@ import { parseDocument } from "yaml";
 import { systemClock, type Clock, type TimerHandle } from "../Clock.js";
 import { ClusterConfigCodec, type ClusterConfig } from "../cluster/ClusterConfig.js";
 import { decode, formatIssue, show, type Issue } from "../codec.js";
+import { loopbackPorts } from "../cluster/loopbackPorts.js";
 import { MAX_ALIAS_COUNT } from "../config/index.js";
 import { PREEMPTION_EXIT_CODE } from "../preemption/TerminationConfig.js";
 import type { TerminationNotice, TerminationNotices } from "../preemption/TerminationNotices.js";
@@ -314,7 +314,7 @@ interface GroupContext {
  */
 const runGroup = async (tasks: readonly Task[], program: TaskProgram, ctx: GroupContext): Promise<GroupOutcome> => {
   const { io, clock, notices, killAfterMs, say } = ctx;
-  const addresses = (await freeLoopbackPorts(tasks.length)).map((p) => `127.0.0.1:${p}`);
+  const addresses = (await loopbackPorts(tasks.length)).map((p) => `127.0.0.1:${p}`);
   const tfConfigs = tfConfigsOf(tasks, addresses);
   const live = new Map<string, ChildProcess>();
   // A `run` task handles signals once it has said so (launchReady.ts); until then a signal for it waits.
@@ -425,26 +425,6 @@ const prefixLines = (input: NodeJS.ReadableStream | null, out: NodeJS.WritableSt
     if (consume?.(line) !== true) out.write(`${prefix}${line}\n`);
   });
   return new Promise((resolve) => lines.once("close", resolve));
-};
-
-/** `n` distinct free TCP ports on 127.0.0.1 (all held open until each is known, then released). */
-const freeLoopbackPorts = async (n: number): Promise<number[]> => {
-  const servers: NetServer[] = [];
-  try {
-    const ports: number[] = [];
-    for (let i = 0; i < n; i++) {
-      const server = createServer();
-      servers.push(server);
-      await new Promise<void>((resolve, reject) => {
-        server.once("error", reject);
-        server.listen(0, "127.0.0.1", resolve);
-      });
-      ports.push((server.address() as AddressInfo).port);
-    }
-    return ports;
-  } finally {
-    await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
-  }
 };
 
 /** `record` with the dotted `key` set to `value` (the objects on the way copied, or made when absent or not objects). */

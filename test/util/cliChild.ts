@@ -4,7 +4,7 @@
  * Every wait is bounded: a child that outlives `timeoutMs` is SIGKILLed and the test fails.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { createServer } from "node:net";
+import { loopbackPorts } from "../../src/cluster/loopbackPorts.js";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -118,18 +118,8 @@ export const alive = (pid: number): boolean => {
   }
 };
 
-/** Free loopback ports (bound, then released: nothing else takes them in between in practice). */
-export const freePorts = async (n: number): Promise<number[]> => {
-  const servers = await Promise.all(
-    Array.from({ length: n }, () => new Promise<ReturnType<typeof createServer>>((ok) => {
-      const s = createServer();
-      s.listen(0, "127.0.0.1", () => ok(s));
-    })),
-  );
-  const ports = servers.map((s) => (s.address() as { port: number }).port);
-  await Promise.all(servers.map((s) => new Promise((ok) => s.close(ok))));
-  return ports;
-};
+/** Free loopback ports for tasks' addresses: the ones `launch` picks (below the ephemeral range, so no client socket takes them first). */
+export const freePorts = (n: number): Promise<number[]> => loopbackPorts(n);
 
 /** The task pids a `launch` printed (`[launch] started <task> at <address> (pid N)`). */
 export const launchedTaskPids = (output: string): number[] =>
