@@ -4,20 +4,26 @@
  * so that it works on either backend (embedded or etcd).
  *
  * The protocol, in rounds (round 0 is the save; with a grace period, round 1 is the last save):
- * 1. **Claim.** A task that gets a termination notice inserts `claim` (TensorFlow's
- *    `TERMINATED_WORKER`). The first one leads; a later claimant logs that it leaves it to the
- *    leader.
- * 2. **Proposal.** At its next step boundary the leader, at run `L`, proposes `P = L + 1`
- *    (TensorFlow's rule) to every task. With a deadline that leaves no time for one more step and
- *    the save, it proposes `P = L`, the boundary it is at (the deadline budget).
- * 3. **Holds.** Each task, at its next boundary at run `r`, answers with its hold
- *    `h = max(P, r)`, the earliest run it can save at, and does not pass `h` before it knows
- *    the agreed run.
- * 4. **Agreed run.** The leader publishes `S = max(h)` to every task. TensorFlow sets
+ * 1. **Claim and proposal, at once.** A task that gets a termination notice inserts `claim`
+ *    (TensorFlow's `TERMINATED_WORKER`) and, in the same moment, its proposal to every task:
+ *    `P = L + 1`, where `L` is the boundary its loop reaches next (TensorFlow's rule). With a
+ *    deadline that leaves no time for one more step and the save, it proposes `P = L` (the
+ *    deadline budget). The first claimant leads; a later one logs that it leaves it to the leader.
+ *    TensorFlow's leader proposes only once its claim is stored and it reached a boundary: two
+ *    message hops, each read when a process's event loop turns, which a synchronous step delays.
+ *    Two claimants may both propose: each task holds by the first proposal it got, which is safe,
+ *    since the agreed run is decided by the holds (step 3), never by a proposal.
+ * 2. **Holds.** Each task, as soon as it reads a proposal (its watcher answers from where the
+ *    loop is, `r`: the boundary it reaches next), answers with its hold `h = max(P, r)`, the
+ *    earliest run it can save at, and does not pass `h` before it knows the agreed run.
+ * 3. **Agreed run.** The leader publishes `S = max(h)` to every task. TensorFlow sets
  *    `S = L + 1` and relies on workers being at most one step apart; workers that train apart
  *    drift, and a worker already past `L + 1` would never save. Each task acknowledges `S`.
- * 5. **Save.** Every task saves when its run counter reaches `S`; the chief waits for every
+ * 4. **Save.** Every task saves when its run counter reaches `S`; the chief waits for every
  *    acknowledgement before it exits (with the embedded backend it hosts the service).
+ *
+ * Round 1 (the last save of a grace period) is proposed by the leader alone, at the boundary
+ * where the grace period's end is near; the rest is the same.
  *
  * The check before each step reads local state that the watcher (one pending `get` per task)
  * sets: it makes no remote call. Every key lives under the coordination generation, so a
@@ -104,8 +110,10 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   private leads = false;
   /** The round this task is in (0: the save; 1: the last save of a grace period). */
   private round = 0;
-  /** The round the leader proposed last (−1: none). */
+  /** The round this task proposed last (−1: none). */
   private proposedRound = -1;
+  /** The round whose holds the leader collects (−1: none). */
+  private leadingRound = -1;
   /** The proposal heard for {@link round}. */
   private proposal: RunValue | undefined;
   /** This task's hold in {@link round}, once it answered. */
@@ -163,13 +171,23 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       return;
     }
     // Claim (TensorFlow's TERMINATED_WORKER): the earliest claimant leads.
-    this.o.store.insert(this.key("claim"), this.me).then(
+    const claim = this.o.store.insert(this.key("claim"), this.me);
+    // The proposal goes out with the claim, from the boundary the loop reaches next (without a
+    // position, the loop has not started: it proposes at its first boundary).
+    const at = this.o.position?.();
+    if (at !== undefined && this.proposal === undefined) {
+      const next = at.runCounter + (at.inStep ? 1 : 0);
+      this.propose(next, this.lastEstimateMs);
+      this.answer(next);
+    }
+    claim.then(
       () => {
         this.leads = true;
-        this.o.logger.info(`PreemptionCheckpointHandler: ${this.me} claimed the preemption; it proposes the run every task saves at.`);
+        this.o.logger.info(`PreemptionCheckpointHandler: ${this.me} claimed the preemption; it collects every task's hold and publishes the run every task saves at.`);
         this.o.emit?.({ type: "preemptionClaimed", leader: this.me, task: this.me });
-        // Closed meanwhile: it has no boundary left to propose at, so it proposes now for the others.
-        if (this.closed) void this.handOver();
+        if (this.proposedRound >= this.round) this.startLeading();
+        // Closed meanwhile, before it proposed: it proposes now for the others.
+        else if (this.closed) void this.handOver();
       },
       (e: unknown) => {
         if (!(e instanceof AlreadyExistsError)) return this.onWatchError(e);
@@ -203,7 +221,9 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       return this.saveNow(agreed.exit);
     }
     if (this.proposal !== undefined && this.hold === undefined) this.answer(runCounter);
-    if (this.leads && this.proposedRound < this.round && this.shouldPropose(estimatedRunTimeMs)) this.propose(runCounter, estimatedRunTimeMs);
+    // Round 0: a claimant whose notice came before its loop's first boundary; later rounds: the leader.
+    const proposes = this.round === 0 ? this.proposal === undefined : this.leads;
+    if (proposes && this.proposedRound < this.round && this.shouldPropose(estimatedRunTimeMs)) this.propose(runCounter, estimatedRunTimeMs);
     if (this.proposal !== undefined && this.hold === undefined) this.answer(runCounter);
     // At its hold, a task waits for the agreed run (the leader's answer is a round trip away).
     if (this.hold !== undefined && this.agreed === undefined && runCounter >= this.hold) {
@@ -263,6 +283,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     const mark = (k: string): Promise<void> => this.o.store.insert(this.key(`round${r}/${k}/${this.o.id}`), CLOSED).catch(() => undefined);
     await Promise.all([mark("proposal"), mark("hold"), mark("step"), mark("ack")]);
     await this.handOver();
+    // A leader sees its round through: the others wait for the run it publishes.
+    await this.leading;
     await this.watching;
   }
 
@@ -276,7 +298,6 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     const at = this.o.position?.()?.runCounter ?? 0;
     this.o.logger.info(`PreemptionCheckpointHandler: ${this.me} closes before it proposed: proposing run ${at} for the other tasks.`);
     this.propose(at, this.lastEstimateMs);
-    await this.leading;
   }
 
   // -------------------------------------------------------------------------------------------
@@ -297,7 +318,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     return this.countdown && this.o.clock.now() > this.targetTimeMs - 3 * estimatedRunTimeMs * 2;
   }
 
-  /** The leader's proposal for the current round (see the module comment, step 2). */
+  /** This task's proposal for the current round, from the boundary `runCounter` (see the module comment, step 1). */
   private propose(runCounter: number, estimatedRunTimeMs: number): void {
     const round = this.round;
     this.proposedRound = round;
@@ -310,27 +331,39 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       if (now + needMs >= deadline) {
         step = runCounter;
         this.o.logger.info(
-          `PreemptionCheckpointHandler: the notice's deadline is ${Math.max(0, Math.round(deadline - now))} ms away, less than one more step and the save (${Math.round(needMs)} ms): proposing run ${runCounter}, the boundary ${this.me} is at, instead of run ${runCounter + 1}.`,
+          `PreemptionCheckpointHandler: the notice's deadline is ${Math.max(0, Math.round(deadline - now))} ms away, less than one more step and the save (${Math.round(needMs)} ms): proposing run ${runCounter}, the boundary ${this.me} reaches next, instead of run ${runCounter + 1}.`,
         );
       }
     }
     if (round > 0) this.o.logger.info("PreemptionCheckpointHandler: grace period almost ended. Final call to save a checkpoint!");
     const proposal: RunValue = { step, exit };
     this.proposal = proposal;
-    this.leading = this.lead(round, proposal).catch((e: unknown) => this.onWatchError(e));
+    const value = JSON.stringify(proposal);
+    // Every task's own key (a task's close marks its own; two claimants' proposals race per key: the first stays).
+    Promise.all(this.o.workers.map((_, id) => this.insertUnlessClosed(`round${round}/proposal/${id}`, value))).catch((e: unknown) => this.onWatchError(e));
+    if (this.leads) this.startLeading();
   }
 
-  /** The leader's side of a round: proposal to every task, their holds, the agreed run, the acknowledgements. */
-  private async lead(round: number, proposal: RunValue): Promise<void> {
+  /** The leader collects the current round's holds (once per round). */
+  private startLeading(): void {
+    const round = this.round;
+    if (this.leadingRound >= round) return;
+    this.leadingRound = round;
+    this.leading = this.lead(round).catch((e: unknown) => this.onWatchError(e));
+  }
+
+  /** The leader's side of a round: every task's hold, the agreed run to every task, the acknowledgements. */
+  private async lead(round: number): Promise<void> {
     const all = this.o.workers.map((_, i) => i);
-    const value = JSON.stringify(proposal);
-    await Promise.all(all.map((id) => this.insertUnlessClosed(`round${round}/proposal/${id}`, value)));
+    // The same on every task: the first save of a grace period trains on, any other exits.
+    const exit = this.graceMs <= 0 || round > 0;
+    const proposed = this.proposal?.step;
     const holds = await Promise.all(all.map((id) => this.waitLong(`round${round}/hold/${id}`, `${this.o.workers[id] ?? id}'s hold`)));
     const live = holds.map((h, id) => ({ id, h })).filter(({ h }) => h !== CLOSED);
     const step = Math.max(...live.map(({ h }) => (JSON.parse(h) as { hold: number }).hold));
     const drift = live.length === 0 ? 0 : step - Math.min(...live.map(({ h }) => (JSON.parse(h) as { run: number }).run));
     this.o.logger.info(
-      `PreemptionCheckpointHandler: every task saves at run ${step}${step === proposal.step ? "" : ` (proposed ${proposal.step}; a task had trained past it)`}${drift > 1 ? `; the furthest task is ${drift} runs behind it` : ""}${proposal.exit ? ", then exits" : ", then trains on for the grace period"}.`,
+      `PreemptionCheckpointHandler: every task saves at run ${step}${proposed === undefined || step === proposed ? "" : ` (proposed ${proposed}; a task had trained past it)`}${drift > 1 ? `; the furthest task is ${drift} runs behind it` : ""}${exit ? ", then exits" : ", then trains on for the grace period"}.`,
     );
     const deadline = this.deadlineMs;
     if (deadline !== undefined) {
@@ -342,7 +375,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
         );
       }
     }
-    const agreed = JSON.stringify({ step, exit: proposal.exit } satisfies RunValue);
+    const agreed = JSON.stringify({ step, exit } satisfies RunValue);
     await Promise.all(all.map((id) => this.insertUnlessClosed(`round${round}/step/${id}`, agreed)));
     const acks = await Promise.all(live.map(({ id }) => this.waitLong(`round${round}/ack/${id}`, `${this.o.workers[id] ?? id}'s acknowledgement`)));
     this.o.emit?.({ type: "preemptionAcknowledged", run: step, round, tasks: acks.filter((a) => a !== CLOSED).length });

@@ -26,6 +26,7 @@ import {
 } from "../../src/preemption/index.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { flush, VirtualClock } from "../../src/testing/VirtualClock.js";
+import { ClusterPreemptionCoordinator } from "../../src/preemption/ClusterPreemptionCoordinator.js";
 import { counterModel } from "./counterModel.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
@@ -202,8 +203,9 @@ describe("PreemptionCheckpointHandler in a cluster (failure_handler_test, multi-
 
   it("test_multiple_workers_preempted_consecutively: two notices at once make one leader and one agreed run", async () => {
     const c = await cluster();
+    // Both workers get their notice in the same moment, before either heard the other's proposal.
     await trainAll(c.tasks, 100, (t) => {
-      if (t !== c.tasks[0] && t.handler.totalRunCalls === 4) t.signals.emit("SIGTERM");
+      if (t === c.tasks[1] && t.handler.totalRunCalls === 4) for (const w of c.tasks.slice(1)) w.signals.emit("SIGTERM");
     });
     const claims = c.tasks.flatMap((t) => t.events.filter((e) => e.type === "preemptionClaimed"));
     expect(claims).toHaveLength(2);
@@ -286,14 +288,14 @@ describe("PreemptionCheckpointHandler in a cluster (failure_handler_test, multi-
     await c.close();
   });
 
-  it("the deadline budget: a notice whose deadline leaves no time for one more step saves at the boundary the leader is at, and it restores", async () => {
+  it("the deadline budget: a notice whose deadline leaves no time for one more step saves at the boundary the leader reaches next, and it restores", async () => {
     const c = await cluster();
     const [, w0] = c.tasks as [Task, Task, Task];
     await trainAll(c.tasks, 100, (t) => {
       if (t === w0 && t.handler.totalRunCalls === 6) t.handler.noticeTermination("a pod's grace period", { deadlineMs: c.clock.now() });
     });
     // The leader proposed the boundary it was at (L), not TensorFlow's L + 1.
-    const proposal = w0.logger.messages().map((l) => /proposing run (\d+), the boundary worker:0 is at, instead of run (\d+)/.exec(l)).find((m) => m !== null);
+    const proposal = w0.logger.messages().map((l) => /proposing run (\d+), the boundary worker:0 reaches next, instead of run (\d+)/.exec(l)).find((m) => m !== null);
     expect(proposal).toBeDefined();
     const at = Number(proposal?.[1]);
     expect(Number(proposal?.[2])).toBe(at + 1);
@@ -396,7 +398,7 @@ const lockstep = () => {
 
 describe("PreemptionCheckpointHandler in a cluster: tasks in lockstep, a leader that closes, a step that fails for another's error", () => {
   for (const deadline of [false, true]) {
-    it(`data-parallel ranks through the coordination path${deadline ? " with a deadline (the budget proposes the boundary the leader is at)" : ""}: the ranks answer the proposal from where their loop is, so no rank waits for another's step; all save at one run`, async () => {
+    it(`data-parallel ranks through the coordination path${deadline ? " with a deadline (the budget proposes the boundary the leader reaches next)" : ""}: the ranks answer the proposal from where their loop is, so no rank waits for another's step; all save at one run`, async () => {
       const c = await cluster();
       const step = lockstep();
       const [, w0] = c.tasks as [Task, Task, Task];
@@ -426,7 +428,7 @@ describe("PreemptionCheckpointHandler in a cluster: tasks in lockstep, a leader 
     });
   }
 
-  it("a leader whose loop ends right after its claim proposes its last run when it closes: the others do not wait for a proposal that would never come", async () => {
+  it("a leader whose loop ends right after its claim sees its round through when it closes: the others save at one run and exit 42", async () => {
     const c = await cluster();
     const [chief, w0, w1] = c.tasks as [Task, Task, Task];
     await Promise.all([chief.train(3), w0.train(3), w1.train(3)]);
@@ -438,7 +440,10 @@ describe("PreemptionCheckpointHandler in a cluster: tasks in lockstep, a leader 
     await Promise.all([chief.train(100), w0.train(100), closing]);
     expect([chief.exit, w0.exit]).toEqual([42, 42]);
     expect(chief.saves).toEqual(w0.saves);
-    expect(w1.logger.messages()).toContain("PreemptionCheckpointHandler: worker:1 closes before it proposed: proposing run 3 for the other tasks.");
+    // The proposal went out with the claim (run 3 + 1); the others hold from where they are.
+    expect(chief.saves[0]).toBeGreaterThanOrEqual(4);
+    expect(w1.logger.messages().some((l) => l.includes("worker:1 claimed the preemption"))).toBe(true);
+    expect(chief.logger.messages().some((l) => l.includes("still waits for"))).toBe(false);
     await c.close();
   });
 
@@ -517,5 +522,38 @@ describe("PreemptionCheckpointHandler's cluster resolver", () => {
     });
     expect(h.checkpointManager.holdsLock).toBe(true);
     await h.close();
+  });
+});
+
+describe("ClusterPreemptionCoordinator without the loop's position (a coordinator of a custom handler)", () => {
+  it("a claimant whose loop has no boundary left proposes its last run when it closes: the others do not wait for a proposal that would never come", async () => {
+    const clock = new VirtualClock();
+    const service = new EmbeddedCoordinationService({ clock });
+    const clients = TASKS.map((task, i) => new EmbeddedCoordinationClient(inProcessTransport(service), { task, tasks: TASKS, isChief: i === 0, clock, heartbeats: "inline" }));
+    await Promise.all(clients.map((c) => c.connect()));
+    const loggers = NAMES.map(() => new RecordingLogger());
+    const coordinators = NAMES.map(
+      (_, id) =>
+        new ClusterPreemptionCoordinator({ store: clients[id] as EmbeddedCoordinationClient, id, workers: NAMES, isChief: id === 0, clock, logger: loggers[id] as RecordingLogger }),
+    );
+    const [chief, w0, w1] = coordinators as [ClusterPreemptionCoordinator, ClusterPreemptionCoordinator, ClusterPreemptionCoordinator];
+    // worker:1 is noticed before any boundary (no position to propose from), claims, and its loop ends.
+    w1.notifyTermination(clock.now());
+    for (let i = 0; i < 5; i++) await flush();
+    const closing = w1.close();
+    // The others train on from run 7 until they are told to save.
+    const train = async (c: ClusterPreemptionCoordinator): Promise<number> => {
+      for (let run = 7; run < 50; run++) {
+        const d = await c.beforeStep(run, 1);
+        if (d.save) return run;
+        await flush();
+      }
+      throw new Error("never told to save");
+    };
+    const [a, b] = await Promise.all([train(chief), train(w0), closing]);
+    expect(a).toBe(b);
+    expect(loggers[2]?.messages()).toContain("PreemptionCheckpointHandler: worker:1 closes before it proposed: proposing run 0 for the other tasks.");
+    await Promise.all([chief.close(), w0.close()]);
+    await Promise.all(clients.map((c) => c.close()));
   });
 });

@@ -165,10 +165,10 @@ for (const backend of backends) {
       expect(readdirSync(dir)).toEqual(["ckpt"]);
     }, 300_000);
 
-    it("the deadline budget: a notice whose deadline is now makes the leader propose the boundary it is at, and the checkpoint restores", async () => {
+    it("the deadline budget: a notice whose deadline is now makes the leader propose the boundary it reaches next, and the checkpoint restores", async () => {
       const { run, dir } = start({ DEADLINE_TASK: "worker:0", DEADLINE_AT_RUN: "40" });
       expect((await run.done).code, run.output()).toBe(42);
-      const m = /\[worker:0\] INFO PreemptionCheckpointHandler: the notice's deadline is \d+ ms away, less than one more step and the save \(\d+ ms\): proposing run (\d+), the boundary worker:0 is at, instead of run (\d+)/.exec(run.output());
+      const m = /\[worker:0\] INFO PreemptionCheckpointHandler: the notice's deadline is \d+ ms away, less than one more step and the save \(\d+ ms\): proposing run (\d+), the boundary worker:0 reaches next, instead of run (\d+)/.exec(run.output());
       expect(m, run.output()).not.toBeNull();
       expect(Number(m?.[2])).toBe(Number(m?.[1]) + 1);
       const saves = savesOf(run.output());
