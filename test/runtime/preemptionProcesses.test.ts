@@ -205,7 +205,7 @@ for (const backend of backends) {
       expect((await run.done).code, run.output()).toBe(42);
       const agreed = eventsOf(run.output()).filter((e) => e.type === "preemptionStepAgreed");
       const at = agreed[0]?.["run"] as number;
-      expect(agreed.map((e) => [e.task, e["run"]]).sort()).toEqual(TASKS.map((t) => [t, at]));
+      expect(agreed.map((e) => [e.task, e["run"]]).sort(), run.output()).toEqual(TASKS.map((t) => [t, at]));
       expect(savesOf(run.output())).toEqual({ "chief:0": [at], "worker:0": [at], "worker:1": [at] });
       // No claim over the coordination service: the vote rode the step's all-reduce.
       expect(eventsOf(run.output()).filter((e) => e.type === "preemptionClaimed")).toEqual([]);
