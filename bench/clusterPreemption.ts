@@ -95,6 +95,13 @@ interface AgreementRun {
   readonly agreedMs: number;
   /** The most runs a task still had to train when it heard the agreed run (how far apart the tasks were). */
   readonly behindSteps: number;
+  /**
+   * `kill()` to the moment the task whose save was durable last began that save (its durable
+   * time minus its own timed save): the protocol and the training to the agreed run, without
+   * the saves that 4 processes make at once on the machine's cores.
+   */
+  readonly lastSaveStartMs: number;
+  readonly lastSaveStartSteps: number;
   readonly agreementMs: number;
   readonly agreementSteps: number;
 }
@@ -181,6 +188,8 @@ const preemptCluster = async (mode: AgreementMode, tasks: readonly string[], vic
     ].filter((p) => p !== "");
     if (problems.length > 0) throw new Error(`${label}: expected ${tasks.length} durable saves at one run and exit 42 everywhere, on the ${mode} path: ${problems.join("; ")}\n${out}`);
     const lastSave = Math.max(...saved.map((e) => e.value.hostTimeMs));
+    const lastSaver = saved.find((e) => e.value.hostTimeMs === lastSave)?.task;
+    const lastSaverMs = saves.find((s) => s.task === lastSaver)?.value.ms ?? Number.NaN;
     const noticed = events.find((e) => e.task === victim && e.value.type === "terminationNoticed");
     const claimed = claims.find((e) => e.value.leader === e.task);
     const agreed = events.filter((e) => e.value.type === "preemptionStepAgreed").map((e) => e.value);
@@ -199,6 +208,8 @@ const preemptCluster = async (mode: AgreementMode, tasks: readonly string[], vic
       claimedMs: claimed === undefined ? undefined : claimed.value.hostTimeMs - killedAt,
       agreedMs: (agreed.length > 0 ? Math.max(...agreed.map((e) => e.hostTimeMs)) : Number.NaN) - killedAt,
       behindSteps: agreed.length > 0 ? Math.max(...agreed.map((e) => savedAtRun - e.atRun)) : Number.NaN,
+      lastSaveStartMs: killToLastSaveMs - lastSaverMs,
+      lastSaveStartSteps: (killToLastSaveMs - lastSaverMs) / stepMs,
       agreementMs,
       agreementSteps: agreementMs / stepMs,
     };
@@ -243,6 +254,8 @@ const modeSummary = (mode: AgreementMode, tasks: number, rs: readonly (Agreement
     claimedMs: mode === "stopVote" ? null : summarize(done.map((r) => r.claimedMs ?? Number.NaN), 1),
     agreedMs: summarize(done.map((r) => r.agreedMs), 1),
     behindSteps: summarize(done.map((r) => r.behindSteps), 0),
+    lastSaveStartMs: summarize(done.map((r) => r.lastSaveStartMs), 1),
+    lastSaveStartSteps: summarize(done.map((r) => r.lastSaveStartSteps), 3),
     victims: rs.map((r) => r.victim),
     stalls: stalled.map((r) => `${r.victim}: ${r.stalled}`),
     goalSteps: 2,
@@ -268,7 +281,7 @@ export const measureAgreement = async (sizes: AgreementSizes) => {
       const r = await preemptCluster(mode, tasks, victim, waitMs, label);
       runs[mode].push(r);
       if (isStalled(r)) console.log(`  ${label}: STALLED, ${r.stalled}`);
-      else console.log(`  ${label}: saved at run ${r.savedAtRun} (a task ${r.behindSteps} runs behind it when agreed), ${round(r.agreementMs, 1)} ms = ${round(r.agreementSteps, 2)} steps (step ${round(r.stepMs, 2)} ms, save ${round(r.saveMs, 2)} ms)`);
+      else console.log(`  ${label}: saved at run ${r.savedAtRun} (a task ${r.behindSteps} runs behind it when agreed), ${round(r.agreementMs, 1)} ms = ${round(r.agreementSteps, 2)} steps (step ${round(r.stepMs, 2)} ms, save ${round(r.saveMs, 2)} ms; the last save began ${round(r.lastSaveStartSteps, 2)} steps after the kill)`);
     }
   }
   return {

@@ -190,10 +190,29 @@ const clusterFigures = async (seed: number): Promise<Record<string, unknown>> =>
   };
 };
 
+/** The fields of bench/results/preemption.json that a cluster-only run does not measure (its header fields are the runner's). */
+const previousSingleProcessFigures = (): Record<string, unknown> => {
+  const path = join(repoRoot, "bench/results/preemption.json");
+  let earlier: Record<string, unknown>;
+  try {
+    earlier = JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>;
+  } catch {
+    return {};
+  }
+  const cluster = /^(?:agreement|cluster)/;
+  const header = new Set(["benchmark", "date", "node", "cpus", "cpuModel"]);
+  const kept = Object.fromEntries(Object.entries(earlier).filter(([k]) => !cluster.test(k) && !header.has(k)));
+  return { ...kept, singleProcessRunDate: earlier["singleProcessRunDate"] ?? earlier["date"] };
+};
+
 export default async (): Promise<Record<string, unknown>> => {
   const seed = Number(process.env["BENCH_SEED"] ?? Date.now() % 1_000_000);
   console.log(`preemption: seed ${seed} (BENCH_SEED=${seed} repeats these signal moments)`);
-  if (CLUSTER_ONLY) return { seed, ...(await clusterFigures(seed)) };
+  if (CLUSTER_ONLY) {
+    // The single-process figures of the last full run stay beside the new cluster figures.
+    const earlier = previousSingleProcessFigures();
+    return { ...earlier, clusterSeed: seed, clusterRunDate: new Date().toISOString(), ...(await clusterFigures(seed)) };
+  }
   const installed = compileInstalled();
   const random = mulberry32(seed);
   const ways = { installed: { signalToExit: [], stepMs: [], loopP99: [], saved: 0 } as Way, tsx: { signalToExit: [], stepMs: [], loopP99: [], saved: 0 } as Way };
