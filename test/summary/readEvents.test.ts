@@ -178,3 +178,28 @@ describe("LogdirScalars over readEvents", () => {
     expect(store.points).toBe(25);
   });
 });
+
+describe("readEvents with follow and watch (change notices)", () => {
+  it("reads an appended record on the file system's notice, with the poll's clock never moving; stops watching on abort", async () => {
+    const c = new VirtualClock();
+    const a = await writeRun(join(logdir, "a"), [1]);
+    const bytes = readFileSync(a);
+    const controller = new AbortController();
+    const it = readEvents(logdir, { follow: true, watch: true, clock: c, signal: controller.signal, pollSecs: 3600 });
+    const first: ReadEvent[] = [];
+    for (let i = 0; i < 2; i++) first.push((await it.next()).value as ReadEvent);
+    expect(scalars(first)).toEqual(["a:loss@1"]);
+    // The virtual clock never reaches the hour's poll: only the notice can wake the reader.
+    const next = it.next();
+    // The file again minus its file-version record: its scalar record once more.
+    appendFileSync(a, bytes.subarray(firstRecordEnd(bytes)));
+    const bounded = await Promise.race([next, new Promise<"none">((r) => setTimeout(() => r("none"), 20_000))]);
+    expect(bounded, "no change notice woke the reader within 20 s").not.toBe("none");
+    expect((bounded as IteratorResult<ReadEvent>).value).toMatchObject({ kind: "scalar", run: "a", step: 1 });
+    controller.abort();
+    expect((await it.next()).done).toBe(true);
+  });
+});
+
+/** The end of the first record (the file version) of an event file: record = 8-byte length, 4-byte CRC, payload, 4-byte CRC. */
+const firstRecordEnd = (bytes: Buffer): number => 8 + 4 + Number(bytes.readBigUInt64LE(0)) + 4;
