@@ -45,7 +45,7 @@ const LOAD_TIMEOUT_MS = 120_000;
 const summarize = (xs: readonly number[], digits = 1) => ({ median: round(median([...xs]), digits), samples: xs.map((x) => round(x, digits)) });
 
 /** A logdir of `runs` runs × `tags` tags × `points` steps. */
-const writeLogdir = async (dir: string, runs: number, tags: number, points: number): Promise<void> => {
+export const writeLogdir = async (dir: string, runs: number, tags: number, points: number): Promise<void> => {
   for (let r = 0; r < runs; r++) {
     const w = new SummaryWriter(join(dir, `run${String(r).padStart(2, "0")}`), { maxQueue: 10_000 });
     for (let s = 0; s < points; s++) {
@@ -58,7 +58,7 @@ const writeLogdir = async (dir: string, runs: number, tags: number, points: numb
 };
 
 /** Resolves, in the page's clock, when every chart holds every run's full series; the page's `Date.now()` then. */
-const untilAllDrawn = (page: Page, runs: number, tags: number, points: number): Promise<number> =>
+export const untilAllDrawn = (page: Page, runs: number, tags: number, points: number): Promise<number> =>
   page
     .waitForFunction(
       ([runs, tags, points]) => {

@@ -214,20 +214,22 @@ class LogdirReader {
     return true;
   }
 
-  /** Waits `pollMs`, or less when the watch notices a change. */
-  private untilChangeOrPoll(): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const timer = this.clock.setTimer(this.pollMs, () => done());
-      const onAbort = (): void => done();
-      const done = (): void => {
-        timer.cancel();
-        this.signal?.removeEventListener("abort", onAbort);
-        this.wake = undefined;
-        resolve();
-      };
-      this.signal?.addEventListener("abort", onAbort, { once: true });
-      this.wake = done;
-    });
+  /**
+   * Waits `pollMs` on the clock, or less when the watch notices a change (the notice aborts the
+   * sleep). Always a `clock.sleep`: a caller's clock sees every wait (the board takes the first
+   * one for "caught up").
+   */
+  private async untilChangeOrPoll(): Promise<void> {
+    const wake = new AbortController();
+    const onAbort = (): void => wake.abort();
+    this.signal?.addEventListener("abort", onAbort, { once: true });
+    this.wake = onAbort;
+    try {
+      await this.clock.sleep(this.pollMs, wake.signal);
+    } finally {
+      this.wake = undefined;
+      this.signal?.removeEventListener("abort", onAbort);
+    }
   }
 
   /** Starts the recursive change watch once `path` exists; without notices here, the poll alone goes on. */
