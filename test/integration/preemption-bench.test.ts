@@ -28,7 +28,7 @@ describe("the preemption benchmark's cluster figures (smoke sizes)", () => {
       expect({ mode, stalledRuns: m.stalledRuns, saved: m.preemptionCheckpointsSaved }).toEqual({ mode, stalledRuns: 0, saved: 4 });
       expect(finite(m.agreementSteps.median), mode).toBe(true);
       expect(finite(m.agreementMs.median), mode).toBe(true);
-      for (const k of ["killToLastSaveMs", "saveMs", "stepMs", "noticeMs", "agreedMs", "behindSteps"] as const) {
+      for (const k of ["killToLastSaveMs", "saveMs", "stepMs", "noticeMs", "agreedMs", "behindSteps", "lastSaveStartMs", "lastSaveStartSteps"] as const) {
         expect(m[k].samples, `${mode} ${k}`).toHaveLength(1);
         expect(finite(m[k].median), `${mode} ${k}`).toBe(true);
       }
