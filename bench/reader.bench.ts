@@ -7,6 +7,7 @@
  * - baseline `framingMBps`: the framing + CRC pass alone over the same file, through the same
  *   chunked reads (`EventFileTail` with a callback that only counts), in the same run;
  *   `ratioToFraming` = reader MB/s / framing MB/s (goal >= 0.5).
+ * - `readerBatchesMBps`: the same through `readEventBatches` (one await per batch, not per event).
  * - `readerIntoStoreMBps`: the reader feeding `LogdirScalars.ingest` (what a dashboard does).
  * - Equal work: both passes must count the same records (one event per record), else it throws.
  * - Store memory: 1M points in one `ScalarSeries` through `LogdirScalars`: bytes per point of
@@ -22,7 +23,7 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { EventFileTail } from "../src/summary/EventFileTail.js";
 import { LogdirScalars } from "../src/summary/LogdirScalars.js";
-import { readEvents } from "../src/summary/readEvents.js";
+import { readEventBatches, readEvents } from "../src/summary/readEvents.js";
 import { SummaryWriter } from "../src/summary/SummaryWriter.js";
 import { elapsedMs, median, round } from "./stats.js";
 
@@ -67,6 +68,20 @@ const timeReader = async (path: string): Promise<{ ms: number; events: number }>
     if (e.kind === "scalar") sum += e.value;
   }
   if (Number.isNaN(sum)) throw new Error("unexpected NaN"); // keeps the loop's work observable
+  return { ms: elapsedMs(start), events };
+};
+
+const timeBatches = async (path: string): Promise<{ ms: number; events: number }> => {
+  const start = process.hrtime.bigint();
+  let events = 0;
+  let sum = 0;
+  for await (const batch of readEventBatches(path)) {
+    for (const e of batch) {
+      events++;
+      if (e.kind === "scalar") sum += e.value;
+    }
+  }
+  if (Number.isNaN(sum)) throw new Error("unexpected NaN");
   return { ms: elapsedMs(start), events };
 };
 
@@ -116,17 +131,20 @@ export default async (): Promise<Record<string, unknown>> => {
     const framingMs: number[] = [];
     const readerMs: number[] = [];
     const storeMs: number[] = [];
+    const batchesMs: number[] = [];
     for (let round_ = 0; round_ <= ROUNDS; round_++) {
       const f = await timeFraming(path);
       const r = await timeReader(path);
       const s = await timeIntoStore(path);
-      if (f.records !== events || r.events !== events || s.points !== events - 1) {
-        throw new Error(`unequal work: ${events} written, ${f.records} framed, ${r.events} read, ${s.points} stored`);
+      const b = await timeBatches(path);
+      if (f.records !== events || r.events !== events || s.points !== events - 1 || b.events !== events) {
+        throw new Error(`unequal work: ${events} written, ${f.records} framed, ${r.events} read, ${b.events} read in batches, ${s.points} stored`);
       }
       if (round_ === 0) continue; // warm-up (JIT, page cache)
       framingMs.push(f.ms);
       readerMs.push(r.ms);
       storeMs.push(s.ms);
+      batchesMs.push(b.ms);
     }
     const mbps = (ms: number): number => round(bytes / 1e6 / (ms / 1000), 1);
     const framing = median(framingMs);
@@ -143,9 +161,11 @@ export default async (): Promise<Record<string, unknown>> => {
       framingRecordsPerSec: Math.round(events / (framing / 1000)),
       ratioToFraming: round(framing / reader, 3),
       ratioToFramingTarget: 0.5,
+      readerBatchesMBps: mbps(median(batchesMs)),
+      readerBatchesRatioToFraming: round(framing / median(batchesMs), 3),
       readerIntoStoreMBps: mbps(median(storeMs)),
       readerIntoStoreEventsPerSec: Math.round(events / (median(storeMs) / 1000)),
-      medianMs: { framing: round(framing, 1), reader: round(reader, 1), readerIntoStore: round(median(storeMs), 1) },
+      medianMs: { framing: round(framing, 1), reader: round(reader, 1), readerBatches: round(median(batchesMs), 1), readerIntoStore: round(median(storeMs), 1) },
       store1M: storeMemory(),
       loadAverage1m: round((await import("node:os")).loadavg()[0] ?? 0, 2),
     };

@@ -53,7 +53,7 @@ export type { RecordReadEnd, RecordReadOptions, RecordReadResult, TfRecord } fro
 
 /* Reading events */
 /** Typed events over an event file or a logdir, optionally following new data. */
-export { readEvents } from "./readEvents.js";
+export { readEventBatches, readEvents } from "./readEvents.js";
 export type { ReadEvent, ReadEventsOptions, ReadIssue } from "./readEvents.js";
 /** One run's records into typed events; the numbers of a numeric tensor. */
 export { EventDecoder, tensorNumbers } from "./EventDecoder.js";

@@ -88,13 +88,31 @@ export interface ReadEventsOptions {
  * does not exist when it starts (`NotFoundError`) and `follow` is off; following, it waits for
  * `path` to appear.
  */
-export const readEvents = (path: string, options: ReadEventsOptions = {}): AsyncIterableIterator<ReadEvent> => {
+export const readEvents = (path: string, options: ReadEventsOptions = {}): AsyncIterableIterator<ReadEvent> => new EventStream(logdirReader(path, options));
+
+/**
+ * The same events as {@link readEvents}, in the same order, a batch at a time: each batch is what
+ * one read of a file (`chunkBytes`) or one look at the logdir produced, never empty. For
+ * throughput: one `await` per batch instead of one per event (`npm run bench -- reader` measures
+ * both ways; see docs/performance.md).
+ *
+ * @example
+ * ```ts
+ * import { LogdirScalars, readEventBatches } from "monitored-session/summary";
+ *
+ * const store = new LogdirScalars();
+ * for await (const batch of readEventBatches("runs")) for (const e of batch) store.ingest(e);
+ * console.log(`${store.points} points`);
+ * ```
+ */
+export const readEventBatches = (path: string, options: ReadEventsOptions = {}): AsyncIterableIterator<readonly ReadEvent[]> => new BatchStream(logdirReader(path, options));
+
+const logdirReader = (path: string, options: ReadEventsOptions): LogdirReader => {
   const pollSecs = options.pollSecs ?? 1;
   if (!(pollSecs > 0) || !Number.isFinite(pollSecs)) throw new InvalidArgumentError(`pollSecs must be a positive number, got ${pollSecs}`);
   const chunkBytes = options.chunkBytes ?? 1 << 20;
   if (!Number.isSafeInteger(chunkBytes) || chunkBytes <= 0) throw new InvalidArgumentError(`chunkBytes must be a positive integer, got ${chunkBytes}`);
-  const reader = new LogdirReader(path, options.follow ?? false, pollSecs * 1000, options.clock ?? systemClock, chunkBytes, options.signal, options.watch === true && options.follow === true);
-  return new EventStream(reader);
+  return new LogdirReader(path, options.follow ?? false, pollSecs * 1000, options.clock ?? systemClock, chunkBytes, options.signal, options.watch === true && options.follow === true);
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -147,6 +165,36 @@ class EventStream implements AsyncIterableIterator<ReadEvent> {
 
 /** The shortest time between two discoveries woken by change notices, ms. */
 const MIN_DISCOVERY_GAP_MS = 50;
+
+/** The reader's batches as they come (see {@link readEventBatches}). */
+class BatchStream implements AsyncIterableIterator<readonly ReadEvent[]> {
+  private ended = false;
+
+  constructor(private readonly source: LogdirReader) {}
+
+  [Symbol.asyncIterator](): AsyncIterableIterator<readonly ReadEvent[]> {
+    return this;
+  }
+
+  async next(): Promise<IteratorResult<readonly ReadEvent[], undefined>> {
+    for (;;) {
+      if (this.ended) return { done: true, value: undefined };
+      const batch: ReadEvent[] = [];
+      const more = await this.source.fill(batch);
+      if (!more) {
+        this.ended = true;
+        this.source.close();
+      }
+      if (batch.length > 0) return { done: false, value: batch };
+    }
+  }
+
+  return(): Promise<IteratorResult<readonly ReadEvent[], undefined>> {
+    this.ended = true;
+    this.source.close();
+    return Promise.resolve({ done: true, value: undefined });
+  }
+}
 
 interface RunState {
   readonly decoder: EventDecoder;

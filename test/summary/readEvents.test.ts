@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { NotFoundError } from "../../src/errors.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { LogdirScalars } from "../../src/summary/LogdirScalars.js";
-import { type ReadEvent, readEvents } from "../../src/summary/readEvents.js";
+import { type ReadEvent, readEventBatches, readEvents } from "../../src/summary/readEvents.js";
 import { SummaryWriter } from "../../src/summary/SummaryWriter.js";
 
 let root: string;
@@ -203,3 +203,17 @@ describe("readEvents with follow and watch (change notices)", () => {
 
 /** The end of the first record (the file version) of an event file: record = 8-byte length, 4-byte CRC, payload, 4-byte CRC. */
 const firstRecordEnd = (bytes: Buffer): number => 8 + 4 + Number(bytes.readBigUInt64LE(0)) + 4;
+
+describe("readEventBatches", () => {
+  it("yields the same events as readEvents, in the same order, in non-empty batches", async () => {
+    await writeRun(join(logdir, "a"), [1, 2, 3]);
+    await writeRun(join(logdir, "b"), [4]);
+    const one: ReadEvent[] = [];
+    for await (const e of readEvents(logdir)) one.push(e);
+    const batches: (readonly ReadEvent[])[] = [];
+    for await (const b of readEventBatches(logdir, { chunkBytes: 64 })) batches.push(b);
+    expect(batches.every((b) => b.length > 0)).toBe(true);
+    expect(batches.length).toBeGreaterThan(1);
+    expect(batches.flat()).toEqual(one);
+  });
+});
