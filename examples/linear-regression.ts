@@ -3,7 +3,8 @@
  * MonitoredSession with the step hooks: stop at a step, step rate, loss logging, NaN guard and
  * a feed function that supplies batches.
  *
- * Run it with `npm start` (or `npx tsx examples/linear-regression.ts`).
+ * Run it with `npx tsx examples/linear-regression.ts` (`npm start` runs the bundled TensorFlow.js
+ * classifier, examples/tfjs-classifier.yaml, instead).
  */
 import {
   FeedFnHook,

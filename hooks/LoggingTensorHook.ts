@@ -8,7 +8,7 @@
 import { systemClock, type Clock } from "../src/Clock.js";
 import * as t from "io-ts";
 
-import { atMostOneOf, Bool, decodeOptions, defaulted, NonEmptyString, oneOf, optional, PositiveInt, PositiveNumber, required, struct } from "../src/codec.js";
+import { Bool, decodeOptions, defaulted, NonEmptyString, oneOf, optional, PositiveNumber, required, SafeInt, struct } from "../src/codec.js";
 import { defaultLogger, type Logger } from "../src/Logger.js";
 import type { Session } from "../src/Session.js";
 import {
@@ -80,14 +80,19 @@ export class LoggingTensorHook extends SessionRunHook {
     "Logs tensors every N steps or seconds, and/or at the end.",
     {
       tensors: required(TensorNames, "The tensors to log: names, or tags to names."),
-      everyNIter: optional(PositiveInt, "Log every this many runs."),
+      everyNIter: optional(SafeInt, "Log every this many runs (a positive integer)."),
       everyNSecs: optional(PositiveNumber, "Log every this many seconds."),
       atEnd: defaulted(Bool, "Also log at the end.", false),
     },
-    atMostOneOf("everyNIter", "everyNSecs"),
+    // TensorFlow's words, which ported tests match on: "invalid every_n_iter", "exactly one of".
+    (v) => (v.everyNIter !== undefined && v.everyNIter <= 0 ? [{ message: `invalid every_n_iter=${v.everyNIter}: everyNIter must be a positive integer` }] : []),
     (v) =>
-      v.everyNIter === undefined && v.everyNSecs === undefined && v.atEnd !== true
-        ? [{ message: "give one of everyNIter and everyNSecs, or atEnd: true" }]
+      (v.everyNIter === undefined) === (v.everyNSecs === undefined) && !(v.atEnd === true && v.everyNIter === undefined)
+        ? [
+            {
+              message: `either atEnd and/or exactly one of everyNIter and everyNSecs must be given (got ${v.everyNIter === undefined ? "neither" : `everyNIter: ${v.everyNIter}, everyNSecs: ${String(v.everyNSecs)}`})`,
+            },
+          ]
         : [],
   );
 

@@ -400,7 +400,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     where();
     if (lastStep !== undefined && startStep !== undefined && startStep >= lastStep) {
       // TensorFlow's StopAtStepHook would still run one step; a finished job has nothing to do.
-      logger.info(`Already at global step ${startStep} (last step ${lastStep}): nothing to train.`);
+      logger.info(`Already at global step ${startStep} (last step ${lastStep}): nothing to train. To train further, raise lastStep in the config; to start over, give checkpoint.dir an empty directory.`);
       await sess.close();
       await fileWriterCache.closeAll();
       return ExitCodes.done;

@@ -42,7 +42,7 @@ export interface ClusterDefShape {
 export type ClusterSpecLike = ClusterSpec | ClusterDict | ClusterDef | ClusterDefShape;
 
 /** The tasks of a job with `undefined` in the holes of a sparse job (TensorFlow's `None`). */
-export type JobTaskList = readonly (string | undefined)[];
+export type JobTaskList = readonly (string | null)[];
 
 /** A cluster: jobs (in the order given) and, for each, its tasks' addresses by index. */
 export class ClusterSpec {
@@ -107,13 +107,13 @@ export class ClusterSpec {
   }
 
   /**
-   * The addresses of `jobName` as a list indexed by task, `undefined` in the holes of a sparse job
-   * (so its length is the highest index + 1, not the number of tasks).
+   * The addresses of `jobName` as a list indexed by task, `null` in the holes of a sparse job
+   * (TensorFlow's `None`; JSON-safe), so its length is the highest index + 1, not the number of tasks.
    * @throws ValueError for an unknown job.
    */
   jobTasks(jobName: string): JobTaskList {
     const job = this.#job(jobName);
-    const out: (string | undefined)[] = Array.from({ length: job.size === 0 ? 0 : Math.max(...job.keys()) + 1 });
+    const out: (string | null)[] = Array.from({ length: job.size === 0 ? 0 : Math.max(...job.keys()) + 1 }, () => null);
     for (const [i, address] of job) out[i] = address;
     return out;
   }

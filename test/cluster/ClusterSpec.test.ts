@@ -26,7 +26,7 @@ describe("ClusterSpec (server_lib_test: ClusterSpecTest)", () => {
     const spec = new ClusterSpec({ ps: ["ps0:2222"], worker: { 1: "w1:2222", 3: "w3:2222" } });
     expect(spec.numTasks("worker")).toBe(2);
     expect(spec.taskIndices("worker")).toEqual([1, 3]);
-    expect(spec.jobTasks("worker")).toEqual([undefined, "w1:2222", undefined, "w3:2222"]);
+    expect(spec.jobTasks("worker")).toEqual([null, "w1:2222", null, "w3:2222"]);
     expect(spec.jobTasks("worker")).toHaveLength(4);
     expect(spec.asDict()).toEqual({ ps: ["ps0:2222"], worker: { 1: "w1:2222", 3: "w3:2222" } });
     expect(() => spec.taskAddress("worker", 0)).toThrow(new ValueError("No task with index 0 in job 'worker'"));
@@ -45,7 +45,7 @@ describe("ClusterSpec (server_lib_test: ClusterSpecTest)", () => {
     });
     const fromMessage = new ClusterSpec(def);
     expect(fromMessage.jobs).toEqual(["worker", "chief"]);
-    expect(fromMessage.jobTasks("worker")).toEqual(["a:1", undefined, "c:1"]);
+    expect(fromMessage.jobTasks("worker")).toEqual(["a:1", null, "c:1"]);
     const fromShape = new ClusterSpec({ job: [{ name: "worker", tasks: { 0: "a:1", 2: "c:1" } }, { name: "chief", tasks: { 0: "z:1" } }] });
     expect(fromShape.equals(fromMessage)).toBe(true);
     // A dict whose job is called "job" stays a dict.

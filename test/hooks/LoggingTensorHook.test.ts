@@ -28,16 +28,19 @@ const open = async (hook: LoggingTensorHook, clock = new VirtualClock()) => {
 };
 
 describe("LoggingTensorHook", () => {
-  it("LoggingTensorHookTest.test_illegal_args: everyNIter must be positive; atEnd and/or exactly one frequency", () => {
+  it("LoggingTensorHookTest.test_illegal_args: everyNIter must be positive; atEnd and/or exactly one frequency, in TensorFlow's words", () => {
     expect(() => new LoggingTensorHook({ tensors: ["t"], everyNIter: 0 })).toThrow(ValueError);
-    expect(() => new LoggingTensorHook({ tensors: ["t"], everyNIter: 0 })).toThrow("LoggingTensorHook: everyNIter: expected a positive integer, got 0");
-    expect(() => new LoggingTensorHook({ tensors: ["t"], everyNIter: -10 })).toThrow("everyNIter: expected a positive integer, got -10");
+    // TensorFlow raises ValueError('invalid every_n_iter=0') and '... exactly one of every_n_iter and every_n_secs ...': a ported test matches on them.
+    expect(() => new LoggingTensorHook({ tensors: ["t"], everyNIter: 0 })).toThrow("LoggingTensorHook: invalid every_n_iter=0: everyNIter must be a positive integer");
+    expect(() => new LoggingTensorHook({ tensors: ["t"], everyNIter: -10 })).toThrow(/invalid every_n_iter=-10/);
+    expect(() => new LoggingTensorHook({ tensors: ["t"], everyNIter: 1.5 })).toThrow("everyNIter: expected a safe integer, got 1.5");
     expect(() => new LoggingTensorHook({ tensors: ["t"], everyNIter: 5, everyNSecs: 5 })).toThrow(
-      "LoggingTensorHook: give only one of everyNIter and everyNSecs (got everyNIter: 5, everyNSecs: 5)",
+      "LoggingTensorHook: either atEnd and/or exactly one of everyNIter and everyNSecs must be given (got everyNIter: 5, everyNSecs: 5)",
     );
-    expect(() => new LoggingTensorHook({ tensors: ["t"] })).toThrow("LoggingTensorHook: give one of everyNIter and everyNSecs, or atEnd: true");
-    expect(() => new LoggingTensorHook({ tensors: ["t"], atEnd: true, everyNIter: 5, everyNSecs: 5 })).toThrow(/give only one of everyNIter and everyNSecs/);
+    expect(() => new LoggingTensorHook({ tensors: ["t"] })).toThrow("LoggingTensorHook: either atEnd and/or exactly one of everyNIter and everyNSecs must be given (got neither)");
+    expect(() => new LoggingTensorHook({ tensors: ["t"], atEnd: true, everyNIter: 5, everyNSecs: 5 })).toThrow(/exactly one of/);
     expect(() => new LoggingTensorHook({ tensors: ["t"], atEnd: true })).not.toThrow();
+    expect(() => new LoggingTensorHook({ tensors: ["t"], atEnd: true, everyNSecs: 2 })).not.toThrow();
   });
 
   it("LoggingTensorHookTest.test_print_at_end_only: nothing during the runs, one line at the end", async () => {
