@@ -6,6 +6,8 @@
  * - TensorBoard's HTTP data API ({@link answerData}) from a {@link BoardStore} that follows the
  *   logdir;
  * - `/board/events`, the live push ({@link LiveEvents});
+ * - `/board/checkpoints` (in {@link answerData}) and `/board/timelines`, the profiler timelines
+ *   ({@link answerTimelines}), served only through `confineToLogdir`;
  * - `/`, the board's page, and its assets ({@link pageAsset}; with a Content-Security-Policy), and
  *   `/board/series`, what the page draws of a series ({@link answerPageSeries}).
  *
@@ -33,6 +35,7 @@ import { LiveEvents } from "./liveEvents.js";
 import { pageAsset } from "./pageAssets.js";
 import { answerPageSeries } from "./pageSeries.js";
 import { HttpError, respond, respondError } from "./respond.js";
+import { answerTimelines } from "./timelines.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -50,9 +53,11 @@ export interface BoardOptions {
   readonly pollSecs?: number;
   /** Time for polls, throttles and heartbeats (tests pass a `VirtualClock`). */
   readonly clock?: Clock;
+  /** Image bytes kept per (run, tag) before older steps are thinned out (default 32 MiB). */
+  readonly imageBytesPerTag?: number;
   /** What `/data/environment` reports as `version`. */
   readonly version?: string;
-  /** Called with what the reader reports (bad checksums, non-event files...) and unexpected route errors. */
+  /** Called with what the reader reports (bad checksums, non-event files...), images thinned out, and unexpected route errors. */
   readonly onIssue?: (message: string) => void;
 }
 
@@ -87,8 +92,13 @@ export const startBoard = async (logdir: string, options: BoardOptions = {}): Pr
   const clock = options.clock ?? systemClock;
   const server = createServer();
   const port = await listen(server, host, options.port ?? 6006);
-  const store = new BoardStore(logdir, { clock, ...(options.pollSecs === undefined ? {} : { pollSecs: options.pollSecs }) });
+  const store = new BoardStore(logdir, {
+    clock,
+    ...(options.pollSecs === undefined ? {} : { pollSecs: options.pollSecs }),
+    ...(options.imageBytesPerTag === undefined ? {} : { imageBytesPerTag: options.imageBytesPerTag }),
+  });
   const issues = store.issues$.subscribe((i) => options.onIssue?.(i.message));
+  const notices = store.notices$.subscribe((m) => options.onIssue?.(m));
   const live = new LiveEvents(store, clock);
   const env: BoardEnvironment = { version: options.version ?? "" };
   const gate = new Gate(token, port);
@@ -105,7 +115,10 @@ export const startBoard = async (logdir: string, options: BoardOptions = {}): Pr
       const setCookie = gate.check(req, url);
       const path = routePath(url.pathname);
       if (path === "/board/events") return live.open(req, res);
-      const body = path === "/board/series" ? answerPageSeries(store, url.searchParams) : ((await pageAsset(path)) ?? (await answerData(store, env, req, path, url.searchParams)));
+      const body =
+        path === "/board/series"
+          ? answerPageSeries(store, url.searchParams)
+          : ((await pageAsset(path)) ?? (await answerTimelines(store.logdir, path)) ?? (await answerData(store, env, req, path, url.searchParams)));
       await respond(req, res, setCookie === undefined ? body : { ...body, headers: { ...body.headers, "Set-Cookie": setCookie } });
     } catch (e) {
       if (!(e instanceof HttpError)) throw e;
@@ -125,6 +138,7 @@ export const startBoard = async (logdir: string, options: BoardOptions = {}): Pr
       await closed;
       await store.close();
       issues.unsubscribe();
+      notices.unsubscribe();
     },
   };
 };

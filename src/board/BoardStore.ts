@@ -1,10 +1,11 @@
 /**
  * `BoardStore`: what the board serves, kept up to date. It reads a logdir with the project's
  * reader (`readEvents` in follow mode) into a `LogdirScalars` (every point, TensorBoard's
- * restart purges), notes each run's first-event time (TensorBoard orders runs by it), and
- * announces what changed on {@link BoardStore.updates$}: at most one {@link BoardUpdate} per
- * `throttleMs`, naming the series that grew, the runs that appeared or went, and the purges of a
- * restart's `SessionLog START`.
+ * restart purges) and a {@link ViewStore} (histograms, images, text, checkpoints, with the same
+ * purges), notes each run's first-event time (TensorBoard orders runs by it), and announces what
+ * changed on {@link BoardStore.updates$}: at most one {@link BoardUpdate} per `throttleMs`,
+ * naming the series that grew, the runs that appeared or went, and the purges of a restart's
+ * `SessionLog START`.
  *
  * Loading is streamed on the main thread, never in one block: the reader gives the event loop a
  * turn at each file read (1 MiB), and the store yields a turn itself whenever it has ingested for
@@ -17,6 +18,7 @@ import { Subject, type Observable } from "rxjs";
 
 import { type Clock, systemClock, type TimerHandle } from "../Clock.js";
 import { LogdirScalars, readEvents, type ReadEvent, type ReadIssue, type ScalarSeries } from "../summary/index.js";
+import { type Ingested, type ViewChange, ViewStore } from "./ViewStore.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -46,6 +48,8 @@ export interface BoardUpdate {
   readonly series: readonly SeriesChange[];
   /** `true` on the update that ends the first full read of the logdir. */
   readonly loaded: boolean;
+  /** Histogram, image, text and checkpoint series that grew (or were purged): refetch them. */
+  readonly views: readonly ViewChange[];
 }
 
 /** Options of {@link BoardStore}. */
@@ -54,12 +58,20 @@ export interface BoardStoreOptions {
   readonly follow?: boolean;
   /** Seconds between polls of the logdir (default 0.5). */
   readonly pollSecs?: number;
+  /**
+   * Also read at once on the file system's change notices (`readEvents`' `watch`), so a flushed
+   * scalar reaches the page without waiting for the poll. Default: on with the system clock, off
+   * with any other clock (a test's `VirtualClock` decides when reads happen).
+   */
+  readonly watch?: boolean;
   /** Shortest time between two updates, in ms (default 100). */
   readonly throttleMs?: number;
   /** Longest stretch of ingesting without giving the event loop a turn, in ms (default 10). */
   readonly yieldEveryMs?: number;
   /** Time for polls, throttling and yields (default: the system clock; tests pass a `VirtualClock`). */
   readonly clock?: Clock;
+  /** Image bytes kept per (run, tag) before older steps are thinned out (default 32 MiB; see `ImageSeries`). */
+  readonly imageBytesPerTag?: number;
 }
 
 /** The scalars of a logdir, loaded in the background and followed. */
@@ -69,6 +81,10 @@ export class BoardStore {
   /** Resolves once the logdir has been read through once (or reading stopped on an error, reported on {@link issues$}). */
   readonly loaded: Promise<void>;
   private readonly scalars = new LogdirScalars();
+  /** Histograms, images, text and checkpoints. */
+  readonly views: ViewStore;
+  private readonly notes = new Subject<string>();
+  private viewsDirty = new Map<string, ViewChange>();
   private readonly firstEventSecs = new Map<string, number>();
   private readonly updates = new Subject<BoardUpdate>();
   private readonly problems = new Subject<ReadIssue>();
@@ -84,16 +100,20 @@ export class BoardStore {
   private purges: Purge[] = [];
   private dirty = new Map<string, { run: string; tag: string }>();
   private timer: TimerHandle | undefined;
+  /** When the last update went out (clock ms; −∞: none yet). */
+  private lastFlushMs = Number.NEGATIVE_INFINITY;
 
   constructor(logdir: string, options: BoardStoreOptions = {}) {
     this.logdir = logdir;
     this.clock = options.clock ?? systemClock;
     this.throttleMs = options.throttleMs ?? 100;
     this.yieldEveryMs = options.yieldEveryMs ?? 10;
+    this.views = new ViewStore(options.imageBytesPerTag);
     this.loaded = new Promise<void>((resolve) => {
       this.resolveLoaded = resolve;
     });
-    // The reader sleeps on the clock only once every file is read to its end: that is "caught up".
+    // The reader sleeps on the clock (a change notice may cut the sleep short) only once every
+    // file is read to its end: that is "caught up".
     const clock = this.clock;
     const pollClock: Clock = {
       now: () => clock.now(),
@@ -103,7 +123,8 @@ export class BoardStore {
         return clock.sleep(ms, signal);
       },
     };
-    const events = readEvents(logdir, { follow: options.follow ?? true, pollSecs: options.pollSecs ?? 0.5, clock: pollClock, signal: this.abort.signal });
+    const watch = options.watch ?? this.clock === systemClock;
+    const events = readEvents(logdir, { follow: options.follow ?? true, pollSecs: options.pollSecs ?? 0.5, watch, clock: pollClock, signal: this.abort.signal });
     // The reader reports problems as issues; anything it throws ends the reading, and is reported too.
     this.loop = this.ingestAll(events).then(
       () => this.caughtUp(),
@@ -122,6 +143,11 @@ export class BoardStore {
   /** What the reader reported (bad checksums, non-event files, deleted runs...); reading goes on. */
   get issues$(): Observable<ReadIssue> {
     return this.problems.asObservable();
+  }
+
+  /** What the store itself reports: images thinned out to stay within their budget. */
+  get notices$(): Observable<string> {
+    return this.notes.asObservable();
   }
 
   /** Whether the logdir has been read through once. */
@@ -157,6 +183,7 @@ export class BoardStore {
     this.timer = undefined;
     this.updates.complete();
     this.problems.complete();
+    this.notes.complete();
   }
 
   private async ingestAll(events: AsyncIterable<ReadEvent>): Promise<void> {
@@ -177,6 +204,7 @@ export class BoardStore {
   private ingest(e: ReadEvent): void {
     if (e.kind === "issue") {
       this.scalars.ingest(e);
+      this.views.ingest(e);
       if (e.problem === "runDeleted" && this.firstEventSecs.delete(e.run)) this.changed();
       this.problems.next(e);
       return;
@@ -195,14 +223,26 @@ export class BoardStore {
     } else if (e.kind === "sessionLog" && e.status === "START") {
       const before = this.runPoints(e.run);
       this.scalars.ingest(e);
-      if (this.runPoints(e.run) < before) {
+      const viewed = this.views.ingest(e);
+      const scalarsPurged = this.runPoints(e.run) < before;
+      if (scalarsPurged || viewed.purge !== undefined) {
         this.purges.push({ run: e.run, step: e.step });
-        for (const tag of this.scalars.tags(e.run)) this.dirty.set(`${e.run}\0${tag}`, { run: e.run, tag });
-        this.schedule();
+        if (scalarsPurged) for (const tag of this.scalars.tags(e.run)) this.dirty.set(`${e.run}\0${tag}`, { run: e.run, tag });
+        this.viewed({ changes: viewed.changes });
       }
     } else {
       this.scalars.ingest(e);
+      this.viewed(this.views.ingest(e));
     }
+  }
+
+  private viewed(i: Ingested): void {
+    if (i.notice !== undefined) this.notes.next(i.notice);
+    if (i.changes.length === 0) return;
+    const first = i.changes[0] as ViewChange;
+    if (i.purge !== undefined) this.purges.push({ run: first.run, step: i.purge.step, ...(i.purge.tag === undefined ? {} : { tag: i.purge.tag }) });
+    for (const c of i.changes) this.viewsDirty.set(`${c.plugin}\0${c.run}\0${c.tag ?? ""}`, c);
+    this.schedule();
   }
 
   private runPoints(run: string): number {
@@ -224,25 +264,33 @@ export class BoardStore {
     this.flush();
   }
 
+  /**
+   * An update goes out `throttleMs` after the previous one, or at the next turn of the event loop
+   * when the previous one is older than that (what one read brought in goes out together).
+   */
   private schedule(): void {
-    if (this.timer === undefined && !this.updates.closed) this.timer = this.clock.setTimer(this.throttleMs, () => this.flush());
+    if (this.timer !== undefined || this.updates.closed) return;
+    const waitMs = Math.max(0, this.lastFlushMs + this.throttleMs - this.clock.now());
+    this.timer = this.clock.setTimer(waitMs, () => this.flush());
   }
 
   private flush(): void {
     this.timer?.cancel();
     this.timer = undefined;
-    if (!this.runsChanged && !this.loadedPending && this.purges.length === 0 && this.dirty.size === 0) return;
+    if (!this.runsChanged && !this.loadedPending && this.purges.length === 0 && this.dirty.size === 0 && this.viewsDirty.size === 0) return;
     const series: SeriesChange[] = [];
     for (const { run, tag } of this.dirty.values()) {
       const s = this.scalars.series(run, tag);
       if (s === undefined) continue; // its run was deleted since
       series.push({ run, tag, points: s.length, lastStep: s.length > 0 ? (s.steps[s.length - 1] as number) : null });
     }
-    const update: BoardUpdate = { runs: this.runsChanged ? this.runs() : undefined, purges: this.purges, series, loaded: this.loadedPending };
+    const update: BoardUpdate = { runs: this.runsChanged ? this.runs() : undefined, purges: this.purges, series, loaded: this.loadedPending, views: [...this.viewsDirty.values()] };
+    this.viewsDirty = new Map();
     this.runsChanged = false;
     this.loadedPending = false;
     this.purges = [];
     this.dirty = new Map();
+    this.lastFlushMs = this.clock.now();
     this.updates.next(update);
   }
 }

@@ -6,7 +6,7 @@
  * |---|---|
  * | `/data/runs` | `["run", …]` by first-event time, then name |
  * | `/data/environment` | `{version, data_location, window_title, experiment_name, experiment_description, creation_time}` |
- * | `/data/plugins_listing` | `{scalars: {disable_reload, enabled, remove_dom, tab_name, loading_mechanism}}` |
+ * | `/data/plugins_listing` | `{scalars: {disable_reload, enabled, remove_dom, tab_name, loading_mechanism}, histograms: …, images: …, text: …}` |
  * | `/data/plugin/scalars/tags` | `{run: {tag: {displayName, description}}}`, runs without scalars left out |
  * | `/data/plugin/scalars/scalars?run=&tag=[&format=csv]` | `[[wall_time, step, value], …]`: **every** point (TensorBoard: 1,000) |
  * | `POST /data/plugin/scalars/scalars_multirun` (form: `tag` once, `runs` repeated) | `{run: [[w, s, v], …]}`, runs without the tag left out |
@@ -15,6 +15,9 @@
  * the M4 decimation of the series for a chart that many pixels wide (at most 4 points a column,
  * spikes kept), over `min_step`..`max_step` when given (a zoom); `min_step`/`max_step` alone cut
  * the full series to that range.
+ *
+ * The histograms, images and text routes, and our `/board/checkpoints`, are answered by
+ * {@link answerViews}.
  *
  * Paths may start with `/experiment/<id>` (ignored: one logdir is one experiment) and end with
  * `/`. Any other path is 404 `Not found`.
@@ -31,6 +34,7 @@ import type { BoardStore } from "./BoardStore.js";
 import { decimateM4 } from "./decimateM4.js";
 import { type Body, HttpError, invalidArgument, notFound } from "./respond.js";
 import { pyJson, pyRepr, scalarRowsCsv, scalarRowsJson } from "./tensorBoardFormat.js";
+import { answerViews, viewPluginsListing } from "./viewsApi.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -87,6 +91,7 @@ export const answerData = async (store: BoardStore, env: BoardEnvironment, req: 
           tab_name: "scalars",
           loading_mechanism: { type: "CUSTOM_ELEMENT", element_name: "tf-scalar-dashboard" },
         },
+        ...viewPluginsListing(store),
       });
     case "/data/plugin/scalars/tags":
       return json(Object.fromEntries(store.scalarRuns().map((run) => [run, Object.fromEntries(store.scalarTags(run).map((tag) => [tag, { displayName: "", description: "" }]))])));
@@ -94,8 +99,11 @@ export const answerData = async (store: BoardStore, env: BoardEnvironment, req: 
       return scalars(store, query);
     case "/data/plugin/scalars/scalars_multirun":
       return scalarsMultirun(store, req, query);
-    default:
-      throw notFound();
+    default: {
+      const view = answerViews(store, path, query);
+      if (view === undefined) throw notFound();
+      return view;
+    }
   }
 };
 

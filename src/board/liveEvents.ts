@@ -8,6 +8,7 @@
  * | `runs` | `["run", …]` (`/data/runs` order) | a run appeared or was deleted |
  * | `purge` | `{"run", "step", "tag"?}` | a restart removed the points at step >= `step` (of every tag of the run, or of `tag`) |
  * | `scalars` | `[{"run", "tag", "points", "lastStep"}, …]` | series grew (or were purged): refetch them |
+ * | `views` | `[{"plugin", "run", "tag"?, "count", "lastStep"}, …]` | histograms, images, text (`plugin` names which) or a run's checkpoints (no `tag`) grew or were purged |
  * | `loaded` | `{}` | the first full read of the logdir ended |
  *
  * Updates are throttled by the store (one per 100 ms at most), so a busy writer costs a client
@@ -91,5 +92,6 @@ const toMessages = (u: BoardUpdate): string =>
     u.runs === undefined ? "" : message("runs", u.runs),
     ...u.purges.map((p) => message("purge", p)),
     u.series.length === 0 ? "" : message("scalars", u.series),
+    u.views.length === 0 ? "" : message("views", u.views),
     u.loaded ? message("loaded", {}) : "",
   ].join("");

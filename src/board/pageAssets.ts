@@ -43,6 +43,9 @@ const pageFile = (name: string) => (): string => `${pageDir()}${name}`;
 const ASSETS = new Map<string, { readonly contentType: string; readonly file: () => string }>([
   ["/", { contentType: "text/html", file: pageFile("index.html") }],
   ["/board/page/board.js", { contentType: "text/javascript", file: pageFile("board.js") }],
+  ["/board/page/views.js", { contentType: "text/javascript", file: pageFile("views.js") }],
+  ["/board/page/histograms.js", { contentType: "text/javascript", file: pageFile("histograms.js") }],
+  ["/board/page/checkpoints.js", { contentType: "text/javascript", file: pageFile("checkpoints.js") }],
   ["/board/page/board.css", { contentType: "text/css", file: pageFile("board.css") }],
   ["/board/uplot/uPlot.esm.js", { contentType: "text/javascript", file: () => require.resolve("uplot/dist/uPlot.esm.js") }],
   ["/board/uplot/uPlot.min.css", { contentType: "text/css", file: () => require.resolve("uplot/dist/uPlot.min.css") }],

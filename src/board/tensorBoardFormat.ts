@@ -53,6 +53,9 @@ export const scalarRowsCsv = (series: ScalarColumns, indices?: ArrayLike<number>
   return `${lines.join("\r\n")}\r\n`;
 };
 
+/** A float as TensorBoard's JSON writes it: `1.0`, `0.5`, `"NaN"`, `"Infinity"`. */
+export const pyFloatJson = (x: number): string => (Number.isFinite(x) ? pyFloat(x) : nonFiniteJson(x));
+
 /** Python's `repr()` of a string (`'a'`, `"it's"`), or `None`. */
 export const pyRepr = (s: string | undefined): string => {
   if (s === undefined) return "None";

@@ -1,7 +1,8 @@
 /**
- * `monitored-session board <logdir> [--port N] [--host H] [--token T]`: serves TensorBoard's HTTP
- * data API (and, later, the board's page) for `logdir` until SIGINT or SIGTERM, then closes and
- * exits 0. It prints one line with the URL to open. A logdir that does not exist, or a port that
+ * `monitored-session board <logdir> [--port N] [--host H] [--token T]`: serves the board's page
+ * (scalars, histograms, images, text, checkpoints, profiler timelines) and TensorBoard's HTTP data
+ * API for `logdir` until SIGINT or SIGTERM, then closes and exits 0. It prints one line with the
+ * URL to open; images thinned out to stay within their budget are reported on stderr. A logdir that does not exist, or a port that
  * cannot be bound, is one line on stderr and exit 2.
  *
  * @module
@@ -23,6 +24,8 @@ export interface BoardFlags {
   readonly port: number;
   readonly host?: string;
   readonly token?: string;
+  /** Image MiB kept per run and tag before older steps are thinned out (default 32). */
+  readonly imageMibPerTag?: number;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -42,6 +45,7 @@ export const boardCommand = async (logdir: string, flags: BoardFlags, io: CliIo)
       host,
       port: flags.port,
       ...(flags.token === undefined ? {} : { token: flags.token }),
+      ...(flags.imageMibPerTag === undefined ? {} : { imageBytesPerTag: Math.round(flags.imageMibPerTag * (1 << 20)) }),
       ...(io.clock === undefined ? {} : { clock: io.clock }),
       version: packageVersion(),
       onIssue: (m) => io.err.write(`monitored-session board: ${m}\n`),

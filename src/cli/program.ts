@@ -114,12 +114,13 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     .option("--port <n>", "port to serve on (0: a free one)", integerAtLeast(0), 6006)
     .option("--host <address>", "address to bind; any other than loopback requires a token (generated unless --token)")
     .option("--token <token>", "the token requests must carry (?token=…, or the header Authorization: Token …)")
+    .option("--image-mib-per-tag <mib>", "image bytes kept per run and tag before older steps are thinned out (the first and newest always kept; said on stderr)", positiveMib, 32)
     .addHelpText(
       "after",
-      `\nPrints the URL to open (with ?token=… when a token is required). Routes: /data/runs, /data/environment, /data/plugins_listing, /data/plugin/scalars/tags, /data/plugin/scalars/scalars?run=&tag=[&format=csv][&resolution=<pixels>], POST /data/plugin/scalars/scalars_multirun, /board/events (server-sent events). See docs/tensorboard.md.\n\nExit codes: 0 stopped by SIGINT or SIGTERM, 2 bad usage (no such logdir, the port is in use).`,
+      `\nPrints the URL to open (with ?token=… when a token is required). TensorBoard's routes: /data/runs, /data/environment, /data/plugins_listing, /data/plugin/scalars/tags, /data/plugin/scalars/scalars?run=&tag=[&format=csv][&resolution=<pixels>], POST /data/plugin/scalars/scalars_multirun, /data/plugin/histograms/tags, /data/plugin/histograms/histograms?run=&tag=, /data/plugin/images/tags, /data/plugin/images/images?run=&tag=[&sample=], /data/plugin/images/individualImage?…, /data/plugin/text/tags, /data/plugin/text/text?run=&tag=. Ours: /board/events (server-sent events), /board/series, /board/checkpoints[?run=], /board/timelines and /board/timelines/<file> (ProfilerHook's timelines, as downloads). See docs/tensorboard.md.\n\nExit codes: 0 stopped by SIGINT or SIGTERM, 2 bad usage (no such logdir, the port is in use).`,
     )
     .exitOverride()
-    .action(async (logdir: string, opts: { port: number; host?: string; token?: string }) => {
+    .action(async (logdir: string, opts: { port: number; host?: string; token?: string; imageMibPerTag: number }) => {
       code = await boardCommand(logdir, opts, io);
     });
 
@@ -157,6 +158,13 @@ const integerAtLeast =
     if (!/^\s*[+-]?\d+\s*$/.test(value) || !Number.isSafeInteger(n) || n < min) throw new InvalidArgumentError(`expected an integer >= ${min}`);
     return n;
   };
+
+/** A commander parser of a positive number of MiB. */
+const positiveMib = (value: string): number => {
+  const n = Number(value);
+  if (value.trim() === "" || !(n > 0) || !Number.isFinite(n)) throw new InvalidArgumentError("expected a positive number of MiB");
+  return n;
+};
 
 /** A commander parser of positive numbers. */
 const positiveNumber = (value: string): number => {

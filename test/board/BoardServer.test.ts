@@ -77,8 +77,13 @@ describe("TensorBoard's data API (dashboards.md §1), on files of our SummaryWri
       experiment_description: "",
       creation_time: 0,
     });
+    // Every plugin is listed; one is enabled when some run has its data (here: text in "notes" only).
+    const plugin = (name: string, enabled: boolean, element: string): unknown => ({ disable_reload: false, enabled, remove_dom: false, tab_name: name, loading_mechanism: { type: "CUSTOM_ELEMENT", element_name: element } });
     expect(JSON.parse((await send(`${base}/data/plugins_listing`)).text)).toEqual({
-      scalars: { disable_reload: false, enabled: true, remove_dom: false, tab_name: "scalars", loading_mechanism: { type: "CUSTOM_ELEMENT", element_name: "tf-scalar-dashboard" } },
+      scalars: plugin("scalars", true, "tf-scalar-dashboard"),
+      histograms: plugin("histograms", false, "tf-histogram-dashboard"),
+      images: plugin("images", false, "tf-image-dashboard"),
+      text: plugin("text", true, "tf-text-dashboard"),
     });
   });
 

@@ -60,6 +60,14 @@ describe("monitored-session board: exit 2 paths (in process)", () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/--port/);
   });
+
+  it("a bad --image-mib-per-tag is a usage error naming the flag and what it expects", async () => {
+    for (const bad of ["0", "-1", "lots"]) {
+      const r = await cliInProcess(["board", tempDir(), "--image-mib-per-tag", bad]);
+      expect(r.code, bad).toBe(2);
+      expect(r.stderr, bad).toMatch(/--image-mib-per-tag.*expected a positive number of MiB/);
+    }
+  });
 });
 
 describe("monitored-session board: serves until SIGINT/SIGTERM, then exits 0", () => {

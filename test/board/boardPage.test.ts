@@ -5,21 +5,17 @@
  * (.ci/run installs the `chromium` package). Waits are bounded polls on `window.__board`, the
  * state the page exposes, never fixed sleeps.
  */
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 
 import { type Board, startBoard } from "../../src/board/BoardServer.js";
 import { SummaryWriter } from "../../src/summary/SummaryWriter.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
+import { haveChromium, launchChromium, requireChromiumUnderCi } from "../util/chromium.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium && process.env.CI === undefined) {
-  console.warn(`board page tests SKIPPED: no ${CHROMIUM} (apt-get install chromium; under CI they fail instead)`);
-}
 
 /** The chart width the page asks for (board.js CHART_WIDTH). */
 const CHART_WIDTH = 520;
@@ -60,18 +56,12 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-// Under CI a missing browser is a failure, not a skip.
-it.runIf(process.env.CI !== undefined)("CI: Debian's chromium is installed for the board page tests (.ci/run installs it)", () => {
-  expect(haveChromium, `${CHROMIUM} is missing`).toBe(true);
-});
+requireChromiumUnderCi("the board page tests");
 
 describe.skipIf(!haveChromium)("the board's page in Chromium (playwright-core)", () => {
   let browser: Browser;
   beforeAll(async () => {
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"],
-    });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();

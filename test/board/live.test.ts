@@ -133,6 +133,41 @@ describe("live: the board follows the logdir and pushes what changed (virtual cl
     ]);
   });
 
+  it("views: new histograms, text and checkpoints are announced as a views message; a restart purges them (purge message, routes)", async () => {
+    const { clock, w, board, events } = await liveRun();
+    w.addHistogram("weights", [1, 2, 3], 1);
+    w.addText("notes", "hello", 1);
+    w.addSessionLog("CHECKPOINT", 1, { checkpointPath: "ckpt-1" });
+    await w.flush();
+    await until(clock, () => events.some((e) => e.event === "views"), "the views message");
+    const changes = events.filter((e) => e.event === "views").flatMap((e) => e.data as { plugin: string }[]);
+    expect(changes).toEqual(
+      expect.arrayContaining([
+        { plugin: "histograms", run: "a", tag: "weights", count: 1, lastStep: 1 },
+        { plugin: "text", run: "a", tag: "notes", count: 1, lastStep: 1 },
+        { plugin: "checkpoints", run: "a", count: 1, lastStep: 1 },
+      ]),
+    );
+    // The scalars stream is unchanged: no scalar grew.
+    expect(events.some((e) => e.event === "scalars")).toBe(false);
+    const at = `http://127.0.0.1:${board.port}`;
+
+    // A run with histograms only: a restart from step 2 purges its steps >= 2 and says so.
+    const logdir = board.store.logdir;
+    const first = new SummaryWriter(join(logdir, "h"), { clock: new VirtualClock({ startMs: 1_700_000_000_000 }), purgeStep: 0 });
+    for (let s = 0; s < 5; s++) first.addHistogram("weights", [s], s);
+    await first.close();
+    await until(clock, () => events.some((e) => e.event === "views" && JSON.stringify(e.data).includes('"run":"h","tag":"weights","count":5')), "h's histograms");
+    const second = new SummaryWriter(join(logdir, "h"), { clock: new VirtualClock({ startMs: 1_700_000_100_000 }), purgeStep: 2 });
+    second.addHistogram("weights", [20], 2);
+    await second.close();
+    await until(clock, () => events.some((e) => e.event === "purge"), "the restart");
+    expect(events.filter((e) => e.event === "purge").map((e) => e.data)).toEqual([{ run: "h", step: 2 }]);
+    await until(clock, () => events.some((e) => e.event === "views" && JSON.stringify(e.data).includes('"run":"h","tag":"weights","count":3,"lastStep":2')), "the purged series");
+    const rows = JSON.parse((await send(`${at}/data/plugin/histograms/histograms?run=h&tag=weights`)).text) as [number, number][];
+    expect(rows.map((r) => r[1])).toEqual([0, 1, 2]);
+  });
+
   it("a truncated last record waits for its bytes: the point appears once the file is complete", async () => {
     const clock = new VirtualClock();
     const scratch = tempDir();

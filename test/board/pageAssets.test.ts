@@ -36,6 +36,9 @@ describe("the page and its assets, from the package (no CDN)", () => {
     expect(page.text).not.toMatch(/(?:src|href)="(?:https?:)?\/\//);
     for (const [path, type] of [
       ["/board/page/board.js", "text/javascript; charset=utf-8"],
+      ["/board/page/views.js", "text/javascript; charset=utf-8"],
+      ["/board/page/histograms.js", "text/javascript; charset=utf-8"],
+      ["/board/page/checkpoints.js", "text/javascript; charset=utf-8"],
       ["/board/page/board.css", "text/css; charset=utf-8"],
       ["/board/uplot/uPlot.esm.js", "text/javascript; charset=utf-8"],
       ["/board/uplot/uPlot.min.css", "text/css; charset=utf-8"],

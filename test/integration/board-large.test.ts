@@ -4,16 +4,13 @@
  * sampling), the server answers while it loads, and, with Debian's chromium, the page draws
  * every chart with every run's full series. Nothing here is timed: the bounds are deadlines.
  */
-import { existsSync } from "node:fs";
-import { chromium } from "playwright-core";
 import { afterEach, describe, expect, it } from "vitest";
 
 import { untilAllDrawn, writeLogdir } from "../../bench/board.bench.js";
 import { type Board, startBoard } from "../../src/board/BoardServer.js";
+import { CHROMIUM, haveChromium, launchChromium } from "../util/chromium.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-const haveChromium = existsSync(CHROMIUM);
 if (!haveChromium && process.env.CI === undefined) console.warn(`board large-logdir page check SKIPPED: no ${CHROMIUM} (apt-get install chromium; under CI it fails instead)`);
 
 const tempDir = useTempDirs("board-large-");
@@ -56,7 +53,7 @@ describe("monitored-session board on 1 million scalars", () => {
       expect(process.env.CI, `${CHROMIUM} is missing under CI`).toBeUndefined();
       return;
     }
-    const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"] });
+    const browser = await launchChromium();
     try {
       const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
       const errors: string[] = [];

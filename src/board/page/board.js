@@ -1,6 +1,12 @@
 // The board's page: one uPlot chart per scalar tag, runs overlaid. Plain ES module, no build step.
 // The server smooths every point and then decimates (/board/series): the page only draws.
 // `window.__board` exposes what each chart holds, for the browser tests.
+// Each chart marks its runs' checkpoints (SessionLog CHECKPOINT, /board/checkpoints) with a thin
+// dashed vertical line, drawn on uPlot's canvas in its draw hook (no DOM, nothing inline).
+// The views beyond scalars (histograms, images, text, timelines) are in views.js.
+import { drawCheckpoints } from "./checkpoints.js";
+import { createViews } from "./views.js";
+
 // uPlot's own ES module, served by the board from the installed `uplot` package (pageAssets.ts).
 // Imported by URL through a variable: it is a browser URL, not a path for Node's resolution.
 const UPLOT_URL = "/board/uplot/uPlot.esm.js";
@@ -19,6 +25,8 @@ const state = {
   logScale: false,
   filter: /(?:)/,
   charts: new Map(),
+  /** Per run: [{step, wall_time, path}], by step. */
+  checkpoints: {},
 };
 
 /** What the tests read: per tag, per run, the arrays drawn. */
@@ -36,6 +44,13 @@ const getJson = async (url) => {
   return res.json();
 };
 
+const views = createViews(exposed, { getJson, q, colorOf: (run) => colorOf(run), isHidden: (run) => state.hiddenRuns.has(run), runs: () => state.runs });
+
+const loadCheckpoints = async () => {
+  state.checkpoints = await getJson("/board/checkpoints");
+  for (const chart of state.charts.values()) if (chart.uplot !== undefined) draw(chart);
+};
+
 // ----- runs and tags -----
 
 const loadRuns = async () => {
@@ -49,6 +64,7 @@ const loadRuns = async () => {
   $("empty").hidden = allTags.length > 0;
   applyFilter();
   for (const chart of state.charts.values()) refresh(chart);
+  await Promise.all([views.load(), loadCheckpoints()]);
 };
 
 const renderRuns = () => {
@@ -64,6 +80,7 @@ const renderRuns = () => {
         if (box.checked) state.hiddenRuns.delete(run);
         else state.hiddenRuns.add(run);
         for (const chart of state.charts.values()) refresh(chart);
+        views.load();
       });
       const swatch = document.createElement("span");
       swatch.className = "swatch";
@@ -187,6 +204,7 @@ const draw = (chart) => {
   view.drawnSeries = series.slice(1).map((s) => s.label);
   view.xRange = [data[0][0], data[0][data[0].length - 1]];
   view.yDistr = chart.uplot.scales.y.distr;
+  view.checkpoints = Object.fromEntries(runs.flatMap((run) => (state.checkpoints[run]?.length > 0 ? [[run, state.checkpoints[run].map((c) => c.step)]] : [])));
   view.renders++;
 };
 
@@ -216,6 +234,13 @@ const options = (chart, series) => ({
       },
     ],
     setCursor: [(u) => showTooltip(chart, u)],
+    draw: [
+      (u) => {
+        const view = exposed.charts[chart.tag];
+        const drawn = drawCheckpoints(u, state.xAxis, Object.fromEntries(Object.entries(chart.runs).map(([run, s]) => [run, { marks: state.checkpoints[run] ?? [], t0: s.wallTimes[0] ?? 0, color: colorOf(run) }])));
+        if (view !== undefined) view.markersDrawn = drawn;
+      },
+    ],
   },
 });
 
@@ -311,7 +336,15 @@ const connect = () => {
     exposed.events++;
     const { run, tag } = JSON.parse(e.data);
     for (const chart of state.charts.values()) if ((tag === undefined || tag === chart.tag) && chart.runs[run] !== undefined) refresh(chart);
+    views.purged(run, tag);
   });
+  source.addEventListener("views", (e) => {
+    exposed.events++;
+    const changed = JSON.parse(e.data);
+    if (changed.some((c) => c.plugin === "checkpoints")) loadCheckpoints().catch((err) => (status.textContent = String(err)));
+    views.changed(changed);
+  });
+  $("timelines-refresh").addEventListener("click", () => views.timelines().catch((err) => (status.textContent = String(err))));
 };
 
 // ----- settings -----
