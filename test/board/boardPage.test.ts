@@ -6,6 +6,7 @@
  * state the page exposes, never fixed sleeps.
  */
 import { mkdirSync, readFileSync } from "node:fs";
+import { createServer as createHttpServer, request as httpRequest } from "node:http";
 import { dirname, join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -111,6 +112,43 @@ describe.skipIf(!haveChromium)("the board's page in Chromium (playwright-core)",
   };
 
 
+  it("works behind a reverse proxy that serves it under a path (/tb/): every URL the page uses is relative", async () => {
+    const { dir } = await logdir();
+    const board = await startBoard(dir, { port: 0, pollSecs: 0.05 });
+    cleanups.push(() => board.close());
+    const outside: string[] = [];
+    const proxy = createHttpServer((req, res) => {
+      const url = req.url ?? "/";
+      if (!url.startsWith("/tb/")) {
+        outside.push(url);
+        res.writeHead(404).end("not under /tb/");
+        return;
+      }
+      const upstream = httpRequest({ host: "127.0.0.1", port: board.port, path: url.slice(3), method: req.method, headers: { ...req.headers, host: `127.0.0.1:${board.port}` } }, (up) => {
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        up.pipe(res);
+      });
+      upstream.on("error", () => res.destroy());
+      req.pipe(upstream);
+    });
+    await new Promise<void>((r) => proxy.listen(0, "127.0.0.1", r));
+    cleanups.push(() => new Promise<void>((r) => {
+      proxy.closeAllConnections();
+      proxy.close(() => r());
+    }));
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    cleanups.push(() => page.close());
+    const errors: string[] = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    await page.goto(`http://127.0.0.1:${(proxy.address() as { port: number }).port}/tb/`);
+    await page.waitForFunction(() => {
+      const b = (globalThis as { __board?: BoardView }).__board;
+      return b?.ready === true && Object.keys(b.charts).length === 2 && Object.values(b.charts).every((c) => Object.keys(c.runs).length === 2);
+    }, undefined, { timeout: 20_000 });
+    expect(outside).toEqual([]);
+    expect(errors).toEqual([]);
+  });
+
   it("draws one chart per tag with both runs overlaid, the expected point counts, a strict CSP and no errors", async () => {
     const { dir } = await logdir();
     const { page, errors } = await open(dir);
@@ -135,7 +173,7 @@ describe.skipIf(!haveChromium)("the board's page in Chromium (playwright-core)",
     expect(train.steps.length).toBeLessThan(TRAIN_LOSS_POINTS / 2);
     expect(await page.locator(".chart canvas").count()).toBe(2);
     expect(await page.locator('.chart[data-tag="loss"] .downloads a').evaluateAll((as) => as.map((a) => a.getAttribute("href")))).toContain(
-      "/data/plugin/scalars/scalars?run=train&tag=loss&format=csv",
+      "data/plugin/scalars/scalars?run=train&tag=loss&format=csv",
     );
     expect(errors).toEqual([]);
   });

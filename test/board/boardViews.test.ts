@@ -220,7 +220,7 @@ describe.skipIf(!haveChromium)("the board's views beyond scalars in Chromium (pl
     const { page, foreign } = await open(dir);
     expect((await view(page)).timelines).toEqual([{ run: "train", file: "train/timeline-7.json", step: 7, bytes: expect.any(Number) }]);
     const link = page.locator("#timelines a");
-    expect(await link.getAttribute("href")).toBe("/board/timelines/train/timeline-7.json");
+    expect(await link.getAttribute("href")).toBe("board/timelines/train/timeline-7.json");
     expect(await link.getAttribute("download")).toBe("");
     expect(await page.locator("#timelines-view .hint").textContent()).toMatch(/ui\.perfetto\.dev.*Open trace file.*chrome:\/\/tracing/);
     expect(await page.locator("#timelines-view a[href^='http']").count()).toBe(0);

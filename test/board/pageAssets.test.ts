@@ -32,7 +32,7 @@ describe("the page and its assets, from the package (no CDN)", () => {
     expect(csp).not.toMatch(/script-src[^;]*unsafe-(?:inline|eval)/);
     // Every script is a file of ours: no inline script, nothing from another origin.
     const scripts = [...page.text.matchAll(/<script\b([^>]*)>([\s\S]*?)<\/script>/g)];
-    expect(scripts.map((m) => [/src="([^"]+)"/.exec(m[1] as string)?.[1], (m[2] as string).trim()])).toEqual([["/board/page/board.js", ""]]);
+    expect(scripts.map((m) => [/src="([^"]+)"/.exec(m[1] as string)?.[1], (m[2] as string).trim()])).toEqual([["board/page/board.js", ""]]);
     expect(page.text).not.toMatch(/(?:src|href)="(?:https?:)?\/\//);
     for (const [path, type] of [
       ["/board/page/board.js", "text/javascript; charset=utf-8"],

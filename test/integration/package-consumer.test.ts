@@ -9,7 +9,7 @@
  *
  * Slow (a build and an install): one pack and one install shared by the tests of this file.
  */
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve, sep } from "node:path";
@@ -236,6 +236,45 @@ describe.skipIf(!hasNpm)("the packed package in a fresh consumer project", () =>
     const reports = JSON.parse(inspected.stdout) as { step: number | null; latest: boolean; status: string }[];
     expect(reports.find((r) => r.latest)).toMatchObject({ step: 7, status: "ok" });
   }, 300_000);
+
+  it("the bin's board serves its page and every asset from the installed package (uPlot from its dependency), offline", async () => {
+    const logdir = join(project, "boardlogs");
+    mkdirSync(logdir, { recursive: true });
+    const bin = join(installedPkg, (pkg.bin["monitored-session"] as string).replace(/^\.\//, ""));
+    const child = spawn(process.execPath, [bin, "board", logdir, "--port", "0"], { cwd: project, env, stdio: ["ignore", "pipe", "pipe"] });
+    try {
+      let out = "";
+      const url = await new Promise<string>((resolveUrl, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no URL within 60 s; output: ${out}`)), 60_000);
+        const onData = (d: Buffer): void => {
+          out += d.toString();
+          const m = /http:\/\/127\.0\.0\.1:\d+\/?\S*/.exec(out);
+          if (m !== null) {
+            clearTimeout(timer);
+            resolveUrl(m[0]);
+          }
+        };
+        child.stdout.on("data", onData);
+        child.stderr.on("data", onData);
+        child.once("exit", (code) => reject(new Error(`the board exited with ${String(code)}: ${out}`)));
+      });
+      const origin = new URL(url).origin;
+      const page = await fetch(url);
+      expect(page.status).toBe(200);
+      const html = await page.text();
+      // Every script and stylesheet the page names, and uPlot, come from the package.
+      const assets = [...html.matchAll(/(?:src|href)="(board\/[^"]+)"/g)].map((m) => `/${m[1] as string}`);
+      expect(assets.length).toBeGreaterThan(0);
+      for (const path of [...assets, "/board/uplot/uPlot.esm.js", "/board/uplot/uPlot.min.css", "/board/page/views.js", "/board/page/histograms.js", "/board/page/checkpoints.js"]) {
+        const r = await fetch(`${origin}${path}`);
+        expect(r.status, path).toBe(200);
+        expect((await r.arrayBuffer()).byteLength, path).toBeGreaterThan(0);
+      }
+    } finally {
+      child.kill("SIGTERM");
+      await new Promise((r) => (child.exitCode !== null ? r(undefined) : child.once("exit", r)));
+    }
+  }, 120_000);
 
   it("resolves every stack frame of an error thrown in the packed build to a file the package ships", async () => {
     const traced = await inProject(process.execPath, ["--enable-source-maps", "out/trace.js"]);

@@ -4,12 +4,14 @@
 // Each chart marks its runs' checkpoints (SessionLog CHECKPOINT, /board/checkpoints) with a thin
 // dashed vertical line, drawn on uPlot's canvas in its draw hook (no DOM, nothing inline).
 // The views beyond scalars (histograms, images, text, timelines) are in views.js.
+// Every URL is relative to the page, so the board also works behind a reverse proxy that serves
+// it under a path (https://host/tb/ → /tb/data/runs, …).
 import { drawCheckpoints } from "./checkpoints.js";
 import { createViews } from "./views.js";
 
 // uPlot's own ES module, served by the board from the installed `uplot` package (pageAssets.ts).
 // Imported by URL through a variable: it is a browser URL, not a path for Node's resolution.
-const UPLOT_URL = "/board/uplot/uPlot.esm.js";
+const UPLOT_URL = new URL("board/uplot/uPlot.esm.js", document.baseURI).href;
 const { default: uPlot } = await import(UPLOT_URL);
 
 const COLORS = ["#f57c00", "#1976d2", "#388e3c", "#d32f2f", "#7b1fa2", "#0097a7", "#5d4037", "#c2185b", "#455a64", "#afb42b"];
@@ -47,14 +49,14 @@ const getJson = async (url) => {
 const views = createViews(exposed, { getJson, q, colorOf: (run) => colorOf(run), isHidden: (run) => state.hiddenRuns.has(run), runs: () => state.runs });
 
 const loadCheckpoints = async () => {
-  state.checkpoints = await getJson("/board/checkpoints");
+  state.checkpoints = await getJson("board/checkpoints");
   for (const chart of state.charts.values()) if (chart.uplot !== undefined) draw(chart);
 };
 
 // ----- runs and tags -----
 
 const loadRuns = async () => {
-  const [runs, tags] = await Promise.all([getJson("/data/runs"), getJson("/data/plugin/scalars/tags")]);
+  const [runs, tags] = await Promise.all([getJson("data/runs"), getJson("data/plugin/scalars/tags")]);
   state.runs = runs;
   state.tagsByRun = Object.fromEntries(Object.entries(tags).map(([run, t]) => [run, Object.keys(t)]));
   renderRuns();
@@ -147,7 +149,7 @@ const refresh = async (chart) => {
         runs.map(async (run) => {
           exposed.fetches++;
           try {
-            return [run, await getJson(`/board/series?${q({ ...params, run })}`)];
+            return [run, await getJson(`board/series?${q({ ...params, run })}`)];
           } catch {
             return [run, undefined]; // a run deleted meanwhile: left out
           }
@@ -253,7 +255,7 @@ const renderDownloads = (chart, runs) => {
         const a = document.createElement("a");
         const params = { run, tag: chart.tag };
         if (format === "csv") params.format = "csv";
-        a.href = `/data/plugin/scalars/scalars?${q(params)}`;
+        a.href = `data/plugin/scalars/scalars?${q(params)}`;
         a.download = `${run}-${chart.tag}.${format}`.replace(/[^\w.-]+/g, "_");
         a.textContent = format.toUpperCase();
         span.append(a);
@@ -315,7 +317,7 @@ const showTooltip = (chart, u) => {
 // ----- live updates -----
 
 const connect = () => {
-  const source = new EventSource("/board/events");
+  const source = new EventSource("board/events");
   const status = $("status");
   source.addEventListener("open", () => (status.textContent = "live"));
   source.addEventListener("error", () => (status.textContent = "reconnecting…"));

@@ -53,7 +53,7 @@ export const createViews = (exposed, ctx) => {
     card.refresh = coalesce(async () => {
       const run = select.value;
       if (run === "") return;
-      const rows = await ctx.getJson(`/data/plugin/histograms/histograms?${ctx.q({ run, tag })}`).catch(() => []);
+      const rows = await ctx.getJson(`data/plugin/histograms/histograms?${ctx.q({ run, tag })}`).catch(() => []);
       const drawn = drawOffset(canvas, rows, ctx.colorOf(run));
       exposed.histograms[tag] = { run, steps: rows.map((r) => r[1]), drawnSteps: drawn, renders: (exposed.histograms[tag]?.renders ?? 0) + 1 };
     });
@@ -62,7 +62,7 @@ export const createViews = (exposed, ctx) => {
   };
 
   const loadHistograms = async () => {
-    const tags = await ctx.getJson("/data/plugin/histograms/tags");
+    const tags = await ctx.getJson("data/plugin/histograms/tags");
     const byTag = new Map();
     for (const [run, t] of Object.entries(tags)) for (const tag of Object.keys(t)) byTag.set(tag, [...(byTag.get(tag) ?? []), run]);
     sync(cards.histograms, [...byTag.keys()].sort(), histogramCard, $("histograms"), (tag) => delete exposed.histograms[tag]);
@@ -97,7 +97,7 @@ export const createViews = (exposed, ctx) => {
       const item = list[index];
       if (item === undefined) return;
       label.textContent = `step ${item.step}`;
-      const src = `/data/plugin/images/individualImage?${item.query}`;
+      const src = `data/plugin/images/individualImage?${item.query}`;
       Object.assign(view(), { index, step: item.step, loaded: img.getAttribute("src") === src && view().loaded });
       if (img.getAttribute("src") !== src) img.src = src;
       view().src = src;
@@ -108,7 +108,7 @@ export const createViews = (exposed, ctx) => {
     const card = { section, note, refresh: undefined };
     card.refresh = coalesce(async () => {
       const atEnd = Number(slider.value) >= list.length - 1;
-      list = await ctx.getJson(`/data/plugin/images/images?${ctx.q({ run, tag, sample: "0" })}`).catch(() => []);
+      list = await ctx.getJson(`data/plugin/images/images?${ctx.q({ run, tag, sample: "0" })}`).catch(() => []);
       slider.max = String(Math.max(0, list.length - 1));
       // Following the newest step unless the user moved back.
       if (atEnd) slider.value = slider.max;
@@ -119,7 +119,7 @@ export const createViews = (exposed, ctx) => {
   };
 
   const loadImages = async () => {
-    const tags = await ctx.getJson("/data/plugin/images/tags");
+    const tags = await ctx.getJson("data/plugin/images/tags");
     const keys = [];
     const notes = new Map();
     for (const [run, t] of Object.entries(tags)) {
@@ -148,7 +148,7 @@ export const createViews = (exposed, ctx) => {
     section.dataset.tag = tag;
     const card = { section, refresh: undefined };
     card.refresh = coalesce(async () => {
-      const rows = await ctx.getJson(`/data/plugin/text/text?${ctx.q({ run, tag })}`).catch(() => []);
+      const rows = await ctx.getJson(`data/plugin/text/text?${ctx.q({ run, tag })}`).catch(() => []);
       body.replaceChildren(
         ...rows
           .slice()
@@ -167,7 +167,7 @@ export const createViews = (exposed, ctx) => {
   };
 
   const loadTexts = async () => {
-    const tags = await ctx.getJson("/data/plugin/text/tags");
+    const tags = await ctx.getJson("data/plugin/text/tags");
     const keys = Object.entries(tags).flatMap(([run, list]) => (ctx.isHidden(run) ? [] : list.map((tag) => JSON.stringify([run, tag]))));
     sync(cards.text, keys, textCard, $("texts"), (key) => delete exposed.texts[key]);
     for (const card of cards.text.values()) card.refresh();
@@ -177,10 +177,10 @@ export const createViews = (exposed, ctx) => {
   // ----- profiler timelines: links to download -----
 
   const loadTimelines = async () => {
-    const list = await ctx.getJson("/board/timelines");
+    const list = await ctx.getJson("board/timelines");
     $("timelines").replaceChildren(
       ...list.map((t) => {
-        const a = el("a", { href: `/board/timelines/${t.file.split("/").map(encodeURIComponent).join("/")}`, textContent: t.file });
+        const a = el("a", { href: `board/timelines/${t.file.split("/").map(encodeURIComponent).join("/")}`, textContent: t.file });
         a.setAttribute("download", "");
         return el("li", {}, a, ` (run ${t.run}, step ${t.step}, ${kib(t.bytes)})`);
       }),
