@@ -20,6 +20,9 @@
  * scalars response must hold 100,000 points (its bytes are reported); every live sample must see
  * exactly the step written. Otherwise the benchmark throws. Medians over rounds, with samples.
  *
+ * - `chartLibraries`: uPlot against ECharts with LTTB sampling, drawing the same series
+ *   (bench/chartLibraries.ts).
+ *
  * The reader's throughput (`readerMBps`) is `npm run bench -- reader` (bench/reader.bench.ts).
  */
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
@@ -31,6 +34,7 @@ import { type Browser, chromium, type Page } from "playwright-core";
 
 import { type Board, startBoard } from "../src/board/BoardServer.js";
 import { SummaryWriter } from "../src/summary/SummaryWriter.js";
+import { measureChartLibraries } from "./chartLibraries.js";
 import { median, round } from "./stats.js";
 
 const CHROMIUM = "/usr/bin/chromium";
@@ -214,6 +218,9 @@ export default async (): Promise<Record<string, unknown>> => {
       }
     }
 
+    // The chart library: uPlot (the board's) against ECharts with LTTB sampling, same series.
+    const chartLibraries = await measureChartLibraries(browser, Math.max(3, ROUNDS));
+
     const loadS = summarize(load);
     const emptyS = summarize(emptyLoad);
     const coldS = summarize(cold);
@@ -231,6 +238,7 @@ export default async (): Promise<Record<string, unknown>> => {
       load: { warm: loadS, emptyPage: emptyS, ratioToEmptyPage: round(loadS.median / emptyS.median, 2), seriesDrawnPerLoad: RUNS * TAGS, goalMs: 1000, goalMet: loadS.median <= 1000 },
       coldLoad: { ...coldS, goalMs: 3000, goalMet: coldS.median <= 3000 },
       live: { ...liveS, max: Math.max(...live), goalMs: 500, goalMet: liveS.median <= 500 },
+      chartLibraries,
       scalarsRoute: { points: ROUTE_POINTS, bytes, ...scalarsS, runsRoute: runsS, ratioToRunsRoute: round(scalarsS.median / runsS.median, 1), goalMs: 50, goalMet: scalarsS.median <= 50 },
     };
   } finally {
