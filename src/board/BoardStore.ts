@@ -100,6 +100,8 @@ export class BoardStore {
   private purges: Purge[] = [];
   private dirty = new Map<string, { run: string; tag: string }>();
   private timer: TimerHandle | undefined;
+  /** Each run's tags' display names and descriptions. */
+  private readonly tagMeta = new Map<string, Map<string, { readonly displayName: string; readonly description: string }>>();
   /** When the last update went out (clock ms; −∞: none yet). */
   private lastFlushMs = Number.NEGATIVE_INFINITY;
 
@@ -124,7 +126,7 @@ export class BoardStore {
       },
     };
     const watch = options.watch ?? this.clock === systemClock;
-    const events = readEvents(logdir, { follow: options.follow ?? true, pollSecs: options.pollSecs ?? 0.5, watch, clock: pollClock, signal: this.abort.signal });
+    const events = readEvents(logdir, { follow: options.follow ?? true, pollSecs: options.pollSecs ?? 0.5, watch, tagMetadata: true, clock: pollClock, signal: this.abort.signal });
     // The reader reports problems as issues; anything it throws ends the reading, and is reported too.
     this.loop = this.ingestAll(events).then(
       () => this.caughtUp(),
@@ -163,6 +165,14 @@ export class BoardStore {
   /** The runs with scalars, sorted by name. */
   scalarRuns(): string[] {
     return this.scalars.runs();
+  }
+
+  /**
+   * A tag's display name and description, from its first value's metadata (TensorBoard's rule:
+   * a TF1 value without a display name shows its tag); empty strings for a tag not seen.
+   */
+  tagInfo(run: string, tag: string): { readonly displayName: string; readonly description: string } {
+    return this.tagMeta.get(run)?.get(tag) ?? NO_TAG_INFO;
   }
 
   /** The scalar tags of `run`, sorted. */
@@ -205,6 +215,7 @@ export class BoardStore {
     if (e.kind === "issue") {
       this.scalars.ingest(e);
       this.views.ingest(e);
+      if (e.problem === "runDeleted") this.tagMeta.delete(e.run);
       if (e.problem === "runDeleted" && this.firstEventSecs.delete(e.run)) this.changed();
       this.problems.next(e);
       return;
@@ -212,6 +223,12 @@ export class BoardStore {
     if (!this.firstEventSecs.has(e.run)) {
       this.firstEventSecs.set(e.run, e.wallTime);
       this.changed();
+    }
+    if (e.kind === "tagMetadata") {
+      let tags = this.tagMeta.get(e.run);
+      if (tags === undefined) this.tagMeta.set(e.run, (tags = new Map()));
+      tags.set(e.tag, { displayName: e.displayName, description: e.description });
+      return;
     }
     if (e.kind === "scalar") {
       const before = this.scalars.series(e.run, e.tag)?.length ?? 0;
@@ -294,3 +311,5 @@ export class BoardStore {
     this.updates.next(update);
   }
 }
+
+const NO_TAG_INFO = Object.freeze({ displayName: "", description: "" });

@@ -94,7 +94,7 @@ export const answerData = async (store: BoardStore, env: BoardEnvironment, req: 
         ...viewPluginsListing(store),
       });
     case "/data/plugin/scalars/tags":
-      return json(Object.fromEntries(store.scalarRuns().map((run) => [run, Object.fromEntries(store.scalarTags(run).map((tag) => [tag, { displayName: "", description: "" }]))])));
+      return json(Object.fromEntries(store.scalarRuns().map((run) => [run, Object.fromEntries(store.scalarTags(run).map((tag) => [tag, store.tagInfo(run, tag)]))])));
     case "/data/plugin/scalars/scalars":
       return scalars(store, query);
     case "/data/plugin/scalars/scalars_multirun":

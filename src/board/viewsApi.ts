@@ -41,7 +41,7 @@ export const answerViews = (store: BoardStore, path: string, query: URLSearchPar
   const v = store.views;
   switch (path) {
     case "/data/plugin/histograms/tags":
-      return json(tagInfo(v.histogramRuns(), (run) => v.histogramTags(run).map((tag) => [tag, { displayName: "", description: "" }])));
+      return json(tagInfo(v.histogramRuns(), (run) => v.histogramTags(run).map((tag) => [tag, store.tagInfo(run, tag)])));
     case "/data/plugin/histograms/histograms": {
       const { run, tag } = runAndTag(query);
       const series = v.histograms(run, tag);
@@ -54,8 +54,10 @@ export const answerViews = (store: BoardStore, path: string, query: URLSearchPar
           v.imageTags(run).map((tag) => {
             const s = v.images(run, tag);
             const dropped = s?.droppedSteps ?? 0;
-            const description = dropped === 0 ? "" : `${dropped} older steps were dropped to keep this tag's images within ${mib(v.imageBudgetBytes)} MiB (every other step; the first and the newest are kept).`;
-            return [tag, { displayName: "", description, samples: s?.samples ?? 0 }];
+            const info = store.tagInfo(run, tag);
+            const notice = dropped === 0 ? "" : `${dropped} older steps were dropped to keep this tag's images within ${mib(v.imageBudgetBytes)} MiB (every other step; the first and the newest are kept).`;
+            const description = [info.description, notice].filter((d) => d !== "").join("\n\n");
+            return [tag, { displayName: info.displayName, description, samples: s?.samples ?? 0 }];
           }),
         ),
       );

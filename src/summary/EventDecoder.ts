@@ -104,11 +104,27 @@ export interface SessionLogEvent extends EventHeader {
 }
 
 /**
+ * A tag's description, from its first value (TensorBoard fixes a tag's plugin and metadata by its
+ * first value too): emitted just before that value's event, when asked for (`tagMetadata`). `displayName` is the metadata's
+ * `display_name`, or, for a TF1 value kind (`simple_value`, `histo`, `image`, `audio`), the tag
+ * itself when that is empty, as TensorBoard's data migration does.
+ */
+export interface TagMetadataEvent extends EventHeader {
+  readonly kind: "tagMetadata";
+  readonly tag: string;
+  /** The plugin that shows the tag (`scalars`, `histograms`, `images`, `text`, …; `""`: none known). */
+  readonly plugin: string;
+  readonly displayName: string;
+  readonly description: string;
+}
+
+/**
  * One decoded event. Graphs, meta graphs and run metadata are not decoded (no event is
  * produced for them); TF1 `obsolete_old_style_histogram` values neither.
  */
 export type SummaryEvent =
   | FileVersionEvent
+  | TagMetadataEvent
   | ScalarEvent
   | HistogramEvent
   | ImageEvent
@@ -122,11 +138,14 @@ export class EventDecoder {
   /** The run named in every event. */
   readonly run: string;
   private readonly plugins = new Map<string, string>();
+  private readonly tagMetadata: boolean;
   private readonly r = new Cursor();
   private readonly tags = new TagCache();
 
-  constructor(run: string) {
+  /** `tagMetadata`: also emit a {@link TagMetadataEvent} before each tag's first value (default `false`). */
+  constructor(run: string, options: { readonly tagMetadata?: boolean } = {}) {
     this.run = run;
+    this.tagMetadata = options.tagMetadata === true;
   }
 
   /**
@@ -235,12 +254,12 @@ export class EventDecoder {
     if (r.pos > end) throw new Error("Summary.Value overruns its message");
     const run = this.run;
     if (!other && hasSimple) {
-      this.pluginOf(tag, PluginName.scalars, p, metaStart, metaEnd);
+      this.pluginOf(tag, PluginName.scalars, p, metaStart, metaEnd, wallTime, step, emit);
       emit({ kind: "scalar", run, wallTime, step, tag, value: simple });
       return;
     }
     if (!other && tensorStart >= 0) {
-      const plugin = this.pluginOf(tag, "", p, metaStart, metaEnd);
+      const plugin = this.pluginOf(tag, "", p, metaStart, metaEnd, wallTime, step, emit);
       if (plugin === PluginName.scalars) {
         const value = this.scalarTensor(tensorStart, tensorEnd);
         if (value !== undefined) {
@@ -250,7 +269,7 @@ export class EventDecoder {
       }
     }
     const v = decodeSummaryValue(p.subarray(start, end));
-    const plugin = this.pluginOf(v.tag, implicitPlugin(v), p, metaStart, metaEnd, v);
+    const plugin = this.pluginOf(v.tag, implicitPlugin(v), p, metaStart, metaEnd, wallTime, step, emit, v);
     classify(v, plugin, { run, wallTime, step }, emit);
   }
 
@@ -259,15 +278,26 @@ export class EventDecoder {
    * kind names its plugin (`simple_value` is a scalar whatever its metadata says); a tensor
    * takes the plugin of its metadata.
    */
-  private pluginOf(tag: string, implicit: string, p: Uint8Array, metaStart: number, metaEnd: number, v?: SummaryValue): string {
+  private pluginOf(
+    tag: string,
+    implicit: string,
+    p: Uint8Array,
+    metaStart: number,
+    metaEnd: number,
+    wallTime: number,
+    step: number,
+    emit: (event: SummaryEvent) => void,
+    v?: SummaryValue,
+  ): string {
     const known = this.plugins.get(tag);
     if (known !== undefined) return known;
-    let plugin = implicit;
-    if (plugin === "") {
-      const metadata = v?.metadata ?? (metaStart >= 0 ? decodeSummaryMetadata(p.subarray(metaStart, metaEnd)) : undefined);
-      plugin = metadata?.pluginData?.pluginName ?? "";
-    }
+    const metadata = implicit !== "" && !this.tagMetadata ? undefined : (v?.metadata ?? (metaStart >= 0 ? decodeSummaryMetadata(p.subarray(metaStart, metaEnd)) : undefined));
+    const plugin = implicit === "" ? (metadata?.pluginData?.pluginName ?? "") : implicit;
     this.plugins.set(tag, plugin);
+    if (!this.tagMetadata) return plugin;
+    // A TF1 value kind names its plugin: TensorBoard's migration shows the tag when no display name was given.
+    const displayName = metadata?.displayName || (implicit === "" ? "" : tag);
+    emit({ kind: "tagMetadata", run: this.run, wallTime, step, tag, plugin, displayName, description: metadata?.summaryDescription ?? "" });
     return plugin;
   }
 

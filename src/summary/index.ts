@@ -61,6 +61,7 @@ export type {
   AudioEvent,
   EventHeader,
   FileVersionEvent,
+  TagMetadataEvent,
   HistogramEvent,
   ImageEvent,
   ScalarEvent,

@@ -76,6 +76,8 @@ export interface ReadEventsOptions {
    * mounts): a missed notice costs at most `pollSecs`.
    */
   readonly watch?: boolean;
+  /** Also yield a `tagMetadata` event before each tag's first value: its plugin, display name and description (default `false`). */
+  readonly tagMetadata?: boolean;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -112,7 +114,7 @@ const logdirReader = (path: string, options: ReadEventsOptions): LogdirReader =>
   if (!(pollSecs > 0) || !Number.isFinite(pollSecs)) throw new InvalidArgumentError(`pollSecs must be a positive number, got ${pollSecs}`);
   const chunkBytes = options.chunkBytes ?? 1 << 20;
   if (!Number.isSafeInteger(chunkBytes) || chunkBytes <= 0) throw new InvalidArgumentError(`chunkBytes must be a positive integer, got ${chunkBytes}`);
-  return new LogdirReader(path, options.follow ?? false, pollSecs * 1000, options.clock ?? systemClock, chunkBytes, options.signal, options.watch === true && options.follow === true);
+  return new LogdirReader(path, options.follow ?? false, pollSecs * 1000, options.clock ?? systemClock, chunkBytes, options.signal, options.watch === true && options.follow === true, options.tagMetadata === true);
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -225,6 +227,7 @@ class LogdirReader {
     private readonly chunkBytes: number,
     private readonly signal: AbortSignal | undefined,
     private readonly watchChanges: boolean = false,
+    private readonly tagMetadata: boolean = false,
   ) {
     signal?.addEventListener("abort", () => this.close(), { once: true });
   }
@@ -343,7 +346,7 @@ class LogdirReader {
       seen.add(run);
       let state = this.runs.get(run);
       if (state === undefined) {
-        state = { decoder: new EventDecoder(run), tails: new Map() };
+        state = { decoder: new EventDecoder(run, { tagMetadata: this.tagMetadata }), tails: new Map() };
         this.runs.set(run, state);
       }
       for (const file of files) {

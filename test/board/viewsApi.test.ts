@@ -91,7 +91,8 @@ describe("histograms (dashboards.md §1)", () => {
 describe("images", () => {
   it("tags with samples; images lists {wall_time, step, query}; individualImage serves the bytes with a sniffed type and nosniff", async () => {
     expect(await json(`${base}/data/plugin/images/tags`)).toEqual({
-      train: { photo: { displayName: "", description: "", samples: 1 }, sample: { displayName: "", description: "", samples: 1 } },
+      // TF1 image values without a display name show their tag (TensorBoard's migration rule).
+      train: { photo: { displayName: "photo", description: "", samples: 1 }, sample: { displayName: "sample", description: "", samples: 1 } },
     });
     const list = (await json(`${base}/data/plugin/images/images?run=train&tag=sample&sample=0`)) as { wall_time: number; step: number; query: string }[];
     expect(list.map((i) => i.step)).toEqual([0, 5]);

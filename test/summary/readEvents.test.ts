@@ -217,3 +217,18 @@ describe("readEventBatches", () => {
     expect(batches.flat()).toEqual(one);
   });
 });
+
+describe("readEvents with tagMetadata", () => {
+  it("yields each tag's plugin, display name and description once, before its first value; off by default", async () => {
+    await writeRun(join(logdir, "a"), [1, 2], "loss");
+    const kinds = (await collect(readEvents(logdir))).map((e) => e.kind);
+    expect(kinds).not.toContain("tagMetadata");
+    const events = await collect(readEvents(logdir, { tagMetadata: true }));
+    const meta = events.filter((e) => e.kind === "tagMetadata");
+    // Our writer writes TF2-style scalars (a tensor with the scalars plugin's metadata, no display
+    // name). A TF1 simple_value would show its tag: test/board/tensorBoardConformance.test.ts.
+    expect(meta).toEqual([expect.objectContaining({ kind: "tagMetadata", run: "a", tag: "loss", plugin: "scalars", displayName: "", description: "" })]);
+    const at = events.findIndex((e) => e.kind === "tagMetadata");
+    expect(events[at + 1]).toMatchObject({ kind: "scalar", tag: "loss", step: 1 });
+  });
+});
