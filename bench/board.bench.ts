@@ -22,9 +22,14 @@
  *
  * - `chartLibraries`: uPlot against ECharts with LTTB sampling, drawing the same series
  *   (bench/chartLibraries.ts).
+ * - `tensorBoardLoadMs` (where `TENSORBOARD` names an installed `tensorboard`): the same logdir in
+ *   TensorBoard with `--load_fast=false` (its Python reader), from its start until its data API
+ *   lists every tag of every run and every series' last step; beside it `serverLoadMs`, the same
+ *   for the board's server (`startBoard` to `store.loaded`, every point in memory).
  *
  * The reader's throughput (`readerMBps`) is `npm run bench -- reader` (bench/reader.bench.ts).
  */
+import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -33,6 +38,7 @@ import { performance } from "node:perf_hooks";
 import { type Browser, chromium, type Page } from "playwright-core";
 
 import { type Board, startBoard } from "../src/board/BoardServer.js";
+import { loopbackPorts } from "../src/cluster/loopbackPorts.js";
 import { SummaryWriter } from "../src/summary/SummaryWriter.js";
 import { measureChartLibraries } from "./chartLibraries.js";
 import { median, round } from "./stats.js";
@@ -108,6 +114,49 @@ const routeMs = async (url: string): Promise<{ ms: number; bytes: number; body: 
   const ms = performance.now() - start;
   if (!res.ok) throw new Error(`${url}: ${res.status} ${body}`);
   return { ms, bytes: Buffer.byteLength(body), body };
+};
+
+/**
+ * TensorBoard's load of `logdir` (`--load_fast=false`), from its spawn until its data API lists
+ * every run's tags and every scalar series ends at step POINTS − 1: ms, or why it was not measured.
+ */
+const measureTensorBoard = async (logdir: string): Promise<{ ms: number; version: string } | { skipped: string }> => {
+  const exe = process.env["TENSORBOARD"];
+  if (exe === undefined || !existsSync(exe)) return { skipped: "TENSORBOARD is not set to an installed tensorboard (pip install tensorboard)" };
+  const [port] = await loopbackPorts(1);
+  const base = `http://127.0.0.1:${port as number}`;
+  const start = performance.now();
+  const tb = spawn(exe, ["--logdir", logdir, "--load_fast=false", "--port", String(port), "--host", "127.0.0.1"], { stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  tb.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+  try {
+    const get = async (path: string): Promise<unknown> => {
+      const r = await fetch(`${base}${path}`);
+      return r.ok ? r.json() : undefined;
+    };
+    for (;;) {
+      if (performance.now() - start > 900_000) throw new Error(`TensorBoard did not load ${logdir} within 15 minutes; stderr: ${stderr.slice(-500)}`);
+      await new Promise((r) => setTimeout(r, 200));
+      const tags = (await get("/data/plugin/scalars/tags").catch(() => undefined)) as Record<string, Record<string, unknown>> | undefined;
+      if (tags === undefined || Object.keys(tags).length !== RUNS || Object.values(tags).some((t) => Object.keys(t).length !== TAGS)) continue;
+      let complete = true;
+      for (const [run, t] of Object.entries(tags)) {
+        for (const tag of Object.keys(t)) {
+          const rows = (await get(`/data/plugin/scalars/scalars?${new URLSearchParams({ run, tag })}`)) as [number, number, number][] | undefined;
+          if (rows?.at(-1)?.[1] !== POINTS - 1) complete = false;
+          if (!complete) break;
+        }
+        if (!complete) break;
+      }
+      if (complete) break;
+    }
+    const ms = performance.now() - start;
+    const version = String(((await get("/data/environment")) as { version?: string } | undefined)?.version ?? "?");
+    console.log(`  TensorBoard ${version} (--load_fast=false) loaded the logdir in ${Math.round(ms)} ms`);
+    return { ms: round(ms, 0), version };
+  } finally {
+    tb.kill("SIGTERM");
+  }
 };
 
 export default async (): Promise<Record<string, unknown>> => {
@@ -221,6 +270,16 @@ export default async (): Promise<Record<string, unknown>> => {
     // The chart library: uPlot (the board's) against ECharts with LTTB sampling, same series.
     const chartLibraries = await measureChartLibraries(browser, Math.max(3, ROUNDS));
 
+    const tensorBoard = await measureTensorBoard(big);
+    const serverLoad: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const start = performance.now();
+      const b = await startBoard(big, { port: 0 });
+      await b.store.loaded;
+      serverLoad.push(performance.now() - start);
+      await b.close();
+    }
+
     const loadS = summarize(load);
     const emptyS = summarize(emptyLoad);
     const coldS = summarize(cold);
@@ -239,6 +298,8 @@ export default async (): Promise<Record<string, unknown>> => {
       coldLoad: { ...coldS, goalMs: 3000, goalMet: coldS.median <= 3000 },
       live: { ...liveS, max: Math.max(...live), goalMs: 500, goalMet: liveS.median <= 500 },
       chartLibraries,
+      serverLoadMs: summarize(serverLoad),
+      tensorBoardLoadMs: tensorBoard,
       scalarsRoute: { points: ROUTE_POINTS, bytes, ...scalarsS, runsRoute: runsS, ratioToRunsRoute: round(scalarsS.median / runsS.median, 1), goalMs: 50, goalMet: scalarsS.median <= 50 },
     };
   } finally {
