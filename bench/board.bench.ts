@@ -31,7 +31,7 @@
  */
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 
@@ -161,6 +161,7 @@ const measureTensorBoard = async (logdir: string): Promise<{ ms: number; version
 
 export default async (): Promise<Record<string, unknown>> => {
   if (!existsSync(CHROMIUM)) throw new Error(`the board benchmark needs ${CHROMIUM} (apt-get install chromium)`);
+  const loadBefore = loadavg().map((x) => round(x, 2));
   const root = mkdtempSync(join(tmpdir(), "bench-board-"));
   const boards: Board[] = [];
   const browser = await chromium.launch({
@@ -288,6 +289,7 @@ export default async (): Promise<Record<string, unknown>> => {
     const runsS = summarize(runsRoute, 2);
     return {
       logdir: { runs: RUNS, tags: TAGS, pointsPerSeries: POINTS, scalars: RUNS * TAGS * POINTS },
+      loadAverage: { before: loadBefore, after: loadavg().map((x) => round(x, 2)) },
       rounds: ROUNDS,
       boardLoadMs: loadS.median,
       boardColdLoadMs: coldS.median,
