@@ -255,7 +255,7 @@ class LogdirReader {
       // Woken by a notice: a writer that flushes often must not make discovery run back to back.
       // (Real time, not the injected clock: this bounds CPU use, and a notice is a real event.)
       const gapMs = this.lastDiscoveryMs + MIN_DISCOVERY_GAP_MS - performance.now();
-      if (this.changed && gapMs > 0) await new Promise<void>((resolve) => setTimeout(resolve, gapMs).unref());
+      if (this.changed && gapMs > 0) await this.realPause(gapMs);
       this.changed = false;
       if (this.aborted() || this.closed) return false;
     }
@@ -281,6 +281,20 @@ class LogdirReader {
       this.wake = undefined;
       this.signal?.removeEventListener("abort", onAbort);
     }
+  }
+
+  /** Waits `ms` of real time (at most the discovery gap), or until the signal aborts. */
+  private realPause(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.signal?.removeEventListener("abort", done);
+        resolve();
+      };
+      // Not unref'd: an unref'd timer as the only thing pending lets the process end mid-await.
+      const timer = setTimeout(done, ms);
+      this.signal?.addEventListener("abort", done, { once: true });
+    });
   }
 
   /** Starts the recursive change watch once `path` exists; without notices here, the poll alone goes on. */
