@@ -3,7 +3,8 @@
  * state file (TensorFlow's `tf.train.CheckpointManager`). It decides when to save (step
  * interval gating), names checkpoints `<dir>/<checkpointName>-<n>`, records them in the state
  * file, deletes old ones (`maxToKeep`, `keepCheckpointEveryNHours` or a custom
- * {@link RetentionPolicy}), and restores the newest checkpoint that verifies.
+ * {@link RetentionPolicy}), and restores the newest checkpoint that verifies. The retention plan
+ * is in retentionPlan.ts, the take-up and repair of the state file in stateRecovery.ts.
  *
  * @example
  * ```ts
@@ -19,7 +20,7 @@
  * @module
  */
 
-import { mkdir, readdir, rename } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 
 import { systemClock, type Clock } from "../Clock.js";
@@ -31,17 +32,12 @@ import type { VariableStore } from "../Session.js";
 import type { TensorValue } from "../Tensor.js";
 import type { StagedBundle } from "./BundleFormat.js";
 import { CheckpointDirLock, type CheckpointDirLockOptions } from "./CheckpointDirLock.js";
-import {
-  CHECKPOINT_STATE_FILENAME,
-  readCheckpointState,
-  renderCheckpointState,
-  updateCheckpointState,
-  type CheckpointState,
-} from "./CheckpointState.js";
+import { CHECKPOINT_STATE_FILENAME, readCheckpointState, renderCheckpointState } from "./CheckpointState.js";
 import {
   assertPlainName,
   fsyncDir,
   isStaleTemp,
+  readdirIfExists,
   resolveInside,
   settleAll,
   stageFile,
@@ -50,56 +46,15 @@ import {
   type StagedFile,
 } from "./internal/files.js";
 import { BundleSaver, toSnapshot, type SaveSource, type Saver } from "./Saver.js";
+import { checkpointNumberOf, scanCheckpointNumbers } from "./checkpointNumbers.js";
+import { planRetention, type RetentionPolicy } from "./retentionPlan.js";
+import { adoptState, recoverState } from "./stateRecovery.js";
+
+export type { ManagedCheckpoint, RetentionContext, RetentionDecision, RetentionPolicy } from "./retentionPlan.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
 // ---------------------------------------------------------------------------------------------
-
-/** A checkpoint the manager tracks (and may delete). */
-export interface ManagedCheckpoint {
-  /** The absolute prefix (`<dir>/<name>-<n>`). */
-  readonly path: string;
-  /** When it was recorded, Unix seconds. */
-  readonly timestamp: number;
-  /** The `<n>` of its name, or `null` if the name has no numeric suffix. */
-  readonly checkpointNumber: number | null;
-}
-
-/** What a {@link RetentionPolicy} sees. */
-export interface RetentionContext {
-  /** The clock's time, Unix seconds. */
-  readonly now: number;
-  /** The newest checkpoint (always kept, whatever the policy says). */
-  readonly latest: string;
-  /** The last preserved timestamp, Unix seconds. */
-  readonly lastPreservedTimestamp: number;
-}
-
-/** A retention decision: what stays managed, and what is kept forever but no longer managed. */
-export interface RetentionDecision {
-  /** Paths that stay managed. */
-  readonly keep: readonly string[];
-  /** Paths kept on disk forever and dropped from the state file (like `keepCheckpointEveryNHours`). */
-  readonly preserve?: readonly string[];
-}
-
-/**
- * Decides which managed checkpoints to keep after each save. Checkpoints in neither `keep`
- * nor `preserve` are deleted. Replaces the built-in `maxToKeep` / `keepCheckpointEveryNHours`
- * sweep.
- *
- * @example
- * ```ts
- * import type { RetentionPolicy } from "monitored-session/checkpoint";
- *
- * // keep the 2 newest, plus every checkpoint whose number is a multiple of 1000
- * const policy: RetentionPolicy = (cps) => ({
- *   keep: cps.slice(-2).map((c) => c.path),
- *   preserve: cps.filter((c) => c.checkpointNumber !== null && c.checkpointNumber % 1000 === 0).map((c) => c.path),
- * });
- * ```
- */
-export type RetentionPolicy = (checkpoints: readonly ManagedCheckpoint[], context: RetentionContext) => RetentionDecision;
 
 /** Options of {@link CheckpointManager.create}. */
 export interface CheckpointManagerOptions {
@@ -413,7 +368,14 @@ export class CheckpointManager {
       // while deleting still sees the new checkpoint, and leaves the swept ones listed so a
       // later sweep deletes them. Identical states are written once.
       const recorded = this.renderState(prepared.path, managed, this.lastPreserved);
-      const plan = this.planSweep(managed, prepared.path);
+      const plan = planRetention(managed, prepared.path, {
+        policy: this.policy,
+        maxToKeep: this.maxToKeep,
+        keepEveryNHours: this.keepEveryNHours,
+        checkpointName: this.checkpointName,
+        lastPreserved: this.lastPreserved,
+        nowSecs: () => this.nowSecs(),
+      });
       const swept = this.renderState(prepared.path, plan.managed, plan.lastPreserved);
       const keep = (f: StagedFile): StagedFile => (states.push(f), f);
       const [first, second] = await settleAll([
@@ -521,13 +483,7 @@ export class CheckpointManager {
    */
   async cleanup(): Promise<string[]> {
     const removed = await this.saver.cleanup(this.directory, this.checkpointName);
-    let names: string[] = [];
-    try {
-      names = await readdir(this.directory);
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
-    }
-    for (const n of names) {
+    for (const n of await readdirIfExists(this.directory)) {
       if (n.startsWith(`${this.latestFilename}${TEMP_MARKER}`) && isStaleTemp(this.directory, n, this.temps)) {
         if (await unlinkIfExists(join(this.directory, n))) removed.push(join(this.directory, n));
       }
@@ -546,80 +502,21 @@ export class CheckpointManager {
 
   private async recover(): Promise<void> {
     const read = await readCheckpointState(this.directory, { latestFilename: this.latestFilename });
-    for (const n of await this.scanNumbers()) if (n > this.counter) this.counter = n;
-    const bad =
-      read.status === "invalid"
-        ? `is invalid (${read.problems.join("; ")})`
-        : read.status === "ok" && !(await this.saver.exists(read.state.modelCheckpointPath))
-          ? `names ${read.state.modelCheckpointPath}, which does not exist`
-          : null;
-    // The writer repairs a bad state file from the checkpoints on disk rather than start over.
-    if (bad !== null && this.lock !== null && (await this.rebuildState(read.file, bad))) return;
-    if (read.status === "invalid") {
-      this.logger.warn(`${read.file}: invalid checkpoint state; checkpoint ignored:\n  ${read.problems.join("\n  ")}`, {
-        path: read.file,
-        problems: read.problems,
-      });
-    }
-    if (read.status !== "ok") return;
-    this.adoptState(read.state);
-  }
-
-  /**
-   * Rewrites a bad state file from the checkpoints on disk: every `<name>-<n>` bundle whose
-   * checksums verify is listed, the one with the highest global step as the latest; nothing is
-   * deleted. The bad file is kept as `<state>.corrupt-<time>`. Resolves `false` (changing
-   * nothing) if no checkpoint verifies.
-   */
-  private async rebuildState(file: string, why: string): Promise<boolean> {
-    const verified: { path: string; step: number; n: number }[] = [];
-    for (const n of await this.scanNumbers()) {
-      const path = join(this.directory, `${this.checkpointName}-${n}`);
-      try {
-        verified.push({ path, step: (await this.saver.restore(path)).step, n });
-      } catch (e) {
-        if (!(e instanceof NotFoundError || e instanceof DataLossError)) throw e;
-        this.logger.warn(`Checkpoint ${path} does not verify and is left out of the rebuilt state: ${e.message}`, { path });
-      }
-    }
-    if (verified.length === 0) return false;
-    verified.sort((a, b) => a.step - b.step || a.n - b.n);
-    const latest = (verified[verified.length - 1] as { path: string; step: number }).path;
-    const now = this.nowSecs();
-    const kept = `${file}.corrupt-${new Date(this.clock.now()).toISOString().replace(/[:.]/g, "-")}`;
-    await rename(file, kept);
-    const state = {
-      modelCheckpointPath: latest,
-      allModelCheckpointPaths: verified.map((v) => v.path),
-      allModelCheckpointTimestamps: verified.map(() => now),
-      lastPreservedTimestamp: this.lastPreserved,
-    };
-    await updateCheckpointState(this.directory, state, { latestFilename: this.latestFilename });
-    this.logger.warn(
-      `The checkpoint state file ${file} ${why}; kept it as ${kept} and rewrote it from the ${verified.length} checkpoint(s) that verify: resuming from ${latest} (step ${(verified[verified.length - 1] as { step: number }).step}).`,
-      { path: file, kept, latest },
-    );
-    this.adoptState(state);
-    return true;
-  }
-
-  private adoptState(state: CheckpointState): void {
-    const now = this.nowSecs();
-    this.latest = state.modelCheckpointPath;
-    this.lastPreserved = state.lastPreservedTimestamp;
-    if (now < this.lastPreserved) {
-      this.logger.warn(
-        `The clock (${now}) is behind the last preserved checkpoint timestamp (${this.lastPreserved}); clamping it to now.`,
-      );
-      this.lastPreserved = now;
-    }
-    const paths = state.allModelCheckpointPaths;
-    const stamps =
-      state.allModelCheckpointTimestamps.length > 0 ? state.allModelCheckpointTimestamps : paths.map(() => this.lastPreserved);
-    for (let i = 0; i < Math.min(paths.length, stamps.length); i++) {
-      const ts = Math.min(stamps[i] as number, now);
-      if (ts > this.lastPreserved) this.maybeDelete.set(paths[i] as string, ts);
-    }
+    for (const n of await scanCheckpointNumbers(this.directory, this.checkpointName)) if (n > this.counter) this.counter = n;
+    const state = await recoverState(read, {
+      directory: this.directory,
+      checkpointName: this.checkpointName,
+      latestFilename: this.latestFilename,
+      saver: this.saver,
+      clock: this.clock,
+      logger: this.logger,
+      repair: this.lock !== null,
+      lastPreserved: this.lastPreserved,
+    });
+    if (state === undefined) return;
+    const { latest, lastPreserved } = adoptState(state, this.nowSecs(), this.logger, this.maybeDelete);
+    this.latest = latest;
+    this.lastPreserved = lastPreserved;
   }
 
   private renderState(latest: string, managed: ReadonlyMap<string, number>, lastPreserved: number): { file: string; text: string } {
@@ -633,60 +530,6 @@ export class CheckpointManager {
       },
       { latestFilename: this.latestFilename },
     );
-  }
-
-  /**
-   * Applies the retention to `managed` (which it changes), without deleting anything:
-   * resolves the checkpoints that stay managed, the new last preserved timestamp, and the
-   * checkpoints to delete (oldest first).
-   */
-  private planSweep(
-    managed: Map<string, number>,
-    latest: string,
-  ): { managed: Map<string, number>; lastPreserved: number; remove: string[] } {
-    if (this.policy !== undefined) return this.planWithPolicy(this.policy, managed, latest);
-    const remove: string[] = [];
-    let lastPreserved = this.lastPreserved;
-    if (this.maxToKeep !== null) {
-      while (managed.size > this.maxToKeep) {
-        const [path, ts] = managed.entries().next().value as [string, number];
-        managed.delete(path);
-        if (this.keepEveryNHours !== null && ts - this.keepEveryNHours * 3600 >= lastPreserved) {
-          lastPreserved = ts;
-          continue;
-        }
-        remove.push(path);
-      }
-    }
-    return { managed, lastPreserved, remove };
-  }
-
-  private planWithPolicy(
-    policy: RetentionPolicy,
-    managed: Map<string, number>,
-    latest: string,
-  ): { managed: Map<string, number>; lastPreserved: number; remove: string[] } {
-    const checkpoints = [...managed].map(([path, timestamp]) => ({
-      path,
-      timestamp,
-      checkpointNumber: checkpointNumberOf(path, this.checkpointName),
-    }));
-    let lastPreserved = this.lastPreserved;
-    const decision = policy(checkpoints, { now: this.nowSecs(), latest, lastPreservedTimestamp: lastPreserved });
-    const keep = new Set(decision.keep);
-    const preserve = new Set(decision.preserve ?? []);
-    const remove: string[] = [];
-    for (const c of checkpoints) {
-      if (c.path === latest) continue; // the newest checkpoint is never deleted
-      if (preserve.has(c.path)) {
-        managed.delete(c.path);
-        lastPreserved = Math.max(lastPreserved, c.timestamp);
-      } else if (!keep.has(c.path)) {
-        managed.delete(c.path);
-        remove.push(c.path);
-      }
-    }
-    return { managed, lastPreserved, remove };
   }
 
   private async deleteCheckpoint(path: string): Promise<void> {
@@ -705,25 +548,7 @@ export class CheckpointManager {
     };
     if (this.latest !== null) add(this.latest);
     for (const p of [...this.maybeDelete.keys()].reverse()) add(p);
-    for (const n of (await this.scanNumbers()).sort((a, b) => b - a)) add(join(this.directory, `${this.checkpointName}-${n}`));
-    return out;
-  }
-
-  /** The numbers of complete checkpoints named `<name>-<n>` in the directory. */
-  private async scanNumbers(): Promise<number[]> {
-    let names: string[];
-    try {
-      names = await readdir(this.directory);
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "ENOENT") return [];
-      throw e;
-    }
-    const out: number[] = [];
-    for (const n of names) {
-      if (!n.endsWith(".index")) continue;
-      const num = checkpointNumberOf(n.slice(0, -".index".length), this.checkpointName);
-      if (num !== null) out.push(num);
-    }
+    for (const n of (await scanCheckpointNumbers(this.directory, this.checkpointName)).sort((a, b) => b - a)) add(join(this.directory, `${this.checkpointName}-${n}`));
     return out;
   }
 
@@ -731,17 +556,3 @@ export class CheckpointManager {
     return this.clock.now() / 1000;
   }
 }
-
-// ---------------------------------------------------------------------------------------------
-// utils
-// ---------------------------------------------------------------------------------------------
-
-/** The `<n>` of `<...>/<name>-<n>`, or `null`. */
-const checkpointNumberOf = (path: string, name: string): number | null => {
-  const base = path.slice(path.lastIndexOf("/") + 1);
-  if (!base.startsWith(`${name}-`)) return null;
-  const rest = base.slice(name.length + 1);
-  if (!/^-?\d+$/.test(rest)) return null;
-  const n = Number(rest);
-  return Number.isSafeInteger(n) ? n : null;
-};

@@ -18,7 +18,7 @@
  * @module
  */
 
-import { access, readdir } from "node:fs/promises";
+import { access } from "node:fs/promises";
 import { join } from "node:path";
 
 import { systemClock, type Clock } from "../Clock.js";
@@ -37,7 +37,7 @@ import {
   type CheckpointContents,
   type StagedBundle,
 } from "./BundleFormat.js";
-import { assertPlainName, assertValidPath, isStaleTemp, TEMP_MARKER, unlinkIfExists } from "./internal/files.js";
+import { assertPlainName, assertValidPath, isStaleTemp, readdirIfExists, TEMP_MARKER, unlinkIfExists } from "./internal/files.js";
 import { processTempFiles, type TempFileRegistry } from "./TempFileRegistry.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -158,13 +158,7 @@ export class BundleSaver implements Saver {
 
   async cleanup(dir: string, basename: string): Promise<string[]> {
     assertPlainName(basename);
-    let names: string[];
-    try {
-      names = await readdir(dir);
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "ENOENT") return [];
-      throw e;
-    }
+    const names = await readdirIfExists(dir);
     const present = new Set(names);
     const mine = (n: string): boolean => n.startsWith(`${basename}-`);
     const removed: string[] = [];

@@ -17,6 +17,10 @@
  * data parallelism outlives its chief: its session is re-created from the restarted chief's values
  * (src/runtime/chiefRecovery.ts).
  *
+ * The preemption exit and the chief's preemption handler are in runPreemption.ts; joining the
+ * cluster and creating the session while notices or the cluster's failure may come first, in
+ * clusterJoin.ts.
+ *
  * @module
  */
 
@@ -33,24 +37,23 @@ import { TF_CONFIG } from "../cluster/TfConfig.js";
 import { checkpointDirOf, ConfigError, lastStepOf, toMonitoredTrainingSessionOptions, type Job, type JobContext, type SessionRole, type TrainingConfig } from "../config/index.js";
 import { InvalidArgumentError, ValueError } from "../errors.js";
 import type { Logger, LogLevel } from "../Logger.js";
-import { withSession, type MonitoredSession } from "../MonitoredSession.js";
+import { withSession } from "../MonitoredSession.js";
 import { monitoredTrainingSession, type MonitoredTrainingSessionOptions } from "../training/monitoredTrainingSession.js";
 import { PreemptionCheckpointHandler } from "../preemption/PreemptionCheckpointHandler.js";
-import { LocalPreemptionCoordinator } from "../preemption/PreemptionCoordinator.js";
-import { PREEMPTION_EXIT_CODE, TerminationConfig } from "../preemption/TerminationConfig.js";
 import { TerminationNotices, type NoticeProcess } from "../preemption/TerminationNotices.js";
 import { createPlatformWatcher } from "../preemption/platforms/index.js";
-import type { Fetches, VariableStore } from "../Session.js";
+import type { Fetches } from "../Session.js";
 import { fileWriterCache } from "../summary/index.js";
 import { clusterTaskOf, describeTask, readTfConfig, type ClusterTask } from "../runtime/index.js";
-import { ClusterStartError, isPreemptionReport, reportsNoticeOf, startClusterTask, type ClusterRuntime } from "../runtime/index.js";
+import { isPreemptionReport, reportsNoticeOf, type ClusterRuntime } from "../runtime/index.js";
 import { ExitCodes } from "./exitCodes.js";
 import { ReplicaGroup, ReplicaGroupError } from "../runtime/index.js";
 import { failureMessage } from "./faults.js";
 import { exitOnRepeatedNotice } from "./forcedExit.js";
 import { prepareRun, printIssues } from "./preflight.js";
 import { createProgress, followSession, type Following } from "./progress.js";
-import { isPromiseLike } from "../internal/promise.js";
+import { raceCreation, settledWithin, startCluster } from "./clusterJoin.js";
+import { createPreemptionHandler, exitCodeOf, PreemptedExit, readStep } from "./runPreemption.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -101,18 +104,6 @@ interface RunPlan {
   readonly sessionOptions: MonitoredTrainingSessionOptions;
   /** `--board`'s port, when asked. */
   readonly board: number | undefined;
-}
-
-/** Thrown by the preemption handler's exit function: unwinds the loop, then the command exits. */
-class PreemptedExit extends Error {
-  override readonly name = "PreemptedExit";
-  constructor(
-    readonly exitCode: number,
-    /** Whether a preemption checkpoint was saved first. */
-    readonly saved = true,
-  ) {
-    super(`preempted: exiting with ${exitCode}`);
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -525,75 +516,6 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
 // utils
 // ---------------------------------------------------------------------------------------------
 
-/**
- * Starts the task's server and registers it with the cluster: the runtime, or the exit code when
- * it cannot (2 for what the user fixes, with one line; 42 for a termination notice that came
- * while it waited for the other tasks; 1 for anything else).
- */
-const startCluster = async (
-  task: ClusterTask,
-  io: CliIo,
-  logger: Logger,
-  clock: Clock,
-  notices: TerminationNotices,
-  group: ReplicaGroup | undefined,
-  maxWaitSecs: number | undefined,
-): Promise<ClusterRuntime | number> => {
-  const starting = startClusterTask(task, { env: io.env, logger, clock, group, maxWaitSecs });
-  let onNotice: (() => void) | undefined;
-  const noticed = new Promise<"notice">((ok) => {
-    onNotice = () => ok("notice");
-  });
-  const subscription = notices.notices$.subscribe(() => onNotice?.());
-  try {
-    const first = await Promise.race([starting, noticed]);
-    if (first !== "notice") return first;
-    // The start goes on in the background; the process exits before it matters.
-    void starting.then((c) => c.finish(false), () => undefined);
-    logger.info(`Termination notice (${notices.first === undefined ? "notice" : notices.describe(notices.first)}) while ${task.name} joined the cluster: exiting without saving (run the same command again to resume).`);
-    return ExitCodes.preempted;
-  } catch (e) {
-    if (e instanceof ClusterStartError) {
-      io.err.write(`${e.message}\n`);
-      return ExitCodes.usage;
-    }
-    io.err.write(failureMessage(e, false, `${task.name} could not join the cluster`));
-    return ExitCodes.failure;
-  } finally {
-    subscription.unsubscribe();
-  }
-};
-
-/**
- * The session being created, unless the cluster fails first (its error) or, on a worker, a
- * termination notice comes first (a {@link PreemptedExit} without a save: a worker waiting for the
- * chief has nothing to save).
- */
-const raceCreation = async (
-  creating: Promise<MonitoredSession>,
-  clusterFailed: Promise<never> | undefined,
-  notices: TerminationNotices,
-  isChief: boolean,
-  exitCode: number,
-): Promise<MonitoredSession> => {
-  const stops: Promise<never>[] = clusterFailed === undefined ? [] : [clusterFailed];
-  let subscription: { unsubscribe(): void } | undefined;
-  if (!isChief) {
-    stops.push(
-      new Promise<never>((_, fail) => {
-        const stop = (): void => fail(new PreemptedExit(exitCode, false));
-        if (notices.first !== undefined) stop();
-        subscription = notices.notices$.subscribe(stop);
-      }),
-    );
-  }
-  try {
-    return await Promise.race([creating, ...stops]);
-  } finally {
-    subscription?.unsubscribe();
-  }
-};
-
 /** The replicas' signature check failed (src/tfjs/internal/Replicas.ts): the ranks build different models. */
 const isModelMismatch = (e: unknown): e is InvalidArgumentError => e instanceof InvalidArgumentError && e.message.startsWith(MODEL_MISMATCH);
 
@@ -602,13 +524,6 @@ const MODEL_MISMATCH = "The replicas' models differ:";
 
 /** How long a rank whose collective failed waits for the coordination service to say why (a preemption exits 42, not 1). */
 const WHY_A_PEER_LEFT_MS = 5_000;
-
-/** Resolves once `p` settles, or after `ms`, whichever comes first (never rejects). */
-const settledWithin = async (p: Promise<unknown>, ms: number, clock: Clock): Promise<void> => {
-  let timer: { cancel(): void } | undefined;
-  await Promise.race([p.then(() => undefined, () => undefined), new Promise<void>((ok) => (timer = clock.setTimer(ms, ok)))]);
-  timer?.cancel();
-};
 
 /** Starts the board on `logdir` (made if missing) and logs its URL; `undefined`, with a warning, when it cannot serve. */
 const startBoardBeside = async (logdir: string, port: number, logger: Logger): Promise<Board | undefined> => {
@@ -624,35 +539,6 @@ const startBoardBeside = async (logdir: string, port: number, logger: Logger): P
   }
 };
 
-/** The configured preemption exit code (default 42). */
-const exitCodeOf = (config: Parameters<typeof toMonitoredTrainingSessionOptions>[0]): number => config.preemption?.exitCode ?? PREEMPTION_EXIT_CODE;
-
-/** The global step of the current raw session, or `undefined` if it has none. */
-const readStep = async (sess: MonitoredSession): Promise<number | undefined> => {
-  const raw = sess.rawSession;
-  if (raw === undefined) return undefined;
-  const name = raw.globalStepName;
-  if (name === undefined) return undefined;
-  const v = await raw.run(name);
-  return typeof v === "number" || typeof v === "bigint" ? Number(v) : undefined;
-};
-
-/** The global step read synchronously (from a snapshot of the variables), for log messages. */
-const globalStepNow = (sess: MonitoredSession): number | undefined => {
-  const raw = sess.rawSession;
-  const name = raw?.globalStepName;
-  if (raw?.variables === undefined || name === undefined) return undefined;
-  const snapshot = raw.variables.snapshot("global");
-  if (isPromiseLike(snapshot)) {
-    // A remote store: the message says "at run N" instead; a failed fetch is not this message's concern.
-    snapshot.then(undefined, () => undefined);
-    return undefined;
-  }
-  const v = snapshot.get(name);
-  const x = v?.data[0];
-  return typeof x === "number" || typeof x === "bigint" ? Number(x) : undefined;
-};
-
 /** Reads `loss` from a step's results: the fetch `"loss"`, or a record key or list entry named so. */
 const lossExtractor = (fetches: Fetches): ((result: unknown) => number | undefined) => {
   const asNumber = (v: unknown): number | undefined => (typeof v === "number" ? v : typeof v === "bigint" ? Number(v) : undefined);
@@ -663,54 +549,4 @@ const lossExtractor = (fetches: Fetches): ((result: unknown) => number | undefin
   }
   if (typeof fetches === "object" && fetches !== null && "loss" in fetches) return (r) => asNumber((r as Record<string, unknown>)["loss"]);
   return () => undefined;
-};
-
-/**
- * A `PreemptionCheckpointHandler` for the chief when preemption is enabled (by default when
- * there is a checkpoint directory). Its save writes `<basename>-<global step>` through the
- * directory's manager, the one the checkpoint hook saves with; its exit unwinds the loop with
- * {@link PreemptedExit}.
- */
-const createPreemptionHandler = async (
-  sess: MonitoredSession,
-  config: Parameters<typeof toMonitoredTrainingSessionOptions>[0],
-  manager: CheckpointManager,
-  logger: ReturnType<typeof createProgress>["logger"],
-  clock: Clock,
-): Promise<PreemptionCheckpointHandler | undefined> => {
-  const p = config.preemption;
-  const enabled = p?.enabled ?? config.checkpoint !== undefined;
-  if (!enabled) return undefined;
-  const exitCode = exitCodeOf(config);
-  const store = (): VariableStore => {
-    const v = sess.rawSession?.variables;
-    if (v === undefined) throw new Error("the session has no variables to checkpoint");
-    return v;
-  };
-  return PreemptionCheckpointHandler.create({
-    checkpointManager: manager,
-    store,
-    // The chief session creator restored the session already.
-    restoreOnCreate: false,
-    // The command's TerminationNotices watch signals, the file and the parent, and tell the handler.
-    signals: [],
-    clock,
-    logger,
-    globalStep: () => globalStepNow(sess),
-    // The monitored session inside `run` already gives the event loop its turns.
-    yieldIntervalMs: Number.POSITIVE_INFINITY,
-    // One process, no peer to agree with: save where the notice is seen, not a step later.
-    coordinator: new LocalPreemptionCoordinator({ gracePeriodSecs: p?.gracePeriodSecs ?? 0, saveAtNextBoundary: true, clock, logger }),
-    terminationConfig: new TerminationConfig({
-      gracePeriodSecs: p?.gracePeriodSecs ?? 0,
-      saveFn: async () => {
-        const step = (await readStep(sess)) ?? 0;
-        const path = await manager.save(store(), { checkpointNumber: step, step, checkInterval: false });
-        logger.info(`Preemption checkpoint for step ${step} saved: ${path ?? "(skipped)"}.`);
-      },
-      exitFn: () => {
-        throw new PreemptedExit(exitCode);
-      },
-    }),
-  });
 };

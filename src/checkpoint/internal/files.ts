@@ -8,7 +8,7 @@
  * @module
  */
 
-import { access, open, rename, unlink, type FileHandle } from "node:fs/promises";
+import { access, open, readdir, rename, unlink, type FileHandle } from "node:fs/promises";
 import { dirname, isAbsolute, relative, resolve, sep } from "node:path";
 
 import { InvalidArgumentError } from "../../errors.js";
@@ -181,6 +181,16 @@ export const pathExists = async (path: string): Promise<boolean> => {
     return true;
   } catch {
     return false;
+  }
+};
+
+/** The names of the entries of `dir`; none when it does not exist (yet). */
+export const readdirIfExists = async (dir: string): Promise<string[]> => {
+  try {
+    return await readdir(dir);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return [];
+    throw e;
   }
 };
 

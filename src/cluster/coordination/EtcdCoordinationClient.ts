@@ -18,6 +18,11 @@
  *   every client registered in that generation or earlier in this process raises it, in any
  *   generation. A chief's first `connect()` in its process deletes it.
  *
+ * The layout and its codecs are in etcdKeys.ts, the etcd primitives (insert-if-absent, waits)
+ * in etcdOps.ts, generations (opening one, claiming a task, the registration waits, the watch
+ * of a generation) in etcdGenerations.ts, barriers in etcdBarriers.ts; this class is the
+ * {@link CoordinationClient} on top of them.
+ *
  * @module
  */
 
@@ -29,9 +34,7 @@ import {
   AbortedError,
   AlreadyExistsError,
   CancelledError,
-  DataLossError,
   DeadlineExceededError,
-  ErrorCode,
   FailedPreconditionError,
   InvalidArgumentError,
   OpError,
@@ -50,7 +53,11 @@ import { type CoordinationTimeouts, etcdLeaseTtlSecs, resolveCoordinationTimeout
 import { ErrorLatch } from "./ErrorLatch.js";
 import { ETCD_LOST_FIX, HeartbeatWorker } from "./HeartbeatWorker.js";
 import { checkKey, processIncarnationId } from "./identity.js";
-import { copyError, decodeStatusJson, fromStatus, type Status, toStatus } from "./status.js";
+import { copyError, type Status, toStatus } from "./status.js";
+import { arrive, SHUTDOWN_BARRIER } from "./etcdBarriers.js";
+import { claimTask, startGeneration, waitForAll, watchChief, watchGeneration } from "./etcdGenerations.js";
+import { enc, EtcdKeys, parseGeneration, storedError } from "./etcdKeys.js";
+import { insertIfAbsent, waitUntil, type EtcdTaskContext } from "./etcdOps.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -63,16 +70,6 @@ export interface EtcdCoordinationClientOptions extends CoordinationClientOptions
   /** The key prefix of this cluster (default `monitored-session/`); one per cluster. */
   readonly prefix?: string;
 }
-
-type Outcome = { readonly ok: true } | Status;
-
-/** A barrier's recorded success. */
-const OK = "ok";
-
-const SHUTDOWN_BARRIER = "monitored-session/shutdown";
-
-/** The key (under the prefix) of the cluster's final report. */
-const FINAL = "final";
 
 // ---------------------------------------------------------------------------------------------
 // constructors
@@ -89,9 +86,11 @@ export class EtcdCoordinationClient implements CoordinationClient {
   private readonly tasks: readonly string[];
   private readonly isChief: boolean;
   private readonly hosts: readonly string[];
-  private readonly root: string;
+  private readonly keys: EtcdKeys;
   private readonly clock: Clock;
   private readonly etcd: Etcd3;
+  /** What the generation and barrier protocols and the waits run with. */
+  private readonly context: EtcdTaskContext;
   private readonly failure = new ErrorLatch();
   /** Aborted by `shutdown()` and `close()`: every wait still pending ends (its etcd watch cancelled) with CancelledError. */
   private readonly closing = new AbortController();
@@ -120,7 +119,7 @@ export class EtcdCoordinationClient implements CoordinationClient {
     this.isChief = options.isChief;
     this.incarnation = options.incarnation ?? processIncarnationId;
     this.hosts = [...options.hosts];
-    this.root = options.prefix ?? "monitored-session/";
+    this.keys = new EtcdKeys(options.prefix ?? "monitored-session/");
     this.clock = options.clock ?? systemClock;
     const callTimeoutMs = this.timeouts.heartbeatTimeoutMs;
     const { Etcd3 } = loadEtcd3();
@@ -132,6 +131,17 @@ export class EtcdCoordinationClient implements CoordinationClient {
       defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + callTimeoutMs }),
       faultHandling: { host: () => noop, global: noop },
     });
+    this.context = {
+      etcd: this.etcd,
+      keys: this.keys,
+      clock: this.clock,
+      closing: this.closing.signal,
+      task: this.task,
+      tasks: this.tasks,
+      hosts: this.hosts,
+      incarnation: this.incarnation,
+      timeouts: this.timeouts,
+    };
   }
 
   get generation(): number | undefined {
@@ -179,8 +189,8 @@ export class EtcdCoordinationClient implements CoordinationClient {
     );
     let gen: number;
     try {
-      gen = await this.op(() => (this.isChief ? this.startGeneration() : this.waitForGeneration(deadline, options.unreachableTimeoutMs)));
-      await this.op(() => this.claimTask(gen));
+      gen = await this.op(() => (this.isChief ? startGeneration(this.etcd, this.keys, this.firstGen === undefined) : this.waitForGeneration(deadline, options.unreachableTimeoutMs)));
+      await this.op(() => claimTask(this.context, gen, this.isChief));
     } catch (e) {
       void thread.then((w) => w.stop(), () => undefined);
       throw e;
@@ -193,15 +203,15 @@ export class EtcdCoordinationClient implements CoordinationClient {
     }
     this.heartbeat = worker;
     try {
-      await this.heartbeat.attach(this.genKey(gen, `alive/${enc(this.task)}`));
-      const { revision } = await this.op(() => this.whileChiefAlive(gen, options.unreachableTimeoutMs, this.waitForAll(gen, "alive", deadline)));
+      await this.heartbeat.attach(this.keys.inGeneration(gen, `alive/${enc(this.task)}`));
+      const { revision } = await this.op(() => this.whileChiefAlive(gen, options.unreachableTimeoutMs, waitForAll(this.context, gen, "alive", deadline)));
       // Seeing every liveness key is not enough: the keys of a previous launch's tasks that died
       // less than a lease ago are still there. Only tasks that are alive now confirm that they
       // saw every other one, so a task that joined a dead launch waits here, until the new
       // chief's generation aborts the wait (it then registers there) or the registration times out.
-      const confirmed = await this.op(() => this.etcd.put(this.genKey(gen, `ready/${enc(this.task)}`)).value(this.incarnation).exec());
-      const { lateError } = await this.op(() => this.waitForAll(gen, "ready", deadline, confirmed.header.revision));
-      await this.op(() => this.watchGeneration(gen, revision));
+      const confirmed = await this.op(() => this.etcd.put(this.keys.inGeneration(gen, `ready/${enc(this.task)}`)).value(this.incarnation).exec());
+      const { lateError } = await this.op(() => waitForAll(this.context, gen, "ready", deadline, confirmed.header.revision));
+      await this.op(() => watchGeneration(this.context, gen, revision, this.latchFor(this.epoch), (...ws) => this.watchers.push(...ws)));
       // The watch would deliver it too, but maybe after this task's first call.
       if (lateError !== undefined) this.failure.set(lateError);
     } catch (e) {
@@ -220,7 +230,7 @@ export class EtcdCoordinationClient implements CoordinationClient {
   async insert(key: string, value: string): Promise<void> {
     checkKey(key);
     return this.call(async (gen) => {
-      if (!(await this.insertIfAbsent(this.genKey(gen, `kv/${key}`), value))) {
+      if (!(await insertIfAbsent(this.etcd, this.keys.inGeneration(gen, `kv/${key}`), value))) {
         throw new AlreadyExistsError(`coordination key ${JSON.stringify(key)} already exists`);
       }
     });
@@ -230,8 +240,8 @@ export class EtcdCoordinationClient implements CoordinationClient {
     checkKey(key);
     const timeoutMs = options.timeoutMs ?? this.timeouts.getTimeoutMs;
     return this.call(async (gen) => {
-      const full = this.genKey(gen, `kv/${key}`);
-      const found = await this.waitUntil(full, false, timeoutMs, (kvs) => kvs.find((kv) => kv.key.toString() === full), () =>
+      const full = this.keys.inGeneration(gen, `kv/${key}`);
+      const found = await waitUntil(this.context, full, false, timeoutMs, (kvs) => kvs.find((kv) => kv.key.toString() === full), () =>
         new DeadlineExceededError(`get of coordination key ${JSON.stringify(key)} timed out after ${timeoutMs} ms`),
       );
       return found.value.toString();
@@ -240,13 +250,13 @@ export class EtcdCoordinationClient implements CoordinationClient {
 
   async tryGet(key: string): Promise<string | undefined> {
     checkKey(key);
-    return this.call(async (gen) => (await this.etcd.get(this.genKey(gen, `kv/${key}`)).string()) ?? undefined);
+    return this.call(async (gen) => (await this.etcd.get(this.keys.inGeneration(gen, `kv/${key}`)).string()) ?? undefined);
   }
 
   async delete(key: string): Promise<void> {
     checkKey(key);
     return this.call(async (gen) => {
-      const full = this.genKey(gen, `kv/${key}`);
+      const full = this.keys.inGeneration(gen, `kv/${key}`);
       await Promise.all([this.etcd.delete().key(full), this.etcd.delete().prefix(`${full}/`)]);
     });
   }
@@ -254,7 +264,7 @@ export class EtcdCoordinationClient implements CoordinationClient {
   async listDir(dir: string): Promise<KeyValue[]> {
     checkKey(dir, "directory");
     return this.call(async (gen) => {
-      const base = this.genKey(gen, "kv/");
+      const base = this.keys.inGeneration(gen, "kv/");
       const prefix = `${base}${dir.endsWith("/") ? dir : `${dir}/`}`;
       const all = await this.etcd.getAll().prefix(prefix).strings();
       return Object.entries(all)
@@ -266,7 +276,7 @@ export class EtcdCoordinationClient implements CoordinationClient {
   barrier(id: string, options: BarrierOptions = {}): Promise<void> {
     const tasks = [...(options.tasks ?? this.tasks)].sort();
     const timeoutMs = options.timeoutMs ?? this.timeouts.barrierTimeoutMs;
-    return this.call((gen) => this.arrive(gen, id, tasks, timeoutMs));
+    return this.call((gen) => arrive(this.context, gen, id, tasks, timeoutMs));
   }
 
   /**
@@ -277,7 +287,7 @@ export class EtcdCoordinationClient implements CoordinationClient {
     if (options.final === true) return this.reportFinal(error);
     return this.call(async (gen) => {
       const reported = this.reported(error);
-      await this.insertIfAbsent(this.genKey(gen, "error"), JSON.stringify(reported));
+      await insertIfAbsent(this.etcd, this.keys.inGeneration(gen, "error"), JSON.stringify(reported));
       // Not raced: the error this call publishes may come back on the watch before its reply.
     }, false);
   }
@@ -285,9 +295,9 @@ export class EtcdCoordinationClient implements CoordinationClient {
   async shutdown(): Promise<void> {
     const gen = this.gen;
     try {
-      await this.call((g) => this.arrive(g, SHUTDOWN_BARRIER, [...this.tasks].sort(), this.timeouts.shutdownTimeoutMs));
+      await this.call((g) => arrive(this.context, g, SHUTDOWN_BARRIER, [...this.tasks].sort(), this.timeouts.shutdownTimeoutMs));
     } finally {
-      if (gen !== undefined) await this.etcd.put(this.genKey(gen, `left/${enc(this.task)}`)).value(this.incarnation).catch(() => {});
+      if (gen !== undefined) await this.etcd.put(this.keys.inGeneration(gen, `left/${enc(this.task)}`)).value(this.incarnation).catch(() => {});
       await this.stopLiveness({ revoke: true });
       await this.finalWatcher?.cancel().catch(() => {});
       this.abortWaits();
@@ -309,10 +319,6 @@ export class EtcdCoordinationClient implements CoordinationClient {
   // -------------------------------------------------------------------------------------------
   // utils
   // -------------------------------------------------------------------------------------------
-
-  private genKey(gen: number, rest: string): string {
-    return `${this.root}g/${gen}/${rest}`;
-  }
 
   /**
    * Runs an etcd operation; a failure of etcd itself becomes `UnavailableError` naming etcd. An
@@ -366,10 +372,10 @@ export class EtcdCoordinationClient implements CoordinationClient {
   private async preferClusterError(gen: number, e: unknown): Promise<never> {
     if (!(e instanceof UnavailableError) || !e.message.startsWith("etcd (")) throw e;
     const stored = await this.etcd
-      .get(this.genKey(gen, "error"))
+      .get(this.keys.inGeneration(gen, "error"))
       .exec()
       .then((r) => r.kvs[0], () => undefined);
-    throw stored === undefined ? e : this.storedError(stored);
+    throw stored === undefined ? e : storedError(stored);
   }
 
   /** `error` as the status this task reports, naming it. */
@@ -378,37 +384,17 @@ export class EtcdCoordinationClient implements CoordinationClient {
     return { code: status.code, message: `${status.message} (reported by task ${this.task})` };
   }
 
-  private async insertIfAbsent(key: string, value: string): Promise<boolean> {
-    const r = await this.etcd.if(key, "Create", "==", 0).then(this.etcd.put(key).value(value)).commit();
-    return r.succeeded;
-  }
-
-  private async startGeneration(): Promise<number> {
-    const key = `${this.root}generation`;
-    for (;;) {
-      const r = await this.etcd.get(key).exec();
-      const kv = r.kvs[0];
-      const next = kv === undefined ? 1 : parseGeneration(kv) + 1;
-      const txn = kv === undefined ? this.etcd.if(key, "Create", "==", 0) : this.etcd.if(key, "Mod", "==", kv.mod_revision);
-      // A chief's first generation in its process is a new launch: an old launch's final report goes.
-      const cleanup = this.firstGen === undefined ? [this.etcd.delete().key(`${this.root}${FINAL}`)] : [];
-      const done = await txn
-        .then(this.etcd.put(key).value(String(next)), this.etcd.delete().prefix(`${this.root}g/`), ...cleanup)
-        .commit();
-      if (done.succeeded) return next;
-    }
-  }
-
   /**
    * The chief's generation: the current one, or, for a task that registered before, the first
    * one newer than its last (the chief opens it). Meanwhile, with `unreachableTimeoutMs`, the
    * chief's liveness in the last generation is watched (see {@link watchChief}).
    */
   private async waitForGeneration(deadline: number, unreachableTimeoutMs: number | undefined): Promise<number> {
-    const key = `${this.root}generation`;
+    const key = this.keys.generation;
     const after = this.lastGen ?? 0;
     const timeoutMs = deadline - this.clock.now();
-    const found = this.waitUntil(
+    const found = waitUntil(
+      this.context,
       key,
       false,
       timeoutMs,
@@ -432,74 +418,12 @@ export class EtcdCoordinationClient implements CoordinationClient {
    */
   private async whileChiefAlive<T>(gen: number | undefined, unreachableTimeoutMs: number | undefined, work: Promise<T>): Promise<T> {
     if (this.isChief || gen === undefined || this.lastGen === undefined || unreachableTimeoutMs === undefined) return work;
-    const chiefGone = this.watchChief(gen, unreachableTimeoutMs);
+    const chiefGone = watchChief(this.context, gen, unreachableTimeoutMs);
     try {
       return await chiefGone.race(work);
     } finally {
       chiefGone.stop();
     }
-  }
-
-  /**
-   * Watches the chief's liveness key in generation `gen` (the chief records its name there as
-   * `g/<gen>/chief` when it claims its task): the returned latch is set to `UnavailableError`
-   * naming the chief, while `gen` is still the current generation (a chief that opened a newer
-   * one is alive), once its key was deleted (its lease expired), or once the key has not been
-   * there for `timeoutMs` since the watch started (it never attached one). `stop()` ends the
-   * watch.
-   */
-  private watchChief(gen: number, timeoutMs: number): ErrorLatch & { stop(): void } {
-    const latch = new ErrorLatch();
-    const stop = new AbortController();
-    const base = this.genKey(gen, "");
-    const generationKey = `${this.root}generation`;
-    let timer: { cancel(): void } | undefined;
-    let seen = false;
-    let chief = "the chief";
-    const onTimeout = (): void => {
-      // A newer generation deleted this one's keys: the chief opened it, it is alive.
-      void this.etcd
-        .get(generationKey)
-        .string()
-        .then((current) => {
-          if (stop.signal.aborted || Number(current) !== gen) return;
-          latch.set(
-            new UnavailableError(
-              seen
-                ? `task ${chief} declared failed: its liveness lease in generation ${gen} expired, no heartbeat within the heartbeat timeout; the replica group cannot re-form without its chief`
-                : `task ${chief} declared failed: no liveness key of it in etcd for ${timeoutMs} ms in generation ${gen}; the replica group cannot re-form without its chief`,
-            ),
-          );
-        }, () => undefined);
-    };
-    this.waitUntil(
-      base,
-      true,
-      this.timeouts.registrationTimeoutMs + timeoutMs,
-      (kvs) => {
-        const name = kvs.find((kv) => kv.key.toString() === `${base}chief`)?.value.toString();
-        if (name !== undefined) chief = name;
-        const alive = name !== undefined && kvs.some((kv) => kv.key.toString() === `${base}alive/${enc(name)}`);
-        if (alive) {
-          seen = true;
-          timer?.cancel();
-          timer = undefined;
-        } else if (seen) {
-          onTimeout();
-        } else {
-          timer ??= this.clock.setTimer(timeoutMs, onTimeout);
-        }
-        return undefined;
-      },
-      () => new DeadlineExceededError(`watch of the chief's liveness in generation ${gen} ended`),
-      stop.signal,
-    ).catch(() => undefined);
-    return Object.assign(latch, {
-      stop: () => {
-        timer?.cancel();
-        stop.abort(new AbortedError("chief watch stopped"));
-      },
-    });
   }
 
   /** Sends `error` as this task's final report, from its current or last registration. */
@@ -510,15 +434,15 @@ export class EtcdCoordinationClient implements CoordinationClient {
     }
     const reported = this.reported(error);
     await this.op(async () => {
-      await this.insertIfAbsent(`${this.root}${FINAL}`, JSON.stringify({ ...reported, generation: gen }));
+      await insertIfAbsent(this.etcd, this.keys.final, JSON.stringify({ ...reported, generation: gen }));
       // The tasks still in that generation hear it from their watch of it at once.
-      await this.insertIfAbsent(this.genKey(gen, "error"), JSON.stringify(reported));
+      await insertIfAbsent(this.etcd, this.keys.inGeneration(gen, "error"), JSON.stringify(reported));
     });
   }
 
   /** Watches the cluster's final report (from this client's first registration on; never stopped before close). */
   private async watchFinal(): Promise<void> {
-    const key = `${this.root}${FINAL}`;
+    const key = this.keys.final;
     const heed = (kv: IKeyValue): void => {
       const text = kv.value.toString();
       let generation: unknown;
@@ -529,7 +453,7 @@ export class EtcdCoordinationClient implements CoordinationClient {
       }
       // A report from before this process's first registration belongs to an older launch.
       if (typeof generation !== "number" || this.firstGen === undefined || generation < this.firstGen) return;
-      this.finalReport.set(this.storedError(kv));
+      this.finalReport.set(storedError(kv));
     };
     const r = await this.etcd.get(key).exec();
     const w = await this.etcd.watch().key(key).startRevision(String(BigInt(r.header.revision) + 1n)).create();
@@ -540,159 +464,6 @@ export class EtcdCoordinationClient implements CoordinationClient {
     if (kv !== undefined) heed(kv);
   }
 
-  /** Claims this task's name for this incarnation in `gen`; a different incarnation there is a restart. */
-  private async claimTask(gen: number): Promise<void> {
-    const key = this.genKey(gen, `tasks/${enc(this.task)}`);
-    const claim = [this.etcd.put(key).value(this.incarnation), ...(this.isChief ? [this.etcd.put(this.genKey(gen, "chief")).value(this.task)] : [])];
-    const r = await this.etcd
-      .if(key, "Create", "==", 0)
-      .then(...claim)
-      .else(this.etcd.get(key))
-      .commit();
-    if (r.succeeded) return;
-    const known = r.responses[0]?.response_range?.kvs[0]?.value.toString();
-    if (known === undefined || known === this.incarnation) return;
-    const gone: Status = {
-      code: ErrorCode.UNAVAILABLE,
-      message: `task ${this.task} restarted (incarnation ${known} is gone, ${this.incarnation} registered); the cluster must restart`,
-    };
-    await this.insertIfAbsent(this.genKey(gen, "error"), JSON.stringify(gone));
-    throw new AbortedError(
-      `task ${this.task} restarted (new incarnation ${this.incarnation}) in generation ${gen}, where incarnation ${known} was registered; it cannot rejoin silently`,
-    );
-  }
-
-  /**
-   * Waits until every task has a key under `g/<gen>/<dir>/`: `alive` (its liveness key) or
-   * `ready` (it saw every liveness key; `confirmedAt` is the revision of this task's own ready
-   * key). Returns the revision it saw them at, and the generation's error if it was recorded
-   * after `confirmedAt`.
-   */
-  private async waitForAll(
-    gen: number,
-    dir: "alive" | "ready",
-    deadline: number,
-    confirmedAt = "0",
-  ): Promise<{ revision: string; lateError: OpError | undefined }> {
-    const prefix = this.genKey(gen, `${dir}/`);
-    // The ready wait also reads the generation's error: a generation that failed before this task
-    // confirmed never completes (a task that joins one waits for the next, as it does for a dead
-    // launch's). An error recorded after it confirmed is this launch's: a peer that saw every
-    // ready key first already reported it. Registration completes, and the error is raised by
-    // this task's first call.
-    const watched = dir === "alive" ? prefix : this.genKey(gen, "");
-    const errorKey = this.genKey(gen, "error");
-    const timeoutMs = deadline - this.clock.now();
-    let revision = "0";
-    let failed: OpError | undefined;
-    let lateError: OpError | undefined;
-    const missing = (kvs: IKeyValue[]): string[] => {
-      const stored = kvs.find((kv) => kv.key.toString() === errorKey);
-      const error = stored === undefined ? undefined : this.storedError(stored);
-      const late = stored !== undefined && BigInt(stored.mod_revision) > BigInt(confirmedAt);
-      failed = late ? undefined : error;
-      lateError = late ? error : undefined;
-      const present = new Set(
-        kvs.filter((kv) => kv.key.toString().startsWith(prefix)).map((kv) => dec(kv.key.toString().slice(prefix.length))),
-      );
-      return this.tasks.filter((t) => !present.has(t));
-    };
-    let last: string[] = [...this.tasks];
-    // A task of a new launch may have joined the previous launch's generation (its chief not
-    // started yet): when the new chief starts its generation (deleting this one's keys), stop
-    // waiting with AbortedError, so that the task registers again in the new generation.
-    const stop = new AbortController();
-    const generationKey = `${this.root}generation`;
-    // Its own deadline comes after the registration's, which names the missing tasks.
-    const superseded = this.waitUntil(
-      generationKey,
-      false,
-      timeoutMs + this.timeouts.heartbeatTimeoutMs,
-      (kvs) => {
-        const kv = kvs.find((k) => k.key.toString() === generationKey);
-        return kv === undefined || kv.value.toString() !== String(gen) ? true : undefined;
-      },
-      () => new DeadlineExceededError(`registration timed out after ${this.timeouts.registrationTimeoutMs} ms`),
-      stop.signal,
-    ).then(() => {
-      throw this.superseded(gen);
-    });
-    const all = this.waitUntil(
-      watched,
-      true,
-      timeoutMs,
-      (kvs, rev) => {
-        last = missing(kvs);
-        revision = rev;
-        return last.length === 0 && failed === undefined ? true : undefined;
-      },
-      () =>
-        new DeadlineExceededError(
-          dir === "alive"
-            ? `registration timed out after ${this.timeouts.registrationTimeoutMs} ms: ${this.tasks.length - last.length}/${this.tasks.length} tasks registered; missing: ${last.join(", ")}`
-            : failed !== undefined
-              ? `registration timed out after ${this.timeouts.registrationTimeoutMs} ms: generation ${gen} had failed (${failed.message}) and no chief started a new one`
-              : `registration timed out after ${this.timeouts.registrationTimeoutMs} ms in generation ${gen}: every task's liveness key was there, but ${last.join(", ")} never confirmed the registration (tasks of an earlier launch that died less than a heartbeat timeout ago, whose chief has not started a new generation)`,
-        ),
-      stop.signal,
-    );
-    // The loser is cancelled by the abort: its rejection is nobody's failure.
-    superseded.catch(() => undefined);
-    all.catch(() => undefined);
-    try {
-      await Promise.race([all, superseded]);
-    } finally {
-      stop.abort(new AbortedError("registration wait cancelled"));
-    }
-    return { revision, lateError };
-  }
-
-  /**
-   * Watches the generation from `revision`: a peer's liveness key deleted without a `left/`
-   * mark is a failure (published as the cluster's error), the cluster's error is latched, and
-   * a newer generation (the chief restarted) aborts this one.
-   */
-  private async watchGeneration(gen: number, revision: string): Promise<void> {
-    const base = this.genKey(gen, "");
-    const next = String(BigInt(revision) + 1n);
-    const latch = this.latchFor(this.epoch);
-    const w = await this.etcd.watch().prefix(base).startRevision(next).create();
-    const g = await this.etcd.watch().key(`${this.root}generation`).startRevision(next).create();
-    this.watchers.push(w, g);
-    w.on("error", () => {});
-    g.on("error", () => {});
-    w.on("put", (kv) => {
-      if (kv.key.toString() === `${base}error`) latch(this.storedError(kv));
-    });
-    w.on("delete", (kv) => {
-      const key = kv.key.toString();
-      if (key.startsWith(`${base}alive/`)) void this.onAliveDeleted(gen, dec(key.slice(`${base}alive/`.length)), latch);
-      else if (key.startsWith(`${base}tasks/`)) latch(this.superseded(gen));
-    });
-    g.on("put", (kv) => {
-      if (Number(kv.value.toString()) !== gen) latch(this.superseded(gen));
-    });
-    // Keys deleted before the watch started (a peer that died while this task registered).
-    const alive = await this.etcd.getAll().prefix(`${base}alive/`).keys();
-    const aliveTasks = new Set(alive.map((k) => dec(k.slice(`${base}alive/`.length))));
-    for (const t of this.tasks) if (!aliveTasks.has(t)) void this.onAliveDeleted(gen, t, latch);
-  }
-
-  /** The cluster's error as recorded in etcd (a malformed record is itself the error). */
-  private storedError(kv: IKeyValue): OpError {
-    try {
-      return fromStatus(decodeStatusJson(kv.value.toString(), `etcd key ${kv.key.toString()}`));
-    } catch (e) {
-      return e as OpError;
-    }
-  }
-
-  private superseded(gen: number): AbortedError {
-    return new AbortedError(
-      `generation ${gen} ended: the chief restarted and started a new generation; task ${this.task} must connect again`,
-    );
-  }
-
   /** Latches errors while the registration of `epoch` lasts. */
   private latchFor(epoch: number): (e: OpError) => void {
     return (e) => {
@@ -700,152 +471,9 @@ export class EtcdCoordinationClient implements CoordinationClient {
     };
   }
 
-  private async onAliveDeleted(gen: number, task: string, latch: (e: OpError) => void): Promise<void> {
-    try {
-      // A new generation deletes the old one's keys: that is not a failure of the task.
-      const current = await this.etcd.get(`${this.root}generation`).string();
-      if (Number(current) !== gen) return latch(this.superseded(gen));
-      const left = await this.etcd.get(this.genKey(gen, `left/${enc(task)}`)).string();
-      if (left !== null) return;
-      const failed: Status = {
-        code: ErrorCode.UNAVAILABLE,
-        message: `task ${task} declared failed: its liveness lease expired, no heartbeat within the heartbeat timeout (${this.timeouts.heartbeatTimeoutMs} ms); failed, preempted or crashed`,
-      };
-      await this.insertIfAbsent(this.genKey(gen, "error"), JSON.stringify(failed));
-      // The watch delivers the error; latch it here too in case it already fired.
-      const stored = (await this.etcd.get(this.genKey(gen, "error")).exec()).kvs[0];
-      if (stored !== undefined) latch(this.storedError(stored));
-    } catch (e) {
-      latch(new UnavailableError(`etcd (${this.hosts.join(", ")}) failed: ${e instanceof Error ? e.message : String(e)}`));
-    }
-  }
-
-  /**
-   * Reads `key` (or the prefix) and re-reads on every change until `test` gives a value, or
-   * fails with `onTimeout()` after `timeoutMs`, or with the signal's reason when it aborts.
-   */
   /** Ends every pending wait: a closed client leaves no etcd watch (and its socket) behind. */
   private abortWaits(): void {
     if (!this.closing.signal.aborted) this.closing.abort(new CancelledError(`the coordination client of task ${this.task} closed`));
-  }
-
-  private waitUntil<T>(
-    key: string,
-    isPrefix: boolean,
-    timeoutMs: number,
-    test: (kvs: IKeyValue[], revision: string) => T | undefined,
-    onTimeout: () => OpError,
-    given?: AbortSignal,
-  ): Promise<T> {
-    const signal = given === undefined ? this.closing.signal : AbortSignal.any([given, this.closing.signal]);
-    return new Promise<T>((resolve, reject) => {
-      if (signal.aborted) {
-        reject(signal.reason);
-        return;
-      }
-      let watcher: Watcher | undefined;
-      let done = false;
-      const onAbort = (): void => finish(() => reject(signal?.reason));
-      const finish = (f: () => void): void => {
-        if (done) return;
-        done = true;
-        timer.cancel();
-        signal?.removeEventListener("abort", onAbort);
-        void watcher?.cancel().catch(() => {});
-        f();
-      };
-      const timer = this.clock.setTimer(Math.max(0, timeoutMs), () => finish(() => reject(onTimeout())));
-      signal?.addEventListener("abort", onAbort, { once: true });
-      const read = async (): Promise<string> => {
-        const r = isPrefix ? await this.etcd.getAll().prefix(key).exec() : await this.etcd.get(key).exec();
-        const v = test(r.kvs, r.header.revision);
-        if (v !== undefined) finish(() => resolve(v));
-        return r.header.revision;
-      };
-      const onChange = (): void => {
-        read().catch((e: unknown) => finish(() => reject(e)));
-      };
-      read()
-        .then(async (revision) => {
-          if (done) return;
-          const b = this.etcd.watch();
-          const w = await (isPrefix ? b.prefix(key) : b.key(key)).startRevision(String(BigInt(revision) + 1n)).create();
-          if (done) {
-            void w.cancel().catch(() => {});
-            return;
-          }
-          watcher = w;
-          w.on("error", () => {});
-          w.on("put", onChange);
-          w.on("delete", onChange);
-          onChange();
-        })
-        .catch((e: unknown) => finish(() => reject(e)));
-    });
-  }
-
-  private async arrive(gen: number, id: string, tasks: readonly string[], timeoutMs: number): Promise<void> {
-    if (!tasks.includes(this.task)) {
-      throw new InvalidArgumentError(`barrier ${JSON.stringify(id)}: task ${this.task} is not one of its tasks (${tasks.join(", ")})`);
-    }
-    const base = this.genKey(gen, `barrier/${enc(id)}/`);
-    const tasksJson = JSON.stringify(tasks);
-    const claimed = await this.etcd
-      .if(`${base}tasks`, "Create", "==", 0)
-      .then(this.etcd.put(`${base}tasks`).value(tasksJson), this.etcd.put(`${base}first`).value(this.task))
-      .else(this.etcd.get(`${base}tasks`))
-      .commit();
-    const known = claimed.succeeded ? tasksJson : claimed.responses[0]?.response_range?.kvs[0]?.value.toString();
-    if (known !== tasksJson) {
-      await this.insertIfAbsent(
-        `${base}outcome`,
-        JSON.stringify({
-          code: ErrorCode.INVALID_ARGUMENT,
-          message: `barrier ${JSON.stringify(id)}: task ${this.task} names tasks [${tasks.join(", ")}] but another task named ${known ?? "none"}`,
-        } satisfies Status),
-      );
-    } else {
-      await this.etcd.put(`${base}arrived/${enc(this.task)}`).value(this.incarnation);
-    }
-    const outcomeKey = `${base}outcome`;
-    // The deadline runs from this task's arrival; at it, a `tick/` write wakes the waiter below,
-    // which records the timeout (the first arrival's deadline comes first).
-    let timedOut = false;
-    const timer = this.clock.setTimer(timeoutMs, () => {
-      timedOut = true;
-      void this.etcd.put(`${base}tick/${enc(this.task)}`).value("1").catch(() => {});
-    });
-    const outcome = await this.waitUntil<Outcome>(
-      base,
-      true,
-      timeoutMs + this.timeouts.heartbeatTimeoutMs,
-      (kvs) => {
-        const stored = kvs.find((kv) => kv.key.toString() === outcomeKey);
-        if (stored !== undefined) {
-          const text = stored.value.toString();
-          return text === OK ? { ok: true } : decodeStatusJson(text, `etcd key ${outcomeKey}`);
-        }
-        const arrived = new Set(
-          kvs.filter((kv) => kv.key.toString().startsWith(`${base}arrived/`)).map((kv) => dec(kv.key.toString().slice(`${base}arrived/`.length))),
-        );
-        const stragglers = tasks.filter((t) => !arrived.has(t));
-        if (stragglers.length === 0) void this.insertIfAbsent(outcomeKey, OK);
-        else if (timedOut) {
-          const first = kvs.find((kv) => kv.key.toString() === `${base}first`)?.value.toString() ?? "?";
-          void this.insertIfAbsent(
-            outcomeKey,
-            JSON.stringify({
-              code: ErrorCode.DEADLINE_EXCEEDED,
-              message: `barrier ${JSON.stringify(id)} timed out after ${timeoutMs} ms: ${arrived.size}/${tasks.length} tasks arrived (first: ${first}); stragglers: ${stragglers.join(", ")}`,
-            } satisfies Status),
-          );
-        }
-        return undefined;
-      },
-      () => new DeadlineExceededError(`barrier ${JSON.stringify(id)}: no outcome recorded in etcd within ${timeoutMs} ms`),
-    ).finally(() => timer.cancel());
-    if ("ok" in outcome) return;
-    throw fromStatus(outcome);
   }
 
   private async stopLiveness(options: { revoke?: boolean } = {}): Promise<void> {
@@ -859,23 +487,3 @@ export class EtcdCoordinationClient implements CoordinationClient {
     await hb?.stop(options);
   }
 }
-
-// ---------------------------------------------------------------------------------------------
-// utils
-// ---------------------------------------------------------------------------------------------
-
-/** The generation counter's value; anything but a positive integer is `DataLossError`. */
-const parseGeneration = (kv: IKeyValue): number => {
-  const text = kv.value.toString();
-  const n = Number(text);
-  if (!Number.isSafeInteger(n) || n < 1) {
-    throw new DataLossError(
-      `etcd key ${kv.key.toString()}: expected a positive integer generation, got ${JSON.stringify(text.slice(0, 80))}; delete the key to start from 1`,
-    );
-  }
-  return n;
-};
-
-/** A task name or barrier id as one key segment (task names hold "/"). */
-const enc = (s: string): string => encodeURIComponent(s);
-const dec = (s: string): string => decodeURIComponent(s);

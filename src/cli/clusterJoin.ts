@@ -1,0 +1,96 @@
+/**
+ * The races of `run` (src/cli/run.ts) with the cluster: joining it (the task's server and its
+ * registration) while a termination notice may come first, and creating the session while the
+ * cluster may fail or, on a worker, a notice may come first.
+ *
+ * @module
+ */
+
+import type { Clock } from "../Clock.js";
+import type { Logger } from "../Logger.js";
+import type { MonitoredSession } from "../MonitoredSession.js";
+import type { TerminationNotices } from "../preemption/TerminationNotices.js";
+import { ClusterStartError, startClusterTask, type ClusterRuntime, type ClusterTask, type ReplicaGroup } from "../runtime/index.js";
+import { ExitCodes } from "./exitCodes.js";
+import { failureMessage } from "./faults.js";
+import { PreemptedExit } from "./runPreemption.js";
+
+// ---------------------------------------------------------------------------------------------
+// operations
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Starts the task's server and registers it with the cluster: the runtime, or the exit code when
+ * it cannot (2 for what the user fixes, with one line; 42 for a termination notice that came
+ * while it waited for the other tasks; 1 for anything else).
+ */
+export const startCluster = async (
+  task: ClusterTask,
+  io: { readonly env: NodeJS.ProcessEnv; readonly err: NodeJS.WritableStream },
+  logger: Logger,
+  clock: Clock,
+  notices: TerminationNotices,
+  group: ReplicaGroup | undefined,
+  maxWaitSecs: number | undefined,
+): Promise<ClusterRuntime | number> => {
+  const starting = startClusterTask(task, { env: io.env, logger, clock, group, maxWaitSecs });
+  let onNotice: (() => void) | undefined;
+  const noticed = new Promise<"notice">((ok) => {
+    onNotice = () => ok("notice");
+  });
+  const subscription = notices.notices$.subscribe(() => onNotice?.());
+  try {
+    const first = await Promise.race([starting, noticed]);
+    if (first !== "notice") return first;
+    // The start goes on in the background; the process exits before it matters.
+    void starting.then((c) => c.finish(false), () => undefined);
+    logger.info(`Termination notice (${notices.first === undefined ? "notice" : notices.describe(notices.first)}) while ${task.name} joined the cluster: exiting without saving (run the same command again to resume).`);
+    return ExitCodes.preempted;
+  } catch (e) {
+    if (e instanceof ClusterStartError) {
+      io.err.write(`${e.message}\n`);
+      return ExitCodes.usage;
+    }
+    io.err.write(failureMessage(e, false, `${task.name} could not join the cluster`));
+    return ExitCodes.failure;
+  } finally {
+    subscription.unsubscribe();
+  }
+};
+
+/**
+ * The session being created, unless the cluster fails first (its error) or, on a worker, a
+ * termination notice comes first (a {@link PreemptedExit} without a save: a worker waiting for the
+ * chief has nothing to save).
+ */
+export const raceCreation = async (
+  creating: Promise<MonitoredSession>,
+  clusterFailed: Promise<never> | undefined,
+  notices: TerminationNotices,
+  isChief: boolean,
+  exitCode: number,
+): Promise<MonitoredSession> => {
+  const stops: Promise<never>[] = clusterFailed === undefined ? [] : [clusterFailed];
+  let subscription: { unsubscribe(): void } | undefined;
+  if (!isChief) {
+    stops.push(
+      new Promise<never>((_, fail) => {
+        const stop = (): void => fail(new PreemptedExit(exitCode, false));
+        if (notices.first !== undefined) stop();
+        subscription = notices.notices$.subscribe(stop);
+      }),
+    );
+  }
+  try {
+    return await Promise.race([creating, ...stops]);
+  } finally {
+    subscription?.unsubscribe();
+  }
+};
+
+/** Resolves once `p` settles, or after `ms`, whichever comes first (never rejects). */
+export const settledWithin = async (p: Promise<unknown>, ms: number, clock: Clock): Promise<void> => {
+  let timer: { cancel(): void } | undefined;
+  await Promise.race([p.then(() => undefined, () => undefined), new Promise<void>((ok) => (timer = clock.setTimer(ms, ok)))]);
+  timer?.cancel();
+};

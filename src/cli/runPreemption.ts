@@ -1,0 +1,118 @@
+/**
+ * How `run` (src/cli/run.ts) leaves on a termination notice: {@link PreemptedExit}, which unwinds
+ * the training loop to the preemption exit code, and the chief's `PreemptionCheckpointHandler`,
+ * whose save writes `<basename>-<global step>` through the checkpoint directory's manager; with
+ * the global step readers they share.
+ *
+ * @module
+ */
+
+import type { CheckpointManager } from "../checkpoint/index.js";
+import type { Clock } from "../Clock.js";
+import type { toMonitoredTrainingSessionOptions } from "../config/index.js";
+import type { MonitoredSession } from "../MonitoredSession.js";
+import { PreemptionCheckpointHandler } from "../preemption/PreemptionCheckpointHandler.js";
+import { LocalPreemptionCoordinator } from "../preemption/PreemptionCoordinator.js";
+import { PREEMPTION_EXIT_CODE, TerminationConfig } from "../preemption/TerminationConfig.js";
+import type { VariableStore } from "../Session.js";
+import { isPromiseLike } from "../internal/promise.js";
+import type { createProgress } from "./progress.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** Thrown by the preemption handler's exit function: unwinds the loop, then the command exits. */
+export class PreemptedExit extends Error {
+  override readonly name = "PreemptedExit";
+  constructor(
+    readonly exitCode: number,
+    /** Whether a preemption checkpoint was saved first. */
+    readonly saved = true,
+  ) {
+    super(`preempted: exiting with ${exitCode}`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// operations
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A `PreemptionCheckpointHandler` for the chief when preemption is enabled (by default when
+ * there is a checkpoint directory). Its save writes `<basename>-<global step>` through the
+ * directory's manager, the one the checkpoint hook saves with; its exit unwinds the loop with
+ * {@link PreemptedExit}.
+ */
+export const createPreemptionHandler = async (
+  sess: MonitoredSession,
+  config: Parameters<typeof toMonitoredTrainingSessionOptions>[0],
+  manager: CheckpointManager,
+  logger: ReturnType<typeof createProgress>["logger"],
+  clock: Clock,
+): Promise<PreemptionCheckpointHandler | undefined> => {
+  const p = config.preemption;
+  const enabled = p?.enabled ?? config.checkpoint !== undefined;
+  if (!enabled) return undefined;
+  const exitCode = exitCodeOf(config);
+  const store = (): VariableStore => {
+    const v = sess.rawSession?.variables;
+    if (v === undefined) throw new Error("the session has no variables to checkpoint");
+    return v;
+  };
+  return PreemptionCheckpointHandler.create({
+    checkpointManager: manager,
+    store,
+    // The chief session creator restored the session already.
+    restoreOnCreate: false,
+    // The command's TerminationNotices watch signals, the file and the parent, and tell the handler.
+    signals: [],
+    clock,
+    logger,
+    globalStep: () => globalStepNow(sess),
+    // The monitored session inside `run` already gives the event loop its turns.
+    yieldIntervalMs: Number.POSITIVE_INFINITY,
+    // One process, no peer to agree with: save where the notice is seen, not a step later.
+    coordinator: new LocalPreemptionCoordinator({ gracePeriodSecs: p?.gracePeriodSecs ?? 0, saveAtNextBoundary: true, clock, logger }),
+    terminationConfig: new TerminationConfig({
+      gracePeriodSecs: p?.gracePeriodSecs ?? 0,
+      saveFn: async () => {
+        const step = (await readStep(sess)) ?? 0;
+        const path = await manager.save(store(), { checkpointNumber: step, step, checkInterval: false });
+        logger.info(`Preemption checkpoint for step ${step} saved: ${path ?? "(skipped)"}.`);
+      },
+      exitFn: () => {
+        throw new PreemptedExit(exitCode);
+      },
+    }),
+  });
+};
+
+/** The configured preemption exit code (default 42). */
+export const exitCodeOf = (config: Parameters<typeof toMonitoredTrainingSessionOptions>[0]): number => config.preemption?.exitCode ?? PREEMPTION_EXIT_CODE;
+
+/** The global step of the current raw session, or `undefined` if it has none. */
+export const readStep = async (sess: MonitoredSession): Promise<number | undefined> => {
+  const raw = sess.rawSession;
+  if (raw === undefined) return undefined;
+  const name = raw.globalStepName;
+  if (name === undefined) return undefined;
+  const v = await raw.run(name);
+  return typeof v === "number" || typeof v === "bigint" ? Number(v) : undefined;
+};
+
+/** The global step read synchronously (from a snapshot of the variables), for log messages. */
+const globalStepNow = (sess: MonitoredSession): number | undefined => {
+  const raw = sess.rawSession;
+  const name = raw?.globalStepName;
+  if (raw?.variables === undefined || name === undefined) return undefined;
+  const snapshot = raw.variables.snapshot("global");
+  if (isPromiseLike(snapshot)) {
+    // A remote store: the message says "at run N" instead; a failed fetch is not this message's concern.
+    snapshot.then(undefined, () => undefined);
+    return undefined;
+  }
+  const v = snapshot.get(name);
+  const x = v?.data[0];
+  return typeof x === "number" || typeof x === "bigint" ? Number(x) : undefined;
+};
