@@ -14,7 +14,9 @@
  *   sides: the page's `Date.now()` where its check first holds, polled every animation frame).
  * - `scalarsRouteMs`: `/data/plugin/scalars/scalars?run=&tag=` for one tag of 100,000 points
  *   (TensorBoard's JSON, every point), over HTTP on loopback; baseline in the same run:
- *   `/data/runs` on the same server (the HTTP round trip alone), `ratioToRunsRoute`.
+ *   `/data/runs` on the same server (the HTTP round trip alone), `ratioToRunsRoute`. The first
+ *   request builds the JSON (`firstRequestMs`); the counted ones after it are answered from the
+ *   board's memory of unchanged series, as a script polling a series is.
  *
  * Equal work is counted: every load must end with 10 × 10 series of 10,000 points drawn; every
  * scalars response must hold 100,000 points (its bytes are reported); every live sample must see
@@ -256,8 +258,11 @@ export default async (): Promise<Record<string, unknown>> => {
     const scalars: number[] = [];
     const runsRoute: number[] = [];
     let bytes = 0;
+    let firstMs = 0;
     for (let i = 0; i < ROUNDS * 3 + 2; i++) {
       const s = await routeMs(scalarsUrl);
+      // The first request makes the JSON; later ones of the unchanged series are answered from memory.
+      if (i === 0) firstMs = s.ms;
       const r = await routeMs(runsUrl);
       const n = (JSON.parse(s.body) as unknown[]).length;
       if (n !== ROUTE_POINTS) throw new Error(`the scalars route returned ${n} points, expected ${ROUTE_POINTS}`);
@@ -302,7 +307,7 @@ export default async (): Promise<Record<string, unknown>> => {
       chartLibraries,
       serverLoadMs: summarize(serverLoad),
       tensorBoardLoadMs: tensorBoard,
-      scalarsRoute: { points: ROUTE_POINTS, bytes, ...scalarsS, runsRoute: runsS, ratioToRunsRoute: round(scalarsS.median / runsS.median, 1), goalMs: 50, goalMet: scalarsS.median <= 50 },
+      scalarsRoute: { points: ROUTE_POINTS, bytes, firstRequestMs: round(firstMs, 2), ...scalarsS, runsRoute: runsS, ratioToRunsRoute: round(scalarsS.median / runsS.median, 1), goalMs: 50, goalMet: scalarsS.median <= 50 },
     };
   } finally {
     await browser.close();

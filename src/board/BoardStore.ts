@@ -100,6 +100,8 @@ export class BoardStore {
   private purges: Purge[] = [];
   private dirty = new Map<string, { run: string; tag: string }>();
   private timer: TimerHandle | undefined;
+  /** Changes when points are removed (a purge, a deleted run); between changes a series only grows. */
+  private epoch = 0;
   /** Each run's tags' display names and descriptions. */
   private readonly tagMeta = new Map<string, Map<string, { readonly displayName: string; readonly description: string }>>();
   /** When the last update went out (clock ms; −∞: none yet). */
@@ -175,6 +177,14 @@ export class BoardStore {
     return this.tagMeta.get(run)?.get(tag) ?? NO_TAG_INFO;
   }
 
+  /**
+   * A number that changes whenever scalar points are removed (a restart's purge, a deleted run).
+   * Between two changes every series only grows, so (epoch, run, tag, length) names its content.
+   */
+  get scalarEpoch(): number {
+    return this.epoch;
+  }
+
   /** The scalar tags of `run`, sorted. */
   scalarTags(run: string): string[] {
     return this.scalars.tags(run);
@@ -215,7 +225,10 @@ export class BoardStore {
     if (e.kind === "issue") {
       this.scalars.ingest(e);
       this.views.ingest(e);
-      if (e.problem === "runDeleted") this.tagMeta.delete(e.run);
+      if (e.problem === "runDeleted") {
+        this.tagMeta.delete(e.run);
+        this.epoch++;
+      }
       if (e.problem === "runDeleted" && this.firstEventSecs.delete(e.run)) this.changed();
       this.problems.next(e);
       return;
@@ -234,7 +247,10 @@ export class BoardStore {
       const before = this.scalars.series(e.run, e.tag)?.length ?? 0;
       this.scalars.ingest(e);
       const after = (this.scalars.series(e.run, e.tag) as ScalarSeries).length;
-      if (after !== before + 1) this.purges.push({ run: e.run, step: e.step, tag: e.tag });
+      if (after !== before + 1) {
+        this.purges.push({ run: e.run, step: e.step, tag: e.tag });
+        this.epoch++;
+      }
       this.dirty.set(`${e.run}\0${e.tag}`, { run: e.run, tag: e.tag });
       this.schedule();
     } else if (e.kind === "sessionLog" && e.status === "START") {
@@ -242,6 +258,7 @@ export class BoardStore {
       this.scalars.ingest(e);
       const viewed = this.views.ingest(e);
       const scalarsPurged = this.runPoints(e.run) < before;
+      if (scalarsPurged) this.epoch++;
       if (scalarsPurged || viewed.purge !== undefined) {
         this.purges.push({ run: e.run, step: e.step });
         if (scalarsPurged) for (const tag of this.scalars.tags(e.run)) this.dirty.set(`${e.run}\0${tag}`, { run: e.run, tag });

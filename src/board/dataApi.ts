@@ -33,6 +33,7 @@ import { decode, formatIssue, PositiveInt, refined, SafeInt } from "../codec.js"
 import type { BoardStore } from "./BoardStore.js";
 import { decimateM4 } from "./decimateM4.js";
 import { type Body, HttpError, invalidArgument, notFound } from "./respond.js";
+import { remembered } from "./answerCache.js";
 import { pyJson, pyRepr, scalarRowsCsv, scalarRowsJson } from "./tensorBoardFormat.js";
 import { answerViews, viewPluginsListing } from "./viewsApi.js";
 
@@ -120,9 +121,14 @@ const scalars = (store: BoardStore, query: URLSearchParams): Body => {
   const decimation = decimationOf(query);
   const series = store.series(run, tag);
   if (series === undefined) throw notFound(`No scalar data for run=${pyRepr(run)}, tag=${pyRepr(tag)}`);
-  const indices = decimation === undefined ? undefined : pick(series, decimation);
-  if (query.get("format") === "csv") return { contentType: "text/csv", body: scalarRowsCsv(series, indices) };
-  return { contentType: "application/json", body: scalarRowsJson(series, indices) };
+  const csv = query.get("format") === "csv";
+  // Scripts poll the same series: an unchanged one is answered from memory.
+  const key = ["scalars", store.scalarEpoch, run, tag, series.length, csv, decimation?.pixels, decimation?.minStep, decimation?.maxStep].join("\0");
+  const body = remembered(store, key, () => {
+    const indices = decimation === undefined ? undefined : pick(series, decimation);
+    return csv ? scalarRowsCsv(series, indices) : scalarRowsJson(series, indices);
+  });
+  return { contentType: csv ? "text/csv" : "application/json", body };
 };
 
 const scalarsMultirun = async (store: BoardStore, req: IncomingMessage, query: URLSearchParams): Promise<Body> => {

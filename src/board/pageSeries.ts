@@ -18,6 +18,8 @@ import * as t from "io-ts";
 
 import { decode, formatIssue } from "../codec.js";
 import { classicSmoothing } from "./classicSmoothing.js";
+import type { ScalarSeries } from "../summary/index.js";
+import { remembered } from "./answerCache.js";
 import type { BoardStore } from "./BoardStore.js";
 import { decimateM4 } from "./decimateM4.js";
 import { type Body, invalidArgument, notFound } from "./respond.js";
@@ -39,6 +41,13 @@ export const answerPageSeries = (store: BoardStore, query: URLSearchParams): Bod
   const { smoothing = 0, resolution: pixels, min_step: minStep, max_step: maxStep } = params.right;
   const series = store.series(run, tag);
   if (series === undefined) throw notFound(`No scalar data for run='${run}', tag='${tag}'`);
+  // Every page view asks for every chart's series again: unchanged ones are answered from memory.
+  const key = ["page", store.scalarEpoch, run, tag, series.length, smoothing, pixels, minStep, maxStep].join("\0");
+  return { contentType: "application/json", body: remembered(store, key, () => pageSeriesJson(series, smoothing, pixels, minStep, maxStep)) };
+};
+
+/** What the page draws of `series`: columns of the points M4 keeps (of the raw and the smoothed line). */
+const pageSeriesJson = (series: ScalarSeries, smoothing: number, pixels: number | undefined, minStep: number | undefined, maxStep: number | undefined): string => {
   const smoothed = smoothing === 0 ? series.values : classicSmoothing(series.values, smoothing);
   const kept = pixels === undefined ? inRange(series.steps, minStep, maxStep) : union(decimateM4(series.steps, series.values, { pixels, minStep, maxStep }), smoothing === 0 ? new Uint32Array(0) : decimateM4(series.steps, smoothed, { pixels, minStep, maxStep }));
   const column = (xs: ArrayLike<number>): string => {
@@ -49,10 +58,7 @@ export const answerPageSeries = (store: BoardStore, query: URLSearchParams): Bod
     }
     return `[${out.join(",")}]`;
   };
-  return {
-    contentType: "application/json",
-    body: `{"points":${series.steps.length},"steps":${column(series.steps)},"wallTimes":${column(series.wallTimes)},"values":${column(series.values)},"smoothed":${column(smoothed)}}`,
-  };
+  return `{"points":${series.steps.length},"steps":${column(series.steps)},"wallTimes":${column(series.wallTimes)},"values":${column(series.values)},"smoothed":${column(smoothed)}}`;
 };
 
 // ---------------------------------------------------------------------------------------------

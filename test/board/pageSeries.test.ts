@@ -91,3 +91,21 @@ describe("/board/series: what the page draws, smoothed on every point and then d
     expect((await send(`${base}?run=nope&tag=y`)).status).toBe(404);
   });
 });
+
+describe("/board/series answers from memory only while the series is unchanged", () => {
+  it("a series that grew, or lost points to a purge and grew back to the same length, is answered afresh", async () => {
+    const { answerPageSeries } = await import("../../src/board/pageSeries.js");
+    let epoch = 0;
+    let series = { length: 3, steps: new Float64Array([0, 1, 2]), wallTimes: new Float64Array([1, 2, 3]), values: new Float32Array([1, 2, 3]) };
+    const store = { series: () => series, get scalarEpoch() { return epoch; } } as unknown as Parameters<typeof answerPageSeries>[0];
+    const ask = (): { values: number[]; points: number } => JSON.parse(String(answerPageSeries(store, new URLSearchParams({ run: "r", tag: "t", resolution: "100" })).body)) as { values: number[]; points: number };
+    expect(ask().values).toEqual([1, 2, 3]);
+    expect(ask().values).toEqual([1, 2, 3]); // the same answer, from memory
+    series = { length: 4, steps: new Float64Array([0, 1, 2, 3]), wallTimes: new Float64Array([1, 2, 3, 4]), values: new Float32Array([1, 2, 3, 4]) };
+    expect(ask().values).toEqual([1, 2, 3, 4]);
+    // A restart purged step 3 and wrote it again with another value: same length, new epoch.
+    series = { length: 4, steps: new Float64Array([0, 1, 2, 3]), wallTimes: new Float64Array([1, 2, 3, 9]), values: new Float32Array([1, 2, 3, 7]) };
+    epoch++;
+    expect(ask().values).toEqual([1, 2, 3, 7]);
+  });
+});
