@@ -124,11 +124,10 @@ const scalars = (store: BoardStore, query: URLSearchParams): Body => {
   const csv = query.get("format") === "csv";
   // Scripts poll the same series: an unchanged one is answered from memory.
   const key = ["scalars", store.scalarEpoch, run, tag, series.length, csv, decimation?.pixels, decimation?.minStep, decimation?.maxStep].join("\0");
-  const body = remembered(store, key, () => {
+  return remembered(store, key, csv ? "text/csv" : "application/json", () => {
     const indices = decimation === undefined ? undefined : pick(series, decimation);
     return csv ? scalarRowsCsv(series, indices) : scalarRowsJson(series, indices);
   });
-  return { contentType: csv ? "text/csv" : "application/json", body };
 };
 
 const scalarsMultirun = async (store: BoardStore, req: IncomingMessage, query: URLSearchParams): Promise<Body> => {

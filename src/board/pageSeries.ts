@@ -43,7 +43,7 @@ export const answerPageSeries = (store: BoardStore, query: URLSearchParams): Bod
   if (series === undefined) throw notFound(`No scalar data for run='${run}', tag='${tag}'`);
   // Every page view asks for every chart's series again: unchanged ones are answered from memory.
   const key = ["page", store.scalarEpoch, run, tag, series.length, smoothing, pixels, minStep, maxStep].join("\0");
-  return { contentType: "application/json", body: remembered(store, key, () => pageSeriesJson(series, smoothing, pixels, minStep, maxStep)) };
+  return remembered(store, key, "application/json", () => pageSeriesJson(series, smoothing, pixels, minStep, maxStep));
 };
 
 /** What the page draws of `series`: columns of the points M4 keeps (of the raw and the smoothed line). */
