@@ -33,7 +33,7 @@ import { BoardStore } from "./BoardStore.js";
 import { answerData, type BoardEnvironment, routePath } from "./dataApi.js";
 import { LiveEvents } from "./liveEvents.js";
 import { pageAsset } from "./pageAssets.js";
-import { answerPageSeries } from "./pageSeries.js";
+import { answerChartSeries, answerPageSeries } from "./pageSeries.js";
 import { HttpError, respond, respondError } from "./respond.js";
 import { answerTimelines } from "./timelines.js";
 
@@ -118,7 +118,9 @@ export const startBoard = async (logdir: string, options: BoardOptions = {}): Pr
       const body =
         path === "/board/series"
           ? answerPageSeries(store, url.searchParams)
-          : ((await pageAsset(path)) ?? (await answerTimelines(store.logdir, path)) ?? (await answerData(store, env, req, path, url.searchParams)));
+          : path === "/board/chart"
+            ? answerChartSeries(store, url.searchParams)
+            : ((await pageAsset(path)) ?? (await answerTimelines(store.logdir, path)) ?? (await answerData(store, env, req, path, url.searchParams)));
       await respond(req, res, setCookie === undefined ? body : { ...body, headers: { ...body.headers, "Set-Cookie": setCookie } });
     } catch (e) {
       if (!(e instanceof HttpError)) throw e;

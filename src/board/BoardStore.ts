@@ -304,7 +304,10 @@ export class BoardStore {
    */
   private schedule(): void {
     if (this.timer !== undefined || this.updates.closed) return;
-    const waitMs = Math.max(0, this.lastFlushMs + this.throttleMs - this.clock.now());
+    // While the logdir is first read, every series changes all the time: pages that refetch on
+    // each update would make the server redo their charts five times as often for nothing.
+    const throttleMs = this.isLoaded ? this.throttleMs : Math.max(this.throttleMs, LOADING_THROTTLE_MS);
+    const waitMs = Math.max(0, this.lastFlushMs + throttleMs - this.clock.now());
     this.timer = this.clock.setTimer(waitMs, () => this.flush());
   }
 
@@ -330,3 +333,6 @@ export class BoardStore {
 }
 
 const NO_TAG_INFO = Object.freeze({ displayName: "", description: "" });
+
+/** Shortest time between two updates while the logdir is first read, ms. */
+const LOADING_THROTTLE_MS = 500;

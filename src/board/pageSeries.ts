@@ -33,21 +33,60 @@ export const answerPageSeries = (store: BoardStore, query: URLSearchParams): Bod
   const run = query.get("run");
   const tag = query.get("tag");
   if (run === null || tag === null) throw invalidArgument("Both run and tag must be specified");
+  const params = paramsOf(query);
+  const series = store.series(run, tag);
+  if (series === undefined) throw notFound(`No scalar data for run='${run}', tag='${tag}'`);
+  // Every page view asks for every chart's series again: unchanged ones are answered from memory.
+  return remembered(store, seriesKey(store, run, tag, series.length, params), "application/json", () => pageSeriesJson(series, params));
+};
+
+/**
+ * Answers `/board/chart?tag=&run=…&run=…[&smoothing=][&resolution=][&min_step=&max_step=]`: what
+ * `/board/series` answers for each run, in one response `{run: series}` (one request per chart,
+ * not per run). A run without the tag (deleted meanwhile, say) is left out.
+ */
+export const answerChartSeries = (store: BoardStore, query: URLSearchParams): Body => {
+  const tag = query.get("tag");
+  const runs = query.getAll("run");
+  if (tag === null || runs.length === 0) throw invalidArgument("A tag and at least one run must be specified");
+  const params = paramsOf(query);
+  const present = runs.flatMap((run) => {
+    const series = store.series(run, tag);
+    return series === undefined ? [] : [{ run, series }];
+  });
+  const key = ["chart", present.map(({ run, series }) => seriesKey(store, run, tag, series.length, params)).join("\u0001")].join("\0");
+  return remembered(store, key, "application/json", () => {
+    const parts = present.map(({ run, series }) => {
+      const one = remembered(store, seriesKey(store, run, tag, series.length, params), "application/json", () => pageSeriesJson(series, params));
+      return `${JSON.stringify(run)}:${one.body as string}`;
+    });
+    return `{${parts.join(",")}}`;
+  });
+};
+
+interface SeriesParams {
+  readonly smoothing: number;
+  readonly pixels: number | undefined;
+  readonly minStep: number | undefined;
+  readonly maxStep: number | undefined;
+}
+
+const paramsOf = (query: URLSearchParams): SeriesParams => {
   const params = decode(
     PageSeriesQuery,
     Object.fromEntries(["smoothing", "resolution", "min_step", "max_step"].flatMap((k) => (query.has(k) ? [[k, query.get(k)]] : []))),
   );
   if (E.isLeft(params)) throw invalidArgument(params.left.map(formatIssue).join("; "));
   const { smoothing = 0, resolution: pixels, min_step: minStep, max_step: maxStep } = params.right;
-  const series = store.series(run, tag);
-  if (series === undefined) throw notFound(`No scalar data for run='${run}', tag='${tag}'`);
-  // Every page view asks for every chart's series again: unchanged ones are answered from memory.
-  const key = ["page", store.scalarEpoch, run, tag, series.length, smoothing, pixels, minStep, maxStep].join("\0");
-  return remembered(store, key, "application/json", () => pageSeriesJson(series, smoothing, pixels, minStep, maxStep));
+  return { smoothing, pixels, minStep, maxStep };
 };
 
+/** Names the content of one page series exactly (see answerCache.ts). */
+const seriesKey = (store: BoardStore, run: string, tag: string, length: number, p: SeriesParams): string =>
+  ["page", store.scalarEpoch, run, tag, length, p.smoothing, p.pixels, p.minStep, p.maxStep].join("\0");
+
 /** What the page draws of `series`: columns of the points M4 keeps (of the raw and the smoothed line). */
-const pageSeriesJson = (series: ScalarSeries, smoothing: number, pixels: number | undefined, minStep: number | undefined, maxStep: number | undefined): string => {
+const pageSeriesJson = (series: ScalarSeries, { smoothing, pixels, minStep, maxStep }: SeriesParams): string => {
   const smoothed = smoothing === 0 ? series.values : classicSmoothing(series.values, smoothing);
   const kept = pixels === undefined ? inRange(series.steps, minStep, maxStep) : union(decimateM4(series.steps, series.values, { pixels, minStep, maxStep }), smoothing === 0 ? new Uint32Array(0) : decimateM4(series.steps, smoothed, { pixels, minStep, maxStep }));
   const column = (xs: ArrayLike<number>): string => {

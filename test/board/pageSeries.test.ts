@@ -109,3 +109,19 @@ describe("/board/series answers from memory only while the series is unchanged",
     expect(ask().values).toEqual([1, 2, 3, 7]);
   });
 });
+
+describe("/board/chart: every run of a chart in one response", () => {
+  it("answers {run: what /board/series answers}, leaves out a run without the tag, and wants a tag and a run", async () => {
+    const board = await serve();
+    const base = `http://127.0.0.1:${board.port}`;
+    const one = await get(board, "run=r&tag=y&smoothing=0.6&resolution=200");
+    const chart = await send(`${base}/board/chart?tag=y&run=r&run=gone&smoothing=0.6&resolution=200`);
+    expect(chart.status, chart.text).toBe(200);
+    expect(JSON.parse(chart.text)).toEqual({ r: one });
+    for (const bad of ["tag=y", "run=r", "tag=y&run=r&smoothing=2"]) {
+      const r = await send(`${base}/board/chart?${bad}`);
+      expect(r.status, bad).toBe(400);
+      expect(r.text, bad).toMatch(/^Invalid argument: /);
+    }
+  });
+});

@@ -145,18 +145,20 @@ const refresh = async (chart) => {
       const runs = state.runs.filter((run) => !state.hiddenRuns.has(run) && (state.tagsByRun[run] ?? []).includes(chart.tag));
       const params = { tag: chart.tag, smoothing: String(state.smoothing), resolution: String(CHART_WIDTH) };
       if (chart.zoom !== undefined) Object.assign(params, { min_step: String(Math.floor(chart.zoom[0])), max_step: String(Math.ceil(chart.zoom[1])) });
-      const fetched = await Promise.all(
-        runs.map(async (run) => {
-          exposed.fetches++;
-          try {
-            return [run, await getJson(`board/series?${q({ ...params, run })}`)];
-          } catch {
-            return [run, undefined]; // a run deleted meanwhile: left out
-          }
-        }),
-      );
+      // One request for every run of the chart (/board/chart); a run deleted meanwhile is left out.
+      let fetched = {};
+      if (runs.length > 0) {
+        const query = new URLSearchParams(params);
+        for (const run of runs) query.append("run", run);
+        exposed.fetches++;
+        try {
+          fetched = await getJson(`board/chart?${query}`);
+        } catch {
+          fetched = {}; // the tag is gone: the next update redraws
+        }
+      }
       if (!state.charts.has(chart.tag)) return;
-      chart.runs = Object.fromEntries(fetched.filter(([, s]) => s !== undefined));
+      chart.runs = fetched;
       draw(chart);
     } while (chart.again);
   } finally {
