@@ -196,6 +196,7 @@ export class ChiefRecovery {
       const epoch = this.#epoch;
       const state = await inner.pull();
       if (state.ready) this.#pulledEpoch = epoch;
+      else if (generation === this.#ready && this.#ended === undefined && (await this.#serviceLost(generation))) continue;
       return state;
     }
   }
@@ -216,6 +217,24 @@ export class ChiefRecovery {
         seen(e);
       }
       await clock.sleep(Math.min(backoffMs, Math.max(0, deadline - clock.now())));
+    }
+  }
+
+  /**
+   * The chief did not answer after it had published its model in this generation: whether the
+   * coordination service says it is lost too (with the embedded backend, its service went with
+   * it). Then a recovery starts, so that waiting for the model is the recovery's wait (bounded by
+   * `maxWaitSecs`, its message naming the chief) and not the session manager's, whichever
+   * noticed the loss first. With etcd, or a chief only slow to answer, nothing changes.
+   */
+  async #serviceLost(generation: number | undefined): Promise<boolean> {
+    try {
+      await this.o.client.tryGet(MODEL_READY_KEY);
+      return false;
+    } catch (e) {
+      if (!this.isChiefLoss(e)) return false;
+      this.recover(asOpError(e), generation).catch(() => undefined);
+      return true;
     }
   }
 

@@ -166,3 +166,29 @@ describe("ChiefRecovery", () => {
     await expect(recovery.recover(new AbortedError("generation 2 ended"), undefined)).rejects.toBe(notice);
   });
 });
+
+describe("ChiefRecovery: a chief that stops answering after it published its model", () => {
+  const unreachable = (): ChiefModel => ({ address: "grpc://127.0.0.1:1", pull: async () => ({ ready: false, reason: "not reachable: read ECONNRESET" }) });
+
+  it("with the coordination service gone too (the embedded backend): the pull waits on the recovery, which fails naming the chief and maxWaitSecs", async () => {
+    const clock = new VirtualClock();
+    const { recovery } = setup(async () => {
+      await clock.sleep(10_000);
+      throw new UnavailableError("the coordination service at grpc://127.0.0.1:7001 is unreachable (ECONNREFUSED); its host (the chief) stopped");
+    }, clock);
+    const gone = new UnavailableError("the coordination service at grpc://127.0.0.1:7001 is unreachable (http/2 stream closed with error code CANCEL (0x8)); its host (the chief) stopped");
+    // The ready key was seen (the chief published), then the service is unreachable.
+    const client = (recovery as unknown as { o: { client: CoordinationClient } }).o.client as unknown as Record<string, unknown>;
+    client["tryGet"] = () => Promise.reject(gone);
+    const pulled = recovery.chiefModel(unreachable()).pull().catch((e: unknown) => e);
+    await clock.advanceSecs(61);
+    expect(String(await pulled)).toMatch(/worker:0 lost the chief \/job:chief\/replica:0\/task:0, which did not come back within 60 s \(maxWaitSecs\)/);
+  });
+
+  it("with the coordination service answering (etcd, or a chief only slow to answer): not ready, as before, for the session manager to ask again", async () => {
+    const { recovery } = setup(() => Promise.resolve());
+    const client = (recovery as unknown as { o: { client: CoordinationClient } }).o.client as unknown as Record<string, unknown>;
+    client["tryGet"] = () => Promise.resolve("1");
+    expect(await recovery.chiefModel(unreachable()).pull()).toEqual({ ready: false, reason: "not reachable: read ECONNRESET" });
+  });
+});
