@@ -8,7 +8,10 @@
  *   chunked reads (`EventFileTail` with a callback that only counts), in the same run;
  *   `ratioToFraming` = reader MB/s / framing MB/s (goal >= 0.5).
  * - `readerBatchesMBps`: the same through `readEventBatches` (one await per batch, not per event).
- * - `readerIntoStoreMBps`: the reader feeding `LogdirScalars.ingest` (what a dashboard does).
+ * - `readerIntoMBps`: the same through `readEventsInto`, every event pushed into a sink in order,
+ *   scalars as arguments with no event object (the fastest way to read; what the board uses).
+ * - `readerIntoStoreMBps`: `readEventsInto` feeding `LogdirScalars.add` (what the board does);
+ *   `readerEventsIntoStoreMBps`: `readEvents` feeding `LogdirScalars.ingest`, for comparison.
  * - Equal work: both passes must count the same records (one event per record), else it throws.
  * - Store memory: 1M points in one `ScalarSeries` through `LogdirScalars`: bytes per point of
  *   the columns, and the heap + ArrayBuffer growth measured around it after a GC; the same 1M
@@ -23,7 +26,7 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { EventFileTail } from "../src/summary/EventFileTail.js";
 import { LogdirScalars } from "../src/summary/LogdirScalars.js";
-import { readEventBatches, readEvents } from "../src/summary/readEvents.js";
+import { readEventBatches, readEvents, readEventsInto } from "../src/summary/readEvents.js";
 import { SummaryWriter } from "../src/summary/SummaryWriter.js";
 import { elapsedMs, median, round } from "./stats.js";
 
@@ -85,7 +88,31 @@ const timeBatches = async (path: string): Promise<{ ms: number; events: number }
   return { ms: elapsedMs(start), events };
 };
 
+const timeInto = async (path: string): Promise<{ ms: number; events: number }> => {
+  const start = process.hrtime.bigint();
+  let events = 0;
+  let sum = 0;
+  await readEventsInto(path, {
+    event: () => {
+      events++;
+    },
+    scalar: (_run, _tag, _step, _wallTime, value) => {
+      events++;
+      sum += value;
+    },
+  });
+  if (Number.isNaN(sum)) throw new Error("unexpected NaN");
+  return { ms: elapsedMs(start), events };
+};
+
 const timeIntoStore = async (path: string): Promise<{ ms: number; points: number }> => {
+  const start = process.hrtime.bigint();
+  const store = new LogdirScalars();
+  await readEventsInto(path, { event: (e) => store.ingest(e), scalar: (run, tag, step, wallTime, value) => store.add(run, tag, step, wallTime, value) });
+  return { ms: elapsedMs(start), points: store.points };
+};
+
+const timeEventsIntoStore = async (path: string): Promise<{ ms: number; points: number }> => {
   const start = process.hrtime.bigint();
   const store = new LogdirScalars();
   for await (const e of readEvents(path)) store.ingest(e);
@@ -131,20 +158,26 @@ export default async (): Promise<Record<string, unknown>> => {
     const framingMs: number[] = [];
     const readerMs: number[] = [];
     const storeMs: number[] = [];
+    const eventsStoreMs: number[] = [];
     const batchesMs: number[] = [];
+    const intoMs: number[] = [];
     for (let round_ = 0; round_ <= ROUNDS; round_++) {
       const f = await timeFraming(path);
       const r = await timeReader(path);
       const s = await timeIntoStore(path);
       const b = await timeBatches(path);
-      if (f.records !== events || r.events !== events || s.points !== events - 1 || b.events !== events) {
-        throw new Error(`unequal work: ${events} written, ${f.records} framed, ${r.events} read, ${b.events} read in batches, ${s.points} stored`);
+      const i = await timeInto(path);
+      const es = await timeEventsIntoStore(path);
+      if (f.records !== events || r.events !== events || s.points !== events - 1 || es.points !== events - 1 || b.events !== events || i.events !== events) {
+        throw new Error(`unequal work: ${events} written, ${f.records} framed, ${r.events} read, ${b.events} read in batches, ${i.events} pushed, ${s.points} and ${es.points} stored`);
       }
       if (round_ === 0) continue; // warm-up (JIT, page cache)
       framingMs.push(f.ms);
       readerMs.push(r.ms);
       storeMs.push(s.ms);
+      eventsStoreMs.push(es.ms);
       batchesMs.push(b.ms);
+      intoMs.push(i.ms);
     }
     const mbps = (ms: number): number => round(bytes / 1e6 / (ms / 1000), 1);
     const framing = median(framingMs);
@@ -163,9 +196,21 @@ export default async (): Promise<Record<string, unknown>> => {
       ratioToFramingTarget: 0.5,
       readerBatchesMBps: mbps(median(batchesMs)),
       readerBatchesRatioToFraming: round(framing / median(batchesMs), 3),
+      readerIntoMBps: mbps(median(intoMs)),
+      readerIntoEventsPerSec: Math.round(events / (median(intoMs) / 1000)),
+      readerIntoRatioToFraming: round(framing / median(intoMs), 3),
       readerIntoStoreMBps: mbps(median(storeMs)),
       readerIntoStoreEventsPerSec: Math.round(events / (median(storeMs) / 1000)),
-      medianMs: { framing: round(framing, 1), reader: round(reader, 1), readerBatches: round(median(batchesMs), 1), readerIntoStore: round(median(storeMs), 1) },
+      readerIntoStoreRatioToFraming: round(framing / median(storeMs), 3),
+      readerEventsIntoStoreMBps: mbps(median(eventsStoreMs)),
+      medianMs: {
+        framing: round(framing, 1),
+        reader: round(reader, 1),
+        readerBatches: round(median(batchesMs), 1),
+        readerInto: round(median(intoMs), 1),
+        readerIntoStore: round(median(storeMs), 1),
+        readerEventsIntoStore: round(median(eventsStoreMs), 1),
+      },
       store1M: storeMemory(),
       loadAverage1m: round((await import("node:os")).loadavg()[0] ?? 0, 2),
     };

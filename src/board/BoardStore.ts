@@ -7,9 +7,10 @@
  * naming the series that grew, the runs that appeared or went, and the purges of a restart's
  * `SessionLog START`.
  *
- * Loading is streamed on the main thread, never in one block: the reader gives the event loop a
- * turn at each file read (1 MiB), and the store yields a turn itself whenever it has ingested for
- * `yieldEveryMs` since the last one, so requests are answered while a large logdir loads.
+ * Loading is streamed on the main thread, never in one block: the reader (`readEventsInto`, which
+ * hands scalars over with no event object per point) gives the event loop a turn at each file
+ * read (256 KiB, a few milliseconds of decoding), so requests are answered while a large logdir
+ * loads.
  *
  * @module
  */
@@ -17,8 +18,8 @@
 import { Subject, type Observable } from "rxjs";
 
 import { type Clock, systemClock, type TimerHandle } from "../Clock.js";
-import { LogdirScalars, readEvents, type ReadEvent, type ReadIssue, type ScalarSeries } from "../summary/index.js";
-import { type Ingested, type ViewChange, ViewStore } from "./ViewStore.js";
+import { LogdirScalars, type ReadEvent, readEventsInto, type ReadIssue, type ScalarSeries } from "../summary/index.js";
+import { type Ingested, type ViewBudgets, type ViewChange, ViewStore } from "./ViewStore.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -53,7 +54,7 @@ export interface BoardUpdate {
 }
 
 /** Options of {@link BoardStore}. */
-export interface BoardStoreOptions {
+export interface BoardStoreOptions extends ViewBudgets {
   /** Keep reading new data (default `true`); `false` reads what is there once. */
   readonly follow?: boolean;
   /** Seconds between polls of the logdir (default 0.5). */
@@ -66,8 +67,6 @@ export interface BoardStoreOptions {
   readonly watch?: boolean;
   /** Shortest time between two updates, in ms (default 100). */
   readonly throttleMs?: number;
-  /** Longest stretch of ingesting without giving the event loop a turn, in ms (default 10). */
-  readonly yieldEveryMs?: number;
   /** Time for polls, throttling and yields (default: the system clock; tests pass a `VirtualClock`). */
   readonly clock?: Clock;
   /** Image bytes kept per (run, tag) before older steps are thinned out (default 32 MiB; see `ImageSeries`). */
@@ -91,14 +90,14 @@ export class BoardStore {
   private readonly abort = new AbortController();
   private readonly clock: Clock;
   private readonly throttleMs: number;
-  private readonly yieldEveryMs: number;
   private readonly loop: Promise<void>;
   private resolveLoaded!: () => void;
   private isLoaded = false;
   private runsChanged = false;
   private loadedPending = false;
   private purges: Purge[] = [];
-  private dirty = new Map<string, { run: string; tag: string }>();
+  /** The scalar series that grew or were purged since the last update, by run. */
+  private dirty = new Map<string, Set<string>>();
   private timer: TimerHandle | undefined;
   /** Changes when points are removed (a purge, a deleted run); between changes a series only grows. */
   private epoch = 0;
@@ -111,8 +110,7 @@ export class BoardStore {
     this.logdir = logdir;
     this.clock = options.clock ?? systemClock;
     this.throttleMs = options.throttleMs ?? 100;
-    this.yieldEveryMs = options.yieldEveryMs ?? 10;
-    this.views = new ViewStore(options.imageBytesPerTag);
+    this.views = new ViewStore(options);
     this.loaded = new Promise<void>((resolve) => {
       this.resolveLoaded = resolve;
     });
@@ -128,9 +126,13 @@ export class BoardStore {
       },
     };
     const watch = options.watch ?? this.clock === systemClock;
-    const events = readEvents(logdir, { follow: options.follow ?? true, pollSecs: options.pollSecs ?? 0.5, watch, tagMetadata: true, clock: pollClock, signal: this.abort.signal });
+    const reading = readEventsInto(
+      logdir,
+      { event: (e) => this.ingest(e), scalar: (run, tag, step, wallTime, value) => this.scalar(run, tag, step, wallTime, value) },
+      { follow: options.follow ?? true, pollSecs: options.pollSecs ?? 0.5, watch, tagMetadata: true, clock: pollClock, signal: this.abort.signal, chunkBytes: READ_CHUNK_BYTES },
+    );
     // The reader reports problems as issues; anything it throws ends the reading, and is reported too.
-    this.loop = this.ingestAll(events).then(
+    this.loop = reading.then(
       () => this.caughtUp(),
       (e: unknown) => {
         this.problems.next({ kind: "issue", problem: "unreadable", run: "", path: logdir, offset: undefined, message: `${logdir}: reading stopped: ${e instanceof Error ? e.message : String(e)}` });
@@ -206,19 +208,17 @@ export class BoardStore {
     this.notes.complete();
   }
 
-  private async ingestAll(events: AsyncIterable<ReadEvent>): Promise<void> {
-    const now = (): number => (this.clock.monotonic ?? this.clock.now).call(this.clock);
-    const turn = (): Promise<void> => (this.clock.yieldTurn === undefined ? new Promise<void>((r) => setImmediate(r)) : this.clock.yieldTurn());
-    let since = now();
-    let count = 0;
-    for await (const e of events) {
-      this.ingest(e);
-      // Reading the clock costs more than ingesting a scalar: look at it every 1,024 events.
-      if ((++count & 1023) === 0 && now() - since >= this.yieldEveryMs) {
-        await turn();
-        since = now();
-      }
+  /** One scalar: appended to its series, which is marked for the next update. */
+  private scalar(run: string, tag: string, step: number, wallTime: number, value: number): void {
+    if (!this.firstEventSecs.has(run)) {
+      this.firstEventSecs.set(run, wallTime);
+      this.changed();
     }
+    if (this.scalars.add(run, tag, step, wallTime, value) > 0) {
+      this.purges.push({ run, step, tag });
+      this.epoch++;
+    }
+    this.markDirty(run, tag);
   }
 
   private ingest(e: ReadEvent): void {
@@ -244,16 +244,7 @@ export class BoardStore {
       return;
     }
     if (e.kind === "scalar") {
-      const before = this.scalars.series(e.run, e.tag)?.length ?? 0;
-      this.scalars.ingest(e);
-      const after = (this.scalars.series(e.run, e.tag) as ScalarSeries).length;
-      if (after !== before + 1) {
-        this.purges.push({ run: e.run, step: e.step, tag: e.tag });
-        this.epoch++;
-      }
-      this.dirty.set(`${e.run}\0${e.tag}`, { run: e.run, tag: e.tag });
-      this.schedule();
-    } else if (e.kind === "sessionLog" && e.status === "START") {
+      this.scalar(e.run, e.tag, e.step, e.wallTime, e.value);    } else if (e.kind === "sessionLog" && e.status === "START") {
       const before = this.runPoints(e.run);
       this.scalars.ingest(e);
       const viewed = this.views.ingest(e);
@@ -261,13 +252,25 @@ export class BoardStore {
       if (scalarsPurged) this.epoch++;
       if (scalarsPurged || viewed.purge !== undefined) {
         this.purges.push({ run: e.run, step: e.step });
-        if (scalarsPurged) for (const tag of this.scalars.tags(e.run)) this.dirty.set(`${e.run}\0${tag}`, { run: e.run, tag });
+        if (scalarsPurged) for (const tag of this.scalars.tags(e.run)) this.markDirty(e.run, tag);
         this.viewed({ changes: viewed.changes });
       }
     } else {
       this.scalars.ingest(e);
       this.viewed(this.views.ingest(e));
     }
+  }
+
+  /**
+   * Marks a scalar series for the next update. The run and tag strings are the reader's own, the
+   * same objects at every point: their hashes are cached, so these lookups cost less than one
+   * key string built per point.
+   */
+  private markDirty(run: string, tag: string): void {
+    let tags = this.dirty.get(run);
+    if (tags === undefined) this.dirty.set(run, (tags = new Set()));
+    tags.add(tag);
+    this.schedule();
   }
 
   private viewed(i: Ingested): void {
@@ -316,10 +319,12 @@ export class BoardStore {
     this.timer = undefined;
     if (!this.runsChanged && !this.loadedPending && this.purges.length === 0 && this.dirty.size === 0 && this.viewsDirty.size === 0) return;
     const series: SeriesChange[] = [];
-    for (const { run, tag } of this.dirty.values()) {
-      const s = this.scalars.series(run, tag);
-      if (s === undefined) continue; // its run was deleted since
-      series.push({ run, tag, points: s.length, lastStep: s.length > 0 ? (s.steps[s.length - 1] as number) : null });
+    for (const [run, tags] of this.dirty) {
+      for (const tag of tags) {
+        const s = this.scalars.series(run, tag);
+        if (s === undefined) continue; // its run was deleted since
+        series.push({ run, tag, points: s.length, lastStep: s.length > 0 ? (s.steps[s.length - 1] as number) : null });
+      }
     }
     const update: BoardUpdate = { runs: this.runsChanged ? this.runs() : undefined, purges: this.purges, series, loaded: this.loadedPending, views: [...this.viewsDirty.values()] };
     this.viewsDirty = new Map();
@@ -333,6 +338,9 @@ export class BoardStore {
 }
 
 const NO_TAG_INFO = Object.freeze({ displayName: "", description: "" });
+
+/** Bytes per file read: about 4,000 scalar events, a few milliseconds between event-loop turns. */
+const READ_CHUNK_BYTES = 256 * 1024;
 
 /** Shortest time between two updates while the logdir is first read, ms. */
 const LOADING_THROTTLE_MS = 500;

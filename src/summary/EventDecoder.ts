@@ -133,6 +133,12 @@ export type SummaryEvent =
   | TensorEvent
   | SessionLogEvent;
 
+/**
+ * Where scalars go when no event object is wanted for each (`EventDecoder.decode`'s `scalar`,
+ * `readEventsInto`'s sink): the run, the tag, the step, the wall time in seconds, the value.
+ */
+export type ScalarSink = (run: string, tag: string, step: number, wallTime: number, value: number) => void;
+
 /** Decodes the records of one run; keeps each tag's plugin from its first value. */
 export class EventDecoder {
   /** The run named in every event. */
@@ -141,6 +147,8 @@ export class EventDecoder {
   private readonly tagMetadata: boolean;
   private readonly r = new Cursor();
   private readonly tags = new TagCache();
+  /** The scalar sink of the `decode` call running, if it was given one. */
+  private sink: ScalarSink | undefined;
 
   /** `tagMetadata`: also emit a {@link TagMetadataEvent} before each tag's first value (default `false`). */
   constructor(run: string, options: { readonly tagMetadata?: boolean } = {}) {
@@ -150,14 +158,19 @@ export class EventDecoder {
 
   /**
    * Decodes one serialized `Event` and passes each event it holds to `emit`, in order (an
-   * `Event` with several summary values gives several). Throws `DataLossError` for bytes that are
+   * `Event` with several summary values gives several). With `scalar`, scalars go to it instead,
+   * with no event object made for them (in the same order relative to the other events, which
+   * go to `emit` as before). Throws `DataLossError` for bytes that are
    * not an `Event`; the events before the bad field have already been emitted.
    */
-  decode(payload: Uint8Array, emit: (event: SummaryEvent) => void): void {
+  decode(payload: Uint8Array, emit: (event: SummaryEvent) => void, scalar?: ScalarSink): void {
+    this.sink = scalar;
     try {
       this.event(payload, emit);
     } catch (e) {
       throw new DataLossError(`not a serialized Event: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+    } finally {
+      this.sink = undefined;
     }
   }
 
@@ -220,10 +233,12 @@ export class EventDecoder {
     const r = this.r;
     r.pos = start;
     let tag = "";
+    let entry: TagEntry | undefined;
     let simple = 0;
     let hasSimple = false;
     let tensorStart = -1;
     let tensorEnd = -1;
+    let quick = Number.NaN;
     let metaStart = -1;
     let metaEnd = -1;
     let other = false;
@@ -231,7 +246,8 @@ export class EventDecoder {
       const key = r.varint();
       if (key === 0x0a) {
         const e = r.delimited(end);
-        tag = this.tags.get(p, r.pos, e);
+        entry = this.tags.get(p, r.pos, e);
+        tag = entry.tag;
         r.pos = e;
       } else if (key === 0x15) {
         simple = r.float();
@@ -239,6 +255,9 @@ export class EventDecoder {
       } else if (key === 0x42) {
         tensorEnd = r.delimited(end);
         tensorStart = r.pos;
+        // The form every TF2 scalar takes: {dtype: DT_FLOAT, tensor_shape: {}, 4 bytes of
+        // tensor_content or a packed float_val}, checked byte by byte instead of field by field.
+        if (tensorEnd - tensorStart === 10 && isFloatScalarTensor(p, tensorStart)) quick = r.floatAt(tensorStart + 6);
         r.pos = tensorEnd;
       } else if (key === 0x4a) {
         metaEnd = r.delimited(end);
@@ -254,23 +273,26 @@ export class EventDecoder {
     if (r.pos > end) throw new Error("Summary.Value overruns its message");
     const run = this.run;
     if (!other && hasSimple) {
-      this.pluginOf(tag, PluginName.scalars, p, metaStart, metaEnd, wallTime, step, emit);
-      emit({ kind: "scalar", run, wallTime, step, tag, value: simple });
+      if (entry?.plugin === undefined) this.pluginOf(tag, PluginName.scalars, p, metaStart, metaEnd, wallTime, step, emit, undefined, entry);
+      if (this.sink === undefined) emit({ kind: "scalar", run, wallTime, step, tag, value: simple });
+      else this.sink(run, tag, step, wallTime, simple);
       return;
     }
     if (!other && tensorStart >= 0) {
-      const plugin = this.pluginOf(tag, "", p, metaStart, metaEnd, wallTime, step, emit);
+      const plugin = entry?.plugin ?? this.pluginOf(tag, "", p, metaStart, metaEnd, wallTime, step, emit, undefined, entry);
       if (plugin === PluginName.scalars) {
-        const value = this.scalarTensor(tensorStart, tensorEnd);
+        const value = quick === quick ? quick : this.scalarTensor(tensorStart, tensorEnd); // (NaN: not the quick form, or a NaN value)
         if (value !== undefined) {
-          emit({ kind: "scalar", run, wallTime, step, tag, value });
+          if (this.sink === undefined) emit({ kind: "scalar", run, wallTime, step, tag, value });
+          else this.sink(run, tag, step, wallTime, value);
           return;
         }
       }
     }
     const v = decodeSummaryValue(p.subarray(start, end));
     const plugin = this.pluginOf(v.tag, implicitPlugin(v), p, metaStart, metaEnd, wallTime, step, emit, v);
-    classify(v, plugin, { run, wallTime, step }, emit);
+    const sink = this.sink;
+    classify(v, plugin, { run, wallTime, step }, sink === undefined ? emit : (e) => (e.kind === "scalar" ? sink(e.run, e.tag, e.step, e.wallTime, e.value) : emit(e)));
   }
 
   /**
@@ -288,12 +310,17 @@ export class EventDecoder {
     step: number,
     emit: (event: SummaryEvent) => void,
     v?: SummaryValue,
+    entry?: TagEntry,
   ): string {
     const known = this.plugins.get(tag);
-    if (known !== undefined) return known;
+    if (known !== undefined) {
+      if (entry !== undefined) entry.plugin = known;
+      return known;
+    }
     const metadata = implicit !== "" && !this.tagMetadata ? undefined : (v?.metadata ?? (metaStart >= 0 ? decodeSummaryMetadata(p.subarray(metaStart, metaEnd)) : undefined));
     const plugin = implicit === "" ? (metadata?.pluginData?.pluginName ?? "") : implicit;
     this.plugins.set(tag, plugin);
+    if (entry !== undefined) entry.plugin = plugin;
     if (!this.tagMetadata) return plugin;
     // A TF1 value kind names its plugin: TensorBoard's migration shows the tag when no display name was given.
     const displayName = metadata?.displayName || (implicit === "" ? "" : tag);
@@ -519,46 +546,100 @@ const migrateHistogram = (
 
 const TWO_32 = 2 ** 32;
 
+/** A tag as the cache knows it: its bytes, its string, and its series' plugin once fixed. */
+interface TagEntry {
+  readonly bytes: Uint8Array;
+  readonly length: number;
+  readonly tag: string;
+  /** The plugin of the tag's series, fixed by its first value (`undefined` until then). */
+  plugin: string | undefined;
+  /** The tag that followed this one last time: writers repeat their tags in the same order. */
+  next: TagEntry | undefined;
+}
+
 /**
- * Tags by their bytes: a run has few tags and writes them over and over, and hashing the bytes
- * costs less than building the string each time.
+ * Tags by their bytes: a run has few tags and writes them over and over, and comparing bytes
+ * costs less than building the string each time. A writer writes its tags in the same order at
+ * every step, so the tag after the previous one is tried first (a few byte compares); a hash of
+ * the bytes finds the others.
  */
 class TagCache {
-  private readonly byHash = new Map<number, { readonly bytes: Uint8Array; readonly tag: string }>();
+  private readonly byHash = new Map<number, TagEntry>();
+  private last: TagEntry | undefined;
 
-  get(b: Uint8Array, start: number, end: number): string {
+  get(b: Uint8Array, start: number, end: number): TagEntry {
+    const last = this.last;
+    if (last !== undefined) {
+      const guess = last.next;
+      if (guess !== undefined && guess.length === end - start) {
+        const known = guess.bytes;
+        let i = 0;
+        while (i < known.length && known[i] === b[start + i]) i++;
+        if (i === known.length) {
+          this.last = guess;
+          return guess;
+        }
+      }
+    }
     let h = 0x811c9dc5; // FNV-1a
     for (let i = start; i < end; i++) h = Math.imul(h ^ (b[i] as number), 0x01000193);
     h &= 0x3fffffff; // a small integer key (a Smi): no boxed number per lookup
-    const hit = this.byHash.get(h);
-    if (hit !== undefined && hit.bytes.length === end - start) {
-      let same = true;
-      for (let i = 0; i < hit.bytes.length; i++) {
-        if (hit.bytes[i] !== b[start + i]) {
-          same = false;
-          break;
-        }
-      }
-      if (same) return hit.tag;
+    let entry = this.byHash.get(h);
+    if (entry === undefined || !sameBytes(entry.bytes, b, start, end)) {
+      entry = { bytes: b.slice(start, end), length: end - start, tag: utf8(b, start, end), plugin: undefined, next: undefined };
+      if (this.byHash.size < TAG_CACHE_LIMIT) this.byHash.set(h, entry);
+      else return entry; // not remembered: neither learns an order
     }
-    const tag = utf8(b, start, end);
-    if (this.byHash.size < TAG_CACHE_LIMIT) this.byHash.set(h, { bytes: b.slice(start, end), tag });
-    return tag;
+    if (this.last !== undefined) this.last.next = entry;
+    this.last = entry;
+    return entry;
   }
 }
+
+const sameBytes = (known: Uint8Array, b: Uint8Array, start: number, end: number): boolean => {
+  if (known.length !== end - start) return false;
+  for (let i = 0; i < known.length; i++) if (known[i] !== b[start + i]) return false;
+  return true;
+};
 const TAG_CACHE_LIMIT = 4096;
+
+/**
+ * Eight bytes seen as a float32 and a float64: numbers are read by copying their bytes here,
+ * cheaper than a `DataView` over each payload's buffer. Little-endian, as the wire is; on a
+ * big-endian machine the bytes are copied in reverse.
+ */
+const SCRATCH = new ArrayBuffer(8);
+const SCRATCH_F32 = new Float32Array(SCRATCH);
+const SCRATCH_F64 = new Float64Array(SCRATCH);
+const SCRATCH_BYTES = new Uint8Array(SCRATCH);
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+/** `DT_FLOAT` (08 01), an empty shape (12 00), then 4 bytes of tensor_content (22 04) or a packed float_val (2a 04). */
+const isFloatScalarTensor = (p: Uint8Array, at: number): boolean =>
+  p[at] === 0x08 && p[at + 1] === 0x01 && p[at + 2] === 0x12 && p[at + 3] === 0x00 && (p[at + 4] === 0x22 || p[at + 4] === 0x2a) && p[at + 5] === 0x04;
 
 /** A read position over one payload, reused for every record (no allocation per record). */
 class Cursor {
   buf: Uint8Array = new Uint8Array(0);
-  view: DataView = new DataView(this.buf.buffer);
   pos = 0;
 
   reset(buf: Uint8Array): void {
-    // Payloads are views into one read buffer: keep the DataView while the buffer is the same.
-    if (buf.buffer !== this.view.buffer) this.view = new DataView(buf.buffer);
     this.buf = buf;
     this.pos = 0;
+  }
+
+  /** The little-endian float32 at `at` (no bounds check: the caller checked). */
+  floatAt(at: number): number {
+    const b = this.buf;
+    if (LITTLE_ENDIAN) {
+      SCRATCH_BYTES[0] = b[at] as number;
+      SCRATCH_BYTES[1] = b[at + 1] as number;
+      SCRATCH_BYTES[2] = b[at + 2] as number;
+      SCRATCH_BYTES[3] = b[at + 3] as number;
+    } else {
+      for (let i = 0; i < 4; i++) SCRATCH_BYTES[3 - i] = b[at + i] as number;
+    }
+    return SCRATCH_F32[0] as number;
   }
 
   /** A varint as a number: uint64 exact up to 2^53, and a negative int64 (10 bytes) as negative. */
@@ -611,15 +692,18 @@ class Cursor {
   }
 
   double(): number {
-    if (this.pos + 8 > this.buf.length) throw new Error("a double field overruns the record");
-    const x = this.view.getFloat64(this.buf.byteOffset + this.pos, true);
-    this.pos += 8;
-    return x;
+    const b = this.buf;
+    const at = this.pos;
+    if (at + 8 > b.length) throw new Error("a double field overruns the record");
+    if (LITTLE_ENDIAN) for (let i = 0; i < 8; i++) SCRATCH_BYTES[i] = b[at + i] as number;
+    else for (let i = 0; i < 8; i++) SCRATCH_BYTES[7 - i] = b[at + i] as number;
+    this.pos = at + 8;
+    return SCRATCH_F64[0] as number;
   }
 
   float(): number {
     if (this.pos + 4 > this.buf.length) throw new Error("a float field overruns the record");
-    const x = this.view.getFloat32(this.buf.byteOffset + this.pos, true);
+    const x = this.floatAt(this.pos);
     this.pos += 4;
     return x;
   }

@@ -48,20 +48,9 @@ export class LogdirScalars {
   /** Takes one event of `readEvents`: keeps scalars, applies restarts, drops deleted runs; ignores the rest. */
   ingest(e: SummaryEvent | ReadIssue): void {
     switch (e.kind) {
-      case "scalar": {
-        const run = this.run(e.run);
-        if (run.fileVersion === undefined || run.fileVersion < 2) {
-          if (e.step < run.mostRecentStep) run.series.get(e.tag)?.purgeFrom(e.step);
-          run.mostRecentStep = e.step;
-        }
-        let s = run.series.get(e.tag);
-        if (s === undefined) {
-          s = new ScalarSeries();
-          run.series.set(e.tag, s);
-        }
-        s.append(e.step, e.wallTime, e.value);
+      case "scalar":
+        this.add(e.run, e.tag, e.step, e.wallTime, e.value);
         return;
-      }
       case "fileVersion": {
         const v = Number.parseFloat(e.version.split("brain.Event:").pop() ?? "");
         if (Number.isFinite(v)) this.run(e.run).fileVersion = v;
@@ -84,6 +73,27 @@ export class LogdirScalars {
       default:
         return;
     }
+  }
+
+  /**
+   * Takes one scalar, as {@link ingest} takes a scalar event (for `readEventsInto`'s sink: no
+   * event object per point). Returns how many points of the tag's series a step going backwards
+   * purged (TensorBoard's rule for files older than `brain.Event:2`), usually 0.
+   */
+  add(runName: string, tag: string, step: number, wallTime: number, value: number): number {
+    const run = this.run(runName);
+    let purged = 0;
+    if (run.fileVersion === undefined || run.fileVersion < 2) {
+      if (step < run.mostRecentStep) purged = run.series.get(tag)?.purgeFrom(step) ?? 0;
+      run.mostRecentStep = step;
+    }
+    let s = run.series.get(tag);
+    if (s === undefined) {
+      s = new ScalarSeries();
+      run.series.set(tag, s);
+    }
+    s.append(step, wallTime, value);
+    return purged;
   }
 
   /** The runs with at least one scalar series, sorted. */

@@ -53,8 +53,8 @@ export type { RecordReadEnd, RecordReadOptions, RecordReadResult, TfRecord } fro
 
 /* Reading events */
 /** Typed events over an event file or a logdir, optionally following new data. */
-export { readEventBatches, readEvents } from "./readEvents.js";
-export type { ReadEvent, ReadEventsOptions, ReadIssue } from "./readEvents.js";
+export { readEventBatches, readEvents, readEventsInto } from "./readEvents.js";
+export type { EventSink, ReadEvent, ReadEventsOptions, ReadIssue } from "./readEvents.js";
 /** One run's records into typed events; the numbers of a numeric tensor. */
 export { EventDecoder, tensorNumbers } from "./EventDecoder.js";
 export type {
@@ -65,6 +65,7 @@ export type {
   HistogramEvent,
   ImageEvent,
   ScalarEvent,
+  ScalarSink,
   SessionLogEvent,
   SummaryEvent,
   TensorEvent,

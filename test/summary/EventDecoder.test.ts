@@ -151,3 +151,43 @@ describe("EventDecoder: round trips through SummaryWriter", () => {
     expect(e).toMatchObject({ kind: "scalar", value: 0.1 });
   });
 });
+
+describe("EventDecoder: the quick form of a float scalar, and the scalar sink", () => {
+  const floatScalar = (value: number, packed: boolean, tag = "x"): Uint8Array =>
+    encodeEvent({
+      wallTime: 2.5,
+      step: 9,
+      summary: {
+        value: [
+          {
+            tag,
+            metadata: { pluginData: { pluginName: "scalars" } },
+            tensor: packed ? { dtype: DataType.DT_FLOAT, tensorShape: {}, floatVal: [value] } : { dtype: DataType.DT_FLOAT, tensorShape: {}, tensorContent: new Uint8Array(new Float32Array([value]).buffer) },
+          },
+        ],
+      },
+    });
+
+  it("tensor_content and a packed float_val give the same value as the field-by-field walk, NaN, -0 and infinities included", () => {
+    for (const value of [1.5, -0, Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, Math.fround(-3.25e-20)]) {
+      for (const packed of [false, true]) {
+        const payload = floatScalar(value, packed);
+        const [e] = decodeAll([payload]);
+        expect(e, `${value} (${packed ? "float_val" : "tensor_content"})`).toMatchObject({ kind: "scalar", tag: "x", step: 9, wallTime: 2.5 });
+        expect(Object.is((e as { value: number }).value, value)).toBe(true);
+      }
+    }
+  });
+
+  it("with a scalar sink, scalars go to it with no event, in order with the other events", () => {
+    const d = new EventDecoder("r");
+    const out: string[] = [];
+    const sink = (run: string, tag: string, step: number, wallTime: number, value: number): void => {
+      out.push(`${run}:${tag}@${step}=${value} (${wallTime})`);
+    };
+    for (const p of [floatScalar(1, false, "a"), encodeEvent({ wallTime: 3, step: 4, sessionLog: { status: 1 } }), floatScalar(2, true, "b"), floatScalar(3, false, "a")]) {
+      d.decode(p, (e) => out.push(e.kind), sink);
+    }
+    expect(out).toEqual(["r:a@9=1 (2.5)", "sessionLog", "r:b@9=2 (2.5)", "r:a@9=3 (2.5)"]);
+  });
+});

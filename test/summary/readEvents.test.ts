@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { NotFoundError } from "../../src/errors.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { LogdirScalars } from "../../src/summary/LogdirScalars.js";
-import { type ReadEvent, readEventBatches, readEvents } from "../../src/summary/readEvents.js";
+import { type ReadEvent, readEventBatches, readEvents, readEventsInto } from "../../src/summary/readEvents.js";
 import { SummaryWriter } from "../../src/summary/SummaryWriter.js";
 
 let root: string;
@@ -157,17 +157,23 @@ describe("readEvents with follow (virtual clock)", () => {
   });
 });
 
+/**
+ * Two sessions in `run`: the first writes START at its first step (not a restart) and steps
+ * 1..20 of loss and acc; the second restores step 10, writes START at 11, then loss at 11..15
+ * with new values (100 + step).
+ */
+const writeRestartedRun = async (run: string): Promise<void> => {
+  const w1 = new SummaryWriter(run, { clock: clock(), purgeStep: 1 });
+  for (let s = 1; s <= 20; s++) w1.addScalars({ loss: s, acc: -s }, s);
+  await w1.close();
+  const w2 = new SummaryWriter(run, { clock: new VirtualClock({ startMs: 1_700_000_100_000 }), purgeStep: 11 });
+  for (let s = 11; s <= 15; s++) w2.addScalars({ loss: 100 + s }, s);
+  await w2.close();
+};
+
 describe("LogdirScalars over readEvents", () => {
   it("a restart's SessionLog START purges the steps >= its step in every series of the run (the first START does not)", async () => {
-    const run = join(logdir, "exp");
-    // Session 1: START at its first step (not a restart), steps 1..20 of loss and acc.
-    const w1 = new SummaryWriter(run, { clock: clock(), purgeStep: 1 });
-    for (let s = 1; s <= 20; s++) w1.addScalars({ loss: s, acc: -s }, s);
-    await w1.close();
-    // Session 2 restores step 10: START at 11, then steps 11..15 with new values.
-    const w2 = new SummaryWriter(run, { clock: new VirtualClock({ startMs: 1_700_000_100_000 }), purgeStep: 11 });
-    for (let s = 11; s <= 15; s++) w2.addScalars({ loss: 100 + s }, s);
-    await w2.close();
+    await writeRestartedRun(join(logdir, "exp"));
     const store = new LogdirScalars();
     for await (const e of readEvents(logdir)) store.ingest(e);
     const loss = store.series("exp", "loss");
@@ -215,6 +221,69 @@ describe("readEventBatches", () => {
     expect(batches.every((b) => b.length > 0)).toBe(true);
     expect(batches.length).toBeGreaterThan(1);
     expect(batches.flat()).toEqual(one);
+  });
+});
+
+describe("readEventsInto", () => {
+  /** What a sink receives, scalars made back into events: it must equal what `readEvents` yields. */
+  const pushed = async (path: string, options: Parameters<typeof readEventsInto>[2] = {}): Promise<ReadEvent[]> => {
+    const out: ReadEvent[] = [];
+    await readEventsInto(path, { event: (e) => out.push(e), scalar: (run, tag, step, wallTime, value) => out.push({ kind: "scalar", run, tag, step, wallTime, value }) }, options);
+    return out;
+  };
+
+  it("pushes the same events as readEvents, in the same order, scalars without an event object", async () => {
+    const run = join(logdir, "exp");
+    // Two sessions: the second's START comes between scalars, so the order of the two kinds matters.
+    const w1 = new SummaryWriter(run, { clock: clock(), purgeStep: 1 });
+    for (let s = 1; s <= 6; s++) w1.addScalars({ loss: s, acc: -s }, s);
+    w1.addHistogram("w", [1, 2, 3], 6);
+    w1.addText("note", "hello", 6);
+    await w1.close();
+    const w2 = new SummaryWriter(run, { clock: new VirtualClock({ startMs: 1_700_000_100_000 }), purgeStep: 4 });
+    for (let s = 4; s <= 5; s++) w2.addScalars({ loss: 100 + s }, s);
+    await w2.close();
+    writeFileSync(join(logdir, "events.out.tfevents.1.notanevent"), "not an event file");
+    const expected = await collect(readEvents(logdir, { tagMetadata: true }));
+    expect(expected.map((e) => e.kind)).toEqual(expect.arrayContaining(["scalar", "sessionLog", "histogram", "text", "tagMetadata", "issue"]));
+    expect(await pushed(logdir, { tagMetadata: true, chunkBytes: 64 })).toEqual(expected);
+  });
+
+  it("feeds LogdirScalars.add as ingest would: the restart's purge applies between the right points", async () => {
+    await writeRestartedRun(join(logdir, "exp"));
+    const byEvents = new LogdirScalars();
+    for await (const e of readEvents(logdir)) byEvents.ingest(e);
+    const bySink = new LogdirScalars();
+    await readEventsInto(logdir, { event: (e) => bySink.ingest(e), scalar: (r, tag, step, wallTime, value) => bySink.add(r, tag, step, wallTime, value) });
+    for (const tag of ["loss", "acc"]) {
+      expect([...(bySink.series("exp", tag)?.steps ?? [])]).toEqual([...(byEvents.series("exp", tag)?.steps ?? [])]);
+      expect([...(bySink.series("exp", tag)?.values ?? [])]).toEqual([...(byEvents.series("exp", tag)?.values ?? [])]);
+    }
+    expect(bySink.points).toBe(25);
+  });
+
+  it("LogdirScalars.add returns the points a step going backwards purged (files before brain.Event:2)", () => {
+    const store = new LogdirScalars();
+    for (let s = 1; s <= 5; s++) expect(store.add("r", "loss", s, s, s)).toBe(0);
+    expect(store.add("r", "loss", 3, 6, 30)).toBe(3); // steps 3, 4, 5 go
+    expect([...(store.series("r", "loss")?.steps ?? [])]).toEqual([1, 2, 3]);
+    store.ingest({ kind: "fileVersion", run: "v2", wallTime: 0, step: 0, version: "brain.Event:2" });
+    for (let s = 1; s <= 3; s++) store.add("v2", "loss", s, s, s);
+    expect(store.add("v2", "loss", 1, 9, 9)).toBe(0); // version 2 files purge only on START
+  });
+
+  it("rejects with NotFoundError for a missing path, and with what the sink throws", async () => {
+    await expect(readEventsInto(join(root, "nope"), { event: () => undefined, scalar: () => undefined })).rejects.toBeInstanceOf(NotFoundError);
+    await writeRun(join(logdir, "a"), [1]);
+    const boom = new Error("sink failed");
+    await expect(
+      readEventsInto(logdir, {
+        event: () => undefined,
+        scalar: () => {
+          throw boom;
+        },
+      }),
+    ).rejects.toThrow(/sink failed/);
   });
 });
 
