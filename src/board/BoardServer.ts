@@ -7,7 +7,8 @@
  *   logdir;
  * - `/board/events`, the live push ({@link LiveEvents});
  * - `/board/checkpoints` (in {@link answerData}) and `/board/timelines`, the profiler timelines
- *   ({@link answerTimelines}), served only through `confineToLogdir`;
+ *   ({@link answerTimelines}; the list kept, walked again when runs change or once it is
+ *   `timelinesMaxAgeSecs` old), served only through `confineToLogdir`;
  * - `/`, the board's page, and its assets ({@link pageAsset}; with a Content-Security-Policy), and
  *   `/board/series`, what the page draws of a series ({@link answerPageSeries}).
  *
@@ -35,7 +36,7 @@ import { LiveEvents } from "./liveEvents.js";
 import { pageAsset } from "./pageAssets.js";
 import { answerChartSeries, answerPageSeries } from "./pageSeries.js";
 import { HttpError, respond, respondError } from "./respond.js";
-import { answerTimelines } from "./timelines.js";
+import { answerTimelines, TimelineList } from "./timelines.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -51,13 +52,19 @@ export interface BoardOptions {
   readonly token?: string;
   /** Seconds between polls of the logdir (default 0.5). */
   readonly pollSecs?: number;
+  /** Seconds the profiler timelines list is kept before a request walks the logdir again (default 2); a run that appears or goes renews it at once. */
+  readonly timelinesMaxAgeSecs?: number;
   /** Time for polls, throttles and heartbeats (tests pass a `VirtualClock`). */
   readonly clock?: Clock;
   /** Image bytes kept per (run, tag) before older steps are thinned out (default 32 MiB). */
   readonly imageBytesPerTag?: number;
+  /** Histogram bytes kept per (run, tag) before older steps are thinned out (default 16 MiB). */
+  readonly histogramBytesPerTag?: number;
+  /** Text bytes kept per (run, tag) before older steps are thinned out (default 4 MiB). */
+  readonly textBytesPerTag?: number;
   /** What `/data/environment` reports as `version`. */
   readonly version?: string;
-  /** Called with what the reader reports (bad checksums, non-event files...), images thinned out, and unexpected route errors. */
+  /** Called with what the reader reports (bad checksums, non-event files...), images, histograms and text thinned out, and unexpected route errors. */
   readonly onIssue?: (message: string) => void;
 }
 
@@ -96,6 +103,13 @@ export const startBoard = async (logdir: string, options: BoardOptions = {}): Pr
     clock,
     ...(options.pollSecs === undefined ? {} : { pollSecs: options.pollSecs }),
     ...(options.imageBytesPerTag === undefined ? {} : { imageBytesPerTag: options.imageBytesPerTag }),
+    ...(options.histogramBytesPerTag === undefined ? {} : { histogramBytesPerTag: options.histogramBytesPerTag }),
+    ...(options.textBytesPerTag === undefined ? {} : { textBytesPerTag: options.textBytesPerTag }),
+  });
+  // The timelines list is kept; a run that appears or goes (a new outputDir) is listed at once.
+  const timelines = new TimelineList(logdir, clock, options.timelinesMaxAgeSecs === undefined ? undefined : options.timelinesMaxAgeSecs * 1000);
+  const runsWatch = store.updates$.subscribe((u) => {
+    if (u.runs !== undefined || u.loaded) timelines.invalidate();
   });
   const issues = store.issues$.subscribe((i) => options.onIssue?.(i.message));
   const notices = store.notices$.subscribe((m) => options.onIssue?.(m));
@@ -120,7 +134,7 @@ export const startBoard = async (logdir: string, options: BoardOptions = {}): Pr
           ? answerPageSeries(store, url.searchParams)
           : path === "/board/chart"
             ? answerChartSeries(store, url.searchParams)
-            : ((await pageAsset(path)) ?? (await answerTimelines(store.logdir, path)) ?? (await answerData(store, env, req, path, url.searchParams)));
+            : ((await pageAsset(path)) ?? (await answerTimelines(timelines, path)) ?? (await answerData(store, env, req, path, url.searchParams)));
       await respond(req, res, setCookie === undefined ? body : { ...body, headers: { ...body.headers, "Set-Cookie": setCookie } });
     } catch (e) {
       if (!(e instanceof HttpError)) throw e;
@@ -141,6 +155,7 @@ export const startBoard = async (logdir: string, options: BoardOptions = {}): Pr
       await store.close();
       issues.unsubscribe();
       notices.unsubscribe();
+      runsWatch.unsubscribe();
     },
   };
 };

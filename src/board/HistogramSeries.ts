@@ -1,25 +1,46 @@
 /**
- * `HistogramSeries`: every histogram of one (run, tag), in typed-array columns. A point is a step,
- * a wall time and its buckets `(left, right, count)`; the buckets of all points sit end to end in
- * one `Float64Array`, with an offset column saying where each point's start. A histogram of 30
- * buckets costs 30 × 24 + 20 bytes, and no object per point.
+ * `HistogramSeries`: the histograms of one (run, tag), in typed-array columns, under a byte
+ * budget. A point is a step, a wall time and its buckets `(left, right, count)`; the buckets of
+ * all points sit end to end in one `Float64Array`, with an offset column saying where each point's
+ * start. A histogram of k buckets costs k × 24 + 28 bytes, and no object per point.
+ *
+ * The memory policy is the board's (`thinning.ts`): every histogram is kept until the series
+ * holds more than `budgetBytes`; then the spacing of the steps kept doubles, the first and the
+ * newest always kept, and again until it fits. The columns never grow past what the budget needs (the
+ * bucket column: the budget plus one histogram), so the budget bounds the memory held, spare
+ * capacity included. Each thinning is reported by the caller: nothing is dropped silently.
  *
  * @module
  */
+
+import { overBudget, Spacing, type Thinning } from "./thinning.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
 // ---------------------------------------------------------------------------------------------
 
-/** Every histogram of one (run, tag), in insertion order. */
+/** Bytes a histogram costs besides its buckets: step, wall time, arrival number, offset. */
+const POINT_BYTES = 8 + 8 + 8 + 4;
+/** Bytes a bucket costs: left, right, count. */
+const BUCKET_BYTES = 3 * 8;
+
+/** The histograms of one (run, tag), in insertion order, under a byte budget. */
 export class HistogramSeries {
   private n = 0;
   private steps = new Float64Array(8);
   private walls = new Float64Array(8);
+  /** Each histogram's arrival number (for the {@link Spacing}). */
+  private seqs = new Float64Array(8);
   /** `starts[i]` is the index in `buckets` of point i's first bucket, `starts[n]` the end. */
   private starts = new Uint32Array(9);
   /** `left, right, count` of every bucket, point after point. */
   private buckets = new Float64Array(8 * 3 * 30);
+  /** Steps dropped by thinning so far. */
+  droppedSteps = 0;
+  private readonly spacing = new Spacing();
+
+  /** `budgetBytes`: what the histograms may hold ({@link heldBytes}) before they are thinned (default: no limit). */
+  constructor(private readonly budgetBytes: number = Number.POSITIVE_INFINITY) {}
 
   /** Histograms held. */
   get length(): number {
@@ -31,17 +52,32 @@ export class HistogramSeries {
     return this.n === 0 ? null : (this.steps[this.n - 1] as number);
   }
 
-  /** Bytes held by the columns, spare capacity included. */
-  get byteLength(): number {
-    return this.steps.byteLength + this.walls.byteLength + this.starts.byteLength + this.buckets.byteLength;
+  /** Bytes of the histograms held: 28 a histogram and 24 a bucket (what the budget counts). */
+  get heldBytes(): number {
+    return this.n * POINT_BYTES + ((this.starts[this.n] as number) / 3) * BUCKET_BYTES;
   }
 
-  /** Appends one histogram: buckets `(left[i], right[i]]` holding `count[i]`. */
-  append(step: number, wallTime: number, left: ArrayLike<number>, right: ArrayLike<number>, count: ArrayLike<number>): void {
+  /** Bytes held by the columns, spare capacity included. */
+  get byteLength(): number {
+    return this.steps.byteLength + this.walls.byteLength + this.seqs.byteLength + this.starts.byteLength + this.buckets.byteLength;
+  }
+
+  /**
+   * Appends one histogram: buckets `(left[i], right[i]]` holding `count[i]`; returns what
+   * thinning it took to stay within the budget, if any.
+   */
+  append(step: number, wallTime: number, left: ArrayLike<number>, right: ArrayLike<number>, count: ArrayLike<number>): Thinning | undefined {
     const k = Math.min(left.length, right.length, count.length);
-    if (this.n === this.steps.length) this.growPoints(this.n * 2);
+    const seq = this.spacing.arrive();
+    // The newest so far is kept only if it falls on the spacing: else this one takes its place.
+    if (this.n > 1 && !this.spacing.keeps(this.seqs[this.n - 1] as number)) {
+      this.n--;
+      this.droppedSteps++;
+    }
+    if (this.n === this.steps.length) this.growPoints(Math.max(this.n + 1, Math.min(this.n * 2, Math.floor(this.budgetBytes / POINT_BYTES) + 2)));
     const at = this.starts[this.n] as number;
-    if (at + 3 * k > this.buckets.length) this.growBuckets(Math.max(this.buckets.length * 2, at + 3 * k));
+    const need = at + 3 * k;
+    if (need > this.buckets.length) this.growBuckets(Math.max(need, Math.min(this.buckets.length * 2, Math.floor(this.budgetBytes / 8))));
     const b = this.buckets;
     for (let i = 0; i < k; i++) {
       b[at + 3 * i] = left[i] as number;
@@ -50,21 +86,51 @@ export class HistogramSeries {
     }
     this.steps[this.n] = step;
     this.walls[this.n] = wallTime;
+    this.seqs[this.n] = seq;
     this.n++;
-    this.starts[this.n] = at + 3 * k;
+    this.starts[this.n] = need;
+    return this.heldBytes > this.budgetBytes ? this.thin() : undefined;
   }
 
   /** Removes every histogram at step >= `step` (a restart); returns how many. */
   purgeFrom(step: number): number {
+    return this.keep((i) => (this.steps[i] as number) < step);
+  }
+
+  /**
+   * Calls `row` for each histogram in order (or for those at the indices `only`, ascending), with
+   * its buckets as a `[left, right, count, …]` view.
+   */
+  forEach(row: (wallTime: number, step: number, buckets: Float64Array) => void, only?: Iterable<number>): void {
+    const at = (i: number): void => row(this.walls[i] as number, this.steps[i] as number, this.buckets.subarray(this.starts[i] as number, this.starts[i + 1] as number));
+    if (only === undefined) for (let i = 0; i < this.n; i++) at(i);
+    else for (const i of only) if (i >= 0 && i < this.n) at(i);
+  }
+
+  private thin(): Thinning | undefined {
+    let dropped = 0;
+    while (overBudget(this.heldBytes, this.budgetBytes, this.n)) {
+      this.spacing.widen();
+      const last = this.n - 1;
+      dropped += this.keep((i) => i === last || this.spacing.keeps(this.seqs[i] as number));
+    }
+    if (dropped === 0) return undefined;
+    this.droppedSteps += dropped;
+    return { dropped, kept: this.n };
+  }
+
+  /** Keeps, in place and in order, the histograms whose index `keep` accepts; returns how many went. */
+  private keep(keep: (i: number) => boolean): number {
     let kept = 0;
     let out = 0;
     for (let i = 0; i < this.n; i++) {
-      if ((this.steps[i] as number) >= step) continue;
+      if (!keep(i)) continue;
       const from = this.starts[i] as number;
       const to = this.starts[i + 1] as number;
       this.buckets.copyWithin(out, from, to);
       this.steps[kept] = this.steps[i] as number;
       this.walls[kept] = this.walls[i] as number;
+      this.seqs[kept] = this.seqs[i] as number;
       this.starts[kept] = out;
       out += to - from;
       kept++;
@@ -75,22 +141,18 @@ export class HistogramSeries {
     return removed;
   }
 
-  /** Calls `row` for each histogram in order, with its buckets as a `[left, right, count, …]` view. */
-  forEach(row: (wallTime: number, step: number, buckets: Float64Array) => void): void {
-    for (let i = 0; i < this.n; i++) {
-      row(this.walls[i] as number, this.steps[i] as number, this.buckets.subarray(this.starts[i] as number, this.starts[i + 1] as number));
-    }
-  }
-
   private growPoints(capacity: number): void {
     const steps = new Float64Array(capacity);
     steps.set(this.steps.subarray(0, this.n));
     const walls = new Float64Array(capacity);
     walls.set(this.walls.subarray(0, this.n));
+    const seqs = new Float64Array(capacity);
+    seqs.set(this.seqs.subarray(0, this.n));
     const starts = new Uint32Array(capacity + 1);
     starts.set(this.starts.subarray(0, this.n + 1));
     this.steps = steps;
     this.walls = walls;
+    this.seqs = seqs;
     this.starts = starts;
   }
 

@@ -2,12 +2,11 @@
  * `ImageSeries`: the images of one (run, tag), every step's encoded bytes as written (PNG,
  * JPEG...), under a byte budget.
  *
- * The memory policy: every step is kept until the series holds more than `budgetBytes` of image
- * bytes. Then it is thinned: every other step is dropped, except the first and the newest, and
- * again until it fits (or two steps are left). The steps kept stay spread over the whole run, as
- * a slider over them needs, and the newest is always there. Each thinning is reported by the
- * caller (the board prints it, and the images route's tag description says it): nothing is
- * dropped silently.
+ * The memory policy is the board's (`thinning.ts`): every step is kept until the series holds
+ * more than `budgetBytes` of image bytes; then the spacing of the steps kept doubles, the first and
+ * the newest always kept, and again until it fits. The steps kept stay evenly spread over the
+ * whole run, as a slider over them needs. Each thinning is reported by the caller (the board prints it, and the
+ * images route's tag description says it): nothing is dropped silently.
  *
  * Each step gets an `id`, unique in the board, that the images route hands out in its opaque
  * `query`; an image thinned out or purged by a restart is then simply not found.
@@ -16,6 +15,7 @@
  */
 
 import { keepWhere } from "./keepWhere.js";
+import { overBudget, Spacing, type Thinning } from "./thinning.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -29,15 +29,12 @@ export interface ImageShot {
   readonly samples: (Uint8Array | undefined)[];
 }
 
-/** What one thinning did. */
-export interface Thinning {
-  readonly dropped: number;
-  readonly kept: number;
-}
-
 /** The images of one (run, tag), by step, under a byte budget. */
 export class ImageSeries {
   private readonly list: ImageShot[] = [];
+  /** Each step's arrival number (for the {@link Spacing}). */
+  private readonly seqs: number[] = [];
+  private readonly spacing = new Spacing();
   private bytes = 0;
   /** Steps dropped by thinning so far. */
   droppedSteps = 0;
@@ -69,8 +66,16 @@ export class ImageSeries {
     const last = this.list.at(-1);
     let shot = last;
     if (shot === undefined || shot.step !== step || shot.wallTime !== wallTime || shot.samples[sample] !== undefined) {
+      const seq = this.spacing.arrive();
+      // The newest so far is kept only if it falls on the spacing: else this one takes its place.
+      if (this.list.length > 1 && !this.spacing.keeps(this.seqs.at(-1) as number)) {
+        this.bytes -= shotBytes(this.list.pop() as ImageShot);
+        this.seqs.pop();
+        this.droppedSteps++;
+      }
       shot = { id: id(), step, wallTime, samples: [] };
       this.list.push(shot);
+      this.seqs.push(seq);
     }
     // A copy: the decoder's bytes may be a view of a whole read chunk, which must not be kept alive.
     shot.samples[sample] = encoded.slice();
@@ -94,21 +99,28 @@ export class ImageSeries {
 
   /** Removes the steps >= `step` (a restart); returns how many. */
   purgeFrom(step: number): number {
-    const removed = keepWhere(this.list, (s) => s.step < step);
-    this.bytes = this.list.reduce((n, s) => n + shotBytes(s), 0);
-    return removed;
+    return this.keep((i) => (this.list[i] as ImageShot).step < step);
   }
 
   private thin(): Thinning | undefined {
     let dropped = 0;
-    while (this.bytes > this.budgetBytes && this.list.length > 2) {
+    while (overBudget(this.bytes, this.budgetBytes, this.list.length)) {
+      this.spacing.widen();
       const last = this.list.length - 1;
-      dropped += keepWhere(this.list, (_, i) => i === 0 || i === last || i % 2 === 0);
-      this.bytes = this.list.reduce((n, s) => n + shotBytes(s), 0);
+      dropped += this.keep((i) => i === last || this.spacing.keeps(this.seqs[i] as number));
     }
     if (dropped === 0) return undefined;
     this.droppedSteps += dropped;
     return { dropped, kept: this.list.length };
+  }
+
+  /** Keeps, in place and in order, the steps whose index `keep` accepts; returns how many went. */
+  private keep(keep: (i: number) => boolean): number {
+    const kept = this.list.map((_, i) => keep(i));
+    keepWhere(this.seqs, (_, i) => kept[i] as boolean);
+    const removed = keepWhere(this.list, (_, i) => kept[i] as boolean);
+    if (removed > 0) this.bytes = this.list.reduce((n, s) => n + shotBytes(s), 0);
+    return removed;
   }
 }
 

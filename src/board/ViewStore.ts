@@ -1,7 +1,8 @@
 /**
- * `ViewStore`: what the board shows beyond scalars, per run: every histogram
- * ({@link HistogramSeries}), the images under a byte budget per tag ({@link ImageSeries}), every
- * text, and the run's `SessionLog CHECKPOINT` markers. It takes the events of `readEvents` and
+ * `ViewStore`: what the board shows beyond scalars, per run: the histograms
+ * ({@link HistogramSeries}), images ({@link ImageSeries}) and text ({@link TextSeries}), each
+ * under a byte budget per tag (the board's thinning policy, `thinning.ts`), and the run's
+ * `SessionLog CHECKPOINT` markers. It takes the events of `readEvents` and
  * applies TensorBoard's restart rules as `LogdirScalars` does for scalars:
  *
  * - a run whose files declare `brain.Event:2` or later: each `SessionLog START` after the
@@ -21,6 +22,8 @@ import type { HistogramEvent, ImageEvent, ReadIssue, SummaryEvent, TextEvent } f
 import { HistogramSeries } from "./HistogramSeries.js";
 import { ImageSeries } from "./ImageSeries.js";
 import { keepWhere } from "./keepWhere.js";
+import { TextSeries, type TextPoint } from "./TextSeries.js";
+import { mibText } from "./thinning.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -38,14 +41,6 @@ export interface ViewChange {
   readonly lastStep: number | null;
 }
 
-/** One text summary: the strings of its tensor, row-major, with its shape. */
-export interface TextPoint {
-  readonly step: number;
-  readonly wallTime: number;
-  readonly text: readonly string[];
-  readonly shape: readonly number[];
-}
-
 /** One `SessionLog CHECKPOINT`. */
 export interface CheckpointMark {
   readonly step: number;
@@ -59,22 +54,46 @@ export interface Ingested {
   readonly changes: readonly ViewChange[];
   /** A restart purge: every view of the run at step >= `step` (or of `tag` only). */
   readonly purge?: { readonly step: number; readonly tag?: string };
-  /** A line to report (images thinned to stay within their budget). */
+  /** A line to report (images, histograms or text thinned to stay within their budget). */
   readonly notice?: string;
 }
 
 interface RunViews {
   readonly histograms: Map<string, HistogramSeries>;
   readonly images: Map<string, ImageSeries>;
-  readonly texts: Map<string, TextPoint[]>;
+  readonly texts: Map<string, TextSeries>;
   readonly checkpoints: CheckpointMark[];
   fileVersion: number | undefined;
   seenStart: boolean;
   mostRecentStep: number;
 }
 
-/** The default image budget of one (run, tag): 32 MiB. */
-const DEFAULT_IMAGE_BYTES_PER_TAG = 32 << 20;
+/** The byte budgets of one (run, tag) of each view, past which older steps are thinned out. */
+export interface ViewBudgets {
+  /** Image bytes (encoded, as in the file) kept per (run, tag); default 32 MiB. */
+  readonly imageBytesPerTag?: number | undefined;
+  /** Histogram bytes (24 a bucket, 28 a step) kept per (run, tag); default 16 MiB. */
+  readonly histogramBytesPerTag?: number | undefined;
+  /** Text bytes (UTF-8, 16 a string, 64 a step) kept per (run, tag); default 4 MiB. */
+  readonly textBytesPerTag?: number | undefined;
+}
+
+/** One series thinned to stay within its budget: how many steps went, how many are kept. */
+export interface ThinnedSeries {
+  readonly plugin: "histograms" | "images" | "text";
+  readonly run: string;
+  readonly tag: string;
+  readonly dropped: number;
+  readonly kept: number;
+  readonly budgetBytes: number;
+}
+
+/** The default budgets: images 32 MiB, histograms 16 MiB, text 4 MiB per (run, tag). */
+const DEFAULT_VIEW_BUDGETS = { imageBytesPerTag: 32 << 20, histogramBytesPerTag: 16 << 20, textBytesPerTag: 4 << 20 } as const;
+
+/** Each budget's flag, for the notices. */
+const BUDGET_FLAGS = { images: "--image-mib-per-tag", histograms: "--histogram-mib-per-tag", text: "--text-mib-per-tag" } as const;
+const BUDGET_OPTIONS = { images: "imageBytesPerTag", histograms: "histogramBytesPerTag", text: "textBytesPerTag" } as const;
 
 const NOTHING: Ingested = { changes: [] };
 
@@ -83,13 +102,20 @@ export class ViewStore {
   private readonly byRun = new Map<string, RunViews>();
   private nextImageId = 1;
   private readonly imageId = (): number => this.nextImageId++;
-  private readonly thinnings = new Map<ImageSeries, number>();
+  private readonly imageBytesPerTag: number;
+  private readonly histogramBytesPerTag: number;
+  private readonly textBytesPerTag: number;
 
-  /** Throws `InvalidArgumentError` unless `imageBytesPerTag` is a positive number. */
-  constructor(private readonly imageBytesPerTag: number = DEFAULT_IMAGE_BYTES_PER_TAG) {
-    if (!(imageBytesPerTag > 0) || !Number.isFinite(imageBytesPerTag)) {
-      throw new InvalidArgumentError(`imageBytesPerTag must be a positive number of bytes (default ${DEFAULT_IMAGE_BYTES_PER_TAG}), got ${imageBytesPerTag}`);
-    }
+  /** Throws `InvalidArgumentError` unless each budget given is a positive number of bytes. */
+  constructor(budgets: ViewBudgets = {}) {
+    const budget = (name: keyof ViewBudgets): number => {
+      const b = budgets[name] ?? DEFAULT_VIEW_BUDGETS[name];
+      if (!(b > 0) || !Number.isFinite(b)) throw new InvalidArgumentError(`${name} must be a positive number of bytes (default ${DEFAULT_VIEW_BUDGETS[name]}), got ${b}`);
+      return b;
+    };
+    this.imageBytesPerTag = budget("imageBytesPerTag");
+    this.histogramBytesPerTag = budget("histogramBytesPerTag");
+    this.textBytesPerTag = budget("textBytesPerTag");
   }
 
   /** Takes one event of `readEvents`; says what changed. */
@@ -121,6 +147,21 @@ export class ViewStore {
       default:
         return NOTHING;
     }
+  }
+
+  /** Every series that lost steps to its budget, by run, then plugin, then tag. */
+  thinned(): ThinnedSeries[] {
+    const out: ThinnedSeries[] = [];
+    for (const run of [...this.byRun.keys()].sort()) {
+      const r = this.byRun.get(run) as RunViews;
+      const add = (plugin: ThinnedSeries["plugin"], tag: string, dropped: number, kept: number, budgetBytes: number): void => {
+        if (dropped > 0) out.push({ plugin, run, tag, dropped, kept, budgetBytes });
+      };
+      for (const [tag, s] of sortedEntries(r.histograms)) add("histograms", tag, s.droppedSteps, s.length, this.histogramBytesPerTag);
+      for (const [tag, s] of sortedEntries(r.images)) add("images", tag, s.droppedSteps, s.shots.length, this.imageBytesPerTag);
+      for (const [tag, s] of sortedEntries(r.texts)) add("text", tag, s.droppedSteps, s.points.length, this.textBytesPerTag);
+    }
+    return out;
   }
 
   /** The runs with histograms, sorted. */
@@ -158,6 +199,16 @@ export class ViewStore {
     return this.imageBytesPerTag;
   }
 
+  /** The byte budget of one (run, tag)'s histograms. */
+  get histogramBudgetBytes(): number {
+    return this.histogramBytesPerTag;
+  }
+
+  /** The byte budget of one (run, tag)'s text. */
+  get textBudgetBytes(): number {
+    return this.textBytesPerTag;
+  }
+
   /** The runs with text, sorted. */
   textRuns(): string[] {
     return this.runsWith((r) => r.texts.size > 0);
@@ -169,7 +220,7 @@ export class ViewStore {
   }
 
   /** One text series, or `undefined`. */
-  texts(run: string, tag: string): readonly TextPoint[] | undefined {
+  texts(run: string, tag: string): TextSeries | undefined {
     return this.byRun.get(run)?.texts.get(tag);
   }
 
@@ -193,18 +244,19 @@ export class ViewStore {
     }
     let notice: string | undefined;
     if (e.kind === "histogram") {
-      const s = getOr(r.histograms, e.tag, () => new HistogramSeries());
-      s.append(e.step, e.wallTime, e.left, e.right, e.count);
+      const s = getOr(r.histograms, e.tag, () => new HistogramSeries(this.histogramBytesPerTag));
+      if (s.append(e.step, e.wallTime, e.left, e.right, e.count) !== undefined) notice = this.thinningNotice("histograms", e.run, e.tag, s, s.length);
       changes.push({ plugin: "histograms", run: e.run, tag: e.tag, count: s.length, lastStep: s.lastStep });
     } else if (e.kind === "image") {
       const s = getOr(r.images, e.tag, () => new ImageSeries(this.imageBytesPerTag));
       const thinned = s.add(e.step, e.wallTime, e.sample, e.encoded, this.imageId);
-      if (thinned !== undefined) notice = this.thinningNotice(e.run, e.tag, s);
+      if (thinned !== undefined) notice = this.thinningNotice("images", e.run, e.tag, s, s.shots.length);
       changes.push({ plugin: "images", run: e.run, tag: e.tag, count: s.shots.length, lastStep: s.shots.at(-1)?.step ?? null });
     } else {
-      const s = getOr(r.texts, e.tag, (): TextPoint[] => []);
-      s.push({ step: e.step, wallTime: e.wallTime, text: e.text, shape: e.shape });
-      changes.push({ plugin: "text", run: e.run, tag: e.tag, count: s.length, lastStep: e.step });
+      const s = getOr(r.texts, e.tag, () => new TextSeries(this.textBytesPerTag));
+      const point: TextPoint = { step: e.step, wallTime: e.wallTime, text: e.text, shape: e.shape };
+      if (s.add(point) !== undefined) notice = this.thinningNotice("text", e.run, e.tag, s, s.points.length);
+      changes.push({ plugin: "text", run: e.run, tag: e.tag, count: s.points.length, lastStep: e.step });
     }
     return { changes, ...(purge === undefined ? {} : { purge }), ...(notice === undefined ? {} : { notice }) };
   }
@@ -220,7 +272,7 @@ export class ViewStore {
     const changes: ViewChange[] = [];
     for (const [tag, s] of r.histograms) if (s.purgeFrom(step) > 0) changes.push({ plugin: "histograms", run, tag, count: s.length, lastStep: s.lastStep });
     for (const [tag, s] of r.images) if (s.purgeFrom(step) > 0) changes.push({ plugin: "images", run, tag, count: s.shots.length, lastStep: s.shots.at(-1)?.step ?? null });
-    for (const [tag, s] of r.texts) if (purgeTexts(s, step) > 0) changes.push({ plugin: "text", run, tag, count: s.length, lastStep: s.at(-1)?.step ?? null });
+    for (const [tag, s] of r.texts) if (s.purgeFrom(step) > 0) changes.push({ plugin: "text", run, tag, count: s.points.length, lastStep: s.points.at(-1)?.step ?? null });
     if (keepWhere(r.checkpoints, (c) => c.step <= step) > 0) changes.push(checkpointChange(run, r));
     return changes.length === 0 ? NOTHING : { changes, purge: { step } };
   }
@@ -228,17 +280,13 @@ export class ViewStore {
   private purgeTag(r: RunViews, kind: "histogram" | "image" | "text", tag: string, step: number): number {
     if (kind === "histogram") return r.histograms.get(tag)?.purgeFrom(step) ?? 0;
     if (kind === "image") return r.images.get(tag)?.purgeFrom(step) ?? 0;
-    const s = r.texts.get(tag);
-    return s === undefined ? 0 : purgeTexts(s, step);
+    return r.texts.get(tag)?.purgeFrom(step) ?? 0;
   }
 
-  /** A line on the 1st, 2nd, 4th, 8th… thinning of a series: reported, but not once per image. */
-  private thinningNotice(run: string, tag: string, s: ImageSeries): string | undefined {
-    const n = (this.thinnings.get(s) ?? 0) + 1;
-    this.thinnings.set(s, n);
-    if ((n & (n - 1)) !== 0) return undefined;
-    const mib = (this.imageBytesPerTag / (1 << 20)).toFixed(1).replace(/\.0$/, "");
-    return `images of run ${JSON.stringify(run)}, tag ${JSON.stringify(tag)}: over the ${mib} MiB kept per tag; ${s.droppedSteps} older steps dropped so far (every other step, the first and the newest kept), ${s.shots.length} kept; raise imageBytesPerTag to keep more`;
+  /** The line that reports a thinning (a series thins a handful of times over a run: each is said). */
+  private thinningNotice(plugin: "histograms" | "images" | "text", run: string, tag: string, s: ImageSeries | HistogramSeries | TextSeries, kept: number): string {
+    const budget = plugin === "images" ? this.imageBytesPerTag : plugin === "histograms" ? this.histogramBytesPerTag : this.textBytesPerTag;
+    return `${plugin} of run ${JSON.stringify(run)}, tag ${JSON.stringify(tag)}: over the ${mibText(budget)} MiB kept per tag; ${s.droppedSteps} older steps dropped so far (the steps kept stay evenly spread, the first and the newest always among them), ${kept} kept; raise ${BUDGET_FLAGS[plugin]} (${BUDGET_OPTIONS[plugin]}) to keep more`;
   }
 
   private runsWith(has: (r: RunViews) => boolean): string[] {
@@ -270,7 +318,7 @@ const getOr = <V>(map: Map<string, V>, key: string, make: () => V): V => {
 
 const sortedKeys = (map: Map<string, unknown> | undefined): string[] => [...(map?.keys() ?? [])].sort();
 
-const purgeTexts = (s: TextPoint[], step: number): number => keepWhere(s, (p) => p.step < step);
+const sortedEntries = <V>(map: Map<string, V>): [string, V][] => [...map].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 
 const checkpointChange = (run: string, r: RunViews): ViewChange => ({
   plugin: "checkpoints",

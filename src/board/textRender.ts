@@ -16,7 +16,7 @@
 
 import MarkdownIt from "markdown-it";
 
-import type { TextPoint } from "./ViewStore.js";
+import type { TextPoint } from "./TextSeries.js";
 
 // ---------------------------------------------------------------------------------------------
 // operations

@@ -12,8 +12,11 @@
  * is a timeline's: the logdir's other files (checkpoints, event files) are not served. Anything
  * refused is 404, with no reason given to the client.
  *
- * The listing walks the logdir's directories (not links to directories: a link could loop) at
- * each request, at most {@link MAX_DEPTH} deep.
+ * The listing walks the logdir's directories (not links to directories: a link could loop), at
+ * most {@link MAX_DEPTH} deep, and is kept ({@link TimelineList}): requests share one walk, and the
+ * logdir is walked again only once the list is {@link LIST_MAX_AGE_MS} old on the board's clock,
+ * or at once when the board's runs change. A new timeline shows up within that age; a download is
+ * always looked up afresh (through the gate), never from the kept list.
  *
  * @module
  */
@@ -23,6 +26,7 @@ import type { Dirent } from "node:fs";
 import { readdir, readFile, stat } from "node:fs/promises";
 import { basename, join } from "node:path";
 
+import type { Clock } from "../Clock.js";
 import { confineToLogdir } from "./confineToLogdir.js";
 import { type Body, notFound } from "./respond.js";
 import { pyJson, pyRepr } from "./tensorBoardFormat.js";
@@ -45,15 +49,49 @@ const MAX_DEPTH = 12;
 /** A timeline's name (`ProfilerHook`'s temporary `timeline-5.json.tmp-…` files do not match). */
 const TIMELINE_NAME = /^timeline-(\d+)\.json$/;
 
+/** How old the kept list may get before a request walks the logdir again, ms. */
+export const LIST_MAX_AGE_MS = 2000;
+
+/** The timelines of a logdir, listed at most once per `maxAgeMs`, or again after {@link invalidate}. */
+export class TimelineList {
+  private kept: { readonly atMs: number; readonly list: Promise<Timeline[]> } | undefined;
+
+  constructor(
+    /** The logdir listed, and the one downloads are confined to. */
+    readonly logdir: string,
+    private readonly clock: Clock,
+    private readonly maxAgeMs: number = LIST_MAX_AGE_MS,
+  ) {}
+
+  /** The timelines, by run then step: the kept list while it is fresh, else one new walk shared by every caller meanwhile. */
+  list(): Promise<Timeline[]> {
+    const now = (this.clock.monotonic ?? this.clock.now).call(this.clock);
+    const kept = this.kept;
+    if (kept !== undefined && now >= kept.atMs && now - kept.atMs < this.maxAgeMs) return kept.list;
+    const list = listTimelines(this.logdir);
+    this.kept = { atMs: now, list };
+    // A failed walk is not kept: the next request tries again.
+    list.catch(() => {
+      if (this.kept?.list === list) this.kept = undefined;
+    });
+    return list;
+  }
+
+  /** Forgets the kept list: the next request walks the logdir (a run appeared or went). */
+  invalidate(): void {
+    this.kept = undefined;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // operations
 // ---------------------------------------------------------------------------------------------
 
-/** Answers `/board/timelines` and `/board/timelines/<file>`, or `undefined` for another path. */
-export const answerTimelines = async (logdir: string, path: string): Promise<Body | undefined> => {
-  if (path === "/board/timelines") return { contentType: "application/json", body: pyJson(await listTimelines(logdir)) };
+/** Answers `/board/timelines` (from the kept list) and `/board/timelines/<file>`, or `undefined` for another path. */
+export const answerTimelines = async (timelines: TimelineList, path: string): Promise<Body | undefined> => {
+  if (path === "/board/timelines") return { contentType: "application/json", body: pyJson(await timelines.list()) };
   if (!path.startsWith("/board/timelines/")) return undefined;
-  return downloadTimeline(logdir, path.slice("/board/timelines/".length));
+  return downloadTimeline(timelines.logdir, path.slice("/board/timelines/".length));
 };
 
 /** The timeline files under `logdir`, by run, then step. */

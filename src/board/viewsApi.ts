@@ -5,16 +5,18 @@
  * | route | answer |
  * |---|---|
  * | `/data/plugin/histograms/tags` | `{run: {tag: {displayName, description}}}`, runs without histograms left out |
- * | `/data/plugin/histograms/histograms?run=&tag=` | `[[wall_time, step, [[left, right, count], …]], …]`: **every** histogram (TensorBoard: 51) |
+ * | `/data/plugin/histograms/histograms?run=&tag=[&limit=]` | `[[wall_time, step, [[left, right, count], …]], …]`: every histogram kept (TensorBoard: 51); ours, `limit=n`: at most n, evenly spread, the first and the newest among them |
  * | `/data/plugin/images/tags` | `{run: {tag: {displayName, description, samples}}}` |
  * | `/data/plugin/images/images?run=&tag=[&sample=0]` | `[{wall_time, step, query}]`, every step kept (TensorBoard: 10) |
  * | `/data/plugin/images/individualImage?<query>` | the image's bytes, `image/png`, `image/jpeg`, `image/gif`, `image/bmp` (sniffed) or `application/octet-stream` |
  * | `/data/plugin/text/tags` | `{run: [tag, …]}` |
  * | `/data/plugin/text/text?run=&tag=` | `[{wall_time, step, text}]`, `text` rendered to safe HTML ({@link renderText}); an unknown series is `[]`, as in TensorBoard |
  *
- * And one of ours: `/board/checkpoints?run=` → `[{step, wall_time, path}]` (the run's
+ * And ours: `/board/checkpoints?run=` → `[{step, wall_time, path}]` (the run's
  * `SessionLog CHECKPOINT` events by step); without `run`, `{run: [...]}` for every run that has
- * some.
+ * some. `/board/thinned` → `[{plugin, run, tag, dropped, kept, budget_bytes}]`: the series that
+ * lost older steps to their memory budget (the only place that says it for text, whose tags
+ * route has no description).
  *
  * @module
  */
@@ -22,6 +24,7 @@
 import type { BoardStore } from "./BoardStore.js";
 import type { HistogramSeries } from "./HistogramSeries.js";
 import { type Body, invalidArgument, notFound } from "./respond.js";
+import { mibText } from "./thinning.js";
 import { pyFloatJson, pyJson, pyRepr } from "./tensorBoardFormat.js";
 import { renderText } from "./textRender.js";
 
@@ -41,21 +44,29 @@ export const answerViews = (store: BoardStore, path: string, query: URLSearchPar
   const v = store.views;
   switch (path) {
     case "/data/plugin/histograms/tags":
-      return json(tagInfo(v.histogramRuns(), (run) => v.histogramTags(run).map((tag) => [tag, store.tagInfo(run, tag)])));
+      return json(
+        tagInfo(v.histogramRuns(), (run) =>
+          v.histogramTags(run).map((tag) => {
+            const info = store.tagInfo(run, tag);
+            const notice = droppedNotice(v.histograms(run, tag)?.droppedSteps ?? 0, "histograms", v.histogramBudgetBytes);
+            return [tag, { displayName: info.displayName, description: [info.description, notice].filter((d) => d !== "").join("\n\n") }];
+          }),
+        ),
+      );
     case "/data/plugin/histograms/histograms": {
       const { run, tag } = runAndTag(query);
+      const limit = query.has("limit") ? intParam(query, "limit", 0, 1) : undefined;
       const series = v.histograms(run, tag);
       if (series === undefined) throw notFound(`No histogram tag ${pyRepr(tag)} for run ${pyRepr(run)}`);
-      return { contentType: "application/json", body: histogramRowsJson(series) };
+      return { contentType: "application/json", body: histogramRowsJson(series, limit === undefined ? undefined : spreadIndices(series.length, limit)) };
     }
     case "/data/plugin/images/tags":
       return json(
         tagInfo(v.imageRuns(), (run) =>
           v.imageTags(run).map((tag) => {
             const s = v.images(run, tag);
-            const dropped = s?.droppedSteps ?? 0;
             const info = store.tagInfo(run, tag);
-            const notice = dropped === 0 ? "" : `${dropped} older steps were dropped to keep this tag's images within ${mib(v.imageBudgetBytes)} MiB (every other step; the first and the newest are kept).`;
+            const notice = droppedNotice(s?.droppedSteps ?? 0, "images", v.imageBudgetBytes);
             const description = [info.description, notice].filter((d) => d !== "").join("\n\n");
             return [tag, { displayName: info.displayName, description, samples: s?.samples ?? 0 }];
           }),
@@ -85,9 +96,17 @@ export const answerViews = (store: BoardStore, path: string, query: URLSearchPar
       return json(Object.fromEntries(v.textRuns().map((run) => [run, v.textTags(run)])));
     case "/data/plugin/text/text": {
       const { run, tag } = runAndTag(query);
-      const rows = (v.texts(run, tag) ?? []).map((p) => `{"wall_time": ${pyFloatJson(p.wallTime)}, "step": ${p.step}, "text": ${pyJson(renderText(p))}}`);
+      const rows = (v.texts(run, tag)?.points ?? []).map((p) => `{"wall_time": ${pyFloatJson(p.wallTime)}, "step": ${p.step}, "text": ${pyJson(renderText(p))}}`);
       return { contentType: "application/json", body: `[${rows.join(", ")}]` };
     }
+    case "/board/thinned":
+      return {
+        contentType: "application/json",
+        body: `[${v
+          .thinned()
+          .map((t) => `{"plugin": ${pyJson(t.plugin)}, "run": ${pyJson(t.run)}, "tag": ${pyJson(t.tag)}, "dropped": ${t.dropped}, "kept": ${t.kept}, "budget_bytes": ${t.budgetBytes}}`)
+          .join(", ")}]`,
+      };
     case "/board/checkpoints": {
       const run = query.get("run");
       const marks = (r: string): string =>
@@ -138,23 +157,36 @@ const runAndTag = (query: URLSearchParams): { run: string; tag: string } => {
   return { run, tag };
 };
 
-/** A non-negative integer query parameter (`fallback` when absent); 400 otherwise. */
-const intParam = (query: URLSearchParams, name: string, fallback: number): number => {
+/** An integer query parameter of at least `min` (`fallback` when absent); 400 otherwise. */
+const intParam = (query: URLSearchParams, name: string, fallback: number, min = 0): number => {
   const raw = query.get(name);
   if (raw === null) return fallback;
   const n = Number(raw);
-  if (raw.trim() === "" || !Number.isSafeInteger(n) || n < 0) throw invalidArgument(`${name}: expected a non-negative integer, got ${JSON.stringify(raw)}`);
+  if (raw.trim() === "" || !Number.isSafeInteger(n) || n < min) throw invalidArgument(`${name}: expected ${min === 0 ? "a non-negative integer" : `an integer >= ${min}`}, got ${JSON.stringify(raw)}`);
   return n;
 };
 
-const histogramRowsJson = (series: HistogramSeries): string => {
+/**
+ * The indices of at most `max` of `n` rows, evenly spread, the first and the last among them
+ * (the page's offset view picks its lines the same way).
+ */
+const spreadIndices = (n: number, max: number): number[] => {
+  if (n <= max) return Array.from({ length: n }, (_, i) => i);
+  if (max === 1) return [n - 1];
+  const picked = new Set(Array.from({ length: max }, (_, k) => Math.round((k * (n - 1)) / (max - 1))));
+  return [...picked].sort((a, b) => a - b);
+};
+
+const histogramRowsJson = (series: HistogramSeries, only?: readonly number[]): string => {
   const rows: string[] = [];
   series.forEach((wallTime, step, b) => {
     const buckets: string[] = [];
     for (let i = 0; i + 2 < b.length; i += 3) buckets.push(`[${pyFloatJson(b[i] as number)}, ${pyFloatJson(b[i + 1] as number)}, ${pyFloatJson(b[i + 2] as number)}]`);
     rows.push(`[${pyFloatJson(wallTime)}, ${step}, [${buckets.join(", ")}]]`);
-  });
+  }, only);
   return `[${rows.join(", ")}]`;
 };
 
-const mib = (bytes: number): string => (bytes / (1 << 20)).toFixed(1).replace(/\.0$/, "");
+/** What a tag's description says once its series lost steps to the budget ("" before). */
+const droppedNotice = (dropped: number, what: string, budgetBytes: number): string =>
+  dropped === 0 ? "" : `${dropped} older steps were dropped to keep this tag's ${what} within ${mibText(budgetBytes)} MiB (the steps kept are evenly spread; the first and the newest are kept).`;

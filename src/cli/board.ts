@@ -2,7 +2,7 @@
  * `monitored-session board <logdir> [--port N] [--host H] [--token T]`: serves the board's page
  * (scalars, histograms, images, text, checkpoints, profiler timelines) and TensorBoard's HTTP data
  * API for `logdir` until SIGINT or SIGTERM, then closes and exits 0. It prints one line with the
- * URL to open; images thinned out to stay within their budget are reported on stderr. A logdir that does not exist, or a port that
+ * URL to open; images, histograms and text thinned out to stay within their per-tag budgets are reported on stderr. A logdir that does not exist, or a port that
  * cannot be bound, is one line on stderr and exit 2.
  *
  * @module
@@ -26,6 +26,10 @@ export interface BoardFlags {
   readonly token?: string;
   /** Image MiB kept per run and tag before older steps are thinned out (default 32). */
   readonly imageMibPerTag?: number;
+  /** Histogram MiB kept per run and tag before older steps are thinned out (default 16). */
+  readonly histogramMibPerTag?: number;
+  /** Text MiB kept per run and tag before older steps are thinned out (default 4). */
+  readonly textMibPerTag?: number;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -45,7 +49,9 @@ export const boardCommand = async (logdir: string, flags: BoardFlags, io: CliIo)
       host,
       port: flags.port,
       ...(flags.token === undefined ? {} : { token: flags.token }),
-      ...(flags.imageMibPerTag === undefined ? {} : { imageBytesPerTag: Math.round(flags.imageMibPerTag * (1 << 20)) }),
+      ...(flags.imageMibPerTag === undefined ? {} : { imageBytesPerTag: mibToBytes(flags.imageMibPerTag) }),
+      ...(flags.histogramMibPerTag === undefined ? {} : { histogramBytesPerTag: mibToBytes(flags.histogramMibPerTag) }),
+      ...(flags.textMibPerTag === undefined ? {} : { textBytesPerTag: mibToBytes(flags.textMibPerTag) }),
       ...(io.clock === undefined ? {} : { clock: io.clock }),
       version: packageVersion(),
       onIssue: (m) => io.err.write(`monitored-session board: ${m}\n`),
@@ -78,6 +84,9 @@ export const boardCommand = async (logdir: string, flags: BoardFlags, io: CliIo)
 // ---------------------------------------------------------------------------------------------
 
 const SIGNALS: readonly NodeJS.Signals[] = ["SIGINT", "SIGTERM"];
+
+/** MiB to bytes, at least 1 (a tiny positive MiB must not round to a refused 0). */
+const mibToBytes = (mib: number): number => Math.max(1, Math.round(mib * (1 << 20)));
 
 /** This package's version, for `/data/environment` (from src/cli/ and dist/src/cli/ alike). */
 const packageVersion = (): string => {

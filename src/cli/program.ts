@@ -115,12 +115,14 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     .option("--host <address>", "address to bind; any other than loopback requires a token (generated unless --token)")
     .option("--token <token>", "the token requests must carry (?token=…, or the header Authorization: Token …)")
     .option("--image-mib-per-tag <mib>", "image bytes kept per run and tag before older steps are thinned out (the first and newest always kept; said on stderr)", positiveMib, 32)
+    .option("--histogram-mib-per-tag <mib>", "histogram bytes kept per run and tag (24 a bucket) before older steps are thinned out, likewise", positiveMib, 16)
+    .option("--text-mib-per-tag <mib>", "text bytes kept per run and tag (UTF-8) before older steps are thinned out, likewise", positiveMib, 4)
     .addHelpText(
       "after",
-      `\nPrints the URL to open (with ?token=… when a token is required). TensorBoard's routes: /data/runs, /data/environment, /data/plugins_listing, /data/plugin/scalars/tags, /data/plugin/scalars/scalars?run=&tag=[&format=csv][&resolution=<pixels>], POST /data/plugin/scalars/scalars_multirun, /data/plugin/histograms/tags, /data/plugin/histograms/histograms?run=&tag=, /data/plugin/images/tags, /data/plugin/images/images?run=&tag=[&sample=], /data/plugin/images/individualImage?…, /data/plugin/text/tags, /data/plugin/text/text?run=&tag=. Ours: /board/events (server-sent events), /board/series, /board/chart, /board/checkpoints[?run=], /board/timelines and /board/timelines/<file> (ProfilerHook's timelines, as downloads). See docs/tensorboard.md.\n\nExit codes: 0 stopped by SIGINT or SIGTERM, 2 bad usage (no such logdir, the port is in use).`,
+      `\nPrints the URL to open (with ?token=… when a token is required). TensorBoard's routes: /data/runs, /data/environment, /data/plugins_listing, /data/plugin/scalars/tags, /data/plugin/scalars/scalars?run=&tag=[&format=csv][&resolution=<pixels>], POST /data/plugin/scalars/scalars_multirun, /data/plugin/histograms/tags, /data/plugin/histograms/histograms?run=&tag=[&limit=], /data/plugin/images/tags, /data/plugin/images/images?run=&tag=[&sample=], /data/plugin/images/individualImage?…, /data/plugin/text/tags, /data/plugin/text/text?run=&tag=. Ours: /board/events (server-sent events), /board/series, /board/chart, /board/checkpoints[?run=], /board/thinned (series thinned to their budget), /board/timelines and /board/timelines/<file> (ProfilerHook's timelines, as downloads). See docs/tensorboard.md.\n\nExit codes: 0 stopped by SIGINT or SIGTERM, 2 bad usage (no such logdir, the port is in use).`,
     )
     .exitOverride()
-    .action(async (logdir: string, opts: { port: number; host?: string; token?: string; imageMibPerTag: number }) => {
+    .action(async (logdir: string, opts: { port: number; host?: string; token?: string; imageMibPerTag: number; histogramMibPerTag: number; textMibPerTag: number }) => {
       code = await boardCommand(logdir, opts, io);
     });
 

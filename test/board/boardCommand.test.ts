@@ -61,36 +61,46 @@ describe("monitored-session board: exit 2 paths (in process)", () => {
     expect(r.stderr).toMatch(/--port/);
   });
 
-  it("a bad --image-mib-per-tag is a usage error naming the flag and what it expects", async () => {
-    for (const bad of ["0", "-1", "lots"]) {
-      const r = await cliInProcess(["board", tempDir(), "--image-mib-per-tag", bad]);
-      expect(r.code, bad).toBe(2);
-      expect(r.stderr, bad).toMatch(/--image-mib-per-tag.*expected a positive number of MiB/);
+  it("a bad --image-mib-per-tag, --histogram-mib-per-tag or --text-mib-per-tag is a usage error naming the flag and what it expects", async () => {
+    for (const flag of ["--image-mib-per-tag", "--histogram-mib-per-tag", "--text-mib-per-tag"]) {
+      for (const bad of ["0", "-1", "lots"]) {
+        const r = await cliInProcess(["board", tempDir(), flag, bad]);
+        expect(r.code, `${flag} ${bad}`).toBe(2);
+        expect(r.stderr, `${flag} ${bad}`).toMatch(new RegExp(`${flag}.*expected a positive number of MiB`));
+      }
     }
   });
 });
 
+/** `main(argv)` in this process, its output collected, stopped by emitting a signal on `proc`; resolves once it printed its URL. */
+const boardInProcess = async (argv: string[]): Promise<{ out: () => string; err: () => string; proc: EventEmitter; done: Promise<number> }> => {
+  let out = "";
+  let err = "";
+  const sink = (write: (s: string) => void): Writable =>
+    new Writable({
+      write(chunk: Buffer | string, _e, done) {
+        write(String(chunk));
+        done();
+      },
+    });
+  const proc = Object.assign(new EventEmitter(), { ppid: 1 });
+  const done = main(argv, {
+    out: sink((s) => (out += s)),
+    err: sink((s) => (err += s)),
+    env: {},
+    isTTY: false,
+    noticeProcess: proc as unknown as { on: () => unknown; off: () => unknown; ppid: number },
+  });
+  for (let i = 0; i < 10_000 && !out.includes("\n"); i++) await new Promise<void>((r) => setImmediate(r));
+  return { out: () => out, err: () => err, proc, done };
+};
+
 describe("monitored-session board: serves until SIGINT/SIGTERM, then exits 0", () => {
   it("in process: prints the URL, answers, stops on SIGTERM", async () => {
     const logdir = await logdirWithOneRun();
-    let out = "";
-    let err = "";
-    const sink = (write: (s: string) => void): Writable =>
-      new Writable({
-        write(chunk: Buffer | string, _e, done) {
-          write(String(chunk));
-          done();
-        },
-      });
-    const proc = Object.assign(new EventEmitter(), { ppid: 1 });
-    const done = main(["board", logdir, "--port", "0"], {
-      out: sink((s) => (out += s)),
-      err: sink((s) => (err += s)),
-      env: {},
-      isTTY: false,
-      noticeProcess: proc as unknown as { on: () => unknown; off: () => unknown; ppid: number },
-    });
-    for (let i = 0; i < 10_000 && !out.includes("\n"); i++) await new Promise<void>((r) => setImmediate(r));
+    const { out: printed, err: errors, proc, done } = await boardInProcess(["board", logdir, "--port", "0"]);
+    const out = printed();
+    const err = errors();
     expect(out).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\n$/);
     expect(err).toContain(`serving ${logdir}`);
     const url = out.trim().replace(/\/$/, "");
@@ -100,6 +110,28 @@ describe("monitored-session board: serves until SIGINT/SIGTERM, then exits 0", (
     expect(await done).toBe(0);
     expect(proc.listenerCount("SIGTERM") + proc.listenerCount("SIGINT")).toBe(0);
     await expect(send(`${url}/data/runs`)).rejects.toThrow(/ECONNREFUSED/);
+  });
+
+  it("--histogram-mib-per-tag and --text-mib-per-tag bound those tags: thinned, said on stderr and on /board/thinned", async () => {
+    const logdir = tempDir();
+    const w = new SummaryWriter(join(logdir, "train"), { clock: new VirtualClock() });
+    for (let s = 0; s < 40; s++) {
+      w.addHistogram("weights", [s, s + 1], s, { buckets: 30 }); // 748 bytes each
+      w.addText("log", "x".repeat(920), s); // 1,000 bytes each
+    }
+    await w.close();
+    // 0.005 MiB = 5,243 bytes: room for 7 histograms, 5 texts.
+    const { out, err, proc, done } = await boardInProcess(["board", logdir, "--port", "0", "--histogram-mib-per-tag", "0.005", "--text-mib-per-tag", "0.005"]);
+    const url = out().trim().replace(/\/$/, "");
+    let thinned: { plugin: string; kept: number }[] = [];
+    for (let i = 0; i < 1000 && thinned.length < 2; i++) thinned = JSON.parse((await send(`${url}/board/thinned`)).text) as typeof thinned;
+    expect(thinned.map((t) => t.plugin)).toEqual(["histograms", "text"]);
+    expect(thinned[0]?.kept).toBeLessThanOrEqual(7);
+    expect(thinned[1]?.kept).toBeLessThanOrEqual(5);
+    expect(err()).toMatch(/^monitored-session board: histograms of run "train", tag "weights": over the 0\.005 MiB kept per tag; .*--histogram-mib-per-tag/m);
+    expect(err()).toMatch(/^monitored-session board: text of run "train", tag "log": over the 0\.005 MiB kept per tag; .*--text-mib-per-tag/m);
+    proc.emit("SIGTERM");
+    expect(await done).toBe(0);
   });
 
   it("child process: a real SIGINT closes the server and exits 0", async () => {

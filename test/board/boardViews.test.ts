@@ -2,19 +2,22 @@
  * The board's views beyond scalars in a real browser (Debian's Chromium, playwright-core), on a
  * logdir written with our SummaryWriter: the histogram offset view, the image step slider, text
  * rendered without running any script, checkpoint markers on the scalar charts, the profiler
- * timelines list, and live updates. Without /usr/bin/chromium these tests skip with a message;
- * under CI (`CI` set) they fail instead. Waits are bounded polls on `window.__board`.
+ * timelines list, live updates, and each tag's note when its steps were thinned to its memory
+ * budget. It also takes the screenshots of the views in docs/tensorboard.md (into docs/images with
+ * UPDATE_DOCS_SCREENSHOTS=1). Without /usr/bin/chromium these tests skip with a message; under CI
+ * (`CI` set) they fail instead. Waits are bounded polls on `window.__board`.
  */
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { PNG } from "pngjs";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 
-import { type Board, startBoard } from "../../src/board/BoardServer.js";
+import { type Board, type BoardOptions, startBoard } from "../../src/board/BoardServer.js";
 import { SummaryWriter } from "../../src/summary/SummaryWriter.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { haveChromium, launchChromium, requireChromiumUnderCi } from "../util/chromium.js";
+import { seededRandom } from "../util/seed.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
 
@@ -49,9 +52,9 @@ const HOSTILE = [
 interface ViewsState {
   readonly ready: boolean;
   readonly charts: Record<string, { readonly runs: Record<string, unknown>; readonly checkpoints?: Record<string, number[]>; readonly markersDrawn?: { run: string; step: number; px: number }[] }>;
-  readonly histograms: Record<string, { run: string; steps: number[]; drawnSteps: number[] }>;
+  readonly histograms: Record<string, { run: string; steps: number[]; drawnSteps: number[]; note: string }>;
   readonly images: Record<string, { steps: number[]; index: number; step: number | null; src: string; loaded: boolean }>;
-  readonly texts: Record<string, { steps: number[]; html: string[] }>;
+  readonly texts: Record<string, { steps: number[]; html: string[]; note: string }>;
   readonly timelines: { run: string; file: string; step: number; bytes: number }[];
 }
 
@@ -93,8 +96,15 @@ describe.skipIf(!haveChromium)("the board's views beyond scalars in Chromium (pl
     return { dir, train };
   };
 
-  const open = async (dir: string): Promise<{ board: Board; page: Page; errors: string[]; foreign: string[] }> => {
-    const board = await startBoard(dir, { port: 0, pollSecs: 0.05 });
+  /** Every view of `logdir()` has its data in the page. */
+  const allViews = (): boolean => {
+    const b = (globalThis as any).__board;
+    return b?.ready === true && b.histograms.weights !== undefined && Object.keys(b.images).length === 1 && Object.keys(b.texts).length === 1 && b.timelines.length === 1;
+  };
+
+  /** The page on a board of `dir` (with `options`), once `ready` holds in it. */
+  const open = async (dir: string, ready: () => boolean = allViews, options: BoardOptions = {}): Promise<{ board: Board; page: Page; errors: string[]; foreign: string[] }> => {
+    const board = await startBoard(dir, { port: 0, pollSecs: 0.05, ...options });
     cleanups.push(() => board.close());
     await board.store.loaded;
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
@@ -110,10 +120,7 @@ describe.skipIf(!haveChromium)("the board's views beyond scalars in Chromium (pl
       if (!r.url().startsWith(origin) && !r.url().startsWith("data:")) foreign.push(r.url());
     });
     await page.goto(board.url);
-    await waitFor(page, () => {
-      const b = (globalThis as any).__board;
-      return b?.ready === true && b.histograms.weights !== undefined && Object.keys(b.images).length === 1 && Object.keys(b.texts).length === 1 && b.timelines.length === 1;
-    });
+    await waitFor(page, ready);
     return { board, page, errors, foreign };
   };
 
@@ -246,6 +253,119 @@ describe.skipIf(!haveChromium)("the board's views beyond scalars in Chromium (pl
     }, HISTOGRAM_STEPS);
     // The slider was at the newest step: it follows the new one.
     expect((await view(page)).images[JSON.stringify(["train", "sample"])]?.step).toBe(30);
+    expect(errors).toEqual([]);
+  });
+
+  it("a tag thinned to its memory budget says so in its card; the histogram card fetches only the lines it draws (limit=)", async () => {
+    const dir = tempDir();
+    const w = new SummaryWriter(join(dir, "train"), { clock: new VirtualClock({ startMs: 1_700_000_000_000 }) });
+    w.addScalar("loss", 1, 0);
+    for (let s = 0; s < 250; s++) w.addHistogram("weights", [s, s + 1, s + 2], s, { buckets: 3 }); // 3 × 24 + 28 = 100 bytes each
+    for (let s = 0; s < 40; s++) w.addText("log", "x".repeat(920), s); // 1,000 bytes each
+    await w.close();
+    const thinnedAll = (): boolean => {
+      const b = (globalThis as any).__board;
+      return b?.ready === true && b.histograms.weights?.note !== "" && b.histograms.weights?.note !== undefined && Object.values(b.texts).some((t: any) => t.note !== "");
+    };
+    const requested: string[] = [];
+    const { page, errors } = await open(dir, thinnedAll, { histogramBytesPerTag: 100 * 200, textBytesPerTag: 10_000 });
+    page.on("request", (r) => requested.push(r.url()));
+    const v = await view(page);
+    const h = v.histograms.weights;
+    // Room for 200: the 250 written were thinned to every 2nd (126 kept), of which the card fetched the 100 it draws.
+    expect(h?.note).toBe("124 older steps were dropped to keep this tag's histograms within 0.0191 MiB (the steps kept are evenly spread; the first and the newest are kept).");
+    expect(h?.steps).toHaveLength(100);
+    expect(h?.drawnSteps).toEqual(h?.steps);
+    expect(h?.steps[0]).toBe(0);
+    expect(h?.steps.at(-1)).toBe(249);
+    expect(v.texts[JSON.stringify(["train", "log"])]?.note).toMatch(/^\d+ older steps were dropped to keep this tag's text within 0\.00954 MiB/);
+    expect(await page.locator(".text-card .hint").textContent()).toContain("older steps were dropped");
+    // A refresh of the card asks for what it draws only.
+    await page.locator(".histogram-card select").dispatchEvent("change");
+    await waitFor(page, () => (globalThis as any).__board.histograms.weights.renders >= 2);
+    expect(requested.some((u) => u.includes("histograms/histograms?") && u.includes("limit=100"))).toBe(true);
+    expect(errors).toEqual([]);
+  });
+
+  it("takes the screenshots of the histogram, image, text and timeline views for docs/tensorboard.md (into docs/images with UPDATE_DOCS_SCREENSHOTS=1, else a temporary directory)", async () => {
+    const dir = tempDir();
+    const random = seededRandom("docs screenshots", 20_261_127); // fixed: the same pictures each time
+    const gauss = (): number => Math.sqrt(-2 * Math.log(1 - random.next())) * Math.cos(2 * Math.PI * random.next());
+    const train = new SummaryWriter(join(dir, "train"), { clock: new VirtualClock({ startMs: 1_700_000_000_000 }) });
+    for (let s = 0; s <= 3000; s += 10) train.addScalar("loss", 2 * Math.exp(-s / 800) + 0.1, s);
+    // Weights that drift and spread as training goes on.
+    for (let s = 0; s <= 3000; s += 100) {
+      const t = s / 3000;
+      train.addHistogram("layer1/weights", Float32Array.from({ length: 4000 }, () => 0.4 * t + (0.15 + 0.35 * t) * gauss()), s, { buckets: 40 });
+    }
+    // Samples: rings that change step by step.
+    for (let k = 0; k <= 6; k++) {
+      const size = 128;
+      const pixels = new Uint8Array(size * size * 3);
+      for (let y = 0; y < size; y++) {
+        for (let x = 0; x < size; x++) {
+          const r = Math.hypot(x - size / 2, y - size / 2);
+          const ring = 0.5 + 0.5 * Math.cos(r / (2 + k));
+          const i = (y * size + x) * 3;
+          pixels.set([Math.round(255 * ring), Math.round(90 + 120 * (x / size)), Math.round(255 * (1 - ring) * (1 - k / 8))], i);
+        }
+      }
+      train.addImage("samples/generated", { pixels, height: size, width: size, channels: 3 }, k * 500);
+    }
+    train.addText("config", ["## Hyperparameters", "", "| name | value |", "|---|---|", "| learning rate | 0.001 |", "| batch size | 64 |", "| optimizer | `adam` |"].join("\n"), 0);
+    train.addText("notes", "Loss **plateaus** after step 2,000: try a lower learning rate next.", 2000);
+    await train.close();
+    const evalRun = new SummaryWriter(join(dir, "eval"), { clock: new VirtualClock({ startMs: 1_700_000_000_500 }) });
+    for (let s = 0; s <= 3000; s += 100) evalRun.addScalar("loss", 2.2 * Math.exp(-s / 900) + 0.15, s);
+    await evalRun.close();
+    writeFileSync(join(dir, "train", "timeline-1000.json"), JSON.stringify({ traceEvents: [], displayTimeUnit: "ms" }));
+    writeFileSync(join(dir, "train", "timeline-2000.json"), JSON.stringify({ traceEvents: Array.from({ length: 40 }, (_, i) => ({ name: "step", ph: "X", ts: i * 10, dur: 5, pid: 1, tid: 1 })), displayTimeUnit: "ms" }));
+    const everything = (): boolean => {
+      const b = (globalThis as any).__board;
+      const image = b?.images[JSON.stringify(["train", "samples/generated"])];
+      return b?.ready === true && b.histograms["layer1/weights"]?.drawnSteps.length === 31 && image?.loaded === true && image.step === 3000 && Object.keys(b.texts).length === 2 && b.timelines.length === 2;
+    };
+    const { page, errors } = await open(dir, everything);
+    const folder = process.env["UPDATE_DOCS_SCREENSHOTS"] === "1" ? "docs/images" : join(dir, "screenshots");
+    mkdirSync(folder, { recursive: true });
+    for (const [section, file] of [
+      ["histograms-view", "board-histograms.png"],
+      ["images-view", "board-images.png"],
+      ["text-view", "board-text.png"],
+      ["timelines-view", "board-timelines.png"],
+    ] as const) {
+      const target = join(folder, file);
+      mkdirSync(dirname(target), { recursive: true });
+      // The section, cut to what is drawn in it (its blocks span the page's width).
+      const clip = await page.locator(`#${section}`).evaluate((root: any) => {
+        const doc = (globalThis as any).document;
+        const box = { left: Infinity, top: Infinity, right: -Infinity, bottom: -Infinity };
+        const add = (r: any): void => {
+          if (r.width === 0 || r.height === 0) return;
+          box.left = Math.min(box.left, r.left);
+          box.top = Math.min(box.top, r.top);
+          box.right = Math.max(box.right, r.right);
+          box.bottom = Math.max(box.bottom, r.bottom);
+        };
+        const walker = doc.createTreeWalker(root, 4 /* NodeFilter.SHOW_TEXT */);
+        for (let n = walker.nextNode(); n !== null; n = walker.nextNode()) {
+          const range = doc.createRange();
+          range.selectNodeContents(n);
+          add(range.getBoundingClientRect());
+        }
+        for (const e of root.querySelectorAll(".view-card, canvas, img, input, select, button")) add(e.getBoundingClientRect());
+        const pad = 8;
+        return { x: Math.max(0, box.left - pad + (globalThis as any).scrollX), y: Math.max(0, box.top - pad + (globalThis as any).scrollY), width: box.right - box.left + 2 * pad, height: box.bottom - box.top + 2 * pad };
+      });
+      await page.locator(`#${section}`).scrollIntoViewIfNeeded();
+      await page.screenshot({ path: target, clip, fullPage: true });
+      // A PNG of the section, with something drawn in it (not one flat color).
+      const shot = PNG.sync.read(readFileSync(target));
+      expect([file, shot.width > 150, shot.height > 40]).toEqual([file, true, true]);
+      const colors = new Set<number>();
+      for (let i = 0; i < shot.data.length; i += 4) colors.add(shot.data.readUInt32BE(i));
+      expect(colors.size, file).toBeGreaterThan(20);
+    }
     expect(errors).toEqual([]);
   });
 });

@@ -1,14 +1,15 @@
 /**
  * The profiler timelines routes: `/board/timelines` lists the `timeline-<step>.json` files that
  * ProfilerHook writes, `/board/timelines/<file>` serves one as an attachment, and nothing else
- * of the machine or of the logdir is served, however the path is written.
+ * of the machine or of the logdir is served, however the path is written. The list is kept, not
+ * walked at each request: walked again once it is old (virtual clock) or when the runs change.
  */
 import { mkdirSync, readdirSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 
 import { type Board, startBoard } from "../../src/board/BoardServer.js";
-import { listTimelines } from "../../src/board/timelines.js";
+import { LIST_MAX_AGE_MS, listTimelines, TimelineList } from "../../src/board/timelines.js";
 import { SummaryWriter } from "../../src/summary/SummaryWriter.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { useTempDirs } from "../util/tempDirs.js";
@@ -108,5 +109,58 @@ describe("/board/timelines", () => {
     expect((await send(`${base}/board/timelines/..%2F..%2Fsecret.txt`)).text).toBe(
       "Not found: no profiler timeline at '..%2F..%2Fsecret.txt' in the logdir (the list is at /board/timelines)",
     );
+  });
+});
+
+describe("the list is kept, not walked at each request", () => {
+  const files = (list: { file: string }[]): string[] => list.map((t) => t.file);
+
+  it("TimelineList: callers share one walk; a new file shows up once the list is LIST_MAX_AGE_MS old, or at once after invalidate()", async () => {
+    const clock = new VirtualClock();
+    const timelines = new TimelineList(logdir, clock);
+    const first = timelines.list();
+    expect(timelines.list()).toBe(first); // one walk for both
+    expect(files(await first)).toEqual(["timeline-1.json", "exp/train/timeline-3.json", "exp/train/timeline-20.json"]);
+    writeFileSync(join(logdir, "exp", "train", "timeline-30.json"), TRACE);
+    await clock.advance(LIST_MAX_AGE_MS - 1);
+    expect(await timelines.list()).toBe(await first); // the kept list, no walk
+    await clock.advance(1);
+    expect(files(await timelines.list())).toContain("exp/train/timeline-30.json");
+    writeFileSync(join(logdir, "timeline-2.json"), "{}");
+    expect(files(await timelines.list())).not.toContain("timeline-2.json");
+    timelines.invalidate();
+    expect(files(await timelines.list())).toContain("timeline-2.json");
+  });
+
+  it("the board keeps the list, and lists again at once when a run appears (a new outputDir); downloads never use the kept list", async () => {
+    const clock = new VirtualClock();
+    const board = await startBoard(logdir, { port: 0, clock, pollSecs: 0.5, timelinesMaxAgeSecs: 3600 });
+    boards.push(board);
+    await board.store.loaded;
+    const at = `http://127.0.0.1:${board.port}`;
+    const listed = async (): Promise<string[]> => files(JSON.parse((await send(`${at}/board/timelines`)).text) as { file: string }[]);
+    const before = await listed();
+    writeFileSync(join(logdir, "exp", "train", "timeline-40.json"), TRACE);
+    // Served at once (looked up through the gate), though the kept list does not have it yet.
+    expect((await send(`${at}/board/timelines/exp/train/timeline-40.json`)).status).toBe(200);
+    expect(await listed()).toEqual(before);
+    await clock.advance(2_000); // polls: no run changed
+    expect(await listed()).toEqual(before);
+    // A new run with its profiler output: the runs change, the list is walked again.
+    let runsChanged = false;
+    const sub = board.store.updates$.subscribe((u) => {
+      if (u.runs?.includes("exp/eval") === true) runsChanged = true;
+    });
+    const w = new SummaryWriter(join(logdir, "exp", "eval"), { clock: new VirtualClock() });
+    w.addScalar("loss", 1, 0);
+    await w.close();
+    writeFileSync(join(logdir, "exp", "eval", "timeline-5.json"), TRACE);
+    for (let i = 0; i < 10_000 && !runsChanged; i++) {
+      await clock.advance(50);
+      await new Promise<void>((r) => setImmediate(r));
+    }
+    sub.unsubscribe();
+    expect(runsChanged).toBe(true);
+    expect(await listed()).toEqual([...before.slice(0, 1), "exp/eval/timeline-5.json", ...before.slice(1), "exp/train/timeline-40.json"]);
   });
 });

@@ -1,7 +1,7 @@
 /**
  * The views' data routes (histograms, images, text, our checkpoints), on files of our
- * SummaryWriter: TensorBoard's shapes (dashboards.md §1), the restart purge, the image budget,
- * and bad input. Virtual clock: no timing.
+ * SummaryWriter: TensorBoard's shapes (dashboards.md §1), the restart purge, the memory budgets
+ * of images, histograms and text (and where each thinning is said), our `limit=`, and bad input. Virtual clock: no timing.
  */
 import { join } from "node:path";
 import { PNG } from "pngjs";
@@ -20,7 +20,7 @@ afterEach(async () => {
   for (const b of boards.splice(0)) await b.close();
 });
 
-const serve = async (logdir: string, options: { imageBytesPerTag?: number; onIssue?: (m: string) => void } = {}): Promise<string> => {
+const serve = async (logdir: string, options: { imageBytesPerTag?: number; histogramBytesPerTag?: number; textBytesPerTag?: number; onIssue?: (m: string) => void } = {}): Promise<string> => {
   const board = await startBoard(logdir, { port: 0, clock: new VirtualClock(), ...options });
   boards.push(board);
   await board.store.loaded;
@@ -86,6 +86,49 @@ describe("histograms (dashboards.md §1)", () => {
     expect(rows[1]?.[2].reduce((n, b) => n + b[2], 0)).toBe(3);
     expect(r.text.startsWith("[[1700000000.0, 0, [[")).toBe(true);
   });
+
+  it("ours, limit=n: at most n histograms, evenly spread, the first and the newest among them, as the page draws them", async () => {
+    const dir = tempDir();
+    const w = new SummaryWriter(join(dir, "r"), { clock: new VirtualClock({ startMs: 1_700_000_000_000 }) });
+    for (let s = 0; s < 250; s++) w.addHistogram("h", [s, s + 1, s + 2], s * 10, { buckets: 3 });
+    await w.close();
+    const at = await serve(dir);
+    const steps = async (q: string): Promise<number[]> => ((await json(`${at}/data/plugin/histograms/histograms?run=r&tag=h${q}`)) as [number, number][]).map((r) => r[1]);
+    expect(await steps("")).toHaveLength(250);
+    const hundred = await steps("&limit=100");
+    expect(hundred).toHaveLength(100);
+    expect([hundred[0], hundred.at(-1)]).toEqual([0, 2490]);
+    const gaps = new Set(hundred.slice(1).map((x, i) => x - (hundred[i] as number)));
+    expect([...gaps].sort()).toEqual([20, 30]); // 249 / 99 ≈ 2.5 histograms apart
+    expect(await steps("&limit=3")).toEqual([0, 1250, 2490]);
+    expect(await steps("&limit=1")).toEqual([2490]);
+    expect(await steps("&limit=1000")).toHaveLength(250);
+    for (const bad of ["0", "-2", "x", ""]) {
+      const r = await send(`${at}/data/plugin/histograms/histograms?run=r&tag=h&limit=${bad}`);
+      expect([bad, r.status, r.text]).toEqual([bad, 400, `Invalid argument: limit: expected an integer >= 1, got ${JSON.stringify(bad)}`]);
+    }
+  });
+
+  it("the memory policy: past the byte budget of a tag, the spacing of the steps kept doubles (first and newest kept); said on onIssue, in the tag's description and on /board/thinned", async () => {
+    const dir = tempDir();
+    const w = new SummaryWriter(join(dir, "r"), { clock: new VirtualClock({ startMs: 1_700_000_000_000 }) });
+    for (let s = 0; s < 40; s++) w.addHistogram("h", [s, s + 1], s, { buckets: 30 });
+    w.addHistogram("small", [1], 0);
+    await w.close();
+    const issues: string[] = [];
+    // 30 buckets: 30 × 24 + 28 = 748 bytes a histogram; room for 10.
+    const at = await serve(dir, { histogramBytesPerTag: 748 * 10, onIssue: (m) => issues.push(m) });
+    const steps = ((await json(`${at}/data/plugin/histograms/histograms?run=r&tag=h`)) as [number, number][]).map((r) => r[1]);
+    expect(steps).toEqual([0, 8, 16, 24, 32, 39]);
+    expect(issues).toHaveLength(3); // three thinnings: every 2nd, every 4th, every 8th kept
+    expect(issues[0]).toBe(
+      'histograms of run "r", tag "h": over the 0.00713 MiB kept per tag; 5 older steps dropped so far (the steps kept stay evenly spread, the first and the newest always among them), 6 kept; raise --histogram-mib-per-tag (histogramBytesPerTag) to keep more',
+    );
+    const tags = (await json(`${at}/data/plugin/histograms/tags`)) as Record<string, Record<string, { description: string }>>;
+    expect(tags["r"]?.["h"]?.description).toBe("34 older steps were dropped to keep this tag's histograms within 0.00713 MiB (the steps kept are evenly spread; the first and the newest are kept).");
+    expect(tags["r"]?.["small"]?.description).toBe("");
+    expect(await json(`${at}/board/thinned`)).toEqual([{ plugin: "histograms", run: "r", tag: "h", dropped: 34, kept: 6, budget_bytes: 7480 }]);
+  });
 });
 
 describe("images", () => {
@@ -118,7 +161,7 @@ describe("images", () => {
     expect(sniffImageType(new Uint8Array(0))).toBe("application/octet-stream");
   });
 
-  it("the memory policy: past the byte budget of a tag, every other older step is dropped (first and newest kept), reported on onIssue and in the tag's description", async () => {
+  it("the memory policy: past the byte budget of a tag, the steps kept are evenly spread (first and newest kept); said on onIssue, in the tag's description and on /board/thinned", async () => {
     const dir = tempDir();
     const w = new SummaryWriter(join(dir, "r"), { clock: new VirtualClock({ startMs: 1_700_000_000_000 }) });
     const one = png(0).length;
@@ -134,7 +177,8 @@ describe("images", () => {
     expect(issues.length).toBeGreaterThan(0);
     expect(issues[0]).toMatch(/^images of run "r", tag "pic": over the .* MiB kept per tag; \d+ older steps dropped/);
     const tags = (await json(`${at}/data/plugin/images/tags`)) as Record<string, Record<string, { description: string }>>;
-    expect(tags["r"]?.["pic"]?.description).toMatch(new RegExp(`^${20 - steps.length} older steps were dropped`));
+    expect(tags["r"]?.["pic"]?.description).toMatch(new RegExp(`^${20 - steps.length} older steps were dropped to keep this tag's images within`));
+    expect(await json(`${at}/board/thinned`)).toEqual([{ plugin: "images", run: "r", tag: "pic", dropped: 20 - steps.length, kept: steps.length, budget_bytes: one * 10 }]);
   });
 });
 
@@ -150,6 +194,24 @@ describe("text", () => {
     const [table] = (await json(`${base}/data/plugin/text/text?run=train&tag=table`)) as { text: string }[];
     expect(table?.text).toMatch(/^<table class="text-table"><tbody><tr><td><p>a<\/p>\n<\/td><\/tr><tr><td><p><em>b<\/em>/);
     expect(table?.text.match(/<tr>/g)).toHaveLength(4);
+  });
+
+  it("the memory policy: past the byte budget of a tag, the steps kept are evenly spread (first and newest kept); said on onIssue and on /board/thinned", async () => {
+    const dir = tempDir();
+    const w = new SummaryWriter(join(dir, "r"), { clock: new VirtualClock({ startMs: 1_700_000_000_000 }) });
+    const line = "x".repeat(920); // 920 + 16 + 64 = 1000 bytes a step
+    for (let s = 0; s < 40; s++) w.addText("log", `${line.slice(String(s).length)}${s}`, s);
+    await w.close();
+    const issues: string[] = [];
+    const at = await serve(dir, { textBytesPerTag: 10_000, onIssue: (m) => issues.push(m) });
+    const rows = (await json(`${at}/data/plugin/text/text?run=r&tag=log`)) as { step: number; text: string }[];
+    expect(rows.map((r) => r.step)).toEqual([0, 8, 16, 24, 32, 39]);
+    expect(rows.at(-1)?.text).toContain("x39</p>");
+    expect(issues.map((m) => m.replace(/; \d+ older.*/, ""))).toEqual(Array(3).fill('text of run "r", tag "log": over the 0.00954 MiB kept per tag'));
+    expect(issues[2]).toMatch(/; 32 older steps dropped so far .*, 6 kept; raise --text-mib-per-tag \(textBytesPerTag\) to keep more$/);
+    expect(await json(`${at}/board/thinned`)).toEqual([{ plugin: "text", run: "r", tag: "log", dropped: 34, kept: 6, budget_bytes: 10_000 }]);
+    // Nothing thinned: an empty list.
+    expect(await json(`${base}/board/thinned`)).toEqual([]);
   });
 
   it("an unknown series is 200 [] (as TensorBoard); without run or tag 400", async () => {

@@ -17,6 +17,9 @@ const { default: uPlot } = await import(UPLOT_URL);
 const COLORS = ["#f57c00", "#1976d2", "#388e3c", "#d32f2f", "#7b1fa2", "#0097a7", "#5d4037", "#c2185b", "#455a64", "#afb42b"];
 const CHART_WIDTH = 520;
 const CHART_HEIGHT = 260;
+// While the server first reads the logdir, every series grows at each update: a chart is fetched
+// again at most this often (ms), so that the page does not keep the server from reading.
+const LOADING_REFRESH_MS = 1000;
 
 const state = {
   runs: [],
@@ -29,6 +32,11 @@ const state = {
   charts: new Map(),
   /** Per run: [{step, wall_time, path}], by step. */
   checkpoints: {},
+  /** The server is still reading the logdir for the first time (from `hello` until `loaded`). */
+  loading: true,
+  /** `loadRuns` is running; `runsAgain`: it was asked for again meanwhile. */
+  runsInFlight: false,
+  runsAgain: false,
 };
 
 /** What the tests read: per tag, per run, the arrays drawn. */
@@ -55,7 +63,30 @@ const loadCheckpoints = async () => {
 
 // ----- runs and tags -----
 
+/** The runs, shown and not hidden, that have `tag`. */
+const runsOf = (tag) => state.runs.filter((run) => !state.hiddenRuns.has(run) && (state.tagsByRun[run] ?? []).includes(tag));
+
+/**
+ * Reads the runs and their tags again; creates and removes charts, and fetches the charts whose
+ * runs changed (growth is the `scalars` event's). One at a time: a call meanwhile runs after.
+ */
 const loadRuns = async () => {
+  if (state.runsInFlight) {
+    state.runsAgain = true;
+    return;
+  }
+  state.runsInFlight = true;
+  try {
+    do {
+      state.runsAgain = false;
+      await loadRunsOnce();
+    } while (state.runsAgain);
+  } finally {
+    state.runsInFlight = false;
+  }
+};
+
+const loadRunsOnce = async () => {
   const [runs, tags] = await Promise.all([getJson("data/runs"), getJson("data/plugin/scalars/tags")]);
   state.runs = runs;
   state.tagsByRun = Object.fromEntries(Object.entries(tags).map(([run, t]) => [run, Object.keys(t)]));
@@ -65,8 +96,31 @@ const loadRuns = async () => {
   for (const tag of [...state.charts.keys()]) if (!allTags.includes(tag)) removeChart(tag);
   $("empty").hidden = allTags.length > 0;
   applyFilter();
-  for (const chart of state.charts.values()) refresh(chart);
+  for (const chart of state.charts.values()) if (chart.runKey !== JSON.stringify(runsOf(chart.tag))) refresh(chart);
   await Promise.all([views.load(), loadCheckpoints()]);
+};
+
+/** A refresh for new points: while the server first reads the logdir, at most every LOADING_REFRESH_MS per chart. */
+const refreshGrown = (chart) => {
+  if (!state.loading) return void refresh(chart);
+  if (chart.later !== undefined) return;
+  const waitMs = chart.fetchedAt + LOADING_REFRESH_MS - performance.now();
+  if (waitMs <= 0) return void refresh(chart);
+  chart.later = setTimeout(() => {
+    chart.later = undefined;
+    refresh(chart);
+  }, waitMs);
+};
+
+/** The first read ended: every chart put off by refreshGrown is fetched now. */
+const loadingEnded = () => {
+  state.loading = false;
+  for (const chart of state.charts.values()) {
+    if (chart.later === undefined) continue;
+    clearTimeout(chart.later);
+    chart.later = undefined;
+    refresh(chart);
+  }
 };
 
 const renderRuns = () => {
@@ -109,7 +163,7 @@ const createChart = (tag) => {
   downloads.className = "downloads";
   el.append(title, plot, downloads);
   $("charts").append(el);
-  const chart = { tag, el, plot, downloads, uplot: undefined, runs: {}, zoom: undefined, inFlight: false, again: false, layoutKey: "" };
+  const chart = { tag, el, plot, downloads, uplot: undefined, runs: {}, zoom: undefined, inFlight: false, again: false, layoutKey: "", runKey: "", fetchedAt: Number.NEGATIVE_INFINITY, later: undefined };
   plot.addEventListener("mouseleave", () => ($("tooltip").hidden = true));
   plot.addEventListener("dblclick", () => {
     chart.zoom = undefined;
@@ -122,6 +176,7 @@ const createChart = (tag) => {
 
 const removeChart = (tag) => {
   const chart = state.charts.get(tag);
+  clearTimeout(chart.later);
   chart.uplot?.destroy();
   chart.el.remove();
   state.charts.delete(tag);
@@ -142,7 +197,9 @@ const refresh = async (chart) => {
   try {
     do {
       chart.again = false;
-      const runs = state.runs.filter((run) => !state.hiddenRuns.has(run) && (state.tagsByRun[run] ?? []).includes(chart.tag));
+      const runs = runsOf(chart.tag);
+      chart.runKey = JSON.stringify(runs);
+      chart.fetchedAt = performance.now();
       const params = { tag: chart.tag, smoothing: String(state.smoothing), resolution: String(CHART_WIDTH) };
       if (chart.zoom !== undefined) Object.assign(params, { min_step: String(Math.floor(chart.zoom[0])), max_step: String(Math.ceil(chart.zoom[1])) });
       // One request for every run of the chart (/board/chart); a run deleted meanwhile is left out.
@@ -324,16 +381,22 @@ const connect = () => {
   source.addEventListener("open", () => (status.textContent = "live"));
   source.addEventListener("error", () => (status.textContent = "reconnecting…"));
   const reloadRuns = () => loadRuns().catch((e) => (status.textContent = String(e)));
-  source.addEventListener("hello", reloadRuns);
+  source.addEventListener("hello", (e) => {
+    if (JSON.parse(e.data).loaded) loadingEnded();
+    reloadRuns();
+  });
   source.addEventListener("runs", reloadRuns);
-  source.addEventListener("loaded", reloadRuns);
+  source.addEventListener("loaded", () => {
+    loadingEnded();
+    reloadRuns();
+  });
   source.addEventListener("scalars", (e) => {
     exposed.events++;
     const changed = JSON.parse(e.data);
     if (changed.some(({ run, tag }) => !(state.tagsByRun[run] ?? []).includes(tag))) return void reloadRuns();
     for (const tag of new Set(changed.map((c) => c.tag))) {
       const chart = state.charts.get(tag);
-      if (chart !== undefined) refresh(chart);
+      if (chart !== undefined) refreshGrown(chart);
     }
   });
   source.addEventListener("purge", (e) => {

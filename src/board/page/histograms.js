@@ -3,9 +3,10 @@
 
 const WIDTH = 520;
 const HEIGHT = 260;
-/** The most steps drawn as lines (evenly spread, the newest always among them). */
-const MAX_LINES = 100;
-const MARGIN = { left: 8, right: 56, top: 8, bottom: 22 };
+/** The most steps drawn as lines (evenly spread, the newest always among them); the card asks the server for no more. */
+export const MAX_LINES = 100;
+/** The right margin holds the step labels ("step 1234567"). */
+const MARGIN = { left: 8, right: 84, top: 8, bottom: 22 };
 
 /** The indices of at most `max` of `n` rows, evenly spread, first and last included. */
 export const spread = (n, max) => {

@@ -2,7 +2,7 @@
 // (HTML rendered and made safe by the server: markdown-it without raw HTML), and the profiler
 // timelines to download. Each card refetches when the live stream names its series.
 // What the tests read goes on `exposed` (window.__board): histograms, images, texts, timelines.
-import { drawOffset } from "./histograms.js";
+import { drawOffset, MAX_LINES } from "./histograms.js";
 
 /** Runs `fn` one call at a time; a call asked meanwhile runs once after. */
 const coalesce = (fn) => {
@@ -47,15 +47,18 @@ export const createViews = (exposed, ctx) => {
   const histogramCard = (tag) => {
     const select = el("select", { ariaLabel: `run of ${tag}` });
     const canvas = el("canvas");
-    const section = el("section", { className: "view-card histogram-card" }, el("h3", { textContent: tag }), select, canvas);
+    const note = el("p", { className: "hint" });
+    const section = el("section", { className: "view-card histogram-card" }, el("h3", { textContent: tag }), select, canvas, note);
     section.dataset.tag = tag;
-    const card = { section, runs: [], refresh: undefined };
+    const card = { section, runs: [], notes: new Map(), refresh: undefined };
     card.refresh = coalesce(async () => {
       const run = select.value;
       if (run === "") return;
-      const rows = await ctx.getJson(`data/plugin/histograms/histograms?${ctx.q({ run, tag })}`).catch(() => []);
+      // Only the lines drawn: the server picks them as the offset view would (limit=).
+      const rows = await ctx.getJson(`data/plugin/histograms/histograms?${ctx.q({ run, tag, limit: String(MAX_LINES) })}`).catch(() => []);
       const drawn = drawOffset(canvas, rows, ctx.colorOf(run));
-      exposed.histograms[tag] = { run, steps: rows.map((r) => r[1]), drawnSteps: drawn, renders: (exposed.histograms[tag]?.renders ?? 0) + 1 };
+      note.textContent = card.notes.get(run) ?? "";
+      exposed.histograms[tag] = { run, steps: rows.map((r) => r[1]), drawnSteps: drawn, note: note.textContent, renders: (exposed.histograms[tag]?.renders ?? 0) + 1 };
     });
     select.addEventListener("change", () => card.refresh());
     return card;
@@ -64,7 +67,13 @@ export const createViews = (exposed, ctx) => {
   const loadHistograms = async () => {
     const tags = await ctx.getJson("data/plugin/histograms/tags");
     const byTag = new Map();
-    for (const [run, t] of Object.entries(tags)) for (const tag of Object.keys(t)) byTag.set(tag, [...(byTag.get(tag) ?? []), run]);
+    const notes = new Map();
+    for (const [run, t] of Object.entries(tags)) {
+      for (const [tag, info] of Object.entries(t)) {
+        byTag.set(tag, [...(byTag.get(tag) ?? []), run]);
+        if (info.description) notes.set(JSON.stringify([run, tag]), info.description);
+      }
+    }
     sync(cards.histograms, [...byTag.keys()].sort(), histogramCard, $("histograms"), (tag) => delete exposed.histograms[tag]);
     for (const [tag, card] of cards.histograms) {
       // In the run list's order (first event first), as the charts list them.
@@ -75,6 +84,7 @@ export const createViews = (exposed, ctx) => {
       select.replaceChildren(...runs.map((r) => el("option", { value: r, textContent: r })));
       select.value = chosen;
       card.runs = runs;
+      card.notes = new Map(runs.map((r) => [r, notes.get(JSON.stringify([r, tag])) ?? ""]));
       card.refresh();
     }
     $("histograms-view").hidden = cards.histograms.size === 0;
@@ -143,12 +153,15 @@ export const createViews = (exposed, ctx) => {
   const textCard = (key) => {
     const [run, tag] = JSON.parse(key);
     const body = el("div", { className: "text-steps" });
-    const section = el("section", { className: "view-card text-card" }, el("h3", { textContent: `${tag}` }, el("small", { textContent: ` ${run}` })), body);
+    const note = el("p", { className: "hint" });
+    const section = el("section", { className: "view-card text-card" }, el("h3", { textContent: `${tag}` }, el("small", { textContent: ` ${run}` })), note, body);
     section.dataset.run = run;
     section.dataset.tag = tag;
     const card = { section, refresh: undefined };
     card.refresh = coalesce(async () => {
-      const rows = await ctx.getJson(`data/plugin/text/text?${ctx.q({ run, tag })}`).catch(() => []);
+      const [rows, thinned] = await Promise.all([ctx.getJson(`data/plugin/text/text?${ctx.q({ run, tag })}`).catch(() => []), ctx.getJson("board/thinned").catch(() => [])]);
+      const t = thinned.find((s) => s.plugin === "text" && s.run === run && s.tag === tag);
+      note.textContent = t === undefined ? "" : `${t.dropped} older steps were dropped to keep this tag's text within ${mib(t.budget_bytes)} MiB (the steps kept are evenly spread; the first and the newest are kept).`;
       body.replaceChildren(
         ...rows
           .slice()
@@ -161,7 +174,7 @@ export const createViews = (exposed, ctx) => {
             return el("article", {}, el("h4", { textContent: `step ${r.step}` }), html);
           }),
       );
-      exposed.texts[key] = { run, tag, steps: rows.map((r) => r.step), html: rows.map((r) => r.text), renders: (exposed.texts[key]?.renders ?? 0) + 1 };
+      exposed.texts[key] = { run, tag, steps: rows.map((r) => r.step), html: rows.map((r) => r.text), note: note.textContent, renders: (exposed.texts[key]?.renders ?? 0) + 1 };
     });
     return card;
   };
@@ -233,5 +246,7 @@ const sync = (map, keys, make, parent, onRemove) => {
   for (const key of keys) if (!map.has(key)) map.set(key, make(key));
   parent.replaceChildren(...keys.map((k) => map.get(k).section));
 };
+
+const mib = (bytes) => String(Number((bytes / (1 << 20)).toPrecision(3)));
 
 const kib = (bytes) => (bytes < 1024 ? `${bytes} B` : bytes < 1 << 20 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / (1 << 20)).toFixed(1)} MiB`);
