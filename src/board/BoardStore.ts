@@ -151,7 +151,7 @@ export class BoardStore {
     return this.problems.asObservable();
   }
 
-  /** What the store itself reports: images thinned out to stay within their budget. */
+  /** What the store itself reports: histograms, images or text thinned out to stay within their byte budget. */
   get notices$(): Observable<string> {
     return this.notes.asObservable();
   }

@@ -184,6 +184,13 @@ export class EventDecoder {
     let summaryEnd = -1;
     let logStart = -1;
     let logEnd = -1;
+    // The order every writer uses: wall_time (09), then step (10). Read without the field walk.
+    if (p.length > 10 && p[0] === 0x09 && p[9] === 0x10) {
+      r.pos = 1;
+      wallTime = r.double();
+      r.pos = 10;
+      step = r.varint();
+    }
     while (r.pos < p.length) {
       const key = r.varint();
       const field = key >>> 3;
