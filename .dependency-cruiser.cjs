@@ -2,7 +2,8 @@
  * The layers of monitored-session, checked by `npm run lint` (see "Layers and public API" in
  * docs/architecture.md). Type-only imports count (`tsPreCompilationDeps`).
  *
- *   5  src/cli: the command line, on the runtime's public API
+ *   5  src/cli: the command line, on the runtime's public API; beside it src/kubernetes (the
+ *      manifests of `manifest kubernetes`, which name the CLI's exit codes)
  *   4  src/runtime: what a task of a cluster starts (server, coordination, replica group)
  *   3  src/config, src/compat/v1 and src/cluster (beside config)
  *   2  src/preemption, src/tfjs, src/testing, src/training
@@ -65,7 +66,12 @@ module.exports = {
     {
       comment: "5. The CLI imports every layer below it (the runtime through its public index only; the entry point reads the tiny launchReady.ts before anything loads), and its own folder.",
       from: { path: "^src/cli/" },
-      to: { path: [CORE, HOOKS, MIDDLE, "^src/(?:cli|config|cluster|board)/", "^src/runtime/(?:index|launchReady)\\.ts$"], pathNot: ROOT_BARREL },
+      to: { path: [CORE, HOOKS, MIDDLE, "^src/(?:cli|config|cluster|board|kubernetes)/", "^src/runtime/(?:index|launchReady)\\.ts$"], pathNot: ROOT_BARREL },
+    },
+    {
+      comment: "5. kubernetes (the manifests, beside the CLI) imports every layer below it (the runtime through its public index only), the CLI's exit codes, and its own folder.",
+      from: { path: "^src/kubernetes/" },
+      to: { path: [CORE, HOOKS, MIDDLE, "^src/(?:kubernetes|config|cluster)/", "^src/runtime/index\\.ts$", "^src/cli/exitCodes\\.ts$"], pathNot: ROOT_BARREL },
     },
     {
       comment: "3. compat/v1 (TensorFlow 1's Supervisor) imports every layer below it and its own folder.",

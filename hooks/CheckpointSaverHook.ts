@@ -13,7 +13,7 @@ import { resolve as resolvePath } from "node:path";
 
 import * as t from "io-ts";
 
-import { systemClock, type Clock } from "../src/Clock.js";
+import type { Clock } from "../src/Clock.js";
 import {
   AsyncCheckpointer,
   BundleSaver,
@@ -37,7 +37,7 @@ import {
   struct,
 } from "../src/codec.js";
 import { DeadlineExceededError, RuntimeError, ValueError } from "../src/errors.js";
-import { defaultLogger, type Logger } from "../src/Logger.js";
+import type { Logger } from "../src/Logger.js";
 import type { Scaffold } from "../src/Scaffold.js";
 import type { Session, VariableStore } from "../src/Session.js";
 import {
@@ -50,6 +50,7 @@ import {
 } from "../src/SessionRunHook.js";
 import { fileWriterCache, type SessionLogOptions, type SessionLogStatus } from "../src/summary/index.js";
 import { globalStepNameOf, readGlobalStep, stepValue } from "./internal/globalStep.js";
+import { hookServices, type OwnServices } from "./internal/services.js";
 import { SecondOrStepTimer } from "./SecondOrStepTimer.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -210,8 +211,7 @@ export class CheckpointSaverHook extends SessionRunHook {
   private readonly ownEndGraceMs: number | undefined;
   private endGraceMs = 120_000;
   private readonly ownWriter: SessionLogWriter | undefined;
-  private readonly ownClock: Clock | undefined;
-  private readonly ownLogger: Logger | undefined;
+  private readonly own: OwnServices;
   private readonly stepsPerRun: number;
   private readonly sharedManager: CheckpointManager | undefined;
   private clock: Clock;
@@ -273,11 +273,9 @@ export class CheckpointSaverHook extends SessionRunHook {
     this.policy = a === false ? undefined : a === true ? "skip" : a;
     this.ownEndGraceMs = o.endGracePeriodSecs === undefined ? undefined : o.endGracePeriodSecs * 1000;
     this.ownWriter = options.summaryWriter;
-    this.ownClock = options.clock;
-    this.ownLogger = options.logger;
+    this.own = { clock: options.clock, logger: options.logger };
     this.stepsPerRun = options.stepsPerRun ?? 1_000_000;
-    this.clock = options.clock ?? systemClock;
-    this.logger = options.logger ?? defaultLogger;
+    ({ clock: this.clock, logger: this.logger } = hookServices(this.own));
     this.timer = this.makeTimer();
   }
 
@@ -288,8 +286,7 @@ export class CheckpointSaverHook extends SessionRunHook {
 
   override async begin(env?: HookEnv): Promise<void> {
     this.env = env;
-    this.clock = this.ownClock ?? env?.clock ?? systemClock;
-    this.logger = this.ownLogger ?? env?.logger ?? defaultLogger;
+    ({ clock: this.clock, logger: this.logger } = hookServices(this.own, env));
     this.endGraceMs = this.ownEndGraceMs ?? (env?.stopGracePeriodSecs ?? 120) * 1000;
     this.timer = this.makeTimer();
     this.writer = this.ownWriter ?? (env?.writerCache ?? fileWriterCache).getWriter(this.checkpointDir);

@@ -6,9 +6,10 @@
  */
 
 import { OutOfRangeError, StopIteration } from "../src/errors.js";
-import { defaultLogger, type Logger } from "../src/Logger.js";
+import type { Logger } from "../src/Logger.js";
 import type { Feeds, FetchResult, Fetches, Session } from "../src/Session.js";
 import { SessionRunHook, type HookEnv } from "../src/SessionRunHook.js";
+import { hookServices, type OwnServices } from "./internal/services.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -60,7 +61,7 @@ const OUT_OF_RANGE_WARNING =
 export class FinalOpsHook<F extends Fetches = Fetches> extends SessionRunHook {
   private readonly finalOps: F;
   private readonly finalOpsFeedDict: Feeds | undefined;
-  private readonly ownLogger: Logger | undefined;
+  private readonly own: OwnServices;
   private logger: Logger;
   private values: FetchResult<F> | undefined;
 
@@ -68,8 +69,8 @@ export class FinalOpsHook<F extends Fetches = Fetches> extends SessionRunHook {
     super();
     this.finalOps = options.finalOps;
     this.finalOpsFeedDict = options.finalOpsFeedDict;
-    this.ownLogger = options.logger;
-    this.logger = options.logger ?? defaultLogger;
+    this.own = { logger: options.logger };
+    this.logger = hookServices(this.own).logger;
   }
 
   /** The values of `finalOps` from the last `end`, or `undefined` before it ran. */
@@ -78,7 +79,7 @@ export class FinalOpsHook<F extends Fetches = Fetches> extends SessionRunHook {
   }
 
   override begin(env?: HookEnv): void {
-    this.logger = this.ownLogger ?? env?.logger ?? defaultLogger;
+    this.logger = hookServices(this.own, env).logger;
   }
 
   override async end(session: Session): Promise<void> {

@@ -5,12 +5,13 @@
  * @module
  */
 
-import { systemClock, type Clock } from "../src/Clock.js";
+import type { Clock } from "../src/Clock.js";
 import { decodeOptions, NonNegativeInt, required, struct } from "../src/codec.js";
-import { defaultLogger, type Logger } from "../src/Logger.js";
+import type { Logger } from "../src/Logger.js";
 import type { Session } from "../src/Session.js";
 import { SessionRunHook, type HookEnv, type SessionRunContext } from "../src/SessionRunHook.js";
 import { globalStepNameOf, readGlobalStep } from "./internal/globalStep.js";
+import { hookServices, type OwnServices } from "./internal/services.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -56,8 +57,7 @@ export class GlobalStepWaiterHook extends SessionRunHook {
   });
 
   private readonly waitUntilStep: number;
-  private readonly ownClock: Clock | undefined;
-  private readonly ownLogger: Logger | undefined;
+  private readonly own: OwnServices;
   private clock: Clock;
   private logger: Logger;
   private workerIsStarted = false;
@@ -66,15 +66,12 @@ export class GlobalStepWaiterHook extends SessionRunHook {
   constructor(options: GlobalStepWaiterHookOptions) {
     super();
     this.waitUntilStep = decodeOptions(GlobalStepWaiterHook.optionsCodec, options, "GlobalStepWaiterHook").waitUntilStep;
-    this.ownClock = options.clock;
-    this.ownLogger = options.logger;
-    this.clock = options.clock ?? systemClock;
-    this.logger = options.logger ?? defaultLogger;
+    this.own = { clock: options.clock, logger: options.logger };
+    ({ clock: this.clock, logger: this.logger } = hookServices(this.own));
   }
 
   override begin(env?: HookEnv): void {
-    this.clock = this.ownClock ?? env?.clock ?? systemClock;
-    this.logger = this.ownLogger ?? env?.logger ?? defaultLogger;
+    ({ clock: this.clock, logger: this.logger } = hookServices(this.own, env));
     this.workerIsStarted = false;
   }
 

@@ -5,11 +5,11 @@
  * @module
  */
 
-import { systemClock, type Clock } from "../src/Clock.js";
+import type { Clock } from "../src/Clock.js";
 import * as t from "io-ts";
 
 import { Bool, decodeOptions, defaulted, NonEmptyString, oneOf, optional, PositiveNumber, required, SafeInt, struct } from "../src/codec.js";
-import { defaultLogger, type Logger } from "../src/Logger.js";
+import type { Logger } from "../src/Logger.js";
 import type { Session } from "../src/Session.js";
 import {
   SessionRunArgs,
@@ -19,6 +19,7 @@ import {
   type SessionRunValues,
 } from "../src/SessionRunHook.js";
 import { formatFixed3, formatValue } from "./internal/format.js";
+import { hookServices, type OwnServices } from "./internal/services.js";
 import { NeverTriggerTimer, SecondOrStepTimer, type HookTimer } from "./SecondOrStepTimer.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -103,8 +104,7 @@ export class LoggingTensorHook extends SessionRunHook {
   private readonly onlyLogAtEnd: boolean;
   private readonly atEnd: boolean;
   private readonly formatter: ((values: LoggedValues) => string) | undefined;
-  private readonly ownClock: Clock | undefined;
-  private readonly ownLogger: Logger | undefined;
+  private readonly own: OwnServices;
   private timer: HookTimer;
   private logger: Logger;
   private iterCount = 0;
@@ -130,15 +130,16 @@ export class LoggingTensorHook extends SessionRunHook {
     this.onlyLogAtEnd = onlyLogAtEnd;
     this.atEnd = atEnd;
     this.formatter = options.formatter;
-    this.ownClock = options.clock;
-    this.ownLogger = options.logger;
-    this.logger = options.logger ?? defaultLogger;
-    this.timer = this.makeTimer(options.clock ?? systemClock);
+    this.own = { clock: options.clock, logger: options.logger };
+    const { clock, logger } = hookServices(this.own);
+    this.logger = logger;
+    this.timer = this.makeTimer(clock);
   }
 
   override begin(env?: HookEnv): void {
-    this.timer = this.makeTimer(this.ownClock ?? env?.clock ?? systemClock);
-    this.logger = this.ownLogger ?? env?.logger ?? defaultLogger;
+    const { clock, logger } = hookServices(this.own, env);
+    this.timer = this.makeTimer(clock);
+    this.logger = logger;
     this.iterCount = 0;
   }
 

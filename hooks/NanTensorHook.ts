@@ -7,7 +7,7 @@
 
 import { Bool, decodeOptions, defaulted, NonEmptyString, required, struct } from "../src/codec.js";
 import { NanLossDuringTrainingError } from "../src/errors.js";
-import { defaultLogger, type Logger } from "../src/Logger.js";
+import type { Logger } from "../src/Logger.js";
 import {
   SessionRunArgs,
   SessionRunHook,
@@ -15,6 +15,7 @@ import {
   type SessionRunContext,
   type SessionRunValues,
 } from "../src/SessionRunHook.js";
+import { hookServices, type OwnServices } from "./internal/services.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -60,7 +61,7 @@ export class NanTensorHook extends SessionRunHook {
 
   private readonly args: SessionRunArgs;
   private readonly failOnNanLoss: boolean;
-  private readonly ownLogger: Logger | undefined;
+  private readonly own: OwnServices;
   private logger: Logger;
   private env: HookEnv | undefined;
 
@@ -69,12 +70,12 @@ export class NanTensorHook extends SessionRunHook {
     const o = decodeOptions(NanTensorHook.optionsCodec, options, "NanTensorHook");
     this.args = SessionRunArgs(o.lossTensor);
     this.failOnNanLoss = o.failOnNanLoss;
-    this.ownLogger = options?.logger;
-    this.logger = options?.logger ?? defaultLogger;
+    this.own = { logger: options?.logger };
+    this.logger = hookServices(this.own).logger;
   }
 
   override begin(env?: HookEnv): void {
-    this.logger = this.ownLogger ?? env?.logger ?? defaultLogger;
+    this.logger = hookServices(this.own, env).logger;
     this.env = env;
   }
 

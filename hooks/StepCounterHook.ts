@@ -7,10 +7,10 @@
 
 import * as t from "io-ts";
 
-import { systemClock, type Clock } from "../src/Clock.js";
+import type { Clock } from "../src/Clock.js";
 import { atMostOneOf, decodeOptions, NonEmptyString, oneOf, optional, PositiveInt, PositiveNumber, struct } from "../src/codec.js";
 import { ValueError } from "../src/errors.js";
-import { defaultLogger, type Logger } from "../src/Logger.js";
+import type { Logger } from "../src/Logger.js";
 import type { Session } from "../src/Session.js";
 import { fileWriterCache } from "../src/summary/FileWriterCache.js";
 import {
@@ -22,6 +22,7 @@ import {
 } from "../src/SessionRunHook.js";
 import { formatG } from "./internal/format.js";
 import { globalStepNameOf, readGlobalStep, stepValue } from "./internal/globalStep.js";
+import { hookServices, type OwnServices } from "./internal/services.js";
 import { SecondOrStepTimer } from "./SecondOrStepTimer.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -113,8 +114,8 @@ export class StepCounterHook extends SessionRunHook {
   private readonly ownSummaryWriter: ScalarSummaryWriter | undefined;
   private readonly outputDir: string | undefined;
   private summaryWriter: ScalarSummaryWriter | undefined;
-  private readonly ownClock: Clock | undefined;
-  private readonly ownLogger: Logger | undefined;
+  private readonly own: OwnServices;
+  private clock: Clock;
   private logger: Logger;
   private env: HookEnv | undefined;
   private globalStepName: string | undefined;
@@ -142,15 +143,14 @@ export class StepCounterHook extends SessionRunHook {
     this.ownSummaryWriter = options.summaryWriter;
     this.summaryWriter = options.summaryWriter;
     this.outputDir = o.outputDir;
-    this.ownClock = options.clock;
-    this.ownLogger = options.logger;
-    this.logger = options.logger ?? defaultLogger;
-    this.timer = this.makeTimer(options.clock ?? systemClock);
+    this.own = { clock: options.clock, logger: options.logger };
+    ({ clock: this.clock, logger: this.logger } = hookServices(this.own));
+    this.timer = this.makeTimer(this.clock);
   }
 
   override begin(env?: HookEnv): void {
-    this.timer = this.makeTimer(this.ownClock ?? env?.clock ?? systemClock);
-    this.logger = this.ownLogger ?? env?.logger ?? defaultLogger;
+    ({ clock: this.clock, logger: this.logger } = hookServices(this.own, env));
+    this.timer = this.makeTimer(this.clock);
     this.summaryWriter =
       this.ownSummaryWriter ??
       (this.outputDir === undefined
@@ -191,11 +191,10 @@ export class StepCounterHook extends SessionRunHook {
     const env = this.env;
     const writer = this.summaryWriter;
     if (writer !== undefined) {
-      const clock = this.ownClock ?? env?.clock;
-      const startMs = clock?.now() ?? 0;
+      const startMs = env === undefined ? 0 : this.clock.now();
       writer.addScalar(this.summaryTag, stepsPerSec, step);
-      if (env !== undefined && clock !== undefined) {
-        const time = clock.now();
+      if (env !== undefined) {
+        const time = this.clock.now();
         env.emit({ type: "summaryWritten", time, globalStep: step, durationMs: time - startMs, hook: "StepCounterHook" });
       }
     }
@@ -205,7 +204,7 @@ export class StepCounterHook extends SessionRunHook {
       writer?.addScalar(EXAMPLES_TAG, examplesPerSec, step);
       this.logger.info(`${EXAMPLES_TAG}: ${formatG(examplesPerSec)}`, { step, examplesPerSec });
     }
-    if (env !== undefined) env.emit({ type: "stepRate", time: (this.ownClock ?? env.clock).now(), globalStep: step, stepsPerSec });
+    if (env !== undefined) env.emit({ type: "stepRate", time: this.clock.now(), globalStep: step, stepsPerSec });
   }
 
   private checkIncreased(stale: number): void {
@@ -218,7 +217,7 @@ export class StepCounterHook extends SessionRunHook {
         `Current value (could be stable): ${stale} vs previous value: ${this.lastGlobalStep}. ` +
         "You could increase the global step by incrementing it in your train op.";
       this.logger.warn(message);
-      this.env?.emit({ type: "warning", time: (this.ownClock ?? this.env.clock).now(), message });
+      this.env?.emit({ type: "warning", time: this.clock.now(), message });
     }
     this.lastGlobalStep = stale;
   }

@@ -20,6 +20,7 @@ import {
 } from "../src/SessionRunHook.js";
 import { fileWriterCache, toSummaryValues, type Int64, type SessionLogStatus, type Summary, type SummaryValue } from "../src/summary/index.js";
 import { globalStepNameOf, readGlobalStep, stepValue } from "./internal/globalStep.js";
+import { hookServices } from "./internal/services.js";
 import { SecondOrStepTimer } from "./SecondOrStepTimer.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -154,7 +155,7 @@ export class SummarySaverHook extends SessionRunHook {
 
   override begin(env?: HookEnv): void {
     this.env = env;
-    this.clock = env?.clock ?? systemClock;
+    this.clock = hookServices({}, env).clock;
     this.timer = new SecondOrStepTimer({
       everySteps: this.saveSteps,
       everySecs: this.saveSecs,

@@ -59,11 +59,12 @@ the options of \`monitoredTrainingSession\`, plus the training module that says 
 The \`monitored-session\` command runs it:
 
 \`\`\`sh
-npx tsx src/cli/main.ts run train.yaml      # from a checkout
+npm run cli -- run train.yaml                # from a checkout (src/, no build)
 monitored-session run train.yaml             # installed package (npx monitored-session ...)
 monitored-session run --verbose train.yaml   # stack traces of failures
 monitored-session launch --workers 3 train.yaml   # a local cluster: a chief and 2 workers (docs/distributed.md)
 monitored-session inspect runs/exp1          # list checkpoints, verify their checksums
+monitored-session inspect runs/exp1 --all-tensor-names   # the latest checkpoint's tensors (docs/checkpoints.md)
 \`\`\`
 
 \`\`\`yaml
@@ -90,7 +91,7 @@ tfjs:
 \`\`\`ts
 // train.ts
 // @prelude docs/preludes/model.ts
-import { defineJob } from "monitored-session/config"; // in this repository: src/config/index.js
+import { defineJob } from "monitored-session/config"; // also inside this repository, with npm run cli
 export default defineJob({ graph, fetches: { train: "train", loss: "loss" }, feeds: () => nextBatch() });
 \`\`\`
 
@@ -111,12 +112,27 @@ Rules:
     mean "loss"?)\`); names the job feeds with a fixed \`feeds\` object count as known. The
     session is built in memory for this (a \`sessionFactory\` is called once more, and must not
     write files); sessions without \`names()\` are not checked.
+
+  These checks run together, in one pass: a part of the file that decodes is checked even when
+  another does not, so a misspelled tensor name is reported beside a type error, each problem of
+  the file with its line and column (the job module's own problems, such as \`default.lastStep\`,
+  are listed under its path; a fetch name of the job has no place in the file). Only a file that cannot be read or parsed, or a \`plugins\` module that fails,
+  stops the checks early (the hooks cannot be decoded without their types); a \`tfjs\` section
+  with a problem keeps the module from being imported (it would build its model on another
+  backend), and a \`module\` with one leaves the job and its names unchecked. The names of a hook
+  entry are checked once its options decode.
+- **Hook types are suggested too.** A misspelled \`type\` gets the same "did you mean" as a field
+  (\`hooks[0].type: unknown hook type "NanTensorHok" (did you mean "NanTensorHook"?); registered: ...\`).
 - **Objects are strict.** An unknown key is an error naming it, with a suggestion for a likely
   typo (\`unknown field "saveStep" (did you mean "saveSteps"?)\`).
 - **Secs or steps, not both.** Giving both for one feature is an error naming both (as in
   TensorFlow, whose code raises although its docstring says secs wins). \`0\` or \`null\`
   disables a feature; leaving both out takes TensorFlow's default (checkpoints every 600 s,
-  summaries every 100 steps).
+  summaries every 100 steps), except for the step rate: a file without \`logStepCountSteps\` or
+  \`logStepCountSecs\` logs \`global_step/sec\` (and writes it to the summaries) every 10 seconds.
+  TensorFlow's factory (and \`monitoredTrainingSession\`) counts 100 steps, which on a fast job
+  spans a millisecond and logs \`global_step/sec: 100000\` many times a second;
+  \`logStepCountSteps: 100\` brings that back.
 - **Paths are relative to the file** (\`module\`, \`plugins\`, \`checkpoint.dir\`, \`summaries.dir\`,
   \`preemption.watchFile\`, hooks' \`outputDir\` and \`checkpointDir\`).
 - JSON or YAML is chosen by the extension (\`.json\`, \`.yaml\`, \`.yml\`), else by the content.
@@ -149,6 +165,14 @@ so. Put the module in an ESM project (\`"type": "module"\` in its package.json):
 scope a TypeScript module gets a second copy of the library, whose \`Graph\` the job check does
 not recognise. A module that is not JavaScript or TypeScript, or does not parse, exits 2; a
 module whose own top-level code throws exits 1 (the stack with \`--verbose\`).
+
+**A job inside a clone of this repository** imports the package by its name, as in a user's
+project: run it with \`npm run cli -- run job.yaml\` (or \`npm start\`). Their \`node
+--conditions=monitored-session-source\` makes package.json's \`exports\` resolve
+\`monitored-session\` (and its subpaths) to \`src/\`, the copy the CLI runs, so no build is needed
+and the job's \`Graph\` is the CLI's; \`tsconfig.json\`'s \`customConditions\` does the same for
+the type checker. Without the condition the name resolves to \`dist/\`: missing before \`npm run
+build\`, a second copy of the library after it; either failure is one line naming this fix.
 
 ## Sections
 

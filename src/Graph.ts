@@ -36,17 +36,14 @@ import {
   ValueError,
 } from "./errors.js";
 import { collectNames, mapFetchesAny } from "./internal/fetches.js";
-import { isPromiseLike, promiseOf } from "./internal/promise.js";
+import { isPromiseLike } from "./internal/promise.js";
+import { LocalSession } from "./LocalSession.js";
 import {
   fetchOf,
   GLOBAL_STEP_NAME,
   type Feeds,
   type Fetch,
-  type FetchResult,
   type Fetches,
-  type RunMetadata,
-  type RunOptions,
-  type Session,
   type VariableCollection,
   type LocalVariableStore,
 } from "./Session.js";
@@ -248,42 +245,22 @@ export class Graph {
   }
 }
 
-/** A session on a {@link Graph}: holds variable values and runs ops. */
-export class GraphSession implements Session {
+/**
+ * A session on a {@link Graph}: holds variable values and runs ops. `runMaybeSync` answers
+ * synchronously unless an op answers with a promise: then the rest of the run waits for it.
+ */
+export class GraphSession extends LocalSession {
   /** Variable values; absent means uninitialized. */
   private readonly values = new Map<string, VariableValue>();
   /** Variables whose current (object) value was handed out: a fetch, a read or a snapshot. */
   private readonly shared = new Set<string>();
-  private closed = false;
   readonly variables: LocalVariableStore;
   readonly globalStepName: string | undefined;
 
   constructor(readonly graph: Graph) {
+    super();
     this.globalStepName = graph.globalStepVariable?.name;
     this.variables = makeStore(graph, this.values, this.shared);
-  }
-
-  run<const F extends Fetches>(
-    fetches: F,
-    feeds: Feeds = {},
-    _options?: RunOptions,
-    _runMetadata?: RunMetadata,
-  ): Promise<FetchResult<F>> {
-    return promiseOf(() => this.runMaybeSync(fetches, feeds));
-  }
-
-  /**
-   * {@link run}, answered synchronously unless an op answers with a promise: then the rest of
-   * the run waits for it and this returns a promise. Throws what `run` rejects with.
-   */
-  runMaybeSync<const F extends Fetches>(
-    fetches: F,
-    feeds: Feeds = {},
-    _options?: RunOptions,
-    _runMetadata?: RunMetadata,
-  ): FetchResult<F> | Promise<FetchResult<F>> {
-    if (this.closed) throw new RuntimeError("Attempted to use a closed Session.");
-    return this.evaluate(fetches, feeds) as FetchResult<F> | Promise<FetchResult<F>>;
   }
 
   close(): void {
@@ -296,7 +273,7 @@ export class GraphSession implements Session {
   }
 
   /** The run's results, or a promise of them from the first op that answers with a promise on. */
-  private evaluate(fetches: Fetches, feeds: Feeds): unknown {
+  protected override evaluate(fetches: Fetches, feeds: Feeds): unknown {
     const names = collectNames(fetches, []);
     const results = new Map<string, unknown>();
     // Variables are read before any op runs: within one run a variable fetch sees the value

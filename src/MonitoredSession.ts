@@ -56,7 +56,8 @@ import { SessionEventStream } from "./internal/SessionEventStream.js";
 import { orderHooks, type HookEnv, type SessionRunHook } from "./SessionRunHook.js";
 import { CoordinatedSessionCreator } from "./internal/CoordinatedSessionCreator.js";
 import { RecoverableSession } from "./internal/RecoverableSession.js";
-import type { StepContext, WrappedSession } from "./internal/WrappedSession.js";
+import type { StepContext } from "./StepContext.js";
+import type { WrappedSession } from "./internal/WrappedSession.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -147,7 +148,7 @@ export interface MonitoredSessionOptions {
   readonly graph?: Graph;
 }
 
-export type { StepContext } from "./internal/WrappedSession.js";
+export type { StepContext } from "./StepContext.js";
 
 // ---------------------------------------------------------------------------------------------
 // constructors

@@ -34,6 +34,8 @@
  * @module
  */
 
+import * as E from "fp-ts/lib/Either.js";
+import { pipe } from "fp-ts/lib/function.js";
 import * as t from "io-ts";
 
 import { decodeLines } from "./codec.js";
@@ -229,8 +231,11 @@ const decode = (e: Registered, v: TensorValue): unknown => {
     throw new InvalidArgumentError(`"${e.name}": not valid JSON (${(err as Error).message})`);
   }
   if (e.codec === undefined) return parsed;
-  const r = decodeLines(e.codec, parsed);
-  if (r._tag === "Left") throw new InvalidArgumentError(`"${e.name}": ${r.left.join("; ")}`);
-  return r.right;
+  return pipe(
+    decodeLines(e.codec, parsed),
+    E.getOrElseW((problems) => {
+      throw new InvalidArgumentError(`"${e.name}": ${problems.join("; ")}`);
+    }),
+  );
 };
 

@@ -20,13 +20,17 @@
 
 import type { CheckpointManager } from "./checkpoint/CheckpointManager.js";
 import type { ChiefModel } from "./ChiefModel.js";
-import type { Clock } from "./Clock.js";
 import { ValueError } from "./errors.js";
 import type { Graph } from "./Graph.js";
-import type { Logger } from "./Logger.js";
 import { Scaffold } from "./Scaffold.js";
 import type { Session } from "./Session.js";
-import { SessionManager, type SessionFactory } from "./SessionManager.js";
+import {
+  SessionManager,
+  type RestoreOptions,
+  type SessionFactory,
+  type SessionManagerOptions,
+  type WaitForSessionOptions,
+} from "./SessionManager.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -42,48 +46,35 @@ export interface SessionCreator {
   readonly restoredFrom?: string | null;
 }
 
-/** Options shared by the chief's and the workers' creators. */
-export interface SessionCreatorOptions {
-  /** The pieces that initialize and check the session (default `new Scaffold({ graph })`). */
+/**
+ * Options shared by the chief's and the workers' creators: the {@link SessionManager}'s way to
+ * make sessions (`sessionFactory`, or `graph.session()`; the graph is finalized at each
+ * creation, as TensorFlow's default graph), its clock and logger, and the scaffold.
+ */
+export interface SessionCreatorOptions extends Pick<SessionManagerOptions, "sessionFactory" | "graph" | "clock" | "logger"> {
+  /**
+   * The pieces that initialize and check the session (default `new Scaffold({ graph })`).
+   * Without `sessionFactory` and `graph`, sessions are made from the scaffold's graph.
+   */
   readonly scaffold?: Scaffold | undefined;
-  /** Makes raw sessions. Default: `graph.session()`, with `graph` or else the scaffold's graph. */
-  readonly sessionFactory?: SessionFactory | undefined;
-  /** The graph sessions are made from (finalized at each creation, as TensorFlow's default graph). */
-  readonly graph?: Graph | undefined;
-  /** Where waiting time comes from (default the system clock). */
-  readonly clock?: Clock | undefined;
-  /** Where progress is logged (default console). */
-  readonly logger?: Logger | undefined;
 }
 
-/** Options of {@link ChiefSessionCreator}: at most one of the two checkpoint locations. */
-export interface ChiefSessionCreatorOptions extends SessionCreatorOptions {
-  /**
-   * Restore the latest checkpoint in this directory, if any. Without `checkpointManager` the
-   * restore is read-only: it takes no lock and removes nothing (this creator writes nothing).
-   */
-  readonly checkpointDir?: string | undefined;
-  /**
-   * Restore through the directory's manager, the one the checkpoint hook saves with (it holds
-   * the directory's lock): a bad state file is repaired before the restore, and
-   * `restoredFrom` names what it restored. The caller owns it and closes it.
-   */
-  readonly checkpointManager?: CheckpointManager | undefined;
-  /** Restore this checkpoint prefix. */
-  readonly checkpointFilenameWithPath?: string | undefined;
-}
+/**
+ * Options of {@link ChiefSessionCreator}: at most one of the two checkpoint locations, or the
+ * directory's manager (the one the checkpoint hook saves with; the caller owns it and closes
+ * it): the restore is the {@link SessionManager}'s. This creator writes nothing itself.
+ */
+export interface ChiefSessionCreatorOptions
+  extends SessionCreatorOptions,
+    Pick<RestoreOptions, "checkpointDir" | "checkpointManager" | "checkpointFilenameWithPath"> {}
 
-/** Options of {@link WorkerSessionCreator}. */
-export interface WorkerSessionCreatorOptions extends SessionCreatorOptions {
-  /** How long to wait for the chief to make the model ready (default 30 minutes). */
+/** Options of {@link WorkerSessionCreator}: each session waits for the chief, as {@link SessionManager.waitForSession}. */
+export interface WorkerSessionCreatorOptions
+  extends SessionCreatorOptions,
+    Pick<SessionManagerOptions, "recoveryWaitSecs">,
+    Pick<WaitForSessionOptions, "chiefModel"> {
+  /** How long to wait for the chief to make the model ready (default 30 minutes, where `waitForSession` waits forever). */
   readonly maxWaitSecs?: number | undefined;
-  /** How long to wait between two attempts (default 30 seconds). */
-  readonly recoveryWaitSecs?: number | undefined;
-  /**
-   * The chief's model in another process (a `grpc://` target's `chiefModel`): each session
-   * starts from the chief's values, once the chief is ready.
-   */
-  readonly chiefModel?: ChiefModel | undefined;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ import { pipe } from "fp-ts/lib/function.js";
 import * as t from "io-ts";
 
 import { ValueError } from "./errors.js";
+import { DTYPES, type DType } from "./Tensor.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -231,6 +232,29 @@ export const Bool = refined("true or false", (u): u is boolean => typeof u === "
 export const Cadence = refined("a number >= 0 or null", (u): u is number | null => u === null || (typeof u === "number" && Number.isFinite(u) && u >= 0));
 /** A step cadence: an integer >= 0 (`0` disables) or `null` (disables). */
 export const StepCadence = refined("an integer >= 0 or null", (u): u is number | null => u === null || (typeof u === "number" && Number.isSafeInteger(u) && u >= 0));
+/** A tensor's dtype (`"float32"`, ..., `"string"`). */
+export const DTypeCodec = t.keyof(Object.fromEntries(DTYPES.map((d) => [d, null])) as Record<DType, null>, "a dtype");
+/** Any string. */
+export const Text = refined("a string", (u): u is string => typeof u === "string");
+
+/**
+ * A string that holds JSON, decoded to the value it holds (`expected JSON, got "{oops"`
+ * otherwise). Piped into a codec, it decodes a JSON message in one step, each problem with its
+ * path: `JsonText.pipe(StatusCodec)`.
+ */
+export const JsonText = new t.Type<unknown, string, unknown>(
+  "JSON",
+  (_: unknown): _ is unknown => true,
+  (u, c) => {
+    if (typeof u !== "string") return t.failure(u, c, `expected JSON text, got ${show(u)}`);
+    try {
+      return t.success(JSON.parse(u) as unknown);
+    } catch {
+      return t.failure(u, c, `expected JSON, got ${show(u)}`);
+    }
+  },
+  (a) => JSON.stringify(a),
+);
 
 // ---------------------------------------------------------------------------------------------
 // operations

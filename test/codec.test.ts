@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { CheckpointSaverHook } from "../hooks/CheckpointSaverHook.js";
 import { NanTensorHook } from "../hooks/NanTensorHook.js";
 import { StopAtStepHook } from "../hooks/StopAtStepHook.js";
-import { decode, decodeLines, decodeOptions, NonNegativeInt, PositiveInt, strictType } from "../src/codec.js";
+import { decode, decodeLines, decodeOptions, JsonText, NonNegativeInt, PositiveInt, strictType, Text } from "../src/codec.js";
 import { decodeConfig, formatIssue, HookRegistry } from "../src/config/index.js";
 import { ValueError } from "../src/errors.js";
 
@@ -56,5 +56,13 @@ describe("codec", () => {
     expect(Object.keys(derived.fields)).toEqual(["numSteps", "lastStep", "note"]);
     expect(derived.fields.lastStep.optional).toBe(false);
     expect(base.fields.lastStep.optional).toBe(true);
+  });
+
+  it("JsonText piped into a codec decodes a JSON message in one step, each problem with its path", () => {
+    const Message = JsonText.pipe(t.type({ name: Text, shape: t.array(NonNegativeInt) }), "a message");
+    expect(decodeLines(Message, '{"name":"w","shape":[2,3],"extra":1}')).toEqual({ _tag: "Right", right: { name: "w", shape: [2, 3], extra: 1 } });
+    expect(decodeLines(Message, '{"name":7,"shape":[2,-3]}')).toEqual({ _tag: "Left", left: ["name: expected a string, got 7", "shape[1]: expected an integer >= 0, got -3"] });
+    expect(decodeLines(Message, "{oops")).toEqual({ _tag: "Left", left: ['(root): expected JSON, got "{oops"'] });
+    expect(decodeLines(Message, 42)).toEqual({ _tag: "Left", left: ["(root): expected JSON text, got 42"] });
   });
 });

@@ -22,7 +22,7 @@ import { dirname } from "node:path";
 
 import { DataLossError, InvalidArgumentError, NotFoundError } from "../errors.js";
 import { DTYPES, numElements, type DType, type TensorValue } from "../Tensor.js";
-import { decodeLines, NonNegativeInt, SafeInt, strictType, Uint32 } from "../codec.js";
+import { decodeLines, DTypeCodec, NonNegativeInt, SafeInt, strictType, Uint32 } from "../codec.js";
 import { processTempFiles, type TempFileRegistry } from "./TempFileRegistry.js";
 import {
   assertValidPath,
@@ -49,8 +49,6 @@ export const INDEX_SUFFIX = ".index";
 export const DATA_SUFFIX = ".data-00000-of-00001";
 /** Every tensor starts at a multiple of this many bytes, so it can be viewed without a copy. */
 const ALIGNMENT_BYTES = 8;
-
-const DTypeCodec = t.keyof(Object.fromEntries(DTYPES.map((d) => [d, null])) as Record<DType, null>, "a dtype");
 
 /** One tensor's entry in the manifest. */
 const TensorEntryCodec = strictType(

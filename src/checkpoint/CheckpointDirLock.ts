@@ -26,7 +26,8 @@
  * @module
  */
 
-import { isLeft } from "fp-ts/lib/Either.js";
+import * as E from "fp-ts/lib/Either.js";
+import { pipe } from "fp-ts/lib/function.js";
 import * as t from "io-ts";
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -98,6 +99,15 @@ export interface CheckpointDirLockOptions {
   readonly leaseTimeoutSecs?: number | undefined;
   /** How often the holder refreshes its lease (default a third of `leaseTimeoutSecs`, at most 10 s). */
   readonly refreshSecs?: number | undefined;
+  /**
+   * Wait out the lease of a holder with this host's name on another boot (a pod recreated on
+   * another node keeps its hostname; a rebooted machine too): its process is gone with its old
+   * node or boot, only its lease may still be running. Logs one line naming the holder, waits up
+   * to `leaseTimeoutSecs` on the clock for the lease to run out, and takes the lock over; a
+   * holder that refreshes its lease meanwhile is alive, and the acquisition fails as usual.
+   * Default false (fail at once).
+   */
+  readonly waitOutPredecessorLease?: boolean | undefined;
   /** Lease times and the refresh timer (default the system clock, whose timers do not keep the process alive). */
   readonly clock?: Clock | undefined;
   /** Where takeovers and a lost lock are reported. */
@@ -174,6 +184,7 @@ export class CheckpointDirLock {
     await mkdir(dir, { recursive: true });
     // Each round either takes the lock, fails, or removed a stale lock (a bounded number of
     // times: every removal needs another process to have taken and abandoned it meanwhile).
+    let waited = false;
     for (let round = 0; round < 8; round++) {
       const now = Math.round(clock.now());
       const record: LockHolder = { ...me, acquiredAtMs: now, refreshedAtMs: now, token: randomBytes(12).toString("hex") };
@@ -186,6 +197,17 @@ export class CheckpointDirLock {
       const seen = await readLock(path);
       if (seen === null) continue; // released meanwhile
       const why = seen.holder === null ? "its lock file is unreadable" : staleness(seen.holder, me, now, leaseMs);
+      if (why === null && !waited && options.waitOutPredecessorLease === true && seen.holder !== null && isPredecessor(seen.holder, me)) {
+        // At most one wait: a lease still running after it was refreshed, by a live process.
+        waited = true;
+        const waitMs = Math.min(Math.max(0, seen.holder.refreshedAtMs + leaseMs - now) + PREDECESSOR_MARGIN_MS, leaseMs + PREDECESSOR_MARGIN_MS);
+        logger.warn(
+          `${dir} is held by pid ${seen.holder.pid} on host ${seen.holder.hostname} (boot id ${seen.holder.bootId ?? "unknown"}, since ${timeOfDay(seen.holder.acquiredAtMs)}), this host's name on another node or boot: a predecessor of this task. Waiting ${Math.ceil(waitMs / 1000)} s for its lease to run out (leaseTimeoutSecs ${leaseMs / 1000}).`,
+          { path },
+        );
+        await clock.sleep(waitMs);
+        continue;
+      }
       if (why === null) throw new CheckpointDirInUseError(dir, seen.holder as LockHolder, isSameProcess(seen.holder as LockHolder, me));
       if (await removeIfUnchanged(path, seen.raw)) {
         logger.warn(`Took over the checkpoint directory lock ${path} from ${describeHolder(seen.holder, seen.raw)}: ${why}.`, { path });
@@ -310,6 +332,12 @@ const staleness = (holder: LockHolder, me: ProcessIdentity, now: number, leaseMs
   return age > leaseMs ? `its lease was last refreshed ${Math.round(age / 1000)} s ago (lease timeout ${leaseMs / 1000} s)` : null;
 };
 
+/** Waited past the lease's end, so that a holder's clock a little ahead does not make the lease look fresh. */
+const PREDECESSOR_MARGIN_MS = 1000;
+
+/** A holder with this host's name on another boot (see `waitOutPredecessorLease`). */
+const isPredecessor = (holder: LockHolder, me: ProcessIdentity): boolean => holder.hostname === me.hostname && holder.bootId !== me.bootId;
+
 const isSameProcess = (holder: LockHolder, me: ProcessIdentity): boolean =>
   holder.pid === me.pid && holder.hostname === me.hostname && holder.bootId === me.bootId && holder.startTime === me.startTime;
 
@@ -388,10 +416,13 @@ const parseLock = (raw: string): LockHolder | null => {
   } catch {
     return null;
   }
-  const decoded = decodeLines(LockFileCodec, json);
-  if (isLeft(decoded)) return null;
-  const { format: _f, version: _v, ...holder } = decoded.right;
-  return holder;
+  return pipe(
+    decodeLines(LockFileCodec, json),
+    E.match(
+      () => null,
+      ({ format: _f, version: _v, ...holder }) => holder,
+    ),
+  );
 };
 
 const render = (h: LockHolder): string => `${JSON.stringify({ format: LOCK_FORMAT, version: 1, ...h }, null, 1)}\n`;

@@ -30,7 +30,8 @@ import { ValueError, RuntimeError } from "../errors.js";
 import { defaultLogger, type Logger } from "../Logger.js";
 import { decodeLines, strictType } from "../codec.js";
 import { indexPath } from "./BundleFormat.js";
-import { assertValidPath, pathExists, resolveInside, writeFileAtomic } from "./internal/files.js";
+import { assertValidPath, pathExists, resolveInside } from "./internal/files.js";
+import { writeFileAtomic } from "./writeFileAtomic.js";
 
 // ---------------------------------------------------------------------------------------------
 // model

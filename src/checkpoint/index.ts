@@ -76,5 +76,4 @@ export {
 } from "./AsyncCheckpointer.js";
 
 /* Files */
-/** Replaces a file atomically (temporary file, fsync, rename, fsync of the directory), as checkpoints are written. */
-export { writeFileAtomic } from "./internal/files.js";
+export { writeFileAtomic } from "./writeFileAtomic.js";

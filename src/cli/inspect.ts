@@ -4,15 +4,32 @@
  * and which one the `checkpoint` state file names as latest. A state file that is invalid or
  * names a missing checkpoint is reported too.
  *
+ * With `--all-tensor-names`, `--all-tensors` or `--tensor-name <name>` (TensorFlow's
+ * `inspect_checkpoint` flags, in our spelling), it lists the tensors of one checkpoint instead:
+ * the directory's latest, or the checkpoint prefix given (`runs/1/model.ckpt-200`).
+ *
  * @module
  */
 
+import type { Command } from "commander";
 import { readdir, stat } from "node:fs/promises";
-import { join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 
-import { dataPath, getCheckpointState, INDEX_SUFFIX, indexPath, readBundle, readCheckpointState, readManifest } from "../checkpoint/index.js";
+import {
+  dataPath,
+  getCheckpointState,
+  INDEX_SUFFIX,
+  indexPath,
+  latestCheckpoint,
+  readBundle,
+  readCheckpointState,
+  readManifest,
+  type Manifest,
+} from "../checkpoint/index.js";
 import { pathExists } from "../checkpoint/internal/files.js";
+import { closest } from "../codec.js";
 import { silentLogger } from "../Logger.js";
+import type { TensorValue } from "../Tensor.js";
 import { ExitCodes } from "./exitCodes.js";
 import type { CliIo } from "./run.js";
 
@@ -35,9 +52,66 @@ interface CheckpointReport {
   readonly latest: boolean;
 }
 
+/** Options of {@link inspectCommand}. At most one of the tensor options. */
+export interface InspectOptions {
+  /** Print JSON. */
+  readonly json?: boolean;
+  /** Print this tensor of the checkpoint with its values (TensorFlow's `--tensor_name`). */
+  readonly tensorName?: string | undefined;
+  /** Print every tensor of the checkpoint with its values (`--all_tensors`). */
+  readonly allTensors?: boolean;
+  /** Print the name, dtype and shape of every tensor of the checkpoint (`--all_tensor_names`). */
+  readonly allTensorNames?: boolean;
+}
+
+/** A tensor as `inspect` lists it. */
+interface TensorReport {
+  readonly name: string;
+  readonly dtype: string;
+  readonly shape: readonly number[];
+}
+
+/** Elements beyond which a tensor's values are summarized in text, as numpy's `threshold`. */
+const SUMMARY_THRESHOLD = 1000;
+/** Values kept at each end of a summarized axis, as numpy's `edgeitems`. */
+const EDGE_ITEMS = 3;
+
 // ---------------------------------------------------------------------------------------------
 // operations
 // ---------------------------------------------------------------------------------------------
+
+/**
+ * Adds the `inspect` command to `program`: its arguments, options and help; `done` receives the
+ * exit code (the program's entry point returns it).
+ */
+export const addInspectCommand = (program: Command, io: CliIo, done: (code: number) => void): Command =>
+  program
+    .command("inspect")
+    .description("List the checkpoints of a directory with their steps, sizes and checksum status, or (with a tensor option) the tensors of one checkpoint.")
+    .argument("<checkpoint>", "a checkpoint directory; with a tensor option, also a checkpoint prefix (runs/1/model.ckpt-200)")
+    .option("--json", "print JSON")
+    .option("--all-tensor-names", "list the name, dtype and shape of every tensor of the checkpoint (the directory's latest)")
+    .option("--all-tensors", "print every tensor of the checkpoint with its values")
+    .option("--tensor-name <name>", "print this tensor of the checkpoint with its values")
+    .addHelpText(
+      "after",
+      `\nThe tensor options are TensorFlow's inspect_checkpoint flags. Values of more than ${SUMMARY_THRESHOLD} elements are summarized (the first and last ${EDGE_ITEMS} along each axis), as numpy prints them; --json prints every value (int64 as strings, non-finite floats as "NaN", "Infinity", "-Infinity").\n\nExit codes: 0 every checkpoint verified (or the tensors were printed), 1 one failed verification or the state file is bad, 2 bad usage (no such directory or checkpoint, no such tensor).`,
+    )
+    .exitOverride()
+    .action(async (path: string, opts: { json?: boolean; allTensorNames?: boolean; allTensors?: boolean; tensorName?: string }) => {
+      done(
+        await inspectCommand(
+          path,
+          {
+            ...(opts.json === true ? { json: true } : {}),
+            ...(opts.allTensorNames === true ? { allTensorNames: true } : {}),
+            ...(opts.allTensors === true ? { allTensors: true } : {}),
+            ...(opts.tensorName === undefined ? {} : { tensorName: opts.tensorName }),
+          },
+          io,
+        ),
+      );
+    });
 
 /** The checkpoints of `dir`, oldest step first, each verified. */
 const inspectCheckpoints = async (dir: string): Promise<CheckpointReport[]> => {
@@ -90,13 +164,27 @@ const inspectState = async (dir: string): Promise<string[]> => {
   return problems;
 };
 
-/** Runs the command; resolves with the exit code (1 if any checkpoint fails verification or the state file is bad). */
-export const inspectCommand = async (dir: string, options: { readonly json?: boolean }, io: CliIo): Promise<number> => {
+/**
+ * Runs the command; resolves with the exit code (1 if any checkpoint fails verification or the
+ * state file is bad). With a tensor option, lists the tensors of one checkpoint instead.
+ */
+export const inspectCommand = async (dir: string, options: InspectOptions, io: CliIo): Promise<number> => {
+  const tensorOptions = [
+    ...(options.allTensorNames === true ? ["--all-tensor-names"] : []),
+    ...(options.allTensors === true ? ["--all-tensors"] : []),
+    ...(options.tensorName === undefined ? [] : ["--tensor-name"]),
+  ];
+  if (tensorOptions.length > 1) {
+    io.err.write(`monitored-session inspect: give one of ${tensorOptions.join(", ")}, not ${tensorOptions.length === 2 ? "both" : "all"}\n`);
+    return ExitCodes.usage;
+  }
+  if (tensorOptions.length === 1) return inspectTensors(dir, options, io);
   let st;
   try {
     st = await stat(dir);
   } catch {
-    io.err.write(`${dir}: no such directory\n`);
+    const checkpoint = await pathExists(indexPath(resolve(dir)));
+    io.err.write(`${dir}: ${checkpoint ? "a checkpoint, not a directory: list its tensors with --all-tensor-names or --all-tensors, or inspect its directory" : "no such directory"}\n`);
     return ExitCodes.usage;
   }
   if (!st.isDirectory()) {
@@ -130,9 +218,168 @@ export const inspectCommand = async (dir: string, options: { readonly json?: boo
   return reports.some((r) => r.status !== "ok") || stateProblems.length > 0 ? ExitCodes.failure : ExitCodes.done;
 };
 
+/** `--all-tensor-names`, `--all-tensors`, `--tensor-name`: the tensors of one checkpoint. */
+const inspectTensors = async (path: string, options: InspectOptions, io: CliIo): Promise<number> => {
+  const found = await checkpointAt(path);
+  if ("problem" in found) {
+    io.err.write(`${found.problem}\n`);
+    return ExitCodes.usage;
+  }
+  const { prefix } = found;
+  let manifest: Manifest;
+  try {
+    manifest = await readManifest(prefix);
+  } catch (e) {
+    io.err.write(`${prefix}: ${oneLine(e instanceof Error ? e.message : String(e))}\n`);
+    return ExitCodes.failure;
+  }
+  // By name, as TensorFlow's inspect_checkpoint lists them.
+  const entries: TensorReport[] = manifest.tensors.map((e) => ({ name: e.name, dtype: e.dtype, shape: e.shape })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const name = options.tensorName;
+  if (name !== undefined && !entries.some((e) => e.name === name)) {
+    const names = entries.map((e) => e.name);
+    const hint = closest(name, names);
+    io.err.write(`${prefix}: no tensor "${name}" in the checkpoint${hint === undefined ? "" : ` (did you mean "${hint}"?)`}; it has ${preview(names)}\n`);
+    return ExitCodes.usage;
+  }
+  if (options.allTensorNames === true) {
+    if (options.json === true) io.out.write(`${JSON.stringify(entries, null, 2)}\n`);
+    else {
+      io.out.write(`Tensors of ${prefix} (step ${manifest.step}):\n`);
+      const rows = entries.map((e) => [e.name, e.dtype, formatShape(e.shape)]);
+      const widths = [0, 1].map((i) => Math.max(...rows.map((r) => (r[i] as string).length)));
+      for (const r of rows) io.out.write(`${(r[0] as string).padEnd(widths[0] as number)}  ${(r[1] as string).padEnd(widths[1] as number)}  ${r[2] as string}\n`);
+    }
+    return ExitCodes.done;
+  }
+  // Values: every checksum is verified before anything is printed.
+  let values: Map<string, TensorValue>;
+  try {
+    values = (await readBundle(prefix)).values;
+  } catch (e) {
+    io.err.write(`${prefix}: ${oneLine(e instanceof Error ? e.message : String(e))}\n`);
+    return ExitCodes.failure;
+  }
+  const shown = entries.filter((e) => name === undefined || e.name === name);
+  if (options.json === true) {
+    const withValues = shown.map((e) => ({ ...e, values: jsonValues(values.get(e.name) as TensorValue) }));
+    io.out.write(`${JSON.stringify(name === undefined ? withValues : withValues[0], null, 2)}\n`);
+    return ExitCodes.done;
+  }
+  for (const e of shown) io.out.write(`tensor_name: ${e.name} ${e.dtype} ${formatShape(e.shape)}\n${formatValues(values.get(e.name) as TensorValue)}\n`);
+  return ExitCodes.done;
+};
+
+/**
+ * The checkpoint `path` names: a directory's latest (by its state file, else the highest step
+ * among its checkpoints), or a checkpoint prefix. A problem is one line, with a suggestion for a
+ * likely typo of a prefix.
+ */
+const checkpointAt = async (path: string): Promise<{ readonly prefix: string } | { readonly problem: string }> => {
+  const abs = resolve(path);
+  const st = await stat(abs).catch(() => undefined);
+  if (st?.isDirectory() === true) {
+    const latest = await latestCheckpoint(abs, { logger: silentLogger }).catch(() => null);
+    if (latest !== null) return { prefix: resolve(abs, latest) };
+    const prefixes = await prefixesIn(abs);
+    const newest = (await Promise.all(prefixes.map(async (p) => [p, await readManifest(p).then((m) => m.step, () => -1)] as const))).sort((a, b) => b[1] - a[1])[0];
+    return newest === undefined ? { problem: `${abs}: no checkpoints in the directory` } : { prefix: newest[0] };
+  }
+  if (await pathExists(indexPath(abs))) return { prefix: abs };
+  const parent = dirname(abs);
+  const names = (await prefixesIn(parent)).map((p) => basename(p));
+  if (names.length === 0) return { problem: `${abs}: no such checkpoint directory or checkpoint (no ${basename(indexPath(abs))} there)` };
+  const hint = closest(basename(abs), names);
+  return {
+    problem: `${abs}: no such checkpoint${hint === undefined ? "" : ` (did you mean "${join(parent, hint)}"?)`}; ${parent} has ${preview(names)}`,
+  };
+};
+
+/** The checkpoint prefixes of `dir` (those with an index file). */
+const prefixesIn = async (dir: string): Promise<string[]> => {
+  const names = await readdir(dir).catch(() => [] as string[]);
+  return names.filter((n) => n.endsWith(INDEX_SUFFIX)).map((n) => join(dir, n.slice(0, -INDEX_SUFFIX.length))).sort();
+};
+
 // ---------------------------------------------------------------------------------------------
 // utils
 // ---------------------------------------------------------------------------------------------
+
+const formatShape = (shape: readonly number[]): string => `[${shape.join(", ")}]`;
+
+const preview = (names: readonly string[]): string =>
+  names.length <= 12 ? names.join(", ") : `${names.slice(0, 12).join(", ")} and ${names.length - 12} more`;
+
+/** One element as text: the shortest decimal that reads back as the same float32, a bigint's digits, JSON for strings. */
+const elementText = (t: TensorValue, i: number): string => {
+  switch (t.dtype) {
+    case "float32": {
+      const v = (t.data as Float32Array)[i] as number;
+      if (!Number.isFinite(v)) return String(v);
+      for (let digits = 1; digits < 9; digits++) {
+        const n = Number(v.toPrecision(digits));
+        if (Math.fround(n) === v) return String(n);
+      }
+      return String(Number(v.toPrecision(9)));
+    }
+    case "float64":
+      return String((t.data as Float64Array)[i]);
+    case "int32":
+      return String((t.data as Int32Array)[i]);
+    case "int64":
+      return String((t.data as BigInt64Array)[i]);
+    case "bool":
+      return (t.data as Uint8Array)[i] === 0 ? "false" : "true";
+    case "string":
+      return JSON.stringify((t.data as readonly string[])[i]);
+  }
+};
+
+/**
+ * A tensor's values as nested lists, row-major by its shape (a scalar is its value). Beyond
+ * {@link SUMMARY_THRESHOLD} elements, each axis longer than twice {@link EDGE_ITEMS} shows its
+ * ends around `...`, as numpy does.
+ */
+const formatValues = (t: TensorValue): string => {
+  const total = t.shape.reduce((a, b) => a * b, 1);
+  const summarize = total > SUMMARY_THRESHOLD;
+  const strides = t.shape.map((_, axis) => t.shape.slice(axis + 1).reduce((a, b) => a * b, 1));
+  const format = (axis: number, offset: number): string => {
+    if (axis === t.shape.length) return elementText(t, offset);
+    const n = t.shape[axis] as number;
+    const stride = strides[axis] as number;
+    const indices = summarize && n > 2 * EDGE_ITEMS ? [...range(0, EDGE_ITEMS), -1, ...range(n - EDGE_ITEMS, n)] : range(0, n);
+    return `[${indices.map((i) => (i < 0 ? "..." : format(axis + 1, offset + i * stride))).join(", ")}]`;
+  };
+  return format(0, 0);
+};
+
+/** A tensor's values as JSON: nested arrays by its shape; int64 as strings, non-finite floats as "NaN", "Infinity", "-Infinity". */
+const jsonValues = (t: TensorValue): unknown => {
+  const element = (i: number): unknown => {
+    switch (t.dtype) {
+      case "float32":
+      case "float64": {
+        const v = (t.data as Float32Array | Float64Array)[i] as number;
+        return Number.isFinite(v) ? (t.dtype === "float32" ? Number(elementText(t, i)) : v) : String(v);
+      }
+      case "int32":
+        return (t.data as Int32Array)[i];
+      case "int64":
+        return String((t.data as BigInt64Array)[i]);
+      case "bool":
+        return (t.data as Uint8Array)[i] !== 0;
+      case "string":
+        return (t.data as readonly string[])[i];
+    }
+  };
+  const strides = t.shape.map((_, axis) => t.shape.slice(axis + 1).reduce((a, b) => a * b, 1));
+  const nest = (axis: number, offset: number): unknown =>
+    axis === t.shape.length ? element(offset) : range(0, t.shape[axis] as number).map((i) => nest(axis + 1, offset + i * (strides[axis] as number)));
+  return nest(0, 0);
+};
+
+const range = (from: number, to: number): number[] => Array.from({ length: Math.max(0, to - from) }, (_, i) => from + i);
 
 const sizeOf = async (path: string): Promise<number> => {
   try {

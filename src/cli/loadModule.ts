@@ -9,9 +9,9 @@
  */
 
 import { left, right, type Either } from "fp-ts/lib/Either.js";
-import { existsSync, statSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
-import { extname, isAbsolute, join, resolve } from "node:path";
+import { dirname, extname, isAbsolute, join, resolve, sep } from "node:path";
 import { pathToFileURL } from "node:url";
 
 import { ExitCodes } from "./exitCodes.js";
@@ -128,11 +128,42 @@ const classify = (e: unknown, key: string, file: string): ModuleFailure => {
     return { code: ExitCodes.usage, message: `${key}: ${file} is not valid JavaScript or TypeScript: ${firstLine(e)}`, cause: e };
   }
   if (typeof code === "string" && USAGE_CODES.has(code)) {
-    return { code: ExitCodes.usage, message: `${key}: importing ${file} failed: ${firstLine(e)} (${code})`, cause: e };
+    return { code: ExitCodes.usage, message: `${key}: importing ${file} failed: ${firstLine(e)} (${code})${unbuiltSelfReference(e, file)}`, cause: e };
   }
   // tsx reports TypeScript syntax errors as "Transform failed with N error(s)".
   if (e instanceof Error && /^Transform failed/.test(e.message)) {
     return { code: ExitCodes.usage, message: `${key}: ${file} is not valid TypeScript: ${e.message.split("\n").slice(0, 2).join(" ")}`, cause: e };
   }
   return { code: ExitCodes.failure, message: `${key}: importing ${file} failed: the module threw ${e instanceof Error ? `${e.name}: ${firstLine(e)}` : String(e)}`, cause: e };
+};
+
+/** The `exports` condition that resolves "monitored-session" to its sources (package.json; `npm run cli` sets it). */
+const SOURCE_CONDITION = "monitored-session-source";
+
+/**
+ * The fix for a module inside a clone of this repository that imports the package by its name,
+ * when that name resolved to dist/ (package.json `exports`), which exists only after a build:
+ * run the command with the condition that resolves the name to src/, as `npm run cli` does.
+ * Empty for any other missing module.
+ */
+const unbuiltSelfReference = (e: unknown, file: string): string => {
+  const missing = /Cannot find module '([^']+)'/.exec(firstLine(e))?.[1];
+  const root = missing === undefined ? undefined : ownPackageRoot(dirname(file));
+  if (root === undefined || !(missing as string).startsWith(join(root, "dist") + sep)) return "";
+  return `: inside this repository, run the command as npm run cli -- ... (node --conditions=${SOURCE_CONDITION} --import tsx src/cli/main.ts ...), which resolves "monitored-session" to src/ without a build`;
+};
+
+/** The directory of the package.json nearest `dir`, if that package is monitored-session itself. */
+const ownPackageRoot = (dir: string): string | undefined => {
+  for (let d = dir; ; d = dirname(d)) {
+    const pkg = join(d, "package.json");
+    if (existsSync(pkg)) {
+      try {
+        return (JSON.parse(readFileSync(pkg, "utf8")) as { name?: unknown }).name === "monitored-session" ? d : undefined;
+      } catch {
+        return undefined; // not this package's manifest
+      }
+    }
+    if (dirname(d) === d) return undefined;
+  }
 };

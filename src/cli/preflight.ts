@@ -8,7 +8,7 @@
  * @module
  */
 
-import { isLeft, left, right, type Either } from "fp-ts/lib/Either.js";
+import { isLeft, isRight, left, right, type Either } from "fp-ts/lib/Either.js";
 import { accessSync, constants, statSync } from "node:fs";
 import { dirname, isAbsolute, resolve } from "node:path";
 
@@ -19,13 +19,14 @@ import {
   decodePlugin,
   formatIssue,
   HookRegistry,
-  loadConfig,
   type ConfigIssue,
   type Job,
   type JobContext,
   type Plugin,
   type TrainingConfig,
 } from "../config/index.js";
+import { readConfig } from "../config/loadConfig.js";
+import type { PartialConfig } from "../config/TrainingConfig.js";
 import type { Session } from "../Session.js";
 import { ExitCodes } from "./exitCodes.js";
 import { firstLine, importModule, type ModuleFailure } from "./loadModule.js";
@@ -66,6 +67,10 @@ export const printIssues = (err: NodeJS.WritableStream, file: string, issues: re
  * decoding problem), its `plugins`, the `module` and its job, the output directories, and the
  * names used against the session. Prints the problems and resolves with the exit code, or
  * resolves with the prepared run. With `verbose`, import failures print their stack.
+ *
+ * Past the file's syntax and its plugins, one pass finds every problem: a part of the file that
+ * decoded is checked even when another did not (a misspelled tensor name is reported beside a
+ * type error), each problem of the file with its line and column.
  */
 export const prepareRun = async (
   configPath: string,
@@ -73,17 +78,17 @@ export const prepareRun = async (
   verbose: boolean,
   /** A cluster's worker (from TF_CONFIG): it never writes `checkpoint.dir` or `summaries.dir`, so they are not checked. */
   worker = false,
-  /** What the job module's default export, if a function, receives (from the loaded configuration). */
-  contextOf: (config: TrainingConfig) => JobContext = () => ({}),
+  /** What the job module's default export, if a function, receives (from the configuration, as far as it decoded). */
+  contextOf: (config: PartialConfig) => JobContext = () => ({}),
+  /** More problems of the file the caller knows of (`isChief` or `master` given with TF_CONFIG), from what decoded and the file's directory. */
+  moreIssues: (config: PartialConfig, baseDir: string) => readonly ConfigIssue[] = () => [],
 ): Promise<Either<number, PreparedRun>> => {
-  const fail = (f: ModuleFailure, file: string): Either<number, never> => {
-    err.write(`${file}: ${f.message}\n`);
-    if (verbose && f.cause instanceof Error && f.cause.stack !== undefined) err.write(`${f.cause.stack}\n`);
-    return left(f.code);
+  const printStack = (cause: unknown): void => {
+    if (verbose && cause instanceof Error && cause.stack !== undefined) err.write(`${cause.stack}\n`);
   };
   let registry = HookRegistry.withBuiltins();
   let pluginFailure: ModuleFailure | undefined;
-  const loaded = await loadConfig(configPath, (plugins, baseDir) => async () => {
+  const read = await readConfig(configPath, (plugins, baseDir) => async () => {
     const issues: ConfigIssue[] = [];
     const loadedPlugins: [string, Plugin][] = [];
     for (const [i, p] of plugins.entries()) {
@@ -104,56 +109,85 @@ export const prepareRun = async (
     registry = applied.right;
     return right(registry);
   })();
-  if (pluginFailure !== undefined) return fail(pluginFailure, configPath);
-  if (isLeft(loaded)) {
-    printIssues(err, configPath, loaded.left);
+  if (pluginFailure !== undefined) {
+    err.write(`${configPath}: ${pluginFailure.message}\n`);
+    printStack(pluginFailure.cause);
+    return left(pluginFailure.code);
+  }
+  // Nothing to decode (unreadable, a syntax error) or no registry for the hooks (a plugin's problem).
+  if (isLeft(read)) {
+    printIssues(err, configPath, read.left);
     return left(ExitCodes.usage);
   }
-  const { config, baseDir, file } = loaded.right;
+  const { decoded, parts, locate, baseDir, file } = read.right;
+  /** The file's problems, in the order found. */
+  const problems: ConfigIssue[] = isLeft(decoded) ? [...decoded.left] : [];
+  /** The module's problems (its default export), printed under its own path. */
+  let jobProblems: { readonly file: string; readonly issues: readonly ConfigIssue[] } | undefined;
+  /** A failure of user code (the module's top level, a session factory): exit 1 when the file has no problem. */
+  let failure: ModuleFailure | undefined;
+  /** The errors behind the module's problem, for `--verbose`. */
+  let moduleCause: unknown;
 
-  const dirIssues = checkOutputDirs(outputDirsOf(config, baseDir).filter(([key]) => !(worker && (key === "checkpoint.dir" || key === "summaries.dir"))));
-  if (dirIssues.length > 0) {
-    printIssues(err, file, dirIssues);
-    return left(ExitCodes.usage);
-  }
+  problems.push(...moreIssues(parts, baseDir).map(locate));
+  problems.push(...checkOutputDirs(outputDirsOf(parts, baseDir).filter(([key]) => !(worker && (key === "checkpoint.dir" || key === "summaries.dir")))).map(locate));
 
   // Before the import: the module may build its model at load time (src/cli/tfjsBackend.ts).
-  const backend = await applyTfjsBackend(config);
-  if (backend !== undefined && "issue" in backend) {
-    printIssues(err, file, [backend.issue]);
-    return left(ExitCodes.usage);
+  const backend = await applyTfjsBackend(parts);
+  if (backend !== undefined && "issue" in backend) problems.push(locate(backend.issue));
+  // Without the backend the file asks for, the module is not imported: it would build its model
+  // on another one, and its own failures would follow from the same missing package.
+  const backendFailed = (backend !== undefined && "issue" in backend) || (isLeft(decoded) && decoded.left.some((i) => i.path === "tfjs" || i.path.startsWith("tfjs.")));
+
+  let job: Job | undefined;
+  if (parts.module !== undefined && !backendFailed) {
+    const namespace = await importModule(parts.module, "module", baseDir);
+    if (isLeft(namespace)) {
+      if (namespace.left.code === ExitCodes.usage) {
+        problems.push(locate({ path: "module", message: namespace.left.message.slice("module: ".length) }));
+        moduleCause = namespace.left.cause;
+      } else failure = namespace.left;
+    } else {
+      const decodedJob = await decodeJob(namespace.right, contextOf(parts));
+      if (isLeft(decodedJob)) jobProblems = { file: isAbsolute(parts.module) ? parts.module : resolve(baseDir, parts.module), issues: decodedJob.left };
+      else job = decodedJob.right;
+    }
   }
 
-  const namespace = await importModule(config.module, "module", baseDir);
-  if (isLeft(namespace)) return fail(namespace.left, file);
-  const decodedJob = await decodeJob(namespace.right, contextOf(config));
-  if (isLeft(decodedJob)) {
-    printIssues(err, isAbsolute(config.module) ? config.module : resolve(baseDir, config.module), decodedJob.left);
-    return left(ExitCodes.usage);
+  if (job !== undefined) {
+    const names = await checkSessionNames(parts, job, registry);
+    if ("failure" in names) failure = { code: ExitCodes.failure, message: names.failure, cause: names.cause };
+    // The job's own names (`default.fetches`) are in the module, not in the file.
+    else problems.push(...names.issues.map((i) => (i.path.startsWith("hooks[") ? locate(i) : i)));
   }
-  const job = decodedJob.right;
 
-  const names = await checkSessionNames(config, job, registry);
-  if ("failure" in names) return fail({ code: ExitCodes.failure, message: names.failure, cause: names.cause }, file);
-  if (names.issues.length > 0) {
-    printIssues(err, file, names.issues);
-    return left(ExitCodes.usage);
+  if (problems.length === 0 && jobProblems === undefined && failure === undefined && isRight(decoded) && job !== undefined) {
+    return right({ config: decoded.right, file, baseDir, job, registry, ...(backend === undefined || "issue" in backend ? {} : { backendNote: backend.note }) });
   }
-  return right({ config, file, baseDir, job, registry, ...(backend === undefined ? {} : { backendNote: backend.note }) });
+  // The file as the user named it, as for a file that does not decode at all.
+  if (problems.length > 0) printIssues(err, configPath, problems);
+  if (jobProblems !== undefined) printIssues(err, jobProblems.file, jobProblems.issues);
+  printStack(moduleCause);
+  if (failure !== undefined) {
+    err.write(`${configPath}: ${failure.message}\n`);
+    printStack(failure.cause);
+  }
+  // A bad file or job is a usage error even when user code also failed: both are printed.
+  return left(problems.length > 0 || jobProblems !== undefined || failure === undefined ? ExitCodes.usage : failure.code);
 };
 
 /**
  * The directories a configuration writes to, with their keys: `checkpoint.dir`, `summaries.dir`,
  * and hooks' `outputDir` and `checkpointDir` (absolute).
  */
-const outputDirsOf = (config: TrainingConfig, baseDir: string): [key: string, dir: string][] => {
+const outputDirsOf = (config: PartialConfig, baseDir: string): [key: string, dir: string][] => {
   const abs = (p: string): string => (isAbsolute(p) ? p : resolve(baseDir, p));
   const dirs: [string, string][] = [];
   if (config.checkpoint !== undefined) dirs.push(["checkpoint.dir", abs(config.checkpoint.dir)]);
   if (config.summaries?.dir !== undefined) dirs.push(["summaries.dir", abs(config.summaries.dir)]);
   (config.hooks ?? []).forEach((h, i) => {
     for (const key of ["outputDir", "checkpointDir"]) {
-      const v = h[key];
+      const v = h?.[key];
       if (typeof v === "string" && v.length > 0) dirs.push([`hooks[${i}].${key}`, abs(v)]);
     }
   });
@@ -205,7 +239,7 @@ const checkOutputDirs = (dirs: readonly (readonly [key: string, dir: string])[])
  * `names()` is not checked. Resolves with the problems, or `{ failure }` when the factory threw.
  */
 const checkSessionNames = async (
-  config: TrainingConfig,
+  config: PartialConfig,
   job: Job,
   registry: HookRegistry = HookRegistry.builtins,
 ): Promise<{ readonly issues: ConfigIssue[] } | { readonly failure: string; readonly cause: unknown }> => {

@@ -1,7 +1,7 @@
 /**
  * The `monitored-session` command line: `run <config>`, `launch --workers N <config>`,
- * `launch --workers N [cluster settings] -- <command> [args…]`, `inspect <checkpointDir>` and
- * `board <logdir>`, built with commander. Usage errors exit 2; see {@link ExitCodes}.
+ * `launch --workers N [cluster settings] -- <command> [args…]`, `manifest kubernetes <config>`
+ * (or `-- <command>`), `inspect <checkpointDir>` and `board <logdir>`, built with commander. Usage errors exit 2; see {@link ExitCodes}.
  *
  * @module
  */
@@ -10,20 +10,22 @@ import { Command, CommanderError, InvalidArgumentError, Option } from "commander
 
 import { boardCommand } from "./board.js";
 import { ExitCodes, exitCodesHelp } from "./exitCodes.js";
-import { inspectCommand } from "./inspect.js";
+import { addInspectCommand } from "./inspect.js";
+import { MANIFEST_DEFAULTS, manifestCommand, type ManifestFlags } from "./manifest.js";
 import { CLUSTER_FLAGS, launchCommand, launchProgram, type ClusterFlags } from "./launch.js";
 import { runCommand, type CliIo } from "./run.js";
 
 /** Parses `argv` (without `node` and the script) and runs the command; resolves with the exit code. */
 export const main = async (argv: readonly string[], io: CliIo): Promise<number> => {
   let code: number = ExitCodes.done;
-  // `launch … -- <command> [args…]`: everything after the first `--` is the tasks' command, never
-  // launch's own arguments (commander would mix its operands with launch's <config>).
-  const dashDash = argv[0] === "launch" ? argv.indexOf("--") : -1;
+  // `launch … -- <command> [args…]` (and `manifest kubernetes … --`): everything after the first
+  // `--` is the tasks' command, never the command's own arguments (commander would mix its
+  // operands with <config>).
+  const dashDash = argv[0] === "launch" || argv[0] === "manifest" ? argv.indexOf("--") : -1;
   const taskCommand = dashDash < 0 ? undefined : argv.slice(dashDash + 1);
   const ownArgv = dashDash < 0 ? argv : argv.slice(0, dashDash);
   const program = new Command("monitored-session")
-    .description("Run a training job described by a configuration file, launch it as a local cluster, inspect its checkpoints, and serve its summaries.")
+    .description("Run a training job described by a configuration file, launch it as a local cluster or print its Kubernetes manifests, inspect its checkpoints, and serve its summaries.")
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.out.write(s), writeErr: (s) => io.err.write(s) })
     .showHelpAfterError("(run with --help for usage)")
@@ -96,16 +98,48 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
       code = await launchProgram(taskCommand, opts, options, io);
     });
 
-  program
-    .command("inspect")
-    .description("List the checkpoints of <checkpointDir> with their steps, sizes and checksum status.")
-    .argument("<checkpointDir>", "a checkpoint directory")
-    .option("--json", "print JSON")
-    .addHelpText("after", `\nExit codes: 0 every checkpoint verified, 1 one failed verification or the state file is bad, 2 bad usage (no such directory).`)
+  const manifest = program
+    .command("manifest")
+    .description("Print the manifests that run a job as a cluster elsewhere (kubernetes).")
+    .showHelpAfterError(false)
+    .exitOverride();
+  manifest
+    .command("kubernetes")
+    .description(
+      "Print the YAML that `kubectl apply -f -` takes to run <config> (or, after --, any <command>) as <n> pods: a JobSet (default) or an indexed Job with a headless Service, the configuration as a ConfigMap. Secrets are named, never read or made.",
+    )
+    .usage("<config> --workers <n> --image <image> [options]\n       monitored-session manifest kubernetes --workers <n> --image <image> [options] -- <command> [args...]")
+    .argument("[config]", "the configuration file every pod runs with `run` (or, instead, -- <command> [args...])")
+    .requiredOption("--workers <n>", "pods to start, the chief included", integerAtLeast(1))
+    .requiredOption("--image <image>", "the container image (holding the project at --workdir)")
+    .option("--name <name>", "the JobSet's (or Job's) name (default: the configuration file's name, or training)")
+    .option("--namespace <ns>", "the namespace", "default")
+    .addOption(new Option("--jobset", "a JobSet (default): the pods restart together").conflicts("indexedJob"))
+    .addOption(new Option("--indexed-job", "an indexed Job and a headless Service, for clusters without JobSet (no gang restart)").conflicts("jobset"))
+    .option("--etcd <endpoints>", "coordinate through etcd at these comma-separated URLs (default: the chief's embedded service)")
+    .option("--max-restarts <k>", "counted restarts (JobSet maxRestarts; an indexed Job's backoffLimit); preemption never counts", integerAtLeast(0), 3)
+    .option("--checkpoint-pvc <claim>", "an existing PersistentVolumeClaim mounted at the checkpoint directory of the chief")
+    .option("--checkpoint-pvc-on-workers", "also mount the claim read-only on the workers, for a custom loop whose workers restore (the claim must be ReadWriteMany)")
+    .option("--checkpoint-dir <path>", `-- <command> only: where the claim is mounted (default ${"/checkpoints/train"})`)
+    .option("--cpu <quantity>", "CPU request of each pod (2, 500m)")
+    .option("--memory <quantity>", "memory request and limit of each pod (4Gi)")
+    .option("--token-secret <name>", "an existing Secret whose key `token` is the cluster token, mounted as a file")
+    .option("--tls-secret <name>", "an existing Secret with tls.crt, tls.key and ca.crt for the cluster's TLS")
+    .option("--grace-secs <s>", "terminationGracePeriodSeconds (default: the save time with a margin, the agreement allowance and preemption.gracePeriodSecs)", integerAtLeast(1))
+    .option("--save-secs <s>", "the measured save time, for the grace period (a run's `Checkpoint saved: ... ms` line; default 10)", positiveNumber)
+    .option("--workdir <dir>", "the project's directory in the image", MANIFEST_DEFAULTS.workdir)
+    .option("--cli <path>", "the monitored-session CLI in the image, relative to --workdir (.ts runs through tsx)", MANIFEST_DEFAULTS.cli)
+    .option("--port <port>", "the port of every task's server", integerAtLeast(1), MANIFEST_DEFAULTS.port)
+    .addHelpText("after", `\nExit codes: 0 the manifest was printed, ${ExitCodes.usage} bad usage (one line naming the problem). See docs/kubernetes.md.`)
+    .showHelpAfterError(false)
     .exitOverride()
-    .action(async (dir: string, opts: { json?: boolean }) => {
-      code = await inspectCommand(dir, opts.json === true ? { json: true } : {}, io);
+    .action(async (config: string | undefined, opts: ManifestFlags) => {
+      code = await manifestCommand(config, taskCommand, opts, io);
     });
+
+  addInspectCommand(program, io, (c) => {
+    code = c;
+  });
 
   program
     .command("board")
@@ -129,6 +163,11 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
   if (argv.length === 0) {
     // No command: the usage, on stderr, as a usage error (commander would report it as help).
     program.outputHelp({ error: true });
+    return ExitCodes.usage;
+  }
+  if (argv.length === 1 && argv[0] === "manifest") {
+    // `manifest` without its platform: the same.
+    manifest.outputHelp({ error: true });
     return ExitCodes.usage;
   }
   try {

@@ -33,6 +33,7 @@ import { startBoard, type Board } from "../board/BoardServer.js";
 import { BundleSaver, CheckpointDirInUseError, CheckpointManager } from "../checkpoint/index.js";
 import { systemClock, type Clock } from "../Clock.js";
 import { resolveTfConfig } from "../cluster/ClusterResolver.js";
+import { decodePodEnvironment, PeerNotResolvedError, waitForPodTfConfig } from "../cluster/PodClusterResolver.js";
 import { TF_CONFIG } from "../cluster/TfConfig.js";
 import { checkpointDirOf, ConfigError, lastStepOf, toMonitoredTrainingSessionOptions, type Job, type JobContext, type SessionRole, type TrainingConfig } from "../config/index.js";
 import { InvalidArgumentError, ValueError } from "../errors.js";
@@ -155,16 +156,35 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
 const planRun = async (configPath: string, options: RunCommandOptions, io: CliIo, clock: Clock, notices: TerminationNotices): Promise<RunPlan | number> => {
   const verbose = options.verbose === true;
   // The cluster comes from the environment: checked first, before the module loads.
-  const tfConfig = readTfConfig(io.env);
-  if (isLeft(tfConfig)) {
-    printIssues(io.err, TF_CONFIG, tfConfig.left);
+  const read = readTfConfig(io.env);
+  if (isLeft(read)) {
+    printIssues(io.err, TF_CONFIG, read.left);
     return ExitCodes.usage;
   }
-  const resolved = tfConfig.right === undefined ? undefined : resolveTfConfig(tfConfig.right);
+  let tfConfig = read.right;
+  if (tfConfig === undefined) {
+    // Without TF_CONFIG, a pod of a generated manifest (docs/kubernetes.md) finds its cluster
+    // in its own environment, once its peers' DNS names resolve.
+    const pod = decodePodEnvironment(io.env);
+    if (isLeft(pod)) {
+      printIssues(io.err, "the pod's environment", pod.left);
+      return ExitCodes.usage;
+    }
+    if (pod.right !== undefined) {
+      try {
+        tfConfig = await waitForPodTfConfig({ env: io.env, clock, log: (line) => io.err.write(`${line}\n`) });
+      } catch (e) {
+        if (!(e instanceof PeerNotResolvedError || e instanceof ValueError)) throw e;
+        io.err.write(`${e.message}\n`);
+        return e instanceof ValueError ? ExitCodes.usage : ExitCodes.failure;
+      }
+    }
+  }
+  const resolved = tfConfig === undefined ? undefined : resolveTfConfig(tfConfig);
   // The data-parallel group the job may take (rank and size from TF_CONFIG); joined only if the job reads it.
   const replicas = resolved === undefined ? undefined : ReplicaGroup.of(resolved);
   let group: ReplicaGroup | undefined;
-  const contextOf = (c: TrainingConfig): JobContext =>
+  const contextOf = (c: Pick<TrainingConfig, "cluster">): JobContext =>
     replicas === undefined || c.cluster?.dataParallel === false
       ? {}
       : {
@@ -173,10 +193,16 @@ const planRun = async (configPath: string, options: RunCommandOptions, io: CliIo
             return replicas.context;
           },
         };
-  const prepared = await prepareRun(configPath, io.err, verbose, resolved !== undefined && !resolved.isChief, contextOf);
+  // With TF_CONFIG, keys the task decides are problems of the file, reported with the others.
+  const fromTfConfig = tfConfig;
+  const clusterIssues = (c: Pick<TrainingConfig, "isChief" | "master" | "cluster">, dir: string) => {
+    const r = fromTfConfig === undefined ? right(undefined) : clusterTaskOf(fromTfConfig, c, dir);
+    return isLeft(r) ? r.left : [];
+  };
+  const prepared = await prepareRun(configPath, io.err, verbose, resolved !== undefined && !resolved.isChief, contextOf, clusterIssues);
   if (isLeft(prepared)) return prepared.left;
   const { config, baseDir, file, job, registry, backendNote } = prepared.right;
-  const clustered = tfConfig.right === undefined ? right(undefined) : clusterTaskOf(tfConfig.right, config, baseDir);
+  const clustered = tfConfig === undefined ? right(undefined) : clusterTaskOf(tfConfig, config, baseDir);
   if (isLeft(clustered)) {
     printIssues(io.err, file, clustered.left);
     return ExitCodes.usage;
@@ -255,7 +281,9 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
         maxToKeep: config.checkpoint?.maxToKeep === undefined ? 5 : config.checkpoint.maxToKeep,
         keepCheckpointEveryNHours: config.checkpoint?.keepCheckpointEveryNHours ?? null,
         saver: sessionOptions.scaffold?.saver ?? new BundleSaver({ clock }),
-        lock: { leaseTimeoutSecs: config.checkpoint?.lockTimeoutSecs },
+        // A predecessor with this host's name on another boot (a pod recreated on another node) is
+        // gone; only its lease may run on: wait it out rather than exit 2 (docs/kubernetes.md).
+        lock: { leaseTimeoutSecs: config.checkpoint?.lockTimeoutSecs, waitOutPredecessorLease: true },
         clock,
         logger,
       });

@@ -19,7 +19,7 @@ export type AppliedBackend = { readonly note: string } | { readonly issue: Confi
  * Selects `config.tfjs.backend` (default `cpu`) with `useBackend`. A missing backend package is
  * a configuration problem at `tfjs.backend` whose message carries the install command.
  */
-export const applyTfjsBackend = async (config: TrainingConfig): Promise<AppliedBackend> => {
+export const applyTfjsBackend = async (config: Pick<TrainingConfig, "tfjs">): Promise<AppliedBackend> => {
   if (config.tfjs === undefined) return undefined;
   const name = config.tfjs.backend ?? "cpu";
   // Loaded only here: the CLI must run jobs that do not use TensorFlow.js without it installed.

@@ -262,7 +262,7 @@ const sameJobs = (
   });
 
 /** A value as Python's `repr` shows it, so messages read as TensorFlow's (`'worker'`, `None`, `[...]`). */
-export const pyRepr = (u: unknown): string => {
+const pyRepr = (u: unknown): string => {
   if (u === undefined || u === null) return "None";
   if (typeof u === "string") return u.includes("'") && !u.includes('"') ? `"${u}"` : `'${u.replace(/\\/g, "\\\\").replace(/'/g, "\\'")}'`;
   if (typeof u === "boolean") return u ? "True" : "False";

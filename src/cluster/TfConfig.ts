@@ -7,7 +7,9 @@
  * @module
  */
 
-import { isLeft, left, right, type Either } from "fp-ts/lib/Either.js";
+import * as E from "fp-ts/lib/Either.js";
+import { isLeft, left, type Either } from "fp-ts/lib/Either.js";
+import { pipe } from "fp-ts/lib/function.js";
 import * as t from "io-ts";
 import { ValueError } from "../errors.js";
 import { closest, formatIssue, NonEmptyString, NonNegativeInt, optional, required, show, struct, toIssues, type Issue as ConfigIssue } from "../codec.js";
@@ -119,8 +121,7 @@ export const decodeTfConfig = (text: string): Either<ConfigIssue[], TfConfig> =>
   } catch (e) {
     return left([{ path: "(root)", message: `not valid JSON (${(e as Error).message})` }]);
   }
-  const r = TfConfigCodec.decode(json);
-  return isLeft(r) ? left(toIssues(r.left)) : right(r.right);
+  return pipe(TfConfigCodec.decode(json), E.mapLeft(toIssues));
 };
 
 /**
@@ -130,9 +131,12 @@ export const decodeTfConfig = (text: string): Either<ConfigIssue[], TfConfig> =>
 export const tfConfigFromEnv = (env: NodeJS.ProcessEnv = process.env): TfConfig | undefined => {
   const text = env[TF_CONFIG];
   if (text === undefined || text.trim() === "") return undefined;
-  const r = decodeTfConfig(text);
-  if (isLeft(r)) throw new TfConfigError(r.left);
-  return r.right;
+  return pipe(
+    decodeTfConfig(text),
+    E.getOrElseW((issues) => {
+      throw new TfConfigError(issues);
+    }),
+  );
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -4,21 +4,27 @@
  * is a task's gRPC server; the `cluster:` configuration section says how tasks coordinate and
  * secure their calls; `TcpCollective` all-reduces buffers between the workers. See docs/distributed.md.
  *
+ * Curated by hand: the wire helpers, the coordination service's thread transport and status
+ * codec, and the generated messages a user never builds stay internal. The error classes
+ * (`UnavailableError`, `UnauthenticatedError`, ...) come from `monitored-session`.
+ * test/package.exports.test.ts holds this list to test/fixtures/exports/cluster.txt.
+ *
  * @module
  */
 
 /* ClusterSpec */
-export { ClusterSpec, pyRepr } from "./ClusterSpec.js";
+export { ClusterSpec } from "./ClusterSpec.js";
 export type { ClusterDefShape, ClusterDict, ClusterSpecLike, JobTaskList, JobTasks } from "./ClusterSpec.js";
 
 /* TF_CONFIG and the resolver */
-export { decodeTfConfig, parseAddress, TaskAddress, TF_CONFIG, TfConfigCodec, TfConfigError, tfConfigFromEnv } from "./TfConfig.js";
+export { decodeTfConfig, TaskAddress, TF_CONFIG, TfConfigCodec, TfConfigError, tfConfigFromEnv } from "./TfConfig.js";
 export type { TfConfig } from "./TfConfig.js";
 export { idInCluster, isChief, numWorkers, resolveCluster, resolveTfConfig } from "./ClusterResolver.js";
 export type { ResolvedCluster } from "./ClusterResolver.js";
+export { decodePodEnvironment, PeerNotResolvedError, POD_ENV, podDnsName, podHostnames, podTfConfig, podTfConfigOf, resolvePodCluster, waitForPodTfConfig, type PodEnvironment, type PodLayout, type PodMode, type PodResolverOptions } from "./PodClusterResolver.js";
 
 /* Server */
-export { makeServerDef, processIncarnation, Server, serverVersion } from "./Server.js";
+export { Server } from "./Server.js";
 export type { ServerOptions, ServiceRegistration } from "./Server.js";
 
 /* Calling a server */
@@ -32,42 +38,21 @@ export { ModelPublisher } from "./ModelPublisher.js";
 export type { ModelPublisherOptions } from "./ModelPublisher.js";
 
 /* Security */
-export { bearer, CLUSTER_TOKEN_ENV, loadClusterToken, loadTlsCredentials, readPem, TOKEN_HEADER, tokenMatches } from "./security.js";
+export { CLUSTER_TOKEN_ENV, loadClusterToken, loadTlsCredentials } from "./security.js";
 export type { TlsCredentials, TlsFiles } from "./security.js";
 
 /* Configuration */
 export { BindAddress, ClusterConfigCodec, ClusterConfigReference, ClusterTimeouts, ClusterTls, EtcdEndpoint } from "./ClusterConfig.js";
 export type { ClusterConfig } from "./ClusterConfig.js";
 
-/* Wire types (monitored_session.v1) */
-export { ClusterDefSchema, JobDefSchema, ServerDefSchema } from "./proto/gen/monitored_session/v1/cluster_pb.js";
+/* Wire types (monitored_session.v1): the messages a user builds, and the services to call with `clusterTransport` */
+export { ClusterDefSchema, ServerDefSchema } from "./proto/gen/monitored_session/v1/cluster_pb.js";
 export type { ClusterDef, JobDef, ServerDef } from "./proto/gen/monitored_session/v1/cluster_pb.js";
-export { GetStatusRequestSchema, GetStatusResponseSchema, StatusService } from "./proto/gen/monitored_session/v1/status_pb.js";
-export type { GetStatusRequest, GetStatusResponse } from "./proto/gen/monitored_session/v1/status_pb.js";
+export { StatusService } from "./proto/gen/monitored_session/v1/status_pb.js";
+export type { GetStatusResponse } from "./proto/gen/monitored_session/v1/status_pb.js";
 export { CoordinationService } from "./proto/gen/monitored_session/v1/coordination_pb.js";
-
-export {
-  GetReadinessRequestSchema,
-  GetReadinessResponseSchema,
-  GetVariablesRequestSchema,
-  GetVariablesResponseSchema,
-  ModelService,
-  SnapshotHeaderSchema,
-  SnapshotTrailerSchema,
-  VariableHeaderSchema,
-} from "./proto/gen/monitored_session/v1/model_pb.js";
-export type {
-  GetReadinessRequest,
-  GetReadinessResponse,
-  GetVariablesRequest,
-  GetVariablesResponse,
-  SnapshotHeader,
-  SnapshotTrailer,
-  VariableHeader,
-} from "./proto/gen/monitored_session/v1/model_pb.js";
-
-/* Errors */
-export { InternalError, UnauthenticatedError } from "../errors.js";
+export { ModelService } from "./proto/gen/monitored_session/v1/model_pb.js";
+export type { GetReadinessResponse } from "./proto/gen/monitored_session/v1/model_pb.js";
 
 /* Coordination service */
 export {
@@ -80,17 +65,11 @@ export {
   EmbeddedCoordinationService,
   EmbeddedCoordinationClient,
   inProcessTransport,
-  openServicePort,
-  portTransport,
-  servePort,
   coordinationServiceRegistration,
   hostCoordinationService,
   connectCoordinationService,
   grpcCoordinationTransport,
   EtcdCoordinationClient,
-  decodeStatusJson,
-  fromStatus,
-  toStatus,
   type BarrierOptions,
   type ConnectOptions,
   type CoordinationClient,
@@ -106,13 +85,11 @@ export {
   type RegisterRequest,
   type RegisterResponse,
   type EmbeddedTransport,
-  type PortTransport,
   type HostCoordinationServiceOptions,
   type HostedCoordinationService,
   type GrpcCoordinationTransport,
   type GrpcCoordinationTransportOptions,
   type EtcdCoordinationClientOptions,
-  type Status,
 } from "./coordination/index.js";
 
 /* Collectives */

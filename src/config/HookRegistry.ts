@@ -46,7 +46,7 @@ import { ValueError } from "../errors.js";
 import type { Scaffold } from "../Scaffold.js";
 import type { Fetches } from "../Session.js";
 import { hookProblems, type SessionRunHook } from "../SessionRunHook.js";
-import { optional, refined, show } from "../codec.js";
+import { closest, optional, refined, show } from "../codec.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -154,7 +154,11 @@ export class HookRegistry {
         const typeContext = [...c, { key: "type", type: t.string, actual: type }];
         if (type === undefined) return t.failure(type, typeContext, `is required (one of ${this.types.join(", ")})`);
         const hook = typeof type === "string" ? this.entries.get(type) : undefined;
-        if (hook === undefined) return t.failure(type, typeContext, `unknown hook type ${show(type)}; registered: ${this.types.join(", ")}`);
+        if (hook === undefined) {
+          // The "did you mean" of an unknown field, for a misspelled type.
+          const hint = typeof type === "string" ? closest(type, this.types) : undefined;
+          return t.failure(type, typeContext, `unknown hook type ${show(type)}${hint === undefined ? "" : ` (did you mean "${hint}"?)`}; registered: ${this.types.join(", ")}`);
+        }
         const r = hook.codec.validate(options, c);
         return r._tag === "Left" ? r : t.success({ ...(r.right as object), type: hook.type });
       },

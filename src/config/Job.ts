@@ -113,7 +113,7 @@ const instance = <C>(name: string, ctor: abstract new (...args: never[]) => C): 
       // Same class name, other class: the job imported another copy of monitored-session than the CLI's.
       const other = typeof u === "object" && u !== null ? (u as object).constructor?.name : undefined;
       return other === ctor.name
-        ? t.failure(u, c, `expected ${name} of the monitored-session the CLI runs, got a ${other} from another copy of it (the job and the CLI load monitored-session from different paths: import it by its package name, once, e.g. "monitored-session")`)
+        ? t.failure(u, c, `expected ${name} of the monitored-session the CLI runs, got a ${other} from another copy of it (the job and the CLI load monitored-session from different paths: import it by its package name, once, e.g. "monitored-session"; inside a clone of monitored-session, run the command as npm run cli -- ..., whose --conditions=monitored-session-source gives the job the CLI's copy in src/)`)
         : t.failure(u, c);
     },
     (a) => a,

@@ -21,7 +21,7 @@ import * as t from "io-ts";
 import { AsyncSavePolicyCodec, MaxToKeepCodec } from "../../hooks/CheckpointSaverHook.js";
 import { ClusterConfigCodec } from "../cluster/ClusterConfig.js";
 import type { TfjsBackendName } from "../tfjs/backend.js";
-import { HookRegistry } from "./HookRegistry.js";
+import { HookRegistry, type HookConfig } from "./HookRegistry.js";
 import {
   atMostOneOf,
   Bool,
@@ -138,7 +138,12 @@ const topLevelFields = {
   ),
   checkpoint: optional(CheckpointConfigCodec, "Checkpoints (see below).", "no checkpoints"),
   summaries: optional(SummariesConfigCodec, "Summaries (see below).", "every 100 steps into checkpoint.dir"),
-  logStepCountSteps: optional(StepCadence, "Log the step rate every this many steps; `0` or `null` disables.", "100"),
+  logStepCountSteps: optional(StepCadence, "Log (and write to the summaries) the step rate every this many steps; `0` or `null` disables.", "absent: every 10 seconds instead"),
+  logStepCountSecs: optional(
+    Cadence,
+    "Log (and write to the summaries) the step rate every this many seconds; `0` or `null` disables. Counted in seconds by default because a rate over 100 steps of a fast job spans a millisecond or two (`global_step/sec: 100000`).",
+    "10 when logStepCountSteps is absent",
+  ),
   stopGracePeriodSecs: optional(NonNegativeNumber, "How long background tasks get to finish when the session closes.", "120"),
   maxWaitSecs: optional(NonNegativeNumber, "How long a worker waits for the chief's session; in a cluster without data parallelism, also for a lost chief to come back (counted from the loss).", "7200"),
   lastStep: optional(NonNegativeInt, "Stop at this global step (adds a `StopAtStepHook`).", "the job's lastStep, else none"),
@@ -157,6 +162,7 @@ export const trainingConfigCodec = (registry: HookRegistry = HookRegistry.builti
       v.preemption?.enabled === true && v.checkpoint === undefined
         ? [{ key: "preemption", message: "preemption.enabled needs a checkpoint section (the preemption checkpoint is saved in checkpoint.dir)" }]
         : [],
+    atMostOneOf("logStepCountSecs", "logStepCountSteps"),
   );
 
 /** The codec of a configuration with the built-in hook types. */
@@ -164,6 +170,12 @@ export const TrainingConfigCodec = trainingConfigCodec();
 
 /** A decoded configuration. */
 export type TrainingConfig = t.TypeOf<typeof TrainingConfigCodec>;
+/**
+ * What of a configuration decoded, for the checks that follow decoding even when it failed (the
+ * output directories, the module, the names): each top-level field whose value decoded, and
+ * `hooks` entry by entry, `undefined` where an entry did not (so paths keep their index).
+ */
+export type PartialConfig = Omit<Partial<TrainingConfig>, "hooks"> & { readonly hooks?: readonly (HookConfig | undefined)[] };
 /** The decoded `checkpoint` section. */
 export type CheckpointConfig = t.TypeOf<typeof CheckpointConfigCodec>;
 /** The decoded `summaries` section. */
@@ -176,6 +188,33 @@ export type TfjsConfig = t.TypeOf<typeof TfjsConfigCodec>;
 // ---------------------------------------------------------------------------------------------
 // operations
 // ---------------------------------------------------------------------------------------------
+
+/**
+ * The parts of `input` that decode on their own (see {@link PartialConfig}); the problems are
+ * {@link decodeConfig}'s to report. Cross-field rules are not applied: a section counts if its
+ * own codec accepts it.
+ */
+export const decodeConfigParts = (input: unknown, registry: HookRegistry = HookRegistry.builtins): PartialConfig => {
+  if (typeof input !== "object" || input === null || Array.isArray(input)) return {};
+  const given = input as Record<string, unknown>;
+  const fields: Record<string, { readonly codec: t.Mixed }> = registry === HookRegistry.builtins ? TrainingConfigCodec.fields : trainingConfigCodec(registry).fields;
+  const entry = registry.entryCodec();
+  const parts: Record<string, unknown> = {};
+  for (const [key, field] of Object.entries(fields)) {
+    const value = given[key];
+    if (value === undefined) continue;
+    if (key === "hooks" && Array.isArray(value)) {
+      parts[key] = value.map((h: unknown) => {
+        const r = entry.decode(h);
+        return r._tag === "Right" ? r.right : undefined;
+      });
+      continue;
+    }
+    const r = field.codec.decode(value);
+    if (r._tag === "Right") parts[key] = r.right;
+  }
+  return parts as PartialConfig;
+};
 
 /**
  * Decodes a configuration (already parsed from JSON or YAML). `Left` lists every problem, each

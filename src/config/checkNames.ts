@@ -18,7 +18,7 @@
  */
 
 import type { Fetches } from "../Session.js";
-import { HookRegistry, namesIn } from "./HookRegistry.js";
+import { HookRegistry, namesIn, type HookConfig } from "./HookRegistry.js";
 import type { Job } from "./Job.js";
 import { closest, type Issue } from "../codec.js";
 import type { TrainingConfig } from "./TrainingConfig.js";
@@ -30,6 +30,12 @@ import type { TrainingConfig } from "./TrainingConfig.js";
 /** A name used by a configuration, and where: `[path, name]` (`hooks[0].lossTensor`, `loss`). */
 export type NameUse = readonly [path: string, name: string];
 
+/**
+ * What of a configuration uses names: its hooks. An entry that did not decode (`undefined`, in
+ * the parts of a configuration with problems) is skipped; the others keep their index.
+ */
+type HooksOf = { readonly hooks?: readonly (HookConfig | undefined)[] | undefined };
+
 // ---------------------------------------------------------------------------------------------
 // operations
 // ---------------------------------------------------------------------------------------------
@@ -38,9 +44,9 @@ export type NameUse = readonly [path: string, name: string];
  * The names `config` (hooks, through their type's `names`) and `job` (`fetches`, default
  * `"train"`) use. Job paths start at `default`, as {@link decodeJob}'s do.
  */
-export const namesUsed = <F extends Fetches>(config: TrainingConfig, job: Job<F>, registry: HookRegistry = HookRegistry.builtins): NameUse[] => [
+export const namesUsed = <F extends Fetches>(config: TrainingConfig | HooksOf, job: Job<F>, registry: HookRegistry = HookRegistry.builtins): NameUse[] => [
   ...namesIn(job.fetches ?? "train", "default.fetches"),
-  ...(config.hooks ?? []).flatMap((entry, i) => registry.namesOf(entry).map(([p, n]): NameUse => [`hooks[${i}].${p}`, n])),
+  ...(config.hooks ?? []).flatMap((entry, i) => (entry === undefined ? [] : registry.namesOf(entry).map(([p, n]): NameUse => [`hooks[${i}].${p}`, n]))),
 ];
 
 /**
@@ -48,7 +54,12 @@ export const namesUsed = <F extends Fetches>(config: TrainingConfig, job: Job<F>
  * `names()`); names the job feeds with fixed `feeds` count as known. One issue per use, with a
  * suggestion when a known name is close.
  */
-export const checkNames = <F extends Fetches>(config: TrainingConfig, job: Job<F>, known: readonly string[], registry: HookRegistry = HookRegistry.builtins): Issue[] => {
+export const checkNames = <F extends Fetches>(
+  config: TrainingConfig | HooksOf,
+  job: Job<F>,
+  known: readonly string[],
+  registry: HookRegistry = HookRegistry.builtins,
+): Issue[] => {
   const feeds = typeof job.feeds === "object" ? Object.keys(job.feeds) : [];
   const all = [...known, ...feeds];
   const set = new Set(all);

@@ -1,7 +1,9 @@
 /**
  * `loadConfig`: reads a configuration file (JSON or YAML, by extension, else by content),
  * reports syntax errors with their line and column, and decodes it, locating each problem in
- * the file. It only reads: nothing is created on disk.
+ * the file. It only reads: nothing is created on disk. `readConfig` reads a file as far as it
+ * decodes, for `run`, which checks what decoded (directories, the module, names) in the same pass
+ * and places those problems in the file too.
  *
  * @example
  * ```ts
@@ -27,7 +29,7 @@ import { isNode, LineCounter, parseDocument, type Document } from "yaml";
 
 import { HookRegistry } from "./HookRegistry.js";
 import type { Issue } from "../codec.js";
-import { decodeConfig, type TrainingConfig } from "./TrainingConfig.js";
+import { decodeConfig, decodeConfigParts, type PartialConfig, type TrainingConfig } from "./TrainingConfig.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -41,6 +43,21 @@ export interface LoadedConfig {
   /** The directory relative paths of the file are resolved against. */
   readonly baseDir: string;
   readonly format: "json" | "yaml";
+}
+
+/** A configuration file read as far as it decodes: see {@link readConfig}. */
+export interface ReadConfig {
+  /** The file's absolute path. */
+  readonly file: string;
+  /** The directory relative paths of the file are resolved against. */
+  readonly baseDir: string;
+  readonly format: "json" | "yaml";
+  /** The decoded configuration, or every decoding problem, located in the file. */
+  readonly decoded: Either<Issue[], TrainingConfig>;
+  /** What decoded on its own (see `decodeConfigParts`), for the checks that follow. */
+  readonly parts: PartialConfig;
+  /** Adds the line and column of the value at a later problem's path (a name, a directory), where the file has it. */
+  readonly locate: (issue: Issue) => Issue;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -61,7 +78,19 @@ export type RegistryFor = (plugins: readonly string[], baseDir: string) => TaskE
  * the registry `registry(plugins, baseDir)` makes from the file's `plugins`. Nothing happens
  * until the task runs.
  */
-export const loadConfig = (path: string, registry: HookRegistry | RegistryFor = HookRegistry.builtins): TaskEither<Issue[], LoadedConfig> => {
+export const loadConfig = (path: string, registry: HookRegistry | RegistryFor = HookRegistry.builtins): TaskEither<Issue[], LoadedConfig> =>
+  pipe(
+    readConfig(path, registry),
+    TE.chainEitherK(({ decoded, format, file, baseDir }) => pipe(decoded, E.map((config): LoadedConfig => ({ config, format, file, baseDir })))),
+  );
+
+/**
+ * Reads the configuration file at `path` as far as it decodes, for a caller that checks more
+ * than the file (`run` checks the directories, the module and the names too, and reports every
+ * problem at once). `Left` only when there is nothing to decode: a read failure, syntax errors,
+ * or the problems of `registry`'s plugins. Used by {@link loadConfig}.
+ */
+export const readConfig = (path: string, registry: HookRegistry | RegistryFor = HookRegistry.builtins): TaskEither<Issue[], ReadConfig> => {
   const file = resolve(path);
   const baseDir = dirname(file);
   return pipe(
@@ -76,8 +105,16 @@ export const loadConfig = (path: string, registry: HookRegistry | RegistryFor = 
     TE.chain(({ parsed, format }) =>
       pipe(
         registry instanceof HookRegistry ? TE.right(registry) : registry(pluginsOf(parsed.value), baseDir),
-        TE.chainEitherK((reg) => decodeParsed(parsed, reg)),
-        TE.map((config): LoadedConfig => ({ config, format, file, baseDir })),
+        TE.map(
+          (reg): ReadConfig => ({
+            file,
+            baseDir,
+            format,
+            decoded: decodeParsed(parsed, reg),
+            parts: decodeConfigParts(parsed.value === undefined ? null : parsed.value, reg),
+            locate: (issue) => locate(issue, parsed.doc, parsed.lineCounter),
+          }),
+        ),
       ),
     ),
   );

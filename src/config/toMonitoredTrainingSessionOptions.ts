@@ -67,6 +67,13 @@ export interface ToOptionsOptions {
   readonly role?: SessionRole;
 }
 
+/**
+ * How often a configuration's step counter measures, in seconds, when the file gives neither
+ * `logStepCountSecs` nor `logStepCountSteps` (`monitoredTrainingSession` itself keeps
+ * TensorFlow's 100 steps).
+ */
+const DEFAULT_LOG_STEP_COUNT_SECS = 10;
+
 /** Whether this process is the chief, and its session target (TensorFlow's `is_chief` and `master`). */
 export interface SessionRole {
   readonly isChief: boolean;
@@ -176,7 +183,10 @@ export const toMonitoredTrainingSessionOptions = <F extends Fetches>(
     ...(sums?.dir === undefined ? {} : { summaryDir: resolvePath(baseDir, sums.dir) }),
     ...(sums?.saveSecs === undefined ? {} : { saveSummariesSecs: sums.saveSecs }),
     ...(sums?.saveSteps === undefined ? {} : { saveSummariesSteps: sums.saveSteps }),
-    ...(config.logStepCountSteps === undefined ? {} : { logStepCountSteps: config.logStepCountSteps }),
+    // The step rate counts seconds unless the file counts steps (the factory's default is TensorFlow's 100 steps).
+    ...(config.logStepCountSteps === undefined
+      ? { logStepCountSecs: config.logStepCountSecs === undefined ? DEFAULT_LOG_STEP_COUNT_SECS : config.logStepCountSecs }
+      : { logStepCountSteps: config.logStepCountSteps }),
     ...(config.stopGracePeriodSecs === undefined ? {} : { stopGracePeriodSecs: config.stopGracePeriodSecs }),
     ...(config.maxWaitSecs === undefined ? {} : { maxWaitSecs: config.maxWaitSecs }),
     ...(options.clock === undefined ? {} : { clock: options.clock }),

@@ -1,36 +1,19 @@
 /**
  * The base of a monitored session's layers (TensorFlow's `_WrappedSession`): each layer wraps an
- * inner layer or the raw session, adds its own stop condition, and passes runs down. Also the
- * `StepContext` a step function receives, and how a layer is closed.
+ * inner layer or the raw session, adds its own stop condition, and passes runs down. Also how a
+ * layer is closed.
  *
  * @module
  */
 
 import { RuntimeError, StopIteration, isPreemptionError } from "../errors.js";
 import { defaultLogger, type Logger } from "../Logger.js";
-import type { Feeds, FetchResult, Fetches, RunMetadata, RunOptions, Session } from "../Session.js";
+import type { Feeds, Fetches, RunMetadata, RunOptions, Session } from "../Session.js";
+import type { StepContext } from "../StepContext.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
 // ---------------------------------------------------------------------------------------------
-
-/** What a step function receives (TensorFlow's `StepContext`). */
-export interface StepContext {
-  /** The raw session: runs through it bypass hooks. */
-  readonly session: Session;
-  /** Runs through the hooks, like `MonitoredSession.run` (same arguments). */
-  runWithHooks<const F extends Fetches>(
-    fetches: F,
-    feeds?: Feeds,
-    options?: RunOptions,
-    runMetadata?: RunMetadata,
-  ): Promise<FetchResult<F>>;
-  /**
-   * Stops the iterations: throws `StopIteration`, which `withSession` treats as a clean
-   * exit (outside it, the error reaches the caller and `shouldStop()` stays `false`).
-   */
-  requestStop(): never;
-}
 
 export type RawGetter = () => Session | undefined;
 export type StepFn<T> = (ctx: StepContext) => T | Promise<T>;

@@ -18,7 +18,8 @@
  * @module
  */
 
-import { isLeft } from "fp-ts/lib/Either.js";
+import * as E from "fp-ts/lib/Either.js";
+import { pipe } from "fp-ts/lib/function.js";
 import { isAbsolute, resolve } from "node:path";
 
 import { ClusterConfigCodec, type ClusterConfig } from "../cluster/ClusterConfig.js";
@@ -50,9 +51,15 @@ export const clusterSettingsFromEnv = (env: NodeJS.ProcessEnv = process.env, bas
   } catch (e) {
     throw new ValueError(`invalid ${CLUSTER_SETTINGS_ENV}: not valid JSON (${(e as Error).message}); set it to the cluster: section as JSON, e.g. {"backend":"embedded"}`);
   }
-  const r = decode(ClusterConfigCodec, json);
-  if (isLeft(r)) throw new ValueError(`invalid ${CLUSTER_SETTINGS_ENV}: ${r.left.map(formatIssue).join("; ")}`);
-  return withAbsolutePaths(r.right, baseDir);
+  return pipe(
+    decode(ClusterConfigCodec, json),
+    E.match(
+      (issues) => {
+        throw new ValueError(`invalid ${CLUSTER_SETTINGS_ENV}: ${issues.map(formatIssue).join("; ")}`);
+      },
+      (settings) => withAbsolutePaths(settings, baseDir),
+    ),
+  );
 };
 
 /** The environment a task needs to read `settings` back (see {@link clusterSettingsFromEnv}). */

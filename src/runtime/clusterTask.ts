@@ -54,7 +54,7 @@ export const readTfConfig = (env: NodeJS.ProcessEnv): Either<readonly ConfigIssu
  * The task `tfConfig` names, with `config`'s `cluster:` section (relative paths resolved against
  * `baseDir`). `left` lists the configuration's keys that TF_CONFIG decides (`isChief`, `master`).
  */
-export const clusterTaskOf = (tfConfig: TfConfig, config: TrainingConfig, baseDir: string): Either<readonly ConfigIssue[], ClusterTask> => {
+export const clusterTaskOf = (tfConfig: TfConfig, config: Pick<TrainingConfig, "isChief" | "master" | "cluster">, baseDir: string): Either<readonly ConfigIssue[], ClusterTask> => {
   const fromTask = (["isChief", "master"] as const)
     .filter((key) => config[key] !== undefined)
     .map((key) => ({ path: key, message: "comes from TF_CONFIG's task when TF_CONFIG is set; remove it from the configuration (the same file runs on every task)" }));

@@ -1,7 +1,9 @@
 /**
  * `startTask()`: a program of your own joins its cluster as `monitored-session run` does. It reads
- * this task's place from TF_CONFIG and the cluster settings from `MONITORED_SESSION_CLUSTER`
- * (both set by `monitored-session launch -- <command>`, or by hand on each machine), starts the
+ * this task's place from TF_CONFIG (or, without it, from the environment of a pod that
+ * `monitored-session manifest kubernetes` describes) and the cluster settings from
+ * `MONITORED_SESSION_CLUSTER` (set by `monitored-session launch -- <command>` and by the
+ * manifest, or by hand on each machine), starts the
  * task's server, on the chief the embedded coordination service, registers with heartbeats, and
  * watches the cluster for failures; with `dataParallel` it joins the replica group, whose
  * collective (with its stop vote) goes to `tfjsSession({ collective: task.collective })`.
@@ -27,7 +29,8 @@
 import { systemClock, type Clock } from "../Clock.js";
 import type { ClusterConfig } from "../cluster/ClusterConfig.js";
 import { resolveTfConfig, type ResolvedCluster } from "../cluster/ClusterResolver.js";
-import { TF_CONFIG, tfConfigFromEnv } from "../cluster/TfConfig.js";
+import { waitForPodTfConfig } from "../cluster/PodClusterResolver.js";
+import { TF_CONFIG } from "../cluster/TfConfig.js";
 import { ValueError } from "../errors.js";
 import { defaultLogger, type Logger } from "../Logger.js";
 import { startClusterTask, type ClusterRuntime } from "./clusterRuntime.js";
@@ -45,7 +48,7 @@ export type TaskRuntime = ClusterRuntime;
 
 /** Options of {@link startTask}. */
 export interface StartTaskOptions {
-  /** Where TF_CONFIG and `MONITORED_SESSION_CLUSTER` are read (default `process.env`). */
+  /** Where TF_CONFIG (or a pod's variables, `POD_ENV` of `monitored-session/cluster`) and `MONITORED_SESSION_CLUSTER` are read (default `process.env`). */
   readonly env?: NodeJS.ProcessEnv | undefined;
   /**
    * This task's place in the cluster, from a cluster resolver (`resolveCluster()` of
@@ -75,16 +78,20 @@ export interface StartTaskOptions {
  * registered (and, with `dataParallel`, the replica group is joined). Under `launch`, it prints
  * the line that tells `launch` the task started.
  *
- * @throws ValueError when TF_CONFIG is unset, or TF_CONFIG or `MONITORED_SESSION_CLUSTER` is
- *   invalid (one line, every problem with its path); `ClusterStartError` for what the user fixes
+ * @throws ValueError when TF_CONFIG is unset (and this is no pod of a generated manifest), or
+ *   TF_CONFIG, the pod's variables or `MONITORED_SESSION_CLUSTER` is invalid (one line, every
+ *   problem with its path); `PeerNotResolvedError` when a peer pod's DNS name does not resolve
+ *   by the deadline; `ClusterStartError` for what the user fixes
  *   (a port in use, an unreadable token or TLS file, a token the chief rejects).
  */
 export const startTask = async (options: StartTaskOptions = {}): Promise<TaskRuntime> => {
   const env = options.env ?? process.env;
-  const tfConfig = options.resolver === undefined ? tfConfigFromEnv(env) : undefined;
+  // TF_CONFIG wins; without it, a pod of a generated manifest finds its cluster in its own
+  // environment once its peers' DNS names resolve (docs/kubernetes.md).
+  const tfConfig = options.resolver === undefined ? await waitForPodTfConfig({ env, clock: options.clock, log: (line) => (options.logger ?? defaultLogger).info(line) }) : undefined;
   if (options.resolver === undefined && tfConfig === undefined) {
     throw new ValueError(
-      `startTask: ${TF_CONFIG} is not set, so this process is not a task of a cluster; run it under \`monitored-session launch --workers N -- <command>\`, or set ${TF_CONFIG} on each task (docs/distributed.md)`,
+      `startTask: ${TF_CONFIG} is not set, so this process is not a task of a cluster; run it under \`monitored-session launch --workers N -- <command>\`, set ${TF_CONFIG} on each task (docs/distributed.md), or start it from \`monitored-session manifest kubernetes\` (docs/kubernetes.md)`,
     );
   }
   const settings = options.settings === undefined ? (clusterSettingsFromEnv(env) ?? {}) : withAbsolutePaths(options.settings, process.cwd());

@@ -94,16 +94,13 @@ import * as tf from "@tensorflow/tfjs";
 import type { Collective } from "../Collective.js";
 import { FailedPreconditionError, InvalidArgumentError, RuntimeError, ValueError } from "../errors.js";
 import { collectNames, mapFetchesAny } from "../internal/fetches.js";
-import { promiseOf } from "../internal/promise.js";
+import { LocalSession } from "../LocalSession.js";
 import {
   fetchOf,
   GLOBAL_STEP_NAME,
   type Feeds,
   type Fetch,
-  type FetchResult,
   type Fetches,
-  type RunMetadata,
-  type RunOptions,
   type Session,
   type LocalVariableStore,
   type VariableStore,
@@ -179,7 +176,7 @@ interface OwnedBatch {
 // ---------------------------------------------------------------------------------------------
 
 /** A {@link Session} that trains a TensorFlow.js model. Create it with {@link TfjsSession.create}. */
-export class TfjsSession implements Session {
+export class TfjsSession extends LocalSession {
   readonly variables: LocalVariableStore;
   readonly globalStepName: string;
   readonly model: tf.LayersModel;
@@ -193,7 +190,6 @@ export class TfjsSession implements Session {
   private readonly vars: TfjsVariables;
   private readonly replicas: Replicas | undefined;
   private lastBatch: OwnedBatch | undefined;
-  private closed = false;
 
   /**
    * Wraps `options.model`. The session starts uninitialized: call `variables.initialize()` (which
@@ -209,6 +205,7 @@ export class TfjsSession implements Session {
   }
 
   private constructor(options: TfjsSessionOptions) {
+    super();
     this.model = options.model;
     this.data = options.data;
     this.globalStepName = options.globalStepName ?? GLOBAL_STEP_NAME;
@@ -236,9 +233,7 @@ export class TfjsSession implements Session {
       throw new ValueError(`the data source has ${shards} shards but the collective ${options.collective.size} ranks; shard the data by the collective's size`);
     }
     this.vars = new TfjsVariables(weights, this.optimizerState, this.data, this.globalStepName, {
-      assertOpen: () => {
-        if (this.closed) throw new RuntimeError("Attempted to use a closed Session.");
-      },
+      assertOpen: () => this.assertOpen(),
       restored: () => {
         this.setLastBatch(undefined);
         this.replicas?.restored();
@@ -266,30 +261,6 @@ export class TfjsSession implements Session {
   // operations
   // -------------------------------------------------------------------------------------------
 
-  run<const F extends Fetches>(
-    fetches: F,
-    feeds: Feeds = {},
-    _options?: RunOptions,
-    _runMetadata?: RunMetadata,
-  ): Promise<FetchResult<F>> {
-    return promiseOf(() => this.runMaybeSync(fetches, feeds));
-  }
-
-  /**
-   * {@link run}, answered synchronously where the step is: a single session's step after its
-   * first (which lists the optimizer's new slots) completes in this call. A replica's step
-   * waits for its peers, and then this returns a promise. Throws what `run` rejects with.
-   */
-  runMaybeSync<const F extends Fetches>(
-    fetches: F,
-    feeds: Feeds = {},
-    _options?: RunOptions,
-    _runMetadata?: RunMetadata,
-  ): FetchResult<F> | Promise<FetchResult<F>> {
-    if (this.closed) throw new RuntimeError("Attempted to use a closed Session.");
-    return this.evaluate(fetches, feeds) as FetchResult<F> | Promise<FetchResult<F>>;
-  }
-
   /** Releases the session's own tensors (the last batch). The model and optimizer stay the caller's. */
   close(): void {
     this.closed = true;
@@ -313,8 +284,12 @@ export class TfjsSession implements Session {
     return exportModelArtifacts(this.model, dir);
   }
 
-  /** The run's results; a promise of them when the step has to wait (see {@link runMaybeSync}). */
-  private evaluate(fetches: Fetches, feeds: Feeds): unknown {
+  /**
+   * The run's results; a promise of them when the step has to wait. A single session's step
+   * after its first (which lists the optimizer's new slots) completes synchronously; a
+   * replica's step waits for its peers.
+   */
+  protected override evaluate(fetches: Fetches, feeds: Feeds): unknown {
     const names = collectNames(fetches, []);
     const wanted = new Set(names);
     for (const n of wanted) {

@@ -114,8 +114,14 @@ export interface MonitoredTrainingSessionOptions {
   readonly saveSummariesSteps?: Cadence;
   /** Write summaries every this many seconds. */
   readonly saveSummariesSecs?: Cadence;
-  /** Log the step rate every this many steps (default 100; `0`/`null` disables). */
+  /** Log the step rate every this many steps (default 100 when `logStepCountSecs` is absent; `0`/`null` disables). */
   readonly logStepCountSteps?: number | null;
+  /**
+   * Log the step rate every this many seconds instead (not in TensorFlow, whose factory counts by
+   * steps only; `0`/`null` disables). Giving both is a `ValueError`. A configuration file's
+   * default: a rate measured over 100 steps of a fast job spans a millisecond or two.
+   */
+  readonly logStepCountSecs?: Cadence;
   /** The examples one global step consumes (the global batch): the chief's StepCounterHook then also reports `examples/sec`. */
   readonly examplesPerStep?: number | undefined;
   /** Grace period for tasks when the session closes (default 120). */
@@ -143,6 +149,7 @@ export interface ResolvedCadences {
   readonly saveSummariesSecs: number | undefined;
   readonly saveSummariesSteps: number | undefined;
   readonly logStepCountSteps: number | undefined;
+  readonly logStepCountSecs: number | undefined;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -221,6 +228,8 @@ export const monitoredTrainingSession = async (
   const hooks: SessionRunHook[] = [...(target.chiefHooks ?? []), ...taskHooks, ...(options.chiefOnlyHooks ?? [])];
   if (summaryDir !== undefined && cadences.logStepCountSteps !== undefined) {
     hooks.push(new StepCounterHook({ outputDir: summaryDir, everyNSteps: cadences.logStepCountSteps, examplesPerStep: options.examplesPerStep }));
+  } else if (summaryDir !== undefined && cadences.logStepCountSecs !== undefined) {
+    hooks.push(new StepCounterHook({ outputDir: summaryDir, everyNSteps: null, everyNSecs: cadences.logStepCountSecs, examplesPerStep: options.examplesPerStep }));
   }
   if (summaryDir !== undefined && (cadences.saveSummariesSteps !== undefined || cadences.saveSummariesSecs !== undefined)) {
     hooks.push(
@@ -268,8 +277,8 @@ export const monitoredTrainingSession = async (
 // ---------------------------------------------------------------------------------------------
 
 /**
- * TensorFlow's default resolution of the cadences. Summaries: both absent → every 100 steps;
- * checkpoints: both absent → every 600 seconds; otherwise an absent one is disabled. `0` and
+ * TensorFlow's default resolution of the cadences. Summaries and the step rate: both absent →
+ * every 100 steps; checkpoints: both absent → every 600 seconds; otherwise an absent one is disabled. `0` and
  * `null` disable. Giving both secs and steps (two numbers, even if one is 0) for one feature is
  * a `ValueError` (TensorFlow's docstring says secs wins, but its code raises; we raise, naming
  * both options).
@@ -292,12 +301,13 @@ export const resolveCadences = (options: MonitoredTrainingSessionOptions): Resol
   };
   const ckpt = pair("saveCheckpointSecs", options.saveCheckpointSecs, "saveCheckpointSteps", options.saveCheckpointSteps, { secs: 600 });
   const sums = pair("saveSummariesSecs", options.saveSummariesSecs, "saveSummariesSteps", options.saveSummariesSteps, { steps: 100 });
-  const log = options.logStepCountSteps === undefined ? 100 : check("logStepCountSteps", options.logStepCountSteps);
+  const log = pair("logStepCountSecs", options.logStepCountSecs, "logStepCountSteps", options.logStepCountSteps, { steps: 100 });
   return {
     saveCheckpointSecs: ckpt.secs,
     saveCheckpointSteps: ckpt.steps,
     saveSummariesSecs: sums.secs,
     saveSummariesSteps: sums.steps,
-    logStepCountSteps: log,
+    logStepCountSteps: log.steps,
+    logStepCountSecs: log.secs,
   };
 };

@@ -114,7 +114,7 @@ describe("run with a hand-set TF_CONFIG", { timeout: 120_000 }, () => {
     await worker.waitFor("registering with the coordination service");
     const chief = await run(file, { TF_CONFIG: tfConfig("chief", 0, cluster) }).done;
     expect(chief.code).toBe(2);
-    expect(lines(chief)).toEqual([`${file}: checkpoint.dir: ${join(dir, "ck")} is an existing file, not a directory: choose another directory, or move the file away`]);
+    expect(lines(chief)).toEqual([`${file}: checkpoint.dir: ${join(dir, "ck")} is an existing file, not a directory: choose another directory, or move the file away (line 4, column 8)`]);
   });
 
   it("a chief that finishes first keeps serving the coordination service until the worker leaves: both exit 0", async () => {
@@ -193,9 +193,14 @@ describe("cluster configuration errors exit 2 with one line per problem, creatin
     );
   });
 
-  it("isChief in the configuration while TF_CONFIG is set", async () => {
+  it("isChief in the configuration while TF_CONFIG is set: with its line, and beside the file's other problems", async () => {
     await expectUsage("isChief: true\n", { TF_CONFIG: tfConfig("worker", 0) }, (file) => [
-      `${file}: isChief: comes from TF_CONFIG's task when TF_CONFIG is set; remove it from the configuration (the same file runs on every task)`,
+      `${file}: isChief: comes from TF_CONFIG's task when TF_CONFIG is set; remove it from the configuration (the same file runs on every task) (line 8, column 10)`,
+    ]);
+    await expectUsage("master: grpc://x:1\nlastStep: -1\n", { TF_CONFIG: tfConfig("worker", 0) }, (file) => [
+      `${file}: 2 problems:`,
+      "  lastStep: expected an integer >= 0, got -1 (line 9, column 11)",
+      "  master: comes from TF_CONFIG's task when TF_CONFIG is set; remove it from the configuration (the same file runs on every task) (line 8, column 9)",
     ]);
   });
 });

@@ -1,12 +1,16 @@
-/** `monitored-session inspect` on a directory whose state file is bad: reported, exit 1. */
-import { writeFile } from "node:fs/promises";
+/**
+ * `monitored-session inspect`: a directory whose state file is bad (reported, exit 1), and the
+ * tensors of a checkpoint (TensorFlow's inspect_checkpoint).
+ */
+import { Command, CommanderError } from "commander";
+import { readFile, writeFile } from "node:fs/promises";
 import { PassThrough } from "node:stream";
 import { beforeEach, describe, expect, it } from "vitest";
 
 import { CheckpointManager } from "../../src/checkpoint/index.js";
-import { inspectCommand } from "../../src/cli/inspect.js";
+import { addInspectCommand, inspectCommand } from "../../src/cli/inspect.js";
 import { silentLogger } from "../../src/Logger.js";
-import { tensor } from "../../src/Tensor.js";
+import { tensor, type TensorValue } from "../../src/Tensor.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
 const tempDir = useTempDirs("ms-ckpt-");
@@ -18,15 +22,21 @@ beforeEach(async () => {
   for (const n of [1, 2]) await manager.save(new Map([["w", tensor("float32", [1], Float32Array.of(n))]]), { checkpointNumber: n });
   await manager.close();
 });
-const inspect = async (json = false): Promise<{ code: number; out: string; err: string }> => {
+/** The CLI's streams, with what was written to each so far. */
+const capturedIo = (): { out: PassThrough; err: PassThrough; env: Record<string, string>; isTTY: false; text(): { out: string; err: string } } => {
   const out = new PassThrough();
   const err = new PassThrough();
   let o = "";
   let e = "";
   out.on("data", (d: Buffer) => (o += d.toString()));
   err.on("data", (d: Buffer) => (e += d.toString()));
-  const code = await inspectCommand(dir, { json }, { out, err, env: {}, isTTY: false });
-  return { code, out: o, err: e };
+  return { out, err, env: {}, isTTY: false, text: () => ({ out: o, err: e }) };
+};
+
+const inspect = async (json = false): Promise<{ code: number; out: string; err: string }> => {
+  const io = capturedIo();
+  const code = await inspectCommand(dir, { json }, io);
+  return { code, ...io.text() };
 };
 
 describe("inspect and the state file", () => {
@@ -53,5 +63,113 @@ describe("inspect and the state file", () => {
     expect(JSON.parse(j.out)).toHaveLength(2);
     expect(j.err).toContain("BAD STATE");
     expect(j.code).toBe(1);
+  });
+});
+
+describe("inspect: the tensors of a checkpoint (TensorFlow's inspect_checkpoint)", () => {
+  let ckpt: string;
+  beforeEach(async () => {
+    ckpt = tempDir();
+    const manager = await CheckpointManager.create({ directory: ckpt, checkpointName: "model.ckpt", logger: silentLogger });
+    for (const n of [1, 2]) {
+      const values = new Map<string, TensorValue>([
+        ["dense/kernel", tensor("float32", [2, 3], Float32Array.of(0.1 * n, 0.2, 0.3, -1.5, 2, n))],
+        ["global_step", tensor("int64", [], BigInt64Array.of(BigInt(n * 100)))],
+        ["vocab", tensor("string", [2], ["a", 'b"c'])],
+        ["mask", tensor("bool", [3], Uint8Array.of(1, 0, 1))],
+        ["big", tensor("float64", [40, 40], Float64Array.from({ length: 1600 }, (_, i) => i))],
+      ]);
+      await manager.save(values, { checkpointNumber: n });
+    }
+    await manager.close();
+  });
+
+  /** `monitored-session inspect <args>` through the command's own definition (its flags parsed by commander). */
+  const run = async (...args: string[]): Promise<{ code: number; out: string; err: string }> => {
+    const io = capturedIo();
+    let code = -1;
+    const program = new Command("monitored-session").exitOverride().configureOutput({ writeOut: (s) => io.out.write(s), writeErr: (s) => io.err.write(s) });
+    addInspectCommand(program, io, (c) => (code = c));
+    try {
+      await program.parseAsync(["inspect", ...args], { from: "user" });
+    } catch (x) {
+      if (!(x instanceof CommanderError)) throw x;
+      code = 2;
+    }
+    return { code, ...io.text() };
+  };
+
+  it("--all-tensor-names: the name, dtype and shape of every tensor of the directory's latest checkpoint", async () => {
+    const r = await run(ckpt, "--all-tensor-names");
+    expect(r.code).toBe(0);
+    expect(r.out.split("\n")).toEqual([
+      `Tensors of ${ckpt}/model.ckpt-2 (step 2):`,
+      "big           float64  [40, 40]",
+      "dense/kernel  float32  [2, 3]",
+      "global_step   int64    []",
+      "mask          bool     [3]",
+      "vocab         string   [2]",
+      "",
+    ]);
+    const j = await run(ckpt, "--all-tensor-names", "--json");
+    expect(JSON.parse(j.out)).toContainEqual({ name: "dense/kernel", dtype: "float32", shape: [2, 3] });
+  });
+
+  it("--tensor-name: one tensor's values, nested by its shape; of the latest, or of the checkpoint prefix given", async () => {
+    const latest = await run(ckpt, "--tensor-name", "dense/kernel");
+    expect(latest.code).toBe(0);
+    // float32 values as their shortest decimal (0.2, not 0.20000000298023224), as numpy prints them
+    expect(latest.out).toBe("tensor_name: dense/kernel float32 [2, 3]\n[[0.2, 0.2, 0.3], [-1.5, 2, 2]]\n");
+    const first = await run(`${ckpt}/model.ckpt-1`, "--tensor-name", "dense/kernel");
+    expect(first.out).toBe("tensor_name: dense/kernel float32 [2, 3]\n[[0.1, 0.2, 0.3], [-1.5, 2, 1]]\n");
+    const step = await run(ckpt, "--tensor-name", "global_step", "--json");
+    expect(JSON.parse(step.out)).toEqual({ name: "global_step", dtype: "int64", shape: [], values: "200" });
+  });
+
+  it("--all-tensors: every tensor with its values; a large one summarized as numpy does, every value in --json", async () => {
+    const r = await run(ckpt, "--all-tensors");
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('tensor_name: vocab string [2]\n["a", "b\\"c"]\n');
+    expect(r.out).toContain("tensor_name: mask bool [3]\n[true, false, true]\n");
+    expect(r.out).toContain("tensor_name: global_step int64 []\n200\n");
+    expect(r.out).toContain("tensor_name: big float64 [40, 40]\n[[0, 1, 2, ..., 37, 38, 39], [40, 41, 42, ..., 77, 78, 79], [80, 81, 82, ..., 117, 118, 119], ..., [1480, 1481, 1482, ..., 1517, 1518, 1519], ");
+    const j = await run(ckpt, "--all-tensors", "--json");
+    const big = (JSON.parse(j.out) as { name: string; values: number[][] }[]).find((t) => t.name === "big");
+    expect(big?.values).toHaveLength(40);
+    expect(big?.values[39]?.[39]).toBe(1599);
+  });
+
+  it("one line for each problem: no such checkpoint (with a did-you-mean), no such tensor (with one), no checkpoints, two options; exit 2", async () => {
+    const prefix = await run(`${ckpt}/model.ckpt-3`, "--all-tensors");
+    expect([prefix.code, prefix.out]).toEqual([2, ""]);
+    expect(prefix.err).toBe(`${ckpt}/model.ckpt-3: no such checkpoint (did you mean "${ckpt}/model.ckpt-1"?); ${ckpt} has model.ckpt-1, model.ckpt-2\n`);
+    const name = await run(ckpt, "--tensor-name", "dense/kernal");
+    expect(name.code).toBe(2);
+    expect(name.err).toBe(`${ckpt}/model.ckpt-2: no tensor "dense/kernal" in the checkpoint (did you mean "dense/kernel"?); it has big, dense/kernel, global_step, mask, vocab\n`);
+    const empty = tempDir();
+    expect(await run(empty, "--all-tensor-names")).toEqual({ code: 2, out: "", err: `${empty}: no checkpoints in the directory\n` });
+    const missing = await run(`${empty}/nope/model.ckpt-1`, "--all-tensor-names");
+    expect(missing.err).toBe(`${empty}/nope/model.ckpt-1: no such checkpoint directory or checkpoint (no model.ckpt-1.index there)\n`);
+    expect(missing.code).toBe(2);
+    const both = await run(ckpt, "--all-tensors", "--tensor-name", "big");
+    expect(both).toEqual({ code: 2, out: "", err: "monitored-session inspect: give one of --all-tensors, --tensor-name, not both\n" });
+    // A prefix without a tensor option: the listing is of directories.
+    const listing = await run(`${ckpt}/model.ckpt-1`);
+    expect(listing.code).toBe(2);
+    expect(listing.err).toContain("a checkpoint, not a directory: list its tensors with --all-tensor-names");
+  });
+
+  it("a corrupt checkpoint: its values are refused in one line (exit 1); its names still come from the verified index", async () => {
+    const data = `${ckpt}/model.ckpt-2.data-00000-of-00001`;
+    const bytes = await readFile(data);
+    bytes[0] = (bytes[0] as number) ^ 0xff;
+    await writeFile(data, bytes);
+    const r = await run(ckpt, "--tensor-name", "big");
+    expect(r.code).toBe(1);
+    expect(r.out).toBe("");
+    expect(r.err.trimEnd().split("\n")).toHaveLength(1);
+    // The first tensor's bytes were flipped: every checksum is verified before any value is printed.
+    expect(r.err).toMatch(/model\.ckpt-2: .*CRC32C mismatch for "dense\/kernel"/);
+    expect((await run(ckpt, "--all-tensor-names")).code).toBe(0);
   });
 });

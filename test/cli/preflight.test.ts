@@ -82,6 +82,82 @@ describe("run: names are checked against the session before anything is written"
   });
 });
 
+/** ` (line L, column C)` of the first `needle` in `text` (1-based, as the command prints it). */
+const at = (text: string, needle: string): string => {
+  const offset = text.indexOf(needle);
+  if (offset < 0) throw new Error(`${needle} is not in the text`);
+  const before = text.slice(0, offset);
+  return ` (line ${before.split("\n").length}, column ${offset - before.lastIndexOf("\n")})`;
+};
+
+describe("run: every problem in one run, each with its place in the file", () => {
+  it("type errors, a misspelled hook type and misspelled tensor names together, each with its line and column", async () => {
+    const dir = tempDir();
+    writeJob(dir, "job.ts", `{ graph, fetches: ["train", "los"] }`);
+    const yaml = [
+      "module: ./job.ts",
+      "checkpoint: { dir: ckpt, saveSteps: -5 }",
+      "lastStep: 3",
+      "hooks:",
+      "  - { type: NanTensorHook, lossTensor: Loss }",
+      "  - { type: StopAtStepHook, lastStep: -2 }",
+      "  - { type: NanTensorHok, lossTensor: loss }",
+      "  - type: LoggingTensorHook",
+      "    tensors: [w, lss]",
+      "    everyNIter: 1",
+      "",
+    ].join("\n");
+    writeFileSync(join(dir, "c.yaml"), yaml);
+    const r = await cli(["run", join(dir, "c.yaml")]);
+    expect(r.code).toBe(2);
+    const file = join(dir, "c.yaml");
+    expect(r.stderr.trimEnd().split("\n")).toEqual([
+      `${file}: 6 problems:`,
+      `  checkpoint.saveSteps: expected an integer >= 0 or null, got -5${at(yaml, "-5")}`,
+      `  hooks[1].lastStep: expected an integer >= 0, got -2${at(yaml, "-2")}`,
+      expect.stringMatching(new RegExp(`^  hooks\\[2\\]\\.type: unknown hook type "NanTensorHok" \\(did you mean "NanTensorHook"\\?\\); registered: .*${escape(at(yaml, "NanTensorHok,"))}$`)),
+      // The names: the job's (in the module, so no place in the file), then the hooks' that decoded.
+      expect.stringMatching(/^ {2}default\.fetches\[1\]: "los" is not an op or variable of the session \(did you mean "loss"\?\); it has [^()]*$/),
+      expect.stringMatching(new RegExp(`^  hooks\\[0\\]\\.lossTensor: "Loss" is not an op or variable of the session \\(did you mean "loss"\\?\\); .*${escape(at(yaml, "Loss"))}$`)),
+      expect.stringMatching(new RegExp(`^  hooks\\[3\\]\\.tensors\\[1\\]: "lss" is not an op or variable of the session \\(did you mean "loss"\\?\\); .*${escape(at(yaml, "lss"))}$`)),
+    ]);
+    expect(r.stderr).not.toMatch(/^\s+at /m);
+    expect(listTree(dir)).toEqual(["c.yaml", "job.ts", "package.json"]);
+  });
+
+  it("an output directory that is a file, and the module's own problems, beside the file's: each under its file, exit 2", async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, "logs"), "a file");
+    writeJob(dir, "job.ts", `{ graph, lastStep: -1 }`);
+    const yaml = "module: ./job.ts\ncheckpoint: { dir: ckpt, saveStep: 1 }\nsummaries: { dir: logs }\n";
+    writeFileSync(join(dir, "c.yaml"), yaml);
+    const r = await cli(["run", join(dir, "c.yaml")]);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trimEnd().split("\n")).toEqual([
+      `${join(dir, "c.yaml")}: 2 problems:`,
+      expect.stringMatching(new RegExp(`^  checkpoint\\.saveStep: unknown field "saveStep" \\(did you mean "saveSteps"\\?\\); .*${escape(at(yaml, "1 }"))}$`)),
+      `  summaries.dir: ${join(dir, "logs")} is an existing file, not a directory: choose another directory, or move the file away${at(yaml, "logs")}`,
+      `${join(dir, "job.ts")}: default.lastStep: expected an integer >= 0, got -1`,
+    ]);
+    expect(listTree(dir)).toEqual(["c.yaml", "job.ts", "logs", "package.json"]);
+  });
+
+  it("a module whose code throws, beside a problem of the file: both printed, exit 2 (the file is bad)", async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, "job.mjs"), "throw new Error('no data set configured');\n");
+    writeFileSync(join(dir, "c.yaml"), "module: ./job.mjs\nlastStep: -3\n");
+    const r = await cli(["run", join(dir, "c.yaml")]);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trimEnd().split("\n")).toEqual([
+      `${join(dir, "c.yaml")}: lastStep: expected an integer >= 0, got -3 (line 2, column 11)`,
+      `${join(dir, "c.yaml")}: module: importing ${join(dir, "job.mjs")} failed: the module threw Error: no data set configured`,
+    ]);
+  });
+});
+
+/** `s` with the characters of a regular expression escaped. */
+const escape = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
 describe("run: files and directories are checked before anything is written", () => {
   it("checkpoint.basename must be a plain file name", async () => {
     const dir = tempDir();
@@ -114,7 +190,7 @@ describe("run: files and directories are checked before anything is written", ()
       { env: { ...process.env, CI: "true", HOME: dir } },
     );
     expect(r.stderr.trimEnd().split("\n"), r.stderr).toEqual([
-      `${join(dir, "c.yaml")}: checkpoint.dir: ${join(dir, "ro")} is not writable by uid 65534, so ${join(dir, "ro/ckpt")} cannot be created there: choose a directory you can write to, or fix its permissions (chmod/chown)`,
+      `${join(dir, "c.yaml")}: checkpoint.dir: ${join(dir, "ro")} is not writable by uid 65534, so ${join(dir, "ro/ckpt")} cannot be created there: choose a directory you can write to, or fix its permissions (chmod/chown) (line 2, column 20)`,
     ]);
     expect(r.code).toBe(2);
     expect(listTree(dir)).toEqual(["c.yaml", "ro/"]);

@@ -84,8 +84,9 @@ describe("termination notices on the bundled TensorFlow.js job", () => {
 
   it("npm start and npm run cli exec the trainer (so npm's signal reaches it, as the next test shows for `npm run cli`)", () => {
     const scripts = (JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8")) as { scripts: Record<string, string> }).scripts;
-    expect(scripts["start"]).toBe("exec node --import tsx src/cli/main.ts run examples/tfjs-classifier.yaml");
-    expect(scripts["cli"]).toBe("exec node --import tsx src/cli/main.ts");
+    // `--conditions`: a job inside the repository imports the package by name (test/cli/selfReference.test.ts).
+    expect(scripts["start"]).toBe("exec node --conditions=monitored-session-source --import tsx src/cli/main.ts run examples/tfjs-classifier.yaml");
+    expect(scripts["cli"]).toBe("exec node --conditions=monitored-session-source --import tsx src/cli/main.ts");
   });
 
   it("through npm: SIGTERM to npm reaches the trainer, npm exits 42 once the trainer has saved and exited", async () => {

@@ -53,7 +53,7 @@ describe("run with tfjs.backend", () => {
     const r = await runCli(["run", config], { nodeArgs: hideWasm });
     expect(r.code, r.stderr).toBe(2);
     expect(r.stderr.trimEnd().split("\n")).toEqual([
-      `${config}: tfjs.backend: The TensorFlow.js backend "wasm" needs @tensorflow/tfjs-backend-wasm, which is not installed: run \`npm install @tensorflow/tfjs-backend-wasm@${coreVersion}\`.`,
+      `${config}: tfjs.backend: The TensorFlow.js backend "wasm" needs @tensorflow/tfjs-backend-wasm, which is not installed: run \`npm install @tensorflow/tfjs-backend-wasm@${coreVersion}\`. (line 6, column 12)`,
     ]);
     expect(existsSync(join(dir, "ckpt"))).toBe(false);
 
@@ -67,7 +67,7 @@ describe("run with tfjs.backend", () => {
     const r = await runCli(["run", config], { nodeArgs: hideWasm, env: { HIDE_PACKAGES: "@tensorflow/tfjs" } });
     expect(r.code, r.stderr).toBe(2);
     expect(r.stderr.trimEnd().split("\n")).toEqual([
-      `${config}: tfjs: The tfjs section needs @tensorflow/tfjs, which is not installed: run \`npm install @tensorflow/tfjs\`.`,
+      `${config}: tfjs: The tfjs section needs @tensorflow/tfjs, which is not installed: run \`npm install @tensorflow/tfjs\`. (line 6, column 3)`,
     ]);
   });
 });

@@ -46,8 +46,8 @@ describe("decodeJob", () => {
     const copies = { Scaffold: class Scaffold {}, Graph: class Graph {} };
     const r = await decodeJob({ default: { graph: new copies.Graph(), scaffold: new copies.Scaffold() } });
     expect(isLeft(r) && r.left.map((i) => `${i.path}: ${i.message}`)).toEqual([
-      'default.graph: expected a Graph of the monitored-session the CLI runs, got a Graph from another copy of it (the job and the CLI load monitored-session from different paths: import it by its package name, once, e.g. "monitored-session")',
-      'default.scaffold: expected a Scaffold of the monitored-session the CLI runs, got a Scaffold from another copy of it (the job and the CLI load monitored-session from different paths: import it by its package name, once, e.g. "monitored-session")',
+      'default.graph: expected a Graph of the monitored-session the CLI runs, got a Graph from another copy of it (the job and the CLI load monitored-session from different paths: import it by its package name, once, e.g. "monitored-session"; inside a clone of monitored-session, run the command as npm run cli -- ..., whose --conditions=monitored-session-source gives the job the CLI\'s copy in src/)',
+      'default.scaffold: expected a Scaffold of the monitored-session the CLI runs, got a Scaffold from another copy of it (the job and the CLI load monitored-session from different paths: import it by its package name, once, e.g. "monitored-session"; inside a clone of monitored-session, run the command as npm run cli -- ..., whose --conditions=monitored-session-source gives the job the CLI\'s copy in src/)',
     ]);
     const plain = await decodeJob({ default: { graph, scaffold: { ready: true } } });
     expect(isLeft(plain) && plain.left.map((i) => `${i.path}: ${i.message}`)).toEqual(["default.scaffold: expected a Scaffold, got {\"ready\":true}"]);

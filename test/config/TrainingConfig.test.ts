@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 
 import { StopAtStepHook } from "../../hooks/StopAtStepHook.js";
 import {
+  checkNames,
   ConfigError,
   decodeConfig,
   defineJob,
@@ -22,6 +23,7 @@ import {
   type ConfigIssue,
 } from "../../src/config/index.js";
 import { Graph } from "../../src/index.js";
+import { readConfig } from "../../src/config/loadConfig.js";
 import { SessionRunHook } from "../../src/SessionRunHook.js";
 
 const issues = (input: unknown, registry?: HookRegistry): string[] => {
@@ -77,6 +79,19 @@ describe("decodeConfig", () => {
     expect(out[0]).toMatch(/^lastSteps: unknown field "lastSteps" \(did you mean "lastStep"\?\)/);
     expect(out[1]).toMatch(/^checkpoint\.saveStep: unknown field "saveStep" \(did you mean "saveSteps"\?\)/);
     expect(out[2]).toMatch(/^hooks\[0\]\.failOnNan: unknown field "failOnNan"/);
+  });
+
+  it("suggests the likely hook type for a misspelled one, as for a misspelled field (a user's type included)", () => {
+    expect(issues({ module: "m", hooks: [{ type: "NanTensorHok", lossTensor: "loss" }, { type: "stepcounterhook" }, { type: "Nope" }, { type: 7 }] })).toEqual([
+      expect.stringMatching(/^hooks\[0\]\.type: unknown hook type "NanTensorHok" \(did you mean "NanTensorHook"\?\); registered: StopAtStepHook, /),
+      expect.stringMatching(/^hooks\[1\]\.type: unknown hook type "stepcounterhook" \(did you mean "StepCounterHook"\?\); registered: /),
+      expect.stringMatching(/^hooks\[2\]\.type: unknown hook type "Nope"; registered: /),
+      expect.stringMatching(/^hooks\[3\]\.type: unknown hook type 7; registered: /),
+    ]);
+    const registry = HookRegistry.withBuiltins().register({ type: "EarlyStoppingHook", codec: struct("EarlyStoppingHook", "test hook", {}), create: () => new SessionRunHook() });
+    expect(issues({ module: "m", hooks: [{ type: "EarlyStopingHook" }] }, registry)).toEqual([
+      expect.stringMatching(/^hooks\[0\]\.type: unknown hook type "EarlyStopingHook" \(did you mean "EarlyStoppingHook"\?\); registered: .*EarlyStoppingHook$/),
+    ]);
   });
 
   it("rejects keys that are names of Object.prototype members (constructor, toString) as unknown", () => {
@@ -162,6 +177,27 @@ describe("parseConfigText and loadConfig", () => {
   });
   afterEach(async () => {
     await rm(dir, { recursive: true, force: true });
+  });
+
+  it("readConfig: a file with problems still gives what decoded (hooks keep their index) and places later problems in the file", async () => {
+    const file = join(dir, "c.yaml");
+    await writeFile(
+      file,
+      "module: ./job.ts\ncheckpoint: { dir: ckpt, saveSteps: -1 }\nsummaries: { dir: logs }\nhooks:\n  - { type: Nope }\n  - { type: NanTensorHook, lossTensor: Loss }\n",
+    );
+    const r = await readConfig(file)();
+    if (isLeft(r)) throw new Error(r.left.map(formatIssue).join("\n"));
+    const { decoded, parts, locate } = r.right;
+    expect(isLeft(decoded) && decoded.left.map((i) => i.path)).toEqual(["checkpoint.saveSteps", "hooks[0].type"]);
+    // The checkpoint section failed as a whole; the others decoded on their own.
+    expect(parts).toEqual({ module: "./job.ts", summaries: { dir: "logs" }, hooks: [undefined, { type: "NanTensorHook", lossTensor: "Loss" }] });
+    expect(locate({ path: "hooks[1].lossTensor", message: "m" })).toEqual({ path: "hooks[1].lossTensor", message: "m", line: 6, column: 40 });
+    // loadConfig is readConfig that refuses any problem.
+    const loaded = await loadConfig(file)();
+    expect(isLeft(loaded) && loaded.left).toEqual(isLeft(decoded) && decoded.left);
+    // The names of the hooks that decoded are checked, by their index in the file.
+    const job = defineJob({ graph: new Graph() });
+    expect(checkNames(parts, job, ["train", "loss"]).map((i) => i.path)).toEqual(["hooks[1].lossTensor"]);
   });
 
   it("locates YAML decode problems and syntax errors by line and column", () => {
@@ -263,6 +299,20 @@ describe("toMonitoredTrainingSessionOptions", () => {
     });
     // the checkpoint hook first (TensorFlow's position), then StopAtStepHook for the job's lastStep
     expect(o.hooks?.map((h) => h.constructor.name)).toEqual(["CheckpointSaverHook", "StopAtStepHook"]);
+  });
+
+  it("the step rate: every 10 seconds unless the file says otherwise (logStepCountSteps counts steps, as TensorFlow's factory does)", () => {
+    const rate = (extra: object) => {
+      const o = toMonitoredTrainingSessionOptions(decode({ module: "m", ...extra }), job);
+      return [o.logStepCountSecs, o.logStepCountSteps];
+    };
+    expect(rate({})).toEqual([10, undefined]);
+    expect(rate({ logStepCountSecs: 30 })).toEqual([30, undefined]);
+    expect(rate({ logStepCountSecs: null })).toEqual([null, undefined]);
+    expect(rate({ logStepCountSteps: 100 })).toEqual([undefined, 100]);
+    expect(rate({ logStepCountSteps: 0 })).toEqual([undefined, 0]);
+    expect(issues({ module: "m", logStepCountSecs: 5, logStepCountSteps: 100 })).toEqual(["(root): give only one of logStepCountSecs and logStepCountSteps (got logStepCountSecs: 5, logStepCountSteps: 100)"]);
+    expect(issues({ module: "m", logStepCountSecs: -1 })).toEqual(["logStepCountSecs: expected a number >= 0 or null, got -1"]);
   });
 
   it("instantiates configured hooks from the registry, in order, after lastStep's StopAtStepHook", () => {

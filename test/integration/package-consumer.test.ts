@@ -5,7 +5,8 @@
  * compiles a training program against every public entry point with this repository's
  * TypeScript, trains, resumes from the checkpoint, runs the bin, and throws inside the packed
  * build: every stack frame must resolve (through the shipped source maps) to a file that
- * exists in the package.
+ * exists in the package. Each subpath of the packed package exports exactly the names of its
+ * committed list (test/fixtures/exports/, as test/package.exports.test.ts checks on the sources).
  *
  * Slow (a build and an install): one pack and one install shared by the tests of this file.
  */
@@ -14,9 +15,11 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, 
 import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
+import ts from "typescript";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 import { LINEAR_GRAPH_SOURCE, root, spawnResult, type Result } from "../util/cli.js";
+import { checkList, declaredExports, type ExportNames } from "../util/exportNames.js";
 
 const hasNpm = spawnSync("npm", ["--version"], { encoding: "utf8" }).status === 0;
 if (!hasNpm) console.warn("SKIPPED test/integration/package-consumer.test.ts: npm is not available");
@@ -290,6 +293,44 @@ describe.skipIf(!hasNpm)("the packed package in a fresh consumer project", () =>
       // Through the source maps, the package's frames name its TypeScript sources, not dist/.
       for (const { frame, at } of inPackage) expect(relative(pkgDir, at?.file as string), `${what}: ${frame}`).toMatch(/^(src|hooks)\/.*\.ts$/);
     }
+  }, 120_000);
+
+  it("each subpath exports exactly the names of its committed list, in its declarations and at run time", async () => {
+    const declarationOf = (key: string): string => join(installedPkg, (pkg.exports[key] as { types: string }).types);
+    const declared = declaredExports(subpaths.map(declarationOf), {
+      target: ts.ScriptTarget.ES2022,
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      strict: true,
+      skipLibCheck: true,
+    });
+    // Each subpath loaded by name in a plain Node process of the consumer; tfjs only where its
+    // optional peer is installed (it is not, here).
+    const script = `const out = {};
+for (const key of ${JSON.stringify(subpaths)}) {
+  const name = "${pkg.name}" + key.slice(1);
+  try {
+    out[key] = Object.keys(await import(name)).sort();
+  } catch (e) {
+    if (!(e.code === "ERR_MODULE_NOT_FOUND" && e.message.includes("@tensorflow/"))) throw e;
+  }
+}
+console.log(JSON.stringify(out));`;
+    const loaded = await inProject(process.execPath, ["--input-type=module", "-e", script]);
+    expect(loaded.code, loaded.stderr).toBe(0);
+    const runtime = JSON.parse(loaded.stdout.trim().split("\n").pop() as string) as Record<string, string[]>;
+    expect(Object.keys(runtime).length).toBeGreaterThanOrEqual(subpaths.length - 1);
+    const problems = subpaths.flatMap((key) => {
+      const names = declared.get(declarationOf(key)) as ExportNames;
+      const problem = checkList(key, names, `the packed package's ${(pkg.exports[key] as { types: string }).types}`);
+      const atRunTime = runtime[key];
+      const mismatch =
+        atRunTime !== undefined && JSON.stringify(atRunTime) !== JSON.stringify(names.values)
+          ? [`${key}: at run time ${atRunTime.join(", ")}; its declarations' values ${names.values.join(", ")}`]
+          : [];
+      return [...(problem === undefined ? [] : [problem]), ...mismatch];
+    });
+    expect(problems, problems.join("\n\n")).toEqual([]);
   }, 120_000);
 
   it("every source map in the package names sources that it ships", () => {

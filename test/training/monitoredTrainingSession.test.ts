@@ -13,7 +13,7 @@ import { monitoredTrainingSession, resolveCadences } from "../../src/training/mo
 import type { SessionEvent } from "../../src/SessionEvent.js";
 import { defaultSessionTargets } from "../../src/SessionTarget.js";
 import { USE_DEFAULT } from "../../src/useDefault.js";
-import { FakeSession, HookRecorder, VirtualClock } from "../../src/testing/index.js";
+import { FakeSession, HookRecorder, RecordingLogger, VirtualClock } from "../../src/testing/index.js";
 import { fakeTask } from "../util/fakeTask.js";
 import { useTempDirs } from "../util/tempDirs.js";
 import { eventFiles, readEvents } from "../summary/decoder.js";
@@ -55,7 +55,14 @@ describe("monitoredTrainingSession", () => {
       saveSummariesSecs: undefined,
       saveSummariesSteps: 100,
       logStepCountSteps: 100,
+      logStepCountSecs: undefined,
     });
+    // Our seconds form of the step rate (a configuration file's default): the steps default gives way.
+    expect(resolveCadences({ logStepCountSecs: 10 })).toMatchObject({ logStepCountSteps: undefined, logStepCountSecs: 10 });
+    expect(resolveCadences({ logStepCountSecs: 0 })).toMatchObject({ logStepCountSteps: undefined, logStepCountSecs: undefined });
+    expect(() => resolveCadences({ logStepCountSecs: 10, logStepCountSteps: 100 })).toThrow(
+      new ValueError("give only one of logStepCountSecs and logStepCountSteps (got 10 and 100)"),
+    );
     expect(resolveCadences({ saveCheckpointSteps: 10, saveSummariesSecs: 30 })).toMatchObject({
       saveCheckpointSecs: undefined,
       saveCheckpointSteps: 10,
@@ -172,6 +179,24 @@ describe("monitoredTrainingSession", () => {
       },
     );
     expect(tagsIn(dir)).toEqual(expect.arrayContaining(["global_step/sec", "my_summary"]));
+  });
+
+  it("logStepCountSecs (ours, a configuration's default): the chief's step counter measures every N seconds, whatever the step speed", async () => {
+    const dir = tempDir();
+    const clock = new VirtualClock();
+    const logger = new RecordingLogger();
+    await withSession(
+      monitoredTrainingSession({ graph: model(), checkpointDir: dir, saveCheckpointSecs: 0, saveSummariesSteps: null, logStepCountSecs: 10, clock, logger }),
+      async (sess) => {
+        // A fast job: 1,000 steps a second, for 25 seconds.
+        for (let i = 0; i < 25_000; i++) {
+          await sess.run("train");
+          if (i % 1000 === 999) await clock.advance(1000);
+        }
+      },
+    );
+    // Anchored at the first run, then a rate over 10 seconds each time (100 steps would span 0.1 s).
+    expect(logger.messages("info").filter((m) => m.startsWith("global_step/sec"))).toEqual(["global_step/sec: 1000", "global_step/sec: 1000"]);
   });
 
   it("MonitoredTrainingSessionTest.test_custom_saving: saveCheckpointSecs 0 writes no checkpoint; a chief-only hook begins once", async () => {

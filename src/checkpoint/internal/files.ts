@@ -9,7 +9,7 @@
  */
 
 import { access, open, readdir, rename, unlink, type FileHandle } from "node:fs/promises";
-import { dirname, isAbsolute, relative, resolve, sep } from "node:path";
+import { isAbsolute, relative, resolve, sep } from "node:path";
 
 import { InvalidArgumentError } from "../../errors.js";
 import { withPath } from "../../internal/fsErrors.js";
@@ -145,22 +145,6 @@ export const stageFileWith = async <T>(
     abort,
   };
   return { staged, result };
-};
-
-/**
- * Replaces `path` atomically with `data`: write to a temporary name, fsync it, rename it over
- * `path`, fsync the directory. A crash leaves either the old file or the new one (and maybe a
- * temporary file that {@link isStaleTemp} recognises).
- */
-export const writeFileAtomic = async (path: string, data: string | Uint8Array, temps: TempFileRegistry = processTempFiles): Promise<void> => {
-  const staged = await stageFile(path, data, temps);
-  try {
-    await staged.sync();
-    await staged.publish();
-    await fsyncDir(dirname(path));
-  } finally {
-    await staged.abort();
-  }
 };
 
 /**

@@ -56,7 +56,7 @@ import { checkKey, processIncarnationId } from "./identity.js";
 import { copyError, type Status, toStatus } from "./status.js";
 import { arrive, SHUTDOWN_BARRIER } from "./etcdBarriers.js";
 import { claimTask, startGeneration, waitForAll, watchChief, watchGeneration } from "./etcdGenerations.js";
-import { enc, EtcdKeys, parseGeneration, storedError } from "./etcdKeys.js";
+import { enc, EtcdKeys, finalReportGeneration, parseGeneration, storedError } from "./etcdKeys.js";
 import { insertIfAbsent, waitUntil, type EtcdTaskContext } from "./etcdOps.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -444,15 +444,9 @@ export class EtcdCoordinationClient implements CoordinationClient {
   private async watchFinal(): Promise<void> {
     const key = this.keys.final;
     const heed = (kv: IKeyValue): void => {
-      const text = kv.value.toString();
-      let generation: unknown;
-      try {
-        generation = (JSON.parse(text) as { generation?: unknown }).generation;
-      } catch {
-        generation = undefined;
-      }
+      const generation = finalReportGeneration(kv);
       // A report from before this process's first registration belongs to an older launch.
-      if (typeof generation !== "number" || this.firstGen === undefined || generation < this.firstGen) return;
+      if (generation === undefined || this.firstGen === undefined || generation < this.firstGen) return;
       this.finalReport.set(storedError(kv));
     };
     const r = await this.etcd.get(key).exec();

@@ -12,7 +12,7 @@
 import type { Etcd3, IKeyValue, Watcher } from "etcd3";
 import { AbortedError, DeadlineExceededError, ErrorCode, type OpError, UnavailableError } from "../../errors.js";
 import { ErrorLatch } from "./ErrorLatch.js";
-import { dec, enc, type EtcdKeys, parseGeneration, storedError } from "./etcdKeys.js";
+import { dec, enc, type EtcdKeys, isGeneration, parseGeneration, storedError } from "./etcdKeys.js";
 import { insertIfAbsent, waitUntil, type EtcdTaskContext } from "./etcdOps.js";
 import type { Status } from "./status.js";
 
@@ -154,7 +154,7 @@ export const watchChief = (context: EtcdTaskContext, gen: number, timeoutMs: num
       .get(generationKey)
       .string()
       .then((current) => {
-        if (stop.signal.aborted || Number(current) !== gen) return;
+        if (stop.signal.aborted || !isGeneration(current, gen)) return;
         latch.set(
           new UnavailableError(
             seen
@@ -248,7 +248,7 @@ export const watchGeneration = async (
     else if (key.startsWith(`${base}tasks/`)) latch(supersededError(task, gen));
   });
   g.on("put", (kv) => {
-    if (Number(kv.value.toString()) !== gen) latch(supersededError(task, gen));
+    if (!isGeneration(kv.value.toString(), gen)) latch(supersededError(task, gen));
   });
   // Keys deleted before the watch started (a peer that died while this task registered).
   const alive = await etcd.getAll().prefix(`${base}alive/`).keys();
@@ -262,7 +262,7 @@ const onAliveDeleted = async (context: EtcdTaskContext, gen: number, task: strin
   try {
     // A new generation deletes the old one's keys: that is not a failure of the task.
     const current = await etcd.get(keys.generation).string();
-    if (Number(current) !== gen) return latch(supersededError(context.task, gen));
+    if (!isGeneration(current, gen)) return latch(supersededError(context.task, gen));
     const left = await etcd.get(keys.inGeneration(gen, `left/${enc(task)}`)).string();
     if (left !== null) return;
     const failed: Status = {

@@ -1,6 +1,8 @@
 /**
  * The coordination service: one interface ({@link CoordinationClient}), two backends (the
- * embedded service and etcd). Re-exported by `monitored-session/cluster`.
+ * embedded service and etcd). What `monitored-session/cluster` re-exports; the thread
+ * transport (`portTransport.ts`) and the status codec (`status.ts`) are internal, imported from
+ * their modules.
  *
  * @module
  */
@@ -38,7 +40,6 @@ export {
   type RegisterResponse,
 } from "./EmbeddedCoordinationService.js";
 export { EmbeddedCoordinationClient, type EmbeddedTransport, inProcessTransport } from "./EmbeddedCoordinationClient.js";
-export { openServicePort, type PortTransport, portTransport, servePort } from "./portTransport.js";
 
 /* Embedded backend over gRPC */
 export {
@@ -56,6 +57,3 @@ export {
 
 /* etcd backend */
 export { EtcdCoordinationClient, type EtcdCoordinationClientOptions } from "./EtcdCoordinationClient.js";
-
-/* Wire errors */
-export { decodeStatusJson, fromStatus, type Status, toStatus } from "./status.js";

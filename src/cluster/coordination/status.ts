@@ -7,7 +7,7 @@
  */
 
 import * as t from "io-ts";
-import { decodeLines } from "../../codec.js";
+import { decodeOrThrow, JsonText, refined, Text } from "../../codec.js";
 import {
   AbortedError,
   AlreadyExistsError,
@@ -70,20 +70,20 @@ export const fromStatus = (status: Status): OpError => {
   return Class === undefined ? new OpError(status.message, status.code) : new Class(status.message);
 };
 
-const StatusCodec = t.type({ code: t.number, message: t.string });
+/** A status as JSON text: `{"code": <number>, "message": <string>}` (other fields are the writer's, dropped). */
+const StatusJson = JsonText.pipe(
+  t.exact(
+    t.type({
+      code: refined("an error code (a number)", (u): u is ErrorCode => typeof u === "number"),
+      message: Text,
+    }),
+  ),
+  "a JSON status",
+);
 
-/** A status stored as JSON by another task (etcd backend): decoded, or `DataLossError` naming `where`. */
-export const decodeStatusJson = (text: string, where: string): Status => {
-  let u: unknown;
-  try {
-    u = JSON.parse(text);
-  } catch {
-    throw new DataLossError(`${where}: expected a JSON status, got ${JSON.stringify(text.slice(0, 80))}`);
-  }
-  const r = decodeLines(StatusCodec, u);
-  if (r._tag === "Left") throw new DataLossError(`${where}: ${r.left.join("; ")}`);
-  return { code: r.right.code as ErrorCode, message: r.right.message };
-};
+/** A status stored as JSON by another task (etcd backend): decoded, or `DataLossError` naming `where` and every problem's path. */
+export const decodeStatusJson = (text: string, where: string): Status =>
+  decodeOrThrow(StatusJson, text, (problems) => new DataLossError(`${where}: ${problems}`));
 
 /** A fresh copy of an error (same class and message), so each waiter gets its own stack. */
 export const copyError = (error: unknown): OpError => fromStatus(toStatus(error));

@@ -7,7 +7,12 @@
  * @module
  */
 
+import * as E from "fp-ts/lib/Either.js";
+import { pipe } from "fp-ts/lib/function.js";
+import * as t from "io-ts";
+
 import { systemClock, type Clock } from "../../Clock.js";
+import { decodeLines, JsonText, refined } from "../../codec.js";
 import { ValueError } from "../../errors.js";
 import { joinUrl, malformed, metadataRequest, unexpectedStatus, type MetadataServiceOptions } from "./metadataHttp.js";
 import type { PlatformNotice, PlatformWatcher } from "./PlatformWatcher.js";
@@ -22,7 +27,14 @@ export interface AwsWatcherOptions extends MetadataServiceOptions {
 /** The instance metadata service's address (`AWS_EC2_METADATA_SERVICE_ENDPOINT` overrides it). */
 export const AWS_METADATA_URL = "http://169.254.169.254";
 
-const ACTIONS = new Set(["terminate", "stop", "hibernate"]);
+/** The `spot/instance-action` document; other fields are AWS's to add. */
+const InstanceAction = JsonText.pipe(
+  t.type({
+    action: t.keyof({ terminate: null, stop: null, hibernate: null }, '"terminate", "stop" or "hibernate"'),
+    time: refined("an ISO 8601 time", (u): u is string => typeof u === "string" && !Number.isNaN(Date.parse(u))),
+  }),
+  "spot/instance-action",
+);
 
 /** The AWS spot watcher. */
 export const awsWatcher = (options: AwsWatcherOptions = {}): PlatformWatcher => {
@@ -44,8 +56,8 @@ export const awsWatcher = (options: AwsWatcherOptions = {}): PlatformWatcher => 
   };
   const currentToken = (signal: AbortSignal): Promise<string> =>
     token !== undefined && clock.now() < token.renewAtMs ? Promise.resolve(token.value) : fetchToken(signal);
-  const readAction = async (t: string, signal: AbortSignal) =>
-    metadataRequest(options.fetch, joinUrl(base, "latest/meta-data/spot/instance-action"), { headers: { "X-aws-ec2-metadata-token": t } }, signal);
+  const readAction = async (sessionToken: string, signal: AbortSignal) =>
+    metadataRequest(options.fetch, joinUrl(base, "latest/meta-data/spot/instance-action"), { headers: { "X-aws-ec2-metadata-token": sessionToken } }, signal);
 
   return {
     platform: "aws",
@@ -58,18 +70,16 @@ export const awsWatcher = (options: AwsWatcherOptions = {}): PlatformWatcher => 
       }
       if (a.status === 404) return undefined;
       if (a.status !== 200) throw unexpectedStatus("spot/instance-action", a);
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(a.body);
-      } catch {
-        throw malformed("spot/instance-action (expected JSON)", a.body);
-      }
-      const { action, time } = (typeof parsed === "object" && parsed !== null ? parsed : {}) as { action?: unknown; time?: unknown };
-      const at = typeof time === "string" ? Date.parse(time) : Number.NaN;
-      if (typeof action !== "string" || !ACTIONS.has(action) || Number.isNaN(at)) {
-        throw malformed('spot/instance-action (expected {"action": "terminate" | "stop" | "hibernate", "time": ISO 8601})', a.body);
-      }
-      return { platform: "aws", detail: `spot instance-action "${action}" at ${time as string}`, deadlineMs: at };
+      const body = a.body;
+      return pipe(
+        decodeLines(InstanceAction, body),
+        E.match(
+          (problems) => {
+            throw malformed(`spot/instance-action (${problems.join("; ")})`, body);
+          },
+          ({ action, time }): PlatformNotice => ({ platform: "aws", detail: `spot instance-action "${action}" at ${time}`, deadlineMs: Date.parse(time) }),
+        ),
+      );
     },
   };
 };

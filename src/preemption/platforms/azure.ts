@@ -7,6 +7,11 @@
  * @module
  */
 
+import * as E from "fp-ts/lib/Either.js";
+import { pipe } from "fp-ts/lib/function.js";
+import * as t from "io-ts";
+
+import { decodeLines, JsonText, oneOf, Text } from "../../codec.js";
 import { joinUrl, malformed, metadataRequest, unexpectedStatus, type MetadataServiceOptions } from "./metadataHttp.js";
 import type { PlatformNotice, PlatformWatcher } from "./PlatformWatcher.js";
 
@@ -28,12 +33,26 @@ const HEADERS = { Metadata: "true" };
 /** The event types that end the VM (Reboot, Redeploy and Freeze keep or bring back the process' machine). */
 const ENDING = new Set(["Preempt", "Terminate"]);
 
-interface ScheduledEvent {
-  readonly EventId: string;
-  readonly EventType: string;
-  readonly Resources: readonly string[];
-  readonly NotBefore: string;
-}
+/**
+ * A Scheduled Events document: the fields read here (Azure sends more). `Resources` and
+ * `NotBefore` may be absent (no resources: the event is the whole scale set's; no time).
+ */
+const ScheduledEvents = JsonText.pipe(
+  t.type({
+    Events: t.array(
+      t.type({
+        EventId: Text,
+        EventType: Text,
+        Resources: oneOf("an array of strings or null", [t.array(Text), t.null, t.undefined]),
+        NotBefore: oneOf("a string", [Text, t.undefined]),
+      }),
+      "an array of scheduled events",
+    ),
+  }),
+  "Azure Scheduled Events",
+);
+
+type ScheduledEvent = t.TypeOf<typeof ScheduledEvents>["Events"][number];
 
 /** The Azure watcher. */
 export const azureWatcher = (options: AzureWatcherOptions = {}): PlatformWatcher => {
@@ -55,11 +74,13 @@ export const azureWatcher = (options: AzureWatcherOptions = {}): PlatformWatcher
       if (a.status !== 200) throw unexpectedStatus("Azure Scheduled Events", a);
       for (const e of parseEvents(a.body)) {
         if (!ENDING.has(e.EventType)) continue;
-        if (e.Resources.length > 0 && !e.Resources.includes(await ownName(signal))) continue;
-        const at = e.NotBefore === "" ? Number.NaN : Date.parse(e.NotBefore);
+        const resources = e.Resources ?? [];
+        if (resources.length > 0 && !resources.includes(await ownName(signal))) continue;
+        const notBefore = e.NotBefore ?? "";
+        const at = notBefore === "" ? Number.NaN : Date.parse(notBefore);
         return {
           platform: "azure",
-          detail: `Scheduled Event ${e.EventType} ${e.EventId}${Number.isNaN(at) ? "" : ` not before ${e.NotBefore}`}`,
+          detail: `Scheduled Event ${e.EventType} ${e.EventId}${Number.isNaN(at) ? "" : ` not before ${notBefore}`}`,
           deadlineMs: Number.isNaN(at) ? undefined : at,
           eventId: e.EventId,
         };
@@ -75,28 +96,14 @@ export const azureWatcher = (options: AzureWatcherOptions = {}): PlatformWatcher
   };
 };
 
-/** The `Events` of a Scheduled Events document; throws for anything else. */
-const parseEvents = (body: string): ScheduledEvent[] => {
-  let doc: unknown;
-  try {
-    doc = JSON.parse(body);
-  } catch {
-    throw malformed("Azure Scheduled Events (expected JSON)", body);
-  }
-  const events = (doc as { Events?: unknown } | null)?.Events;
-  if (!Array.isArray(events)) throw malformed("Azure Scheduled Events (expected an Events array)", body);
-  return events.map((e: unknown) => {
-    const x = (typeof e === "object" && e !== null ? e : {}) as Record<string, unknown>;
-    const resources = x["Resources"] ?? [];
-    if (
-      typeof x["EventId"] !== "string" ||
-      typeof x["EventType"] !== "string" ||
-      !Array.isArray(resources) ||
-      !resources.every((r) => typeof r === "string") ||
-      (x["NotBefore"] !== undefined && typeof x["NotBefore"] !== "string")
-    ) {
-      throw malformed("Azure Scheduled Events (an event needs EventId, EventType, Resources and NotBefore)", JSON.stringify(e));
-    }
-    return { EventId: x["EventId"], EventType: x["EventType"], Resources: resources as string[], NotBefore: (x["NotBefore"] as string | undefined) ?? "" };
-  });
-};
+/** The `Events` of a Scheduled Events document; throws, naming every problem's path, for anything else. */
+const parseEvents = (body: string): readonly ScheduledEvent[] =>
+  pipe(
+    decodeLines(ScheduledEvents, body),
+    E.match(
+      (problems) => {
+        throw malformed(`Azure Scheduled Events (${problems.join("; ")})`, body);
+      },
+      (doc) => doc.Events,
+    ),
+  );

@@ -22,9 +22,11 @@
 import { createHash } from "node:crypto";
 
 import * as tf from "@tensorflow/tfjs";
+import * as t from "io-ts";
 
+import { decodeOrThrow, DTypeCodec, JsonText, NonNegativeInt, Text } from "../../codec.js";
 import { CollectiveReformedError, type Collective } from "../../Collective.js";
-import { InvalidArgumentError } from "../../errors.js";
+import { DataLossError, InvalidArgumentError } from "../../errors.js";
 import { numElements, type DType, type TensorData, type TensorValue } from "../../Tensor.js";
 import type { ModelWeight } from "./naming.js";
 import { DATA_PREFIX } from "./TfjsVariables.js";
@@ -47,6 +49,20 @@ interface AveragedStep {
   readonly grads: tf.NamedTensorMap;
   readonly loss: number;
 }
+
+/** Rank 0's state layout, broadcast as JSON: each variable's name, dtype and shape, in order. */
+const StateLayout = JsonText.pipe(t.array(t.tuple([Text, DTypeCodec, t.array(NonNegativeInt)])), "a state layout");
+
+/** One line of a model signature: a weight's name, a tab, its dtype and shape (or the parameter count). */
+const SignatureLine = new t.Type<readonly [string, string], string, unknown>(
+  "a signature line",
+  (u): u is readonly [string, string] => Array.isArray(u) && u.length === 2 && u.every((x) => typeof x === "string"),
+  (u, c) => {
+    const parts = typeof u === "string" ? u.split("\t") : [];
+    return parts.length === 2 ? t.success([parts[0] as string, parts[1] as string] as const) : t.failure(u, c, `expected "<name>\\t<dtype>[<shape>]", got ${JSON.stringify(u)}`);
+  },
+  (a) => a.join("\t"),
+);
 
 /** The slots after the gradients in each step's buffer. */
 const LOSS_SLOT = 0;
@@ -183,8 +199,10 @@ export class Replicas {
       Buffer.from(Uint8Array.from(all.subarray(width * r, width * r + (heads[3 * r + 2] as number)))).toString("utf8"),
     );
     const other = signatures.findIndex((s) => s !== signatures[0]);
+    const entriesOf = (r: number): SignatureEntries =>
+      decodeOrThrow(t.array(SignatureLine), (signatures[r] as string).split("\n"), (problems) => new DataLossError(`the model signature of ${this.task(r)}: ${problems}`));
     throw new InvalidArgumentError(
-      `The replicas' models differ: ${this.task(other)} has ${describeDifference(signatures[other] as string, signatures[0] as string, this.task(0))}. Every worker must build the same model (same layers, shapes and dtypes).`,
+      `The replicas' models differ: ${this.task(other)} has ${describeDifference(entriesOf(other), entriesOf(0), this.task(0))}. Every worker must build the same model (same layers, shapes and dtypes).`,
     );
   }
 
@@ -199,17 +217,21 @@ export class Replicas {
   private async takeLiveState(host: ReplicaHost): Promise<void> {
     const root = this.collective.rank === 0;
     const mine = root ? host.snapshot() : undefined;
-    const layout = mine === undefined ? new Uint8Array() : Buffer.from(JSON.stringify([...mine].map(([name, t]) => [name, t.dtype, t.shape])), "utf8");
+    const layout = mine === undefined ? new Uint8Array() : Buffer.from(JSON.stringify([...mine].map(([name, v]) => [name, v.dtype, v.shape])), "utf8");
     const length = await this.collective.broadcast(Float64Array.of(layout.length), 0);
     const layoutBuffer = await this.collective.broadcast(root ? Float64Array.from(layout) : new Float64Array(length[0] as number), 0);
-    const entries = JSON.parse(Buffer.from(Uint8Array.from(layoutBuffer)).toString("utf8")) as [string, DType, number[]][];
+    const entries = decodeOrThrow(
+      StateLayout,
+      Buffer.from(Uint8Array.from(layoutBuffer)).toString("utf8"),
+      (problems) => new DataLossError(`the state layout broadcast by ${this.task(0)}: ${problems}`),
+    );
     const total = entries.reduce((n, [, , shape]) => n + numElements(shape), 0);
     const values = new Float64Array(total);
     if (mine !== undefined) {
       let offset = 0;
-      for (const t of mine.values()) {
-        for (let i = 0; i < t.data.length; i++) values[offset + i] = Number(t.data[i]);
-        offset += t.data.length;
+      for (const v of mine.values()) {
+        for (let i = 0; i < v.data.length; i++) values[offset + i] = Number(v.data[i]);
+        offset += v.data.length;
       }
     }
     await this.collective.broadcast(values, 0);
@@ -262,11 +284,12 @@ const typed = (dtype: DType, part: Float64Array, name: string): TensorData => {
 /** The first 48 bits of the SHA-256 of `bytes`: an integer a float64 holds exactly. */
 const hash48 = (bytes: Uint8Array): number => createHash("sha256").update(bytes).digest().readUIntBE(0, 6);
 
+type SignatureEntries = readonly (readonly [string, string])[];
+
 /** "model/0_dense/kernel float32[2, 4] where rank 0 has float32[2, 3]", for the first differing entry. */
-const describeDifference = (mine: string, theirs: string, them: string): string => {
-  const entries = (s: string) => new Map(s.split("\n").map((line) => line.split("\t") as [string, string]));
-  const a = entries(mine);
-  const b = entries(theirs);
+const describeDifference = (mine: SignatureEntries, theirs: SignatureEntries, them: string): string => {
+  const a = new Map(mine);
+  const b = new Map(theirs);
   for (const name of new Set([...b.keys(), ...a.keys()])) {
     const [x, y] = [a.get(name), b.get(name)];
     if (x === y) continue;

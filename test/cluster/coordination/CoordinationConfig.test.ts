@@ -1,14 +1,12 @@
 import { describe, expect, it } from "vitest";
 import {
-  decodeStatusJson,
   defaultCoordinationTimeouts,
   EtcdCoordinationClient,
-  fromStatus,
   newIncarnation,
   resolveCoordinationTimeouts,
   taskName,
-  toStatus,
 } from "../../../src/cluster/coordination/index.js";
+import { decodeStatusJson, fromStatus, toStatus } from "../../../src/cluster/coordination/status.js";
 import {
   AbortedError,
   AlreadyExistsError,

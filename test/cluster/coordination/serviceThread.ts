@@ -4,7 +4,7 @@
  */
 
 import { MessageChannel, Worker } from "node:worker_threads";
-import { portTransport, type PortTransport } from "../../../src/cluster/coordination/index.js";
+import { portTransport, type PortTransport } from "../../../src/cluster/coordination/portTransport.js";
 
 const script = (entry: string): string => `
 import("tsx/esm/api").then(({ register }) => { register(); return import(${JSON.stringify(entry)}); });

@@ -79,9 +79,13 @@ describe("awsWatcher", () => {
 
   it("a malformed notice, a failed token request and a second 401 reject", async () => {
     server.route(imds({ valid: () => true, action: '{"action": "reboot", "time": "soon"}' }));
-    await expect(check(awsWatcher({ baseUrl: server.baseUrl, clock }))).rejects.toThrow(/malformed answer from spot\/instance-action/);
+    await expect(check(awsWatcher({ baseUrl: server.baseUrl, clock }))).rejects.toThrow(
+      'malformed answer from spot/instance-action (action: expected "terminate", "stop" or "hibernate", got "reboot"; time: expected an ISO 8601 time, got "soon"): ',
+    );
+    server.route(imds({ valid: () => true, action: '{"time": "2026-01-01T00:00:00Z"}' }));
+    await expect(check(awsWatcher({ baseUrl: server.baseUrl, clock }))).rejects.toThrow(/\(action: expected "terminate", "stop" or "hibernate", got nothing\)/);
     server.route(imds({ valid: () => true, action: "not json" }));
-    await expect(check(awsWatcher({ baseUrl: server.baseUrl, clock }))).rejects.toThrow(/expected JSON/);
+    await expect(check(awsWatcher({ baseUrl: server.baseUrl, clock }))).rejects.toThrow(/\(\(root\): expected JSON, got "not json"\)/);
     server.route(() => ({ status: 403 }));
     await expect(check(awsWatcher({ baseUrl: server.baseUrl, clock }))).rejects.toThrow(/IMDSv2 token request answered HTTP 403/);
     server.route(imds({ valid: () => false }));

@@ -71,12 +71,23 @@ describe("azureWatcher", () => {
     await expect(w.acknowledge?.(n as NonNullable<typeof n>, signal())).rejects.toThrow(/StartRequests answered HTTP 400/);
   });
 
-  it("a malformed document rejects", async () => {
+  it("a malformed document rejects, naming each problem's path", async () => {
     serve("{\"DocumentIncarnation\": 1}");
-    await expect(check(azureWatcher({ baseUrl: server.baseUrl }))).rejects.toThrow(/expected an Events array/);
-    serve([{ EventType: "Preempt" }]);
-    await expect(check(azureWatcher({ baseUrl: server.baseUrl }))).rejects.toThrow(/needs EventId/);
+    await expect(check(azureWatcher({ baseUrl: server.baseUrl }))).rejects.toThrow(/^malformed answer from Azure Scheduled Events \(Events: expected an array of scheduled events, got nothing\): /);
+    serve([{ EventType: "Preempt" }, event({ Resources: ["vm-a", 7], NotBefore: 3 })]);
+    await expect(check(azureWatcher({ baseUrl: server.baseUrl }))).rejects.toThrow(
+      "(Events[0].EventId: expected a string, got nothing; Events[1].Resources: expected an array of strings or null, got [\"vm-a\",7]; Events[1].NotBefore: expected a string, got 3)",
+    );
     serve("[oops");
-    await expect(check(azureWatcher({ baseUrl: server.baseUrl }))).rejects.toThrow(/expected JSON/);
+    await expect(check(azureWatcher({ baseUrl: server.baseUrl }))).rejects.toThrow(/\(\(root\): expected JSON, got "\[oops"\)/);
+  });
+
+  it("an event without Resources is the whole scale set's, and one without NotBefore has no deadline", async () => {
+    const { Resources: _r, NotBefore: _n, ...bare } = event({});
+    serve([bare]);
+    const n = await check(azureWatcher({ baseUrl: server.baseUrl }));
+    expect(n).toMatchObject({ platform: "azure", deadlineMs: undefined, detail: "Scheduled Event Preempt 602d9444-d2cd-49c7-8624-8643e7171297" });
+    serve([event({ Resources: null })]);
+    expect(await check(azureWatcher({ baseUrl: server.baseUrl }))).toMatchObject({ platform: "azure" });
   });
 });

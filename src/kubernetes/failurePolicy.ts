@@ -1,0 +1,106 @@
+/**
+ * What Kubernetes does with each exit code of a task, as the generated manifests say it: the
+ * Job's `podFailurePolicy` and, for a JobSet, its `failurePolicy`. Exit 42 (preempted) and a pod
+ * disrupted by the cluster restart the set without using up a restart; exit 2 (a configuration
+ * error) fails it at once; any other failure is counted against `maxRestarts`.
+ *
+ * A Job that a `podFailurePolicy` rule fails has the reason `PodFailurePolicy` whichever rule
+ * matched, so the JobSet tells 42 from 2 by the Job's failure message (`... failed with exit
+ * code 42 matching FailJob rule at index 1`): that field, `onJobFailureMessagePatterns`, came
+ * with JobSet v0.10.0. See docs/kubernetes.md for the table.
+ *
+ * @module
+ */
+
+import { ExitCodes } from "../cli/exitCodes.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** The trainer's container name: the `podFailurePolicy` rules name it. */
+export const TRAINER_CONTAINER = "trainer";
+
+/** The first JobSet release with `onJobFailureMessagePatterns` (kubernetes-sigs/jobset PR #1033). */
+export const MIN_JOBSET_VERSION = "v0.10.0";
+
+/** The first Kubernetes release where `podFailurePolicy` and the `DisruptionTarget` condition are GA. */
+export const MIN_KUBERNETES_VERSION = "1.31";
+
+/** The pod condition Kubernetes adds to a pod it disrupts (eviction, preemption, node shutdown). */
+const DISRUPTION_TARGET = "DisruptionTarget";
+
+/** A rule of a Job's `podFailurePolicy`. */
+export interface PodFailurePolicyRule {
+  readonly action: "FailJob" | "Ignore" | "Count";
+  readonly onExitCodes?: { readonly containerName: string; readonly operator: "In"; readonly values: readonly number[] };
+  readonly onPodConditions?: readonly { readonly type: string; readonly status: "True" }[];
+}
+
+/** A rule of a JobSet's `failurePolicy`. */
+export interface JobSetFailureRule {
+  readonly name: string;
+  readonly action: "FailJobSet" | "RestartJobSet" | "RestartJobSetAndIgnoreMaxRestarts";
+  readonly onJobFailureReasons: readonly string[];
+  readonly onJobFailureMessagePatterns: readonly string[];
+}
+
+// ---------------------------------------------------------------------------------------------
+// operations
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The `podFailurePolicy` of a JobSet's Jobs (`backoffLimit: 0`): the three cases fail the Job
+ * with messages the JobSet's rules tell apart; anything else exceeds the backoff limit.
+ */
+export const jobSetPodFailurePolicy = (): { readonly rules: readonly PodFailurePolicyRule[] } => ({
+  rules: [
+    { action: "FailJob", onPodConditions: [{ type: DISRUPTION_TARGET, status: "True" }] },
+    { action: "FailJob", onExitCodes: exitCodeIn(ExitCodes.preempted) },
+    { action: "FailJob", onExitCodes: exitCodeIn(ExitCodes.usage) },
+  ],
+});
+
+/**
+ * The JobSet's `failurePolicy`: preemption and disruption restart the set without counting, a
+ * configuration error fails it, the rest falls to JobSet's default action (a counted restart).
+ * The patterns keep the words around the code, so that `2` never matches `42`.
+ */
+export const jobSetFailurePolicy = (maxRestarts: number): { readonly maxRestarts: number; readonly restartStrategy: "BlockingRecreate"; readonly rules: readonly JobSetFailureRule[] } => ({
+  maxRestarts,
+  // Every old pod is gone before the new ones start: the restarted chief finds its port free
+  // and its predecessor's process ended (its lease may still run: see CheckpointDirLock).
+  restartStrategy: "BlockingRecreate",
+  rules: [
+    {
+      name: "preemptedOrDisrupted",
+      action: "RestartJobSetAndIgnoreMaxRestarts",
+      onJobFailureReasons: ["PodFailurePolicy"],
+      onJobFailureMessagePatterns: [`with exit code ${ExitCodes.preempted} matching`, `has condition ${DISRUPTION_TARGET}`],
+    },
+    {
+      name: "configurationError",
+      action: "FailJobSet",
+      onJobFailureReasons: ["PodFailurePolicy"],
+      onJobFailureMessagePatterns: [`with exit code ${ExitCodes.usage} matching`],
+    },
+  ],
+});
+
+/**
+ * The `podFailurePolicy` of the indexed Job: a preempted or disrupted pod is replaced and not
+ * counted, a configuration error fails the Job, and the rest count against `backoffLimit`.
+ */
+export const indexedJobPodFailurePolicy = (): { readonly rules: readonly PodFailurePolicyRule[] } => ({
+  rules: [
+    { action: "Ignore", onPodConditions: [{ type: DISRUPTION_TARGET, status: "True" }] },
+    { action: "Ignore", onExitCodes: exitCodeIn(ExitCodes.preempted) },
+    { action: "FailJob", onExitCodes: exitCodeIn(ExitCodes.usage) },
+  ],
+});
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+const exitCodeIn = (code: number): NonNullable<PodFailurePolicyRule["onExitCodes"]> => ({ containerName: TRAINER_CONTAINER, operator: "In", values: [code] });
