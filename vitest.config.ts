@@ -21,7 +21,11 @@ export default defineConfig({
         test: {
           name: "unit",
           include: ["test/**/*.test.ts"],
-          exclude: ["test/integration/**", "test/util/**", "test/fixtures/**", "node_modules/**"],
+          // A unit test starts no process (test/setup/processGuard.ts): those that need real
+          // processes are named *.process.test.ts and run in the integration project.
+          exclude: ["test/integration/**", "test/**/*.process.test.ts", "test/util/**", "test/fixtures/**", "node_modules/**"],
+          // Added to the root's setupFiles (networkGuard.ts): projects that extend the root concatenate them.
+          setupFiles: ["test/setup/processGuard.ts"],
         },
       },
       {
@@ -29,7 +33,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: "integration",
-          include: ["test/integration/**/*.test.ts"],
+          include: ["test/integration/**/*.test.ts", "test/**/*.process.test.ts"],
         },
       },
     ],

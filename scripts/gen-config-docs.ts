@@ -272,7 +272,7 @@ relative to the file, or package names). Each default-exports a function, typed 
 file can use the new types, checked and documented like the built-ins. \`names\` (optional)
 lists the graph names the options refer to, so they are checked before training:
 
-<!-- test/cli/installed.test.ts installs the package and runs this plugin from this page. -->
+<!-- test/cli/installed.process.test.ts installs the package and runs this plugin from this page. -->
 \`\`\`js
 // my-hooks.js — in train.yaml: plugins: [./my-hooks.js]
 import { definePlugin, NonEmptyString, PositiveInt, required, struct } from "monitored-session/config";

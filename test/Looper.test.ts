@@ -3,7 +3,6 @@ import { Coordinator, task } from "../src/Coordinator.js";
 import { RuntimeError, ValueError } from "../src/errors.js";
 import { Looper, type LooperOptions } from "../src/Looper.js";
 import { RecordingLogger, VirtualClock } from "../src/testing/index.js";
-import { runFixture } from "./util/runFixture.js";
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -243,12 +242,6 @@ describe("Looper", () => {
 });
 
 describe("Looper daemon semantics (TensorFlow's LooperThread is a daemon)", () => {
-  it("a waiting looper on the real clock does not keep the process alive (a child exits on its own)", async () => {
-    const run = await runFixture("test/fixtures/daemon/services.ts", ["looper"]);
-    expect(run.killed, `the child did not exit by itself; output:\n${run.output}`).toBe(false);
-    expect(run.code).toBe(0);
-    expect(run.output).toContain("looper ran once");
-  });
 
   it("on a VirtualClock the looper still waits for the clock", async () => {
     const clock = new VirtualClock();

@@ -1,38 +1,15 @@
 import { EventEmitter } from "node:events";
-import { createServer, type Server } from "node:net";
+import { createServer } from "node:net";
 import { join } from "node:path";
 import { Writable } from "node:stream";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 
 import { main } from "../../src/cli/program.js";
 import { SummaryWriter } from "../../src/summary/SummaryWriter.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
-import { cli, cliInProcess } from "../util/cli.js";
-import { useTempDirs } from "../util/tempDirs.js";
+import { cliInProcess } from "../util/cli.js";
 import { send } from "./http.js";
-
-const tempDir = useTempDirs("board-cli-");
-const servers: Server[] = [];
-afterEach(async () => {
-  for (const s of servers.splice(0)) await new Promise((r) => s.close(r));
-});
-
-/** `/data/runs` once the board has read the run (it answers while it loads): a bounded poll. */
-const runsOnceLoaded = async (url: string, headers: Record<string, string> = {}): Promise<string> => {
-  for (let i = 0; i < 1000; i++) {
-    const r = await send(`${url}/data/runs`, { headers });
-    if (r.text !== "[]") return r.text;
-  }
-  throw new Error("the run never appeared");
-};
-
-const logdirWithOneRun = async (): Promise<string> => {
-  const logdir = tempDir();
-  const w = new SummaryWriter(join(logdir, "train"), { clock: new VirtualClock() });
-  w.addScalar("loss", 1, 1);
-  await w.close();
-  return logdir;
-};
+import { logdirWithOneRun, runsOnceLoaded, servers, tempDir } from "./boardCommand.testHelpers.js";
 
 describe("monitored-session board: exit 2 paths (in process)", () => {
   it("a logdir that does not exist: one line, exit 2", async () => {
@@ -134,26 +111,4 @@ describe("monitored-session board: serves until SIGINT/SIGTERM, then exits 0", (
     expect(await done).toBe(0);
   });
 
-  it("child process: a real SIGINT closes the server and exits 0", async () => {
-    const logdir = await logdirWithOneRun();
-    let url = "";
-    let served = "";
-    const r = await cli(["board", logdir, "--port", "0", "--token", "t0k"], {}, (child) => {
-      child.stdout?.on("data", (d: Buffer) => {
-        url += d.toString();
-        if (!url.endsWith("\n")) return;
-        void runsOnceLoaded(url.trim().replace("/?token=t0k", ""), { Authorization: "Token t0k" }).then(
-          (runs) => {
-            served = runs;
-            child.kill("SIGINT");
-          },
-          () => child.kill("SIGKILL"),
-        );
-      });
-    });
-    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\?token=t0k\n$/);
-    expect(served).toBe('["train"]');
-    expect(r.stderr).toContain("token required");
-    expect(r.code).toBe(0);
-  });
 });

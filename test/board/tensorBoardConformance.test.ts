@@ -6,49 +6,19 @@
  * different markdown renderers, so it is compared for what matters (the markdown rendered, the
  * script escaped, the javascript: link gone).
  *
- * Where TensorBoard is installed (`TENSORBOARD=/path/to/tensorboard`), a second test starts it
- * on a logdir written by our SummaryWriter and compares the same routes live; without it, that
- * test skips with a message.
+ * Where TensorBoard is installed (`TENSORBOARD=/path/to/tensorboard`),
+ * tensorBoardConformance.process.test.ts starts it on a logdir written by our SummaryWriter and
+ * compares the same routes live.
  */
-import { spawn } from "node:child_process";
-import { cpSync, existsSync, readFileSync } from "node:fs";
+import { cpSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 
-import { type Board, startBoard } from "../../src/board/BoardServer.js";
-import { SummaryWriter } from "../../src/summary/SummaryWriter.js";
-import { VirtualClock } from "../../src/testing/VirtualClock.js";
-import { freePorts } from "../util/cliChild.js";
-import { useTempDirs } from "../util/tempDirs.js";
-import { send } from "./http.js";
+import { getJson, ourBoard, tempDir } from "./tensorBoardConformance.testHelpers.js";
 
 const FIXTURES = resolve(fileURLToPath(new URL("../fixtures/tensorboard", import.meta.url)));
 const recorded = JSON.parse(readFileSync(join(FIXTURES, "responses.json"), "utf8")) as { tensorboard: string; responses: Record<string, unknown> };
-
-const TENSORBOARD = process.env["TENSORBOARD"];
-const haveTensorBoard = TENSORBOARD !== undefined && existsSync(TENSORBOARD);
-if (!haveTensorBoard) console.warn("live comparison with TensorBoard SKIPPED: set TENSORBOARD=/path/to/tensorboard (pip install tensorboard) to run it");
-
-const tempDir = useTempDirs("board-tb-conformance-");
-const boards: Board[] = [];
-afterEach(async () => {
-  for (const b of boards.splice(0)) await b.close();
-});
-
-const getJson = async (base: string, route: string): Promise<unknown> => {
-  const r = await send(`${base}/${route}`);
-  expect(r.status, `${route}: ${r.text}`).toBe(200);
-  return JSON.parse(r.text) as unknown;
-};
-
-/** Our board on `logdir`, read through. */
-const ourBoard = async (logdir: string): Promise<string> => {
-  const board = await startBoard(logdir, { port: 0, clock: new VirtualClock() });
-  boards.push(board);
-  await board.store.loaded;
-  return `http://127.0.0.1:${board.port}`;
-};
 
 /** Text routes: the same rows, the markdown rendered, nothing executable. */
 const expectSameText = (ours: unknown, theirs: unknown): void => {
@@ -76,48 +46,4 @@ describe("the board answers as TensorBoard does", () => {
     }
   });
 
-  it.runIf(haveTensorBoard)("on files written by our SummaryWriter: the same routes as a live TensorBoard answers them", { timeout: 120_000 }, async () => {
-    const logdir = tempDir();
-    const w = new SummaryWriter(join(logdir, "train"), { clock: new VirtualClock({ startMs: 1_700_000_000_000 }) });
-    for (let s = 0; s < 50; s++) {
-      w.addScalar("loss", 1 / (s + 1), s);
-      w.addHistogram("weights", Array.from({ length: 20 }, (_, i) => i * (s + 1)), s);
-      w.addText("notes", `**step ${s}** <script>alert(1)</script>`, s);
-    }
-    await w.close();
-    const routes = [
-      "data/runs",
-      "data/plugin/scalars/tags",
-      "data/plugin/scalars/scalars?run=train&tag=loss",
-      "data/plugin/histograms/tags",
-      "data/plugin/histograms/histograms?run=train&tag=weights",
-      "data/plugin/text/tags",
-      "data/plugin/text/text?run=train&tag=notes",
-    ];
-    const [port] = await freePorts(1);
-    const tb = spawn(TENSORBOARD as string, ["--logdir", logdir, "--load_fast=false", "--port", String(port), "--host", "127.0.0.1"], { stdio: "ignore" });
-    try {
-      const theirsBase = `http://127.0.0.1:${port as number}`;
-      // Bounded: TensorBoard loads in the background; wait until it lists every plugin's tag.
-      for (let i = 0; ; i++) {
-        const ok = await send(`${theirsBase}/data/plugin/text/tags`).then((r) => r.status === 200 && r.text.includes("notes"), () => false);
-        if (ok) break;
-        if (i > 600) throw new Error("TensorBoard did not load the logdir within 60 s");
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      const oursBase = await ourBoard(logdir);
-      for (const route of routes) {
-        const [ours, theirs] = [await getJson(oursBase, route), await getJson(theirsBase, route)];
-        if (route.startsWith("data/plugin/text/text")) {
-          // TensorBoard keeps a reservoir of 10 text values per tag by default; the board keeps every one.
-          const ourRows = (ours as { wall_time: number; step: number }[]).map((r) => `${r.wall_time}@${r.step}`);
-          const theirRows = (theirs as { wall_time: number; step: number }[]).map((r) => `${r.wall_time}@${r.step}`);
-          expect(ourRows).toHaveLength(50);
-          expect(ourRows).toEqual(expect.arrayContaining(theirRows));
-        } else expect(ours, route).toEqual(theirs);
-      }
-    } finally {
-      tb.kill("SIGTERM");
-    }
-  });
 });

@@ -7,15 +7,13 @@ import * as http2 from "node:http2";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { create } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ClusterSpec } from "../../src/cluster/ClusterSpec.js";
 import { ServerDefSchema } from "../../src/cluster/proto/gen/monitored_session/v1/cluster_pb.js";
 import { getServerStatus } from "../../src/cluster/clusterClient.js";
-import { bearer, loadClusterToken } from "../../src/cluster/security.js";
+import { loadClusterToken } from "../../src/cluster/security.js";
 import { makeServerDef, processIncarnation, Server, serverVersion } from "../../src/cluster/Server.js";
 import {
   InternalError,
@@ -26,71 +24,13 @@ import {
   UnknownError,
   ValueError,
 } from "../../src/errors.js";
-import type { Logger } from "../../src/Logger.js";
 import { flush, VirtualClock } from "../../src/testing/index.js";
-import { makeCertificates, opensslVersion } from "../util/tlsCertificates.js";
+import { opensslVersion } from "../util/tlsCertificates.js";
+import { CALL_DEADLINE_MS, clientFor, getStatus, local, quiet, recordingLogger, servers } from "./Server.testHelpers.js";
 
 // ---------------------------------------------------------------------------------------------
 // helpers
 // ---------------------------------------------------------------------------------------------
-
-const PROTO_ROOT = fileURLToPath(new URL("../../src/cluster/proto", import.meta.url));
-const CALL_DEADLINE_MS = 10_000;
-
-interface Status {
-  taskName: string;
-  jobName: string;
-  taskIndex: number;
-  incarnation: string;
-  serverVersion: string;
-}
-
-type StatusClient = grpc.Client & {
-  getStatus(req: object, md: grpc.Metadata, opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: Status) => void): void;
-};
-
-const StatusServiceClient = (() => {
-  const def = protoLoader.loadSync("monitored_session/v1/status.proto", { includeDirs: [PROTO_ROOT], longs: String, defaults: true });
-  const pkg = grpc.loadPackageDefinition(def) as unknown as { monitored_session: { v1: { StatusService: grpc.ServiceClientConstructor } } };
-  return pkg.monitored_session.v1.StatusService;
-})();
-
-const clients: grpc.Client[] = [];
-afterEach(() => {
-  for (const c of clients.splice(0)) c.close();
-});
-
-/** A grpc-js client for `target` (`grpc://host:port`). */
-const clientFor = (target: string, credentials = grpc.credentials.createInsecure(), options: grpc.ChannelOptions = {}): StatusClient => {
-  const client = new StatusServiceClient(target.replace(/^grpc:\/\//, ""), credentials, options) as unknown as StatusClient;
-  clients.push(client);
-  return client;
-};
-
-const getStatus = (client: StatusClient, token?: string): Promise<Status> =>
-  new Promise((resolve, reject) => {
-    const md = new grpc.Metadata();
-    if (token !== undefined) md.set("authorization", bearer(token));
-    client.getStatus({}, md, { deadline: Date.now() + CALL_DEADLINE_MS }, (e, r) => (e === null ? resolve(r as Status) : reject(e)));
-  });
-
-const recordingLogger = (): Logger & { readonly lines: string[] } => {
-  const lines: string[] = [];
-  const log = (level: string) => (m: string) => void lines.push(`${level} ${m}`);
-  return { lines, debug: log("debug"), info: log("info"), warn: log("warn"), error: log("error") };
-};
-
-const quiet = recordingLogger;
-
-const servers: Server[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.stop()));
-});
-const local = async (options: Parameters<typeof Server.createLocalServer>[0] = {}): Promise<Server> => {
-  const s = await Server.createLocalServer({ logger: quiet(), ...options });
-  servers.push(s);
-  return s;
-};
 
 // ---------------------------------------------------------------------------------------------
 // tests
@@ -368,47 +308,3 @@ describe("getServerStatus (our connect-node client)", () => {
 
 if (opensslVersion === undefined) console.warn("SKIP TLS tests of test/cluster/Server.test.ts: no openssl on PATH (apt-get install openssl)");
 
-const certDir = opensslVersion === undefined ? "" : mkdtempSync(join(tmpdir(), "ms-tls-"));
-afterAll(() => {
-  if (certDir !== "") rmSync(certDir, { recursive: true, force: true });
-});
-
-describe.skipIf(opensslVersion === undefined)("TLS from certificate files", () => {
-  const certs = opensslVersion === undefined ? undefined : makeCertificates(certDir);
-
-  it("serves TLS: a client trusting the CA gets through; a plaintext client does not", async () => {
-    const { f, read } = certs!;
-    const server = await local({ tls: { certFile: f("server.pem"), keyFile: f("server.key") } });
-    expect((await getStatus(clientFor(server.target, grpc.credentials.createSsl(read("ca.pem"))))).taskIndex).toBe(0);
-    await expect(getStatus(clientFor(server.target))).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
-  });
-
-  it("with caFile: mutual TLS, a client without a certificate is refused; token and TLS together", async () => {
-    const { f, read } = certs!;
-    const server = await local({ tls: { certFile: f("server.pem"), keyFile: f("server.key"), caFile: f("ca.pem") }, token: "t0k" });
-    const withCert = clientFor(server.target, grpc.credentials.createSsl(read("ca.pem"), read("client.key"), read("client.pem")));
-    expect((await getStatus(withCert, "t0k")).taskIndex).toBe(0);
-    await expect(getStatus(withCert)).rejects.toMatchObject({ code: grpc.status.UNAUTHENTICATED });
-    await expect(getStatus(clientFor(server.target, grpc.credentials.createSsl(read("ca.pem"))), "t0k")).rejects.toMatchObject({
-      code: grpc.status.UNAVAILABLE,
-    });
-  });
-
-  it("our client over TLS and mutual TLS", async () => {
-    const { f } = certs!;
-    const server = await local({ tls: { certFile: f("server.pem"), keyFile: f("server.key"), caFile: f("ca.pem") } });
-    const status = await getServerStatus(server.target, { tls: { caFile: f("ca.pem"), certFile: f("client.pem"), keyFile: f("client.key") }, timeoutMs: CALL_DEADLINE_MS });
-    expect(status.jobName).toBe("localhost");
-    const refused = await getServerStatus(server.target, { tls: { caFile: f("ca.pem") }, timeoutMs: CALL_DEADLINE_MS }).catch((e: unknown) => e);
-    expect(refused).toBeInstanceOf(UnavailableError);
-    expect((refused as Error).message).toMatch(/: TLS handshake failed \(ERR_SSL_\w+\); check the CA/);
-    await expect(getServerStatus(server.target, { tls: { caFile: f("ca.pem"), certFile: f("client.pem") } })).rejects.toThrow(
-      new InvalidArgumentError("TLS: give both certFile and keyFile (a client certificate), or neither"),
-    );
-  });
-
-  it("a missing certificate file: one line naming it", async () => {
-    const server = new Server({ local: ["localhost:0"] }, { start: false, tls: { certFile: join(certDir, "nope.pem"), keyFile: join(certDir, "server.key") }, logger: quiet() });
-    await expect(server.start()).rejects.toThrow(new InvalidArgumentError(`cannot read the TLS certificate file (certFile) ${join(certDir, "nope.pem")}: ENOENT`));
-  });
-});

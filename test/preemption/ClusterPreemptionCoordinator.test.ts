@@ -3,7 +3,7 @@
  * ported in our own words): three tasks in one process, each with its own handler, session and
  * coordination client of one in-process embedded coordination service, on a virtual clock. The
  * tasks' loops interleave at every await; nothing sleeps. The same protocol across real
- * processes and both backends: test/runtime/preemptionProcesses.test.ts.
+ * processes and both backends: test/runtime/preemptionProcesses.process.test.ts.
  */
 
 import { EventEmitter } from "node:events";

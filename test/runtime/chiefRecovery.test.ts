@@ -3,7 +3,7 @@
  * with a scripted coordination client: which errors are a loss of the chief, the deadline
  * (`maxWaitSecs`, named in one line), cancellation by a termination notice, and the session's
  * side (the hook raises UnavailableError until the session starts from the chief's new values).
- * The real-process scenarios are in test/cli/workerRecovery.test.ts.
+ * The real-process scenarios are in test/cli/workerRecovery.process.test.ts.
  */
 import { describe, expect, it } from "vitest";
 

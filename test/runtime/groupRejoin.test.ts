@@ -5,7 +5,7 @@
  * raises CollectiveReformedError, later calls use the new ring), a worker that never comes back
  * (one line naming it and maxWaitSecs), a lost chief (no wait), a termination notice meanwhile,
  * and a group without a rejoin (fails for good, as before). The real processes are in
- * test/runtime/groupRejoinProcesses.test.ts.
+ * test/runtime/groupRejoinProcesses.process.test.ts.
  */
 import { describe, expect, it } from "vitest";
 

@@ -1,6 +1,6 @@
 /**
  * Ranks of a TcpCollective group as real processes on loopback, for the process tests
- * (test/cluster/collective/processes.test.ts, test/integration/collective-big.test.ts). A rank's
+ * (test/cluster/collective/processes.process.test.ts, test/integration/collective-big.test.ts). A rank's
  * fixture prints `LISTENING <host:port>`, then reads the JSON list of every rank's address from
  * stdin; after that it prints lines the test waits for. Every wait has a deadline, and
  * {@link killRanks} SIGKILLs (after a SIGCONT) whatever is still running.

@@ -4,38 +4,18 @@
  * what it gets (a server's status, or no answer at all).
  */
 
-import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
-import {
-  connectCoordinationService,
-  type CoordinationClient,
-  type HostedCoordinationService,
-  hostCoordinationService,
-  taskName,
-} from "../../../src/cluster/coordination/index.js";
+import { describe, expect, it } from "vitest";
+import { connectCoordinationService, type HostedCoordinationService, hostCoordinationService, taskName } from "../../../src/cluster/coordination/index.js";
 import { InvalidArgumentError, UnavailableError } from "../../../src/errors.js";
-import type { Logger } from "../../../src/Logger.js";
-import { makeCertificates, opensslVersion } from "../../util/tlsCertificates.js";
+import { opensslVersion } from "../../util/tlsCertificates.js";
 import { rejection, within } from "./conformance.js";
+import { chief, clients, grpcClients, hosts, quiet } from "./grpcCoordination.testHelpers.js";
 
 const PROTO_ROOT = fileURLToPath(new URL("../../../src/cluster/proto", import.meta.url));
-const quiet: Logger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
-const chief = taskName("chief", 0);
-
-const hosts: HostedCoordinationService[] = [];
-const clients: CoordinationClient[] = [];
-const grpcClients: grpc.Client[] = [];
-afterEach(async () => {
-  for (const c of grpcClients.splice(0)) c.close();
-  await Promise.all(clients.splice(0).map((c) => c.close()));
-  await Promise.all(hosts.splice(0).map((h) => h.stop()));
-});
 
 const host = async (): Promise<HostedCoordinationService> => {
   const h = await hostCoordinationService({ chief: ["127.0.0.1:0"] }, { logger: quiet, stopGraceMs: 100 });
@@ -154,34 +134,4 @@ describe("the coordination service over gRPC", () => {
 });
 
 if (opensslVersion === undefined) console.warn("SKIP TLS test of test/cluster/coordination/grpcCoordination.test.ts: no openssl on PATH (apt-get install openssl)");
-const certDir = opensslVersion === undefined ? "" : mkdtempSync(join(tmpdir(), "ms-coord-tls-"));
-afterAll(() => {
-  if (certDir !== "") rmSync(certDir, { recursive: true, force: true });
-});
 
-describe.skipIf(opensslVersion === undefined)("the coordination service over mutual TLS with a token", () => {
-  it("heartbeats from their own channel carry the token and the client certificate: nobody is declared failed", async () => {
-    const { f } = makeCertificates(certDir);
-    const heartbeatTimeoutMs = 2_000;
-    const token = "the-cluster-token";
-    const h = await hostCoordinationService(
-      { chief: ["localhost:0"] },
-      { logger: quiet, stopGraceMs: 100, token, tls: { certFile: f("server.pem"), keyFile: f("server.key"), caFile: f("ca.pem") }, coordination: { heartbeatTimeoutMs } },
-    );
-    hosts.push(h);
-    const worker = taskName("worker", 0);
-    const tasks = [chief, worker];
-    const timeouts = { heartbeatTimeoutMs };
-    const c = h.client({ task: chief, tasks, isChief: true, timeouts });
-    const w = connectCoordinationService(
-      h.server.target,
-      { task: worker, tasks, isChief: false, timeouts },
-      { token, tls: { caFile: f("ca.pem"), certFile: f("client.pem"), keyFile: f("client.key") } },
-    );
-    clients.push(c, w);
-    await within(Promise.all([c.connect(), w.connect()]), 20_000, "registration");
-    await new Promise((r) => setTimeout(r, 2 * heartbeatTimeoutMs)); // heartbeats alone keep the worker alive
-    await c.insert("still", "alive");
-    expect(await w.tryGet("still")).toBe("alive");
-  });
-});

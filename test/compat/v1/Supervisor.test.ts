@@ -14,7 +14,6 @@ import { USE_DEFAULT } from "../../../src/useDefault.js";
 import { FakeSession, VirtualClock } from "../../../src/testing/index.js";
 import { fakeTask } from "../../util/fakeTask.js";
 import { useTempDirs } from "../../util/tempDirs.js";
-import { runFixture } from "../../util/runFixture.js";
 import { eventFiles, readEvents, type DecodedEvent } from "../../summary/decoder.js";
 
 const tempDir = useTempDirs("sv-test-");
@@ -402,14 +401,3 @@ describe("Supervisor with a task: the task object of startTask() in place of isC
   });
 });
 
-describe("Supervisor daemon semantics", () => {
-  it("a program that leaves the standard services running exits on its own (the services are daemons)", async () => {
-    const logdir = tempDir();
-    const run = await runFixture("test/fixtures/daemon/services.ts", ["supervisor", logdir]);
-    expect(run.killed, `the child did not exit by itself; output:\n${run.output}`).toBe(false);
-    expect(run.code).toBe(0);
-    expect(run.output).toContain("supervisor services started");
-    // The services' first iterations ran: a checkpoint and the event file are there.
-    expect(readdirSync(logdir)).toEqual(expect.arrayContaining([expect.stringMatching(/^model\.ckpt-\d+\.index$/), expect.stringContaining("tfevents")]));
-  });
-});

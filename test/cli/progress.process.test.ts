@@ -12,7 +12,7 @@ import { useTempDirs } from "../util/tempDirs.js";
 
 const tempDir = useTempDirs("ms-progress-");
 const hasScript = spawnSync("script", ["--version"]).status === 0;
-if (!hasScript) console.warn("SKIPPED test/cli/progress.test.ts: util-linux script(1) is not installed");
+if (!hasScript) console.warn("SKIPPED test/cli/progress.process.test.ts: util-linux script(1) is not installed");
 
 const quote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
 // eslint-disable-next-line no-control-regex

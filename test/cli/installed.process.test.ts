@@ -18,7 +18,7 @@ import { useTempDirs } from "../util/tempDirs.js";
 const tempDir = useTempDirs("ms-installed-");
 const npm = spawnSync("npm", ["--version"], { encoding: "utf8" });
 const hasNpm = npm.status === 0;
-if (!hasNpm) console.warn("SKIPPED test/cli/installed.test.ts: npm is not available");
+if (!hasNpm) console.warn("SKIPPED test/cli/installed.process.test.ts: npm is not available");
 
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { version: string; devDependencies: Record<string, string> };
 

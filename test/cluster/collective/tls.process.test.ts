@@ -20,7 +20,7 @@ const hasOpenssl = (() => {
     return false;
   }
 })();
-if (!hasOpenssl) console.warn("SKIP TLS tests of test/cluster/collective/tls.test.ts: no openssl on PATH (apt-get install openssl)");
+if (!hasOpenssl) console.warn("SKIP TLS tests of test/cluster/collective/tls.process.test.ts: no openssl on PATH (apt-get install openssl)");
 
 const dir = hasOpenssl ? mkdtempSync(join(tmpdir(), "ms-collective-tls-")) : "";
 afterAll(() => {

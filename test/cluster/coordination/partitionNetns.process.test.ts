@@ -34,7 +34,7 @@ const unsupported = ((): string | undefined => {
 })();
 
 if (unsupported !== undefined) {
-  console.warn(`SKIP network-namespace partition test: \`ip netns add\` does not work here (${unsupported}); the proxy variant in partition.test.ts covers the scenario`);
+  console.warn(`SKIP network-namespace partition test: \`ip netns add\` does not work here (${unsupported}); the proxy variant in partition.process.test.ts covers the scenario`);
 }
 
 /** A 10.213.N.0/30 that no route of this host uses (another run's veth may still exist). */

@@ -84,7 +84,7 @@ describe("termination notices on the bundled TensorFlow.js job", () => {
 
   it("npm start and npm run cli exec the trainer (so npm's signal reaches it, as the next test shows for `npm run cli`)", () => {
     const scripts = (JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8")) as { scripts: Record<string, string> }).scripts;
-    // `--conditions`: a job inside the repository imports the package by name (test/cli/selfReference.test.ts).
+    // `--conditions`: a job inside the repository imports the package by name (test/cli/selfReference.process.test.ts).
     expect(scripts["start"]).toBe("exec node --conditions=monitored-session-source --import tsx src/cli/main.ts run examples/tfjs-classifier.yaml");
     expect(scripts["cli"]).toBe("exec node --conditions=monitored-session-source --import tsx src/cli/main.ts");
   });

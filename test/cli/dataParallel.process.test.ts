@@ -31,7 +31,7 @@ import { useTempDirs } from "../util/tempDirs.js";
 import { makeCertificates, opensslVersion } from "../util/tlsCertificates.js";
 
 const tempDir = useTempDirs("ms-data-parallel-");
-if (opensslVersion === undefined) console.warn("SKIP the TLS test of test/cli/dataParallel.test.ts: no openssl on PATH (apt-get install openssl)");
+if (opensslVersion === undefined) console.warn("SKIP the TLS test of test/cli/dataParallel.process.test.ts: no openssl on PATH (apt-get install openssl)");
 const job = join(repoRoot, "test/fixtures/cli/dp-classifier-job.ts");
 const LAST_STEP = 8;
 
