@@ -237,13 +237,17 @@ export const waitForPodTfConfig = async (options: PodResolverOptions = {}): Prom
   const pod = decoded.right;
   if (pod === undefined) return undefined;
   const timeoutSecs = options.dnsTimeoutSecs ?? dnsTimeoutOf(env);
+  const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  log(
+    `This pod is task ${pod.taskType}:${pod.taskIndex} of ${pod.workers} in ${pod.mode === "jobset" ? "JobSet" : "Job"} ${pod.setName}${pod.restartAttempt === undefined ? "" : ` (restart attempt ${pod.restartAttempt})`}, from the pod's environment.`,
+  );
   const names = podHostnames(pod);
   const self = pod.taskType === CHIEF_JOB ? names.chief : (names.workers[pod.taskIndex] as string);
   const peers = [names.chief, ...names.workers].filter((h) => h !== self).map((h) => podDnsName(h, pod));
   await waitForNames(peers, {
     lookup: options.lookup ?? dnsLookup,
     clock: options.clock ?? systemClock,
-    log: options.log ?? ((line) => process.stderr.write(`${line}\n`)),
+    log,
     timeoutSecs,
   });
   return podTfConfigOf(pod);

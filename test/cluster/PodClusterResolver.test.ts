@@ -104,7 +104,10 @@ describe("waiting for the peers' DNS names (virtual clock, fake DNS)", () => {
     const lines: string[] = [];
     const resolved = await settle(clock, resolvePodCluster({ env: jobSetPod("worker", 0), lookup: dns.lookup, clock, log: (l) => lines.push(l) }));
     expect(resolved).toMatchObject({ taskType: "worker", taskIndex: 0, isChief: false, numWorkers: 3, idInCluster: 1 });
-    expect(lines).toEqual([expect.stringMatching(/^Waiting for the peer task's DNS name mnist-chief-0-0\.mnist\.team-a\.svc to resolve \(.*up to 600 s more\)\.$/)]);
+    expect(lines).toEqual([
+      expect.stringMatching(/^This pod is task worker:0 of 3 in JobSet mnist( \(restart attempt \d+\))?, from the pod's environment\.$/),
+      expect.stringMatching(/^Waiting for the peer task's DNS name mnist-chief-0-0\.mnist\.team-a\.svc to resolve \(.*up to 600 s more\)\.$/),
+    ]);
     // Its own name is never waited for; the chief was asked until it resolved, once a second.
     expect(new Set(dns.asked)).toEqual(new Set(["mnist-chief-0-0.mnist.team-a.svc", "mnist-worker-0-1.mnist.team-a.svc"]));
     expect(dns.asked.filter((n) => n.startsWith("mnist-chief")).length).toBe(6);
@@ -117,8 +120,9 @@ describe("waiting for the peers' DNS names (virtual clock, fake DNS)", () => {
     const lines: string[] = [];
     const waiting = waitForPodTfConfig({ env: jobSetPod("chief", 0, { [POD_ENV.dnsTimeoutSecs]: "30" }), lookup: dns.lookup, clock, log: (l) => lines.push(l) });
     await expect(settle(clock, waiting)).rejects.toThrow(new PeerNotResolvedError("mnist-worker-0-1.mnist.team-a.svc", 30));
-    expect(lines).toHaveLength(1);
-    expect(lines[0]).toContain("mnist-worker-0-1.mnist.team-a.svc");
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatch(/^This pod is task chief:0 of \d+ in JobSet mnist/);
+    expect(lines[1]).toContain("mnist-worker-0-1.mnist.team-a.svc");
   });
 
   it("TF_CONFIG set: no DNS is asked", async () => {
