@@ -25,7 +25,7 @@ const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { ve
 /** The plugin example of docs/configuration.md, so that the documented example is the one that runs. */
 const PLUGIN = ((): string => {
   const doc = readFileSync(join(root, "docs", "configuration.md"), "utf8");
-  const m = /<!-- test\/cli\/installed\.test\.ts[^>]*-->\n```js\n([\s\S]*?)```/.exec(doc);
+  const m = /<!-- test\/cli\/installed\.process\.test\.ts[^>]*-->\n```js\n([\s\S]*?)```/.exec(doc);
   if (m === null) throw new Error("docs/configuration.md lost its plugin example");
   return m[1] as string;
 })();

@@ -31,7 +31,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { constants } from "node:os";
 import { join, posix } from "node:path";
 import { afterAll, afterEach, beforeAll, expect } from "vitest";
@@ -262,9 +262,10 @@ export const jobSetOfManifest = async (options: SimManifestOptions): Promise<Sim
       });
     }
   }
-  // The image: the project's files the job needs.
-  symlinkSync(join(root, "node_modules"), join(workdir, "node_modules"));
-  symlinkSync(join(root, "examples"), join(workdir, "examples"));
+  // The image: the project's files the job needs, bind-mounted into each pod over these empty
+  // directories (IMAGE_FILES). Not symlinks: a clone under /tmp would vanish behind the pod's
+  // own /tmp (an emptyDir), and a bind mount made before it keeps pointing at the files.
+  for (const dir of IMAGE_FILES) mkdirSync(join(workdir, dir));
   const claims = new Map<string, string>();
   let checkpointDir: string | undefined;
   for (const pod of pods) {
@@ -413,7 +414,7 @@ export class JobSetDriver {
     const name = `${pod.hostname}-${randomBytes(3).toString("hex").slice(0, 5)}`;
     const podDir = join(set.podsDir, name);
     mkdirSync(podDir, { recursive: true });
-    const mounts: string[] = [];
+    const mounts: string[] = IMAGE_FILES.flatMap((dir) => [join(root, dir), join(set.workdir, dir), "ro"]);
     for (const m of pod.container["volumeMounts"] as Json[]) {
       const volume = volumeOf(pod, m["name"] as string);
       let source: string;
@@ -572,6 +573,9 @@ export const latestCheckpoint = (set: SimJobSet): string | undefined => {
 // ---------------------------------------------------------------------------------------------
 // utils
 // ---------------------------------------------------------------------------------------------
+
+/** The project's directories the image holds (beside the manifest's mount points): bind-mounted read-only into each pod's copy of the image. */
+const IMAGE_FILES = ["node_modules", "examples"] as const;
 
 /**
  * Run in the pod's network namespace, in new mount and UTS namespaces: the hostname, the hosts
