@@ -229,7 +229,7 @@ export const jobSetOfManifest = async (options: SimManifestOptions): Promise<Sim
   const workdir = join(options.dir, "image");
   mkdirSync(workdir);
   const args = ["manifest", "kubernetes", options.config, "--workers", String(options.workers), "--image", "sim:1", "--name", "sim"];
-  args.push("--workdir", workdir, "--cli", join(root, "src/cli/main.ts"), "--checkpoint-pvc", "sim-ckpt", "--max-restarts", String(options.maxRestarts));
+  args.push("--workdir", workdir, "--cli", "src/cli/main.ts", "--checkpoint-pvc", "sim-ckpt", "--max-restarts", String(options.maxRestarts));
   const r = await cliInProcess(args);
   if (r.code !== 0) throw new Error(`manifest kubernetes exited ${String(r.code)}: ${r.stderr}`);
   const objects = parseAllDocuments(r.stdout).map((d) => d.toJS() as Json);
@@ -265,7 +265,10 @@ export const jobSetOfManifest = async (options: SimManifestOptions): Promise<Sim
   // The image: the project's files the job needs, bind-mounted into each pod over these empty
   // directories (IMAGE_FILES). Not symlinks: a clone under /tmp would vanish behind the pod's
   // own /tmp (an emptyDir), and a bind mount made before it keeps pointing at the files.
-  for (const dir of IMAGE_FILES) mkdirSync(join(workdir, dir));
+  for (const entry of IMAGE_FILES) {
+    if (entry.endsWith(".json")) writeFileSync(join(workdir, entry), "");
+    else mkdirSync(join(workdir, entry));
+  }
   const claims = new Map<string, string>();
   let checkpointDir: string | undefined;
   for (const pod of pods) {
@@ -574,8 +577,12 @@ export const latestCheckpoint = (set: SimJobSet): string | undefined => {
 // utils
 // ---------------------------------------------------------------------------------------------
 
-/** The project's directories the image holds (beside the manifest's mount points): bind-mounted read-only into each pod's copy of the image. */
-const IMAGE_FILES = ["node_modules", "examples"] as const;
+/**
+ * What the image holds of the project (examples/kubernetes/Dockerfile copies the project into
+ * its working directory), bind-mounted read-only into each pod's copy of the image: the CLI's
+ * sources and the bundled job with what they import, and package.json (`"type": "module"`).
+ */
+const IMAGE_FILES = ["node_modules", "src", "hooks", "examples", "package.json"] as const;
 
 /**
  * Run in the pod's network namespace, in new mount and UTS namespaces: the hostname, the hosts
