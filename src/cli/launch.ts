@@ -160,6 +160,13 @@ export const CLUSTER_FLAGS: readonly ClusterFlag[] = [
     help: "the etcd cluster's client URLs, comma-separated (--backend etcd only)",
     value: (s) => s.split(",").map((u) => u.trim()).filter((u) => u !== ""),
   },
+  {
+    flags: "--etcd-prefix <prefix>",
+    name: "etcdPrefix",
+    key: "etcdPrefix",
+    help: "the job's etcd key prefix, ending with / (default: monitored-session/ and a hash of the cluster's addresses; --backend etcd only)",
+    value: (s) => s,
+  },
   { flags: "--token-file <path>", name: "tokenFile", key: "tokenFile", help: "a file whose first line is the shared cluster token", value: pathFrom },
   { flags: "--tls-cert <path>", name: "tlsCert", key: "tls.certFile", help: "TLS: each task's certificate chain (PEM); with --tls-key", value: pathFrom },
   { flags: "--tls-key <path>", name: "tlsKey", key: "tls.keyFile", help: "TLS: the certificate's private key (PEM)", value: pathFrom },

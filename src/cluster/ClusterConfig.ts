@@ -60,6 +60,12 @@ export const BindAddress = refined(
   (u): u is string => typeof u === "string" && (parseAddress(u) !== undefined || /^(\[[^\]]+\]|[^:\s[\]]+)$/.test(u)),
 );
 
+/** An etcd key prefix: printable, no spaces, ending with `/`. */
+const EtcdPrefix = refined(
+  'an etcd key prefix ending with "/" (e.g. "jobs/mnist-1/"), printable, without spaces',
+  (u): u is string => typeof u === "string" && /^[!-~]+\/$/.test(u),
+);
+
 /** TLS from PEM files. */
 export const ClusterTls = struct("ClusterTls", "TLS for the cluster's servers and clients, from PEM files.", {
   certFile: required(NonEmptyString, "This task's certificate chain (PEM)."),
@@ -75,6 +81,11 @@ const ClusterSectionStruct = struct(
   {
     backend: optional(t.keyof({ embedded: null, etcd: null }, '"embedded" or "etcd"'), "Where the coordination state lives: in the chief's server, or in etcd.", "embedded"),
     etcdEndpoints: optional(t.array(EtcdEndpoint, "a list of etcd URLs"), "The etcd cluster's client URLs (backend: etcd only)."),
+    etcdPrefix: optional(
+      EtcdPrefix,
+      "The key prefix of this job's coordination state in etcd (backend: etcd only): one per job sharing an etcd, the same for every task and across restarts.",
+      "monitored-session/<a hash of TF_CONFIG's cluster>/",
+    ),
     tokenFile: optional(NonEmptyString, "A file whose first line is the shared cluster token every call must carry.", "MONITORED_SESSION_CLUSTER_TOKEN, else no token"),
     tls: optional(ClusterTls, "TLS from PEM files.", "plaintext"),
     bindAddress: optional(BindAddress, "Where this task's server listens, when not its TF_CONFIG address (NAT, Kubernetes).", "the task's address"),
@@ -95,6 +106,9 @@ const ClusterSectionStruct = struct(
     }
     if (!etcd && endpoints !== undefined) {
       out.push({ key: "etcdEndpoints", message: `is only used with backend: etcd (the backend is ${v.backend ?? "embedded"}); remove it or set backend: etcd` });
+    }
+    if (!etcd && v.etcdPrefix !== undefined) {
+      out.push({ key: "etcdPrefix", message: `is only used with backend: etcd (the backend is ${v.backend ?? "embedded"}); remove it or set backend: etcd` });
     }
     const timeouts = v.timeouts as Record<string, unknown> | undefined;
     const timeout = timeouts?.["heartbeatTimeoutSecs"];

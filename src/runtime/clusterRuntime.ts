@@ -23,6 +23,8 @@
  * @module
  */
 
+import { createHash } from "node:crypto";
+
 import { systemClock, type Clock } from "../Clock.js";
 import type { ClusterSpec } from "../cluster/ClusterSpec.js";
 import type { CoordinationClient, CoordinationClientOptions } from "../cluster/coordination/CoordinationClient.js";
@@ -133,6 +135,16 @@ const STARTED_BARRIER = "monitored-session/run/sessions-created";
 /** How long a chief that hosts the coordination service serves it for the tasks still training, by default. */
 const DEFAULT_DRAIN_TIMEOUT_MS = 3_600_000;
 
+/**
+ * The etcd key prefix of a cluster without `cluster.etcdPrefix`: `monitored-session/` and a hash
+ * of its jobs and addresses. Two jobs on one etcd get their own keys; a task or a whole group
+ * restarted with the same TF_CONFIG finds its job's generation counter again.
+ */
+export const defaultEtcdPrefix = (spec: ClusterSpec): string => {
+  const jobs = Object.entries(spec.asDict()).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return `monitored-session/${createHash("sha256").update(JSON.stringify(jobs)).digest("hex").slice(0, 16)}/`;
+};
+
 /** How long a worker waits for its chief by default (`monitoredTrainingSession`'s `maxWaitSecs`). */
 const DEFAULT_MAX_WAIT_SECS = 7200;
 
@@ -178,7 +190,8 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     logger,
   };
   const etcd = o.backend === "etcd";
-  const newEtcdClient = (): CoordinationClient => usage(() => new EtcdCoordinationClient({ ...clientOptions, hosts: o.etcdEndpoints ?? [] }));
+  const etcdPrefix = o.etcdPrefix ?? defaultEtcdPrefix(spec);
+  const newEtcdClient = (): CoordinationClient => usage(() => new EtcdCoordinationClient({ ...clientOptions, hosts: o.etcdEndpoints ?? [], prefix: etcdPrefix }));
   /** Tells the workers waiting for the chief's model that it is published (set once the client is registered). */
   let announcePublished: () => void = () => undefined;
   const publisher = task.isChief ? new ModelPublisher({ taskName: me, logger, onPublished: () => announcePublished() }) : undefined;
@@ -223,7 +236,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     }
   }
   logger.info(
-    `Server of ${task.name} serving ${task.master}; registering with the coordination service (${etcd ? `etcd at ${(o.etcdEndpoints ?? []).join(", ")}` : `embedded, hosted by the chief at grpc://${chiefAddressOf(spec)}`}): waiting for ${tasks.length} task${tasks.length === 1 ? "" : "s"}.`,
+    `Server of ${task.name} serving ${task.master}; registering with the coordination service (${etcd ? `etcd at ${(o.etcdEndpoints ?? []).join(", ")}, keys under ${etcdPrefix}` : `embedded, hosted by the chief at grpc://${chiefAddressOf(spec)}`}): waiting for ${tasks.length} task${tasks.length === 1 ? "" : "s"}.`,
   );
   try {
     await connectCurrent(client, timeouts.registrationTimeoutMs ?? defaultCoordinationTimeouts.registrationTimeoutMs, clock, logger);

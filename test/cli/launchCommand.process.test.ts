@@ -62,7 +62,7 @@ const lines = (text: string): string[] => text.split("\n").filter((l) => l !== "
 describe("monitored-session launch -- <command>", { timeout: 160_000 }, () => {
   it("--workers 3: each task runs the command with its own TF_CONFIG (one cluster of distinct loopback ports, its own task), MONITORED_SESSION_LAUNCH_READY=1 and the settings from the flags", async () => {
     const r = await launch(
-      ["--workers", "3", "--backend", "etcd", "--etcd-endpoints", "http://127.0.0.1:2379,http://127.0.0.1:2380", "--token-file", "secrets/token", "--heartbeat-timeout", "5", "--collective-timeout", "30"],
+      ["--workers", "3", "--backend", "etcd", "--etcd-endpoints", "http://127.0.0.1:2379,http://127.0.0.1:2380", "--etcd-prefix", "jobs/a/", "--token-file", "secrets/token", "--heartbeat-timeout", "5", "--collective-timeout", "30"],
       taskCommand(),
     ).done;
     expect(r.code, r.stderr).toBe(0);
@@ -81,6 +81,7 @@ describe("monitored-session launch -- <command>", { timeout: 160_000 }, () => {
     expect(settingsOf(r.stdout, 3)).toEqual({
       backend: "etcd",
       etcdEndpoints: ["http://127.0.0.1:2379", "http://127.0.0.1:2380"],
+      etcdPrefix: "jobs/a/",
       // Relative to launch's working directory.
       tokenFile: join(repoRoot, "secrets/token"),
       timeouts: { heartbeatTimeoutSecs: 5 },

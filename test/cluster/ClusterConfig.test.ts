@@ -55,6 +55,13 @@ describe("the cluster: configuration section", () => {
     expect(problems({ etcdEndpoints: ["http://h:2379"] })).toEqual([
       "etcdEndpoints: is only used with backend: etcd (the backend is embedded); remove it or set backend: etcd",
     ]);
+    expect(problems({ etcdPrefix: "jobs/a/" })).toEqual(["etcdPrefix: is only used with backend: etcd (the backend is embedded); remove it or set backend: etcd"]);
+    expect(problems({ backend: "etcd", etcdEndpoints: ["http://h:2379"], etcdPrefix: "jobs/a/" })).toEqual([]);
+    for (const bad of ["jobs/a", "jobs /a/", ""]) {
+      expect(problems({ backend: "etcd", etcdEndpoints: ["http://h:2379"], etcdPrefix: bad })).toEqual([
+        `etcdPrefix: expected an etcd key prefix ending with "/" (e.g. "jobs/mnist-1/"), printable, without spaces, got ${JSON.stringify(bad)}`,
+      ]);
+    }
     expect(problems({ backend: "etcd", etcdEndpoints: ["h:2379"] })).toEqual([
       'etcdEndpoints[0]: expected an http:// or https:// URL (http://host:2379), got "h:2379"',
     ]);
