@@ -8,14 +8,28 @@
  *   3  src/config, src/compat/v1 and src/cluster (beside config)
  *   2  src/preemption, src/tfjs, src/testing, src/training
  *   1  hooks/, and src/board (the server of `monitored-session board`, on the summary reader)
- *   0  core: src/*.ts, src/checkpoint, src/summary, src/internal
+ *   0  the core, in floors (CORE_FLOORS, bottom first): a floor imports only the floors below it
+ *      and itself, never one above
  *
  * A layer imports only the layers below it (and its own folder). The `allowed` rules are the
  * whole matrix: an import that none of them allows is an error, so a new folder is placed here
  * before anything in it can import. `src/index.ts` (the package's `.`) is the core plus the
  * training factory.
  */
-const CORE = "^src/(?:[^/]+\\.ts$|checkpoint/|summary/|internal/)";
+
+/** The core's floors, bottom first: [name, the paths on it]. */
+const CORE_FLOORS = [
+  ["util: leaf helpers that import nothing of src/", "^src/util/"],
+  ["errors and the Logger interface", "^src/(?:errors|Logger)\\.ts$"],
+  ["time: Clock, ClockScheduler", "^src/time/"],
+  ["the session contract: Session, Tensor, Graph, Collective; the codecs (codec.ts)", "^src/(?:session/|codec\\.ts$)"],
+  ["coordinator: Coordinator, Looper", "^src/coordinator/"],
+  ["the services: checkpoint and summary", "^src/(?:checkpoint|summary)/"],
+  ["creation: SessionManager, Scaffold, the session creators, ResumableState", "^src/creation/"],
+  ["the hook API: SessionRunHook, SessionEvent", "^src/hook/"],
+  ["the pipeline: MonitoredSession and its session layers, SessionTarget, EventLoopYield", "^src/pipeline/"],
+];
+const CORE = CORE_FLOORS.map(([, path]) => path);
 const ROOT_BARREL = "^src/index\\.ts$";
 const HOOKS = "^hooks/";
 const MIDDLE = "^src/(?:preemption|tfjs|testing|training)/";
@@ -28,60 +42,60 @@ module.exports = {
       from: {},
       to: { dependencyTypes: ["npm", "npm-dev", "npm-peer", "npm-optional", "npm-no-pkg", "npm-unknown", "core"] },
     },
-    {
-      comment: "0. The core (Session, MonitoredSession, Coordinator, Clock, errors, checkpoint, summary) imports the core.",
-      from: { path: CORE, pathNot: ROOT_BARREL },
-      to: { path: CORE, pathNot: ROOT_BARREL },
-    },
+    ...CORE_FLOORS.map(([name, path], i) => ({
+      comment: `0.${i} The core's floor "${name}" imports its own floor and the floors below it.`,
+      from: { path },
+      to: { path: CORE.slice(0, i + 1) },
+    })),
     {
       comment: "1. hooks/ imports the core.",
       from: { path: HOOKS },
-      to: { path: [CORE, HOOKS], pathNot: ROOT_BARREL },
+      to: { path: [...CORE, HOOKS], pathNot: ROOT_BARREL },
     },
     {
       comment: "2. preemption, tfjs, testing and training import the core, hooks/ and their own folder (not each other).",
       from: { path: "^src/(preemption|tfjs|testing|training)/" },
-      to: { path: [CORE, HOOKS, "^src/$1/"], pathNot: ROOT_BARREL },
+      to: { path: [...CORE, HOOKS, "^src/$1/"], pathNot: ROOT_BARREL },
     },
     {
       comment: "1. board (the server of `monitored-session board`) imports the core and its own folder.",
       from: { path: "^src/board/" },
-      to: { path: [CORE, "^src/board/"], pathNot: ROOT_BARREL },
+      to: { path: [...CORE, "^src/board/"], pathNot: ROOT_BARREL },
     },
     {
       comment: "3. cluster (beside config) imports every layer below it and its own folder.",
       from: { path: "^src/cluster/" },
-      to: { path: [CORE, HOOKS, MIDDLE, "^src/cluster/"], pathNot: ROOT_BARREL },
+      to: { path: [...CORE, HOOKS, MIDDLE, "^src/cluster/"], pathNot: ROOT_BARREL },
     },
     {
       comment: "3. config imports every layer below it, its own folder, and cluster's `cluster:` section codec (cluster never imports config).",
       from: { path: "^src/config/" },
-      to: { path: [CORE, HOOKS, MIDDLE, "^src/config/", "^src/cluster/ClusterConfig\\.ts$"], pathNot: ROOT_BARREL },
+      to: { path: [...CORE, HOOKS, MIDDLE, "^src/config/", "^src/cluster/ClusterConfig\\.ts$"], pathNot: ROOT_BARREL },
     },
     {
       comment: "4. The runtime (a task of a cluster) imports every layer below it, config and cluster, and its own folder.",
       from: { path: "^src/runtime/" },
-      to: { path: [CORE, HOOKS, MIDDLE, "^src/(?:runtime|config|cluster)/"], pathNot: ROOT_BARREL },
+      to: { path: [...CORE, HOOKS, MIDDLE, "^src/(?:runtime|config|cluster)/"], pathNot: ROOT_BARREL },
     },
     {
       comment: "5. The CLI imports every layer below it (the runtime through its public index only; the entry point reads the tiny launchReady.ts before anything loads), and its own folder.",
       from: { path: "^src/cli/" },
-      to: { path: [CORE, HOOKS, MIDDLE, "^src/(?:cli|config|cluster|board|kubernetes)/", "^src/runtime/(?:index|launchReady)\\.ts$"], pathNot: ROOT_BARREL },
+      to: { path: [...CORE, HOOKS, MIDDLE, "^src/(?:cli|config|cluster|board|kubernetes)/", "^src/runtime/(?:index|launchReady)\\.ts$"], pathNot: ROOT_BARREL },
     },
     {
       comment: "5. kubernetes (the manifests, beside the CLI) imports every layer below it (the runtime through its public index only), the CLI's exit codes, and its own folder.",
       from: { path: "^src/kubernetes/" },
-      to: { path: [CORE, HOOKS, MIDDLE, "^src/(?:kubernetes|config|cluster)/", "^src/runtime/index\\.ts$", "^src/cli/exitCodes\\.ts$"], pathNot: ROOT_BARREL },
+      to: { path: [...CORE, HOOKS, MIDDLE, "^src/(?:kubernetes|config|cluster)/", "^src/runtime/index\\.ts$", "^src/cli/exitCodes\\.ts$"], pathNot: ROOT_BARREL },
     },
     {
       comment: "3. compat/v1 (TensorFlow 1's Supervisor) imports every layer below it and its own folder.",
       from: { path: "^src/compat/v1/" },
-      to: { path: [CORE, HOOKS, MIDDLE, "^src/compat/v1/"], pathNot: ROOT_BARREL },
+      to: { path: [...CORE, HOOKS, MIDDLE, "^src/compat/v1/"], pathNot: ROOT_BARREL },
     },
     {
       comment: "`.` re-exports the core and the training factory; every other area has its own subpath.",
       from: { path: ROOT_BARREL },
-      to: { path: [CORE, "^src/training/"], pathNot: ROOT_BARREL },
+      to: { path: [...CORE, "^src/training/"], pathNot: ROOT_BARREL },
     },
   ],
   allowedSeverity: "error",
@@ -96,9 +110,9 @@ module.exports = {
     {
       name: "hooks-not-core-internals",
       severity: "error",
-      comment: "hooks/ builds on the core's public modules, never on its internal/ folders.",
+      comment: "hooks/ builds on the hook API below the pipeline, never on the pipeline (MonitoredSession's layers) or an internal/ folder.",
       from: { path: HOOKS },
-      to: { path: ["^src/internal/", "^src/[a-z0-9]+/internal/"] },
+      to: { path: ["^src/pipeline/", "^src/[a-z0-9]+/internal/"] },
     },
     {
       name: "hooks-internal-is-private",

@@ -21,19 +21,29 @@ export default defineConfig({
         test: {
           name: "unit",
           include: ["test/**/*.test.ts"],
-          // A unit test starts no process (test/setup/processGuard.ts): those that need real
-          // processes are named *.process.test.ts and run in the integration project.
-          exclude: ["test/integration/**", "test/**/*.process.test.ts", "test/util/**", "test/fixtures/**", "node_modules/**"],
+          // A unit test uses no real process (test/setup/processGuard.ts) and no real time (a
+          // VirtualClock, or a wait on an event). Tests that start processes are named
+          // *.process.test.ts; tests that depend on wall-clock time (worker threads, sockets with
+          // deadlines, real heartbeats) are named *.realtime.test.ts. Both run in the integration project.
+          exclude: [
+            "test/integration/**",
+            "test/**/*.process.test.ts",
+            "test/**/*.realtime.test.ts",
+            "test/util/**",
+            "test/fixtures/**",
+            "node_modules/**",
+          ],
           // Added to the root's setupFiles (networkGuard.ts): projects that extend the root concatenate them.
           setupFiles: ["test/setup/processGuard.ts"],
         },
       },
       {
-        // Real processes killed and crashed at seeded random moments (TEST_SEED replays a run).
+        // Real processes killed and crashed at seeded random moments (TEST_SEED replays a run),
+        // and the tests that depend on wall-clock time (*.realtime.test.ts).
         extends: true,
         test: {
           name: "integration",
-          include: ["test/integration/**/*.test.ts", "test/**/*.process.test.ts"],
+          include: ["test/integration/**/*.test.ts", "test/**/*.process.test.ts", "test/**/*.realtime.test.ts"],
         },
       },
     ],

@@ -20,9 +20,9 @@ import { join } from "node:path";
 
 import { AsyncCheckpointer, BundleSaver, CheckpointManager, dataPath } from "../src/checkpoint/index.js";
 import { syncCounters } from "../src/checkpoint/internal/files.js";
-import { Graph } from "../src/Graph.js";
+import { Graph } from "../src/session/Graph.js";
 import { silentLogger } from "../src/Logger.js";
-import type { TensorValue } from "../src/Tensor.js";
+import type { TensorValue } from "../src/session/Tensor.js";
 import { elapsedMs, median, round } from "./stats.js";
 
 interface Case {

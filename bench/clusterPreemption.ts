@@ -32,9 +32,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-import { systemClock } from "../src/Clock.js";
+import { systemClock } from "../src/time/Clock.js";
 import { EmbeddedCoordinationClient, EmbeddedCoordinationService, inProcessTransport, taskName } from "../src/cluster/coordination/index.js";
-import { Graph } from "../src/Graph.js";
+import { Graph } from "../src/session/Graph.js";
 import { silentLogger } from "../src/Logger.js";
 import { PreemptionCheckpointHandler, type PreemptionClusterResolver } from "../src/preemption/index.js";
 import { killLaunchTree, repoRoot, startCli, type CliChild } from "../test/util/cliChild.js";

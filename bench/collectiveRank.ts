@@ -34,7 +34,7 @@ import { createHash } from "node:crypto";
 import { createServer, connect, type Socket } from "node:net";
 import { createInterface } from "node:readline";
 import * as tf from "@tensorflow/tfjs";
-import type { Collective } from "../src/Collective.js";
+import type { Collective } from "../src/session/Collective.js";
 import { TcpCollective } from "../src/cluster/collective/TcpCollective.js";
 import { silentLogger } from "../src/Logger.js";
 import { InMemoryDataSource, tfjsSession, useBackend, type TfjsBackendName } from "../src/tfjs/index.js";

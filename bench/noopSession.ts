@@ -1,9 +1,9 @@
 /** The no-op session and monitored-session builder shared by the per-step benchmarks. */
-import { mapFetchesAny } from "../src/internal/fetches.js";
+import { mapFetchesAny } from "../src/session/fetches.js";
 import { silentLogger } from "../src/Logger.js";
-import { MonitoredSession } from "../src/MonitoredSession.js";
-import type { Feeds, Fetches, Session } from "../src/Session.js";
-import type { SessionRunHook } from "../src/SessionRunHook.js";
+import { MonitoredSession } from "../src/pipeline/MonitoredSession.js";
+import type { Feeds, Fetches, Session } from "../src/session/Session.js";
+import type { SessionRunHook } from "../src/hook/SessionRunHook.js";
 
 /**
  * A session whose `train` op increments the global step and whose other names read constants.

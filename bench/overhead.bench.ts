@@ -24,10 +24,10 @@ import {
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
-import { systemClock } from "../src/Clock.js";
-import { EventLoopYield } from "../src/EventLoopYield.js";
+import { systemClock } from "../src/time/Clock.js";
+import { EventLoopYield } from "../src/pipeline/EventLoopYield.js";
 import { silentLogger } from "../src/Logger.js";
-import type { SessionRunHook } from "../src/SessionRunHook.js";
+import type { SessionRunHook } from "../src/hook/SessionRunHook.js";
 import { monitoredNoop, noopSession } from "./noopSession.js";
 import { median, round } from "./stats.js";
 

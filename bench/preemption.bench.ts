@@ -39,7 +39,7 @@ import { join } from "node:path";
 import job from "../examples/tfjs-classifier.job.js";
 import { CheckpointManager } from "../src/checkpoint/index.js";
 import { silentLogger } from "../src/Logger.js";
-import type { Session, VariableStore } from "../src/Session.js";
+import type { Session, VariableStore } from "../src/session/Session.js";
 import { repoRoot, startCli, type CliChild } from "../test/util/cliChild.js";
 import { agreementModes, measureAgreement, measureCheckOverhead } from "./clusterPreemption.js";
 import { median, mulberry32, round } from "./stats.js";

@@ -23,7 +23,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { firstValueFrom } from "rxjs";
 import { SummarySaverHook } from "../hooks/SummarySaverHook.js";
-import type { MonitoredSession } from "../src/MonitoredSession.js";
+import type { MonitoredSession } from "../src/pipeline/MonitoredSession.js";
 import { SummaryWriter } from "../src/summary/SummaryWriter.js";
 import { monitoredNoop } from "./noopSession.js";
 import { elapsedMs, median, round } from "./stats.js";

@@ -6,7 +6,7 @@
 import * as tf from "@tensorflow/tfjs";
 
 import { defineJob, type JobContext } from "../src/config/index.js";
-import { Scaffold } from "../src/Scaffold.js";
+import { Scaffold } from "../src/creation/Scaffold.js";
 import { InMemoryDataSource, tfjsSession } from "../src/tfjs/index.js";
 import { accuracy, buildDeepModel, buildOptimizer, classifierLoss, makeSpirals } from "./tfjs-classifier-data.js";
 

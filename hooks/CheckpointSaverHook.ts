@@ -13,7 +13,7 @@ import { resolve as resolvePath } from "node:path";
 
 import * as t from "io-ts";
 
-import type { Clock } from "../src/Clock.js";
+import type { Clock } from "../src/time/Clock.js";
 import {
   AsyncCheckpointer,
   BundleSaver,
@@ -38,8 +38,8 @@ import {
 } from "../src/codec.js";
 import { DeadlineExceededError, RuntimeError, ValueError } from "../src/errors.js";
 import type { Logger } from "../src/Logger.js";
-import type { Scaffold } from "../src/Scaffold.js";
-import type { Session, VariableStore } from "../src/Session.js";
+import type { Scaffold } from "../src/creation/Scaffold.js";
+import type { Session, VariableStore } from "../src/session/Session.js";
 import {
   SessionRunArgs,
   SessionRunHook,
@@ -47,7 +47,7 @@ import {
   type MaybePromise,
   type SessionRunContext,
   type SessionRunValues,
-} from "../src/SessionRunHook.js";
+} from "../src/hook/SessionRunHook.js";
 import { fileWriterCache, type SessionLogOptions, type SessionLogStatus } from "../src/summary/index.js";
 import { globalStepNameOf, readGlobalStep, stepValue } from "./internal/globalStep.js";
 import { hookServices, type OwnServices } from "./internal/services.js";

@@ -6,8 +6,8 @@
  */
 
 import { ValueError } from "../src/errors.js";
-import type { Feeds } from "../src/Session.js";
-import { SessionRunArgs, SessionRunHook, type SessionRunContext } from "../src/SessionRunHook.js";
+import type { Feeds } from "../src/session/Session.js";
+import { SessionRunArgs, SessionRunHook, type SessionRunContext } from "../src/hook/SessionRunHook.js";
 
 // ---------------------------------------------------------------------------------------------
 // model

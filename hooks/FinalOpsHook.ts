@@ -7,8 +7,8 @@
 
 import { OutOfRangeError, StopIteration } from "../src/errors.js";
 import type { Logger } from "../src/Logger.js";
-import type { Feeds, FetchResult, Fetches, Session } from "../src/Session.js";
-import { SessionRunHook, type HookEnv } from "../src/SessionRunHook.js";
+import type { Feeds, FetchResult, Fetches, Session } from "../src/session/Session.js";
+import { SessionRunHook, type HookEnv } from "../src/hook/SessionRunHook.js";
 import { hookServices, type OwnServices } from "./internal/services.js";
 
 // ---------------------------------------------------------------------------------------------

@@ -5,11 +5,11 @@
  * @module
  */
 
-import type { Clock } from "../src/Clock.js";
+import type { Clock } from "../src/time/Clock.js";
 import { decodeOptions, NonNegativeInt, required, struct } from "../src/codec.js";
 import type { Logger } from "../src/Logger.js";
-import type { Session } from "../src/Session.js";
-import { SessionRunHook, type HookEnv, type SessionRunContext } from "../src/SessionRunHook.js";
+import type { Session } from "../src/session/Session.js";
+import { SessionRunHook, type HookEnv, type SessionRunContext } from "../src/hook/SessionRunHook.js";
 import { globalStepNameOf, readGlobalStep } from "./internal/globalStep.js";
 import { hookServices, type OwnServices } from "./internal/services.js";
 

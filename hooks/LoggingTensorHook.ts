@@ -5,19 +5,19 @@
  * @module
  */
 
-import type { Clock } from "../src/Clock.js";
+import type { Clock } from "../src/time/Clock.js";
 import * as t from "io-ts";
 
 import { Bool, decodeOptions, defaulted, NonEmptyString, oneOf, optional, PositiveNumber, required, SafeInt, struct } from "../src/codec.js";
 import type { Logger } from "../src/Logger.js";
-import type { Session } from "../src/Session.js";
+import type { Session } from "../src/session/Session.js";
 import {
   SessionRunArgs,
   SessionRunHook,
   type HookEnv,
   type SessionRunContext,
   type SessionRunValues,
-} from "../src/SessionRunHook.js";
+} from "../src/hook/SessionRunHook.js";
 import { formatFixed3, formatValue } from "./internal/format.js";
 import { hookServices, type OwnServices } from "./internal/services.js";
 import { NeverTriggerTimer, SecondOrStepTimer, type HookTimer } from "./SecondOrStepTimer.js";

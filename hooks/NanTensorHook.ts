@@ -14,7 +14,7 @@ import {
   type HookEnv,
   type SessionRunContext,
   type SessionRunValues,
-} from "../src/SessionRunHook.js";
+} from "../src/hook/SessionRunHook.js";
 import { hookServices, type OwnServices } from "./internal/services.js";
 
 // ---------------------------------------------------------------------------------------------

@@ -13,15 +13,15 @@ import * as t from "io-ts";
 import type { Subscription } from "rxjs";
 
 import { Bool, decodeOptions, defaulted, exactlyOneOf, optional, PositiveInt, PositiveNumber, struct } from "../src/codec.js";
-import type { Session } from "../src/Session.js";
-import type { HookTimingSpan, SessionEventOf } from "../src/SessionEvent.js";
+import type { Session } from "../src/session/Session.js";
+import type { HookTimingSpan, SessionEventOf } from "../src/hook/SessionEvent.js";
 import {
   SessionRunArgs,
   SessionRunHook,
   type HookEnv,
   type SessionRunContext,
   type SessionRunValues,
-} from "../src/SessionRunHook.js";
+} from "../src/hook/SessionRunHook.js";
 import { fileWriterCache, type EventInput } from "../src/summary/index.js";
 import { globalStepNameOf, readGlobalStep, stepValue } from "./internal/globalStep.js";
 import { encodeRunMetadata, type NodeStats } from "./internal/runMetadata.js";

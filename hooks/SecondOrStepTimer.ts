@@ -5,7 +5,7 @@
  * @module
  */
 
-import { systemClock, type Clock } from "../src/Clock.js";
+import { systemClock, type Clock } from "../src/time/Clock.js";
 import { ValueError } from "../src/errors.js";
 
 // ---------------------------------------------------------------------------------------------

@@ -7,11 +7,11 @@
 
 import * as t from "io-ts";
 
-import type { Clock } from "../src/Clock.js";
+import type { Clock } from "../src/time/Clock.js";
 import { atMostOneOf, decodeOptions, NonEmptyString, oneOf, optional, PositiveInt, PositiveNumber, struct } from "../src/codec.js";
 import { ValueError } from "../src/errors.js";
 import type { Logger } from "../src/Logger.js";
-import type { Session } from "../src/Session.js";
+import type { Session } from "../src/session/Session.js";
 import { fileWriterCache } from "../src/summary/FileWriterCache.js";
 import {
   SessionRunArgs,
@@ -19,7 +19,7 @@ import {
   type HookEnv,
   type SessionRunContext,
   type SessionRunValues,
-} from "../src/SessionRunHook.js";
+} from "../src/hook/SessionRunHook.js";
 import { formatG } from "./internal/format.js";
 import { globalStepNameOf, readGlobalStep, stepValue } from "./internal/globalStep.js";
 import { hookServices, type OwnServices } from "./internal/services.js";

@@ -6,13 +6,13 @@
  */
 
 import { decodeOptions, exactlyOneOf, NonNegativeInt, optional, PositiveInt, struct } from "../src/codec.js";
-import type { Session } from "../src/Session.js";
+import type { Session } from "../src/session/Session.js";
 import {
   SessionRunArgs,
   SessionRunHook,
   type SessionRunContext,
   type SessionRunValues,
-} from "../src/SessionRunHook.js";
+} from "../src/hook/SessionRunHook.js";
 import { globalStepNameOf, readGlobalStep, stepValue } from "./internal/globalStep.js";
 
 // ---------------------------------------------------------------------------------------------

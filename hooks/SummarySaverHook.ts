@@ -7,17 +7,17 @@
  * @module
  */
 
-import { systemClock, type Clock } from "../src/Clock.js";
+import { systemClock, type Clock } from "../src/time/Clock.js";
 import { decodeOptions, exactlyOneOf, NonEmptyString, NonNegativeNumber, optional, PositiveInt, struct } from "../src/codec.js";
 import { ValueError } from "../src/errors.js";
-import type { Fetches, Session } from "../src/Session.js";
+import type { Fetches, Session } from "../src/session/Session.js";
 import {
   SessionRunArgs,
   SessionRunHook,
   type HookEnv,
   type SessionRunContext,
   type SessionRunValues,
-} from "../src/SessionRunHook.js";
+} from "../src/hook/SessionRunHook.js";
 import { fileWriterCache, toSummaryValues, type Int64, type SessionLogStatus, type Summary, type SummaryValue } from "../src/summary/index.js";
 import { globalStepNameOf, readGlobalStep, stepValue } from "./internal/globalStep.js";
 import { hookServices } from "./internal/services.js";

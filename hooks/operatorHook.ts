@@ -28,18 +28,18 @@
 
 import { Subject, type Observable, type SchedulerLike, type Subscription } from "rxjs";
 
-import { systemClock, type Clock } from "../src/Clock.js";
-import { ClockScheduler } from "../src/ClockScheduler.js";
+import { systemClock, type Clock } from "../src/time/Clock.js";
+import { ClockScheduler } from "../src/time/ClockScheduler.js";
 import { RuntimeError, ValueError } from "../src/errors.js";
 import { defaultLogger, type Logger } from "../src/Logger.js";
-import type { FetchResult, Fetches } from "../src/Session.js";
+import type { FetchResult, Fetches } from "../src/session/Session.js";
 import {
   SessionRunArgs,
   type HookEnv,
   type SessionRunContext,
   type SessionRunHook,
   type SessionRunValues,
-} from "../src/SessionRunHook.js";
+} from "../src/hook/SessionRunHook.js";
 
 // ---------------------------------------------------------------------------------------------
 // model

@@ -28,7 +28,7 @@ import { pipe } from "fp-ts/lib/function.js";
 import * as t from "io-ts";
 
 import { ValueError } from "./errors.js";
-import { DTYPES, type DType } from "./Tensor.js";
+import { DTYPES, type DType } from "./session/Tensor.js";
 
 // ---------------------------------------------------------------------------------------------
 // model

@@ -26,7 +26,7 @@ export {
   withSession,
   type MonitoredSessionOptions,
   type StepContext,
-} from "./MonitoredSession.js";
+} from "./pipeline/MonitoredSession.js";
 export {
   fetchOf,
   GLOBAL_STEP_NAME,
@@ -40,11 +40,11 @@ export {
   type Session,
   type VariableCollection,
   type VariableStore,
-} from "./Session.js";
-export { Graph, GraphSession, Variable, type OpContext, type OpFn, type VariableOptions } from "./Graph.js";
+} from "./session/Session.js";
+export { Graph, GraphSession, Variable, type OpContext, type OpFn, type VariableOptions } from "./session/Graph.js";
 
 /* Session creation */
-export { Scaffold, type ScaffoldInitFn, type ScaffoldOp, type ScaffoldOptions } from "./Scaffold.js";
+export { Scaffold, type ScaffoldInitFn, type ScaffoldOp, type ScaffoldOptions } from "./creation/Scaffold.js";
 export {
   SessionManager,
   type PrepareSessionOptions,
@@ -52,7 +52,7 @@ export {
   type SessionFactory,
   type SessionManagerOptions,
   type WaitForSessionOptions,
-} from "./SessionManager.js";
+} from "./creation/SessionManager.js";
 export {
   ChiefSessionCreator,
   WorkerSessionCreator,
@@ -60,7 +60,7 @@ export {
   type SessionCreator,
   type SessionCreatorOptions,
   type WorkerSessionCreatorOptions,
-} from "./SessionCreators.js";
+} from "./creation/SessionCreators.js";
 
 /* MonitoredTrainingSession */
 export {
@@ -68,7 +68,7 @@ export {
   type Cadence,
   type MonitoredTrainingSessionOptions,
 } from "./training/monitoredTrainingSession.js";
-export { USE_DEFAULT, type Defaultable } from "./useDefault.js";
+export { USE_DEFAULT, type Defaultable } from "./util/useDefault.js";
 
 /* Hooks */
 export {
@@ -80,10 +80,10 @@ export {
   type HookEnv,
   type MaybePromise,
   type SessionRunValues,
-} from "./SessionRunHook.js";
+} from "./hook/SessionRunHook.js";
 
 /* Events */
-export { describeCause, type HookTimingSpan, type SessionEvent, type SessionEventMap, type SessionEventOf } from "./SessionEvent.js";
+export { describeCause, type HookTimingSpan, type SessionEvent, type SessionEventMap, type SessionEventOf } from "./hook/SessionEvent.js";
 
 /* Session targets */
 export {
@@ -93,16 +93,16 @@ export {
   type SessionTarget,
   type SessionTargetResolver,
   type SessionTask,
-} from "./SessionTarget.js";
-export type { ChiefModel, ChiefModelState } from "./ChiefModel.js";
+} from "./pipeline/SessionTarget.js";
+export type { ChiefModel, ChiefModelState } from "./session/ChiefModel.js";
 
 /* Coordination */
-export { Coordinator, defaultCoordinatorFactory, task, type CoordinatedTask, type CoordinatorFactory, type CoordinatorOptions, type ErrorClass, type JoinOptions } from "./Coordinator.js";
-export { Looper, type LooperOptions } from "./Looper.js";
-export { EventLoopYield, fairSession } from "./EventLoopYield.js";
+export { Coordinator, defaultCoordinatorFactory, task, type CoordinatedTask, type CoordinatorFactory, type CoordinatorOptions, type ErrorClass, type JoinOptions } from "./coordinator/Coordinator.js";
+export { Looper, type LooperOptions } from "./coordinator/Looper.js";
+export { EventLoopYield, fairSession } from "./pipeline/EventLoopYield.js";
 
 /* Resumable state */
-export { ResumableState, type Json, type RegisterOptions, type ResumableEntry } from "./ResumableState.js";
+export { ResumableState, type Json, type RegisterOptions, type ResumableEntry } from "./creation/ResumableState.js";
 
 /* Tensors */
 export {
@@ -118,11 +118,11 @@ export {
   type TensorDataMap,
   type TensorValue,
   type VariableValue,
-} from "./Tensor.js";
+} from "./session/Tensor.js";
 
 /* Time and logging */
-export { systemClock, secs, type Clock, type TimerHandle } from "./Clock.js";
-export { ClockScheduler } from "./ClockScheduler.js";
+export { systemClock, secs, type Clock, type TimerHandle } from "./time/Clock.js";
+export { ClockScheduler } from "./time/ClockScheduler.js";
 export { consoleLogger, defaultLogger, silentLogger, type LogLevel, type Logger } from "./Logger.js";
 
 /* Errors */

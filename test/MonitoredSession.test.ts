@@ -10,16 +10,32 @@ import {
   UnknownError,
   ValueError,
 } from "../src/errors.js";
-import { MonitoredSession, SingularMonitoredSession, withSession, type StepContext } from "../src/MonitoredSession.js";
-import { Coordinator, type CoordinatorOptions } from "../src/Coordinator.js";
-import { Graph } from "../src/Graph.js";
-import { SessionRunArgs, SessionRunHook, hook, type SessionRunContext } from "../src/SessionRunHook.js";
-import type { SessionEvent } from "../src/SessionEvent.js";
+import { MonitoredSession, SingularMonitoredSession, withSession, type StepContext } from "../src/pipeline/MonitoredSession.js";
+import { Coordinator, type CoordinatorOptions } from "../src/coordinator/Coordinator.js";
+import { Graph } from "../src/session/Graph.js";
+import { SessionRunArgs, SessionRunHook, hook, type SessionRunContext } from "../src/hook/SessionRunHook.js";
+import type { SessionEvent } from "../src/hook/SessionEvent.js";
 import { silentLogger } from "../src/Logger.js";
 import { FakeSession, FakeSessionCreator, HookRecorder, VirtualClock } from "../src/testing/index.js";
 
 const create = (creator: FakeSessionCreator, hooks: SessionRunHook[] = [], extra: object = {}) =>
   MonitoredSession.create({ sessionCreator: creator, hooks, logger: silentLogger, clock: new VirtualClock(), ...extra });
+
+/**
+ * A coordinator task that takes a while to wind down once told to stop: a few event-loop turns
+ * after the stop, no real time. `ended` says it finished; `sessionClosed`, whether `session` was
+ * already closed then (closing joins the tasks first, so it must not be).
+ */
+const slowTask = (session: FakeSession) => {
+  const state = { ended: false, sessionClosed: false };
+  const body = async (signal: AbortSignal): Promise<void> => {
+    if (!signal.aborted) await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+    for (let i = 0; i < 10; i++) await new Promise((resolve) => setImmediate(resolve));
+    state.sessionClosed = session.closed;
+    state.ended = true;
+  };
+  return { state, body };
+};
 
 describe("HookedSession (through MonitoredSession)", () => {
   it("HookedSessionTest.testRunPassesAllArguments: fetches, feeds, options and metadata reach the raw session", async () => {
@@ -378,10 +394,12 @@ describe("MonitoredSession", () => {
     const sess = await create(creator, [finalStep]);
     const first = creator.last as FakeSession;
     // A task that takes a while to wind down once told to stop.
-    sess.coord?.spawn("slow", () => new Promise<void>((resolve) => setTimeout(resolve, 30)));
+    const slow = slowTask(first);
+    sess.coord?.spawn("slow", slow.body);
     sess.coord?.requestStop(new AbortedError("task preempted"));
     expect(sess.shouldStop()).toBe(false);
     await sess.close();
+    expect(slow.state).toEqual({ ended: true, sessionClosed: false });
     expect(first.closed).toBe(true);
     expect(creator.created).toHaveLength(2);
     expect(ends).toEqual([{ session: creator.created[1], step: 0 }]);
@@ -392,7 +410,8 @@ describe("MonitoredSession", () => {
     const creator = new FakeSessionCreator();
     const sess = await create(creator);
     const first = creator.last as FakeSession;
-    sess.coord?.spawn("slow", () => new Promise<void>((resolve) => setTimeout(resolve, 30)));
+    const slow = slowTask(first);
+    sess.coord?.spawn("slow", slow.body);
     sess.coord?.requestStop(new AbortedError("task preempted"));
     await expect(
       withSession(sess, (s) => {
@@ -400,6 +419,7 @@ describe("MonitoredSession", () => {
         throw new UnknownError("body failed");
       }),
     ).rejects.toThrow("body failed");
+    expect(slow.state).toEqual({ ended: true, sessionClosed: false });
     expect(first.closed).toBe(true);
     expect(creator.created).toHaveLength(1);
   });
@@ -788,7 +808,7 @@ describe("events$", () => {
         afterRun() {
           this.env?.emit({ type: "warning", time: 0, message: "hello" });
         },
-      } as SessionRunHook & { env?: import("../src/SessionRunHook.js").HookEnv },
+      } as SessionRunHook & { env?: import("../src/hook/SessionRunHook.js").HookEnv },
     ]);
     const seen: string[] = [];
     sess.events$.subscribe((e) => e.type === "warning" && seen.push(e.message));

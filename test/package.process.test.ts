@@ -50,14 +50,20 @@ describe("layers (dependency-cruiser)", () => {
     expect(filesUnder("src").length).toBeGreaterThan(50);
   }, 120_000);
 
-  it("catches an import against the layers (type-only ones too), a cycle, a folder it does not know, the root barrel re-exporting a subpath's area, and the CLI past the runtime's index", () => {
+  it("catches an import against the layers (type-only ones too), one from a core floor to a floor above it, a cycle, a folder it does not know, the root barrel re-exporting a subpath's area, and the CLI past the runtime's index", () => {
     const dir = mkdtempSync(join(tmpdir(), "ms-layers-"));
     fixtures.push(dir);
     const files: Record<string, string> = {
       "tsconfig.json": JSON.stringify({ compilerOptions: { module: "NodeNext", moduleResolution: "NodeNext", strict: true, noEmit: true }, include: ["src", "hooks"] }),
       "package.json": JSON.stringify({ name: "fixture", type: "module" }),
       // Core → hooks, type-only.
-      "src/Session.ts": 'import type { Hook } from "../hooks/Hook.js";\nexport type Session = { hook?: Hook };\n',
+      "src/session/Session.ts": 'import type { Hook } from "../../hooks/Hook.js";\nexport type Session = { hook?: Hook };\n',
+      // Core floors: the session contract → the pipeline above it (type-only), checkpoint → the
+      // hook API above it; the pipeline → the session contract and checkpoint below it is allowed.
+      "src/session/Tensor.ts": 'import type { Run } from "../pipeline/Run.js";\nexport type Tensor = { run?: Run };\n',
+      "src/checkpoint/Saver.ts": 'import { hook } from "../hook/Hook.js";\nexport const saver = hook;\n',
+      "src/hook/Hook.ts": "export const hook = 2;\n",
+      "src/pipeline/Run.ts": 'import type { Session } from "../session/Session.js";\nimport { saver } from "../checkpoint/Saver.js";\nexport type Run = { s?: Session; n: typeof saver };\n',
       // hooks → layer 2.
       "hooks/Hook.ts": 'import { train } from "../src/training/train.js";\nexport interface Hook { readonly t: typeof train }\n',
       // Layer 2 → layer 3, and layer 2 → a sibling of layer 2.
@@ -65,12 +71,12 @@ describe("layers (dependency-cruiser)", () => {
       "src/preemption/notice.ts": "export const notice = 1;\n",
       "src/config/config.ts": "export const config = 3;\n",
       // A cycle made of type-only imports.
-      "src/a.ts": 'import type { B } from "./b.js";\nexport type A = { b?: B };\n',
-      "src/b.ts": 'import type { A } from "./a.js";\nexport type B = { a?: A };\n',
+      "src/coordinator/a.ts": 'import type { B } from "./b.js";\nexport type A = { b?: B };\n',
+      "src/coordinator/b.ts": 'import type { A } from "./a.js";\nexport type B = { a?: A };\n',
       // A folder the rules do not place.
       "src/newarea/x.ts": 'import { notice } from "../preemption/notice.js";\nexport const x = notice;\n',
       // `.` re-exporting the config area, which has its own subpath.
-      "src/index.ts": 'export { config } from "./config/config.js";\nexport type { Session } from "./Session.js";\n',
+      "src/index.ts": 'export { config } from "./config/config.js";\nexport type { Session } from "./session/Session.js";\n',
       // hooks/internal used from outside hooks/.
       "hooks/internal/util.ts": "export const util = 1;\n",
       "src/config/usesHookInternals.ts": 'import { util } from "../../hooks/internal/util.js";\nexport const u = util;\n',
@@ -91,9 +97,11 @@ describe("layers (dependency-cruiser)", () => {
     expect(found).toEqual(
       [
         "hooks-internal-is-private: src/config/usesHookInternals.ts → hooks/internal/util.ts",
-        "no-circular: src/a.ts → src/b.ts",
+        "no-circular: src/coordinator/a.ts → src/coordinator/b.ts",
         "not-in-allowed: hooks/Hook.ts → src/training/train.ts",
-        "not-in-allowed: src/Session.ts → hooks/Hook.ts",
+        "not-in-allowed: src/session/Session.ts → hooks/Hook.ts",
+        "not-in-allowed: src/session/Tensor.ts → src/pipeline/Run.ts",
+        "not-in-allowed: src/checkpoint/Saver.ts → src/hook/Hook.ts",
         "not-in-allowed: src/index.ts → src/config/config.ts",
         "not-in-allowed: src/newarea/x.ts → src/preemption/notice.ts",
         "not-in-allowed: src/runtime/task.ts → src/cli/run.ts",

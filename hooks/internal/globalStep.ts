@@ -6,7 +6,7 @@
  */
 
 import { RuntimeError } from "../../src/errors.js";
-import type { Session } from "../../src/Session.js";
+import type { Session } from "../../src/session/Session.js";
 
 /**
  * The name of `session`'s global step variable. Throws TensorFlow's

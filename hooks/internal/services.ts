@@ -6,9 +6,9 @@
  * @module
  */
 
-import { systemClock, type Clock } from "../../src/Clock.js";
+import { systemClock, type Clock } from "../../src/time/Clock.js";
 import { defaultLogger, type Logger } from "../../src/Logger.js";
-import type { HookEnv } from "../../src/SessionRunHook.js";
+import type { HookEnv } from "../../src/hook/SessionRunHook.js";
 
 /** The clock and logger a hook uses. */
 export interface HookServices {

@@ -28,7 +28,7 @@ import { stat } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { isIP, type AddressInfo } from "node:net";
 
-import { type Clock, systemClock } from "../Clock.js";
+import { type Clock, systemClock } from "../time/Clock.js";
 import { NotFoundError } from "../errors.js";
 import { BoardStore } from "./BoardStore.js";
 import { answerData, type BoardEnvironment, routePath } from "./dataApi.js";

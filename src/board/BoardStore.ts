@@ -17,7 +17,7 @@
 
 import { Subject, type Observable } from "rxjs";
 
-import { type Clock, systemClock, type TimerHandle } from "../Clock.js";
+import { type Clock, systemClock, type TimerHandle } from "../time/Clock.js";
 import { LogdirScalars, type ReadEvent, readEventsInto, type ReadIssue, type ScalarSeries } from "../summary/index.js";
 import { type Ingested, type ViewBudgets, type ViewChange, ViewStore } from "./ViewStore.js";
 

@@ -21,7 +21,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Subscription } from "rxjs";
 
-import type { Clock, TimerHandle } from "../Clock.js";
+import type { Clock, TimerHandle } from "../time/Clock.js";
 import type { BoardStore, BoardUpdate } from "./BoardStore.js";
 
 // ---------------------------------------------------------------------------------------------

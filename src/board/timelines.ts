@@ -26,7 +26,7 @@ import type { Dirent } from "node:fs";
 import { readdir, readFile, stat } from "node:fs/promises";
 import { basename, join } from "node:path";
 
-import type { Clock } from "../Clock.js";
+import type { Clock } from "../time/Clock.js";
 import { confineToLogdir } from "./confineToLogdir.js";
 import { type Body, notFound } from "./respond.js";
 import { pyJson, pyRepr } from "./tensorBoardFormat.js";

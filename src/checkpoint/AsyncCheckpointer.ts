@@ -29,11 +29,11 @@
 
 import { Subject, type Observable } from "rxjs";
 
-import { systemClock, type Clock } from "../Clock.js";
+import { systemClock, type Clock } from "../time/Clock.js";
 import { DeadlineExceededError, InvalidArgumentError, RuntimeError } from "../errors.js";
-import { isPromiseLike } from "../internal/promise.js";
+import { isPromiseLike } from "../util/promise.js";
 import { defaultLogger, type Logger } from "../Logger.js";
-import { copyTensor, type TensorValue } from "../Tensor.js";
+import { copyTensor, type TensorValue } from "../session/Tensor.js";
 import type { CheckpointManager, CheckpointSaveOptions, PreparedSave } from "./CheckpointManager.js";
 import { isVariableStore, type SaveSource } from "./Saver.js";
 

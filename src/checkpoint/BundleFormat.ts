@@ -21,7 +21,7 @@ import { endianness } from "node:os";
 import { dirname } from "node:path";
 
 import { DataLossError, InvalidArgumentError, NotFoundError } from "../errors.js";
-import { DTYPES, numElements, type DType, type TensorValue } from "../Tensor.js";
+import { DTYPES, numElements, type DType, type TensorValue } from "../session/Tensor.js";
 import { decodeLines, DTypeCodec, NonNegativeInt, SafeInt, strictType, Uint32 } from "../codec.js";
 import { processTempFiles, type TempFileRegistry } from "./TempFileRegistry.js";
 import {

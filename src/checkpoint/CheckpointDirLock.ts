@@ -35,7 +35,7 @@ import { link, mkdir, readdir, readFile, rename, unlink, writeFile } from "node:
 import { hostname as osHostname } from "node:os";
 import { join, resolve } from "node:path";
 
-import { systemClock, type Clock, type TimerHandle } from "../Clock.js";
+import { systemClock, type Clock, type TimerHandle } from "../time/Clock.js";
 import { ValueError } from "../errors.js";
 import { defaultLogger, type Logger } from "../Logger.js";
 import { decodeLines, NonNegativeInt, strictType } from "../codec.js";

@@ -23,13 +23,13 @@
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 
-import { systemClock, type Clock } from "../Clock.js";
+import { systemClock, type Clock } from "../time/Clock.js";
 import { DataLossError, NotFoundError, RuntimeError, ValueError } from "../errors.js";
-import { isPromiseLike } from "../internal/promise.js";
+import { isPromiseLike } from "../util/promise.js";
 import { processTempFiles, type TempFileRegistry } from "./TempFileRegistry.js";
 import { defaultLogger, type Logger } from "../Logger.js";
-import type { VariableStore } from "../Session.js";
-import type { TensorValue } from "../Tensor.js";
+import type { VariableStore } from "../session/Session.js";
+import type { TensorValue } from "../session/Tensor.js";
 import type { StagedBundle } from "./BundleFormat.js";
 import { CheckpointDirLock, type CheckpointDirLockOptions } from "./CheckpointDirLock.js";
 import { CHECKPOINT_STATE_FILENAME, readCheckpointState, renderCheckpointState } from "./CheckpointState.js";

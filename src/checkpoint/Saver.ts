@@ -21,10 +21,10 @@
 import { access } from "node:fs/promises";
 import { join } from "node:path";
 
-import { systemClock, type Clock } from "../Clock.js";
-import { isPromiseLike } from "../internal/promise.js";
-import type { VariableStore } from "../Session.js";
-import type { TensorValue } from "../Tensor.js";
+import { systemClock, type Clock } from "../time/Clock.js";
+import { isPromiseLike } from "../util/promise.js";
+import type { VariableStore } from "../session/Session.js";
+import type { TensorValue } from "../session/Tensor.js";
 import {
   DATA_SUFFIX,
   INDEX_SUFFIX,

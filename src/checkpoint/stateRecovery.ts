@@ -10,7 +10,7 @@
 import { rename } from "node:fs/promises";
 import { join } from "node:path";
 
-import type { Clock } from "../Clock.js";
+import type { Clock } from "../time/Clock.js";
 import { DataLossError, NotFoundError } from "../errors.js";
 import type { Logger } from "../Logger.js";
 import { scanCheckpointNumbers } from "./checkpointNumbers.js";

@@ -6,9 +6,9 @@
  * @module
  */
 
-import type { Clock } from "../Clock.js";
+import type { Clock } from "../time/Clock.js";
 import type { Logger } from "../Logger.js";
-import type { MonitoredSession } from "../MonitoredSession.js";
+import type { MonitoredSession } from "../pipeline/MonitoredSession.js";
 import type { TerminationNotices } from "../preemption/TerminationNotices.js";
 import { ClusterStartError, startClusterTask, type ClusterRuntime, type ClusterTask, type ReplicaGroup } from "../runtime/index.js";
 import { ExitCodes } from "./exitCodes.js";

@@ -11,7 +11,7 @@
 
 import type { Observable, Subscription } from "rxjs";
 
-import type { Clock, TimerHandle } from "../Clock.js";
+import type { Clock, TimerHandle } from "../time/Clock.js";
 import type { Logger } from "../Logger.js";
 import type { TerminationNotice } from "../preemption/TerminationNotices.js";
 

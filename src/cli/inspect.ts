@@ -29,7 +29,7 @@ import {
 import { pathExists } from "../checkpoint/internal/files.js";
 import { closest } from "../codec.js";
 import { silentLogger } from "../Logger.js";
-import type { TensorValue } from "../Tensor.js";
+import type { TensorValue } from "../session/Tensor.js";
 import { ExitCodes } from "./exitCodes.js";
 import type { CliIo } from "./run.js";
 

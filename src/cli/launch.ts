@@ -42,7 +42,7 @@ import { createInterface } from "node:readline";
 import { isLeft, left, right, type Either } from "fp-ts/lib/Either.js";
 import { parseDocument } from "yaml";
 
-import { systemClock, type Clock, type TimerHandle } from "../Clock.js";
+import { systemClock, type Clock, type TimerHandle } from "../time/Clock.js";
 import { ClusterConfigCodec, type ClusterConfig } from "../cluster/ClusterConfig.js";
 import { decode, formatIssue, show, type Issue } from "../codec.js";
 import { loopbackPorts } from "../cluster/loopbackPorts.js";
@@ -86,6 +86,7 @@ export interface ClusterFlags {
   readonly backend?: string;
   /** Comma-separated URLs. */
   readonly etcdEndpoints?: string;
+  readonly etcdPrefix?: string;
   readonly tokenFile?: string;
   readonly tlsCert?: string;
   readonly tlsKey?: string;

@@ -27,7 +27,7 @@ import {
 } from "../config/index.js";
 import { readConfig } from "../config/loadConfig.js";
 import type { PartialConfig } from "../config/TrainingConfig.js";
-import type { Session } from "../Session.js";
+import type { Session } from "../session/Session.js";
 import { ExitCodes } from "./exitCodes.js";
 import { firstLine, importModule, type ModuleFailure } from "./loadModule.js";
 import { applyTfjsBackend } from "./tfjsBackend.js";

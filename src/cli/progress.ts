@@ -13,9 +13,9 @@
 import cliProgress from "cli-progress";
 import type { Observable, Subscription } from "rxjs";
 
-import type { Clock } from "../Clock.js";
+import type { Clock } from "../time/Clock.js";
 import type { Logger, LogLevel } from "../Logger.js";
-import type { SessionEvent } from "../SessionEvent.js";
+import type { SessionEvent } from "../hook/SessionEvent.js";
 
 // ---------------------------------------------------------------------------------------------
 // model

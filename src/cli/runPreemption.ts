@@ -8,14 +8,14 @@
  */
 
 import type { CheckpointManager } from "../checkpoint/index.js";
-import type { Clock } from "../Clock.js";
+import type { Clock } from "../time/Clock.js";
 import type { toMonitoredTrainingSessionOptions } from "../config/index.js";
-import type { MonitoredSession } from "../MonitoredSession.js";
+import type { MonitoredSession } from "../pipeline/MonitoredSession.js";
 import { PreemptionCheckpointHandler } from "../preemption/PreemptionCheckpointHandler.js";
 import { LocalPreemptionCoordinator } from "../preemption/PreemptionCoordinator.js";
 import { PREEMPTION_EXIT_CODE, TerminationConfig } from "../preemption/TerminationConfig.js";
-import type { VariableStore } from "../Session.js";
-import { isPromiseLike } from "../internal/promise.js";
+import type { VariableStore } from "../session/Session.js";
+import { isPromiseLike } from "../util/promise.js";
 import type { createProgress } from "./progress.js";
 
 // ---------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@
 
 import type { ConfigIssue, TrainingConfig } from "../config/index.js";
 import { BackendNotInstalledError } from "../errors.js";
-import { isModuleNotFound } from "../internal/moduleNotFound.js";
+import { isModuleNotFound } from "../util/moduleNotFound.js";
 
 const TFJS_PACKAGE = "@tensorflow/tfjs";
 

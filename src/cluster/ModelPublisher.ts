@@ -25,11 +25,11 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, type HandlerContext } from "@connectrpc/connect";
 import { tensorBytes } from "../checkpoint/BundleFormat.js";
 import { ValueError } from "../errors.js";
-import { isPromiseLike } from "../internal/promise.js";
+import { isPromiseLike } from "../util/promise.js";
 import { defaultLogger, type Logger } from "../Logger.js";
-import type { Session } from "../Session.js";
-import type { SessionRunHook } from "../SessionRunHook.js";
-import type { TensorValue } from "../Tensor.js";
+import type { Session } from "../session/Session.js";
+import type { SessionRunHook } from "../hook/SessionRunHook.js";
+import type { TensorValue } from "../session/Tensor.js";
 import {
   GetReadinessResponseSchema,
   GetVariablesResponseSchema,

@@ -36,7 +36,7 @@ import { isLeft, left, right, type Either } from "fp-ts/lib/Either.js";
 import * as t from "io-ts";
 import { lookup as dnsLookup } from "node:dns/promises";
 
-import { systemClock, type Clock } from "../Clock.js";
+import { systemClock, type Clock } from "../time/Clock.js";
 import { formatIssue, toIssues, type Issue } from "../codec.js";
 import { ValueError } from "../errors.js";
 import { resolveTfConfig, type ResolvedCluster } from "./ClusterResolver.js";

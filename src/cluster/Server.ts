@@ -27,7 +27,7 @@ import type { AddressInfo } from "node:net";
 import { clone, create, isMessage } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextKey, createContextValues, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
-import { systemClock, type Clock } from "../Clock.js";
+import { systemClock, type Clock } from "../time/Clock.js";
 import {
   DeadlineExceededError,
   InternalError,

@@ -25,10 +25,10 @@
 
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
 import { decodeTensor, tensorBytes } from "../checkpoint/BundleFormat.js";
-import type { ChiefModel, ChiefModelState } from "../ChiefModel.js";
+import type { ChiefModel, ChiefModelState } from "../session/ChiefModel.js";
 import { AbortedError, DataLossError, DeadlineExceededError, ErrorCode, OpError, UnavailableError, ValueError } from "../errors.js";
-import { defaultSessionTargets, type SessionTargetRegistry, type SessionTargetResolver } from "../SessionTarget.js";
-import { DTYPES, numElements, type DType, type TensorValue } from "../Tensor.js";
+import { defaultSessionTargets, type SessionTargetRegistry, type SessionTargetResolver } from "../pipeline/SessionTarget.js";
+import { DTYPES, numElements, type DType, type TensorValue } from "../session/Tensor.js";
 import { crc32c } from "@node-rs/crc32";
 import { callError, clusterTransport, type ClusterClientOptions } from "./clusterClient.js";
 import { ClusterSpec, type ClusterSpecLike } from "./ClusterSpec.js";

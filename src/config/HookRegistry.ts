@@ -43,9 +43,9 @@ import { StepCounterHook } from "../../hooks/StepCounterHook.js";
 import { StopAtStepHook } from "../../hooks/StopAtStepHook.js";
 import { SummarySaverHook } from "../../hooks/SummarySaverHook.js";
 import { ValueError } from "../errors.js";
-import type { Scaffold } from "../Scaffold.js";
-import type { Fetches } from "../Session.js";
-import { hookProblems, type SessionRunHook } from "../SessionRunHook.js";
+import type { Scaffold } from "../creation/Scaffold.js";
+import type { Fetches } from "../session/Session.js";
+import { hookProblems, type SessionRunHook } from "../hook/SessionRunHook.js";
 import { closest, optional, refined, show } from "../codec.js";
 
 // ---------------------------------------------------------------------------------------------

@@ -27,12 +27,12 @@ import { left, type Either } from "fp-ts/lib/Either.js";
 import { pipe } from "fp-ts/lib/function.js";
 import * as t from "io-ts";
 
-import type { Collective } from "../Collective.js";
-import { Graph } from "../Graph.js";
-import { Scaffold } from "../Scaffold.js";
-import type { Feeds, FetchResult, Fetches } from "../Session.js";
-import type { SessionFactory } from "../SessionManager.js";
-import { hookProblems, type SessionRunHook } from "../SessionRunHook.js";
+import type { Collective } from "../session/Collective.js";
+import { Graph } from "../session/Graph.js";
+import { Scaffold } from "../creation/Scaffold.js";
+import type { Feeds, FetchResult, Fetches } from "../session/Session.js";
+import type { SessionFactory } from "../creation/SessionManager.js";
+import { hookProblems, type SessionRunHook } from "../hook/SessionRunHook.js";
 import { FetchesCodec } from "./HookRegistry.js";
 import { decode, NonNegativeInt, optional, PositiveInt, refined, struct, type Issue } from "../codec.js";
 

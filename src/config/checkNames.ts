@@ -17,7 +17,7 @@
  * @module
  */
 
-import type { Fetches } from "../Session.js";
+import type { Fetches } from "../session/Session.js";
 import { HookRegistry, namesIn, type HookConfig } from "./HookRegistry.js";
 import type { Job } from "./Job.js";
 import { closest, type Issue } from "../codec.js";

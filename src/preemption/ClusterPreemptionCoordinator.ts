@@ -42,7 +42,7 @@
  * @module
  */
 
-import type { Clock } from "../Clock.js";
+import type { Clock } from "../time/Clock.js";
 import { AlreadyExistsError, DeadlineExceededError, OpError } from "../errors.js";
 import type { Logger } from "../Logger.js";
 import { CHIEF_LOST_EXIT_CODE, type PreemptionKeyValueStore, type ReplicaStop } from "./PreemptionCluster.js";

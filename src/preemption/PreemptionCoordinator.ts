@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { Clock } from "../Clock.js";
+import type { Clock } from "../time/Clock.js";
 import type { Logger } from "../Logger.js";
 
 // ---------------------------------------------------------------------------------------------

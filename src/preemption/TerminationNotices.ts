@@ -30,7 +30,7 @@
 import { existsSync } from "node:fs";
 import { ReplaySubject, type Observable } from "rxjs";
 
-import { systemClock, type Clock, type TimerHandle } from "../Clock.js";
+import { systemClock, type Clock, type TimerHandle } from "../time/Clock.js";
 import { ValueError } from "../errors.js";
 import { defaultLogger, type Logger } from "../Logger.js";
 import { PlatformPoller, type PlatformName, type PlatformNotice, type PlatformPollerOptions, type PlatformWatcher } from "./platforms/PlatformWatcher.js";

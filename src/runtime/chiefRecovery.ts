@@ -19,12 +19,12 @@
  * @module
  */
 
-import type { ChiefModel, ChiefModelState } from "../ChiefModel.js";
-import type { Clock } from "../Clock.js";
+import type { ChiefModel, ChiefModelState } from "../session/ChiefModel.js";
+import type { Clock } from "../time/Clock.js";
 import type { CoordinationClient } from "../cluster/coordination/CoordinationClient.js";
 import { AbortedError, DeadlineExceededError, OpError, UnavailableError, UnknownError } from "../errors.js";
 import type { Logger } from "../Logger.js";
-import { hook, type SessionRunHook } from "../SessionRunHook.js";
+import { hook, type SessionRunHook } from "../hook/SessionRunHook.js";
 
 // ---------------------------------------------------------------------------------------------
 // model

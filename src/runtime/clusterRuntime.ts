@@ -25,7 +25,7 @@
 
 import { createHash } from "node:crypto";
 
-import { systemClock, type Clock } from "../Clock.js";
+import { systemClock, type Clock } from "../time/Clock.js";
 import type { ClusterSpec } from "../cluster/ClusterSpec.js";
 import type { CoordinationClient, CoordinationClientOptions } from "../cluster/coordination/CoordinationClient.js";
 import { defaultCoordinationTimeouts, type CoordinationTimeouts } from "../cluster/coordination/CoordinationConfig.js";
@@ -38,14 +38,14 @@ import { ModelPublisher } from "../cluster/ModelPublisher.js";
 import { loadClusterToken } from "../cluster/security.js";
 import { Server, type ServerOptions } from "../cluster/Server.js";
 import { parseAddress } from "../cluster/TfConfig.js";
-import { DEFAULT_COLLECTIVE_TIMEOUT_SECS } from "../Collective.js";
-import type { SessionRunHook } from "../SessionRunHook.js";
+import { DEFAULT_COLLECTIVE_TIMEOUT_SECS } from "../session/Collective.js";
+import type { SessionRunHook } from "../hook/SessionRunHook.js";
 import { TcpCollective } from "../cluster/collective/TcpCollective.js";
 import { AbortedError, AlreadyExistsError, CancelledError, DeadlineExceededError, InvalidArgumentError, OpError, UnauthenticatedError, UnavailableError, UnknownError } from "../errors.js";
 import type { Logger } from "../Logger.js";
 import type { PreemptionClusterResolver } from "../preemption/PreemptionCluster.js";
 import { TerminationNotices } from "../preemption/TerminationNotices.js";
-import { defaultSessionTargets, type SessionTargetRegistry, type SessionTargetResolver } from "../SessionTarget.js";
+import { defaultSessionTargets, type SessionTargetRegistry, type SessionTargetResolver } from "../pipeline/SessionTarget.js";
 import { ChiefRecovery, isChiefLoss, MODEL_READY_KEY } from "./chiefRecovery.js";
 import { LAUNCH_READY_ENV } from "./launchReady.js";
 import type { ClusterTask } from "./clusterTask.js";

@@ -23,8 +23,8 @@
  * @module
  */
 
-import type { Clock } from "../Clock.js";
-import type { Collective } from "../Collective.js";
+import type { Clock } from "../time/Clock.js";
+import type { Collective } from "../session/Collective.js";
 import type { CoordinationClient } from "../cluster/coordination/CoordinationClient.js";
 import { AbortedError, DeadlineExceededError, UnavailableError } from "../errors.js";
 import type { Logger } from "../Logger.js";

@@ -25,7 +25,7 @@
  * @module
  */
 
-import { CollectiveReformedError, RankStopVote, type Collective, type CollectiveBuffer, type CollectiveCallOptions, type ReduceOp } from "../Collective.js";
+import { CollectiveReformedError, RankStopVote, type Collective, type CollectiveBuffer, type CollectiveCallOptions, type ReduceOp } from "../session/Collective.js";
 import { taskName } from "../cluster/coordination/identity.js";
 import { CancelledError } from "../errors.js";
 import type { ResolvedCluster } from "../cluster/ClusterResolver.js";

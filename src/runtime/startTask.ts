@@ -26,7 +26,7 @@
  * @module
  */
 
-import { systemClock, type Clock } from "../Clock.js";
+import { systemClock, type Clock } from "../time/Clock.js";
 import type { ClusterConfig } from "../cluster/ClusterConfig.js";
 import { resolveTfConfig, type ResolvedCluster } from "../cluster/ClusterResolver.js";
 import { waitForPodTfConfig } from "../cluster/PodClusterResolver.js";

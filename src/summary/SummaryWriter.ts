@@ -19,7 +19,7 @@
 
 import type { Observable } from "rxjs";
 import { InvalidArgumentError } from "../errors.js";
-import type { TensorValue } from "../Tensor.js";
+import type { TensorValue } from "../session/Tensor.js";
 import { EventFileWriter, type EventFileWriterOptions, type FlushInfo } from "./EventFileWriter.js";
 import { type EventProto, type Int64, SessionStatus, type Summary, type SummaryValue } from "./EventProto.js";
 import { type HistogramInput, type HistogramOptions, histogramValue } from "./histogram.js";

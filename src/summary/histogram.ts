@@ -7,7 +7,7 @@
  */
 
 import { InvalidArgumentError } from "../errors.js";
-import type { TensorValue } from "../Tensor.js";
+import type { TensorValue } from "../session/Tensor.js";
 import { DataClass, DataType, type HistogramProto, type SummaryValue } from "./EventProto.js";
 import { checkTag, displayMetadata, type DisplayOptions, PluginName, pluginMetadata } from "./summaryValues.js";
 

@@ -24,7 +24,7 @@
 import { type FSWatcher, watch } from "node:fs";
 import { stat } from "node:fs/promises";
 import { performance } from "node:perf_hooks";
-import { type Clock, systemClock } from "../Clock.js";
+import { type Clock, systemClock } from "../time/Clock.js";
 import { InvalidArgumentError, NotFoundError } from "../errors.js";
 import { EventDecoder, type ScalarSink, type SummaryEvent } from "./EventDecoder.js";
 import { EventFileTail } from "./EventFileTail.js";

@@ -8,8 +8,8 @@
  */
 
 import { InvalidArgumentError } from "../errors.js";
-import type { Fetches } from "../Session.js";
-import type { TensorValue } from "../Tensor.js";
+import type { Fetches } from "../session/Session.js";
+import type { TensorValue } from "../session/Tensor.js";
 import type { Summary, SummaryValue } from "./EventProto.js";
 import { histogramValue, type HistogramInput, type HistogramOptions } from "./histogram.js";
 import { imageValue, type ImageInput } from "./image.js";

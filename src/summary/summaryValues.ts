@@ -7,7 +7,7 @@
  */
 
 import { InvalidArgumentError } from "../errors.js";
-import type { DType, TensorValue } from "../Tensor.js";
+import type { DType, TensorValue } from "../session/Tensor.js";
 import type { BinaryWriter } from "@bufbuild/protobuf/wire";
 import {
   DataClass,

@@ -15,8 +15,8 @@
  */
 
 import { FailedPreconditionError, InvalidArgumentError, RuntimeError } from "../errors.js";
-import { collectNames, mapFetchesAny } from "../internal/fetches.js";
-import { isPromiseLike } from "../internal/promise.js";
+import { collectNames, mapFetchesAny } from "../session/fetches.js";
+import { isPromiseLike } from "../util/promise.js";
 import {
   GLOBAL_STEP_NAME,
   type Feeds,
@@ -27,8 +27,8 @@ import {
   type Session,
   type VariableCollection,
   type LocalVariableStore,
-} from "../Session.js";
-import { copyTensor, fromTensorValue, toTensorValue, type TensorValue, type VariableValue } from "../Tensor.js";
+} from "../session/Session.js";
+import { copyTensor, fromTensorValue, toTensorValue, type TensorValue, type VariableValue } from "../session/Tensor.js";
 
 // ---------------------------------------------------------------------------------------------
 // model

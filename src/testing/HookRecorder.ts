@@ -19,15 +19,15 @@
  * @module
  */
 
-import type { Coordinator } from "../Coordinator.js";
-import type { Feeds, Fetches, RunOptions, Session } from "../Session.js";
+import type { Coordinator } from "../coordinator/Coordinator.js";
+import type { Feeds, Fetches, RunOptions, Session } from "../session/Session.js";
 import {
   SessionRunArgs,
   type HookEnv,
   type SessionRunContext,
   type SessionRunHook,
   type SessionRunValues,
-} from "../SessionRunHook.js";
+} from "../hook/SessionRunHook.js";
 
 /** A hook method name. */
 export type HookMethod = "begin" | "afterCreateSession" | "beforeRun" | "afterRun" | "end";

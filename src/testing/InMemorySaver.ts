@@ -30,10 +30,10 @@ import { posix } from "node:path";
 
 import type { CheckpointContents } from "../checkpoint/BundleFormat.js";
 import { toSnapshot, type SaveSource, type Saver, type SaverSaveOptions } from "../checkpoint/Saver.js";
-import { systemClock, type Clock } from "../Clock.js";
+import { systemClock, type Clock } from "../time/Clock.js";
 import { DataLossError, InvalidArgumentError, NotFoundError } from "../errors.js";
-import { isPromiseLike } from "../internal/promise.js";
-import type { TensorValue } from "../Tensor.js";
+import { isPromiseLike } from "../util/promise.js";
+import type { TensorValue } from "../session/Tensor.js";
 
 // ---------------------------------------------------------------------------------------------
 // model

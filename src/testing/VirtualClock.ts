@@ -15,7 +15,7 @@
  * @module
  */
 
-import type { Clock, TimerHandle } from "../Clock.js";
+import type { Clock, TimerHandle } from "../time/Clock.js";
 
 interface Pending {
   readonly at: number;

@@ -8,7 +8,7 @@
 
 import type * as tf from "@tensorflow/tfjs";
 
-import type { TensorValue } from "../Tensor.js";
+import type { TensorValue } from "../session/Tensor.js";
 
 // ---------------------------------------------------------------------------------------------
 // model

@@ -38,7 +38,7 @@
 import * as tf from "@tensorflow/tfjs";
 
 import { InvalidArgumentError, OutOfRangeError, ValueError } from "../errors.js";
-import { numElements, tensor, type TensorValue } from "../Tensor.js";
+import { numElements, tensor, type TensorValue } from "../session/Tensor.js";
 import type { TfjsBatch, TfjsDataSource } from "./DataSource.js";
 import { Mulberry32, shuffledRange } from "./internal/rng.js";
 

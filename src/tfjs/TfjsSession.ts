@@ -91,10 +91,10 @@
 
 import * as tf from "@tensorflow/tfjs";
 
-import type { Collective } from "../Collective.js";
+import type { Collective } from "../session/Collective.js";
 import { FailedPreconditionError, InvalidArgumentError, RuntimeError, ValueError } from "../errors.js";
-import { collectNames, mapFetchesAny } from "../internal/fetches.js";
-import { LocalSession } from "../LocalSession.js";
+import { collectNames, mapFetchesAny } from "../session/fetches.js";
+import { LocalSession } from "../session/LocalSession.js";
 import {
   fetchOf,
   GLOBAL_STEP_NAME,
@@ -104,7 +104,7 @@ import {
   type Session,
   type LocalVariableStore,
   type VariableStore,
-} from "../Session.js";
+} from "../session/Session.js";
 import type { BatchData, TfjsDataSource } from "./DataSource.js";
 import { exportModelArtifacts, type ExportedModel } from "./exportModel.js";
 import { InMemoryDataSource } from "./InMemoryDataSource.js";

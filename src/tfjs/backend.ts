@@ -20,7 +20,7 @@
 import * as tf from "@tensorflow/tfjs";
 
 import { BackendNotInstalledError, RuntimeError, ValueError } from "../errors.js";
-import { isModuleNotFound } from "../internal/moduleNotFound.js";
+import { isModuleNotFound } from "../util/moduleNotFound.js";
 
 // ---------------------------------------------------------------------------------------------
 // model

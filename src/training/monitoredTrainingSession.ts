@@ -28,17 +28,17 @@ import { StepCounterHook } from "../../hooks/StepCounterHook.js";
 import { SummarySaverHook } from "../../hooks/SummarySaverHook.js";
 import { CheckpointManager } from "../checkpoint/CheckpointManager.js";
 import { BundleSaver } from "../checkpoint/Saver.js";
-import type { Clock } from "../Clock.js";
+import type { Clock } from "../time/Clock.js";
 import { ValueError } from "../errors.js";
-import type { Graph } from "../Graph.js";
+import type { Graph } from "../session/Graph.js";
 import type { Logger } from "../Logger.js";
-import { MonitoredSession, type MonitoredSessionOptions } from "../MonitoredSession.js";
-import { Scaffold } from "../Scaffold.js";
-import { ChiefSessionCreator, WorkerSessionCreator } from "../SessionCreators.js";
-import type { SessionFactory } from "../SessionManager.js";
-import type { SessionRunHook } from "../SessionRunHook.js";
-import { defaultSessionTargets, fromTask, sessionsCreatedHook, type SessionTargetRegistry, type SessionTask } from "../SessionTarget.js";
-import { USE_DEFAULT } from "../useDefault.js";
+import { MonitoredSession, type MonitoredSessionOptions } from "../pipeline/MonitoredSession.js";
+import { Scaffold } from "../creation/Scaffold.js";
+import { ChiefSessionCreator, WorkerSessionCreator } from "../creation/SessionCreators.js";
+import type { SessionFactory } from "../creation/SessionManager.js";
+import type { SessionRunHook } from "../hook/SessionRunHook.js";
+import { defaultSessionTargets, fromTask, sessionsCreatedHook, type SessionTargetRegistry, type SessionTask } from "../pipeline/SessionTarget.js";
+import { USE_DEFAULT } from "../util/useDefault.js";
 
 // ---------------------------------------------------------------------------------------------
 // model

@@ -2,7 +2,7 @@ import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
 
 import { DeadlineExceededError, RuntimeError } from "../../src/errors.js";
-import type { TensorValue } from "../../src/Tensor.js";
+import type { TensorValue } from "../../src/session/Tensor.js";
 import { flush, VirtualClock } from "../../src/testing/VirtualClock.js";
 import {
   AsyncCheckpointer,

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
 
 import { DataLossError, InvalidArgumentError, NotFoundError } from "../../src/errors.js";
-import type { TensorValue } from "../../src/Tensor.js";
+import type { TensorValue } from "../../src/session/Tensor.js";
 import {
   BUNDLE_FORMAT,
   dataPath,

@@ -17,7 +17,7 @@ import {
   LOCK_FILENAME,
 } from "../../src/checkpoint/index.js";
 import { currentProcess } from "../../src/checkpoint/CheckpointDirLock.js";
-import { tensor } from "../../src/Tensor.js";
+import { tensor } from "../../src/session/Tensor.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { acquire, dir, lockFile, writeLock } from "./CheckpointDirLock.testHelpers.js";
 

@@ -10,7 +10,7 @@ import { describe, expect, it, vi } from "vitest";
 
 import { CheckpointDirInUseError, CheckpointDirLock, CheckpointManager } from "../../src/checkpoint/index.js";
 import { currentProcess } from "../../src/checkpoint/CheckpointDirLock.js";
-import { tensor } from "../../src/Tensor.js";
+import { tensor } from "../../src/session/Tensor.js";
 import { VirtualClock } from "../../src/testing/index.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { acquire, dir, lockFile, writeLock } from "./CheckpointDirLock.testHelpers.js";

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 
 import { DataLossError, InvalidArgumentError, ValueError } from "../../src/errors.js";
-import { Graph, type GraphSession, type Variable } from "../../src/Graph.js";
+import { Graph, type GraphSession, type Variable } from "../../src/session/Graph.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import {
   CheckpointManager,

@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 
 import { DataLossError } from "../../src/errors.js";
 import { CheckpointManager } from "../../src/checkpoint/index.js";
-import type { TensorValue } from "../../src/Tensor.js";
+import type { TensorValue } from "../../src/session/Tensor.js";
 import { useTempDirs } from "../util/tempDirs.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 
@@ -48,7 +48,7 @@ const store = () => {
     restored,
     snapshot: () => new Map<string, TensorValue>(),
     restore: (v: ReadonlyMap<string, TensorValue>) => void restored.push(new Map(v)),
-  } as unknown as import("../../src/Session.js").VariableStore & { restored: Map<string, TensorValue>[] };
+  } as unknown as import("../../src/session/Session.js").VariableStore & { restored: Map<string, TensorValue>[] };
 };
 
 /** A new manager, as a restarted process makes it: the previous one (its process) is closed first. */

@@ -4,8 +4,8 @@ import { Subject } from "rxjs";
 import { describe, expect, it } from "vitest";
 
 import { createProgress, followSession } from "../../src/cli/progress.js";
-import { Coordinator } from "../../src/Coordinator.js";
-import type { SessionEvent } from "../../src/SessionEvent.js";
+import { Coordinator } from "../../src/coordinator/Coordinator.js";
+import type { SessionEvent } from "../../src/hook/SessionEvent.js";
 import { FakeSession } from "../../src/testing/FakeSession.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 

@@ -10,7 +10,7 @@ import { beforeEach, describe, expect, it } from "vitest";
 import { CheckpointManager } from "../../src/checkpoint/index.js";
 import { addInspectCommand, inspectCommand } from "../../src/cli/inspect.js";
 import { silentLogger } from "../../src/Logger.js";
-import { tensor, type TensorValue } from "../../src/Tensor.js";
+import { tensor, type TensorValue } from "../../src/session/Tensor.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
 const tempDir = useTempDirs("ms-ckpt-");

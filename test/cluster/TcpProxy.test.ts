@@ -24,15 +24,19 @@ let echo: Server;
 let echoPort: number;
 /** Every chunk the echo server received. */
 let received: string[];
+/** Called (then forgotten) at the echo server's next chunk. */
+let onReceived: (() => void)[] = [];
 let proxy: TcpProxy;
 const sockets: Socket[] = [];
 
 beforeEach(async () => {
   received = [];
+  onReceived = [];
   echo = createServer((s) => {
     s.on("error", () => undefined);
     s.on("data", (d: Buffer) => {
       received.push(d.toString());
+      for (const f of onReceived.splice(0)) f();
       s.write(d);
     });
   });
@@ -151,7 +155,7 @@ describe("TcpProxy", () => {
     c.socket.write("3");
     await within(
       new Promise<void>((resolve) => {
-        const check = (): void => void (received.join("").endsWith("3") ? resolve() : setTimeout(check, 2));
+        const check = (): void => void (received.join("").endsWith("3") ? resolve() : onReceived.push(check));
         check();
       }),
       "the target to receive the byte",

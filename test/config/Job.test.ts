@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 
 import { decodeJob, defineJob, HookRegistry, NonEmptyString, struct, required } from "../../src/config/index.js";
 import { Graph, hook, isSessionRunHook, SessionRunArgs, SessionRunHook } from "../../src/index.js";
-import { Scaffold } from "../../src/Scaffold.js";
+import { Scaffold } from "../../src/creation/Scaffold.js";
 
 const graph = new Graph();
 graph.op("train", () => 1);

@@ -24,7 +24,7 @@ import {
 } from "../../src/config/index.js";
 import { Graph } from "../../src/index.js";
 import { readConfig } from "../../src/config/loadConfig.js";
-import { SessionRunHook } from "../../src/SessionRunHook.js";
+import { SessionRunHook } from "../../src/hook/SessionRunHook.js";
 
 const issues = (input: unknown, registry?: HookRegistry): string[] => {
   const r = decodeConfig(input, registry);

@@ -10,10 +10,10 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { CheckpointSaverHook, type CheckpointSaverListener, type SessionLogWriter } from "../../hooks/CheckpointSaverHook.js";
 import { CheckpointDirInUseError, CheckpointManager, CheckpointSaveError, latestCheckpoint, readBundle } from "../../src/checkpoint/index.js";
 import { AbortedError, DeadlineExceededError, ValueError } from "../../src/errors.js";
-import { Scaffold } from "../../src/Scaffold.js";
-import type { Session } from "../../src/Session.js";
-import type { SessionEvent } from "../../src/SessionEvent.js";
-import { SessionRunArgs, SessionRunContext, type HookEnv } from "../../src/SessionRunHook.js";
+import { Scaffold } from "../../src/creation/Scaffold.js";
+import type { Session } from "../../src/session/Session.js";
+import type { SessionEvent } from "../../src/hook/SessionEvent.js";
+import { SessionRunArgs, SessionRunContext, type HookEnv } from "../../src/hook/SessionRunHook.js";
 import { fileWriterCache } from "../../src/summary/index.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { GatedSaver } from "../checkpoint/helpers.js";
@@ -490,14 +490,18 @@ describe("CheckpointSaverHook async", () => {
 
 describe("CheckpointSaverHook and the session's stop grace period", () => {
   it("closing waits for a background save at most the session's stopGracePeriodSecs", async () => {
-    const { MonitoredSession } = await import("../../src/MonitoredSession.js");
+    const { MonitoredSession } = await import("../../src/pipeline/MonitoredSession.js");
     const clock = new VirtualClock();
     const saver = new GatedSaver();
     const logger = new RecordingLogger();
     const graph = trainingGraph();
+    // The abandoned step-1 save ends with its listeners' afterSave: the event the test waits for.
+    let step1Saved!: () => void;
+    const step1SaveEnded = new Promise<void>((resolve) => (step1Saved = resolve));
+    const listener: CheckpointSaverListener = { afterSave: (_s, step) => void (step === 1 && step1Saved()) };
     const creating = MonitoredSession.create({
       sessionCreator: { createSession: async () => { const s = graph.session(); await s.variables.initialize(); return s; } },
-      hooks: [new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, saver, async: true })],
+      hooks: [new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, saver, async: true, listeners: [listener] })],
       stopGracePeriodSecs: 5,
       clock,
       logger,
@@ -522,10 +526,9 @@ describe("CheckpointSaverHook and the session's stop grace period", () => {
     try {
       saver.release();
       await saver.idle();
-      // The save then records the state file (real disk I/O, as slow as the machine is loaded):
-      // wait until it is there, with a deadline rather than a count of turns.
-      const deadline = Date.now() + 30_000;
-      while ((await savedStep()) !== 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+      // The save then records the state file (real disk I/O, as slow as the machine is loaded)
+      // and reports it: wait for that report (the test timeout is the deadline), not for time.
+      await step1SaveEnded;
       await new Promise((r) => setImmediate(r));
     } finally {
       process.off("unhandledRejection", onUnhandled);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { OutOfRangeError } from "../../src/errors.js";
-import { withSession } from "../../src/MonitoredSession.js";
+import { withSession } from "../../src/pipeline/MonitoredSession.js";
 import { FinalOpsHook } from "../../hooks/FinalOpsHook.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { driveHooks, trainingGraph } from "../util/driveHooks.js";

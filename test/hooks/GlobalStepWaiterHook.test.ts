@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { SessionRunArgs, SessionRunContext } from "../../src/SessionRunHook.js";
+import { SessionRunArgs, SessionRunContext } from "../../src/hook/SessionRunHook.js";
 import { flush, VirtualClock } from "../../src/testing/VirtualClock.js";
 import { GlobalStepWaiterHook } from "../../hooks/GlobalStepWaiterHook.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ValueError } from "../../src/errors.js";
-import { SessionRunArgs, SessionRunContext } from "../../src/SessionRunHook.js";
+import { SessionRunArgs, SessionRunContext } from "../../src/hook/SessionRunHook.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { StepCounterHook, type ScalarSummaryWriter } from "../../hooks/StepCounterHook.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";

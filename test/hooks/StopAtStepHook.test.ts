@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { AbortedError, RuntimeError, ValueError } from "../../src/errors.js";
-import { SessionRunArgs, SessionRunContext } from "../../src/SessionRunHook.js";
+import { SessionRunArgs, SessionRunContext } from "../../src/hook/SessionRunHook.js";
 import { StopAtStepHook } from "../../hooks/StopAtStepHook.js";
 import { driveHooks, setGlobalStep, trainingGraph } from "../util/driveHooks.js";
 

@@ -200,7 +200,7 @@ describe.skipIf(!hasNpm)("the packed package in a fresh consumer project", () =>
       for (const f of [target.import, target.types]) expect(files, `${key} → ${f}`).toContain(f.replace(/^\.\//, ""));
     }
     expect(files).toContain((pkg.bin["monitored-session"] as string).replace(/^\.\//, ""));
-    expect(files).toContain("src/MonitoredSession.ts");
+    expect(files).toContain("src/pipeline/MonitoredSession.ts");
     expect(files).toContain("hooks/StopAtStepHook.ts");
     expect(files.filter((f) => /^(test|bench|examples|scripts)\//.test(f) || f.startsWith("dist/test/"))).toEqual([]);
     // dist/ holds exactly what the sources compile to: nothing stale from moved modules.

@@ -1,5 +1,5 @@
 /** The preemption tests' model: a global step and a variable `v` that the `train` op counts up with it. */
-import { Graph } from "../../src/Graph.js";
+import { Graph } from "../../src/session/Graph.js";
 
 export const counterModel = () => {
   const g = new Graph();

@@ -8,13 +8,13 @@
 import { describe, expect, it } from "vitest";
 
 import { ChiefRecovery, MODEL_READY_KEY } from "../../src/runtime/chiefRecovery.js";
-import type { ChiefModel, ChiefModelState } from "../../src/ChiefModel.js";
+import type { ChiefModel, ChiefModelState } from "../../src/session/ChiefModel.js";
 import type { CoordinationClient } from "../../src/cluster/coordination/CoordinationClient.js";
 import { AbortedError, CancelledError, DeadlineExceededError, OpError, UnauthenticatedError, UnavailableError, UnknownError } from "../../src/errors.js";
 import { silentLogger } from "../../src/Logger.js";
-import type { Session } from "../../src/Session.js";
-import type { SessionRunContext } from "../../src/SessionRunHook.js";
-import type { Coordinator } from "../../src/Coordinator.js";
+import type { Session } from "../../src/session/Session.js";
+import type { SessionRunContext } from "../../src/hook/SessionRunHook.js";
+import type { Coordinator } from "../../src/coordinator/Coordinator.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 
 const CHIEF = "/job:chief/replica:0/task:0";

@@ -12,7 +12,7 @@ import { describe, expect, it } from "vitest";
 import { GroupRejoin } from "../../src/runtime/groupRejoin.js";
 import { ReplicaGroup, ReplicaGroupError } from "../../src/runtime/replicaGroup.js";
 import type { CoordinationClient } from "../../src/cluster/coordination/CoordinationClient.js";
-import { CollectiveReformedError, type Collective, type CollectiveBuffer } from "../../src/Collective.js";
+import { CollectiveReformedError, type Collective, type CollectiveBuffer } from "../../src/session/Collective.js";
 import { AbortedError, CancelledError, DeadlineExceededError, UnavailableError, UnknownError } from "../../src/errors.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { flush, VirtualClock } from "../../src/testing/VirtualClock.js";

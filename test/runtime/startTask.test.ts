@@ -10,7 +10,7 @@ import { ValueError } from "../../src/errors.js";
 import { silentLogger } from "../../src/Logger.js";
 import { PreemptionCheckpointHandler } from "../../src/preemption/index.js";
 import { CLUSTER_SETTINGS_ENV, clusterSettingsEnv, clusterSettingsFromEnv, startTask } from "../../src/runtime/index.js";
-import { Graph } from "../../src/Graph.js";
+import { Graph } from "../../src/session/Graph.js";
 import { freePorts } from "../util/cliChild.js";
 import { useTempDirs } from "../util/tempDirs.js";
 

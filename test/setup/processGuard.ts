@@ -1,9 +1,11 @@
 /**
- * Test setup of the unit project (vitest `setupFiles`): a unit test starts no process. Every way
- * `node:child_process` starts one (`spawn`, `fork`, `exec*`, `execFile*`, `spawnSync`) is replaced,
- * for the ESM named imports too (`syncBuiltinESMExports`), by a function that throws
- * {@link ProcessGuardError} naming the fix: a test that needs real processes is a process test,
- * named `*.process.test.ts` and run by the integration project (vitest.config.ts).
+ * Test setup of the unit project (vitest `setupFiles`). A unit test uses no real process and no
+ * real time; this guard enforces the first half. Every way `node:child_process` starts a process
+ * (`spawn`, `fork`, `exec*`, `execFile*`, `spawnSync`) is replaced, for the ESM named imports too
+ * (`syncBuiltinESMExports`), by a function that throws {@link ProcessGuardError} naming the fix: a
+ * test that needs real processes is a process test, named `*.process.test.ts`. A test that
+ * depends on wall-clock time (worker threads, sockets with deadlines, real heartbeats) is named
+ * `*.realtime.test.ts`. The integration project runs both (vitest.config.ts).
  */
 
 import { createRequire, syncBuiltinESMExports } from "node:module";

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { DataLossError } from "../../src/errors.js";
-import { tensor } from "../../src/Tensor.js";
+import { tensor } from "../../src/session/Tensor.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { EventDecoder, type SummaryEvent, tensorNumbers } from "../../src/summary/EventDecoder.js";
 import { DataType, encodeEvent } from "../../src/summary/EventProto.js";

@@ -4,7 +4,7 @@ import { basename, join } from "node:path";
 import { firstValueFrom } from "rxjs";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { InvalidArgumentError, RuntimeError } from "../../src/errors.js";
-import { tensor } from "../../src/Tensor.js";
+import { tensor } from "../../src/session/Tensor.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { DataType } from "../../src/summary/EventProto.js";
 import { eventFileName } from "../../src/summary/EventFileWriter.js";

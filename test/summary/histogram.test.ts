@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { InvalidArgumentError } from "../../src/errors.js";
-import { tensor } from "../../src/Tensor.js";
+import { tensor } from "../../src/session/Tensor.js";
 import { DataClass, DataType, encodeSummary } from "../../src/summary/EventProto.js";
 import { computeHistogram, histogramValue } from "../../src/summary/histogram.js";
 import { decodeSummary, float32s } from "./decoder.js";

@@ -1,7 +1,7 @@
 import { BinaryWriter } from "@bufbuild/protobuf/wire";
 import { describe, expect, it } from "vitest";
 import { InvalidArgumentError } from "../../src/errors.js";
-import { tensor } from "../../src/Tensor.js";
+import { tensor } from "../../src/session/Tensor.js";
 import { DataClass, DataType, encodeEvent, encodeSummary } from "../../src/summary/EventProto.js";
 import {
   scalarValue,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { AbortedError, FailedPreconditionError, OutOfRangeError } from "../../src/errors.js";
 import { silentLogger } from "../../src/Logger.js";
-import { MonitoredSession } from "../../src/MonitoredSession.js";
+import { MonitoredSession } from "../../src/pipeline/MonitoredSession.js";
 import { FakeSession, FakeSessionCreator, VirtualClock } from "../../src/testing/index.js";
 
 describe("FakeSession", () => {

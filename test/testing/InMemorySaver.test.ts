@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { CheckpointSaverHook, type SessionLogWriter } from "../../hooks/CheckpointSaverHook.js";
 import { CheckpointManager } from "../../src/checkpoint/index.js";
 import { DataLossError, InvalidArgumentError, NotFoundError } from "../../src/errors.js";
-import { Graph } from "../../src/Graph.js";
+import { Graph } from "../../src/session/Graph.js";
 import { InMemorySaver, RecordingLogger, VirtualClock } from "../../src/testing/index.js";
 import { driveHooks } from "../util/driveHooks.js";
 import { useTempDirs } from "../util/tempDirs.js";

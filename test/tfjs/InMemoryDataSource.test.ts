@@ -2,7 +2,7 @@ import * as tf from "@tensorflow/tfjs";
 import { describe, expect, it } from "vitest";
 
 import { InvalidArgumentError, OutOfRangeError, ValueError } from "../../src/errors.js";
-import type { TensorValue } from "../../src/Tensor.js";
+import type { TensorValue } from "../../src/session/Tensor.js";
 import { InMemoryDataSource, type TfjsBatch } from "../../src/tfjs/index.js";
 
 tf.env().set("IS_TEST", true);

@@ -12,11 +12,11 @@ import { buildModel, classifierLoss, NUM_CLASSES } from "../../examples/tfjs-cla
 import { NanTensorHook } from "../../hooks/index.js";
 import { ReplicaGroup } from "../../src/runtime/replicaGroup.js";
 import { TcpCollective } from "../../src/cluster/collective/index.js";
-import type { Collective } from "../../src/Collective.js";
+import type { Collective } from "../../src/session/Collective.js";
 import { InvalidArgumentError, NanLossDuringTrainingError } from "../../src/errors.js";
 import { silentLogger } from "../../src/Logger.js";
-import { withSession } from "../../src/MonitoredSession.js";
-import { tensor } from "../../src/Tensor.js";
+import { withSession } from "../../src/pipeline/MonitoredSession.js";
+import { tensor } from "../../src/session/Tensor.js";
 import { InMemoryDataSource, tfjsSession, type TfjsDataSource, type TfjsSession } from "../../src/tfjs/index.js";
 import { bits } from "../util/tensorBits.js";
 import { dataset, train } from "../util/tfjsSessions.js";

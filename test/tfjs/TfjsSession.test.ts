@@ -16,8 +16,8 @@ import {
   RuntimeError,
   ValueError,
 } from "../../src/errors.js";
-import { MonitoredSession, withSession } from "../../src/MonitoredSession.js";
-import type { TensorValue } from "../../src/Tensor.js";
+import { MonitoredSession, withSession } from "../../src/pipeline/MonitoredSession.js";
+import type { TensorValue } from "../../src/session/Tensor.js";
 import { silentLogger } from "../../src/Logger.js";
 import { InMemoryDataSource, TfjsSession, tfjsSession } from "../../src/tfjs/index.js";
 import { bits } from "../util/tensorBits.js";

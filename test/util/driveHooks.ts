@@ -4,12 +4,12 @@
  * {@link driveHooks}, which runs hooks through the real `MonitoredSession` pipeline.
  */
 
-import type { Clock } from "../../src/Clock.js";
+import type { Clock } from "../../src/time/Clock.js";
 import type { Logger } from "../../src/Logger.js";
-import { MonitoredSession } from "../../src/MonitoredSession.js";
-import { Graph, type GraphSession, type OpFn } from "../../src/Graph.js";
-import type { Feeds, FetchResult, Fetches, RunMetadata, RunOptions, Session } from "../../src/Session.js";
-import type { SessionRunHook } from "../../src/SessionRunHook.js";
+import { MonitoredSession } from "../../src/pipeline/MonitoredSession.js";
+import { Graph, type GraphSession, type OpFn } from "../../src/session/Graph.js";
+import type { Feeds, FetchResult, Fetches, RunMetadata, RunOptions, Session } from "../../src/session/Session.js";
+import type { SessionRunHook } from "../../src/hook/SessionRunHook.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 

@@ -4,10 +4,10 @@
  * and a worker the chief's values; its hook and start barrier write to a shared transcript
  * (`publisher.afterCreateSession`, `task.<method>`, `sessionsCreated`).
  */
-import type { ChiefModel } from "../../src/ChiefModel.js";
-import type { Graph } from "../../src/Graph.js";
-import { hook } from "../../src/SessionRunHook.js";
-import { defaultSessionTargets, type SessionTask } from "../../src/SessionTarget.js";
+import type { ChiefModel } from "../../src/session/ChiefModel.js";
+import type { Graph } from "../../src/session/Graph.js";
+import { hook } from "../../src/hook/SessionRunHook.js";
+import { defaultSessionTargets, type SessionTask } from "../../src/pipeline/SessionTarget.js";
 import { HookRecorder, type HookRecorderOptions } from "../../src/testing/index.js";
 
 /** A fake task and what it recorded. */

@@ -1,5 +1,5 @@
 /** Bit-level views of tensor values, for exact comparisons in tests. */
-import type { TensorValue } from "../../src/Tensor.js";
+import type { TensorValue } from "../../src/session/Tensor.js";
 
 /** Bit-level view of a snapshot, for exact comparison (NaN-safe, -0-safe). */
 export const bits = (m: ReadonlyMap<string, TensorValue>): Record<string, unknown> =>

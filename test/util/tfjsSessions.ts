@@ -2,7 +2,7 @@
 import * as tf from "@tensorflow/tfjs";
 
 import { accuracy, buildModel, classifierLoss, makeDataset } from "../../examples/tfjs-classifier-data.js";
-import type { Session } from "../../src/Session.js";
+import type { Session } from "../../src/session/Session.js";
 import { InMemoryDataSource, tfjsSession, type TfjsSession, type TfjsSessionOptions } from "../../src/tfjs/index.js";
 
 /** 180 points of the example's blobs. */

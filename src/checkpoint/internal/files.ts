@@ -12,7 +12,7 @@ import { access, open, readdir, rename, unlink, type FileHandle } from "node:fs/
 import { isAbsolute, relative, resolve, sep } from "node:path";
 
 import { InvalidArgumentError } from "../../errors.js";
-import { withPath } from "../../internal/fsErrors.js";
+import { withPath } from "../../util/fsErrors.js";
 import { processTempFiles, TEMP_MARKER, type TempFileRegistry } from "../TempFileRegistry.js";
 
 export { TEMP_MARKER };

@@ -15,7 +15,7 @@
  */
 
 import { isIP, type AddressInfo, type Server as NetServer, type Socket } from "node:net";
-import { type Clock, systemClock, secs } from "../../Clock.js";
+import { type Clock, systemClock, secs } from "../../time/Clock.js";
 import {
   AlreadyExistsError,
   CancelledError,
@@ -35,7 +35,7 @@ import {
   DEFAULT_COLLECTIVE_TIMEOUT_SECS,
   RankStopVote,
   type ReduceOp,
-} from "./Collective.js";
+} from "../../session/Collective.js";
 import { DeadlineTimer } from "./callDeadlines.js";
 import { CREDIT_WINDOW, CreditWindow } from "./creditWindow.js";
 import { DType, encodeHeader, type FrameHeader, FrameKind, OpCode } from "./frames.js";

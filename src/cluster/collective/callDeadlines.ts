@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { Clock, TimerHandle } from "../../Clock.js";
+import type { Clock, TimerHandle } from "../../time/Clock.js";
 
 // ---------------------------------------------------------------------------------------------
 // constructors

@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { CollectiveBuffer } from "./Collective.js";
+import type { CollectiveBuffer } from "../../session/Collective.js";
 import { type DType, encodeHeader, type FrameHeader, FrameKind, type OpCode } from "./frames.js";
 import type { Link, RingPeers } from "./links.js";
 

@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { CollectiveBuffer } from "./Collective.js";
+import type { CollectiveBuffer } from "../../session/Collective.js";
 import { CREDIT_WINDOW, type Frame, PLACED, ReceiveSlots } from "./creditWindow.js";
 import { DataLossError, InvalidArgumentError } from "../../errors.js";
 import { DEFER, DType, type FrameHeader, FrameKind, type FrameParser, MAX_CONTROL_PAYLOAD_BYTES, OpCode, type PayloadSink } from "./frames.js";

@@ -5,5 +5,5 @@
  * @module
  */
 
-export { CollectiveReformedError, DEFAULT_COLLECTIVE_TIMEOUT_SECS, RankStopVote, type Collective, type CollectiveBuffer, type CollectiveCallOptions, type ReduceOp, type StopVote } from "./Collective.js";
+export { CollectiveReformedError, DEFAULT_COLLECTIVE_TIMEOUT_SECS, RankStopVote, type Collective, type CollectiveBuffer, type CollectiveCallOptions, type ReduceOp, type StopVote } from "../../session/Collective.js";
 export { TcpCollective, type CollectiveStats, type TcpCollectiveOptions } from "./TcpCollective.js";

@@ -11,7 +11,7 @@
 
 import { isIP, type Server as NetServer, type Socket, createServer as createNetServer, connect as netConnect } from "node:net";
 import { createServer as createTlsServer, connect as tlsConnect } from "node:tls";
-import type { Clock } from "../../Clock.js";
+import type { Clock } from "../../time/Clock.js";
 import { AbortedError, CancelledError, DataLossError, DeadlineExceededError, InvalidArgumentError, UnauthenticatedError, UnavailableError } from "../../errors.js";
 import { newIncarnation, taskName } from "../coordination/identity.js";
 import { decodeStatusJson, fromStatus } from "../coordination/status.js";

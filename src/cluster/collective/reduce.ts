@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { CollectiveBuffer } from "./Collective.js";
+import type { CollectiveBuffer } from "../../session/Collective.js";
 import type { PayloadSink } from "./frames.js";
 import { BLOCK_BYTES, loadSimdKernel, type SimdKernel } from "./simdKernel.js";
 

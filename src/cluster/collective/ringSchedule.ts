@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { CollectiveBuffer } from "./Collective.js";
+import type { CollectiveBuffer } from "../../session/Collective.js";
 import { type Frame, PLACED } from "./creditWindow.js";
 import { reduceInto, reduceIntoDstFirst, typedView } from "./reduce.js";
 

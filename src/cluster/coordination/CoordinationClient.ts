@@ -15,7 +15,7 @@
  * @module
  */
 
-import type { Clock } from "../../Clock.js";
+import type { Clock } from "../../time/Clock.js";
 import type { CoordinationTimeouts } from "./CoordinationConfig.js";
 
 // ---------------------------------------------------------------------------------------------

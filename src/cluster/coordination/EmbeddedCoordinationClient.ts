@@ -23,7 +23,7 @@
  */
 
 import type { MessagePort } from "node:worker_threads";
-import { systemClock, type Clock, type TimerHandle } from "../../Clock.js";
+import { systemClock, type Clock, type TimerHandle } from "../../time/Clock.js";
 import { FailedPreconditionError, type OpError } from "../../errors.js";
 import type {
   BarrierOptions,

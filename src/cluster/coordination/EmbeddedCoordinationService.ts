@@ -13,7 +13,7 @@
  * @module
  */
 
-import { systemClock, type Clock, type TimerHandle } from "../../Clock.js";
+import { systemClock, type Clock, type TimerHandle } from "../../time/Clock.js";
 import {
   AbortedError,
   AlreadyExistsError,

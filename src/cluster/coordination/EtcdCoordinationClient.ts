@@ -29,7 +29,7 @@
 import { createRequire } from "node:module";
 import { noop } from "cockatiel";
 import type { Etcd3, IKeyValue, Watcher } from "etcd3";
-import { systemClock, type Clock } from "../../Clock.js";
+import { systemClock, type Clock } from "../../time/Clock.js";
 import {
   AbortedError,
   AlreadyExistsError,

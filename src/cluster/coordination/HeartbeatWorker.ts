@@ -12,7 +12,7 @@
  */
 
 import { type MessagePort, type Transferable, Worker } from "node:worker_threads";
-import { systemClock } from "../../Clock.js";
+import { systemClock } from "../../time/Clock.js";
 import { ErrorCode, type OpError, UnavailableError } from "../../errors.js";
 import type { CallerIdentity } from "./EmbeddedCoordinationService.js";
 import { fromStatus, type Status } from "./status.js";

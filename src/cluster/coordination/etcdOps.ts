@@ -8,7 +8,7 @@
  */
 
 import type { Etcd3, IKeyValue, Watcher } from "etcd3";
-import type { Clock } from "../../Clock.js";
+import type { Clock } from "../../time/Clock.js";
 import type { OpError } from "../../errors.js";
 import type { CoordinationTimeouts } from "./CoordinationConfig.js";
 import type { EtcdKeys } from "./etcdKeys.js";

@@ -28,7 +28,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { toBinary } from "@bufbuild/protobuf";
 import { base64Encode } from "@bufbuild/protobuf/wire";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
-import { systemClock, type Clock } from "../../Clock.js";
+import { systemClock, type Clock } from "../../time/Clock.js";
 import { DeadlineExceededError, ErrorCode, OpError, UnauthenticatedError, UnavailableError } from "../../errors.js";
 import { clusterTransport, clusterTransportSettings, type ClusterClientOptions, type ClusterTransportSettings } from "../clusterClient.js";
 import {

@@ -8,7 +8,7 @@
  * @module
  */
 
-import { systemClock, type Clock, type TimerHandle } from "../../Clock.js";
+import { systemClock, type Clock, type TimerHandle } from "../../time/Clock.js";
 import { ValueError } from "../../errors.js";
 import { defaultLogger, type Logger } from "../../Logger.js";
 

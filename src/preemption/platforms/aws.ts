@@ -11,7 +11,7 @@ import * as E from "fp-ts/lib/Either.js";
 import { pipe } from "fp-ts/lib/function.js";
 import * as t from "io-ts";
 
-import { systemClock, type Clock } from "../../Clock.js";
+import { systemClock, type Clock } from "../../time/Clock.js";
 import { decodeLines, JsonText, refined } from "../../codec.js";
 import { ValueError } from "../../errors.js";
 import { joinUrl, malformed, metadataRequest, unexpectedStatus, type MetadataServiceOptions } from "./metadataHttp.js";

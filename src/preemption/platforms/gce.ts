@@ -6,7 +6,7 @@
  * @module
  */
 
-import { systemClock, type Clock } from "../../Clock.js";
+import { systemClock, type Clock } from "../../time/Clock.js";
 import { joinUrl, malformed, metadataRequest, unexpectedStatus, type MetadataServiceOptions } from "./metadataHttp.js";
 import type { PlatformNotice, PlatformWatcher } from "./PlatformWatcher.js";
 

@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { Clock } from "../../Clock.js";
+import type { Clock } from "../../time/Clock.js";
 import { defaultLogger, type Logger } from "../../Logger.js";
 import { awsWatcher } from "./aws.js";
 import { azureWatcher } from "./azure.js";

@@ -11,7 +11,7 @@
 import * as tf from "@tensorflow/tfjs";
 
 import { InvalidArgumentError, ValueError } from "../../errors.js";
-import type { DType, TensorValue } from "../../Tensor.js";
+import type { DType, TensorValue } from "../../session/Tensor.js";
 import { slotName, tfName, weightShape, type ModelWeight } from "./naming.js";
 import { expectLike, fromTf, int64, int64Value, sameShape, toTf } from "./tensors.js";
 

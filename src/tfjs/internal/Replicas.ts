@@ -25,9 +25,9 @@ import * as tf from "@tensorflow/tfjs";
 import * as t from "io-ts";
 
 import { decodeOrThrow, DTypeCodec, JsonText, NonNegativeInt, Text } from "../../codec.js";
-import { CollectiveReformedError, type Collective } from "../../Collective.js";
+import { CollectiveReformedError, type Collective } from "../../session/Collective.js";
 import { DataLossError, InvalidArgumentError } from "../../errors.js";
-import { numElements, type DType, type TensorData, type TensorValue } from "../../Tensor.js";
+import { numElements, type DType, type TensorData, type TensorValue } from "../../session/Tensor.js";
 import type { ModelWeight } from "./naming.js";
 import { DATA_PREFIX } from "./TfjsVariables.js";
 

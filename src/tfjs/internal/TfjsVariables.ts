@@ -7,8 +7,8 @@
  */
 
 import { FailedPreconditionError, InvalidArgumentError } from "../../errors.js";
-import type { LocalVariableStore, VariableCollection } from "../../Session.js";
-import type { DType, TensorValue } from "../../Tensor.js";
+import type { LocalVariableStore, VariableCollection } from "../../session/Session.js";
+import type { DType, TensorValue } from "../../session/Tensor.js";
 import type { TfjsDataSource } from "../DataSource.js";
 import { weightShape, type ModelWeight } from "./naming.js";
 import { OPTIMIZER_PREFIX, type OptimizerState } from "./OptimizerState.js";

@@ -9,7 +9,7 @@
 import * as tf from "@tensorflow/tfjs";
 
 import { InvalidArgumentError } from "../../errors.js";
-import { numElements, type DType, type TensorValue } from "../../Tensor.js";
+import { numElements, type DType, type TensorValue } from "../../session/Tensor.js";
 
 // ---------------------------------------------------------------------------------------------
 // constructors

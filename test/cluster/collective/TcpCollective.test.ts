@@ -9,7 +9,7 @@ import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { FrameKind, DType, OpCode, HEADER_BYTES } from "../../../src/cluster/collective/frames.js";
 import { TcpCollective } from "../../../src/cluster/collective/TcpCollective.js";
-import type { Clock } from "../../../src/Clock.js";
+import type { Clock } from "../../../src/time/Clock.js";
 import {
   AbortedError,
   CancelledError,

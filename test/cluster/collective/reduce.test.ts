@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { DType, encodeHeader, FrameKind, FrameParser, OpCode, type PayloadSink } from "../../../src/cluster/collective/frames.js";
-import type { CollectiveBuffer } from "../../../src/cluster/collective/Collective.js";
+import type { CollectiveBuffer } from "../../../src/session/Collective.js";
 import { reduceInto, reduceIntoDstFirst, scalarReduceInto, scalarReduceIntoDstFirst, simdReduction, streamingReducer } from "../../../src/cluster/collective/reduce.js";
 import { BLOCK_BYTES } from "../../../src/cluster/collective/simdKernel.js";
 

@@ -1,7 +1,9 @@
 /**
  * The conformance suite every coordination backend passes. Real time, loopback only, short
  * timeouts; each test asserts the outcome and the named task, never a duration, and every wait
- * has a deadline of at least 3× the bound it checks.
+ * has a deadline of at least 3× the bound it checks. Real heartbeats on real threads: the files
+ * that run it are `*.conformance.realtime.test.ts` (or `.process.test.ts` for etcd), which the
+ * integration project runs.
  */
 
 import { afterAll, describe, expect, it } from "vitest";

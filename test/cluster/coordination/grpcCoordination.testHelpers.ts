@@ -1,4 +1,4 @@
-/** What grpcCoordination.test.ts and grpcCoordination.process.test.ts share: quiet, chief, hosts, clients, grpcClients. */
+/** What grpcCoordination.realtime.test.ts and grpcCoordination.process.test.ts share: quiet, chief, hosts, clients, grpcClients. */
 import * as grpc from "@grpc/grpc-js";
 import { afterEach } from "vitest";
 import { type CoordinationClient, type HostedCoordinationService, taskName } from "../../../src/cluster/coordination/index.js";

@@ -5,9 +5,9 @@
  */
 import { describe, expect, it } from "vitest";
 
-import type { Collective, CollectiveBuffer } from "../../../src/Collective.js";
+import type { Collective, CollectiveBuffer } from "../../../src/session/Collective.js";
 import { DataLossError, InvalidArgumentError } from "../../../src/errors.js";
-import type { TensorValue } from "../../../src/Tensor.js";
+import type { TensorValue } from "../../../src/session/Tensor.js";
 import { Replicas } from "../../../src/tfjs/internal/Replicas.js";
 
 const utf8 = (s: string): number[] => [...Buffer.from(s, "utf8")];

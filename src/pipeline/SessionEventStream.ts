@@ -1,0 +1,80 @@
+/**
+ * The one event stream of a monitored session: a Subject that every layer and hook publishes
+ * to, the replay of the latest `sessionCreated` for late subscribers, and the forwarding of
+ * other streams (a preemption handler's) into it until the session closes.
+ *
+ * @module
+ */
+
+import { Observable, Subject, Subscription, type PartialObserver } from "rxjs";
+
+import { describeCause, type SessionEvent, type SessionEventOf } from "../hook/SessionEvent.js";
+
+export class SessionEventStream {
+  private readonly subject = new Subject<SessionEvent>();
+  private latestCreated: SessionEventOf<"sessionCreated"> | undefined;
+  /** The cause of the last `sessionAborted`, carried by the next `sessionCreated`. */
+  private abortCause: string | undefined;
+  private readonly forwarded = new Subscription();
+
+  /** Replays the latest `sessionCreated`, then the live events. */
+  readonly events$: Observable<SessionEvent> = new Observable<SessionEvent>((subscriber) => {
+    const created = this.latestCreated;
+    if (created !== undefined) subscriber.next(created);
+    return this.subject.subscribe(subscriber);
+  });
+
+  /** Whether anyone listens: emitters skip building events otherwise. */
+  get observed(): boolean {
+    return this.subject.observed;
+  }
+
+  /** Emits `e` to current subscribers. */
+  next(e: SessionEvent): void {
+    this.subject.next(e);
+  }
+
+  /** Records (for replay) and emits a session creation; after a recovery it carries the cause. */
+  created(e: Omit<SessionEventOf<"sessionCreated">, "cause">): void {
+    const cause = e.recovery > 0 ? this.abortCause : undefined;
+    const event: SessionEventOf<"sessionCreated"> = cause === undefined ? e : { ...e, cause };
+    this.latestCreated = event;
+    this.abortCause = undefined;
+    if (this.subject.observed) this.subject.next(event);
+  }
+
+  /** Emits `sessionAborted` with the error's one-line cause. */
+  aborted(error: unknown, time: number): void {
+    const cause = describeCause(error);
+    this.abortCause = cause;
+    if (this.subject.observed) this.subject.next({ type: "sessionAborted", time, error, cause });
+  }
+
+  /** Forwards `source$`'s events until it completes or the stream ends; errors become `warning`s. */
+  forward(source$: Observable<SessionEvent>, now: () => number): Subscription {
+    const sub = source$.subscribe({
+      next: (e) => this.subject.next(e),
+      error: (error: unknown) =>
+        this.subject.next({ type: "warning", time: now(), message: `a forwarded event stream failed: ${describeCause(error)}`, error }),
+    });
+    this.forwarded.add(sub);
+    return sub;
+  }
+
+  /** Subscribes to live events only (no replay): for the observer given before creation. */
+  subscribe(observer: PartialObserver<SessionEvent>): Subscription {
+    return this.subject.subscribe(observer);
+  }
+
+  /** Ends the stream: stops forwarding, completes subscribers. */
+  complete(): void {
+    this.forwarded.unsubscribe();
+    this.subject.complete();
+  }
+
+  /** Ends the stream with an error (creation failed: there is no session to observe). */
+  error(e: unknown): void {
+    this.forwarded.unsubscribe();
+    this.subject.error(e);
+  }
+}
