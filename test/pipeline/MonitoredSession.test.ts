@@ -9,14 +9,14 @@ import {
   UnavailableError,
   UnknownError,
   ValueError,
-} from "../src/errors.js";
-import { MonitoredSession, SingularMonitoredSession, withSession, type StepContext } from "../src/pipeline/MonitoredSession.js";
-import { Coordinator, type CoordinatorOptions } from "../src/coordinator/Coordinator.js";
-import { Graph } from "../src/session/Graph.js";
-import { SessionRunArgs, SessionRunHook, hook, type SessionRunContext } from "../src/hook/SessionRunHook.js";
-import type { SessionEvent } from "../src/hook/SessionEvent.js";
-import { silentLogger } from "../src/Logger.js";
-import { FakeSession, FakeSessionCreator, HookRecorder, VirtualClock } from "../src/testing/index.js";
+} from "../../src/errors.js";
+import { MonitoredSession, SingularMonitoredSession, withSession, type StepContext } from "../../src/pipeline/MonitoredSession.js";
+import { Coordinator, type CoordinatorOptions } from "../../src/coordinator/Coordinator.js";
+import { Graph } from "../../src/session/Graph.js";
+import { SessionRunArgs, SessionRunHook, hook, type SessionRunContext } from "../../src/hook/SessionRunHook.js";
+import type { SessionEvent } from "../../src/hook/SessionEvent.js";
+import { silentLogger } from "../../src/Logger.js";
+import { FakeSession, FakeSessionCreator, HookRecorder, VirtualClock } from "../../src/testing/index.js";
 
 const create = (creator: FakeSessionCreator, hooks: SessionRunHook[] = [], extra: object = {}) =>
   MonitoredSession.create({ sessionCreator: creator, hooks, logger: silentLogger, clock: new VirtualClock(), ...extra });
@@ -808,7 +808,7 @@ describe("events$", () => {
         afterRun() {
           this.env?.emit({ type: "warning", time: 0, message: "hello" });
         },
-      } as SessionRunHook & { env?: import("../src/hook/SessionRunHook.js").HookEnv },
+      } as SessionRunHook & { env?: import("../../src/hook/SessionRunHook.js").HookEnv },
     ]);
     const seen: string[] = [];
     sess.events$.subscribe((e) => e.type === "warning" && seen.push(e.message));
