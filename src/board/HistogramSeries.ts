@@ -4,16 +4,16 @@
  * all points sit end to end in one `Float64Array`, with an offset column saying where each point's
  * start. A histogram of k buckets costs k × 24 + 28 bytes, and no object per point.
  *
- * The memory policy is the board's (`thinning.ts`): every histogram is kept until the series
- * holds more than `budgetBytes`; then the spacing of the steps kept doubles, the first and the
- * newest always kept, and again until it fits. The columns never grow past what the budget needs (the
+ * The memory policy is the board's (`thinning.ts`, applied by a {@link Thinner}): every histogram
+ * is kept until the series holds more than `budgetBytes`; then the spacing of the steps kept
+ * doubles, the first and the newest always kept, and again until it fits. The columns never grow past what the budget needs (the
  * bucket column: the budget plus one histogram), so the budget bounds the memory held, spare
  * capacity included. Each thinning is reported by the caller: nothing is dropped silently.
  *
  * @module
  */
 
-import { overBudget, Spacing, type Thinning } from "./thinning.js";
+import { Thinner, type Thinning } from "./thinning.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -29,18 +29,29 @@ export class HistogramSeries {
   private n = 0;
   private steps = new Float64Array(8);
   private walls = new Float64Array(8);
-  /** Each histogram's arrival number (for the {@link Spacing}). */
+  /** Each histogram's arrival number (for the {@link Thinner}). */
   private seqs = new Float64Array(8);
   /** `starts[i]` is the index in `buckets` of point i's first bucket, `starts[n]` the end. */
   private starts = new Uint32Array(9);
   /** `left, right, count` of every bucket, point after point. */
   private buckets = new Float64Array(8 * 3 * 30);
-  /** Steps dropped by thinning so far. */
-  droppedSteps = 0;
-  private readonly spacing = new Spacing();
+  private readonly thinner: Thinner;
 
   /** `budgetBytes`: what the histograms may hold ({@link heldBytes}) before they are thinned (default: no limit). */
-  constructor(private readonly budgetBytes: number = Number.POSITIVE_INFINITY) {}
+  constructor(private readonly budgetBytes: number = Number.POSITIVE_INFINITY) {
+    this.thinner = new Thinner(budgetBytes, {
+      length: () => this.n,
+      heldBytes: () => this.heldBytes,
+      seqAt: (i) => this.seqs[i] as number,
+      dropLast: () => void this.n--,
+      keep: (keep) => this.keep(keep),
+    });
+  }
+
+  /** Steps dropped by thinning so far. */
+  get droppedSteps(): number {
+    return this.thinner.droppedSteps;
+  }
 
   /** Histograms held. */
   get length(): number {
@@ -68,12 +79,7 @@ export class HistogramSeries {
    */
   append(step: number, wallTime: number, left: ArrayLike<number>, right: ArrayLike<number>, count: ArrayLike<number>): Thinning | undefined {
     const k = Math.min(left.length, right.length, count.length);
-    const seq = this.spacing.arrive();
-    // The newest so far is kept only if it falls on the spacing: else this one takes its place.
-    if (this.n > 1 && !this.spacing.keeps(this.seqs[this.n - 1] as number)) {
-      this.n--;
-      this.droppedSteps++;
-    }
+    const seq = this.thinner.arrive();
     if (this.n === this.steps.length) this.growPoints(Math.max(this.n + 1, Math.min(this.n * 2, Math.floor(this.budgetBytes / POINT_BYTES) + 2)));
     const at = this.starts[this.n] as number;
     const need = at + 3 * k;
@@ -89,7 +95,7 @@ export class HistogramSeries {
     this.seqs[this.n] = seq;
     this.n++;
     this.starts[this.n] = need;
-    return this.heldBytes > this.budgetBytes ? this.thin() : undefined;
+    return this.thinner.fit();
   }
 
   /** Removes every histogram at step >= `step` (a restart); returns how many. */
@@ -105,18 +111,6 @@ export class HistogramSeries {
     const at = (i: number): void => row(this.walls[i] as number, this.steps[i] as number, this.buckets.subarray(this.starts[i] as number, this.starts[i + 1] as number));
     if (only === undefined) for (let i = 0; i < this.n; i++) at(i);
     else for (const i of only) if (i >= 0 && i < this.n) at(i);
-  }
-
-  private thin(): Thinning | undefined {
-    let dropped = 0;
-    while (overBudget(this.heldBytes, this.budgetBytes, this.n)) {
-      this.spacing.widen();
-      const last = this.n - 1;
-      dropped += this.keep((i) => i === last || this.spacing.keeps(this.seqs[i] as number));
-    }
-    if (dropped === 0) return undefined;
-    this.droppedSteps += dropped;
-    return { dropped, kept: this.n };
   }
 
   /** Keeps, in place and in order, the histograms whose index `keep` accepts; returns how many went. */

@@ -2,9 +2,9 @@
  * `ImageSeries`: the images of one (run, tag), every step's encoded bytes as written (PNG,
  * JPEG...), under a byte budget.
  *
- * The memory policy is the board's (`thinning.ts`): every step is kept until the series holds
- * more than `budgetBytes` of image bytes; then the spacing of the steps kept doubles, the first and
- * the newest always kept, and again until it fits. The steps kept stay evenly spread over the
+ * The memory policy is the board's (`thinning.ts`, kept by {@link BudgetedSamples}): every step
+ * is kept until the series holds more than `budgetBytes` of image bytes; then the spacing of the
+ * steps kept doubles, the first and the newest always kept, and again until it fits. The steps kept stay evenly spread over the
  * whole run, as a slider over them needs. Each thinning is reported by the caller (the board prints it, and the
  * images route's tag description says it): nothing is dropped silently.
  *
@@ -14,8 +14,8 @@
  * @module
  */
 
-import { keepWhere } from "./keepWhere.js";
-import { overBudget, Spacing, type Thinning } from "./thinning.js";
+import { BudgetedSamples } from "./budgetedSamples.js";
+import type { Thinning } from "./thinning.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -31,30 +31,31 @@ export interface ImageShot {
 
 /** The images of one (run, tag), by step, under a byte budget. */
 export class ImageSeries {
-  private readonly list: ImageShot[] = [];
-  /** Each step's arrival number (for the {@link Spacing}). */
-  private readonly seqs: number[] = [];
-  private readonly spacing = new Spacing();
-  private bytes = 0;
-  /** Steps dropped by thinning so far. */
-  droppedSteps = 0;
+  private readonly kept: BudgetedSamples<ImageShot>;
 
-  constructor(private readonly budgetBytes: number) {}
+  constructor(budgetBytes: number) {
+    this.kept = new BudgetedSamples(budgetBytes);
+  }
 
   /** The steps kept, oldest first. */
   get shots(): readonly ImageShot[] {
-    return this.list;
+    return this.kept.items;
   }
 
   /** Image bytes held. */
   get byteLength(): number {
-    return this.bytes;
+    return this.kept.heldBytes;
+  }
+
+  /** Steps dropped by thinning so far. */
+  get droppedSteps(): number {
+    return this.kept.droppedSteps;
   }
 
   /** The most samples any step has. */
   get samples(): number {
     let m = 0;
-    for (const s of this.list) m = Math.max(m, s.samples.length);
+    for (const s of this.shots) m = Math.max(m, s.samples.length);
     return m;
   }
 
@@ -63,33 +64,26 @@ export class ImageSeries {
    * for a new step; returns what thinning it took to stay within the budget, if any.
    */
   add(step: number, wallTime: number, sample: number, encoded: Uint8Array, id: () => number): Thinning | undefined {
-    const last = this.list.at(-1);
-    let shot = last;
-    if (shot === undefined || shot.step !== step || shot.wallTime !== wallTime || shot.samples[sample] !== undefined) {
-      const seq = this.spacing.arrive();
-      // The newest so far is kept only if it falls on the spacing: else this one takes its place.
-      if (this.list.length > 1 && !this.spacing.keeps(this.seqs.at(-1) as number)) {
-        this.bytes -= shotBytes(this.list.pop() as ImageShot);
-        this.seqs.pop();
-        this.droppedSteps++;
-      }
-      shot = { id: id(), step, wallTime, samples: [] };
-      this.list.push(shot);
-      this.seqs.push(seq);
-    }
     // A copy: the decoder's bytes may be a view of a whole read chunk, which must not be kept alive.
-    shot.samples[sample] = encoded.slice();
-    this.bytes += encoded.length;
-    return this.bytes > this.budgetBytes ? this.thin() : undefined;
+    const copy = encoded.slice();
+    const last = this.shots.at(-1);
+    if (last !== undefined && last.step === step && last.wallTime === wallTime && last.samples[sample] === undefined) {
+      last.samples[sample] = copy;
+      return this.kept.grow(copy.length);
+    }
+    const shot: ImageShot = { id: id(), step, wallTime, samples: [] };
+    shot.samples[sample] = copy;
+    return this.kept.add(shot, copy.length);
   }
 
   /** The step with `id`, or `undefined`. */
   find(id: number): ImageShot | undefined {
+    const list = this.shots;
     let lo = 0;
-    let hi = this.list.length - 1;
+    let hi = list.length - 1;
     while (lo <= hi) {
       const mid = (lo + hi) >> 1;
-      const s = this.list[mid] as ImageShot;
+      const s = list[mid] as ImageShot;
       if (s.id === id) return s;
       if (s.id < id) lo = mid + 1;
       else hi = mid - 1;
@@ -99,33 +93,6 @@ export class ImageSeries {
 
   /** Removes the steps >= `step` (a restart); returns how many. */
   purgeFrom(step: number): number {
-    return this.keep((i) => (this.list[i] as ImageShot).step < step);
-  }
-
-  private thin(): Thinning | undefined {
-    let dropped = 0;
-    while (overBudget(this.bytes, this.budgetBytes, this.list.length)) {
-      this.spacing.widen();
-      const last = this.list.length - 1;
-      dropped += this.keep((i) => i === last || this.spacing.keeps(this.seqs[i] as number));
-    }
-    if (dropped === 0) return undefined;
-    this.droppedSteps += dropped;
-    return { dropped, kept: this.list.length };
-  }
-
-  /** Keeps, in place and in order, the steps whose index `keep` accepts; returns how many went. */
-  private keep(keep: (i: number) => boolean): number {
-    const kept = this.list.map((_, i) => keep(i));
-    keepWhere(this.seqs, (_, i) => kept[i] as boolean);
-    const removed = keepWhere(this.list, (_, i) => kept[i] as boolean);
-    if (removed > 0) this.bytes = this.list.reduce((n, s) => n + shotBytes(s), 0);
-    return removed;
+    return this.kept.purgeFrom(step);
   }
 }
-
-// ---------------------------------------------------------------------------------------------
-// utils
-// ---------------------------------------------------------------------------------------------
-
-const shotBytes = (s: ImageShot): number => s.samples.reduce((n, b) => n + (b?.length ?? 0), 0);

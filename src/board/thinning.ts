@@ -6,9 +6,9 @@
  * kept only when it falls on that spacing, except the newest, which is always there until a newer
  * one comes. So the steps kept stay evenly spread over the whole run, the first is never dropped,
  * and the newest is always there; a series thins a handful of times over a run, not at each step.
- * Each series applies the policy to its own storage ({@link ImageSeries}, {@link HistogramSeries},
- * {@link TextSeries}) with a {@link Spacing}; the store reports each thinning, so nothing is
- * dropped silently.
+ * Each series applies the policy to its own storage with a {@link Thinner} (`ImageSeries` and
+ * `TextSeries` through `BudgetedSamples`, `HistogramSeries` on its columns); the store reports
+ * each thinning, so nothing is dropped silently.
  *
  * The spacing counts arrivals (the n-th step written to the tag), not step numbers: a tag written
  * every 100 steps thins the same as one written every step.
@@ -29,7 +29,7 @@ export interface Thinning {
 }
 
 /** Which arrivals of a series are kept: every `every`-th, and the newest. */
-export class Spacing {
+class Spacing {
   private arrivals = 0;
   private stride = 1;
 
@@ -62,7 +62,74 @@ export class Spacing {
  * Whether a thinning pass is due: the series holds more than `budgetBytes` and more than the two
  * steps (the first and the newest) that are never dropped.
  */
-export const overBudget = (heldBytes: number, budgetBytes: number, steps: number): boolean => heldBytes > budgetBytes && steps > 2;
+const overBudget = (heldBytes: number, budgetBytes: number, steps: number): boolean => heldBytes > budgetBytes && steps > 2;
 
 /** `bytes` in MiB, to 3 significant digits, for messages: `32`, `0.5`, `0.00713`. */
 export const mibText = (bytes: number): string => String(Number((bytes / (1 << 20)).toPrecision(3)));
+
+/**
+ * The steps of one series as {@link Thinner} sees them, whatever the series stores (an array of
+ * records, typed-array columns): in the order they arrived, each with its arrival number.
+ */
+export interface ThinnableSteps {
+  /** Steps held. */
+  length(): number;
+  /** Bytes the budget counts for the steps held. */
+  heldBytes(): number;
+  /** The arrival number of step `i` (what {@link Thinner.arrive} returned for it). */
+  seqAt(i: number): number;
+  /** Removes the newest step. */
+  dropLast(): void;
+  /** Keeps, in place and in order, the steps whose index `keep` accepts; returns how many went. */
+  keep(keep: (i: number) => boolean): number;
+}
+
+/**
+ * The policy (this module's) applied to one series' `steps` under `budgetBytes`: its
+ * {@link Spacing} and the count of steps it dropped. A series calls {@link arrive} before it
+ * stores a new step, and {@link fit} once the step (and its bytes) are held.
+ */
+export class Thinner {
+  private readonly spacing = new Spacing();
+  private dropped = 0;
+
+  constructor(
+    private readonly budgetBytes: number,
+    private readonly steps: ThinnableSteps,
+  ) {}
+
+  /** Steps dropped so far: by thinning, and newest steps replaced off the spacing (not purges). */
+  get droppedSteps(): number {
+    return this.dropped;
+  }
+
+  /**
+   * A new step arrives: the newest held is dropped unless it falls on the spacing (the new one
+   * takes its place; the first step is never dropped so). Returns the new step's arrival number.
+   */
+  arrive(): number {
+    const seq = this.spacing.arrive();
+    const last = this.steps.length() - 1;
+    if (last > 0 && !this.spacing.keeps(this.steps.seqAt(last))) {
+      this.steps.dropLast();
+      this.dropped++;
+    }
+    return seq;
+  }
+
+  /**
+   * Thins while the steps are {@link overBudget}: each pass doubles the spacing and keeps the steps
+   * on it and the newest. Returns what it dropped, or `undefined` when nothing was.
+   */
+  fit(): Thinning | undefined {
+    let dropped = 0;
+    while (overBudget(this.steps.heldBytes(), this.budgetBytes, this.steps.length())) {
+      this.spacing.widen();
+      const last = this.steps.length() - 1;
+      dropped += this.steps.keep((i) => i === last || this.spacing.keeps(this.steps.seqAt(i)));
+    }
+    if (dropped === 0) return undefined;
+    this.dropped += dropped;
+    return { dropped, kept: this.steps.length() };
+  }
+}

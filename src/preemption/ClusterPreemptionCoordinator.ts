@@ -42,8 +42,11 @@
  * @module
  */
 
+import * as t from "io-ts";
+
+import { Bool, decodeOrThrow, JsonText, NonNegativeInt } from "../codec.js";
 import type { Clock } from "../time/Clock.js";
-import { AlreadyExistsError, DeadlineExceededError, OpError } from "../errors.js";
+import { AlreadyExistsError, DataLossError, DeadlineExceededError, OpError } from "../errors.js";
 import type { Logger } from "../Logger.js";
 import { CHIEF_LOST_EXIT_CODE, type PreemptionKeyValueStore, type ReplicaStop } from "./PreemptionCluster.js";
 import type { PreemptionCoordinator, PreemptionDecision } from "./PreemptionCoordinator.js";
@@ -90,6 +93,15 @@ interface RunValue {
   readonly step: number;
   readonly exit: boolean;
 }
+
+/** A stored {@link RunValue}: JSON `{"step": <run>, "exit": <boolean>}`. */
+const RunValueJson: t.Decoder<unknown, RunValue> = JsonText.pipe(t.type({ step: NonNegativeInt, exit: Bool }), '{"step": an integer >= 0, "exit": true or false}');
+
+/** A stored hold: JSON `{"hold": <run it saves at, earliest>, "run": <the boundary it answered from>}`. */
+const HoldJson: t.Decoder<unknown, { readonly hold: number; readonly run: number }> = JsonText.pipe(
+  t.type({ hold: NonNegativeInt, run: NonNegativeInt }),
+  '{"hold": an integer >= 0, "run": an integer >= 0}',
+);
 
 /** The value a task inserts into its own keys of a round when it closes. */
 const CLOSED = "closed";
@@ -317,6 +329,19 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     return `${this.prefix}/${k}`;
   }
 
+  /**
+   * The value `text` of key `k`, decoded with `codec`; a malformed one (another version of the
+   * library wrote it, or the key is corrupted) is a one-line `DataLossError` naming the key,
+   * `what` it holds, and each problem with its path.
+   */
+  private decodeStored<A>(codec: t.Decoder<unknown, A>, k: string, what: string, text: string): A {
+    return decodeOrThrow(
+      codec,
+      text,
+      (problems) => new DataLossError(`PreemptionCheckpointHandler: ${what} at coordination key ${this.key(k)} is malformed (written by another version of monitored-session, or corrupted): ${problems}`),
+    );
+  }
+
   private others(): number[] {
     return this.o.workers.map((_, i) => i).filter((i) => i !== this.o.id);
   }
@@ -375,9 +400,12 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     const exit = this.graceMs <= 0 || round > 0;
     const proposed = this.proposal?.step;
     const holds = await Promise.all(all.map((id) => this.waitLong(`round${round}/hold/${id}`, `${this.o.workers[id] ?? id}'s hold`)));
-    const live = holds.map((h, id) => ({ id, h })).filter(({ h }) => h !== CLOSED);
-    const step = Math.max(...live.map(({ h }) => (JSON.parse(h) as { hold: number }).hold));
-    const drift = live.length === 0 ? 0 : step - Math.min(...live.map(({ h }) => (JSON.parse(h) as { run: number }).run));
+    const live = holds
+      .map((h, id) => ({ id, h }))
+      .filter(({ h }) => h !== CLOSED)
+      .map(({ id, h }) => ({ id, ...this.decodeStored(HoldJson, `round${round}/hold/${id}`, `${this.o.workers[id] ?? id}'s hold`, h) }));
+    const step = Math.max(...live.map(({ hold }) => hold));
+    const drift = live.length === 0 ? 0 : step - Math.min(...live.map(({ run }) => run));
     const agreed = JSON.stringify({ step, exit } satisfies RunValue);
     await Promise.all(all.map((id) => this.insertUnlessClosed(`round${round}/step/${id}`, agreed)));
     // The chief that does not lead only relays; the leader says what was agreed.
@@ -463,7 +491,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       const proposal = await this.waitFor(`round${round}/proposal/${this.o.id}`);
       if (proposal === undefined || proposal === CLOSED || this.closed) return;
       if (round === this.round) {
-        this.proposal ??= JSON.parse(proposal) as RunValue;
+        const proposed = this.decodeStored(RunValueJson, `round${round}/proposal/${this.o.id}`, `the preemption proposal for ${this.me}`, proposal);
+        this.proposal ??= proposed;
         if (this.o.isChief) this.startLeading();
         // Answer now, from where the loop is: the boundary it reaches next.
         const at = this.o.position?.();
@@ -471,7 +500,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       }
       const agreed = await this.waitFor(`round${round}/step/${this.o.id}`);
       if (agreed === undefined || agreed === CLOSED || this.closed) return;
-      const value = JSON.parse(agreed) as RunValue;
+      const value = this.decodeStored(RunValueJson, `round${round}/step/${this.o.id}`, `the agreed preemption run for ${this.me}`, agreed);
       if (round !== this.round) return;
       this.agreed = value;
       this.o.emit?.({ type: "preemptionStepAgreed", run: value.step, round, exit: value.exit, leader: this.leads });

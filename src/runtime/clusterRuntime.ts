@@ -299,7 +299,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           chief,
           tasks,
           maxWaitSecs,
-          connect: (timeoutMs) => connectCurrent(client, timeoutMs, clock, logger),
+          connect: (timeoutMs) => connectCurrent(client, timeoutMs, clock, logger, "maxWaitSecs"),
           startBarrier: () => client.barrier(STARTED_BARRIER),
           clock,
           logger,
@@ -643,21 +643,46 @@ const recovering = (resolver: SessionTargetResolver, recovery: ChiefRecovery): S
   },
 });
 
+/** How often {@link connectCurrent} says that registration still waits. */
+const REGISTRATION_PROGRESS_MS = 30_000;
+
 /**
  * Registers, again after each AbortedError (a previous launch's generation, before the new chief
  * started its own: under etcd the old keys outlive the old cluster), until `timeoutMs` has passed.
+ * While it waits, it says so every {@link REGISTRATION_PROGRESS_MS} (a worker whose peers resolve
+ * but never answer would otherwise wait in silence for the whole timeout); `limit` names the
+ * setting that bounds the wait. Exported for its test.
  */
-const connectCurrent = async (client: CoordinationClient, timeoutMs: number, clock: Clock, logger: Logger): Promise<void> => {
-  const deadline = clock.now() + timeoutMs;
-  for (let backoffMs = 100; ; backoffMs = Math.min(2 * backoffMs, 1000)) {
-    try {
-      await client.connect();
-      return;
-    } catch (e) {
-      if (!(e instanceof AbortedError) || clock.now() + backoffMs >= deadline) throw e;
-      if (backoffMs === 100) logger.info(`Registration aborted (${e.message}); registering again for the chief's new generation.`);
-      await new Promise<void>((resolve) => clock.setTimer(backoffMs, resolve));
+export const connectCurrent = async (
+  client: CoordinationClient,
+  timeoutMs: number,
+  clock: Clock,
+  logger: Logger,
+  limit = "cluster.timeouts.registrationTimeoutSecs",
+): Promise<void> => {
+  const startMs = clock.now();
+  const deadline = startMs + timeoutMs;
+  // Neither backend's client can tell which tasks have not registered yet (the service knows).
+  const tick = (): void => {
+    logger.info(
+      `Still registering with the coordination service after ${Math.round((clock.now() - startMs) / 1000)} s (waiting for every task of the cluster; up to ${Math.round(timeoutMs / 1000)} s, ${limit}).`,
+    );
+    progress = clock.setTimer(REGISTRATION_PROGRESS_MS, tick);
+  };
+  let progress = clock.setTimer(REGISTRATION_PROGRESS_MS, tick);
+  try {
+    for (let backoffMs = 100; ; backoffMs = Math.min(2 * backoffMs, 1000)) {
+      try {
+        await client.connect();
+        return;
+      } catch (e) {
+        if (!(e instanceof AbortedError) || clock.now() + backoffMs >= deadline) throw e;
+        if (backoffMs === 100) logger.info(`Registration aborted (${e.message}); registering again for the chief's new generation.`);
+        await new Promise<void>((resolve) => clock.setTimer(backoffMs, resolve));
+      }
     }
+  } finally {
+    progress.cancel();
   }
 };
 

@@ -14,7 +14,7 @@ import { describe, expect, it } from "vitest";
 
 import { CheckpointManager } from "../../src/checkpoint/index.js";
 import { EmbeddedCoordinationClient, EmbeddedCoordinationService, inProcessTransport, taskName } from "../../src/cluster/coordination/index.js";
-import { OpError, ResourceExhaustedError, UnimplementedError, ValueError } from "../../src/errors.js";
+import { DataLossError, OpError, ResourceExhaustedError, UnimplementedError, ValueError } from "../../src/errors.js";
 import {
   CHIEF_LOST_EXIT_CODE,
   CHECKPOINTED_RUNS,
@@ -555,5 +555,86 @@ describe("ClusterPreemptionCoordinator without the loop's position (a coordinato
     expect(loggers[2]?.messages()).toContain("PreemptionCheckpointHandler: worker:1 closes before it proposed: proposing run 0 for the other tasks.");
     await Promise.all([chief.close(), w0.close()]);
     await Promise.all(clients.map((c) => c.close()));
+  });
+});
+
+describe("ClusterPreemptionCoordinator: a malformed stored value (another version of the library, a corrupted key)", () => {
+  /** One coordinator, `id`, of a three-task cluster whose keys `stored` already hold (relative to the agreement's prefix). */
+  const withStored = async (id: number, stored: Readonly<Record<string, string>>) => {
+    const clock = new VirtualClock();
+    const service = new EmbeddedCoordinationService({ clock });
+    const clients = TASKS.map((task, i) => new EmbeddedCoordinationClient(inProcessTransport(service), { task, tasks: TASKS, isChief: i === 0, clock, heartbeats: "inline" }));
+    await Promise.all(clients.map((c) => c.connect()));
+    const prefix = `monitored-session/preemption/${clients[0]?.generation ?? 0}`;
+    const writer = clients[(id + 1) % clients.length] as EmbeddedCoordinationClient;
+    for (const [k, v] of Object.entries(stored)) await writer.insert(`${prefix}/${k}`, v);
+    const coordinator = new ClusterPreemptionCoordinator({
+      store: clients[id] as EmbeddedCoordinationClient,
+      id,
+      workers: NAMES,
+      isChief: id === 0,
+      clock,
+      logger: new RecordingLogger(),
+    });
+    for (let i = 0; i < 10; i++) await flush();
+    /** The error the coordinator's next check raises. */
+    const raised = (): unknown => {
+      try {
+        void coordinator.beforeStep(2, 1);
+        return undefined;
+      } catch (e) {
+        return e;
+      }
+    };
+    const close = async () => {
+      await coordinator.close();
+      await Promise.all(clients.map((c) => c.close()));
+    };
+    return { prefix, coordinator, raised, close };
+  };
+
+  it("a proposal that is not JSON is a one-line DataLossError naming the key and what it holds", async () => {
+    const c = await withStored(1, { "round0/proposal/1": "{oops" });
+    const e = c.raised();
+    expect(e).toBeInstanceOf(DataLossError);
+    expect((e as Error).message).toBe(
+      `PreemptionCheckpointHandler: the preemption proposal for worker:0 at coordination key ${c.prefix}/round0/proposal/1 is malformed (written by another version of monitored-session, or corrupted): expected JSON, got "{oops"`,
+    );
+    expect(c.coordinator.pendingFailure).toBe(e);
+    await c.close();
+  });
+
+  it("a proposal of another shape names each field's problem with its path", async () => {
+    const c = await withStored(1, { "round0/proposal/1": JSON.stringify({ step: "3", exit: 1 }) });
+    const e = c.raised();
+    expect(e).toBeInstanceOf(DataLossError);
+    expect((e as Error).message).toMatch(/ at coordination key \S+\/round0\/proposal\/1 is malformed .*: step: expected an integer >= 0, got "3"; exit: expected true or false, got 1$/);
+    expect((e as Error).message).not.toContain("\n");
+    await c.close();
+  });
+
+  it("an agreed run that is not an object is a DataLossError naming the key and the expected shape", async () => {
+    const c = await withStored(2, { "round0/proposal/2": JSON.stringify({ step: 3, exit: true }), "round0/step/2": "[3,true]" });
+    const e = c.raised();
+    expect(e).toBeInstanceOf(DataLossError);
+    expect((e as Error).message).toBe(
+      `PreemptionCheckpointHandler: the agreed preemption run for worker:1 at coordination key ${c.prefix}/round0/step/2 is malformed (written by another version of monitored-session, or corrupted): expected {"step": an integer >= 0, "exit": true or false}, got [3,true]`,
+    );
+    await c.close();
+  });
+
+  it("a hold the chief collects that is malformed is a DataLossError naming the key and whose hold it is; the chief publishes no run", async () => {
+    const c = await withStored(0, {
+      "round0/proposal/0": JSON.stringify({ step: 3, exit: true }),
+      "round0/hold/0": JSON.stringify({ hold: 3, run: 2 }),
+      "round0/hold/1": JSON.stringify({ hold: -1, run: 2 }),
+      "round0/hold/2": "closed",
+    });
+    const e = c.raised();
+    expect(e).toBeInstanceOf(DataLossError);
+    expect((e as Error).message).toBe(
+      `PreemptionCheckpointHandler: worker:0's hold at coordination key ${c.prefix}/round0/hold/1 is malformed (written by another version of monitored-session, or corrupted): hold: expected an integer >= 0, got -1`,
+    );
+    await c.close();
   });
 });

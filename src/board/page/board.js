@@ -7,7 +7,7 @@
 // Every URL is relative to the page, so the board also works behind a reverse proxy that serves
 // it under a path (https://host/tb/ → /tb/data/runs, …).
 import { drawCheckpoints } from "./checkpoints.js";
-import { createViews } from "./views.js";
+import { coalesce, createViews } from "./views.js";
 
 // uPlot's own ES module, served by the board from the installed `uplot` package (pageAssets.ts).
 // Imported by URL through a variable: it is a browser URL, not a path for Node's resolution.
@@ -34,9 +34,6 @@ const state = {
   checkpoints: {},
   /** The server is still reading the logdir for the first time (from `hello` until `loaded`). */
   loading: true,
-  /** `loadRuns` is running; `runsAgain`: it was asked for again meanwhile. */
-  runsInFlight: false,
-  runsAgain: false,
 };
 
 /** What the tests read: per tag, per run, the arrays drawn. */
@@ -70,23 +67,7 @@ const runsOf = (tag) => state.runs.filter((run) => !state.hiddenRuns.has(run) &&
  * Reads the runs and their tags again; creates and removes charts, and fetches the charts whose
  * runs changed (growth is the `scalars` event's). One at a time: a call meanwhile runs after.
  */
-const loadRuns = async () => {
-  if (state.runsInFlight) {
-    state.runsAgain = true;
-    return;
-  }
-  state.runsInFlight = true;
-  try {
-    do {
-      state.runsAgain = false;
-      await loadRunsOnce();
-    } while (state.runsAgain);
-  } finally {
-    state.runsInFlight = false;
-  }
-};
-
-const loadRunsOnce = async () => {
+const loadRuns = coalesce(async () => {
   const [runs, tags] = await Promise.all([getJson("data/runs"), getJson("data/plugin/scalars/tags")]);
   state.runs = runs;
   state.tagsByRun = Object.fromEntries(Object.entries(tags).map(([run, t]) => [run, Object.keys(t)]));
@@ -98,7 +79,7 @@ const loadRunsOnce = async () => {
   applyFilter();
   for (const chart of state.charts.values()) if (chart.runKey !== JSON.stringify(runsOf(chart.tag))) refresh(chart);
   await Promise.all([views.load(), loadCheckpoints()]);
-};
+});
 
 /** A refresh for new points: while the server first reads the logdir, at most every LOADING_REFRESH_MS per chart. */
 const refreshGrown = (chart) => {
@@ -163,7 +144,8 @@ const createChart = (tag) => {
   downloads.className = "downloads";
   el.append(title, plot, downloads);
   $("charts").append(el);
-  const chart = { tag, el, plot, downloads, uplot: undefined, runs: {}, zoom: undefined, inFlight: false, again: false, layoutKey: "", runKey: "", fetchedAt: Number.NEGATIVE_INFINITY, later: undefined };
+  const chart = { tag, el, plot, downloads, uplot: undefined, runs: {}, zoom: undefined, fetch: undefined, layoutKey: "", runKey: "", fetchedAt: Number.NEGATIVE_INFINITY, later: undefined };
+  chart.fetch = coalesce(() => fetchChart(chart));
   plot.addEventListener("mouseleave", () => ($("tooltip").hidden = true));
   plot.addEventListener("dblclick", () => {
     chart.zoom = undefined;
@@ -188,39 +170,31 @@ const applyFilter = () => {
 };
 
 /** Fetches the chart's series again (one request at a time per chart; a request asked meanwhile runs after). */
-const refresh = async (chart) => {
-  if (chart.inFlight) {
-    chart.again = true;
-    return;
+const refresh = (chart) => chart.fetch();
+
+/** Fetches and draws the chart's series once (through `chart.fetch`, see refresh). */
+const fetchChart = async (chart) => {
+  if (!state.charts.has(chart.tag)) return; // removed while a fetch before was under way
+  const runs = runsOf(chart.tag);
+  chart.runKey = JSON.stringify(runs);
+  chart.fetchedAt = performance.now();
+  const params = { tag: chart.tag, smoothing: String(state.smoothing), resolution: String(CHART_WIDTH) };
+  if (chart.zoom !== undefined) Object.assign(params, { min_step: String(Math.floor(chart.zoom[0])), max_step: String(Math.ceil(chart.zoom[1])) });
+  // One request for every run of the chart (/board/chart); a run deleted meanwhile is left out.
+  let fetched = {};
+  if (runs.length > 0) {
+    const query = new URLSearchParams(params);
+    for (const run of runs) query.append("run", run);
+    exposed.fetches++;
+    try {
+      fetched = await getJson(`board/chart?${query}`);
+    } catch {
+      fetched = {}; // the tag is gone: the next update redraws
+    }
   }
-  chart.inFlight = true;
-  try {
-    do {
-      chart.again = false;
-      const runs = runsOf(chart.tag);
-      chart.runKey = JSON.stringify(runs);
-      chart.fetchedAt = performance.now();
-      const params = { tag: chart.tag, smoothing: String(state.smoothing), resolution: String(CHART_WIDTH) };
-      if (chart.zoom !== undefined) Object.assign(params, { min_step: String(Math.floor(chart.zoom[0])), max_step: String(Math.ceil(chart.zoom[1])) });
-      // One request for every run of the chart (/board/chart); a run deleted meanwhile is left out.
-      let fetched = {};
-      if (runs.length > 0) {
-        const query = new URLSearchParams(params);
-        for (const run of runs) query.append("run", run);
-        exposed.fetches++;
-        try {
-          fetched = await getJson(`board/chart?${query}`);
-        } catch {
-          fetched = {}; // the tag is gone: the next update redraws
-        }
-      }
-      if (!state.charts.has(chart.tag)) return;
-      chart.runs = fetched;
-      draw(chart);
-    } while (chart.again);
-  } finally {
-    chart.inFlight = false;
-  }
+  if (!state.charts.has(chart.tag)) return;
+  chart.runs = fetched;
+  draw(chart);
 };
 
 /** The x of each point in the current axis mode. */

@@ -4,8 +4,13 @@
 // What the tests read goes on `exposed` (window.__board): histograms, images, texts, timelines.
 import { drawOffset, MAX_LINES } from "./histograms.js";
 
-/** Runs `fn` one call at a time; a call asked meanwhile runs once after. */
-const coalesce = (fn) => {
+/**
+ * `fn` (async) run one call at a time: a call while it runs does not run it then, but has it run
+ * exactly once more when it ends, however many calls came meanwhile. The promise of the call that
+ * started the runs settles when they end (rejects on the first error, which ends them); that of a
+ * call meanwhile resolves at once. The views' cards use it, and board.js for its runs and charts.
+ */
+export const coalesce = (fn) => {
   let running = false;
   let again = false;
   const run = async () => {
