@@ -15,7 +15,7 @@ import {
   type SessionRunContext,
   type SessionRunValues,
 } from "../src/hook/SessionRunHook.js";
-import { hookServices, type OwnServices } from "./internal/services.js";
+import { hookServices, warn, type OwnServices } from "./internal/services.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -90,8 +90,7 @@ export class NanTensorHook extends SessionRunHook {
       this.logger.error(failureMessage);
       throw new NanLossDuringTrainingError();
     }
-    this.logger.warn(failureMessage);
-    this.env?.emit({ type: "warning", time: this.env.clock.now(), message: failureMessage });
+    warn(this.own, this.env, hookServices(this.own, this.env), failureMessage);
     // No error: a stop without an exception.
     ctx.requestStop();
   }

@@ -22,7 +22,7 @@ import {
 } from "../src/hook/SessionRunHook.js";
 import { formatG } from "./internal/format.js";
 import { globalStepNameOf, readGlobalStep, stepValue } from "./internal/globalStep.js";
-import { hookServices, type OwnServices } from "./internal/services.js";
+import { hookServices, warn, type OwnServices } from "./internal/services.js";
 import { SecondOrStepTimer } from "./SecondOrStepTimer.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -198,13 +198,24 @@ export class StepCounterHook extends SessionRunHook {
         env.emit({ type: "summaryWritten", time, globalStep: step, durationMs: time - startMs, hook: "StepCounterHook" });
       }
     }
-    this.logger.info(`${this.summaryTag}: ${formatG(stepsPerSec)}`, { step, stepsPerSec });
-    if (this.examplesPerStep !== undefined) {
-      const examplesPerSec = stepsPerSec * this.examplesPerStep;
-      writer?.addScalar(EXAMPLES_TAG, examplesPerSec, step);
-      this.logger.info(`${EXAMPLES_TAG}: ${formatG(examplesPerSec)}`, { step, examplesPerSec });
+    const examplesPerSec = this.examplesPerStep === undefined ? undefined : stepsPerSec * this.examplesPerStep;
+    if (examplesPerSec !== undefined) writer?.addScalar(EXAMPLES_TAG, examplesPerSec, step);
+    // In a session, the rate is one `stepRate` event, which the session's log observer prints
+    // as TensorFlow's lines; a logger of the hook's own (or no session) prints them here.
+    const printsItself = env === undefined || this.own.logger !== undefined;
+    if (printsItself) {
+      this.logger.info(`${this.summaryTag}: ${formatG(stepsPerSec)}`, { step, stepsPerSec });
+      if (examplesPerSec !== undefined) this.logger.info(`${EXAMPLES_TAG}: ${formatG(examplesPerSec)}`, { step, examplesPerSec });
     }
-    if (env !== undefined) env.emit({ type: "stepRate", time: this.clock.now(), globalStep: step, stepsPerSec });
+    env?.emit({
+      type: "stepRate",
+      time: this.clock.now(),
+      globalStep: step,
+      stepsPerSec,
+      tag: this.summaryTag,
+      ...(examplesPerSec === undefined ? {} : { examplesPerSec }),
+      ...(printsItself ? { logged: true } : {}),
+    });
   }
 
   private checkIncreased(stale: number): void {
@@ -216,8 +227,7 @@ export class StepCounterHook extends SessionRunHook {
         `It seems that global step (${this.globalStepName as string}) has not been increased. ` +
         `Current value (could be stable): ${stale} vs previous value: ${this.lastGlobalStep}. ` +
         "You could increase the global step by incrementing it in your train op.";
-      this.logger.warn(message);
-      this.env?.emit({ type: "warning", time: this.clock.now(), message });
+      warn(this.own, this.env, { clock: this.clock, logger: this.logger }, message);
     }
     this.lastGlobalStep = stale;
   }

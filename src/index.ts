@@ -57,6 +57,7 @@ export {
   ChiefSessionCreator,
   WorkerSessionCreator,
   type ChiefSessionCreatorOptions,
+  type SessionCreationContext,
   type SessionCreator,
   type SessionCreatorOptions,
   type WorkerSessionCreatorOptions,
@@ -84,6 +85,7 @@ export {
 
 /* Events */
 export { describeCause, type HookTimingSpan, type SessionEvent, type SessionEventMap, type SessionEventOf } from "./hook/SessionEvent.js";
+export { eventLogger, logObserver, type SessionEventListener } from "./hook/logObserver.js";
 
 /* Session targets */
 export {

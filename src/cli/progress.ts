@@ -44,6 +44,13 @@ export interface Progress {
   due(): boolean;
   /** Records the global step (and loss; `undefined` keeps the last one) after a run. */
   update(step: number, loss: number | undefined): void;
+  /**
+   * The step rate `StepCounterHook` measured (its `stepRate` event): shown from then on instead
+   * of the display's own estimate, so the display and TensorBoard's `global_step/sec` agree.
+   */
+  stepRate(stepsPerSec: number): void;
+  /** A `warning` event: the display counts them (`| 2 warnings`); the line itself is the log observer's. */
+  warning(): void;
   /** Draws the final state and releases the terminal. Log lines after it are written directly. Idempotent. */
   stop(): void;
 }
@@ -91,9 +98,22 @@ const fmtEta = (secs: number | undefined): string => {
   return h > 0 ? `${h}h${String(m).padStart(2, "0")}m` : m > 0 ? `${m}m${String(s % 60).padStart(2, "0")}s` : `${s}s`;
 };
 
+/** The rate, the hook's when it measured one; the warnings' count as a field of the line. */
+class Status {
+  readonly rate = new Rate();
+  hookRate: number | undefined;
+  warnings = 0;
+  get value(): number | undefined {
+    return this.hookRate ?? this.rate.value;
+  }
+  get warningsPart(): string {
+    return this.warnings === 0 ? "" : ` | ${this.warnings} warning${this.warnings === 1 ? "" : "s"}`;
+  }
+}
+
 const lineProgress = (o: ProgressOptions): Progress => {
   const interval = o.lineIntervalMs ?? 1000;
-  const rate = new Rate();
+  const rate = new Status();
   let lastStep: number | undefined;
   let lastLine = -Infinity;
   let step = 0;
@@ -104,7 +124,7 @@ const lineProgress = (o: ProgressOptions): Progress => {
     const parts = [`step ${step}${lastStep === undefined ? "" : `/${lastStep}`}`, `${fmtRate(r)} steps/s`];
     if (loss !== undefined) parts.push(`loss ${fmtLoss(loss)}`);
     if (lastStep !== undefined) parts.push(`eta ${fmtEta(r === undefined || r <= 0 ? undefined : (lastStep - step) / r)}`);
-    o.out.write(`${parts.join(" | ")}\n`);
+    o.out.write(`${parts.join(" | ")}${rate.warningsPart}\n`);
     printed = step;
     lastLine = o.clock.now();
   };
@@ -113,14 +133,20 @@ const lineProgress = (o: ProgressOptions): Progress => {
     start(s, last) {
       step = s;
       lastStep = last;
-      rate.add(o.clock.now(), s);
+      rate.rate.add(o.clock.now(), s);
     },
     due: () => o.clock.now() - lastLine >= interval,
     update(s, l) {
       step = s;
       loss = l ?? loss;
-      rate.add(o.clock.now(), s);
+      rate.rate.add(o.clock.now(), s);
       if (o.clock.now() - lastLine >= interval) print();
+    },
+    stepRate(r) {
+      rate.hookRate = r;
+    },
+    warning() {
+      rate.warnings++;
     },
     stop() {
       if (printed !== step) print();
@@ -129,7 +155,7 @@ const lineProgress = (o: ProgressOptions): Progress => {
 };
 
 const barProgress = (o: ProgressOptions): Progress => {
-  const rate = new Rate();
+  const rate = new Status();
   let lastStep: number | undefined;
   let lastDraw = -Infinity;
   const multi = new cliProgress.MultiBar(
@@ -141,7 +167,7 @@ const barProgress = (o: ProgressOptions): Progress => {
       noTTYOutput: false,
       format: (options, params, payload: { speed: string; loss: string; eta: string; last: string }) => {
         const bar = lastStep === undefined ? "" : `${cliProgress.Format.BarFormat(params.progress, options)} ${Math.floor(params.progress * 100)}% | `;
-        return `${bar}step ${params.value}${payload.last} | ${payload.speed} steps/s${payload.loss === "" ? "" : ` | loss ${payload.loss}`}${lastStep === undefined ? "" : ` | ETA ${payload.eta}`}`;
+        return `${bar}step ${params.value}${payload.last} | ${payload.speed} steps/s${payload.loss === "" ? "" : ` | loss ${payload.loss}`}${lastStep === undefined ? "" : ` | ETA ${payload.eta}`}${rate.warningsPart}`;
       },
     },
     cliProgress.Presets.shades_classic,
@@ -152,13 +178,13 @@ const barProgress = (o: ProgressOptions): Progress => {
     logger: makeLogger(o.logLevel ?? "info", (line) => (bar === undefined ? o.err.write(`${line}\n`) : multi.log(`${line}\n`))),
     start(s, last) {
       lastStep = last;
-      rate.add(o.clock.now(), s);
+      rate.rate.add(o.clock.now(), s);
       bar = multi.create(last ?? Math.max(s, 1), s, { speed: "-", loss: "", eta: "-", last: last === undefined ? "" : `/${last}` });
     },
     due: () => o.clock.now() - lastDraw >= 100,
     update(s, l) {
       loss = l ?? loss;
-      rate.add(o.clock.now(), s);
+      rate.rate.add(o.clock.now(), s);
       const r = rate.value;
       if (lastStep === undefined) bar?.setTotal(Math.max(s, 1));
       bar?.update(s, {
@@ -167,6 +193,12 @@ const barProgress = (o: ProgressOptions): Progress => {
         eta: fmtEta(lastStep === undefined || r === undefined || r <= 0 ? undefined : (lastStep - s) / r),
       });
       lastDraw = o.clock.now();
+    },
+    stepRate(r) {
+      rate.hookRate = r;
+    },
+    warning() {
+      rate.warnings++;
     },
     stop() {
       // After the bar stops, multi.log() would buffer lines that are never flushed: the final
@@ -205,6 +237,8 @@ export interface Following extends Pick<Subscription, "unsubscribe"> {
  * - `afterRun`: when the display is due (or the run requested a stop), the global step is read
  *   and the step, rate, loss and ETA are updated. At most one read is in flight; runs that end
  *   meanwhile are covered by it, so a fast loop does not queue reads.
+ * - `stepRate` (StepCounterHook's): the rate shown; `warning`: counted in the display (the
+ *   session's log observer prints the line).
  * - Log lines: a recovery (`sessionAborted` with its cause, then `sessionCreated` with the
  *   checkpoint restored), every durable checkpoint (`checkpointSaved`), and a preemption save
  *   that overran its grace period (`gracePeriodExceeded`).
@@ -245,6 +279,12 @@ export const followSession = (progress: Progress, feed: SessionFeed): Following 
         break;
       case "gracePeriodExceeded":
         logger.warn(`Preemption: ${e.message}`);
+        break;
+      case "stepRate":
+        progress.stepRate(e.stepsPerSec);
+        break;
+      case "warning":
+        progress.warning();
         break;
       default:
         break;

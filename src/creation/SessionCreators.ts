@@ -21,6 +21,7 @@
 import type { CheckpointManager } from "../checkpoint/CheckpointManager.js";
 import type { ChiefModel } from "../session/ChiefModel.js";
 import { ValueError } from "../errors.js";
+import type { Logger } from "../Logger.js";
 import type { Graph } from "../session/Graph.js";
 import { Scaffold } from "./Scaffold.js";
 import type { Session } from "../session/Session.js";
@@ -38,12 +39,22 @@ import {
 
 /** Creates the raw session a monitored session wraps (TensorFlow's `SessionCreator`). */
 export interface SessionCreator {
-  createSession(): Promise<Session>;
+  /**
+   * Creates a session. A monitored session passes its `context`: the creator's lines then go
+   * to `context.logger` (events on the session's `events$`) rather than its own logger.
+   */
+  createSession(context?: SessionCreationContext): Promise<Session>;
   /**
    * The checkpoint the last created session was restored from (`null`: initialized, not
    * restored). Optional; reported in the `sessionCreated` event.
    */
   readonly restoredFrom?: string | null;
+}
+
+/** What a monitored session gives its creator at each `createSession`. */
+export interface SessionCreationContext {
+  /** The session's logger: what is written to it becomes a `log` event of the session. */
+  readonly logger?: Logger | undefined;
 }
 
 /**
@@ -119,9 +130,9 @@ export class ChiefSessionCreator implements SessionCreator {
   }
 
   /** Finalizes the scaffold and prepares a session (restored or initialized, then checked). */
-  async createSession(): Promise<Session> {
+  async createSession(context?: SessionCreationContext): Promise<Session> {
     const scaffold = this.base.finalize();
-    return this.base.sessionManager().prepareSession({
+    return this.base.sessionManager(undefined, context?.logger).prepareSession({
       saver: scaffold.saver,
       checkpointManager: this.checkpointManager,
       checkpointDir: this.checkpointDir,
@@ -165,9 +176,9 @@ export class WorkerSessionCreator implements SessionCreator {
   }
 
   /** Finalizes the scaffold and waits for a ready session. */
-  async createSession(): Promise<Session> {
+  async createSession(context?: SessionCreationContext): Promise<Session> {
     this.base.finalize();
-    return this.base.sessionManager(this.recoveryWaitSecs).waitForSession({ maxWaitSecs: this.maxWaitSecs, chiefModel: this.chiefModel });
+    return this.base.sessionManager(this.recoveryWaitSecs, context?.logger).waitForSession({ maxWaitSecs: this.maxWaitSecs, chiefModel: this.chiefModel });
   }
 }
 
@@ -205,8 +216,11 @@ class Base {
     return this.scaffold;
   }
 
-  /** Created once, from the finalized scaffold (TensorFlow's `_get_session_manager`). */
-  sessionManager(recoveryWaitSecs?: number): SessionManager {
+  /**
+   * Created once, from the finalized scaffold (TensorFlow's `_get_session_manager`); `logger`
+   * (the session's) wins over the creator's own.
+   */
+  sessionManager(recoveryWaitSecs?: number, logger?: Logger): SessionManager {
     this.manager ??= new SessionManager({
       recoveryWaitSecs,
       localInitOp: this.scaffold.localInitOp,
@@ -215,7 +229,7 @@ class Base {
       readyForLocalInitOp: this.scaffold.readyForLocalInitOp,
       sessionFactory: this.factory,
       clock: this.options.clock,
-      logger: this.options.logger,
+      logger: logger ?? this.options.logger,
     });
     return this.manager;
   }

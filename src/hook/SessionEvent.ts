@@ -31,6 +31,7 @@
  */
 
 import type { Coordinator } from "../coordinator/Coordinator.js";
+import type { LogLevel } from "../Logger.js";
 import type { Feeds, Fetches, Session } from "../session/Session.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -82,8 +83,18 @@ export interface SessionEventMap {
   end: Record<never, never>;
   /** The monitored session closed; the stream completes after this. `error` is set if it closed because of one. */
   closed: { readonly error?: unknown };
-  /** An error that must not stop training (e.g. a failed background write) was logged. */
-  warning: { readonly message: string; readonly error?: unknown };
+  /**
+   * An error that must not stop training (e.g. a failed background write). The session's log
+   * observer prints `message` at `warn`, unless `logged` (the emitter printed it to a logger of
+   * its own).
+   */
+  warning: { readonly message: string; readonly error?: unknown; readonly logged?: boolean };
+  /**
+   * A log line of a hook, of the session pipeline or of a service a hook opened: what they once
+   * wrote to a logger, they emit (`HookEnv.logger` emits these). The session's log observer
+   * (`logObserver`) prints it; `fields` are the logger's structured fields.
+   */
+  log: { readonly level: LogLevel; readonly message: string; readonly fields?: Readonly<Record<string, unknown>> };
 
   // --- checkpoints (CheckpointSaverHook) --------------------------------------------------------
 
@@ -99,8 +110,20 @@ export interface SessionEventMap {
    * background) by `hook`; producing and adding them took `durationMs`.
    */
   summaryWritten: { readonly globalStep: number; readonly durationMs: number; readonly hook: string };
-  /** `StepCounterHook` measured the training speed at `globalStep`. */
-  stepRate: { readonly globalStep: number; readonly stepsPerSec: number };
+  /**
+   * `StepCounterHook` measured the training speed at `globalStep`. The log observer prints
+   * `<tag>: <stepsPerSec>` (and `examples/sec: <examplesPerSec>`) at `info`, as TensorFlow's
+   * hook logs it, unless `logged` (the hook printed them to a logger of its own).
+   */
+  stepRate: {
+    readonly globalStep: number;
+    readonly stepsPerSec: number;
+    /** The summary tag, `global_step/sec` unless the hook was given another. */
+    readonly tag?: string;
+    /** Given `examplesPerStep`: the examples per second. */
+    readonly examplesPerSec?: number;
+    readonly logged?: boolean;
+  };
 
   // --- preemption (PreemptionCheckpointHandler; forwarded with `forwardEvents`) ---------------
 

@@ -37,7 +37,7 @@ export class CoordinatedSessionCreator {
   ) {}
 
   async createSession(): Promise<CoordinatedSession> {
-    const tfSess = await this.inner.createSession();
+    const tfSess = await this.inner.createSession({ logger: this.logger });
     const coord = this.coordinatorFactory({ cleanStopExceptionTypes: [], clock: this.clock, logger: this.logger });
     this.tfSess = tfSess;
     this.coord = coord;

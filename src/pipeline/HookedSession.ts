@@ -189,7 +189,7 @@ export class HookedSession extends WrappedSession {
       const run = (ctx.run = ++this.runCount);
       const events = this.events;
       if (events !== undefined && events.observed) {
-        events.next({ type: "beforeRun", time: this.clock.now(), run, fetches: ctx.fetches, feeds: merged });
+        events.nextPerRun({ type: "beforeRun", time: this.clock.now(), run, fetches: ctx.fetches, feeds: merged });
       }
       if (ctx.timed !== undefined) ctx.timed.sessionRunStartMs = this.clock.now();
       const raw = this.raw;
@@ -282,7 +282,7 @@ export class HookedSession extends WrappedSession {
     const events = this.events;
     if (ctx.stopRequested && !this.stopFlag) {
       this.stopFlag = true;
-      if (events?.observed === true) {
+      if (events !== undefined) {
         events.next({ type: "stopRequested", time: this.clock.now(), by: (ctx.stopRequesters ?? []).join(", ") });
       }
     }
@@ -291,11 +291,11 @@ export class HookedSession extends WrappedSession {
     const timed = ctx.timed;
     if (timed !== undefined) {
       const { runStartMs, sessionRunStartMs, sessionRunMs, spans } = timed;
-      events.next({ type: "hookTimings", time: this.clock.now(), run, runStartMs, sessionRunStartMs, sessionRunMs, spans });
+      events.nextPerRun({ type: "hookTimings", time: this.clock.now(), run, runStartMs, sessionRunStartMs, sessionRunMs, spans });
     }
     // Read again: a subscriber may have unsubscribed on the events above.
     if (events.observed) {
-      events.next({ type: "afterRun", time: this.clock.now(), run, results: callerResult, stopRequested: ctx.stopRequested });
+      events.nextPerRun({ type: "afterRun", time: this.clock.now(), run, results: callerResult, stopRequested: ctx.stopRequested });
     }
     return callerResult;
   }

@@ -49,6 +49,7 @@ import { ChiefSessionCreator, type SessionCreator } from "../creation/SessionCre
 import type { SessionFactory } from "../creation/SessionManager.js";
 import type { Feeds, FetchResult, Fetches, RunMetadata, RunOptions, Session } from "../session/Session.js";
 import type { SessionEvent } from "../hook/SessionEvent.js";
+import { eventLogger, logObserver, type SessionEventListener } from "../hook/logObserver.js";
 import { disposeWithin } from "./disposeWithin.js";
 import { HookTimingSwitch } from "./HookTimingSwitch.js";
 import { fileWriterCache, type FileWriterCache } from "../summary/FileWriterCache.js";
@@ -89,8 +90,20 @@ export interface MonitoredSessionOptions {
   readonly stopGracePeriodSecs?: number;
   /** The clock given to hooks and the coordinator (default: the system clock). */
   readonly clock?: Clock;
-  /** The logger given to hooks (default: console). */
+  /**
+   * Where the session's log lines go (default: console, level `info`): the default log
+   * observer, {@link logObserver}, writes the lines of the hooks, the session's layers and the
+   * services hooks open to it. They do not write to it themselves: they emit on `events$`, and
+   * hooks get an {@link eventLogger} as `HookEnv.logger`.
+   */
   readonly logger?: Logger;
+  /**
+   * Replaces the default log observer (`logObserver(logger)`): one listener or several, or
+   * `null` for none (the lines are then only events). Listeners hear every event but the
+   * per-run ones (`beforeRun`, `afterRun`, `hookTimings`), from before creation to after
+   * `close()`, and do not make runs build events as a subscriber does (see `observer`).
+   */
+  readonly logObserver?: SessionEventListener | readonly SessionEventListener[] | null;
   /**
    * Longest stretch of training, in milliseconds on `clock`, before a run gives Node's event
    * loop a turn (default {@link DEFAULT_YIELD_INTERVAL_MS}, 5). A synchronous step (a
@@ -103,7 +116,7 @@ export interface MonitoredSessionOptions {
    * Subscribed to `events$` before anything happens, so it also sees the events of creation
    * (the first `sessionCreated`), which a subscription after `create()` resolves would miss.
    */
-  readonly observer?: PartialObserver<SessionEvent>;
+  readonly observer?: PartialObserver<SessionEvent> | SessionEventListener;
   /**
    * Measure every hook's `beforeRun`/`afterRun` and the raw run, and emit a `hookTimings`
    * event per run (default `false`; a hook can also turn it on with
@@ -161,6 +174,8 @@ export type { StepContext } from "../session/StepContext.js";
  */
 export class MonitoredSession {
   private readonly stream = new SessionEventStream();
+  /** The session's logger: its lines become `log` events (set by `build`). */
+  private log: Logger = defaultLogger;
   /**
    * The session's one event stream (see `SessionEvent` for every type): life cycle, runs,
    * checkpoints, summaries, recoveries, forwarded preemption events and hook timings. A late
@@ -206,12 +221,18 @@ export class MonitoredSession {
     if (!(grace >= 0)) throw new ValueError(`stopGracePeriodSecs must be >= 0, got ${String(grace)}`);
     const hooks = orderHooks(options.hooks ?? []);
     const clock = options.clock ?? systemClock;
-    const logger = options.logger ?? defaultLogger;
     const timing = new HookTimingSwitch(options.hookTiming === true);
     const coordinatorFactory = options.coordinatorFactory ?? defaultCoordinatorFactory;
+    // The session's own lines are events (eventLogger) that its log observers print.
+    let stream: SessionEventStream | undefined;
+    const logger = eventLogger((e) => stream?.next(e), () => clock.now());
     const creator = new CoordinatedSessionCreator(sessionCreator, hooks, grace, clock, logger, timing, coordinatorFactory);
     const self = make(creator, options, hooks);
+    stream = self.stream;
+    self.log = logger;
     creator.events = self.stream;
+    const logObservers = options.logObserver === undefined ? [logObserver(options.logger ?? defaultLogger)] : options.logObserver === null ? [] : [options.logObserver].flat();
+    for (const l of logObservers) self.stream.listen(l);
     if (options.observer !== undefined) self.stream.subscribe(options.observer);
     const env: HookEnv = {
       clock,
@@ -375,7 +396,7 @@ export class MonitoredSession {
         if (!this.graphWasFinalized) this.options.graph?.unfinalize();
         if (wasOpen) {
           const o = this.options;
-          await disposeWithin(o.ownedResources ?? [], (o.stopGracePeriodSecs ?? 120) * 1000, o.clock ?? systemClock, o.logger ?? defaultLogger);
+          await disposeWithin(o.ownedResources ?? [], (o.stopGracePeriodSecs ?? 120) * 1000, o.clock ?? systemClock, this.log);
           this.emit(error === undefined ? { type: "closed", time: this.now() } : { type: "closed", time: this.now(), error });
           this.stream.complete();
         }
@@ -384,7 +405,7 @@ export class MonitoredSession {
   }
 
   private emit(e: SessionEvent): void {
-    if (this.stream.observed) this.stream.next(e);
+    this.stream.next(e);
   }
 
   private now(): number {

@@ -3,11 +3,17 @@
  * to, the replay of the latest `sessionCreated` for late subscribers, and the forwarding of
  * other streams (a preemption handler's) into it until the session closes.
  *
+ * Beside the subscribers, the stream has listeners: the session's log observers. A listener
+ * hears every event except the per-run ones (`beforeRun`, `afterRun`, `hookTimings`), even
+ * after the stream completed (a background save that fails after `close()` still gets its
+ * line), and does not count as an observer: without a subscriber, a run builds no event.
+ *
  * @module
  */
 
 import { Observable, Subject, Subscription, type PartialObserver } from "rxjs";
 
+import type { SessionEventListener } from "../hook/logObserver.js";
 import { describeCause, type SessionEvent, type SessionEventOf } from "../hook/SessionEvent.js";
 
 export class SessionEventStream {
@@ -16,6 +22,17 @@ export class SessionEventStream {
   /** The cause of the last `sessionAborted`, carried by the next `sessionCreated`. */
   private abortCause: string | undefined;
   private readonly forwarded = new Subscription();
+  private readonly listeners: SessionEventListener[] = [];
+
+  /** Adds a listener (see the module doc): it hears the events from now on. */
+  listen(listener: SessionEventListener): void {
+    this.listeners.push(listener);
+  }
+
+  /** Tells the listeners about `e` (not a per-run event). */
+  private tell(e: SessionEvent): void {
+    for (const l of this.listeners) l(e);
+  }
 
   /** Replays the latest `sessionCreated`, then the live events. */
   readonly events$: Observable<SessionEvent> = new Observable<SessionEvent>((subscriber) => {
@@ -29,8 +46,14 @@ export class SessionEventStream {
     return this.subject.observed;
   }
 
-  /** Emits `e` to current subscribers. */
+  /** Emits `e` to the listeners and to current subscribers. */
   next(e: SessionEvent): void {
+    this.tell(e);
+    this.subject.next(e);
+  }
+
+  /** Emits a per-run event (`beforeRun`, `afterRun`, `hookTimings`) to current subscribers only. */
+  nextPerRun(e: SessionEvent): void {
     this.subject.next(e);
   }
 
@@ -40,6 +63,7 @@ export class SessionEventStream {
     const event: SessionEventOf<"sessionCreated"> = cause === undefined ? e : { ...e, cause };
     this.latestCreated = event;
     this.abortCause = undefined;
+    this.tell(event);
     if (this.subject.observed) this.subject.next(event);
   }
 
@@ -47,23 +71,24 @@ export class SessionEventStream {
   aborted(error: unknown, time: number): void {
     const cause = describeCause(error);
     this.abortCause = cause;
-    if (this.subject.observed) this.subject.next({ type: "sessionAborted", time, error, cause });
+    const event: SessionEventOf<"sessionAborted"> = { type: "sessionAborted", time, error, cause };
+    this.tell(event);
+    if (this.subject.observed) this.subject.next(event);
   }
 
   /** Forwards `source$`'s events until it completes or the stream ends; errors become `warning`s. */
   forward(source$: Observable<SessionEvent>, now: () => number): Subscription {
     const sub = source$.subscribe({
-      next: (e) => this.subject.next(e),
-      error: (error: unknown) =>
-        this.subject.next({ type: "warning", time: now(), message: `a forwarded event stream failed: ${describeCause(error)}`, error }),
+      next: (e) => this.next(e),
+      error: (error: unknown) => this.next({ type: "warning", time: now(), message: `a forwarded event stream failed: ${describeCause(error)}`, error }),
     });
     this.forwarded.add(sub);
     return sub;
   }
 
   /** Subscribes to live events only (no replay): for the observer given before creation. */
-  subscribe(observer: PartialObserver<SessionEvent>): Subscription {
-    return this.subject.subscribe(observer);
+  subscribe(observer: PartialObserver<SessionEvent> | SessionEventListener): Subscription {
+    return typeof observer === "function" ? this.subject.subscribe(observer) : this.subject.subscribe(observer);
   }
 
   /** Ends the stream: stops forwarding, completes subscribers. */

@@ -140,6 +140,8 @@ export interface MonitoredTrainingSessionOptions {
   readonly yieldIntervalMs?: number;
   /** Subscribed to the session's `events$` before it is created (see `MonitoredSessionOptions`). */
   readonly observer?: MonitoredSessionOptions["observer"];
+  /** Replaces the session's log observer (`logObserver(logger)`); see `MonitoredSessionOptions.logObserver`. */
+  readonly logObserver?: MonitoredSessionOptions["logObserver"];
 }
 
 /** The cadences after TensorFlow's default resolution (`undefined` = disabled). */
@@ -187,6 +189,7 @@ export const monitoredTrainingSession = async (
   const base = {
     stopGracePeriodSecs,
     ...(options.observer === undefined ? {} : { observer: options.observer }),
+    ...(options.logObserver === undefined ? {} : { logObserver: options.logObserver }),
     ...(options.yieldIntervalMs === undefined ? {} : { yieldIntervalMs: options.yieldIntervalMs }),
     ...(options.clock === undefined ? {} : { clock: options.clock }),
     ...(options.logger === undefined ? {} : { logger: options.logger }),

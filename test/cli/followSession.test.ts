@@ -55,6 +55,32 @@ describe("followSession", () => {
     following.unsubscribe();
   });
 
+  it("shows StepCounterHook's rate once a stepRate event came, and counts warning events", async () => {
+    const { clock, progress, events, following, afterRun, text } = setup();
+    progress.start(0, 100);
+    await clock.advance(1000);
+    afterRun(1, 0.5);
+    await following.settled();
+    events.next({ type: "stepRate", time: clock.now(), globalStep: 2, stepsPerSec: 123.4 });
+    events.next({ type: "warning", time: clock.now(), message: "Model diverged with loss = NaN." });
+    await clock.advance(1000);
+    afterRun(2, 0.4);
+    await following.settled();
+    events.next({ type: "warning", time: clock.now(), message: "again" });
+    await clock.advance(1000);
+    afterRun(3, 0.3);
+    await following.settled();
+    expect(text.out.split("\n")).toEqual([
+      "step 2/100 | 2.0 steps/s | loss 0.5000 | eta 49s",
+      "step 4/100 | 123 steps/s | loss 0.4000 | eta 1s | 1 warning",
+      "step 6/100 | 123 steps/s | loss 0.3000 | eta 1s | 2 warnings",
+      "",
+    ]);
+    // The warning's line is the session's log observer's, not the display's.
+    expect(text.err).toBe("");
+    following.unsubscribe();
+  });
+
   it("a run that requested a stop is drawn even when the display is not due", async () => {
     const { clock, progress, following, afterRun, text } = setup();
     progress.start(0, undefined);

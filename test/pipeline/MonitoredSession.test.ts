@@ -16,7 +16,7 @@ import { Graph } from "../../src/session/Graph.js";
 import { SessionRunArgs, SessionRunHook, hook, type SessionRunContext } from "../../src/hook/SessionRunHook.js";
 import type { SessionEvent } from "../../src/hook/SessionEvent.js";
 import { silentLogger } from "../../src/Logger.js";
-import { FakeSession, FakeSessionCreator, HookRecorder, VirtualClock } from "../../src/testing/index.js";
+import { FakeSession, FakeSessionCreator, HookRecorder, RecordingLogger, VirtualClock } from "../../src/testing/index.js";
 
 const create = (creator: FakeSessionCreator, hooks: SessionRunHook[] = [], extra: object = {}) =>
   MonitoredSession.create({ sessionCreator: creator, hooks, logger: silentLogger, clock: new VirtualClock(), ...extra });
@@ -793,8 +793,10 @@ describe("events$", () => {
     const sub = sess.events$.subscribe((e) => events.push(e));
     expect(await sess.run("train")).toBe(1);
     sub.unsubscribe();
-    expect(events.map((e) => e.type)).toEqual(["sessionCreated", "beforeRun", "sessionAborted", "sessionCreated", "beforeRun", "afterRun"]);
-    expect(events[3]).toMatchObject({ type: "sessionCreated", recovery: 1, session: creator.created[1], cause: "AbortedError: x" });
+    // The recoverable layer's line about the error is a `log` event too (the log observer prints it).
+    expect(events.map((e) => e.type)).toEqual(["sessionCreated", "beforeRun", "log", "sessionAborted", "sessionCreated", "beforeRun", "afterRun"]);
+    expect(events[2]).toMatchObject({ type: "log", level: "info", message: expect.stringMatching(/^An error was raised\. .*Error: AbortedError: x$/) as unknown });
+    expect(events[4]).toMatchObject({ type: "sessionCreated", recovery: 1, session: creator.created[1], cause: "AbortedError: x" });
     await sess.close();
   });
 
@@ -838,14 +840,15 @@ describe("coordinatorFactory", () => {
     }
   }
 
-  it("each session's coordinator comes from the factory, with the session's clock and logger; close stops it", async () => {
+  it("each session's coordinator comes from the factory, with the session's clock and logger (its lines reach the session's log observer); close stops it", async () => {
     const made: RecordingCoordinator[] = [];
     const clock = new VirtualClock();
     const first = new FakeSession().injectError(new AbortedError("x"), { atCall: 1 });
+    const logger = new RecordingLogger();
     const sess = await MonitoredSession.create({
       sessionCreator: new FakeSessionCreator(undefined, [first]),
       clock,
-      logger: silentLogger,
+      logger,
       coordinatorFactory: (options) => {
         const c = new RecordingCoordinator(options);
         made.push(c);
@@ -853,7 +856,9 @@ describe("coordinatorFactory", () => {
       },
     });
     expect(sess.coord).toBe(made[0]);
-    expect(made[0]?.made).toEqual({ cleanStopExceptionTypes: [], clock, logger: silentLogger });
+    expect(made[0]?.made).toMatchObject({ cleanStopExceptionTypes: [], clock });
+    made[0]?.made.logger?.warn("from the coordinator", { n: 1 });
+    expect(logger.entries).toContainEqual({ level: "warn", message: "from the coordinator", fields: { n: 1 } });
     await sess.run("train"); // aborted: a new session, with a new coordinator
     expect(made).toHaveLength(2);
     expect(sess.coord).toBe(made[1]);

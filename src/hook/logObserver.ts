@@ -1,0 +1,92 @@
+/**
+ * How the session's events become log lines. Hooks, the session pipeline and the services a
+ * hook opens do not write to a logger: they emit on the session's `events$` (a `log` event, or
+ * a typed one such as `stepRate` or `warning`), and one observer, {@link logObserver}, turns
+ * those into the lines a TensorFlow user expects. `MonitoredSession` subscribes one to its
+ * stream before anything happens (its `logger` option says where it writes; its `logObserver`
+ * option replaces it); a second observer sees every line the first does.
+ *
+ * - {@link eventLogger} is the `Logger` a session gives its hooks (`HookEnv.logger`): each call
+ *   emits a `log` event.
+ * - {@link logObserver} prints `log` events at their level, `warning` events at `warn`, and
+ *   `stepRate` events as `global_step/sec: <rate>` at `info`. Every other event prints nothing:
+ *   it is there for the observers that want it (a progress display, a profiler, a UI).
+ *
+ * @example
+ * ```ts
+ * import { consoleLogger, logObserver, MonitoredSession, type Graph } from "monitored-session";
+ *
+ * declare const graph: Graph;
+ * // Every line of the session twice: on the console at info, and as JSON lines (debug included).
+ * const json = {
+ *   debug: (message: string) => process.stderr.write(`${JSON.stringify({ level: "debug", message })}\n`),
+ *   info: (message: string) => process.stderr.write(`${JSON.stringify({ level: "info", message })}\n`),
+ *   warn: (message: string) => process.stderr.write(`${JSON.stringify({ level: "warn", message })}\n`),
+ *   error: (message: string) => process.stderr.write(`${JSON.stringify({ level: "error", message })}\n`),
+ * };
+ * const session = await MonitoredSession.create({ graph, logObserver: [logObserver(consoleLogger("info")), logObserver(json)] });
+ * await session.close();
+ * ```
+ *
+ * @module
+ */
+
+import type { Logger, LogLevel } from "../Logger.js";
+import { formatG } from "../util/formatG.js";
+import type { SessionEvent } from "./SessionEvent.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** A function that hears a session's events (usable as an rxjs observer: `events$.subscribe(f)`). */
+export type SessionEventListener = (event: SessionEvent) => void;
+
+/** `StepCounterHook`'s default summary tag, the tag of a `stepRate` event without one. */
+const STEP_RATE_TAG = "global_step/sec";
+
+/** The tag of the examples-per-second line (TensorFlow's). */
+const EXAMPLES_TAG = "examples/sec";
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A `Logger` whose every call emits a `log` event through `emit`, stamped with `now()`. A
+ * session gives one to its hooks (`HookEnv.logger`) and its own layers, so that their lines
+ * reach every observer of `events$`.
+ */
+export const eventLogger = (emit: SessionEventListener, now: () => number): Logger => {
+  const at =
+    (level: LogLevel) =>
+    (message: string, fields?: Readonly<Record<string, unknown>>): void =>
+      emit(fields === undefined ? { type: "log", time: now(), level, message } : { type: "log", time: now(), level, message, fields });
+  return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
+};
+
+/**
+ * The log observer: writes a session's `log`, `warning` and `stepRate` events to `logger`, the
+ * lines hooks wrote themselves before they emitted (the same text, level and fields). Events
+ * marked `logged` (a hook printed them to a logger of its own) are skipped.
+ */
+export const logObserver =
+  (logger: Logger): SessionEventListener =>
+  (e) => {
+    switch (e.type) {
+      case "log":
+        if (e.fields === undefined) logger[e.level](e.message);
+        else logger[e.level](e.message, e.fields);
+        return;
+      case "warning":
+        if (e.logged !== true) logger.warn(e.message);
+        return;
+      case "stepRate":
+        if (e.logged === true) return;
+        logger.info(`${e.tag ?? STEP_RATE_TAG}: ${formatG(e.stepsPerSec)}`, { step: e.globalStep, stepsPerSec: e.stepsPerSec });
+        if (e.examplesPerSec !== undefined) logger.info(`${EXAMPLES_TAG}: ${formatG(e.examplesPerSec)}`, { step: e.globalStep, examplesPerSec: e.examplesPerSec });
+        return;
+      default:
+        return;
+    }
+  };

@@ -1,0 +1,166 @@
+/**
+ * The session's log lines are events: hooks and the session's layers emit, and log observers
+ * print. A replaced log observer, or a second one, gets every line a hook would have logged.
+ */
+import { describe, expect, it } from "vitest";
+
+import { NanTensorHook } from "../../hooks/NanTensorHook.js";
+import { StepCounterHook } from "../../hooks/StepCounterHook.js";
+import { eventLogger, logObserver, type SessionEventListener } from "../../src/hook/logObserver.js";
+import type { SessionEvent } from "../../src/hook/SessionEvent.js";
+import type { HookEnv, SessionRunHook } from "../../src/hook/SessionRunHook.js";
+import { MonitoredSession, type MonitoredSessionOptions } from "../../src/pipeline/MonitoredSession.js";
+import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { VirtualClock } from "../../src/testing/VirtualClock.js";
+import { trainingGraph } from "../util/driveHooks.js";
+
+const NAN = "Model diverged with loss = NaN.";
+
+/** A session whose `loss` is NaN, watched by a NanTensorHook that warns and stops. */
+const divergingSession = (options: MonitoredSessionOptions & { hookLogger?: RecordingLogger }): Promise<MonitoredSession> =>
+  MonitoredSession.create({
+    graph: trainingGraph({ ops: { loss: () => Number.NaN } }),
+    clock: new VirtualClock(),
+    hooks: [new NanTensorHook({ lossTensor: "loss", failOnNanLoss: false, ...(options.hookLogger === undefined ? {} : { logger: options.hookLogger }) })],
+    ...options,
+  });
+
+/** Runs `train` once and closes. */
+const runOnce = async (sess: MonitoredSession): Promise<void> => {
+  await sess.run("train");
+  await sess.close();
+};
+
+describe("eventLogger", () => {
+  it("emits a log event per call, with its level, message, fields and the clock's time", () => {
+    const events: SessionEvent[] = [];
+    const log = eventLogger((e) => events.push(e), () => 42);
+    log.info("hello");
+    log.warn("careful", { step: 3 });
+    log.debug("detail");
+    log.error("broken");
+    expect(events).toEqual([
+      { type: "log", time: 42, level: "info", message: "hello" },
+      { type: "log", time: 42, level: "warn", message: "careful", fields: { step: 3 } },
+      { type: "log", time: 42, level: "debug", message: "detail" },
+      { type: "log", time: 42, level: "error", message: "broken" },
+    ]);
+  });
+});
+
+describe("logObserver", () => {
+  it("prints log events at their level, warnings at warn, step rates as TensorFlow's lines; skips what was logged already and every other event", () => {
+    const logger = new RecordingLogger();
+    const observe = logObserver(logger);
+    observe({ type: "log", time: 0, level: "debug", message: "d" });
+    observe({ type: "log", time: 0, level: "error", message: "e", fields: { k: 1 } });
+    observe({ type: "warning", time: 0, message: "w" });
+    observe({ type: "warning", time: 0, message: "printed already", logged: true });
+    observe({ type: "stepRate", time: 0, globalStep: 7, stepsPerSec: 1234567 });
+    observe({ type: "stepRate", time: 0, globalStep: 8, stepsPerSec: 2.5, tag: "my/rate", examplesPerSec: 80 });
+    observe({ type: "stepRate", time: 0, globalStep: 9, stepsPerSec: 1, logged: true });
+    observe({ type: "checkpointSaved", time: 0, globalStep: 1, path: "/x", durationMs: 1 });
+    observe({ type: "end", time: 0 });
+    expect(logger.entries).toEqual([
+      { level: "debug", message: "d", fields: undefined },
+      { level: "error", message: "e", fields: { k: 1 } },
+      { level: "warn", message: "w", fields: undefined },
+      { level: "info", message: "global_step/sec: 1.23457e+06", fields: { step: 7, stepsPerSec: 1234567 } },
+      { level: "info", message: "my/rate: 2.5", fields: { step: 8, stepsPerSec: 2.5 } },
+      { level: "info", message: "examples/sec: 80", fields: { step: 8, examplesPerSec: 80 } },
+    ]);
+  });
+});
+
+describe("a session's log lines reach its log observers", () => {
+  it("by default, the session's logger prints a hook's warning once, and events$ carries it as a warning event", async () => {
+    const logger = new RecordingLogger();
+    const sess = await divergingSession({ logger });
+    const warnings: string[] = [];
+    sess.events$.subscribe((e) => e.type === "warning" && warnings.push(e.message));
+    await runOnce(sess);
+    expect(logger.messages("warn")).toEqual([NAN]);
+    expect(warnings).toEqual([NAN]);
+  });
+
+  it("a replaced log observer gets the hook's warning; the session's logger gets nothing", async () => {
+    const logger = new RecordingLogger();
+    const mine = new RecordingLogger();
+    await runOnce(await divergingSession({ logger, logObserver: logObserver(mine) }));
+    expect(mine.messages("warn")).toEqual([NAN]);
+    expect(logger.entries).toEqual([]);
+  });
+
+  it("a second log observer (given as `observer`, or as a second listener) gets every line the first does", async () => {
+    const first = new RecordingLogger();
+    const second = new RecordingLogger();
+    const third = new RecordingLogger();
+    await runOnce(await divergingSession({ logObserver: [logObserver(first), logObserver(second)], observer: logObserver(third) }));
+    expect(first.messages("warn")).toEqual([NAN]);
+    expect(second.entries).toEqual(first.entries);
+    expect(third.entries).toEqual(first.entries);
+  });
+
+  it("logObserver: null prints nothing; the lines are still events", async () => {
+    const events: SessionEvent[] = [];
+    await runOnce(await divergingSession({ logObserver: null, observer: (e) => events.push(e) }));
+    expect(events.filter((e) => e.type === "warning").map((e) => e.type === "warning" && e.message)).toEqual([NAN]);
+  });
+
+  it("a hook given a logger of its own prints there; the warning event says `logged`, so the session's observer does not print it again", async () => {
+    const logger = new RecordingLogger();
+    const hookLogger = new RecordingLogger();
+    const events: SessionEvent[] = [];
+    await runOnce(await divergingSession({ logger, hookLogger, observer: (e) => events.push(e) }));
+    expect(hookLogger.messages("warn")).toEqual([NAN]);
+    expect(logger.messages("warn")).toEqual([]);
+    expect(events.find((e) => e.type === "warning")).toMatchObject({ message: NAN, logged: true });
+  });
+
+  it("StepCounterHook's rate is one stepRate event; the observer prints the same lines and fields as the hook did", async () => {
+    const clock = new VirtualClock();
+    const logger = new RecordingLogger();
+    const events: SessionEvent[] = [];
+    const graph = trainingGraph();
+    graph.op("tick", () => clock.advance(10));
+    const sess = await MonitoredSession.create({ graph, clock, logger, hooks: [new StepCounterHook({ everyNSteps: 10, examplesPerStep: 32 })], observer: (e) => events.push(e) });
+    for (let i = 0; i < 21; i++) await sess.run(["train", "tick"]);
+    await sess.close();
+    expect(logger.entries.filter((e) => e.message.includes("/sec"))).toEqual([
+      { level: "info", message: "global_step/sec: 100", fields: { step: 11, stepsPerSec: 100 } },
+      { level: "info", message: "examples/sec: 3200", fields: { step: 11, examplesPerSec: 3200 } },
+      { level: "info", message: "global_step/sec: 100", fields: { step: 21, stepsPerSec: 100 } },
+      { level: "info", message: "examples/sec: 3200", fields: { step: 21, examplesPerSec: 3200 } },
+    ]);
+    // The session manager's lines are events too ("Running local_init_op."); none is a rate.
+    expect(events.filter((e) => e.type === "log").map((e) => e.type === "log" && e.message)).toEqual(["Running local_init_op.", "Done running local_init_op."]);
+    expect(events.filter((e) => e.type === "stepRate").map((e) => e.type === "stepRate" && [e.globalStep, e.tag, e.examplesPerSec])).toEqual([
+      [11, "global_step/sec", 3200],
+      [21, "global_step/sec", 3200],
+    ]);
+  });
+
+  it("a hook's line after close() still reaches the log observer (a background write that fails late)", async () => {
+    const logger = new RecordingLogger();
+    let env: HookEnv | undefined;
+    const hook: SessionRunHook = {
+      begin(e) {
+        env = e;
+      },
+    } as SessionRunHook;
+    const sess = await MonitoredSession.create({ graph: trainingGraph(), clock: new VirtualClock(), logger, hooks: [hook] });
+    await sess.close();
+    env?.logger.error("late: the background write failed");
+    expect(logger.messages("error")).toEqual(["late: the background write failed"]);
+  });
+
+  it("listeners do not hear the per-run events (beforeRun, afterRun, hookTimings)", async () => {
+    const heard: string[] = [];
+    const listener: SessionEventListener = (e) => heard.push(e.type);
+    const sess = await MonitoredSession.create({ graph: trainingGraph(), clock: new VirtualClock(), logObserver: listener });
+    await sess.run("train");
+    await sess.close();
+    // The session manager's two lines (local_init_op), then the life cycle; no beforeRun, afterRun.
+    expect(heard).toEqual(["log", "log", "sessionCreated", "end", "closed"]);
+  });
+});
