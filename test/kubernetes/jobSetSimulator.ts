@@ -321,6 +321,8 @@ export class JobSetDriver {
   countedRestarts = 0;
   readonly #running = new Set<RunningPod>();
   readonly #namespaces = new Map<RunningPod, string>();
+  /** The pods evicted: they carry the `DisruptionTarget` condition. */
+  readonly #disrupted = new Set<RunningPod>();
 
   constructor(
     readonly set: SimJobSet,
@@ -364,7 +366,7 @@ export class JobSetDriver {
         codes.set(next.pod.pod.task, next.code);
         this.#gone(next.pod);
         if (next.code === 0) continue;
-        const failure = jobFailure(this.set, next.pod, next.code);
+        const failure = jobFailure(this.set, next.pod, next.code, this.#disrupted.has(next.pod));
         const action = jobSetAction(this.set, next.pod.pod.replicatedJob, failure, this.countedRestarts);
         // The restart (or the failure) deletes every Job: their pods get the grace period.
         const rest = [...pending];
@@ -378,6 +380,16 @@ export class JobSetDriver {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /**
+   * Evicts a pod (a node drain, the scheduler's preemption): deleted as {@link delete} does, and
+   * the pod carries the `DisruptionTarget` condition, which the Job's `podFailurePolicy` sees
+   * when the pod fails. Resolves with its exit code.
+   */
+  async evict(running: RunningPod): Promise<number> {
+    this.#disrupted.add(running);
+    return this.delete(running);
   }
 
   /** Deletes a pod as the kubelet does (SIGTERM, SIGKILL after the grace period); resolves with its exit code. */

@@ -126,6 +126,32 @@ describe.skipIf(simulationUnavailable !== undefined)("the generated JobSet's chi
     expect({ restarts: driver.restarts, counted: driver.countedRestarts }).toEqual({ restarts: 2, counted: 1 });
   });
 
+  it("an eviction the pod cannot answer in time (frozen, SIGKILLed after the grace period: exit 137 with DisruptionTarget): the set restarts without using up a restart and resumes from the chief's last checkpoint", { timeout: 600_000 }, async () => {
+    const { set, driver } = await simulation();
+    const first = driver.start();
+    await until(first.pod("chief:0"), /Checkpoint saved: .*\(global step 500,/);
+    // Frozen (a stuck kernel, a swapped-out node): the SIGTERM waits, the SIGKILL ends it.
+    const evicted = first.pod("worker:1");
+    evicted.child.kill("SIGSTOP");
+    const evictedCode = driver.evict(evicted);
+    const outcome = await driver.settle(first);
+    expect(await evictedCode, evicted.output()).toBe(137);
+    expect(outcome.failed?.pod.pod.task, outputs(first)).toBe("worker:1");
+    expect(outcome.failed?.message).toMatch(/has condition DisruptionTarget matching FailJob rule/);
+    // Without the condition, exit 137 is a counted failure (the SIGKILL test above).
+    expect(outcome.action).toBe("restartUncounted");
+    expect({ restarts: driver.restarts, counted: driver.countedRestarts }).toEqual({ restarts: 1, counted: 0 });
+    const last = latestCheckpoint(set);
+    const lastStep = Number(/model\.ckpt-(\d+)$/.exec(last ?? "")?.[1]);
+    expect(lastStep, outputs(first)).toBeGreaterThanOrEqual(500);
+
+    // The new pods resume there, every task.
+    const second = driver.start();
+    for (const task of TASKS) await until(second.pod(task), /Starting at global step \d+/);
+    expect(Object.fromEntries(startSteps(second)), outputs(second)).toEqual({ "chief:0": lastStep, "worker:0": lastStep, "worker:1": lastStep });
+    expect(second.pod("chief:0").output()).toContain(`(restored from ${join(set.checkpointDir, last as string)})`);
+  });
+
   it("a configuration error: exit 2, the set fails at once, with no restart", { timeout: 300_000 }, async () => {
     const { set, driver } = await simulation();
     // The ConfigMap of an edited file with an error the manifest command does not check.

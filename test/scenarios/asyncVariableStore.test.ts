@@ -1,4 +1,6 @@
 /**
+ * A scenario across modules (the checkpoint hook, the manager, the session creators).
+ *
  * The asynchronous `VariableStore` seam: a store whose `snapshot()` and `reportUninitialized()`
  * answer with promises (as a store in another process would) works with the checkpoint hook,
  * the checkpoint manager and the session creators, and the next run waits for a snapshot.

@@ -1,4 +1,6 @@
 /**
+ * A scenario across modules (hooks, the session and its services).
+ *
  * Services reach hooks through `HookEnv`, so a test or a second session in the same process can
  * inject its own: the summary writer cache, the registry of files being written and the
  * checkpoint manager.

@@ -1,9 +1,11 @@
 /**
+ * A scenario across modules, with real processes.
+ *
  * Exact-step resume of the bundled TensorFlow.js job (examples/tfjs-classifier.job.ts) on each
  * backend, with real processes through the `monitored-session run` command: training to step 30
  * in one process, and to step 15 then (a new process, restoring the step-15 checkpoint) to step
  * 30, leave bit-identical checkpoints: weights, Adam's slots and beta powers, step and data
- * position. On wasm also with a SIGKILL mid-run, as test/resume/exactStepResume.process.test.ts does for
+ * position. On wasm also with a SIGKILL mid-run, as test/scenarios/exactStepResume.process.test.ts does for
  * a Graph job.
  */
 import { writeFile } from "node:fs/promises";

@@ -1,4 +1,6 @@
 /**
+ * A scenario across modules, with real processes.
+ *
  * Exact-step resume with real processes: a training process whose updates depend on a seeded
  * RNG and on shuffled data order is SIGKILLed mid-run and restarted; with the iterator and RNG
  * registered in a ResumableState (saved by CheckpointSaverHook beside the variables), the final
