@@ -78,14 +78,14 @@ module.exports = {
       to: { path: [...CORE, HOOKS, MIDDLE, "^src/(?:runtime|config|cluster)/"], pathNot: ROOT_BARREL },
     },
     {
-      comment: "5. The CLI imports every layer below it (the runtime through its public index only; the entry point reads the tiny launchReady.ts before anything loads), and its own folder.",
+      comment: "5. The CLI imports every layer below it (the runtime through its public index only, besides the exit codes and the tiny launchReady.ts, which the entry point reads before anything loads), and its own folder.",
       from: { path: "^src/cli/" },
-      to: { path: [...CORE, HOOKS, MIDDLE, "^src/(?:cli|config|cluster|board|kubernetes)/", "^src/runtime/(?:index|launchReady)\\.ts$"], pathNot: ROOT_BARREL },
+      to: { path: [...CORE, HOOKS, MIDDLE, "^src/(?:cli|config|cluster|board|kubernetes)/", "^src/runtime/(?:index|launchReady|exitCodes)\\.ts$"], pathNot: ROOT_BARREL },
     },
     {
-      comment: "5. kubernetes (the manifests, beside the CLI) imports every layer below it (the runtime through its public index only), the CLI's exit codes, and its own folder.",
+      comment: "5. kubernetes (the manifests, beside the CLI) imports every layer below it (the runtime through its public index only), the exit codes (runtime/exitCodes.ts), and its own folder.",
       from: { path: "^src/kubernetes/" },
-      to: { path: [...CORE, HOOKS, MIDDLE, "^src/(?:kubernetes|config|cluster)/", "^src/runtime/index\\.ts$", "^src/cli/exitCodes\\.ts$"], pathNot: ROOT_BARREL },
+      to: { path: [...CORE, HOOKS, MIDDLE, "^src/(?:kubernetes|config|cluster)/", "^src/runtime/(?:index|exitCodes)\\.ts$"], pathNot: ROOT_BARREL },
     },
     {
       comment: "3. compat/v1 (TensorFlow 1's Supervisor) imports every layer below it and its own folder.",

@@ -20,7 +20,7 @@ import {
   TrainingConfigCodec,
   type Fields,
 } from "../src/config/index.js";
-import { exitCodesHelp } from "../src/cli/exitCodes.js";
+import { exitCodesHelp } from "../src/runtime/exitCodes.js";
 import { ClusterConfigCodec, ClusterConfigReference, ClusterTimeouts, ClusterTls } from "../src/cluster/ClusterConfig.js";
 
 /** The path of the generated reference. */

@@ -12,7 +12,7 @@ import { createRequire } from "node:module";
 
 import { startBoard } from "../board/BoardServer.js";
 import { NotFoundError } from "../errors.js";
-import { ExitCodes } from "./exitCodes.js";
+import { ExitCodes } from "../runtime/exitCodes.js";
 import type { CliIo } from "./run.js";
 
 // ---------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import type { Logger } from "../Logger.js";
 import type { MonitoredSession } from "../pipeline/MonitoredSession.js";
 import type { TerminationNotices } from "../preemption/TerminationNotices.js";
 import { ClusterStartError, startClusterTask, type ClusterRuntime, type ClusterTask, type ReplicaGroup } from "../runtime/index.js";
-import { ExitCodes } from "./exitCodes.js";
+import { ExitCodes } from "../runtime/exitCodes.js";
 import { failureMessage } from "./faults.js";
 import { PreemptedExit } from "./runPreemption.js";
 

@@ -30,7 +30,7 @@ import { pathExists } from "../checkpoint/internal/files.js";
 import { closest } from "../codec.js";
 import { silentLogger } from "../Logger.js";
 import type { TensorValue } from "../session/Tensor.js";
-import { ExitCodes } from "./exitCodes.js";
+import { ExitCodes } from "../runtime/exitCodes.js";
 import type { CliIo } from "./run.js";
 
 // ---------------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ import { MAX_ALIAS_COUNT } from "../config/index.js";
 import { PREEMPTION_EXIT_CODE } from "../preemption/TerminationConfig.js";
 import type { TerminationNotice, TerminationNotices } from "../preemption/TerminationNotices.js";
 import { clusterSettingsEnv, LAUNCH_READY_ENV, LAUNCH_READY_LINE, withAbsolutePaths } from "../runtime/index.js";
-import { ExitCodes } from "./exitCodes.js";
+import { ExitCodes } from "../runtime/exitCodes.js";
 import { watchNotices, type CliIo } from "./run.js";
 
 // ---------------------------------------------------------------------------------------------

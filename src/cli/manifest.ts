@@ -23,7 +23,7 @@ import { DEFAULT_CLI, DEFAULT_PORT, kubernetesManifest, renderManifest, type Che
 import { MIN_JOBSET_VERSION, MIN_KUBERNETES_VERSION } from "../kubernetes/failurePolicy.js";
 import { terminationGracePeriod } from "../kubernetes/gracePeriod.js";
 import { podClusterSettings, podConfigText } from "../kubernetes/podConfig.js";
-import { ExitCodes } from "./exitCodes.js";
+import { ExitCodes } from "../runtime/exitCodes.js";
 import type { CliIo } from "./run.js";
 
 // ---------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import {
 import { readConfig } from "../config/loadConfig.js";
 import type { PartialConfig } from "../config/TrainingConfig.js";
 import type { Session } from "../session/Session.js";
-import { ExitCodes } from "./exitCodes.js";
+import { ExitCodes } from "../runtime/exitCodes.js";
 import { firstLine, importModule, type ModuleFailure } from "./loadModule.js";
 import { applyTfjsBackend } from "./tfjsBackend.js";
 

@@ -9,7 +9,7 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 
 import { boardCommand } from "./board.js";
-import { ExitCodes, exitCodesHelp } from "./exitCodes.js";
+import { ExitCodes, exitCodesHelp } from "../runtime/exitCodes.js";
 import { addInspectCommand } from "./inspect.js";
 import { MANIFEST_DEFAULTS, manifestCommand, type ManifestFlags } from "./manifest.js";
 import { CLUSTER_FLAGS, launchCommand, launchProgram, type ClusterFlags } from "./launch.js";

@@ -47,7 +47,7 @@ import type { Fetches } from "../session/Session.js";
 import { fileWriterCache } from "../summary/index.js";
 import { clusterTaskOf, describeTask, readTfConfig, type ClusterTask } from "../runtime/index.js";
 import { isPreemptionReport, reportsNoticeOf, type ClusterRuntime } from "../runtime/index.js";
-import { ExitCodes } from "./exitCodes.js";
+import { ExitCodes } from "../runtime/exitCodes.js";
 import { ReplicaGroup, ReplicaGroupError } from "../runtime/index.js";
 import { failureMessage } from "./faults.js";
 import { exitOnRepeatedNotice } from "./forcedExit.js";

@@ -12,7 +12,7 @@
  * @module
  */
 
-import { ExitCodes } from "../cli/exitCodes.js";
+import { ExitCodes } from "../runtime/exitCodes.js";
 
 // ---------------------------------------------------------------------------------------------
 // model

@@ -23,12 +23,10 @@
  * @module
  */
 
-import { createHash } from "node:crypto";
-
 import { systemClock, type Clock } from "../time/Clock.js";
 import type { ClusterSpec } from "../cluster/ClusterSpec.js";
 import type { CoordinationClient, CoordinationClientOptions } from "../cluster/coordination/CoordinationClient.js";
-import { defaultCoordinationTimeouts, type CoordinationTimeouts } from "../cluster/coordination/CoordinationConfig.js";
+import { defaultCoordinationTimeouts } from "../cluster/coordination/CoordinationConfig.js";
 import { hostCoordinationService } from "../cluster/coordination/coordinationServer.js";
 import { EtcdCoordinationClient } from "../cluster/coordination/EtcdCoordinationClient.js";
 import { connectCoordinationService } from "../cluster/coordination/grpcCoordinationTransport.js";
@@ -41,12 +39,13 @@ import { parseAddress } from "../cluster/TfConfig.js";
 import { DEFAULT_COLLECTIVE_TIMEOUT_SECS } from "../session/Collective.js";
 import type { SessionRunHook } from "../hook/SessionRunHook.js";
 import { TcpCollective } from "../cluster/collective/TcpCollective.js";
-import { AbortedError, AlreadyExistsError, CancelledError, DeadlineExceededError, InvalidArgumentError, OpError, UnauthenticatedError, UnavailableError, UnknownError } from "../errors.js";
+import { AlreadyExistsError, CancelledError, DeadlineExceededError, InvalidArgumentError, OpError, UnauthenticatedError, UnavailableError, UnknownError } from "../errors.js";
 import type { Logger } from "../Logger.js";
 import type { PreemptionClusterResolver } from "../preemption/PreemptionCluster.js";
 import { TerminationNotices } from "../preemption/TerminationNotices.js";
 import { defaultSessionTargets, type SessionTargetRegistry, type SessionTargetResolver } from "../pipeline/SessionTarget.js";
 import { ChiefRecovery, isChiefLoss, MODEL_READY_KEY } from "./chiefRecovery.js";
+import { chiefAddressOf, chiefTaskOf, connectCurrent, defaultEtcdPrefix, timeoutsOf } from "./coordinationSetup.js";
 import { LAUNCH_READY_ENV } from "./launchReady.js";
 import type { ClusterTask } from "./clusterTask.js";
 import { GroupRejoin } from "./groupRejoin.js";
@@ -134,16 +133,6 @@ const STARTED_BARRIER = "monitored-session/run/sessions-created";
 
 /** How long a chief that hosts the coordination service serves it for the tasks still training, by default. */
 const DEFAULT_DRAIN_TIMEOUT_MS = 3_600_000;
-
-/**
- * The etcd key prefix of a cluster without `cluster.etcdPrefix`: `monitored-session/` and a hash
- * of its jobs and addresses. Two jobs on one etcd get their own keys; a task or a whole group
- * restarted with the same TF_CONFIG finds its job's generation counter again.
- */
-export const defaultEtcdPrefix = (spec: ClusterSpec): string => {
-  const jobs = Object.entries(spec.asDict()).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return `monitored-session/${createHash("sha256").update(JSON.stringify(jobs)).digest("hex").slice(0, 16)}/`;
-};
 
 /** How long a worker waits for its chief by default (`monitoredTrainingSession`'s `maxWaitSecs`). */
 const DEFAULT_MAX_WAIT_SECS = 7200;
@@ -642,71 +631,6 @@ const recovering = (resolver: SessionTargetResolver, recovery: ChiefRecovery): S
     return target.chiefModel === undefined ? target : { ...target, chiefModel: recovery.chiefModel(target.chiefModel) };
   },
 });
-
-/** How often {@link connectCurrent} says that registration still waits. */
-const REGISTRATION_PROGRESS_MS = 30_000;
-
-/**
- * Registers, again after each AbortedError (a previous launch's generation, before the new chief
- * started its own: under etcd the old keys outlive the old cluster), until `timeoutMs` has passed.
- * While it waits, it says so every {@link REGISTRATION_PROGRESS_MS} (a worker whose peers resolve
- * but never answer would otherwise wait in silence for the whole timeout); `limit` names the
- * setting that bounds the wait. Exported for its test.
- */
-export const connectCurrent = async (
-  client: CoordinationClient,
-  timeoutMs: number,
-  clock: Clock,
-  logger: Logger,
-  limit = "cluster.timeouts.registrationTimeoutSecs",
-): Promise<void> => {
-  const startMs = clock.now();
-  const deadline = startMs + timeoutMs;
-  // Neither backend's client can tell which tasks have not registered yet (the service knows).
-  const tick = (): void => {
-    logger.info(
-      `Still registering with the coordination service after ${Math.round((clock.now() - startMs) / 1000)} s (waiting for every task of the cluster; up to ${Math.round(timeoutMs / 1000)} s, ${limit}).`,
-    );
-    progress = clock.setTimer(REGISTRATION_PROGRESS_MS, tick);
-  };
-  let progress = clock.setTimer(REGISTRATION_PROGRESS_MS, tick);
-  try {
-    for (let backoffMs = 100; ; backoffMs = Math.min(2 * backoffMs, 1000)) {
-      try {
-        await client.connect();
-        return;
-      } catch (e) {
-        if (!(e instanceof AbortedError) || clock.now() + backoffMs >= deadline) throw e;
-        if (backoffMs === 100) logger.info(`Registration aborted (${e.message}); registering again for the chief's new generation.`);
-        await new Promise<void>((resolve) => clock.setTimer(backoffMs, resolve));
-      }
-    }
-  } finally {
-    progress.cancel();
-  }
-};
-
-/** The chief's task name: `chief` 0, else `worker` 0 (TensorFlow's rule). */
-const chiefTaskOf = (spec: ClusterSpec): string => (spec.jobs.includes("chief") ? taskName("chief", 0) : taskName("worker", 0));
-
-/** The chief's address: `chief` 0, else `worker` 0 (TensorFlow's rule). */
-const chiefAddressOf = (spec: ClusterSpec): string =>
-  spec.jobs.includes("chief") ? spec.taskAddress("chief", 0) : spec.taskAddress("worker", 0);
-
-/** The `cluster.timeouts` section (seconds) as the coordination service's overrides (ms). */
-const timeoutsOf = (t: ClusterTask["options"]["timeouts"]): Partial<CoordinationTimeouts> => {
-  if (t === undefined) return {};
-  const ms = (s: number | undefined): number | undefined => (s === undefined ? undefined : s * 1000);
-  const entries: [keyof CoordinationTimeouts, number | undefined][] = [
-    ["heartbeatIntervalMs", ms(t.heartbeatIntervalSecs)],
-    ["heartbeatTimeoutMs", ms(t.heartbeatTimeoutSecs)],
-    ["registrationTimeoutMs", ms(t.registrationTimeoutSecs)],
-    ["barrierTimeoutMs", ms(t.barrierTimeoutSecs)],
-    ["getTimeoutMs", ms(t.getTimeoutSecs)],
-    ["shutdownTimeoutMs", ms(t.shutdownTimeoutSecs)],
-  ];
-  return Object.fromEntries(entries.filter(([, v]) => v !== undefined)) as Partial<CoordinationTimeouts>;
-};
 
 /** `f()`, its InvalidArgumentError (a bad file, a bad timeout) a {@link ClusterStartError}. */
 const usage = <T>(f: () => T): T => {

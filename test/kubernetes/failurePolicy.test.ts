@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 
-import { ExitCodes } from "../../src/cli/exitCodes.js";
+import { ExitCodes } from "../../src/runtime/exitCodes.js";
 import { MIN_JOBSET_VERSION } from "../../src/kubernetes/failurePolicy.js";
 import { DEFAULT_SAVE_SECS, KUBERNETES_DEFAULT_GRACE_SECS, SAVE_MARGIN, terminationGracePeriod } from "../../src/kubernetes/gracePeriod.js";
 import { CHIEF_LOST_EXIT_CODE } from "../../src/preemption/index.js";

@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 
 import type { CoordinationClient } from "../../src/cluster/coordination/CoordinationClient.js";
 import { AbortedError, DeadlineExceededError } from "../../src/errors.js";
-import { connectCurrent } from "../../src/runtime/clusterRuntime.js";
+import { connectCurrent } from "../../src/runtime/coordinationSetup.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { flush, VirtualClock } from "../../src/testing/VirtualClock.js";
 
