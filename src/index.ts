@@ -85,7 +85,7 @@ export {
 
 /* Events */
 export { describeCause, type HookTimingSpan, type SessionEvent, type SessionEventMap, type SessionEventOf } from "./hook/SessionEvent.js";
-export { eventLogger, logObserver, type SessionEventListener } from "./hook/logObserver.js";
+export { eventLogger, loggerRelay, logObserver, type LoggerRelay, type SessionEventListener } from "./hook/logObserver.js";
 
 /* Session targets */
 export {

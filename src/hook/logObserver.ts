@@ -90,3 +90,31 @@ export const logObserver =
         return;
     }
   };
+
+/** A logger that writes to `fallback` until {@link LoggerRelay.attach} points it at another. */
+export interface LoggerRelay {
+  readonly logger: Logger;
+  /** From now on, lines go to `target` (a session's `HookEnv.logger`). */
+  attach(target: Logger): void;
+}
+
+/**
+ * A {@link LoggerRelay}: for a service made before its session (a checkpoint manager that takes
+ * the directory's lock first), whose lines become the session's events once a hook's `begin`
+ * attaches the session's logger.
+ */
+export const loggerRelay = (fallback: Logger): LoggerRelay => {
+  let target = fallback;
+  const at =
+    (level: LogLevel) =>
+    (message: string, fields?: Readonly<Record<string, unknown>>): void => {
+      if (fields === undefined) target[level](message);
+      else target[level](message, fields);
+    };
+  return {
+    logger: { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") },
+    attach: (t) => {
+      target = t;
+    },
+  };
+};

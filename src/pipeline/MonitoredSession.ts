@@ -49,7 +49,7 @@ import { ChiefSessionCreator, type SessionCreator } from "../creation/SessionCre
 import type { SessionFactory } from "../creation/SessionManager.js";
 import type { Feeds, FetchResult, Fetches, RunMetadata, RunOptions, Session } from "../session/Session.js";
 import type { SessionEvent } from "../hook/SessionEvent.js";
-import { eventLogger, logObserver, type SessionEventListener } from "../hook/logObserver.js";
+import { eventLogger, logObserver, type LoggerRelay, type SessionEventListener } from "../hook/logObserver.js";
 import { disposeWithin } from "./disposeWithin.js";
 import { HookTimingSwitch } from "./HookTimingSwitch.js";
 import { fileWriterCache, type FileWriterCache } from "../summary/FileWriterCache.js";
@@ -104,6 +104,12 @@ export interface MonitoredSessionOptions {
    * `close()`, and do not make runs build events as a subscriber does (see `observer`).
    */
   readonly logObserver?: SessionEventListener | readonly SessionEventListener[] | null;
+  /**
+   * Services made before the session (a checkpoint manager that took its directory's lock):
+   * the session attaches its logger to each relay before anything else, so that their lines
+   * become its events. `monitoredTrainingSession` relays the manager it makes.
+   */
+  readonly loggerRelays?: readonly LoggerRelay[];
   /**
    * Longest stretch of training, in milliseconds on `clock`, before a run gives Node's event
    * loop a turn (default {@link DEFAULT_YIELD_INTERVAL_MS}, 5). A synchronous step (a
@@ -233,6 +239,7 @@ export class MonitoredSession {
     creator.events = self.stream;
     const logObservers = options.logObserver === undefined ? [logObserver(options.logger ?? defaultLogger)] : options.logObserver === null ? [] : [options.logObserver].flat();
     for (const l of logObservers) self.stream.listen(l);
+    for (const r of options.loggerRelays ?? []) r.attach(logger);
     if (options.observer !== undefined) self.stream.subscribe(options.observer);
     const env: HookEnv = {
       clock,

@@ -31,12 +31,13 @@ import { BundleSaver } from "../checkpoint/Saver.js";
 import type { Clock } from "../time/Clock.js";
 import { ValueError } from "../errors.js";
 import type { Graph } from "../session/Graph.js";
-import type { Logger } from "../Logger.js";
+import { defaultLogger, type Logger } from "../Logger.js";
 import { MonitoredSession, type MonitoredSessionOptions } from "../pipeline/MonitoredSession.js";
 import { Scaffold } from "../creation/Scaffold.js";
 import { ChiefSessionCreator, WorkerSessionCreator } from "../creation/SessionCreators.js";
 import type { SessionFactory } from "../creation/SessionManager.js";
 import type { SessionRunHook } from "../hook/SessionRunHook.js";
+import { loggerRelay } from "../hook/logObserver.js";
 import { defaultSessionTargets, fromTask, sessionsCreatedHook, type SessionTargetRegistry, type SessionTask } from "../pipeline/SessionTarget.js";
 import { USE_DEFAULT } from "../util/useDefault.js";
 
@@ -214,6 +215,7 @@ export const monitoredTrainingSession = async (
   const summaryDir = options.summaryDir ?? checkpointDir;
   const saving = checkpointDir !== undefined && (cadences.saveCheckpointSteps !== undefined || cadences.saveCheckpointSecs !== undefined);
   // The directory's one manager, made (taking the directory's lock) before anything is restored.
+  const relay = shared === undefined && saving ? loggerRelay(options.logger ?? defaultLogger) : undefined;
   const owned =
     shared === undefined && saving
       ? await CheckpointManager.create({
@@ -222,7 +224,7 @@ export const monitoredTrainingSession = async (
           ...(options.maxToKeep === undefined ? {} : { maxToKeep: options.maxToKeep }),
           saver: scaffold.saver ?? new BundleSaver(options.clock === undefined ? {} : { clock: options.clock }),
           ...(options.clock === undefined ? {} : { clock: options.clock }),
-          ...(options.logger === undefined ? {} : { logger: options.logger }),
+          ...(relay === undefined ? {} : { logger: relay.logger }),
         })
       : undefined;
   const manager = shared ?? owned;
@@ -268,6 +270,8 @@ export const monitoredTrainingSession = async (
       ...(manager === undefined ? {} : { checkpointManager: manager }),
       // However the session ends (an error skips hooks' end), the lock it took is released.
       ...(owned === undefined ? {} : { ownedResources: [owned] }),
+      // From now on, the manager's lines are the session's events.
+      ...(relay === undefined ? {} : { loggerRelays: [relay] }),
     });
   } catch (e) {
     await owned?.close();
@@ -314,3 +318,4 @@ export const resolveCadences = (options: MonitoredTrainingSessionOptions): Resol
     logStepCountSecs: log.secs,
   };
 };
+

@@ -339,3 +339,27 @@ describe("monitoredTrainingSession", () => {
     });
   });
 });
+
+describe("monitoredTrainingSession: the checkpoint manager's lines are the session's events", () => {
+  it("a corrupt latest checkpoint: the manager's warning while restoring is a log event, printed by the session's log observer", async () => {
+    const dir = tempDir();
+    const quiet = { checkpointDir: dir, saveCheckpointSteps: 2, saveSummariesSteps: null, logStepCountSteps: null, logger: silentLogger } as const;
+    await withSession(monitoredTrainingSession({ graph: counter(0), ...quiet }), train(4));
+    const data = readdirSync(dir).find((f) => f.startsWith("model.ckpt-4.data"));
+    expect(data).toBeDefined();
+    const path = join(dir, data as string);
+    const bytes = readFileSync(path);
+    bytes[0] = (bytes[0] as number) ^ 0xff;
+    writeFileSync(path, bytes);
+
+    const logger = new RecordingLogger();
+    const events: SessionEvent[] = [];
+    const sess = await monitoredTrainingSession({ graph: counter(0), ...quiet, logger, observer: (e) => events.push(e) });
+    await sess.close();
+    const corrupt = /^Checkpoint \S*model\.ckpt-4 is corrupt or incomplete and was skipped; trying the previous one\./;
+    expect(logger.messages("warn").filter((m) => corrupt.test(m))).toHaveLength(1);
+    const logged = events.filter((e) => e.type === "log" && e.level === "warn").map((e) => (e.type === "log" ? e.message : ""));
+    expect(logged.filter((m) => corrupt.test(m))).toHaveLength(1);
+    expect(logged).toContain(`Restored the previous valid checkpoint ${join(dir, "model.ckpt-2")} (step 2).`);
+  });
+});
