@@ -20,8 +20,9 @@
  * When a task fails the others are stopped: SIGTERM, then SIGKILL after `killAfterSecs`. When
  * one is preempted (42) the others stop on its notice, which it reported to the cluster; those
  * still running `killAfterSecs` later get SIGTERM, then SIGKILL after `killAfterSecs` more.
- * `maxRestarts` restarts the whole group after a failure, as torchrun does; a preempted group
- * (42) is restarted without using up a restart. SIGINT, SIGTERM and SIGHUP to
+ * `maxRestarts` restarts the whole group after a failure, as torchrun does, on the same
+ * addresses while their ports are free; a preempted group (42) is restarted without using up a
+ * restart. SIGINT, SIGTERM and SIGHUP to
  * `launch` (and its parent's death) are forwarded to every task, nothing is restarted after
  * them, and SIGKILL follows after the deadline. A task says it handles signals by printing
  * LAUNCH_READY_LINE on stderr (launchReady.ts; `launch` removes the line from its output). A
@@ -45,7 +46,7 @@ import { parseDocument } from "yaml";
 import { systemClock, type Clock, type TimerHandle } from "../time/Clock.js";
 import { ClusterConfigCodec, type ClusterConfig } from "../cluster/ClusterConfig.js";
 import { decode, formatIssue, show, type Issue } from "../codec.js";
-import { loopbackPorts } from "../cluster/loopbackPorts.js";
+import { loopbackPorts, takenPorts } from "../cluster/loopbackPorts.js";
 import { MAX_ALIAS_COUNT } from "../config/index.js";
 import { PREEMPTION_EXIT_CODE } from "../preemption/TerminationConfig.js";
 import type { TerminationNotice, TerminationNotices } from "../preemption/TerminationNotices.js";
@@ -258,12 +259,14 @@ const superviseGroups = async (program: TaskProgram, options: LaunchOptions, io:
     const killAfterMs = (options.killAfterSecs ?? DEFAULT_KILL_AFTER_SECS) * 1000;
     const tasks = tasksOf(options.workers);
     let restarts = 0;
+    let addresses: readonly string[] | undefined;
     for (;;) {
       if (notices.first !== undefined) {
         say(`termination notice (${notices.describe(notices.first)}) before the tasks started: exiting with ${PREEMPTION_EXIT_CODE}`);
         return PREEMPTION_EXIT_CODE;
       }
-      const outcome = await runGroup(tasks, program, { io, clock, notices, killAfterMs, say });
+      addresses = await groupAddresses(tasks.length, addresses, say);
+      const outcome = await runGroup(tasks, program, addresses, { io, clock, notices, killAfterMs, say });
       if (outcome.code === ExitCodes.done) {
         say("every task exited 0");
         return ExitCodes.done;
@@ -307,6 +310,21 @@ export const tfConfigsOf = (tasks: readonly Task[], addresses: readonly string[]
 // utils
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * The tasks' addresses for the next group: the previous group's, as torchrun keeps its
+ * rendezvous endpoint, so that a restarted group is the same cluster (the same TF_CONFIG; on
+ * etcd the same default key prefix, where its generation counter goes on); new ones when one of
+ * those ports was taken meanwhile, with a line saying so.
+ */
+const groupAddresses = async (n: number, previous: readonly string[] | undefined, say: (line: string) => void): Promise<readonly string[]> => {
+  if (previous !== undefined) {
+    const taken = await takenPorts(previous.map((a) => Number(a.slice(a.lastIndexOf(":") + 1))));
+    if (taken.length === 0) return previous;
+    say(`port${taken.length === 1 ? "" : "s"} ${taken.join(", ")} of the group ${taken.length === 1 ? "was" : "were"} taken meanwhile: the restarted group gets new addresses (with etcd and no cluster.etcdPrefix, a new key prefix too, where it starts at generation 1)`);
+  }
+  return (await loopbackPorts(n)).map((p) => `127.0.0.1:${p}`);
+};
+
 interface GroupContext {
   readonly io: CliIo;
   readonly clock: Clock;
@@ -320,9 +338,8 @@ interface GroupContext {
  * is flushed). The first non-zero exit decides the outcome and stops the others; a termination
  * notice to `launch` is forwarded to every task.
  */
-const runGroup = async (tasks: readonly Task[], program: TaskProgram, ctx: GroupContext): Promise<GroupOutcome> => {
+const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses: readonly string[], ctx: GroupContext): Promise<GroupOutcome> => {
   const { io, clock, notices, killAfterMs, say } = ctx;
-  const addresses = (await loopbackPorts(tasks.length)).map((p) => `127.0.0.1:${p}`);
   const tfConfigs = tfConfigsOf(tasks, addresses);
   const live = new Map<string, ChildProcess>();
   // A `run` task handles signals once it has said so (launchReady.ts); until then a signal for it waits.

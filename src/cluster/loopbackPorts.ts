@@ -26,6 +26,13 @@ export const loopbackPorts = async (n: number, random: () => number = Math.rando
   return [...chosen];
 };
 
+/** Of `ports`, those that cannot be bound on 127.0.0.1 now (taken since they were chosen). */
+export const takenPorts = async (ports: readonly number[]): Promise<number[]> => {
+  const taken: number[] = [];
+  for (const port of ports) if (!(await bindable(port))) taken.push(port);
+  return taken;
+};
+
 /** The lowest port of the kernel's ephemeral range (where `listen(0)` and outgoing connections draw from). */
 const ephemeralLow = (): number => {
   try {

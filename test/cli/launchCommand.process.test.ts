@@ -142,11 +142,13 @@ describe("monitored-session launch -- <command>", { timeout: 160_000 }, () => {
     expect(r.stderr).toContain("[launch] worker:0 exited with 3: exiting with 3");
   });
 
-  it("--max-restarts 1: a group whose chief fails is started again, and launch exits 0 when every task of the restart does", async () => {
+  it("--max-restarts 1: a group whose chief fails is started again on the same addresses (the same TF_CONFIG), and launch exits 0 when every task of the restart does", async () => {
     const r = await launch(["--workers", "2", "--max-restarts", "1"], taskCommand({ "chief:0": [3, 0] })).done;
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toContain("[launch] chief:0 exited with 3: restarting the group (restart 1 of 1)");
-    expect(reportsOf(r.stdout).filter((x) => x.prefix === "chief:0").map((x) => x.report.start)).toEqual([1, 2]);
+    const chiefStarts = reportsOf(r.stdout).filter((x) => x.prefix === "chief:0");
+    expect(chiefStarts.map((x) => x.report.start)).toEqual([1, 2]);
+    expect(chiefStarts[1]?.report.tfConfig).toBe(chiefStarts[0]?.report.tfConfig);
     expect(r.stderr).toContain("[launch] every task exited 0");
   });
 

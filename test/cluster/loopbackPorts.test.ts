@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { describe, expect, it } from "vitest";
-import { loopbackPorts } from "../../src/cluster/loopbackPorts.js";
+import { loopbackPorts, takenPorts } from "../../src/cluster/loopbackPorts.js";
 
 const ephemeralLow = (): number => {
   try {
@@ -54,5 +54,17 @@ describe("loopbackPorts (the addresses launch gives its tasks)", () => {
     } finally {
       await new Promise((r) => holder.close(r));
     }
+  });
+
+  it("takenPorts: names the ports something took since they were chosen (launch then gives a restarted group new addresses)", async () => {
+    const ports = await loopbackPorts(3);
+    expect(await takenPorts(ports)).toEqual([]);
+    const holder = await listen(ports[1] as number);
+    try {
+      expect(await takenPorts(ports)).toEqual([ports[1]]);
+    } finally {
+      await new Promise((r) => holder.close(r));
+    }
+    expect(await takenPorts(ports)).toEqual([]);
   });
 });
