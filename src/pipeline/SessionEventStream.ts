@@ -23,6 +23,7 @@ export class SessionEventStream {
   private abortCause: string | undefined;
   private readonly forwarded = new Subscription();
   private readonly listeners: SessionEventListener[] = [];
+  private readonly failedListeners = new Set<SessionEventListener>();
 
   /** Adds a listener (see the module doc): it hears the events from now on. */
   listen(listener: SessionEventListener): void {
@@ -31,7 +32,16 @@ export class SessionEventStream {
 
   /** Tells the listeners about `e` (not a per-run event). */
   private tell(e: SessionEvent): void {
-    for (const l of this.listeners) l(e);
+    for (const l of this.listeners) {
+      try {
+        l(e);
+      } catch (error) {
+        // A broken observer must not fail the hook or the run that emitted: said once, on stderr.
+        if (this.failedListeners.has(l)) continue;
+        this.failedListeners.add(l);
+        console.error(`monitored-session: a log observer threw on a ${e.type} event (${describeCause(error)}); the session goes on, and this observer's later errors are not reported`);
+      }
+    }
   }
 
   /** Replays the latest `sessionCreated`, then the live events. */

@@ -164,3 +164,26 @@ describe("a session's log lines reach its log observers", () => {
     expect(heard).toEqual(["log", "log", "sessionCreated", "end", "closed"]);
   });
 });
+
+describe("a log observer that throws", () => {
+  it("does not fail the hook or the run that emitted; one line on stderr names it, once", async () => {
+    const errors: unknown[] = [];
+    const original = console.error;
+    console.error = (...args: unknown[]) => void errors.push(args.join(" "));
+    try {
+      const broken: SessionEventListener = (e) => {
+        if (e.type === "warning" || e.type === "log") throw new Error("disk full");
+      };
+      // The NaN hook's warning (then its stop) and the session manager's lines all reach it.
+      const sess = await divergingSession({ logObserver: broken });
+      await sess.run("train");
+      expect(sess.shouldStop()).toBe(true);
+      await sess.close();
+    } finally {
+      console.error = original;
+    }
+    expect(errors).toEqual([
+      "monitored-session: a log observer threw on a log event (Error: disk full); the session goes on, and this observer's later errors are not reported",
+    ]);
+  });
+});
