@@ -10,7 +10,7 @@
  * | `/data/plugin/images/images?run=&tag=[&sample=0]` | `[{wall_time, step, query}]`, every step kept (TensorBoard: 10) |
  * | `/data/plugin/images/individualImage?<query>` | the image's bytes, `image/png`, `image/jpeg`, `image/gif`, `image/bmp` (sniffed) or `application/octet-stream` |
  * | `/data/plugin/text/tags` | `{run: [tag, …]}` |
- * | `/data/plugin/text/text?run=&tag=` | `[{wall_time, step, text}]`, `text` rendered to safe HTML ({@link renderText}); an unknown series is `[]`, as in TensorBoard |
+ * | `/data/plugin/text/text?run=&tag=[&limit=]` | `[{wall_time, step, text}]`, `text` rendered to safe HTML ({@link renderText}); an unknown series is `[]`, as in TensorBoard; ours, `limit=n`: at most n steps, evenly spread, the first and the newest among them (only those are rendered) |
  *
  * And ours: `/board/checkpoints?run=` → `[{step, wall_time, path}]` (the run's
  * `SessionLog CHECKPOINT` events by step); without `run`, `{run: [...]}` for every run that has
@@ -96,7 +96,11 @@ export const answerViews = (store: BoardStore, path: string, query: URLSearchPar
       return json(Object.fromEntries(v.textRuns().map((run) => [run, v.textTags(run)])));
     case "/data/plugin/text/text": {
       const { run, tag } = runAndTag(query);
-      const rows = (v.texts(run, tag)?.points ?? []).map((p) => `{"wall_time": ${pyFloatJson(p.wallTime)}, "step": ${p.step}, "text": ${pyJson(renderText(p))}}`);
+      const limit = query.has("limit") ? intParam(query, "limit", 0, 1) : undefined;
+      const points = v.texts(run, tag)?.points ?? [];
+      // Only the rows answered are rendered: `limit` bounds the work of a request too.
+      const kept = limit === undefined ? points : spreadIndices(points.length, limit).map((i) => points[i] as (typeof points)[number]);
+      const rows = kept.map((p) => `{"wall_time": ${pyFloatJson(p.wallTime)}, "step": ${p.step}, "text": ${pyJson(renderText(p))}}`);
       return { contentType: "application/json", body: `[${rows.join(", ")}]` };
     }
     case "/board/thinned":

@@ -196,6 +196,27 @@ describe("text", () => {
     expect(table?.text.match(/<tr>/g)).toHaveLength(4);
   });
 
+  it("ours, text limit=n: at most n steps, evenly spread, the first and the newest among them", async () => {
+    const dir = tempDir();
+    const w = new SummaryWriter(join(dir, "r"), { clock: new VirtualClock({ startMs: 1_700_000_000_000 }) });
+    for (let s = 0; s < 50; s++) w.addText("log", `line ${s}`, s);
+    await w.close();
+    const at = await serve(dir);
+    const steps = async (q: string): Promise<number[]> => ((await json(`${at}/data/plugin/text/text?run=r&tag=log${q}`)) as { step: number }[]).map((r) => r.step);
+    expect(await steps("")).toHaveLength(50);
+    expect(await steps("&limit=3")).toEqual([0, 25, 49]);
+    expect(await steps("&limit=1")).toEqual([49]);
+    expect(await steps("&limit=500")).toHaveLength(50);
+    const rows = (await json(`${at}/data/plugin/text/text?run=r&tag=log&limit=2`)) as { step: number; text: string }[];
+    expect(rows.map((r) => [r.step, r.text])).toEqual([
+      [0, "<p>line 0</p>\n"],
+      [49, "<p>line 49</p>\n"],
+    ]);
+    expect(await json(`${at}/data/plugin/text/text?run=r&tag=nope&limit=2`)).toEqual([]);
+    const r = await send(`${at}/data/plugin/text/text?run=r&tag=log&limit=0`);
+    expect([r.status, r.text]).toEqual([400, 'Invalid argument: limit: expected an integer >= 1, got "0"']);
+  });
+
   it("the memory policy: past the byte budget of a tag, the steps kept are evenly spread (first and newest kept); said on onIssue and on /board/thinned", async () => {
     const dir = tempDir();
     const w = new SummaryWriter(join(dir, "r"), { clock: new VirtualClock({ startMs: 1_700_000_000_000 }) });
