@@ -24,6 +24,7 @@ export {
   MonitoredSession,
   SingularMonitoredSession,
   withSession,
+  type EventSource,
   type MonitoredSessionOptions,
   type StepContext,
 } from "./pipeline/MonitoredSession.js";

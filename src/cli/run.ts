@@ -404,7 +404,8 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     const sess = await (cluster === undefined ? creating : raceCreation(creating, clusterFailed, notices, isChief, exitCodeOf(config)));
     handler = manager === undefined ? undefined : await createPreemptionHandler(sess, config, manager, logger, clock);
     // Preemption events join the session's stream, which the display follows.
-    if (handler !== undefined) sess.forwardEvents(handler.events$);
+    // Its events, and its lines as the session's events (printed above the progress display).
+    if (handler !== undefined) sess.forwardEvents(handler);
     // A notice that came while the session was being created (data-parallel: see stopForGroup).
     if (group === undefined) {
       if (notices.first !== undefined) handler?.noticeTermination(notices.describe(notices.first), { deadlineMs: notices.first.deadline });

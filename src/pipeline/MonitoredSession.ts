@@ -65,6 +65,15 @@ import type { WrappedSession } from "./WrappedSession.js";
 // ---------------------------------------------------------------------------------------------
 
 /**
+ * What {@link MonitoredSession.forwardEvents} takes besides a stream: an object with events, such
+ * as a `PreemptionCheckpointHandler`, whose lines (`logRelay`) become the session's too.
+ */
+export interface EventSource {
+  readonly events$: Observable<SessionEvent>;
+  readonly logRelay?: LoggerRelay | undefined;
+}
+
+/**
  * Options of {@link MonitoredSession.create}. Either a `sessionCreator`, or (TensorFlow's
  * `SingularMonitoredSession` signature) what a {@link ChiefSessionCreator} needs: a `graph`,
  * `scaffold` or `sessionFactory`, and optionally a checkpoint location.
@@ -345,12 +354,17 @@ export class MonitoredSession {
   }
 
   /**
-   * Forwards another stream's events (a `PreemptionCheckpointHandler`'s `events$`, say) into
-   * {@link events$} until it completes or this session closes. An error of `source$` becomes a
-   * `warning` event. Returns the subscription, to stop forwarding earlier.
+   * Forwards another stream's events into {@link events$} until it completes or this session
+   * closes. An error of the stream becomes a `warning` event. Given an object with `events$`
+   * (a `PreemptionCheckpointHandler`), its `logRelay` is attached to this session too: its log
+   * lines become `log` events, printed by this session's log observers. Returns the
+   * subscription, to stop forwarding earlier.
    */
-  forwardEvents(source$: Observable<SessionEvent>): Subscription {
-    return this.stream.forward(source$, () => this.now());
+  forwardEvents(source: Observable<SessionEvent> | EventSource): Subscription {
+    if (!("events$" in source)) return this.stream.forward(source, () => this.now());
+    // A handler's lines become this session's events from now on (its `logRelay`).
+    source.logRelay?.attach(this.log);
+    return this.stream.forward(source.events$, () => this.now());
   }
 
   /** `true` once closed. */

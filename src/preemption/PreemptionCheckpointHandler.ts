@@ -38,6 +38,8 @@
 
 import { Subject, type Observable } from "rxjs";
 
+import { loggerRelay, type LoggerRelay } from "../hook/logObserver.js";
+
 import { rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 
@@ -132,7 +134,7 @@ export interface PreemptionCheckpointHandlerOptions {
 
 /**
  * An event of {@link PreemptionCheckpointHandler.events$}; `time` is the clock's epoch ms. They
- * are session events too (see `SessionEventMap`): `session.forwardEvents(handler.events$)`
+ * are session events too (see `SessionEventMap`): `session.forwardEvents(handler)`
  * puts them on a monitored session's stream.
  */
 export type PreemptionEvent = SessionEventOf<
@@ -156,6 +158,11 @@ const PS_UNSUPPORTED = "PreemptionCheckpointHandler does not support usage with 
 export class PreemptionCheckpointHandler {
   /** Termination notices, preemption saves and grace-period overruns. */
   readonly events$: Observable<PreemptionEvent>;
+  /**
+   * Where the handler's lines go: its `logger` option until `session.forwardEvents(handler)`
+   * attaches the session's logger, from then on the session's `log` events.
+   */
+  logRelay: LoggerRelay | undefined;
   private readonly subject = new Subject<PreemptionEvent>();
   private runCounter = 0;
   private estimatedRunTimeMs = 0;
@@ -216,7 +223,10 @@ export class PreemptionCheckpointHandler {
     }
     if (options.store === undefined) throw new ValueError("PreemptionCheckpointHandler needs the store to save (e.g. session.variables)");
     const clock = options.clock ?? systemClock;
-    const logger = options.logger ?? defaultLogger;
+    // Its lines (and its coordinator's and manager's) go to `options.logger` until a session it
+    // is forwarded to (`session.forwardEvents(handler)`) makes them that session's events.
+    const relay = loggerRelay(options.logger ?? defaultLogger);
+    const logger = relay.logger;
     if (options.checkpointManager !== undefined && options.checkpointDir !== undefined) {
       logger.warn(
         `PreemptionCheckpointHandler: checkpointDir ${options.checkpointDir} is ignored: checkpoints go through the given checkpointManager (${options.checkpointManager.directory}).`,
@@ -252,6 +262,7 @@ export class PreemptionCheckpointHandler {
             emit: (e) => h?.emit({ ...e, time: clock.now() }),
           }));
     h = new PreemptionCheckpointHandler(manager, options.store, config, coordinator, clock, logger, options.globalStep, eventLoop);
+    h.logRelay = relay;
     h.ownsManager = options.checkpointManager === undefined;
     h.taskName = cluster?.workers[cluster.id];
     h.resolver = cluster?.resolver;

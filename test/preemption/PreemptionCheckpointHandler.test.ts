@@ -24,6 +24,9 @@ import { GatedSaver } from "../checkpoint/helpers.js";
 import { counterModel } from "./counterModel.js";
 import { useTempDirs } from "../util/tempDirs.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import type { SessionEvent } from "../../src/hook/SessionEvent.js";
+import { MonitoredSession } from "../../src/pipeline/MonitoredSession.js";
+import { trainingGraph } from "../util/driveHooks.js";
 
 const tempDir = useTempDirs("ms-ckpt-");
 
@@ -414,5 +417,28 @@ describe("PreemptionCheckpointHandler with a platform watcher", () => {
     expect(logger.messages("warn")).toEqual([expect.stringContaining("checkpointDir /elsewhere is ignored")]);
     await handler.close();
     await manager.close();
+  });
+});
+
+describe("PreemptionCheckpointHandler's lines, forwarded into a session", () => {
+  it("before forwardEvents(handler) they go to its logger; after, they are the session's log events, printed by the session's log observer", async () => {
+    const { signals, exits, handler, step, logger } = await setup();
+    const sessionLogger = new RecordingLogger();
+    const seen: SessionEvent[] = [];
+    const sess = await MonitoredSession.create({ graph: trainingGraph(), clock: new VirtualClock(), logger: sessionLogger, observer: (e) => seen.push(e) });
+    sess.forwardEvents(handler);
+    await step();
+    signals.emit("SIGTERM");
+    await step();
+    await step();
+    expect(exits).toEqual([2]);
+    const saved = /^PreemptionCheckpointHandler: checkpoint saved /;
+    expect(sessionLogger.messages("info").filter((m) => saved.test(m))).toHaveLength(1);
+    expect(logger.messages().filter((m) => saved.test(m))).toEqual([]);
+    expect(seen.filter((e) => e.type === "log" && saved.test(e.message))).toHaveLength(1);
+    // Its typed events are forwarded as before.
+    expect(seen.map((e) => e.type)).toContain("preemptionCheckpointSaved");
+    await sess.close();
+    await handler.close();
   });
 });
