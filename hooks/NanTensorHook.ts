@@ -90,7 +90,7 @@ export class NanTensorHook extends SessionRunHook {
       this.logger.error(failureMessage);
       throw new NanLossDuringTrainingError();
     }
-    warn(this.own, this.env, hookServices(this.own, this.env), failureMessage);
+    warn(this.own, this.env, failureMessage);
     // No error: a stop without an exception.
     ctx.requestStop();
   }

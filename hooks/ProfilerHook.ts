@@ -26,7 +26,7 @@ import { fileWriterCache, type EventInput } from "../src/summary/index.js";
 import { globalStepNameOf, readGlobalStep, stepValue } from "./internal/globalStep.js";
 import { encodeRunMetadata, type NodeStats } from "./internal/runMetadata.js";
 import { SecondOrStepTimer } from "./SecondOrStepTimer.js";
-import { hookServices, warn } from "./internal/services.js";
+import { warn } from "./internal/services.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -292,7 +292,7 @@ export class ProfilerHook extends SessionRunHook {
       .catch((e: unknown) => {
         // A failed profile must not stop training: logged, and emitted as a warning event.
         const message = `ProfilerHook: writing ${path} failed: ${e instanceof Error ? e.message : String(e)}`;
-        warn({}, env, hookServices({}, env), message, e);
+        warn({}, env, message, e);
       })
       .finally(() => this.writes.delete(write));
     this.writes.add(write);

@@ -22,7 +22,7 @@ import {
 } from "../src/hook/SessionRunHook.js";
 import { formatG } from "./internal/format.js";
 import { globalStepNameOf, readGlobalStep, stepValue } from "./internal/globalStep.js";
-import { hookServices, warn, type OwnServices } from "./internal/services.js";
+import { hookServices, printsItself, warn, type OwnServices } from "./internal/services.js";
 import { SecondOrStepTimer } from "./SecondOrStepTimer.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -202,8 +202,8 @@ export class StepCounterHook extends SessionRunHook {
     if (examplesPerSec !== undefined) writer?.addScalar(EXAMPLES_TAG, examplesPerSec, step);
     // In a session, the rate is one `stepRate` event, which the session's log observer prints
     // as TensorFlow's lines; a logger of the hook's own (or no session) prints them here.
-    const printsItself = env === undefined || this.own.logger !== undefined;
-    if (printsItself) {
+    const logged = printsItself(this.own, env);
+    if (logged) {
       this.logger.info(`${this.summaryTag}: ${formatG(stepsPerSec)}`, { step, stepsPerSec });
       if (examplesPerSec !== undefined) this.logger.info(`${EXAMPLES_TAG}: ${formatG(examplesPerSec)}`, { step, examplesPerSec });
     }
@@ -214,7 +214,7 @@ export class StepCounterHook extends SessionRunHook {
       stepsPerSec,
       tag: this.summaryTag,
       ...(examplesPerSec === undefined ? {} : { examplesPerSec }),
-      ...(printsItself ? { logged: true } : {}),
+      ...(logged ? { logged: true } : {}),
     });
   }
 
@@ -227,7 +227,7 @@ export class StepCounterHook extends SessionRunHook {
         `It seems that global step (${this.globalStepName as string}) has not been increased. ` +
         `Current value (could be stable): ${stale} vs previous value: ${this.lastGlobalStep}. ` +
         "You could increase the global step by incrementing it in your train op.";
-      warn(this.own, this.env, { clock: this.clock, logger: this.logger }, message);
+      warn(this.own, this.env, message);
     }
     this.lastGlobalStep = stale;
   }

@@ -31,12 +31,16 @@ export const hookServices = (own: OwnServices, env?: HookEnv): HookServices => (
 });
 
 /**
- * Warns `message`: in a session (`env`), a `warning` event that the session's log observer
- * prints; with a logger of the hook's own (`own.logger`), or outside a session, `logger.warn` too
- * (the event then says `logged`, so that it is not printed twice).
+ * Whether a hook prints its own lines: with a logger of its own (`own.logger`), or outside a
+ * session. Otherwise its `warning` and `stepRate` events are its lines (the session's log
+ * observer prints them); when it prints them itself, those events say `logged`.
  */
-export const warn = (own: OwnServices, env: HookEnv | undefined, services: HookServices, message: string, error?: unknown): void => {
-  const printsItself = env === undefined || own.logger !== undefined;
-  if (printsItself) services.logger.warn(message);
-  env?.emit({ type: "warning", time: services.clock.now(), message, ...(error === undefined ? {} : { error }), ...(printsItself ? { logged: true } : {}) });
+export const printsItself = (own: OwnServices, env: HookEnv | undefined): boolean => env === undefined || own.logger !== undefined;
+
+/** Warns `message`: a `warning` event in a session, and `logger.warn` when the hook {@link printsItself}. */
+export const warn = (own: OwnServices, env: HookEnv | undefined, message: string, error?: unknown): void => {
+  const { clock, logger } = hookServices(own, env);
+  const logged = printsItself(own, env);
+  if (logged) logger.warn(message);
+  env?.emit({ type: "warning", time: clock.now(), message, ...(error === undefined ? {} : { error }), ...(logged ? { logged: true } : {}) });
 };

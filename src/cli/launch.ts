@@ -259,14 +259,14 @@ const superviseGroups = async (program: TaskProgram, options: LaunchOptions, io:
     const killAfterMs = (options.killAfterSecs ?? DEFAULT_KILL_AFTER_SECS) * 1000;
     const tasks = tasksOf(options.workers);
     let restarts = 0;
-    let addresses: readonly string[] | undefined;
+    let ports: readonly number[] | undefined;
     for (;;) {
       if (notices.first !== undefined) {
         say(`termination notice (${notices.describe(notices.first)}) before the tasks started: exiting with ${PREEMPTION_EXIT_CODE}`);
         return PREEMPTION_EXIT_CODE;
       }
-      addresses = await groupAddresses(tasks.length, addresses, say);
-      const outcome = await runGroup(tasks, program, addresses, { io, clock, notices, killAfterMs, say });
+      ports = await groupPorts(tasks.length, ports, say);
+      const outcome = await runGroup(tasks, program, ports.map((p) => `127.0.0.1:${p}`), { io, clock, notices, killAfterMs, say });
       if (outcome.code === ExitCodes.done) {
         say("every task exited 0");
         return ExitCodes.done;
@@ -311,18 +311,18 @@ export const tfConfigsOf = (tasks: readonly Task[], addresses: readonly string[]
 // ---------------------------------------------------------------------------------------------
 
 /**
- * The tasks' addresses for the next group: the previous group's, as torchrun keeps its
+ * The tasks' loopback ports for the next group: the previous group's, as torchrun keeps its
  * rendezvous endpoint, so that a restarted group is the same cluster (the same TF_CONFIG; on
  * etcd the same default key prefix, where its generation counter goes on); new ones when one of
  * those ports was taken meanwhile, with a line saying so.
  */
-const groupAddresses = async (n: number, previous: readonly string[] | undefined, say: (line: string) => void): Promise<readonly string[]> => {
+const groupPorts = async (n: number, previous: readonly number[] | undefined, say: (line: string) => void): Promise<readonly number[]> => {
   if (previous !== undefined) {
-    const taken = await takenPorts(previous.map((a) => Number(a.slice(a.lastIndexOf(":") + 1))));
+    const taken = await takenPorts(previous);
     if (taken.length === 0) return previous;
     say(`port${taken.length === 1 ? "" : "s"} ${taken.join(", ")} of the group ${taken.length === 1 ? "was" : "were"} taken meanwhile: the restarted group gets new addresses (with etcd and no cluster.etcdPrefix, a new key prefix too, where it starts at generation 1)`);
   }
-  return (await loopbackPorts(n)).map((p) => `127.0.0.1:${p}`);
+  return loopbackPorts(n);
 };
 
 interface GroupContext {

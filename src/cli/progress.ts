@@ -98,14 +98,25 @@ const fmtEta = (secs: number | undefined): string => {
   return h > 0 ? `${h}h${String(m).padStart(2, "0")}m` : m > 0 ? `${m}m${String(s % 60).padStart(2, "0")}s` : `${s}s`;
 };
 
-/** The rate, the hook's when it measured one; the warnings' count as a field of the line. */
+/** What both displays show beyond the step: the rate (the hook's once it measured one) and the warnings' count. */
 class Status {
-  readonly rate = new Rate();
-  hookRate: number | undefined;
-  warnings = 0;
-  get value(): number | undefined {
-    return this.hookRate ?? this.rate.value;
+  private readonly estimate = new Rate();
+  private hookRate: number | undefined;
+  private warnings = 0;
+  /** Records the global step at clock time `t` (the display's own estimate of the rate). */
+  add(t: number, step: number): void {
+    this.estimate.add(t, step);
   }
+  /** Steps per second: `StepCounterHook`'s last rate, else the display's estimate. */
+  get value(): number | undefined {
+    return this.hookRate ?? this.estimate.value;
+  }
+  /** The `stepRate` and `warning` methods of {@link Progress}. */
+  readonly events: Pick<Progress, "stepRate" | "warning"> = {
+    stepRate: (r) => void (this.hookRate = r),
+    warning: () => void this.warnings++,
+  };
+  /** ` | 2 warnings` once there are some, for the end of the line. */
   get warningsPart(): string {
     return this.warnings === 0 ? "" : ` | ${this.warnings} warning${this.warnings === 1 ? "" : "s"}`;
   }
@@ -133,21 +144,16 @@ const lineProgress = (o: ProgressOptions): Progress => {
     start(s, last) {
       step = s;
       lastStep = last;
-      rate.rate.add(o.clock.now(), s);
+      rate.add(o.clock.now(), s);
     },
     due: () => o.clock.now() - lastLine >= interval,
     update(s, l) {
       step = s;
       loss = l ?? loss;
-      rate.rate.add(o.clock.now(), s);
+      rate.add(o.clock.now(), s);
       if (o.clock.now() - lastLine >= interval) print();
     },
-    stepRate(r) {
-      rate.hookRate = r;
-    },
-    warning() {
-      rate.warnings++;
-    },
+    ...rate.events,
     stop() {
       if (printed !== step) print();
     },
@@ -178,13 +184,13 @@ const barProgress = (o: ProgressOptions): Progress => {
     logger: makeLogger(o.logLevel ?? "info", (line) => (bar === undefined ? o.err.write(`${line}\n`) : multi.log(`${line}\n`))),
     start(s, last) {
       lastStep = last;
-      rate.rate.add(o.clock.now(), s);
+      rate.add(o.clock.now(), s);
       bar = multi.create(last ?? Math.max(s, 1), s, { speed: "-", loss: "", eta: "-", last: last === undefined ? "" : `/${last}` });
     },
     due: () => o.clock.now() - lastDraw >= 100,
     update(s, l) {
       loss = l ?? loss;
-      rate.rate.add(o.clock.now(), s);
+      rate.add(o.clock.now(), s);
       const r = rate.value;
       if (lastStep === undefined) bar?.setTotal(Math.max(s, 1));
       bar?.update(s, {
@@ -194,12 +200,7 @@ const barProgress = (o: ProgressOptions): Progress => {
       });
       lastDraw = o.clock.now();
     },
-    stepRate(r) {
-      rate.hookRate = r;
-    },
-    warning() {
-      rate.warnings++;
-    },
+    ...rate.events,
     stop() {
       // After the bar stops, multi.log() would buffer lines that are never flushed: the final
       // lines ("Done at global step", the paths, the TensorBoard command) go straight to err.

@@ -57,13 +57,10 @@ const EXAMPLES_TAG = "examples/sec";
  * session gives one to its hooks (`HookEnv.logger`) and its own layers, so that their lines
  * reach every observer of `events$`.
  */
-export const eventLogger = (emit: SessionEventListener, now: () => number): Logger => {
-  const at =
-    (level: LogLevel) =>
-    (message: string, fields?: Readonly<Record<string, unknown>>): void =>
-      emit(fields === undefined ? { type: "log", time: now(), level, message } : { type: "log", time: now(), level, message, fields });
-  return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
-};
+export const eventLogger = (emit: SessionEventListener, now: () => number): Logger =>
+  loggerOf((level, message, fields) =>
+    emit(fields === undefined ? { type: "log", time: now(), level, message } : { type: "log", time: now(), level, message, fields }),
+  );
 
 /**
  * The log observer: writes a session's `log`, `warning` and `stepRate` events to `logger`, the
@@ -75,8 +72,7 @@ export const logObserver =
   (e) => {
     switch (e.type) {
       case "log":
-        if (e.fields === undefined) logger[e.level](e.message);
-        else logger[e.level](e.message, e.fields);
+        write(logger, e.level, e.message, e.fields);
         return;
       case "warning":
         if (e.logged !== true) logger.warn(e.message);
@@ -105,16 +101,31 @@ export interface LoggerRelay {
  */
 export const loggerRelay = (fallback: Logger): LoggerRelay => {
   let target = fallback;
-  const at =
-    (level: LogLevel) =>
-    (message: string, fields?: Readonly<Record<string, unknown>>): void => {
-      if (fields === undefined) target[level](message);
-      else target[level](message, fields);
-    };
   return {
-    logger: { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") },
+    logger: loggerOf((level, message, fields) => write(target, level, message, fields)),
     attach: (t) => {
       target = t;
     },
   };
+};
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+type Fields = Readonly<Record<string, unknown>>;
+
+/** A `Logger` whose four levels call `line`. */
+const loggerOf = (line: (level: LogLevel, message: string, fields?: Fields) => void): Logger => {
+  const at =
+    (level: LogLevel) =>
+    (message: string, fields?: Fields): void =>
+      line(level, message, fields);
+  return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
+};
+
+/** Writes a line to `logger` at `level`, passing `fields` only when there are some (as the caller did). */
+const write = (logger: Logger, level: LogLevel, message: string, fields: Fields | undefined): void => {
+  if (fields === undefined) logger[level](message);
+  else logger[level](message, fields);
 };

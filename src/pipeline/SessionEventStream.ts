@@ -98,7 +98,7 @@ export class SessionEventStream {
 
   /** Subscribes to live events only (no replay): for the observer given before creation. */
   subscribe(observer: PartialObserver<SessionEvent> | SessionEventListener): Subscription {
-    return typeof observer === "function" ? this.subject.subscribe(observer) : this.subject.subscribe(observer);
+    return this.subject.subscribe(observer);
   }
 
   /** Ends the stream: stops forwarding, completes subscribers. */
