@@ -13,12 +13,14 @@
  * machines, start it on each with its TF_CONFIG (docs/distributed.md).
  *
  * Environment: `STEPS` (runs to train), `CHECKPOINT_DIR` (default `runs/preemption-custom-loop`),
- * `GRACE_PERIOD_SECS` (a grace period: save, train on, save again before it ends).
+ * `GRACE_PERIOD_SECS` (a grace period: save, train on, save again before it ends). Without
+ * TF_CONFIG, or with a bad one, it prints one line and exits 2.
  */
 import * as tf from "@tensorflow/tfjs";
 
+import { ValueError } from "../src/index.js";
 import { PreemptionCheckpointHandler, TerminationConfig } from "../src/preemption/index.js";
-import { startTask } from "../src/runtime/index.js";
+import { ClusterStartError, startTask } from "../src/runtime/index.js";
 import { InMemoryDataSource, tfjsSession, useBackend } from "../src/tfjs/index.js";
 import { accuracy, buildDeepModel, buildOptimizer, classifierLoss, makeSpirals } from "./tfjs-classifier-data.js";
 
@@ -31,8 +33,14 @@ const checkpointDir = process.env["CHECKPOINT_DIR"] ?? "runs/preemption-custom-l
 const gracePeriodSecs = Number(process.env["GRACE_PERIOD_SECS"] ?? 0);
 
 // This process's task, from TF_CONFIG (and the cluster settings `launch` passes): its server, the
-// coordination service, and the replica group whose collective averages the gradients.
-const task = await startTask({ dataParallel: true });
+// coordination service, and the replica group whose collective averages the gradients. A bad
+// TF_CONFIG or cluster setting, or a start problem you fix (a port in use, a rejected token), is
+// a usage error: one line and exit 2, as `monitored-session run` does.
+const task = await startTask({ dataParallel: true }).catch((e: unknown) => {
+  if (!(e instanceof ValueError || e instanceof ClusterStartError)) throw e;
+  console.error(`${e.name}: ${e.message}`);
+  return process.exit(2);
+});
 const rank = task.idInCluster ?? 0;
 
 const data = makeSpirals(42);

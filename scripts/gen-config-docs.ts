@@ -20,7 +20,7 @@ import {
   TrainingConfigCodec,
   type Fields,
 } from "../src/config/index.js";
-import { exitCodesHelp } from "../src/runtime/exitCodes.js";
+import { exitCodesMarkdown } from "../src/runtime/exitCodes.js";
 import { ClusterConfigCodec, ClusterConfigReference, ClusterTimeouts, ClusterTls } from "../src/cluster/ClusterConfig.js";
 
 /** The path of the generated reference. */
@@ -346,11 +346,12 @@ Every way of starting it ends the same way: \`node\` or the installed bin, \`npm
 \`exec\`s the trainer, and npm passes SIGTERM on and exits with the trainer's 42 once the trainer
 has exited), and Ctrl-C on a terminal all give exit 42 after the save.
 
-\`\`\`text
-${exitCodesHelp}
-\`\`\`
+Exit codes (\`--help\` prints the same table):
 
-A restart loop: \`until monitored-session run train.yaml; [ $? -ne 42 ] && break; do :; done\`.
+${exitCodesMarkdown()}
+
+A restart loop, on a preemption (42) or a lost chief (43) only:
+\`until monitored-session run train.yaml; c=$?; [ $c -ne 42 ] && [ $c -ne 43 ] && break; do :; done\`.
 
 ## Output
 
@@ -364,7 +365,9 @@ resume). Preemption messages name the global step.
 An error that stops training is one line: \`Training failed: ...\`, and for a file-system fault
 the path and the fix (\`permission denied writing <path> (EACCES): make the directory writable
 ...\`, \`no space left on the device writing <path> (ENOSPC): free space there ...\`); it exits 1.
-\`--verbose\` adds the stack trace.
+\`--verbose\` adds the stack trace. An error that nothing caught (thrown in a timer of the job, or
+a rejected promise nobody awaits) is one line too, \`monitored-session: Error: ...\`, and exit 1,
+on both TensorFlow.js backends; \`--verbose\` adds its stack.
 `;
 };
 

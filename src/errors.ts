@@ -33,17 +33,49 @@ export const ErrorCode = {
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
 /**
+ * What a cluster failure is, beside its code and its words: set where the failure is decided (the
+ * coordination service, either backend, the collective) and carried with the status across every
+ * boundary, so that recovery decides on data, never on a message's text.
+ *
+ * - `declaredFailed`: the coordination service declared `tasks` failed (no heartbeat within the
+ *   heartbeat timeout, a liveness lease expired, a task restarted under a new incarnation).
+ * - `reported`: `reporter` reported an error to the cluster (its class `errorName`, the status's
+ *   code); every task raises that class.
+ * - `preemption`: `reporter` got a termination notice (`notice`, e.g. `SIGTERM`) and told the cluster.
+ * - `peerLost`: a rank of a replica group lost its link to `task` (it died, left, or the network
+ *   between them failed); the coordination service says which, shortly after.
+ * - `serviceGone`: the coordination service is gone: the `embedded` one (hosted by the chief)
+ *   stopped, restarted or cannot be reached, or `etcd` cannot be reached.
+ */
+export type ClusterFailure =
+  | { readonly kind: "declaredFailed"; readonly tasks: readonly string[] }
+  | { readonly kind: "reported"; readonly reporter: string; readonly errorName: string }
+  | { readonly kind: "preemption"; readonly reporter: string; readonly notice: string }
+  | { readonly kind: "peerLost"; readonly task: string }
+  | { readonly kind: "serviceGone"; readonly backend: "embedded" | "etcd" };
+
+/** Options of an {@link OpError}'s constructor. */
+export interface OpErrorOptions {
+  readonly cause?: unknown;
+  /** What the failure is, when it is a cluster's (see {@link ClusterFailure}). */
+  readonly failure?: ClusterFailure | undefined;
+}
+
+/**
  * Base class of TensorFlow-style operation errors (`tf.errors.OpError`).
- * Carries a canonical {@link ErrorCode}.
+ * Carries a canonical {@link ErrorCode}, and for a cluster's failure its {@link ClusterFailure}.
  */
 export class OpError extends Error {
   override readonly name: string = "OpError";
+  /** What the failure is, when it is a cluster's: decided where it happened, never parsed from the message. */
+  readonly failure: ClusterFailure | undefined;
   constructor(
     message: string,
     readonly code: ErrorCode = ErrorCode.UNKNOWN,
-    options?: { cause?: unknown },
+    options?: OpErrorOptions,
   ) {
-    super(message, options);
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.failure = options?.failure;
   }
 }
 
@@ -54,7 +86,7 @@ export class OpError extends Error {
 const opError = <N extends string>(name: N, code: ErrorCode) =>
   class extends OpError {
     override readonly name: string = name;
-    constructor(message: string = name, options?: { cause?: unknown }) {
+    constructor(message: string = name, options?: OpErrorOptions) {
       super(message, code, options);
     }
   };
@@ -155,3 +187,24 @@ export const isPreemptionError = (e: unknown): e is AbortedError | UnavailableEr
 /** `true` for the errors that end a `with`-style scope cleanly (OutOfRange, StopIteration). */
 export const isCleanExit = (e: unknown): boolean =>
   e instanceof OutOfRangeError || e instanceof StopIteration;
+
+/**
+ * The {@link ClusterFailure} that `e` or one of its causes carries (the nearest), if any: a
+ * collective's or a session's error wraps the coordination service's.
+ */
+export const clusterFailureOf = (e: unknown): ClusterFailure | undefined => {
+  let c: unknown = e;
+  for (let depth = 0; c instanceof Error && depth < 8; depth++, c = c.cause) {
+    if (c instanceof OpError && c.failure !== undefined) return c.failure;
+  }
+  return undefined;
+};
+
+/** The error in `e`'s chain of causes (`e` included) that carries a {@link ClusterFailure}, if any. */
+export const clusterFailureErrorOf = (e: unknown): OpError | undefined => {
+  let c: unknown = e;
+  for (let depth = 0; c instanceof Error && depth < 8; depth++, c = c.cause) {
+    if (c instanceof OpError && c.failure !== undefined) return c;
+  }
+  return undefined;
+};

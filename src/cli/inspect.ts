@@ -1,8 +1,11 @@
 /**
  * `monitored-session inspect <checkpointDir>`: lists the checkpoints of a directory with their
- * step, save time, size and checksum status (every CRC32C verified by the checkpoint reader),
- * and which one the `checkpoint` state file names as latest. A state file that is invalid or
- * names a missing checkpoint is reported too.
+ * number, step, save time, size and checksum status (every CRC32C verified by the checkpoint
+ * reader), and which one the `checkpoint` state file names as latest. A state file that is
+ * invalid or names a missing checkpoint is reported too. The step is the checkpoint's global
+ * step (its `global_step` tensor), else its run counter (`checkpointed_runs`, saved by a
+ * `PreemptionCheckpointHandler`), else the step its manifest recorded (unknown when that tensor
+ * fails its checksum); the number is the `<n>` of its name, which a handler counts in saves.
  *
  * With `--all-tensor-names`, `--all-tensors` or `--tensor-name <name>` (TensorFlow's
  * `inspect_checkpoint` flags, in our spelling), it lists the tensors of one checkpoint instead:
@@ -11,8 +14,9 @@
  * @module
  */
 
+import { crc32c } from "@node-rs/crc32";
 import type { Command } from "commander";
-import { readdir, stat } from "node:fs/promises";
+import { open, readdir, stat } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 
 import {
@@ -26,9 +30,14 @@ import {
   readManifest,
   type Manifest,
 } from "../checkpoint/index.js";
+import { decodeTensor } from "../checkpoint/BundleFormat.js";
+import { checkpointNumberOf } from "../checkpoint/checkpointNumbers.js";
 import { pathExists } from "../checkpoint/internal/files.js";
 import { closest } from "../codec.js";
+import { DataLossError } from "../errors.js";
 import { silentLogger } from "../Logger.js";
+import { CHECKPOINTED_RUNS } from "../preemption/index.js";
+import { GLOBAL_STEP_NAME } from "../session/Session.js";
 import type { TensorValue } from "../session/Tensor.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
 import type { CliIo } from "./run.js";
@@ -40,6 +49,9 @@ import type { CliIo } from "./run.js";
 /** One checkpoint as `inspect` reports it. */
 interface CheckpointReport {
   readonly prefix: string;
+  /** The `<n>` of its name `<name>-<n>`. */
+  readonly number: number | null;
+  /** Its global step, else its run counter, else its manifest's step (see the module comment). */
   readonly step: number | null;
   readonly createdAtMs: number | null;
   readonly bytes: number;
@@ -70,6 +82,9 @@ interface TensorReport {
   readonly dtype: string;
   readonly shape: readonly number[];
 }
+
+/** The tensors that hold a checkpoint's step, first found first: the global step, then a handler's run counter. */
+const STEP_TENSORS = [GLOBAL_STEP_NAME, CHECKPOINTED_RUNS] as const;
 
 /** Elements beyond which a tensor's values are summarized in text, as numpy's `threshold`. */
 const SUMMARY_THRESHOLD = 1000;
@@ -124,19 +139,53 @@ const inspectCheckpoints = async (dir: string): Promise<CheckpointReport[]> => {
   const reports: CheckpointReport[] = [];
   for (const prefix of prefixes) {
     const bytes = (await sizeOf(indexPath(prefix))) + (await sizeOf(dataPath(prefix)));
-    let step: number | null = null;
-    let createdAtMs: number | null = null;
+    const number = numberOf(prefix);
+    let manifest: Manifest | undefined;
     try {
-      const m = await readManifest(prefix);
-      step = m.step;
-      createdAtMs = m.createdAtMs;
-      await readBundle(prefix);
-      reports.push({ prefix, step, createdAtMs, bytes, status: "ok", managed: managed.has(prefix), latest: prefix === latest });
+      manifest = await readManifest(prefix);
+      const step = stepOf(manifest, (await readBundle(prefix)).values);
+      reports.push({ prefix, number, step, createdAtMs: manifest.createdAtMs, bytes, status: "ok", managed: managed.has(prefix), latest: prefix === latest });
     } catch (e) {
-      reports.push({ prefix, step, createdAtMs, bytes, status: "corrupt", error: e instanceof Error ? e.message : String(e), managed: managed.has(prefix), latest: prefix === latest });
+      // A corrupt checkpoint still shows the step its step tensor holds, if that tensor verifies.
+      const m = manifest;
+      const step = m === undefined ? null : await readStep(prefix, m).catch(() => null);
+      const createdAtMs = m === undefined ? null : m.createdAtMs;
+      reports.push({ prefix, number, step, createdAtMs, bytes, status: "corrupt", error: e instanceof Error ? e.message : String(e), managed: managed.has(prefix), latest: prefix === latest });
     }
   }
-  return reports.sort((a, b) => (a.step ?? -1) - (b.step ?? -1) || a.prefix.localeCompare(b.prefix));
+  return reports.sort((a, b) => (a.step ?? -1) - (b.step ?? -1) || (a.number ?? -1) - (b.number ?? -1) || a.prefix.localeCompare(b.prefix));
+};
+
+/** The step of a checkpoint whose `values` were read: see {@link STEP_TENSORS}, else the manifest's. */
+const stepOf = (manifest: Manifest, values: ReadonlyMap<string, TensorValue>): number => {
+  for (const name of STEP_TENSORS) {
+    const n = scalarOf(values.get(name));
+    if (n !== undefined) return n;
+  }
+  return manifest.step;
+};
+
+/**
+ * The step of the checkpoint at `prefix`, reading only its step tensor (its CRC32C verified), not
+ * the whole data file. Throws `DataLossError` when that tensor does not verify.
+ */
+const readStep = async (prefix: string, manifest: Manifest): Promise<number> => {
+  const entries = manifest.tensors.filter((e) => (STEP_TENSORS as readonly string[]).includes(e.name));
+  const values = new Map<string, TensorValue>();
+  if (entries.length > 0) {
+    const fh = await open(dataPath(prefix), "r");
+    try {
+      for (const e of entries) {
+        const bytes = Buffer.alloc(e.length);
+        const { bytesRead } = await fh.read(bytes, 0, e.length, e.offset);
+        if (bytesRead !== e.length || crc32c(bytes) !== e.crc32c) throw new DataLossError(`checkpoint data ${dataPath(prefix)}: ${JSON.stringify(e.name)} does not verify`);
+        values.set(e.name, decodeTensor(bytes, { ...e, offset: 0 }, dataPath(prefix)));
+      }
+    } finally {
+      await fh.close();
+    }
+  }
+  return stepOf(manifest, values);
 };
 
 /**
@@ -245,7 +294,8 @@ const inspectTensors = async (path: string, options: InspectOptions, io: CliIo):
   if (options.allTensorNames === true) {
     if (options.json === true) io.out.write(`${JSON.stringify(entries, null, 2)}\n`);
     else {
-      io.out.write(`Tensors of ${prefix} (step ${manifest.step}):\n`);
+      const step = await readStep(prefix, manifest).catch(() => null);
+      io.out.write(`Tensors of ${prefix} (step ${step ?? "?"}):\n`);
       const rows = entries.map((e) => [e.name, e.dtype, formatShape(e.shape)]);
       const widths = [0, 1].map((i) => Math.max(...rows.map((r) => (r[i] as string).length)));
       for (const r of rows) io.out.write(`${(r[0] as string).padEnd(widths[0] as number)}  ${(r[1] as string).padEnd(widths[1] as number)}  ${r[2] as string}\n`);
@@ -306,6 +356,20 @@ const prefixesIn = async (dir: string): Promise<string[]> => {
 // ---------------------------------------------------------------------------------------------
 
 const formatShape = (shape: readonly number[]): string => `[${shape.join(", ")}]`;
+
+/** The `<n>` of a checkpoint prefix `<name>-<n>`, or `null`. */
+const numberOf = (prefix: string): number | null => {
+  const base = basename(prefix);
+  const dash = base.lastIndexOf("-");
+  return dash <= 0 ? null : checkpointNumberOf(base, base.slice(0, dash));
+};
+
+/** A numeric scalar's value (a one-element tensor's), or `undefined`. */
+const scalarOf = (t: TensorValue | undefined): number | undefined => {
+  if (t === undefined || t.dtype === "string" || t.dtype === "bool" || t.data.length !== 1) return undefined;
+  const n = Number(t.data[0]);
+  return Number.isFinite(n) ? n : undefined;
+};
 
 const preview = (names: readonly string[]): string =>
   names.length <= 12 ? names.join(", ") : `${names.slice(0, 12).join(", ")} and ${names.length - 12} more`;

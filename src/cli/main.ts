@@ -11,10 +11,29 @@
  * with 143 nor changes the exit code the command decides, and once that code is known a signal
  * exits with it at once instead of waiting for the output to drain.
  *
+ * An error that nothing caught (one `main` rejects with, or one thrown or rejected outside it) is
+ * one line, `monitored-session: <error>`, and exit 1; `--verbose` adds its stack.
+ *
  * @module
  */
 
+import { ExitCodes } from "../runtime/exitCodes.js";
 import { LAUNCH_READY_ENV, LAUNCH_READY_LINE } from "../runtime/launchReady.js";
+import { failureMessage } from "./faults.js";
+
+const argv = process.argv.slice(2);
+// The command's own flags: a task command's, after `launch … --`, are not ours.
+const verbose = (argv.includes("--") ? argv.slice(0, argv.indexOf("--")) : argv).includes("--verbose");
+/** Reports an error nothing caught; returns the exit code. */
+const unexpected = (e: unknown): number => {
+  const withStack = failureMessage(e, true, "monitored-session");
+  // Only run and launch take --verbose: the line offers it there alone.
+  const line = argv[0] === "run" || argv[0] === "launch" ? failureMessage(e, false, "monitored-session") : `${withStack.split("\n")[0] ?? ""}\n`;
+  process.stderr.write(verbose ? withStack : line);
+  return ExitCodes.failure;
+};
+// An unhandled rejection comes here too (Node raises it as an uncaught exception).
+process.on("uncaughtException", (e) => process.exit(unexpected(e)));
 
 const earlySignals: NodeJS.Signals[] = [];
 /** Whether the command has its own handlers (from then on, signals are its business). */
@@ -27,13 +46,13 @@ const catchEarly = (signal: NodeJS.Signals): void => {
 };
 // Only `run` and `launch` (which forwards them to its tasks) watch them; `inspect` and `--help`
 // keep Node's default handling.
-const early = process.argv[2] === "run" || process.argv[2] === "launch" ? (["SIGTERM", "SIGINT", "SIGHUP"] as const) : [];
+const early = argv[0] === "run" || argv[0] === "launch" ? (["SIGTERM", "SIGINT", "SIGHUP"] as const) : [];
 for (const s of early) process.on(s, catchEarly);
 // Under `launch`: from here on a signal is a termination notice, so launch may forward one.
 if (early.length > 0 && process.env[LAUNCH_READY_ENV] === "1") process.stderr.write(`${LAUNCH_READY_LINE}\n`);
 
 const { main } = await import("./program.js");
-const code = await main(process.argv.slice(2), {
+const code = await main(argv, {
   out: process.stdout,
   err: process.stderr,
   env: process.env,
@@ -44,10 +63,7 @@ const code = await main(process.argv.slice(2), {
   onStarted: () => {
     handedOver = true;
   },
-}).catch((e: unknown) => {
-  process.stderr.write(`monitored-session: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
-  return 1;
-});
+}).catch(unexpected);
 decided = code;
 // Exit once the output is flushed (a pipe may still hold it); background work is abandoned, as
 // after TensorFlow's exit_fn (checkpoint writes are atomic, leftovers are cleaned at the next start).

@@ -3,9 +3,9 @@
  * `... -- <command> [args…]`): prints the YAML that `kubectl apply -f -` takes to run the job as
  * a cluster of pods, a JobSet by default or an indexed Job (src/kubernetes/). It reads the
  * configuration file for what the manifest depends on (the checkpoint and summary directories,
- * the preemption grace period, the heartbeat timeout) and puts it into a ConfigMap with the
- * cluster settings the flags give; it reads no Secret and makes none. Bad options exit 2 with one
- * line naming the problem and the fix.
+ * the preemption grace period and exit code, the heartbeat timeout) and puts it into a
+ * ConfigMap with the cluster settings the flags give; it reads no Secret and makes none. Bad
+ * options exit 2 with one line naming the problem and the fix.
  *
  * @module
  */
@@ -89,6 +89,7 @@ export const manifestCommand = async (config: string | undefined, command: reado
   const chiefScratch: string[] = [];
   let heartbeatTimeoutSecs: number | undefined;
   let preemptionGracePeriodSecs: number | undefined;
+  let preemptionExitCode: number | undefined;
   const warnings: string[] = [];
   let name = flags.name;
 
@@ -119,6 +120,7 @@ export const manifestCommand = async (config: string | undefined, command: reado
     const c = sections.right;
     heartbeatTimeoutSecs = c.cluster?.timeouts?.heartbeatTimeoutSecs;
     preemptionGracePeriodSecs = c.preemption?.gracePeriodSecs;
+    preemptionExitCode = c.preemption?.exitCode;
     const configFile = rel.split(sep).join("/");
     const configDir = posix.join(workdir, posix.dirname(configFile));
     const inPod = (p: string): string => (posix.isAbsolute(p) ? posix.normalize(p) : posix.join(configDir, p.split(sep).join("/")));
@@ -187,6 +189,7 @@ export const manifestCommand = async (config: string | undefined, command: reado
     tokenSecret: flags.tokenSecret,
     tlsSecret: flags.tlsSecret,
     terminationGracePeriodSeconds: grace.seconds,
+    preemptionExitCode,
   });
   if (isLeft(manifest)) return usage(manifest.left.join("; "));
   for (const w of warnings) io.err.write(`${w}\n`);

@@ -24,6 +24,8 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
   const dashDash = argv[0] === "launch" || argv[0] === "manifest" ? argv.indexOf("--") : -1;
   const taskCommand = dashDash < 0 ? undefined : argv.slice(dashDash + 1);
   const ownArgv = dashDash < 0 ? argv : argv.slice(0, dashDash);
+  /** A usage error of `launch`, as commander wrote it (printed by the catch below, or replaced). */
+  let launchError: string | undefined;
   const program = new Command("monitored-session")
     .description("Run a training job described by a configuration file, launch it as a local cluster or print its Kubernetes manifests, inspect its checkpoints, and serve its summaries.")
     .exitOverride()
@@ -75,6 +77,8 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
       `\nEach task gets TF_CONFIG (its task in a chief job of 1 and a worker job of n-1 on free loopback ports) and MONITORED_SESSION_LAUNCH_READY=1; a -- <command> also gets MONITORED_SESSION_CLUSTER, the cluster settings as JSON. Each task's lines are prefixed with its name ([chief:0], [worker:1], ...). When a task fails the others get SIGTERM, then SIGKILL after --kill-after seconds; when one is preempted (exits ${ExitCodes.preempted}) the others stop on its notice, and get SIGTERM only if still running --kill-after seconds later. SIGINT, SIGTERM and SIGHUP are forwarded to every task: to a run task once it reports that it handles signals, to a -- <command> at once. See docs/distributed.md.\n\nExit codes: 0 every task exited 0; ${ExitCodes.preempted} a task was preempted (exited ${ExitCodes.preempted}) before any other failed; otherwise the first other non-zero exit code of a task (after --max-restarts restarts; 1 when a command cannot be started); ${ExitCodes.usage} bad usage or cluster settings.`,
     )
     .showHelpAfterError(false)
+    // Held until the error is known: an operand or option too many is a command without `--`.
+    .configureOutput({ outputError: (s) => (launchError = s) })
     .exitOverride()
     .action(async (config: string | undefined, opts: LaunchFlags) => {
       const options = { workers: opts.workers, maxRestarts: opts.maxRestarts, killAfterSecs: opts.killAfter };
@@ -175,11 +179,35 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
   } catch (e) {
     if (e instanceof CommanderError) {
       if (e.code === "commander.helpDisplayed" || e.code === "commander.version" || e.code === "commander.help") return ExitCodes.done;
+      if (launchError !== undefined) io.err.write(commandWithoutDashDash(e, ownArgv, launch.args) ?? launchError);
       return ExitCodes.usage;
     }
     throw e;
   }
   return code;
+};
+
+/**
+ * The line for `launch --workers 3 node train.js` (without `--`): an operand too many, or an
+ * option of launch's own that commander does not know (`node --import tsx …`) after an operand.
+ * `undefined` for any other usage error (a misspelt option before the operands keeps commander's
+ * line, with its "did you mean").
+ */
+const commandWithoutDashDash = (e: CommanderError, argv: readonly string[], operands: readonly string[]): string | undefined => {
+  // Commander's operands of launch: its own operands, then from the first unknown option on, everything.
+  const firstOption = operands.findIndex((a) => a.length > 1 && a.startsWith("-"));
+  const before = firstOption < 0 ? operands.length : firstOption;
+  if (!(e.code === "commander.excessArguments" || (e.code === "commander.unknownOption" && before > 0))) return undefined;
+  // The launch flags stay before `--`: argv without the operands, matched from the end (they follow
+  // any flag value equal to one of them).
+  const flags = [...argv.slice(1)];
+  for (let i = flags.length - 1, j = operands.length - 1; i >= 0 && j >= 0; i--) {
+    if (flags[i] === operands[j]) {
+      flags.splice(i, 1);
+      j--;
+    }
+  }
+  return `monitored-session launch: a command to run on each task goes after --: monitored-session launch ${[...flags, "--", ...operands].join(" ")}\n`;
 };
 
 /** The options of `launch`, as commander gives them. */

@@ -20,18 +20,20 @@ import * as t from "io-ts";
 
 import { AsyncSavePolicyCodec, MaxToKeepCodec } from "../../hooks/CheckpointSaverHook.js";
 import { ClusterConfigCodec } from "../cluster/ClusterConfig.js";
+import { CHIEF_LOST_EXIT_CODE } from "../preemption/PreemptionCluster.js";
+import { PREEMPTION_EXIT_CODE } from "../preemption/TerminationConfig.js";
 import type { TfjsBackendName } from "../tfjs/backend.js";
 import { HookRegistry, type HookConfig } from "./HookRegistry.js";
 import {
   atMostOneOf,
   Bool,
   Cadence,
-  ExitCode,
   FileName,
   NonEmptyString,
   NonNegativeInt,
   NonNegativeNumber,
   optional,
+  show,
   PositiveNumber,
   required,
   StepCadence,
@@ -78,6 +80,39 @@ export const SummariesConfigCodec = struct(
   atMostOneOf("saveSecs", "saveSteps"),
 );
 
+/**
+ * The codes a preemption must not exit with, and what each already means to whoever reads it:
+ * the codes of src/runtime/exitCodes.ts, a layer above (a test keeps the two equal).
+ */
+const RESERVED_EXIT_CODES: ReadonlyMap<number, { readonly name: string; readonly short: string }> = new Map([
+  [0, { name: "done", short: "done" }],
+  [1, { name: "any other failure", short: "failure" }],
+  [2, { name: "bad usage or configuration", short: "bad usage" }],
+  [CHIEF_LOST_EXIT_CODE, { name: "a lost chief", short: "chief lost" }],
+]);
+
+/** Why, and the fix: the end of every message of {@link PreemptionExitCode}. */
+const RESERVED_EXIT_CODES_NOTE =
+  `(${[...RESERVED_EXIT_CODES].map(([code, r]) => `${code} ${r.short}`).join(", ")} and ≥ 128 a signal are reserved); ` +
+  `pick another code from 3 to 127, such as the default ${PREEMPTION_EXIT_CODE}`;
+
+/**
+ * `preemption.exitCode`: an exit code from 3 to 127 that no other outcome uses, so that a
+ * supervisor (`launch`, Kubernetes' failure rules) can tell a preemption from everything else.
+ */
+export const PreemptionExitCode = new t.Type<number, number, unknown>(
+  `an exit code from 3 to 127 other than ${CHIEF_LOST_EXIT_CODE}`,
+  (u): u is number => typeof u === "number" && Number.isInteger(u) && u >= 3 && u <= 127 && !RESERVED_EXIT_CODES.has(u),
+  (u, c) => {
+    if (typeof u !== "number" || !Number.isInteger(u) || u < 0 || u > 255) return t.failure(u, c, `expected an exit code from 3 to 127, got ${show(u)} ${RESERVED_EXIT_CODES_NOTE}`);
+    const reserved = RESERVED_EXIT_CODES.get(u);
+    if (reserved !== undefined) return t.failure(u, c, `${u} is the code for ${reserved.name} ${RESERVED_EXIT_CODES_NOTE}`);
+    if (u >= 128) return t.failure(u, c, `${u} is the code of a death by a signal (128 + its number) ${RESERVED_EXIT_CODES_NOTE}`);
+    return t.success(u);
+  },
+  (a) => a,
+);
+
 /** The `preemption` section. */
 export const PreemptionConfigCodec = struct(
   "preemption",
@@ -85,7 +120,11 @@ export const PreemptionConfigCodec = struct(
   {
     enabled: optional(Bool, "Handle termination notices.", "true when checkpoint.dir is set"),
     gracePeriodSecs: optional(NonNegativeNumber, "Seconds between the notice and the kill: with more than 0, train on and save again just before it ends.", "0"),
-    exitCode: optional(ExitCode, "The exit code after the preemption checkpoint.", "42"),
+    exitCode: optional(
+      PreemptionExitCode,
+      `The exit code after the preemption checkpoint (or a notice before training started). 0, 1, 2, ${CHIEF_LOST_EXIT_CODE} (a lost chief) and 128 or more (a signal) are reserved. \`manifest kubernetes\` puts it in its failure rules.`,
+      "42",
+    ),
     watchFile: optional(NonEmptyString, "Also treat the appearance of this file (relative to the file) as a termination notice (polled every second)."),
     platform: optional(
       t.keyof({ signals: null, auto: null, gce: null, aws: null, azure: null, kubernetes: null }, '"signals", "auto", "gce", "aws", "azure" or "kubernetes"'),

@@ -14,13 +14,16 @@
  * @module
  */
 
-import { left, right, type Either } from "fp-ts/lib/Either.js";
+import { isLeft, left, right, type Either } from "fp-ts/lib/Either.js";
 import { posix } from "node:path";
 import { stringify } from "yaml";
 
 import type { ClusterConfig } from "../cluster/ClusterConfig.js";
 import { CHIEF_JOB, POD_ENV, podHostnames, WORKER_JOB, type PodMode } from "../cluster/PodClusterResolver.js";
+import { decode, formatIssue } from "../codec.js";
+import { PreemptionExitCode } from "../config/TrainingConfig.js";
 import { TERMINATION_GRACE_PERIOD_ENV } from "../preemption/platforms/kubernetes.js";
+import { ExitCodes } from "../runtime/exitCodes.js";
 import { CLUSTER_SETTINGS_ENV } from "../runtime/index.js";
 import { indexedJobPodFailurePolicy, jobSetFailurePolicy, jobSetPodFailurePolicy, TRAINER_CONTAINER } from "./failurePolicy.js";
 
@@ -93,6 +96,11 @@ export interface KubernetesManifestOptions {
   /** A Secret with `tls.crt`, `tls.key` and `ca.crt`, mounted under {@link TLS_DIR}. */
   readonly tlsSecret?: string | undefined;
   readonly terminationGracePeriodSeconds: number;
+  /**
+   * The code a preempted task exits with (the configuration's `preemption.exitCode`; default
+   * 42): the failure rules restart the set on it, and on 43 (chief lost), without counting.
+   */
+  readonly preemptionExitCode?: number | undefined;
   /** One line on how the grace period was reached, printed beside it. */
   readonly gracePeriodExplanation?: string | undefined;
 }
@@ -129,6 +137,7 @@ export const kubernetesManifest = (options: KubernetesManifestOptions): Either<r
   const problems = checkOptions(options);
   if (problems.length > 0) return left(problems);
   const o = options;
+  const preempted = o.preemptionExitCode ?? ExitCodes.preempted;
   const labels = { [NAME_LABEL]: "monitored-session", [INSTANCE_LABEL]: o.name };
   const meta = (name: string): KubernetesObject["metadata"] => ({ name, namespace: o.namespace, labels });
   const objects: KubernetesObject[] = [];
@@ -147,7 +156,7 @@ export const kubernetesManifest = (options: KubernetesManifestOptions): Either<r
           parallelism: pods,
           // Every failure ends the Job at once; the JobSet's rules decide what follows.
           backoffLimit: 0,
-          podFailurePolicy: jobSetPodFailurePolicy(),
+          podFailurePolicy: jobSetPodFailurePolicy(preempted),
           template: podTemplate(o, job, labels),
         },
       },
@@ -159,7 +168,7 @@ export const kubernetesManifest = (options: KubernetesManifestOptions): Either<r
       spec: {
         network: { enableDNSHostnames: true, subdomain: o.name, publishNotReadyAddresses: true },
         successPolicy: { operator: "All" },
-        failurePolicy: jobSetFailurePolicy(o.maxRestarts),
+        failurePolicy: jobSetFailurePolicy(o.maxRestarts, preempted),
         replicatedJobs: [replicatedJob(CHIEF_JOB, 1), ...(o.workers > 1 ? [replicatedJob(WORKER_JOB, o.workers - 1)] : [])],
       },
     });
@@ -186,7 +195,7 @@ export const kubernetesManifest = (options: KubernetesManifestOptions): Either<r
       completions: o.workers,
       parallelism: o.workers,
       backoffLimit: o.maxRestarts,
-      podFailurePolicy: indexedJobPodFailurePolicy(),
+      podFailurePolicy: indexedJobPodFailurePolicy(preempted),
       template: podTemplate(o, undefined, labels),
     },
   });
@@ -332,5 +341,9 @@ const checkOptions = (o: KubernetesManifestOptions): string[] => {
   if (!posix.isAbsolute(o.workdir)) out.push(`--workdir ${JSON.stringify(o.workdir)}: expected an absolute path in the image`);
   if (o.checkpoint !== undefined && !posix.isAbsolute(o.checkpoint.mountPath)) out.push(`the checkpoint directory ${o.checkpoint.mountPath} is not absolute`);
   if (o.program.kind === "command" && o.program.command.length === 0) out.push("-- <command>: expected a command after --");
+  if (o.preemptionExitCode !== undefined) {
+    const code = decode(PreemptionExitCode, o.preemptionExitCode);
+    if (isLeft(code)) out.push(...code.left.map((i) => formatIssue({ ...i, path: "preemption.exitCode" })));
+  }
   return out;
 };

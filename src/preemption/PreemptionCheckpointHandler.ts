@@ -45,7 +45,7 @@ import { basename, dirname, join } from "node:path";
 
 import { CheckpointManager, type CheckpointSaveOptions } from "../checkpoint/index.js";
 import { systemClock, type Clock, type TimerHandle } from "../time/Clock.js";
-import { InvalidArgumentError, OpError, RuntimeError, UnimplementedError, ValueError } from "../errors.js";
+import { clusterFailureErrorOf, InvalidArgumentError, OpError, RuntimeError, UnimplementedError, ValueError } from "../errors.js";
 import { DEFAULT_YIELD_INTERVAL_MS, EventLoopYield } from "../pipeline/EventLoopYield.js";
 import { defaultLogger, type Logger } from "../Logger.js";
 import { ResumableState } from "../creation/ResumableState.js";
@@ -54,7 +54,7 @@ import type { SessionEventOf } from "../hook/SessionEvent.js";
 import { tensor, type TensorValue } from "../session/Tensor.js";
 import { ClusterPreemptionCoordinator } from "./ClusterPreemptionCoordinator.js";
 import { PREEMPTION_EXIT_CODE } from "./TerminationConfig.js";
-import { REPORTED_BY, type PreemptionClusterResolver } from "./PreemptionCluster.js";
+import type { PreemptionClusterResolver } from "./PreemptionCluster.js";
 import { LocalPreemptionCoordinator, type PreemptionCoordinator, type PreemptionDecision } from "./PreemptionCoordinator.js";
 import { PlatformPoller } from "./platforms/PlatformWatcher.js";
 import { TerminationConfig } from "./TerminationConfig.js";
@@ -623,13 +623,10 @@ export class PreemptionCheckpointHandler {
 
 const isPromise = <T>(x: T | Promise<T>): x is Promise<T> => typeof (x as { then?: unknown })?.then === "function";
 
-/** The reported error (see `REPORTED_BY`) that `e` carries in its chain of causes, if any. */
+/** The error another task reported to the cluster that `e` carries in its chain of causes, if any (its failure says so). */
 const reportedCause = (e: unknown): OpError | undefined => {
-  let c: unknown = e;
-  for (let depth = 0; c instanceof Error && depth < 8; depth++, c = c.cause) {
-    if (c instanceof OpError && c.message.includes(REPORTED_BY)) return c;
-  }
-  return undefined;
+  const c = clusterFailureErrorOf(e);
+  return c?.failure?.kind === "reported" ? c : undefined;
 };
 
 /** What the cluster coordinator needs of a resolver; `undefined` for local mode. @throws for a `ps` job or a resolver that has not joined. */

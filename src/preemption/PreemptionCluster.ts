@@ -76,12 +76,5 @@ export interface PreemptionClusterResolver {
   readonly replicaStop?: ReplicaStop | undefined;
 }
 
-/**
- * What both coordination backends append to the message of an error a task reported to the
- * cluster (`… (reported by task /job:worker/replica:0/task:1)`): how a step's error that wraps
- * a reported one (a data-parallel step whose collective failed for it) is told apart.
- */
-export const REPORTED_BY = "(reported by task ";
-
 /** The exit code of a task whose chief was lost during a preemption agreement: nobody could write the checkpoint. */
 export const CHIEF_LOST_EXIT_CODE = 43;

@@ -52,9 +52,6 @@ export interface ChiefRecoveryOptions {
 /** The key the chief inserts, in each generation, once its session exists and its model is published. */
 export const MODEL_READY_KEY = "monitored-session/run/model-ready";
 
-/** Messages of the embedded service (hosted by the chief) gone: no answer, or a new instance. */
-const SERVICE_GONE = /the coordination service at \S+ is unreachable|the coordination service's port closed|registered with a coordination service that is gone/;
-
 // ---------------------------------------------------------------------------------------------
 // constructors
 // ---------------------------------------------------------------------------------------------
@@ -88,7 +85,7 @@ export class ChiefRecovery {
    * alone declared failed.
    */
   isChiefLoss(e: unknown): boolean {
-    return isChiefLoss(e, this.o.chief, this.o.tasks);
+    return isChiefLoss(e, this.o.chief);
   }
 
   /**
@@ -253,28 +250,20 @@ export class ChiefRecovery {
 // utils
 // ---------------------------------------------------------------------------------------------
 
-/** Whether `e` says the embedded coordination service (hosted by the chief) is gone: no answer, or a new instance. */
-export const isServiceGone = (e: unknown): boolean => e instanceof UnavailableError && SERVICE_GONE.test(e.message);
+/** Whether `e` says the embedded coordination service (hosted by the chief) is gone: no answer, or a new instance (its failure, never its words). */
+export const isServiceGone = (e: unknown): boolean => e instanceof UnavailableError && e.failure?.kind === "serviceGone" && e.failure.backend === "embedded";
 
 /**
- * Whether `e`, from the coordination service, means the chief (`chief`, one of `tasks`) is gone:
- * a new generation (AbortedError), the embedded service it hosts unreachable or replaced, or the
- * chief alone declared failed.
+ * Whether `e`, from the coordination service, means the chief (`chief`) is gone: a new
+ * generation (AbortedError), the embedded service it hosts unreachable or replaced, or the chief
+ * alone declared failed. Decided on the error's {@link ClusterFailure}, never on its words.
  */
-export const isChiefLoss = (e: unknown, chief: string, tasks: readonly string[]): boolean => {
+export const isChiefLoss = (e: unknown, chief: string): boolean => {
   if (e instanceof AbortedError) return true;
   if (!(e instanceof UnavailableError)) return false;
   if (isServiceGone(e)) return true;
-  const named = tasks.filter((t) => mentions(e.message, t));
-  return named.length === 1 && named[0] === chief && e.message.includes("declared failed");
-};
-
-/** Whether `message` names `task` (not a longer task name that starts with it: task:1 in task:10). */
-const mentions = (message: string, task: string): boolean => {
-  for (let at = message.indexOf(task); at >= 0; at = message.indexOf(task, at + 1)) {
-    if (!/\d/.test(message.charAt(at + task.length))) return true;
-  }
-  return false;
+  const f = e.failure;
+  return f?.kind === "declaredFailed" && f.tasks.length === 1 && f.tasks[0] === chief;
 };
 
 /** `Name: first line of the message`. */

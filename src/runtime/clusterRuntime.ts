@@ -39,7 +39,8 @@ import { parseAddress } from "../cluster/TfConfig.js";
 import { DEFAULT_COLLECTIVE_TIMEOUT_SECS } from "../session/Collective.js";
 import type { SessionRunHook } from "../hook/SessionRunHook.js";
 import { TcpCollective } from "../cluster/collective/TcpCollective.js";
-import { AlreadyExistsError, CancelledError, DeadlineExceededError, InvalidArgumentError, OpError, UnauthenticatedError, UnavailableError, UnknownError } from "../errors.js";
+import { AlreadyExistsError, CancelledError, clusterFailureOf, DeadlineExceededError, InvalidArgumentError, OpError, UnauthenticatedError, UnavailableError, UnknownError } from "../errors.js";
+import { fromStatus } from "../cluster/coordination/status.js";
 import type { Logger } from "../Logger.js";
 import type { PreemptionClusterResolver } from "../preemption/PreemptionCluster.js";
 import { TerminationNotices } from "../preemption/TerminationNotices.js";
@@ -144,11 +145,11 @@ const WATCH_KEY = "monitored-session/run/watch";
 // operations
 // ---------------------------------------------------------------------------------------------
 
-/** Whether `e` is another task's (or this task's) preemption report, as the coordination service returns it. */
-export const isPreemptionReport = (e: unknown): e is CancelledError => e instanceof CancelledError && e.message.startsWith(PREEMPTION_REPORT);
+/** Whether `e` is another task's (or this task's) preemption report, as the coordination service returns it (its failure says so). */
+export const isPreemptionReport = (e: unknown): e is CancelledError => e instanceof CancelledError && e.failure?.kind === "preemption";
 
 /** Whether preemption report `e` is of `task`'s own notice (see {@link isPreemptionReport}). */
-export const reportsNoticeOf = (e: CancelledError, task: string): boolean => e.message.startsWith(`${PREEMPTION_REPORT} task ${task} `);
+export const reportsNoticeOf = (e: CancelledError, task: string): boolean => e.failure?.kind === "preemption" && e.failure.reporter === task;
 
 /**
  * Starts `task`'s server and registers it with the coordination service (waiting for every task
@@ -369,7 +370,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     collective: group,
     replicaStop: group,
     livenessTimeoutMs: timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs,
-    isChiefLoss: (e) => isChiefLoss(e, chiefName, tasks),
+    isChiefLoss: (e) => isChiefLoss(e, chiefName),
     untilErrorHeard: async () => {
       // Only the host of the embedded service: its service goes with its process.
       if (tellOthers === undefined || heardFinal?.() !== true) return;
@@ -396,7 +397,9 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       if (recovery === undefined) await client.barrier(STARTED_BARRIER);
     },
     reportPreemption: async (what) => {
-      const report = new CancelledError(`${PREEMPTION_REPORT} task ${task.name} got a termination notice (${what}): every task exits with the preemption code`);
+      const report = new CancelledError(`${PREEMPTION_REPORT} task ${task.name} got a termination notice (${what}): every task exits with the preemption code`, {
+        failure: { kind: "preemption", reporter: task.name, notice: what },
+      });
       // A worker waiting for its chief has nobody to tell: it stops waiting and exits with the preemption code.
       if (recovery?.cancel(report) === true) return;
       // A group waiting for a lost rank stops waiting: its ranks exit with the preemption code.
@@ -420,7 +423,9 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     },
     reportFailure: async (error) => {
       const message = error instanceof Error ? `${error.name}: ${error.message.split("\n")[0] ?? ""}` : String(error);
-      await client.reportErrorToCluster(new UnknownError(`task ${task.name} failed: ${message}`)).catch(() => undefined);
+      // An OpError keeps its class and code on every task (a ResourceExhaustedError stays one); anything else is UnknownError.
+      const reported = error instanceof OpError ? fromStatus({ code: error.code, message: `task ${task.name} failed: ${message}` }) : new UnknownError(`task ${task.name} failed: ${message}`);
+      await client.reportErrorToCluster(reported).catch(() => undefined);
     },
     finish: finishOnce,
     close: () => finishOnce(true),
@@ -512,8 +517,10 @@ const failGroup = (group: ReplicaGroup, e: Error): void => {
     return;
   }
   const mine = group.tasks[group.rank];
-  const named = group.tasks.filter((t) => t !== mine && e.message.includes(t));
-  const error = e instanceof UnavailableError ? e : new UnavailableError(`the cluster failed: ${e.message}`, { cause: e });
+  const f = clusterFailureOf(e);
+  const named = (f?.kind === "declaredFailed" ? f.tasks : f?.kind === "peerLost" ? [f.task] : f?.kind === "reported" ? [f.reporter] : []).filter((t) => t !== mine && group.tasks.includes(t));
+  // A reported error keeps its class and code on every rank (a ResourceExhaustedError stays one); anything else is the cluster's unavailability.
+  const error = e instanceof UnavailableError || (e instanceof OpError && f?.kind === "reported") ? e : new UnavailableError(`the cluster failed: ${e.message}`, { cause: e });
   const others = group.tasks.filter((t) => t !== mine);
   for (const t of named.length > 0 ? named : others.slice(0, 1)) group.onPeerFailed(t, error);
 };

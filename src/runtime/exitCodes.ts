@@ -1,29 +1,109 @@
 /**
- * The exit codes of the `monitored-session` command, shown by `--help` and documented in
- * docs/configuration.md.
+ * The exit codes of a task (the `monitored-session` command, or a program of your own that
+ * starts a task) and of `launch`: one table, shown by `--help` ({@link exitCodesHelp}) and, as
+ * Markdown ({@link exitCodesMarkdown}), in README.md and docs/. Both are written from
+ * {@link ExitCodes}, so the numbers cannot drift; a test compares the docs with them.
  *
  * @module
  */
 
+import { CHIEF_LOST_EXIT_CODE } from "../preemption/PreemptionCluster.js";
 import { PREEMPTION_EXIT_CODE } from "../preemption/TerminationConfig.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
 
 /** The exit codes. */
 export const ExitCodes = {
-  /** Training finished (or `inspect` found every checkpoint valid). */
+  /** Done (under `launch`: every task). */
   done: 0,
-  /** Any other failure (an error while training; `inspect` found a corrupt checkpoint or a bad state file). */
+  /** Any other failure: an error while training, a cluster failure. */
   failure: 1,
-  /** Bad usage, an invalid configuration or job module (every problem is printed), or a checkpoint directory in use. */
+  /** Bad usage or configuration, the checkpoint directory in use, replicas that build different models. */
   usage: 2,
-  /** Preempted: a checkpoint was saved at a step boundary (or training had not started); restart the same command to resume. */
+  /** Preempted (or `preemption.exitCode`): a checkpoint was saved at an agreed step, or training had not started. */
   preempted: PREEMPTION_EXIT_CODE,
+  /** The chief was lost while a preemption was pending or being agreed: nothing was saved. */
+  chiefLost: CHIEF_LOST_EXIT_CODE,
 } as const;
 
-/** The exit codes as help text. */
-export const exitCodesHelp = `Exit codes:
-  ${ExitCodes.done}   done
-  ${ExitCodes.failure}   any other failure
-  ${ExitCodes.usage}   bad usage or configuration (every problem is printed), or the checkpoint directory is in use
-  ${ExitCodes.preempted}  preempted: a termination notice (SIGTERM, SIGINT, SIGHUP, the watched file, the
-      parent's exit) saved a checkpoint at the next step; run again to resume
-      (preemption.exitCode in the configuration changes it)`;
+/** What a task killed by a signal exits with under `launch` (128 + the signal's number). */
+export const SignalExitCodes = {
+  /** SIGKILL (9). */
+  killed: 128 + 9,
+  /** SIGTERM (15). */
+  terminated: 128 + 15,
+} as const;
+
+/** A row of the table: the code and what it means, in the same words everywhere. */
+interface ExitCodeRow {
+  readonly code: number;
+  readonly meaning: string;
+}
+
+/** The table, in order. Markdown code spans (backticks) are dropped in the help text. */
+const ROWS: readonly ExitCodeRow[] = [
+  { code: ExitCodes.done, meaning: "done (under `launch`: every task)" },
+  { code: ExitCodes.failure, meaning: "any other failure: an error while training; a cluster failure (a task declared failed, an error reported by another task)" },
+  { code: ExitCodes.usage, meaning: "bad usage or configuration (every problem is printed); the checkpoint directory in use; the replicas build different models" },
+  {
+    code: ExitCodes.preempted,
+    meaning: "preempted (or `preemption.exitCode`): a termination notice saved a checkpoint at an agreed step (only the chief writes), or training had not started; run again to resume",
+  },
+  {
+    code: ExitCodes.chiefLost,
+    meaning: "the chief was lost (frozen, dead or its coordination service gone) while a preemption was pending or being agreed: nothing was saved by this task; run again to resume from the last checkpoint",
+  },
+  { code: SignalExitCodes.killed, meaning: "under `launch`: a task was SIGKILLed (by `launch` after its kill delay, or by the OS)" },
+  { code: SignalExitCodes.terminated, meaning: "under `launch`: a task died of SIGTERM before it handled signals" },
+];
+
+/** `launch`'s own code when its tasks exit with different ones. */
+const PRECEDENCE =
+  `\`launch\` exits with the code of the task whose termination notice started a preemption (${ExitCodes.preempted} or ${ExitCodes.chiefLost}), ` +
+  `else with ${ExitCodes.chiefLost} if a task exited with it, else with the first other failure's code.`;
+
+// ---------------------------------------------------------------------------------------------
+// operations
+// ---------------------------------------------------------------------------------------------
+
+/** The exit codes as help text (`--help`), wrapped to 100 columns. */
+export const exitCodesHelp = [
+  "Exit codes:",
+  ...ROWS.flatMap((r) => wrap(plain(r.meaning), 92).map((line, i) => (i === 0 ? `  ${String(r.code).padEnd(4)}${line}` : `      ${line}`))),
+  "",
+  ...wrap(plain(PRECEDENCE), 98).map((line) => `  ${line}`),
+].join("\n");
+
+/**
+ * The exit codes as a Markdown table and the sentence on `launch`'s precedence: README.md and
+ * the docs hold exactly this text (test/runtime/exitCodes.test.ts checks it).
+ */
+export const exitCodesMarkdown = (): string =>
+  ["| Code | Meaning |", "|---|---|", ...ROWS.map((r) => `| ${r.code} | ${r.meaning} |`), "", ...wrap(PRECEDENCE, 100)].join("\n");
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+// Function declarations, not arrows: they are hoisted, and exitCodesHelp is built at load.
+
+/** The text without Markdown code spans. */
+function plain(markdown: string): string {
+  return markdown.replace(/`/g, "");
+}
+
+/** `text` in lines of at most `width` characters, broken at spaces. */
+function wrap(text: string, width: number): string[] {
+  const lines: string[] = [];
+  let line = "";
+  for (const word of text.split(" ")) {
+    if (line !== "" && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else line = line === "" ? word : `${line} ${word}`;
+  }
+  if (line !== "") lines.push(line);
+  return lines;
+}

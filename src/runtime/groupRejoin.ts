@@ -26,7 +26,7 @@
 import type { Clock } from "../time/Clock.js";
 import type { Collective } from "../session/Collective.js";
 import type { CoordinationClient } from "../cluster/coordination/CoordinationClient.js";
-import { AbortedError, DeadlineExceededError, UnavailableError } from "../errors.js";
+import { AbortedError, clusterFailureOf, DeadlineExceededError, UnavailableError } from "../errors.js";
 import type { Logger } from "../Logger.js";
 import { describe, isServiceGone } from "./chiefRecovery.js";
 import type { ReplicaGroup } from "./replicaGroup.js";
@@ -89,9 +89,7 @@ export class GroupRejoin {
   lostTask(cause: Error): string | undefined {
     const { group } = this.o;
     const mine = group.tasks[group.rank];
-    const named = group.tasks.filter((t) => t !== mine && firstMention(cause.message, t) < Number.POSITIVE_INFINITY);
-    // The subject comes first: "task X declared failed ... (reported by task Y)".
-    return named.sort((a, b) => firstMention(cause.message, a) - firstMention(cause.message, b))[0];
+    return lostTasksOf(cause).find((t) => t !== mine && group.tasks.includes(t));
   }
 
   /**
@@ -103,10 +101,17 @@ export class GroupRejoin {
   isLoss(e: unknown): boolean {
     if (e instanceof AbortedError) return true;
     if (!(e instanceof UnavailableError) || isServiceGone(e)) return false;
-    // The task a message is about comes first ("task X declared failed ... (reported by task Y)").
-    const tasks = this.o.group.tasks;
-    const subject = [...tasks].sort((a, b) => firstMention(e.message, a) - firstMention(e.message, b))[0];
-    return !(subject !== undefined && subject === tasks[0] && firstMention(e.message, subject) < Number.POSITIVE_INFINITY && e.message.includes("declared failed"));
+    const f = e.failure;
+    switch (f?.kind) {
+      case undefined:
+      case "peerLost":
+        return true;
+      case "declaredFailed":
+        // The chief hosts the group's generation: its loss is not waited for.
+        return !f.tasks.includes(this.o.group.tasks[0] as string);
+      default:
+        return false;
+    }
   }
 
   /** Waits for the lost rank and builds the next ring (see the module's steps); rejects if the group cannot go on. */
@@ -118,7 +123,7 @@ export class GroupRejoin {
     const lost = this.lostTask(cause);
     this.#lost = lost;
     // This task was declared failed (it froze, and resumed): it rejoins like any rank.
-    const itself = firstMention(cause.message, group.tasks[group.rank] as string) < Number.POSITIVE_INFINITY;
+    const itself = lostTasksOf(cause).includes(group.tasks[group.rank] as string);
     const who = lost ?? (itself ? "its place in the replica group (it was declared failed)" : "a rank (the chief opened a new generation)");
     logger.warn(`${this.o.name} lost ${who} (${describe(cause)}): waiting up to ${maxWaitSecs} s (maxWaitSecs) for it to rejoin the replica group.`);
     const deadline = clock.now() + maxWaitSecs * 1000;
@@ -157,7 +162,8 @@ export class GroupRejoin {
     // The chief tells the ranks that have not seen the loss which rank is lost, before it opens
     // the next generation (the old one fails naming it; one that failed already keeps its error).
     if (this.o.isChief && lost !== undefined) {
-      await client.reportErrorToCluster(new UnavailableError(`${lost} left the replica group (${describe(cause)}); the group waits for it`)).catch(() => undefined);
+      const relayed = new UnavailableError(`${lost} left the replica group (${describe(cause)}); the group waits for it`, { failure: { kind: "peerLost", task: lost } });
+      await client.reportErrorToCluster(relayed).catch(() => undefined);
     }
     const left = (): number => Math.max(1, deadline - clock.now());
     for (let backoffMs = 100; ; backoffMs = Math.min(2 * backoffMs, 1000)) {
@@ -191,10 +197,8 @@ export class GroupRejoin {
 // utils
 // ---------------------------------------------------------------------------------------------
 
-/** Where `message` first names `task` (not a longer task name that starts with it: task:1 in task:10); infinity if nowhere. */
-const firstMention = (message: string, task: string): number => {
-  for (let at = message.indexOf(task); at >= 0; at = message.indexOf(task, at + 1)) {
-    if (!/\d/.test(message.charAt(at + task.length))) return at;
-  }
-  return Number.POSITIVE_INFINITY;
+/** The tasks a loss is of: those the service declared failed, or the peer a rank lost its link to. */
+const lostTasksOf = (e: Error): readonly string[] => {
+  const f = clusterFailureOf(e);
+  return f?.kind === "declaredFailed" ? f.tasks : f?.kind === "peerLost" ? [f.task] : [];
 };

@@ -74,21 +74,25 @@ export interface TfjsBackendInfo {
  * `@tensorflow/tfjs-backend-wasm` and pins its thread count to {@link WASM_THREADS_COUNT} before
  * the backend initializes. Throws {@link BackendNotInstalledError} (one line, with the install
  * command) when the package is missing or its version differs from `@tensorflow/tfjs-core`'s.
+ *
+ * The `wasm` backend's initialization runs Emscripten's Node glue, which adds a process
+ * `uncaughtException` listener and an `unhandledRejection` listener that rethrow: Node would
+ * then exit 7 on any uncaught error of the program and print the glue's minified source.
+ * `useBackend` removes the listeners of those two events that appeared while it ran, so Node's
+ * default holds (exit 1 and the error's stack); listeners added before the call stay.
  */
 export const useBackend = async (name: TfjsBackendName, options: UseBackendOptions = {}): Promise<TfjsBackendInfo> => {
-  let wasm: WasmBackendModule | undefined;
   if (name === "wasm") {
-    wasm = await importWasmBackend(options.importWasm ?? defaultImportWasm);
-    wasm.setThreadsCount(WASM_THREADS_COUNT);
-  } else if (name !== "cpu") {
-    throw new ValueError(`Unknown TensorFlow.js backend "${String(name)}": use "cpu" or "wasm".`);
+    return withoutAddedListeners(GLUE_EVENTS, async () => {
+      const wasm = await importWasmBackend(options.importWasm ?? defaultImportWasm);
+      wasm.setThreadsCount(WASM_THREADS_COUNT);
+      await selectBackend(name);
+      return { name, threadsCount: wasm.getThreadsCount() };
+    });
   }
-  // setBackend logs and returns false when the backend fails to initialize.
-  if (!(await tf.setBackend(name))) {
-    throw new RuntimeError(`The TensorFlow.js backend "${name}" failed to initialize (see the warning above).`);
-  }
-  await tf.ready();
-  return { name, threadsCount: wasm === undefined ? 1 : wasm.getThreadsCount() };
+  if (name !== "cpu") throw new ValueError(`Unknown TensorFlow.js backend "${String(name)}": use "cpu" or "wasm".`);
+  await selectBackend(name);
+  return { name, threadsCount: 1 };
 };
 
 /** The name of TensorFlow.js's current backend (`tf.getBackend()`). */
@@ -99,6 +103,36 @@ export const currentBackend = (): string => tf.getBackend();
 // ---------------------------------------------------------------------------------------------
 
 const defaultImportWasm = (): Promise<WasmBackendModule> => import("@tensorflow/tfjs-backend-wasm");
+
+/**
+ * The process events whose listeners Emscripten's Node glue adds when the `wasm` backend
+ * initializes (in `tf.setBackend("wasm")`, not at the import; tfjs-backend-wasm 4.22). It adds no
+ * other listener: an exit code is set only by the glue's `quit_`, which the backend never calls.
+ */
+const GLUE_EVENTS = ["uncaughtException", "unhandledRejection"] as const;
+
+/** Runs `f`, then removes the listeners of `events` that were added meanwhile (also when `f` throws). */
+const withoutAddedListeners = async <A>(events: readonly string[], f: () => Promise<A>): Promise<A> => {
+  // As a plain emitter: Process types each event's listeners apart.
+  const emitter: NodeJS.EventEmitter = process;
+  const before = new Map(events.map((e) => [e, new Set(emitter.listeners(e))]));
+  try {
+    return await f();
+  } finally {
+    for (const [e, kept] of before) {
+      for (const l of emitter.listeners(e)) if (!kept.has(l)) emitter.removeListener(e, l as (...args: unknown[]) => void);
+    }
+  }
+};
+
+/** `tf.setBackend(name)`, then `tf.ready()`. */
+const selectBackend = async (name: TfjsBackendName): Promise<void> => {
+  // setBackend logs and returns false when the backend fails to initialize.
+  if (!(await tf.setBackend(name))) {
+    throw new RuntimeError(`The TensorFlow.js backend "${name}" failed to initialize (see the warning above).`);
+  }
+  await tf.ready();
+};
 
 const installCommand = (): string => `npm install ${WASM_BACKEND_PACKAGE}@${tf.version_core}`;
 

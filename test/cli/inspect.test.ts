@@ -1,13 +1,13 @@
 /**
- * `monitored-session inspect`: a directory whose state file is bad (reported, exit 1), and the
- * tensors of a checkpoint (TensorFlow's inspect_checkpoint).
+ * `monitored-session inspect`: a directory whose state file is bad (reported, exit 1), the step
+ * and number of each checkpoint, and the tensors of a checkpoint (TensorFlow's inspect_checkpoint).
  */
 import { Command, CommanderError } from "commander";
 import { readFile, writeFile } from "node:fs/promises";
 import { PassThrough } from "node:stream";
 import { beforeEach, describe, expect, it } from "vitest";
 
-import { CheckpointManager } from "../../src/checkpoint/index.js";
+import { CheckpointManager, readManifest } from "../../src/checkpoint/index.js";
 import { addInspectCommand, inspectCommand } from "../../src/cli/inspect.js";
 import { silentLogger } from "../../src/Logger.js";
 import { tensor, type TensorValue } from "../../src/session/Tensor.js";
@@ -33,11 +33,71 @@ const capturedIo = (): { out: PassThrough; err: PassThrough; env: Record<string,
   return { out, err, env: {}, isTTY: false, text: () => ({ out: o, err: e }) };
 };
 
-const inspect = async (json = false): Promise<{ code: number; out: string; err: string }> => {
+const inspect = async (json = false, of = dir): Promise<{ code: number; out: string; err: string }> => {
   const io = capturedIo();
-  const code = await inspectCommand(dir, { json }, io);
+  const code = await inspectCommand(of, { json }, io);
   return { code, ...io.text() };
 };
+
+/** Saves `ckpt-<n>` of each `[n, tensors]` in a new directory, as a PreemptionCheckpointHandler names them (no step given: the manifest records n). */
+const handlerCheckpoints = async (saves: readonly (readonly [number, Record<string, bigint>])[]): Promise<string> => {
+  const d = tempDir();
+  const manager = await CheckpointManager.create({ directory: d, checkpointName: "ckpt", logger: silentLogger });
+  for (const [n, int64s] of saves) {
+    const values = new Map<string, TensorValue>([["w", tensor("float32", [2], Float32Array.of(n, -n))]]);
+    for (const [name, v] of Object.entries(int64s)) values.set(name, tensor("int64", [], BigInt64Array.of(v)));
+    await manager.save(values, { checkpointNumber: n });
+  }
+  await manager.close();
+  return d;
+};
+
+/** The (number, step, status) of each checkpoint `inspect --json` lists. */
+const listed = async (of: string): Promise<{ number: number | null; step: number | null; status: string }[]> =>
+  (JSON.parse((await inspect(true, of)).out) as { number: number | null; step: number | null; status: string }[]).map(({ number, step, status }) => ({ number, step, status }));
+
+describe("inspect: each checkpoint's step and number", () => {
+  it("the step is the global step, not the checkpoint's number (a handler numbers its checkpoints by save)", async () => {
+    const d = await handlerCheckpoints([
+      [2, { global_step: 1200n, checkpointed_runs: 1300n }],
+      [3, { global_step: 1679n, checkpointed_runs: 1800n }],
+    ]);
+    expect(await listed(d)).toEqual([
+      { number: 2, step: 1200, status: "ok" },
+      { number: 3, step: 1679, status: "ok" },
+    ]);
+    const text = await inspect(false, d);
+    expect(text.out).toMatch(/^\* ckpt-3\s+1679\s+\d+ B\s/m);
+  });
+
+  it("without a global step, the run counter (checkpointed_runs); without either, the step the manifest recorded", async () => {
+    const d = await handlerCheckpoints([[1, { checkpointed_runs: 2000n }]]);
+    expect(await listed(d)).toEqual([{ number: 1, step: 2000, status: "ok" }]);
+    const io = capturedIo();
+    expect(await inspectCommand(d, { allTensorNames: true }, io)).toBe(0);
+    expect(io.text().out.split("\n")[0]).toBe(`Tensors of ${d}/ckpt-1 (step 2000):`);
+    // The directory of beforeEach: `w` alone, saved as model.ckpt-1 and -2 with no step given.
+    expect(await listed(dir)).toEqual([
+      { number: 1, step: 1, status: "ok" },
+      { number: 2, step: 2, status: "ok" },
+    ]);
+  });
+
+  it("a corrupt checkpoint keeps its step while its step tensor verifies", async () => {
+    const d = await handlerCheckpoints([[3, { global_step: 1679n }]]);
+    const flip = async (tensorName: string): Promise<void> => {
+      const entry = (await readManifest(`${d}/ckpt-3`)).tensors.find((e) => e.name === tensorName);
+      const data = `${d}/ckpt-3.data-00000-of-00001`;
+      const bytes = await readFile(data);
+      bytes[entry?.offset as number] = (bytes[entry?.offset as number] as number) ^ 0xff;
+      await writeFile(data, bytes);
+    };
+    await flip("w");
+    expect(await listed(d)).toEqual([{ number: 3, step: 1679, status: "corrupt" }]);
+    await flip("global_step");
+    expect(await listed(d)).toEqual([{ number: 3, step: null, status: "corrupt" }]);
+  });
+});
 
 describe("inspect and the state file", () => {
   it("a healthy directory: all verified, exit 0", async () => {
@@ -103,7 +163,8 @@ describe("inspect: the tensors of a checkpoint (TensorFlow's inspect_checkpoint)
     const r = await run(ckpt, "--all-tensor-names");
     expect(r.code).toBe(0);
     expect(r.out.split("\n")).toEqual([
-      `Tensors of ${ckpt}/model.ckpt-2 (step 2):`,
+      // The global step (200), not the checkpoint's number (2).
+      `Tensors of ${ckpt}/model.ckpt-2 (step 200):`,
       "big           float64  [40, 40]",
       "dense/kernel  float32  [2, 3]",
       "global_step   int64    []",

@@ -24,7 +24,9 @@ import {
 } from "../../src/config/index.js";
 import { Graph } from "../../src/index.js";
 import { readConfig } from "../../src/config/loadConfig.js";
+import { PreemptionExitCode } from "../../src/config/TrainingConfig.js";
 import { SessionRunHook } from "../../src/hook/SessionRunHook.js";
+import { ExitCodes } from "../../src/runtime/exitCodes.js";
 
 const issues = (input: unknown, registry?: HookRegistry): string[] => {
   const r = decodeConfig(input, registry);
@@ -69,7 +71,7 @@ describe("decodeConfig", () => {
       "lastStep: expected an integer >= 0, got -1",
       "hooks[1].everyNSecs: expected a positive number, got -1",
       expect.stringMatching(/^hooks\[2\]\.type: unknown hook type "Nope"; registered: StopAtStepHook, /),
-      "preemption.exitCode: expected an exit code (integer 0-255), got 300",
+      "preemption.exitCode: expected an exit code from 3 to 127, got 300 (0 done, 1 failure, 2 bad usage, 43 chief lost and ≥ 128 a signal are reserved); pick another code from 3 to 127, such as the default 42",
     ]);
   });
 
@@ -167,6 +169,30 @@ describe("decodeConfig: the tfjs section", () => {
   it("locates a bad backend in a YAML file by line and column", () => {
     const r = parseConfigText("module: m\ntfjs:\n  backend: gpu\n", "yaml");
     expect(isLeft(r) && r.left.map(formatIssue)).toEqual(['tfjs.backend: expected "cpu" or "wasm", got "gpu" (line 3, column 12)']);
+  });
+});
+
+describe("decodeConfig: preemption.exitCode", () => {
+  const FIX = "pick another code from 3 to 127, such as the default 42";
+  const RESERVED = "(0 done, 1 failure, 2 bad usage, 43 chief lost and ≥ 128 a signal are reserved)";
+
+  it("accepts a code from 3 to 127 other than 43", () => {
+    for (const exitCode of [3, 42, 44, 50, 127]) expect(decodeConfig({ module: "m.ts", preemption: { exitCode } })).toEqual(right({ module: "m.ts", preemption: { exitCode } }));
+  });
+
+  it("refuses a code another outcome uses, in one line naming why and the fix", () => {
+    expect(issues({ module: "m.ts", preemption: { exitCode: 43 } })).toEqual([`preemption.exitCode: 43 is the code for a lost chief ${RESERVED}; ${FIX}`]);
+    expect(issues({ module: "m.ts", preemption: { exitCode: 0 } })).toEqual([`preemption.exitCode: 0 is the code for done ${RESERVED}; ${FIX}`]);
+    expect(issues({ module: "m.ts", preemption: { exitCode: 1 } })).toEqual([`preemption.exitCode: 1 is the code for any other failure ${RESERVED}; ${FIX}`]);
+    expect(issues({ module: "m.ts", preemption: { exitCode: 2 } })).toEqual([`preemption.exitCode: 2 is the code for bad usage or configuration ${RESERVED}; ${FIX}`]);
+    for (const code of [128, 137, 143, 255]) {
+      expect(issues({ module: "m.ts", preemption: { exitCode: code } })).toEqual([`preemption.exitCode: ${code} is the code of a death by a signal (128 + its number) ${RESERVED}; ${FIX}`]);
+    }
+    for (const bad of [-1, 256, 4.5, "42", null]) expect(issues({ module: "m.ts", preemption: { exitCode: bad } })).toEqual([expect.stringMatching(/^preemption\.exitCode: expected an exit code from 3 to 127, got /)]);
+  });
+
+  it("refuses every code of the exit-code table but the preemption's own (they cannot drift apart)", () => {
+    for (const [name, code] of Object.entries(ExitCodes)) expect(PreemptionExitCode.is(code), name).toBe(name === "preempted");
   });
 });
 

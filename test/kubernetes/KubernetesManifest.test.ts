@@ -127,7 +127,7 @@ describe("the pods find their cluster from what Kubernetes gives them", () => {
 });
 
 describe("what the manifest decides", () => {
-  it("JobSet: one chief job and one worker job; 42 and disruption restart uncounted, 2 fails, the rest counts", async () => {
+  it("JobSet: one chief job and one worker job; 42, 43 and disruption restart uncounted, 2 fails, the rest counts", async () => {
     const { objects } = await manifest(["examples/tfjs-classifier.yaml", "--workers", "3", "--image", "trainer:1", "--max-restarts", "5"]);
     const spec = (byKind(objects, "JobSet")[0] as Json)["spec"] as Json;
     expect((spec["replicatedJobs"] as Json[]).map((rj) => [rj["name"], rj["replicas"], ((rj["template"] as Json)["spec"] as Json)["completions"]])).toEqual([
@@ -143,10 +143,13 @@ describe("what the manifest decides", () => {
       (rules.find((r) => (r["onJobFailureReasons"] as string[]).includes("PodFailurePolicy") && (r["onJobFailureMessagePatterns"] as string[]).some((p) => new RegExp(p).test(message)))?.["action"] as string | undefined) ?? "RestartJobSet";
     const exitMessage = (code: number, index: number): string => `Container trainer for pod default/tfjs-classifier-worker-0-1-x7k2p failed with exit code ${code} matching FailJob rule at index ${index}`;
     expect(actionFor(exitMessage(42, 1))).toBe("RestartJobSetAndIgnoreMaxRestarts");
+    // A chief lost during a preemption: nothing the job did, and it resumes from the last checkpoint.
+    expect(actionFor(exitMessage(43, 1))).toBe("RestartJobSetAndIgnoreMaxRestarts");
     expect(actionFor("Pod default/tfjs-classifier-chief-0-0-abcde has condition DisruptionTarget matching FailJob rule at index 0")).toBe("RestartJobSetAndIgnoreMaxRestarts");
     expect(actionFor(exitMessage(2, 2))).toBe("FailJobSet");
     // The code is in the pattern with its surrounding words: 2 never matches 42, nor 42 a 142.
     expect(actionFor(exitMessage(142, 2))).toBe("RestartJobSet");
+    expect(actionFor(exitMessage(143, 2))).toBe("RestartJobSet");
     expect(actionFor(exitMessage(12, 2))).toBe("RestartJobSet");
     for (const { spec: pod } of podSpecs(objects)) expect(pod["restartPolicy"]).toBe("Never");
     const jobSpec = (((spec["replicatedJobs"] as Json[])[0] as Json)["template"] as Json)["spec"] as Json;
@@ -154,18 +157,18 @@ describe("what the manifest decides", () => {
     // The Job fails with those messages only through these rules, in this order.
     expect((jobSpec["podFailurePolicy"] as Json)["rules"]).toEqual([
       { action: "FailJob", onPodConditions: [{ type: "DisruptionTarget", status: "True" }] },
-      { action: "FailJob", onExitCodes: { containerName: "trainer", operator: "In", values: [42] } },
+      { action: "FailJob", onExitCodes: { containerName: "trainer", operator: "In", values: [42, 43] } },
       { action: "FailJob", onExitCodes: { containerName: "trainer", operator: "In", values: [2] } },
     ]);
   });
 
-  it("indexed Job: Ignore 42 and disruption, FailJob on 2, the rest against backoffLimit", async () => {
+  it("indexed Job: Ignore 42, 43 and disruption, FailJob on 2, the rest against backoffLimit", async () => {
     const { objects } = await manifest(["examples/tfjs-classifier.yaml", "--workers", "2", "--image", "trainer:1", "--indexed-job", "--max-restarts", "4"]);
     const spec = (byKind(objects, "Job")[0] as Json)["spec"] as Json;
     expect(spec["backoffLimit"]).toBe(4);
     expect((spec["podFailurePolicy"] as Json)["rules"]).toEqual([
       { action: "Ignore", onPodConditions: [{ type: "DisruptionTarget", status: "True" }] },
-      { action: "Ignore", onExitCodes: { containerName: "trainer", operator: "In", values: [42] } },
+      { action: "Ignore", onExitCodes: { containerName: "trainer", operator: "In", values: [42, 43] } },
       { action: "FailJob", onExitCodes: { containerName: "trainer", operator: "In", values: [2] } },
     ]);
     expect((byKind(objects, "Service")[0] as Json)["spec"]).toEqual(expect.objectContaining({ clusterIP: "None", publishNotReadyAddresses: true }));

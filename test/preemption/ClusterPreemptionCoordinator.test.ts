@@ -450,7 +450,9 @@ describe("PreemptionCheckpointHandler in a cluster: tasks in lockstep, a leader 
   it("a step that failed because of another task's reported error raises that error (same class), and reports nothing itself", async () => {
     const c = await cluster();
     const [chief] = c.tasks as [Task, Task, Task];
-    const reported = new ResourceExhaustedError("worker:0 ran out of memory (reported by task /job:worker/replica:0/task:0)");
+    const reported = new ResourceExhaustedError("worker:0 ran out of memory (reported by task /job:worker/replica:0/task:0)", {
+      failure: { kind: "reported", reporter: "/job:worker/replica:0/task:0", errorName: "ResourceExhaustedError" },
+    });
     const wrapped = new Error("the replica group failed", { cause: new Error("the collective failed", { cause: reported }) });
     await expect(chief.handler.run(() => Promise.reject(wrapped))).rejects.toBe(reported);
     // Nothing was reported by the chief: the other tasks train on.

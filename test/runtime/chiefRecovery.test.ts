@@ -62,23 +62,29 @@ const createSession = async (recovery: ChiefRecovery): Promise<void> => {
 };
 const beforeRun = (recovery: ChiefRecovery): unknown => recovery.hook.beforeRun?.({} as SessionRunContext);
 
+/** The embedded service gone, as its transports say it. */
+const EMBEDDED_GONE = { failure: { kind: "serviceGone", backend: "embedded" } } as const;
+
 describe("ChiefRecovery", () => {
-  it("a loss of the chief is a new generation, the embedded service gone, or the chief alone declared failed; nothing else", () => {
+  it("a loss of the chief is a new generation, the embedded service gone, or the chief alone declared failed; nothing else (decided on the failure, never the words)", () => {
     const { recovery } = setup(() => Promise.resolve());
     const loss = (e: OpError): boolean => recovery.isChiefLoss(e);
+    const embeddedGone = { failure: { kind: "serviceGone", backend: "embedded" } } as const;
     expect(loss(new AbortedError("generation 1 ended: the chief restarted and started a new generation; task x must connect again"))).toBe(true);
-    expect(loss(new UnavailableError("the coordination service at grpc://127.0.0.1:7001 is unreachable (ECONNREFUSED); its host (the chief) stopped"))).toBe(true);
-    expect(loss(new UnavailableError("the coordination service's port closed (its host stopped)"))).toBe(true);
-    expect(loss(new UnavailableError("task /job:worker/replica:0/task:0 registered with a coordination service that is gone (it restarted and lost its state); connect again"))).toBe(true);
-    expect(loss(new UnavailableError(`task ${CHIEF} declared failed: its liveness lease expired`))).toBe(true);
+    expect(loss(new UnavailableError("the coordination service at grpc://127.0.0.1:7001 is unreachable (ECONNREFUSED); its host (the chief) stopped", embeddedGone))).toBe(true);
+    expect(loss(new UnavailableError("xyzzy", embeddedGone))).toBe(true);
+    expect(loss(new UnavailableError("plugh", { failure: { kind: "declaredFailed", tasks: [CHIEF] } }))).toBe(true);
+    // The same words without the failure: not a loss (nothing reads the message).
+    expect(loss(new UnavailableError("the coordination service's port closed (its host stopped)"))).toBe(false);
+    expect(loss(new UnavailableError(`task ${CHIEF} declared failed: its liveness lease expired`))).toBe(false);
     // Another task, or the chief with another task: the cluster failed.
-    expect(loss(new UnavailableError("task /job:worker/replica:0/task:1 declared failed: no heartbeat within the heartbeat timeout"))).toBe(false);
-    expect(loss(new UnavailableError(`tasks ${CHIEF}, /job:worker/replica:0/task:1 declared failed: no heartbeat`))).toBe(false);
-    // etcd gone, a chief that stopped its service on purpose, a reported error, a preemption.
-    expect(loss(new UnavailableError("etcd (http://127.0.0.1:2379) unreachable for 5001 ms (heartbeat timeout 5000 ms; ECONNREFUSED): start etcd again on its data dir and client URLs (or fix cluster.etcdEndpoints), then start the tasks again"))).toBe(false);
-    expect(loss(new UnavailableError("the coordination service stopped (its host exited); its state is lost"))).toBe(false);
-    expect(loss(new UnknownError(`task chief:0 failed: Error: boom (reported by task ${CHIEF})`))).toBe(false);
-    expect(loss(new CancelledError("cluster preemption: task chief:0 got a termination notice (SIGTERM)"))).toBe(false);
+    expect(loss(new UnavailableError("a", { failure: { kind: "declaredFailed", tasks: ["/job:worker/replica:0/task:1"] } }))).toBe(false);
+    expect(loss(new UnavailableError("b", { failure: { kind: "declaredFailed", tasks: [CHIEF, "/job:worker/replica:0/task:1"] } }))).toBe(false);
+    // etcd gone, a reported error, a preemption, a lost peer.
+    expect(loss(new UnavailableError("c", { failure: { kind: "serviceGone", backend: "etcd" } }))).toBe(false);
+    expect(loss(new UnknownError("d", { failure: { kind: "reported", reporter: CHIEF, errorName: "UnknownError" } }))).toBe(false);
+    expect(loss(new CancelledError("e", { failure: { kind: "preemption", reporter: CHIEF, notice: "SIGTERM" } }))).toBe(false);
+    expect(loss(new UnavailableError("f", { failure: { kind: "peerLost", task: CHIEF } }))).toBe(false);
   });
 
   it("a task name that only starts like the chief's is not the chief", () => {
@@ -95,8 +101,8 @@ describe("ChiefRecovery", () => {
       clock: new VirtualClock(),
       logger: silentLogger,
     });
-    expect(recovery.isChiefLoss(new UnavailableError("task /job:worker/replica:0/task:10 declared failed"))).toBe(false);
-    expect(recovery.isChiefLoss(new UnavailableError(`task ${worker1} declared failed`))).toBe(true);
+    expect(recovery.isChiefLoss(new UnavailableError("task /job:worker/replica:0/task:10 declared failed", { failure: { kind: "declaredFailed", tasks: ["/job:worker/replica:0/task:10"] } }))).toBe(false);
+    expect(recovery.isChiefLoss(new UnavailableError(`task ${worker1} declared failed`, { failure: { kind: "declaredFailed", tasks: [worker1] } }))).toBe(true);
   });
 
   it("after a loss the session is re-created from the chief's new values: beforeRun raises UnavailableError until then; the start barrier is passed again in the new generation", async () => {
@@ -132,9 +138,9 @@ describe("ChiefRecovery", () => {
     const { recovery } = setup(async () => {
       attempts += 1;
       await clock.sleep(10_000);
-      throw new UnavailableError("the coordination service at grpc://127.0.0.1:7001 is unreachable (ECONNREFUSED); its host (the chief) stopped or has not started");
+      throw new UnavailableError("the coordination service at grpc://127.0.0.1:7001 is unreachable (ECONNREFUSED); its host (the chief) stopped or has not started", EMBEDDED_GONE);
     }, clock);
-    const back = recovery.recover(new UnavailableError(`task ${CHIEF} declared failed`), 1);
+    const back = recovery.recover(new UnavailableError(`task ${CHIEF} declared failed`, { failure: { kind: "declaredFailed", tasks: [CHIEF] } }), 1);
     const failed = back.catch((e: unknown) => e);
     await clock.advanceSecs(59);
     await clock.advanceSecs(2);
@@ -174,9 +180,9 @@ describe("ChiefRecovery: a chief that stops answering after it published its mod
     const clock = new VirtualClock();
     const { recovery } = setup(async () => {
       await clock.sleep(10_000);
-      throw new UnavailableError("the coordination service at grpc://127.0.0.1:7001 is unreachable (ECONNREFUSED); its host (the chief) stopped");
+      throw new UnavailableError("the coordination service at grpc://127.0.0.1:7001 is unreachable (ECONNREFUSED); its host (the chief) stopped", EMBEDDED_GONE);
     }, clock);
-    const gone = new UnavailableError("the coordination service at grpc://127.0.0.1:7001 is unreachable (http/2 stream closed with error code CANCEL (0x8)); its host (the chief) stopped");
+    const gone = new UnavailableError("the coordination service at grpc://127.0.0.1:7001 is unreachable (http/2 stream closed with error code CANCEL (0x8)); its host (the chief) stopped", EMBEDDED_GONE);
     // The ready key was seen (the chief published), then the service is unreachable.
     const client = (recovery as unknown as { o: { client: CoordinationClient } }).o.client as unknown as Record<string, unknown>;
     client["tryGet"] = () => Promise.reject(gone);

@@ -39,7 +39,7 @@ const transport = (rank: number) => {
     broadcast: <B extends CollectiveBuffer>(buffer: B) => Promise.resolve(buffer),
     barrier: () => Promise.resolve(),
     onPeerFailed: (task: string) => {
-      for (const p of pending.splice(0)) p.reject(new UnavailableError(`task ${task} declared failed: no heartbeat`));
+      for (const p of pending.splice(0)) p.reject(new UnavailableError(`task ${task} declared failed: no heartbeat`, declared(task)));
     },
     close: async () => {
       t.closed = true;
@@ -97,6 +97,12 @@ const setup = (rank: number, connects: (() => Promise<void>)[]) => {
   return { clock, logger, group, first, second, rejoin, reports, steps, connectOptions };
 };
 
+/** A loss as the coordination service declares it: the tasks it declared failed. */
+const declared = (...tasks: string[]) => ({ failure: { kind: "declaredFailed", tasks } }) as const;
+
+/** The embedded coordination service gone, as its transports say it. */
+const embeddedGone = { failure: { kind: "serviceGone", backend: "embedded" } } as const;
+
 /** Runs the virtual clock's due timers and the microtasks they start, `times` times. */
 const settle = async (clock: VirtualClock, times = 10): Promise<void> => {
   for (let i = 0; i < times; i++) {
@@ -107,7 +113,7 @@ const settle = async (clock: VirtualClock, times = 10): Promise<void> => {
 
 describe("a data-parallel group that loses a worker", () => {
   it("waits for it, re-forms its ring, and raises CollectiveReformedError for the call that applied nothing", async () => {
-    const old = new UnavailableError(`task ${W1} declared failed: no heartbeat within the heartbeat timeout`);
+    const old = new UnavailableError(`task ${W1} declared failed: no heartbeat within the heartbeat timeout`, declared(W1));
     const { clock, logger, group, first, second, steps, rejoin } = setup(1, [() => Promise.reject(old), () => Promise.resolve()]);
     expect(rejoin.waiting).toBe(false);
     const call = group.allReduce(new Float32Array(4), "mean");
@@ -144,7 +150,7 @@ describe("a data-parallel group that loses a worker", () => {
 
   it("the chief names the lost worker to the others before it opens the next generation", async () => {
     const { clock, group, reports, steps } = setup(0, [() => Promise.resolve()]);
-    const reformed = group.reform(new UnavailableError(`rank 2 (${W1}) closed its connection to rank 0`));
+    const reformed = group.reform(new UnavailableError(`rank 2 (${W1}) closed its connection to rank 0`, { failure: { kind: "peerLost", task: W1 } }));
     await settle(clock);
     await reformed;
     expect(steps).toEqual(["report", "connect", "join", "barrier"]);
@@ -175,7 +181,7 @@ describe("a data-parallel group that loses a worker", () => {
 
   it("does not wait for a lost chief: the group fails at once, as before", async () => {
     const { clock, group, logger, steps } = setup(2, []);
-    const reformed = group.reform(new UnavailableError(`task ${CHIEF} declared failed: no heartbeat`));
+    const reformed = group.reform(new UnavailableError(`task ${CHIEF} declared failed: no heartbeat`, declared(CHIEF)));
     await settle(clock);
     await expect(reformed).rejects.toBeInstanceOf(ReplicaGroupError);
     expect(steps).toEqual([]);
@@ -185,10 +191,10 @@ describe("a data-parallel group that loses a worker", () => {
   it("the chief goes while the group waits: registration gives up after the heartbeat timeout of silence, and the group fails with it", async () => {
     // The service stops answering: the transport tries for `unreachableTimeoutMs`, then fails
     // naming the chief's address (scripted here as that failure).
-    const gone = new UnavailableError("the coordination service at grpc://127.0.0.1:1 is unreachable (ECONNREFUSED); its host (the chief) stopped or has not started");
+    const gone = new UnavailableError("the coordination service at grpc://127.0.0.1:1 is unreachable (ECONNREFUSED); its host (the chief) stopped or has not started", embeddedGone);
     const { clock, group, connectOptions } = setup(1, [() => Promise.reject(gone)]);
     const start = clock.now();
-    const reformed = group.reform(new UnavailableError(`task ${W1} declared failed: no heartbeat`));
+    const reformed = group.reform(new UnavailableError(`task ${W1} declared failed: no heartbeat`, declared(W1)));
     await settle(clock);
     const e = await reformed.then(
       () => undefined,
@@ -204,14 +210,16 @@ describe("a data-parallel group that loses a worker", () => {
   it("tells a loss it waits for from the chief's loss and from other failures", () => {
     const { rejoin } = setup(2, []);
     // Waited for: a worker declared failed or gone from the ring, the chief's report naming it, a new generation.
-    expect(rejoin.isLoss(new UnavailableError(`task ${W0} declared failed: no heartbeat`))).toBe(true);
-    expect(rejoin.isLoss(new UnavailableError(`rank 0 (${CHIEF}) closed its connection to rank 2 (${W1})`))).toBe(true);
-    expect(rejoin.isLoss(new UnavailableError(`${W1} left the replica group (UnavailableError: task ${W1} declared failed); the group waits for it (reported by task ${CHIEF})`))).toBe(true);
+    expect(rejoin.isLoss(new UnavailableError("a", declared(W0)))).toBe(true);
+    expect(rejoin.isLoss(new UnavailableError("b", { failure: { kind: "peerLost", task: CHIEF } }))).toBe(true);
+    expect(rejoin.isLoss(new UnavailableError(`${W1} left the replica group (UnavailableError: task ${W1} declared failed); the group waits for it (reported by task ${CHIEF})`, { failure: { kind: "peerLost", task: W1 } }))).toBe(true);
     expect(rejoin.isLoss(new AbortedError("generation 1 ended: the chief started a new generation; connect again"))).toBe(true);
     // Not waited for: the chief gone, a reported failure, a collective's other errors.
-    expect(rejoin.isLoss(new UnavailableError(`task ${CHIEF} declared failed: no heartbeat within the heartbeat timeout`))).toBe(false);
-    expect(rejoin.isLoss(new UnavailableError("the coordination service at grpc://127.0.0.1:1 is unreachable"))).toBe(false);
-    expect(rejoin.isLoss(new UnknownError(`task worker:0 failed: Error: boom (reported by task ${W0})`))).toBe(false);
+    expect(rejoin.isLoss(new UnavailableError("c", declared(CHIEF)))).toBe(false);
+    expect(rejoin.isLoss(new UnavailableError("d", declared(W1, CHIEF)))).toBe(false);
+    expect(rejoin.isLoss(new UnavailableError("e", embeddedGone))).toBe(false);
+    expect(rejoin.isLoss(new UnknownError("f", { failure: { kind: "reported", reporter: W0, errorName: "UnknownError" } }))).toBe(false);
+    expect(rejoin.isLoss(new UnavailableError("g", { failure: { kind: "reported", reporter: W0, errorName: "UnavailableError" } }))).toBe(false);
     expect(rejoin.isLoss(new DeadlineExceededError(`the collective timed out waiting for rank 2 (${W1})`))).toBe(false);
   });
 

@@ -22,6 +22,7 @@ import {
   DeadlineExceededError,
   FailedPreconditionError,
   InvalidArgumentError,
+  OpError,
   UnavailableError,
 } from "../../errors.js";
 import { consoleLogger, type Logger } from "../../Logger.js";
@@ -411,7 +412,8 @@ export class TcpCollective implements Collective {
   onPeerFailed(task: string, error?: Error): void {
     const rank = this.tasks.indexOf(task);
     if (rank < 0 || rank === this.rank) return;
-    this.fail(error instanceof UnavailableError ? error : new UnavailableError(`${this.who(rank)} failed${error === undefined ? "" : `: ${error.message}`}`, { cause: error }));
+    // A cluster's failure keeps its class and what it is (a reported ResourceExhaustedError stays one on every rank).
+    this.fail((error instanceof OpError && error.failure !== undefined) || error instanceof UnavailableError ? error : new UnavailableError(`${this.who(rank)} failed${error === undefined ? "" : `: ${error.message}`}`, { cause: error, failure: { kind: "peerLost", task } }));
   }
 
   // -------------------------------------------------------------------------------------------
@@ -620,7 +622,9 @@ export class TcpCollective implements Collective {
     link.socket.on("error", (e: NodeJS.ErrnoException) => (code = e.code ?? e.message));
     link.socket.on("close", () => {
       if (this.broken !== undefined) return;
-      const gone = new UnavailableError(`${this.who(link.peer)} closed its connection to ${this.who(this.rank)}${code === "" ? "" : ` (${code})`}: it died or left the group, or the network between them failed`);
+      const gone = new UnavailableError(`${this.who(link.peer)} closed its connection to ${this.who(this.rank)}${code === "" ? "" : ` (${code})`}: it died or left the group, or the network between them failed`, {
+        failure: { kind: "peerLost", task: this.tasks[link.peer] as string },
+      });
       if (link === this.inbound) {
         this.inboundGone = gone;
         if (this.receiver.waiting) this.fail(gone);

@@ -26,7 +26,7 @@ import {
 import type { KeyValue } from "./CoordinationClient.js";
 import { defaultCoordinationTimeouts } from "./CoordinationConfig.js";
 import { newIncarnation } from "./identity.js";
-import { copyError, fromStatus, type Status } from "./status.js";
+import { copyError, EMBEDDED_SERVICE_GONE, fromStatus, reportedStatus, type Status } from "./status.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -207,6 +207,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
         g,
         new UnavailableError(
           `task ${req.task} restarted (incarnation ${known.incarnation} is gone, ${req.incarnation} registered); the cluster must restart`,
+          { failure: { kind: "declaredFailed", tasks: [req.task] } },
         ),
       );
       throw new AbortedError(
@@ -318,7 +319,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
   }
 
   async reportError(req: CallerIdentity & { status: Status; final?: boolean }): Promise<void> {
-    const reported = (): OpError => fromStatus({ code: req.status.code, message: `${req.status.message} (reported by task ${req.task})` });
+    const reported = (): OpError => fromStatus(reportedStatus(req.status, req.task));
     if (req.final === true) return this.reportFinal(req, reported);
     const g = this.check(req);
     this.fail(g, reported());
@@ -332,7 +333,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
   private reportFinal(req: CallerIdentity, reported: () => OpError): void {
     this.checkOpen();
     if (req.serviceId !== this.serviceId) {
-      throw new UnavailableError(`task ${req.task} registered with a coordination service that is gone (it restarted and lost its state); its report cannot be taken`);
+      throw new UnavailableError(`task ${req.task} registered with a coordination service that is gone (it restarted and lost its state); its report cannot be taken`, { failure: EMBEDDED_SERVICE_GONE });
     }
     if (this.incarnations.get(req.task) !== req.incarnation) {
       throw new AbortedError(`task ${req.task} (incarnation ${req.incarnation}) is not registered with this coordination service; its report cannot be taken`);
@@ -442,7 +443,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
   }
 
   private stoppedError(): UnavailableError {
-    return new UnavailableError("the coordination service stopped (its host exited); its state is lost");
+    return new UnavailableError("the coordination service stopped (its host exited); its state is lost", { failure: EMBEDDED_SERVICE_GONE });
   }
 
   private checkOpen(): void {
@@ -468,6 +469,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
     if (req.serviceId !== this.serviceId) {
       throw new UnavailableError(
         `task ${req.task} registered with a coordination service that is gone (it restarted and lost its state); connect again`,
+        { failure: EMBEDDED_SERVICE_GONE },
       );
     }
     const g = this.current;
@@ -681,6 +683,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
           g,
           new UnavailableError(
             `${names.length === 1 ? "task" : "tasks"} ${names.join(", ")} declared failed: no heartbeat within the heartbeat timeout (${this.heartbeatTimeoutMs} ms); failed, preempted or crashed`,
+            { failure: { kind: "declaredFailed", tasks: names } },
           ),
         );
       }

@@ -53,7 +53,7 @@ import { type CoordinationTimeouts, etcdLeaseTtlSecs, resolveCoordinationTimeout
 import { ErrorLatch } from "./ErrorLatch.js";
 import { ETCD_LOST_FIX, HeartbeatWorker } from "./HeartbeatWorker.js";
 import { checkKey, processIncarnationId } from "./identity.js";
-import { copyError, type Status, toStatus } from "./status.js";
+import { copyError, ETCD_GONE, reportedStatus, type Status, toStatus } from "./status.js";
 import { arrive, SHUTDOWN_BARRIER } from "./etcdBarriers.js";
 import { claimTask, startGeneration, waitForAll, watchChief, watchGeneration } from "./etcdGenerations.js";
 import { enc, EtcdKeys, finalReportGeneration, parseGeneration, storedError } from "./etcdKeys.js";
@@ -334,12 +334,13 @@ export class EtcdCoordinationClient implements CoordinationClient {
       } catch (e) {
         if (e instanceof OpError) throw e;
         const message = e instanceof Error ? e.message : String(e);
-        if (!(e instanceof loadEtcd3().GRPCUnavailableError)) throw new UnavailableError(`etcd (${this.hosts.join(", ")}) failed: ${message}`);
+        if (!(e instanceof loadEtcd3().GRPCUnavailableError)) throw new UnavailableError(`etcd (${this.hosts.join(", ")}) failed: ${message}`, { failure: ETCD_GONE });
         since ??= this.clock.now();
         const waitedMs = this.clock.now() - since;
         if (waitedMs >= this.timeouts.heartbeatTimeoutMs) {
           throw new UnavailableError(
             `etcd (${this.hosts.join(", ")}) unreachable for ${waitedMs} ms (heartbeat timeout ${this.timeouts.heartbeatTimeoutMs} ms; ${message}): ${ETCD_LOST_FIX}`,
+            { failure: ETCD_GONE },
           );
         }
         // The cluster's error (the heartbeat thread's verdict on etcd, say) ends the retries.
@@ -370,7 +371,7 @@ export class EtcdCoordinationClient implements CoordinationClient {
    * declared failed meanwhile), so it is raised instead; else `e`. One read, which may fail too.
    */
   private async preferClusterError(gen: number, e: unknown): Promise<never> {
-    if (!(e instanceof UnavailableError) || !e.message.startsWith("etcd (")) throw e;
+    if (!(e instanceof UnavailableError) || e.failure?.kind !== "serviceGone") throw e;
     const stored = await this.etcd
       .get(this.keys.inGeneration(gen, "error"))
       .exec()
@@ -380,8 +381,7 @@ export class EtcdCoordinationClient implements CoordinationClient {
 
   /** `error` as the status this task reports, naming it. */
   private reported(error: Error): Status {
-    const status = toStatus(error);
-    return { code: status.code, message: `${status.message} (reported by task ${this.task})` };
+    return reportedStatus(toStatus(error), this.task);
   }
 
   /**

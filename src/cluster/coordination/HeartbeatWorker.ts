@@ -15,7 +15,8 @@ import { type MessagePort, type Transferable, Worker } from "node:worker_threads
 import { systemClock } from "../../time/Clock.js";
 import { ErrorCode, type OpError, UnavailableError } from "../../errors.js";
 import type { CallerIdentity } from "./EmbeddedCoordinationService.js";
-import { fromStatus, type Status } from "./status.js";
+import { errorOf } from "./portTransport.js";
+import { EMBEDDED_SERVICE_GONE, ETCD_GONE, type Status } from "./status.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -64,7 +65,7 @@ const fail = (status) => {
   parentPort.postMessage({ type: "error", status });
 };
 port.on("message", (msg) => { if (msg.status !== undefined) fail(msg.status); });
-port.on("close", () => fail({ code: ${ErrorCode.UNAVAILABLE}, message: "the coordination service's port closed (its host stopped)" }));
+port.on("close", () => fail({ code: ${ErrorCode.UNAVAILABLE}, message: "the coordination service's port closed (its host stopped)", failure: ${JSON.stringify(EMBEDDED_SERVICE_GONE)} }));
 const beat = () => port.postMessage({ id: id++, method: "heartbeat", request: identity });
 parentPort.on("message", (msg) => {
   if (msg.type === "begin") {
@@ -120,11 +121,11 @@ let lease;
 let lastOk = Date.now();
 let stopped = false;
 let timer;
-const fail = (message) => {
+const fail = (message, failure) => {
   if (stopped) return;
   stopped = true;
   clearTimeout(timer);
-  parentPort.postMessage({ type: "error", status: { code: ${ErrorCode.UNAVAILABLE}, message } });
+  parentPort.postMessage({ type: "error", status: { code: ${ErrorCode.UNAVAILABLE}, message, failure } });
 };
 const beat = async () => {
   try {
@@ -132,12 +133,12 @@ const beat = async () => {
     // A lease that expired (or was revoked) comes back without a TTL. The same words as the
     // peers' verdict (EtcdCoordinationClient), which this may beat to the task after a freeze.
     if (!(Number(r.result?.TTL ?? 0) > 0)) {
-      return fail("task " + task + " declared failed: its liveness lease expired (this task was stopped or cut off from etcd for longer than the heartbeat timeout)");
+      return fail("task " + task + " declared failed: its liveness lease expired (this task was stopped or cut off from etcd for longer than the heartbeat timeout)", { kind: "declaredFailed", tasks: [task] });
     }
     lastOk = Date.now();
   } catch (e) {
     if (Date.now() - lastOk > timeoutMs) {
-      return fail("etcd (" + hosts.join(", ") + ") unreachable for " + (Date.now() - lastOk) + " ms (heartbeat timeout " + timeoutMs + " ms; " + e.message + "): " + ${JSON.stringify(ETCD_LOST_FIX)});
+      return fail("etcd (" + hosts.join(", ") + ") unreachable for " + (Date.now() - lastOk) + " ms (heartbeat timeout " + timeoutMs + " ms; " + e.message + "): " + ${JSON.stringify(ETCD_LOST_FIX)}, ${JSON.stringify(ETCD_GONE)});
     }
   }
   if (!stopped) timer = setTimeout(beat, intervalMs);
@@ -239,9 +240,9 @@ export class HeartbeatWorker {
           const attaching = started?.attaching;
           if (started !== undefined) started.attaching = undefined;
           if (msg.type === "attached") attaching?.resolve();
-          else attaching?.reject(fromStatus(msg.status));
+          else attaching?.reject(errorOf(msg.status));
         } else if (msg.type === "error") {
-          const error = fromStatus(msg.status);
+          const error = errorOf(msg.status);
           if (started !== undefined) onError(error);
           else {
             timer.cancel();

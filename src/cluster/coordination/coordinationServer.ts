@@ -34,7 +34,7 @@ import {
   EmbeddedCoordinationService,
   type EmbeddedCoordinationServiceOptions,
 } from "./EmbeddedCoordinationService.js";
-import { toStatus } from "./status.js";
+import { decodeFailureJson, encodeFailureHeader, FAILURE_HEADER, toStatus } from "./status.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -105,7 +105,11 @@ export const coordinationServiceRegistration =
       reportError: (req) =>
         answer(async () =>
           service
-            .reportError({ ...caller(req.caller), status: { code: errorCode(req.code), message: req.message }, ...(req.final ? { final: true } : {}) })
+            .reportError({
+              ...caller(req.caller),
+              status: { code: errorCode(req.code), message: req.message, failure: decodeFailureJson(req.failureJson, (problems) => new InvalidArgumentError(`reported failure: ${problems}`)) },
+              ...(req.final ? { final: true } : {}),
+            })
             .then(() => ({})),
         ),
       shutdownTask: (req, ctx) =>
@@ -164,7 +168,9 @@ const answer = async <T>(run: () => Promise<T>): Promise<T> => {
     return await run();
   } catch (e) {
     const status = toStatus(e);
-    throw new ConnectError(status.message, status.code as number as Code);
+    // What the failure is travels as data beside the code and the message.
+    const metadata = status.failure === undefined ? undefined : new Headers({ [FAILURE_HEADER]: encodeFailureHeader(status.failure) });
+    throw new ConnectError(status.message, status.code as number as Code, metadata);
   }
 };
 

@@ -14,7 +14,7 @@ import { AbortedError, DeadlineExceededError, ErrorCode, type OpError, Unavailab
 import { ErrorLatch } from "./ErrorLatch.js";
 import { dec, enc, type EtcdKeys, isGeneration, parseGeneration, storedError } from "./etcdKeys.js";
 import { insertIfAbsent, waitUntil, type EtcdTaskContext } from "./etcdOps.js";
-import type { Status } from "./status.js";
+import { ETCD_GONE, type Status } from "./status.js";
 
 // ---------------------------------------------------------------------------------------------
 // operations
@@ -160,6 +160,7 @@ export const watchChief = (context: EtcdTaskContext, gen: number, timeoutMs: num
             seen
               ? `task ${chief} declared failed: its liveness lease in generation ${gen} expired, no heartbeat within the heartbeat timeout; the replica group cannot re-form without its chief`
               : `task ${chief} declared failed: no liveness key of it in etcd for ${timeoutMs} ms in generation ${gen}; the replica group cannot re-form without its chief`,
+            { failure: { kind: "declaredFailed", tasks: [chief] } },
           ),
         );
       }, () => undefined);
@@ -268,13 +269,14 @@ const onAliveDeleted = async (context: EtcdTaskContext, gen: number, task: strin
     const failed: Status = {
       code: ErrorCode.UNAVAILABLE,
       message: `task ${task} declared failed: its liveness lease expired, no heartbeat within the heartbeat timeout (${timeouts.heartbeatTimeoutMs} ms); failed, preempted or crashed`,
+      failure: { kind: "declaredFailed", tasks: [task] },
     };
     await insertIfAbsent(etcd, keys.inGeneration(gen, "error"), JSON.stringify(failed));
     // The watch delivers the error; latch it here too in case it already fired.
     const stored = (await etcd.get(keys.inGeneration(gen, "error")).exec()).kvs[0];
     if (stored !== undefined) latch(storedError(stored));
   } catch (e) {
-    latch(new UnavailableError(`etcd (${hosts.join(", ")}) failed: ${e instanceof Error ? e.message : String(e)}`));
+    latch(new UnavailableError(`etcd (${hosts.join(", ")}) failed: ${e instanceof Error ? e.message : String(e)}`, { failure: ETCD_GONE }));
   }
 };
 

@@ -38,7 +38,7 @@ import {
 import type { CoordinationClient, CoordinationClientOptions } from "./CoordinationClient.js";
 import { EmbeddedCoordinationClient, type EmbeddedTransport } from "./EmbeddedCoordinationClient.js";
 import type { CoordinationServiceApi } from "./EmbeddedCoordinationService.js";
-import { fromStatus } from "./status.js";
+import { decodeFailureHeader, EMBEDDED_SERVICE_GONE, FAILURE_HEADER, fromStatus } from "./status.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -142,7 +142,9 @@ export const grpcCoordinationTransport = (
         ),
       ).then(() => undefined),
     reportError: (req) =>
-      call(() => client.reportError({ caller: req, code: req.status.code, message: req.status.message, final: req.final === true })).then(
+      call(() =>
+        client.reportError({ caller: req, code: req.status.code, message: req.status.message, final: req.final === true, failureJson: req.status.failure === undefined ? "" : JSON.stringify(req.status.failure) }),
+      ).then(
         () => undefined,
       ),
     shutdown: (req) =>
@@ -207,14 +209,15 @@ const callError = (e: unknown, target: string): OpError => {
   const err = ConnectError.from(e);
   if (err.metadata.has("grpc-status")) {
     if (err.code === Code.Unauthenticated) return new UnauthenticatedError(`${target}: ${err.rawMessage}`, { cause: e });
-    return fromStatus({ code: err.code as number as ErrorCode, message: err.rawMessage });
+    const failure = err.metadata.get(FAILURE_HEADER);
+    return fromStatus({ code: err.code as number as ErrorCode, message: err.rawMessage, failure: failure === null ? undefined : decodeFailureHeader(failure, `${target}'s ${FAILURE_HEADER}`) });
   }
   if (err.code === Code.DeadlineExceeded) {
     return new DeadlineExceededError(`the coordination service at ${target} did not answer within the call's deadline (${err.rawMessage})`, { cause: e });
   }
   const nodeCode = (err.cause as NodeJS.ErrnoException | undefined)?.code;
   const why = typeof nodeCode === "string" && !err.rawMessage.includes(nodeCode) ? `${nodeCode}: ${err.rawMessage}` : err.rawMessage;
-  const error = new UnavailableError(`the coordination service at ${target} is unreachable (${why}); its host (the chief) stopped or has not started`, { cause: e });
+  const error = new UnavailableError(`the coordination service at ${target} is unreachable (${why}); its host (the chief) stopped or has not started`, { cause: e, failure: EMBEDDED_SERVICE_GONE });
   unanswered.add(error);
   return error;
 };
@@ -258,9 +261,11 @@ const serveWith = (client) => {
         (e) => {
           // A status the server sent has grpc-status; anything else got no answer.
           const answered = e.metadata !== undefined && e.metadata.has("grpc-status");
+          // The failure's header as sent (base64url JSON): decoded with its codec by the port's reader.
+          const failureText = answered ? e.metadata.get(${JSON.stringify(FAILURE_HEADER)}) : null;
           const status = answered
-            ? { code: e.code, message: e.rawMessage }
-            : { code: unavailable, message: "the coordination service at " + target + " is unreachable (" + (e.rawMessage ?? e.message) + "); its host (the chief) stopped" };
+            ? { code: e.code, message: e.rawMessage, ...(failureText === null ? {} : { failureHeader: failureText }) }
+            : { code: unavailable, message: "the coordination service at " + target + " is unreachable (" + (e.rawMessage ?? e.message) + "); its host (the chief) stopped", failure: ${JSON.stringify(EMBEDDED_SERVICE_GONE)} };
           p.postMessage({ id: msg.id, status });
         },
       );

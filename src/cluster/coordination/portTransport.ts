@@ -8,9 +8,9 @@
  */
 
 import { MessageChannel, type MessagePort } from "node:worker_threads";
-import { UnavailableError } from "../../errors.js";
+import { type OpError, UnavailableError } from "../../errors.js";
 import type { CoordinationServiceApi } from "./EmbeddedCoordinationService.js";
-import { fromStatus, type Status, toStatus } from "./status.js";
+import { decodeFailureHeader, EMBEDDED_SERVICE_GONE, FAILURE_HEADER, fromStatus, type Status, toStatus } from "./status.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -26,7 +26,7 @@ export interface PortRequest {
 /** A reply on the port. */
 export type PortReply =
   | { readonly id: number; readonly value: unknown }
-  | { readonly id: number; readonly status: Status };
+  | { readonly id: number; readonly status: Status & { readonly failureHeader?: string } };
 
 /** A {@link CoordinationServiceApi} reached through a port, and a way to open more ports. */
 export interface PortTransport {
@@ -71,12 +71,12 @@ export const portTransport = (port: MessagePort): PortTransport => {
   let closed = false;
   const pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void }>();
   const lost = (): UnavailableError =>
-    new UnavailableError("the coordination service's port closed (its host stopped)");
+    new UnavailableError("the coordination service's port closed (its host stopped)", { failure: EMBEDDED_SERVICE_GONE });
   port.on("message", (msg: PortReply) => {
     const p = pending.get(msg.id);
     if (p === undefined) return;
     pending.delete(msg.id);
-    if ("status" in msg) p.reject(fromStatus(msg.status));
+    if ("status" in msg) p.reject(errorOf(msg.status));
     else p.resolve(msg.value);
   });
   port.on("close", () => {
@@ -114,4 +114,19 @@ export const portTransport = (port: MessagePort): PortTransport => {
       port.close();
     },
   };
+};
+
+/**
+ * A reply's status with the failure a gRPC answer carried in its header (the heartbeat channel
+ * thread passes the header's text on), decoded with its codec; a malformed one fails as DataLossError.
+ */
+export const errorOf = (status: Status & { readonly failureHeader?: string }): OpError => {
+  const { failureHeader, ...rest } = status;
+  if (failureHeader === undefined) return fromStatus(rest);
+  try {
+    return fromStatus({ ...rest, failure: decodeFailureHeader(failureHeader, `the coordination service's ${FAILURE_HEADER}`) });
+  } catch (e) {
+    // decodeFailureHeader's DataLossError
+    return e as OpError;
+  }
 };

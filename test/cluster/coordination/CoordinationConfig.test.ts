@@ -6,15 +6,27 @@ import {
   resolveCoordinationTimeouts,
   taskName,
 } from "../../../src/cluster/coordination/index.js";
-import { decodeStatusJson, fromStatus, toStatus } from "../../../src/cluster/coordination/status.js";
+import {
+  decodeFailureHeader,
+  decodeFailureJson,
+  decodeStatusJson,
+  encodeFailureHeader,
+  fromStatus,
+  reportedStatus,
+  toStatus,
+} from "../../../src/cluster/coordination/status.js";
 import {
   AbortedError,
   AlreadyExistsError,
+  CancelledError,
+  type ClusterFailure,
+  clusterFailureOf,
   DataLossError,
   DeadlineExceededError,
   ErrorCode,
   InvalidArgumentError,
   OpError,
+  ResourceExhaustedError,
   UnavailableError,
 } from "../../../src/errors.js";
 import { chief, tasks } from "./conformance.js";
@@ -70,6 +82,47 @@ describe("coordination status mapping", () => {
     expect(decodeStatusJson('{"code":14,"message":"gone"}', "etcd key k")).toEqual({ code: 14, message: "gone" });
     expect(() => decodeStatusJson("{", "etcd key k")).toThrow(DataLossError);
     expect(() => decodeStatusJson('{"code":"x","message":1}', "etcd key k")).toThrow(/etcd key k: code: .*message/);
+  });
+
+  it("a cluster failure travels as data: through a status, its JSON and its gRPC header, each kind intact", () => {
+    const failures: ClusterFailure[] = [
+      { kind: "declaredFailed", tasks: [chief, "/job:worker/replica:0/task:1"] },
+      { kind: "reported", reporter: chief, errorName: "ResourceExhaustedError" },
+      { kind: "preemption", reporter: chief, notice: "SIGTERM" },
+      { kind: "peerLost", task: chief },
+      { kind: "serviceGone", backend: "etcd" },
+    ];
+    for (const failure of failures) {
+      const e = new UnavailableError("x", { failure });
+      expect(fromStatus(toStatus(e)).failure).toEqual(failure);
+      expect(fromStatus(decodeStatusJson(JSON.stringify(toStatus(e)), "k")).failure).toEqual(failure);
+      expect(decodeFailureHeader(encodeFailureHeader(failure), "h")).toEqual(failure);
+    }
+    // Without a failure, a status stays as it was.
+    expect(toStatus(new UnavailableError("y"))).toEqual({ code: ErrorCode.UNAVAILABLE, message: "y" });
+    // A wrapped error still says what its cause is.
+    expect(clusterFailureOf(new Error("outer", { cause: new UnavailableError("z", { failure: failures[3] }) }))).toEqual(failures[3]);
+  });
+
+  it("a malformed failure from another process is DataLossError (or the caller's InvalidArgumentError) naming each problem", () => {
+    expect(() => decodeStatusJson('{"code":14,"message":"m","failure":{"kind":"declaredFailed","tasks":"x"}}', "etcd key k")).toThrow(DataLossError);
+    expect(() => decodeStatusJson('{"code":14,"message":"m","failure":{"kind":"eaten"}}', "etcd key k")).toThrow(
+      'etcd key k: failure: expected a cluster failure ({kind: declaredFailed|reported|preemption|peerLost|serviceGone, ...}) or nothing, got {"kind":"eaten"}',
+    );
+    expect(() => decodeFailureHeader("not base64 json", "the header")).toThrow(DataLossError);
+    expect(() => decodeFailureJson('{"kind":"serviceGone","backend":"moon"}', (p) => new InvalidArgumentError(p))).toThrow(InvalidArgumentError);
+    expect(decodeFailureJson("", (p) => new InvalidArgumentError(p))).toBeUndefined();
+  });
+
+  it("a reported status names its reporter in words and in data; a preemption stays one; a relayed loss stays itself", () => {
+    const reported = reportedStatus(toStatus(new ResourceExhaustedError("out of memory")), chief);
+    expect(fromStatus(reported)).toBeInstanceOf(ResourceExhaustedError);
+    expect(reported.message).toBe(`out of memory (reported by task ${chief})`);
+    expect(reported.failure).toEqual({ kind: "reported", reporter: chief, errorName: "ResourceExhaustedError" });
+    const notice = reportedStatus(toStatus(new CancelledError("n", { failure: { kind: "preemption", reporter: "someone", notice: "SIGTERM" } })), chief);
+    expect(notice.failure).toEqual({ kind: "preemption", reporter: chief, notice: "SIGTERM" });
+    const relayed = reportedStatus(toStatus(new UnavailableError("w left", { failure: { kind: "peerLost", task: "w" } })), chief);
+    expect(relayed.failure).toEqual({ kind: "peerLost", task: "w" });
   });
 
   it("a code without a class stays an OpError with its code; a plain Error is UNKNOWN", () => {

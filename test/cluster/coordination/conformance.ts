@@ -19,7 +19,10 @@ import {
   CancelledError,
   DeadlineExceededError,
   FailedPreconditionError,
+  ErrorCode,
   InvalidArgumentError,
+  type OpError,
+  ResourceExhaustedError,
   UnavailableError,
 } from "../../../src/errors.js";
 
@@ -202,9 +205,12 @@ export const describeConformance = (name: string, setup: () => ConformanceBacken
         const e = await within(blocked, failBound(), "the blocked get");
         expect(e).toBeInstanceOf(UnavailableError);
         expect(e.message).toContain(worker2);
+        // What the failure is travels as data, alike on every backend.
+        expect((e as OpError).failure).toEqual({ kind: "declaredFailed", tasks: [worker2] });
         const next = await rejection(w1.tryGet("x"));
         expect(next).toBeInstanceOf(UnavailableError);
         expect(next.message).toContain(worker2);
+        expect((next as OpError).failure).toEqual({ kind: "declaredFailed", tasks: [worker2] });
       } finally {
         await closeAll(clients);
       }
@@ -220,9 +226,35 @@ export const describeConformance = (name: string, setup: () => ConformanceBacken
           expect(e).toBeInstanceOf(InvalidArgumentError);
           expect(e.message).toContain("loss is NaN");
           expect(e.message).toContain(`reported by task ${worker1}`);
+          expect((e as OpError).failure).toEqual({ kind: "reported", reporter: worker1, errorName: "InvalidArgumentError" });
         }
       } finally {
         await closeAll(clients);
+      }
+    });
+
+    it("a reported preemption stays one on every task, naming its reporter and notice; a reported class and code stay theirs", async () => {
+      const clients = await connectAll(await backend().cluster(tasks));
+      const [, , w2] = clients as [CoordinationClient, CoordinationClient, CoordinationClient];
+      try {
+        await w2.reportErrorToCluster(new CancelledError("xyzzy", { failure: { kind: "preemption", reporter: worker2, notice: "SIGTERM" } }));
+        for (const client of clients) {
+          const e = await untilRejected(() => client.tryGet("x"), 10_000, `the preemption's propagation to ${client.task}`);
+          expect(e).toBeInstanceOf(CancelledError);
+          expect((e as OpError).failure).toEqual({ kind: "preemption", reporter: worker2, notice: "SIGTERM" });
+        }
+      } finally {
+        await closeAll(clients);
+      }
+      const again = await connectAll(await backend().cluster(tasks));
+      try {
+        await (again[1] as CoordinationClient).reportErrorToCluster(new ResourceExhaustedError("out of memory"));
+        const e = await untilRejected(() => (again[0] as CoordinationClient).tryGet("x"), 10_000, "the reported error's propagation to the chief");
+        expect(e).toBeInstanceOf(ResourceExhaustedError);
+        expect((e as OpError).code).toBe(ErrorCode.RESOURCE_EXHAUSTED);
+        expect((e as OpError).failure).toEqual({ kind: "reported", reporter: worker1, errorName: "ResourceExhaustedError" });
+      } finally {
+        await closeAll(again);
       }
     });
 
@@ -255,6 +287,7 @@ export const describeConformance = (name: string, setup: () => ConformanceBacken
         const seen = await within(rejection(c.get("never", { timeoutMs: 60_000 })), failBound(), "the chief's get");
         expect(seen).toBeInstanceOf(UnavailableError);
         expect(seen.message).toContain(worker1);
+        expect((seen as OpError).failure).toEqual({ kind: "declaredFailed", tasks: [worker1] });
       } finally {
         await closeAll([...clients, again]);
       }
