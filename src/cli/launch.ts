@@ -48,9 +48,11 @@ import { ClusterConfigCodec, type ClusterConfig } from "../cluster/ClusterConfig
 import { decode, formatIssue, show, type Issue } from "../codec.js";
 import { loopbackPorts, takenPorts } from "../cluster/loopbackPorts.js";
 import { MAX_ALIAS_COUNT } from "../config/index.js";
+import { PreemptionExitCode } from "../config/TrainingConfig.js";
 import { PREEMPTION_EXIT_CODE } from "../preemption/TerminationConfig.js";
 import type { TerminationNotice, TerminationNotices } from "../preemption/TerminationNotices.js";
 import { clusterSettingsEnv, LAUNCH_READY_ENV, LAUNCH_READY_LINE, withAbsolutePaths } from "../runtime/index.js";
+import { decodeLaunchStatus, LAUNCH_STATUS_FD_ENV, launchTaskName, type LaunchStatus } from "../runtime/launchStatus.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
 import { watchNotices, type CliIo } from "./run.js";
 
@@ -130,6 +132,8 @@ interface TaskProgram {
    * reach it.
    */
   readonly holdSignalsUntilReady: boolean;
+  /** The tasks' preemption exit code: the configuration's `preemption.exitCode` (`<config>`), else 42. */
+  readonly preemptionCode: number;
 }
 
 /** How a group of tasks ended. */
@@ -138,6 +142,8 @@ interface GroupOutcome {
   readonly code: number;
   /** The task whose exit decided it, when one failed. */
   readonly decidedBy?: string;
+  /** The task whose own termination notice started the preemption, when one did. */
+  readonly noticeFrom?: string;
 }
 
 /** The default deadline between SIGTERM and SIGKILL (torchrun's). */
@@ -199,7 +205,13 @@ export const launchCommand = async (configPath: string, options: LaunchOptions, 
     io.err.write(`monitored-session launch: the configuration file ${configPath} does not exist\n`);
     return ExitCodes.usage;
   }
-  const program: TaskProgram = { file: command.execPath, args: [...command.args, "run", configPath, ...(options.runArgs ?? [])], env: {}, holdSignalsUntilReady: true };
+  const program: TaskProgram = {
+    file: command.execPath,
+    args: [...command.args, "run", configPath, ...(options.runArgs ?? [])],
+    env: {},
+    holdSignalsUntilReady: true,
+    preemptionCode: preemptionCodeOf(configPath),
+  };
   return superviseGroups(program, options, io);
 };
 
@@ -219,7 +231,7 @@ export const launchProgram = async (argv: readonly string[], flags: ClusterFlags
     for (const line of settings.left) io.err.write(`monitored-session launch: ${line}\n`);
     return ExitCodes.usage;
   }
-  return superviseGroups({ file, args, env: clusterSettingsEnv(settings.right), holdSignalsUntilReady: false }, options, io);
+  return superviseGroups({ file, args, env: clusterSettingsEnv(settings.right), holdSignalsUntilReady: false, preemptionCode: PREEMPTION_EXIT_CODE }, options, io);
 };
 
 /**
@@ -262,8 +274,8 @@ const superviseGroups = async (program: TaskProgram, options: LaunchOptions, io:
     let ports: readonly number[] | undefined;
     for (;;) {
       if (notices.first !== undefined) {
-        say(`termination notice (${notices.describe(notices.first)}) before the tasks started: exiting with ${PREEMPTION_EXIT_CODE}`);
-        return PREEMPTION_EXIT_CODE;
+        say(`termination notice (${notices.describe(notices.first)}) before the tasks started: exiting with ${program.preemptionCode}`);
+        return program.preemptionCode;
       }
       ports = await groupPorts(tasks.length, ports, say);
       const outcome = await runGroup(tasks, program, ports.map((p) => `127.0.0.1:${p}`), { io, clock, notices, killAfterMs, say });
@@ -271,17 +283,21 @@ const superviseGroups = async (program: TaskProgram, options: LaunchOptions, io:
         say("every task exited 0");
         return ExitCodes.done;
       }
-      const why = outcome.decidedBy === undefined ? `exit ${outcome.code}` : `${outcome.decidedBy} exited with ${outcome.code}`;
+      const why =
+        (outcome.decidedBy === undefined ? `exit ${outcome.code}` : `${outcome.decidedBy} exited with ${outcome.code}`) +
+        (outcome.noticeFrom === undefined ? "" : `; the preemption started with ${outcome.noticeFrom}'s termination notice`);
       if (notices.first !== undefined) {
         say(`stopped by a termination notice (${notices.describe(notices.first)}); ${why}: exiting with ${outcome.code}`);
         return outcome.code;
       }
-      if (outcome.code === PREEMPTION_EXIT_CODE && maxRestarts > 0) {
+      // A preemption, or a chief lost during one: nothing the job did wrong, so no restart is used up.
+      const preempted = outcome.code === program.preemptionCode || outcome.code === ExitCodes.chiefLost;
+      if (preempted && maxRestarts > 0) {
         say(`preempted (${why}): restarting the group (a preemption does not use up a restart; ${maxRestarts - restarts} left)`);
         continue;
       }
-      if (outcome.code === PREEMPTION_EXIT_CODE || restarts >= maxRestarts) {
-        say(`${why}: exiting with ${outcome.code}${maxRestarts > 0 && outcome.code !== PREEMPTION_EXIT_CODE ? ` after ${restarts} restart${restarts === 1 ? "" : "s"}` : ""}`);
+      if (preempted || restarts >= maxRestarts) {
+        say(`${why}: exiting with ${outcome.code}${maxRestarts > 0 && !preempted ? ` after ${restarts} restart${restarts === 1 ? "" : "s"}` : ""}`);
         return outcome.code;
       }
       restarts += 1;
@@ -358,7 +374,12 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     held.delete(child);
     if (sig !== undefined) child.kill(sig);
   };
-  let first: { task: string; code: number } | undefined;
+  /** Every exit so far, in order. */
+  const exitsSeen: { task: string; code: number }[] = [];
+  /** The task whose own termination notice came first (its status channel said so). */
+  let noticeFrom: string | undefined;
+  /** Tasks `launch` SIGKILLed because a peer found them lost: their 137 is not a failure of their own. */
+  const killedAsLost = new Set<string>();
   let killTimer: TimerHandle | undefined;
 
   const armKill = (): void => {
@@ -382,10 +403,31 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
    * they get it only if they are still running `killAfterMs` later.
    */
   let othersTimer: TimerHandle | undefined;
-  const awaitOthers = (preempted: string): void => {
-    if (live.size === 0) return;
-    say(`${preempted} was preempted (exit ${PREEMPTION_EXIT_CODE}): ${[...live.keys()].join(", ")} ${live.size === 1 ? "stops" : "stop"} on its notice (SIGTERM after ${killAfterMs / 1000} s if not)`);
+  const awaitOthers = (exited: string, code: number): void => {
+    if (live.size === 0 || othersTimer !== undefined) return;
+    const preempted = noticeFrom ?? exited;
+    const what = code === ExitCodes.chiefLost ? `${exited} lost the chief during a preemption (exit ${code})` : `${preempted} was preempted (${exited} exited ${code})`;
+    say(`${what}: ${[...live.keys()].join(", ")} ${live.size === 1 ? "stops" : "stop"} on its notice (SIGTERM after ${killAfterMs / 1000} s if not)`);
     othersTimer = clock.setTimer(killAfterMs, () => stopOthers(`${[...live.keys()].join(", ")} still running ${killAfterMs / 1000} s after ${preempted}'s preemption`));
+  };
+  /** What a task says on its status channel (launchStatus.ts). */
+  const heard = (task: Task, status: LaunchStatus): void => {
+    if (status.type === "notice") {
+      if (noticeFrom !== undefined) return;
+      noticeFrom = task.name;
+      say(`${task.name} got a termination notice (${status.source})`);
+      return;
+    }
+    if (status.type !== "lost") return;
+    // A lost task (declared failed, or the chief whose service stopped answering) is frozen or
+    // gone: nothing is gained by waiting out a kill delay for it.
+    for (const name of status.tasks.map(launchTaskName)) {
+      const child = live.get(name);
+      if (child === undefined || name === task.name || killedAsLost.has(name)) continue;
+      killedAsLost.add(name);
+      say(`${name} ${status.why === "declaredFailed" ? "was declared failed by the coordination service" : "is lost: the coordination service it hosts stopped answering"} (${task.name} says so): SIGKILL`);
+      signal(child, "SIGKILL");
+    }
   };
   const forward = (n: TerminationNotice): void => {
     const sig: NodeJS.Signals = n.source === "SIGINT" || n.source === "SIGHUP" ? n.source : "SIGTERM";
@@ -397,12 +439,23 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
 
   const exits = tasks.map((task, i) => {
     const child = spawn(program.file, [...program.args], {
-      env: { ...io.env, ...program.env, TF_CONFIG: tfConfigs[i] as string, [LAUNCH_READY_ENV]: "1" },
-      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...io.env, ...program.env, TF_CONFIG: tfConfigs[i] as string, [LAUNCH_READY_ENV]: "1", [LAUNCH_STATUS_FD_ENV]: String(STATUS_FD) },
+      // fd 3: the task's status channel (launchStatus.ts).
+      stdio: ["ignore", "pipe", "pipe", "pipe"],
     });
     live.set(task.name, child);
     say(`started ${task.name} at ${addresses[i] as string}${child.pid === undefined ? "" : ` (pid ${child.pid})`}`);
+    let badStatus = false;
     const streamed = [
+      readLines(child.stdio[STATUS_FD] as NodeJS.ReadableStream | null | undefined, (line) => {
+        try {
+          heard(task, decodeLaunchStatus(line, task.name));
+        } catch (e) {
+          // Once per task: a program that writes to fd 3 for its own reasons is not launch's concern.
+          if (!badStatus) say(`${(e as Error).message} (ignored from now on)`);
+          badStatus = true;
+        }
+      }),
       prefixLines(child.stdout, io.out, `[${task.name}] `),
       prefixLines(child.stderr, io.err, `[${task.name}] `, (line) => {
         if (line !== LAUNCH_READY_LINE) return false;
@@ -421,10 +474,10 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
       live.delete(task.name);
       const signalled = child.signalCode === null ? "" : ` (killed by ${child.signalCode})`;
       say(`${task.name} exited with ${code}${signalled}`);
-      if (code !== 0 && first === undefined) first = { task: task.name, code };
-      if (code === 0 || notices.first !== undefined) return;
-      if (code !== PREEMPTION_EXIT_CODE) stopOthers(`${task.name} failed (exit ${code})`);
-      else if (first?.task === task.name) awaitOthers(task.name);
+      exitsSeen.push({ task: task.name, code });
+      if (code === 0 || notices.first !== undefined || killedAsLost.has(task.name)) return;
+      if (code === program.preemptionCode || code === ExitCodes.chiefLost) awaitOthers(task.name, code);
+      else stopOthers(`${task.name} failed (exit ${code})`);
     });
   });
   // Notices before and during the group (a late subscriber gets the earlier ones first).
@@ -436,7 +489,55 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     killTimer?.cancel();
     othersTimer?.cancel();
   }
-  return first === undefined ? { code: ExitCodes.done } : { code: first.code, decidedBy: first.task };
+  return groupOutcome(exitsSeen, noticeFrom, killedAsLost, program.preemptionCode);
+};
+
+/**
+ * The group's exit code from its tasks' exits: the code of the task whose termination notice
+ * started the preemption, when it is the preemption code or 43 (the chief lost during it); else
+ * 43 when a task exited so; else the first other failure (a task `launch` killed as lost only
+ * when no other failed). 0 when every task exited 0.
+ */
+export const groupOutcome = (
+  exits: readonly { readonly task: string; readonly code: number }[],
+  noticeFrom: string | undefined,
+  killedAsLost: ReadonlySet<string>,
+  preemptionCode: number,
+): GroupOutcome => {
+  const failed = exits.filter((e) => e.code !== 0);
+  const from = noticeFrom === undefined ? {} : { noticeFrom };
+  if (failed.length === 0) return { code: ExitCodes.done, ...from };
+  const noticed = failed.find((e) => e.task === noticeFrom);
+  if (noticed !== undefined && (noticed.code === preemptionCode || noticed.code === ExitCodes.chiefLost)) return { code: noticed.code, decidedBy: noticed.task, ...from };
+  const lostChief = failed.find((e) => e.code === ExitCodes.chiefLost);
+  if (lostChief !== undefined) return { code: lostChief.code, decidedBy: lostChief.task, ...from };
+  const first = failed.find((e) => !killedAsLost.has(e.task)) ?? (failed[0] as { task: string; code: number });
+  return { code: first.code, decidedBy: first.task, ...from };
+};
+
+/** The descriptor of a task's status channel (launchStatus.ts). */
+const STATUS_FD = 3;
+
+/** Calls `onLine` with each line of `input`; resolves when `input` ends. */
+const readLines = (input: NodeJS.ReadableStream | null | undefined, onLine: (line: string) => void): Promise<void> => {
+  if (input === null || input === undefined) return Promise.resolve();
+  const lines = createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY });
+  lines.on("line", onLine);
+  return new Promise((resolve) => lines.once("close", resolve));
+};
+
+/**
+ * The preemption exit code of the configuration at `path` (`preemption.exitCode`), or 42 when it
+ * says none or cannot be read: the task's `run` reports a bad file itself (exit 2).
+ */
+const preemptionCodeOf = (path: string): number => {
+  try {
+    const value: unknown = parseDocument(readFileSync(path, "utf8")).toJS({ maxAliasCount: MAX_ALIAS_COUNT });
+    const code = (value as { preemption?: { exitCode?: unknown } } | null)?.preemption?.exitCode;
+    return PreemptionExitCode.is(code) ? code : PREEMPTION_EXIT_CODE;
+  } catch {
+    return PREEMPTION_EXIT_CODE;
+  }
 };
 
 /**

@@ -48,6 +48,7 @@ import { fileWriterCache } from "../summary/index.js";
 import { clusterTaskOf, describeTask, readTfConfig, type ClusterTask } from "../runtime/index.js";
 import { isPreemptionReport, reportsNoticeOf, type ClusterRuntime } from "../runtime/index.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
+import { launchStatusWriter } from "../runtime/launchStatus.js";
 import { ReplicaGroup, ReplicaGroupError } from "../runtime/index.js";
 import { failureMessage } from "./faults.js";
 import { exitOnRepeatedNotice } from "./forcedExit.js";
@@ -137,6 +138,11 @@ export const watchNotices = (io: CliIo, clock: Clock): TerminationNotices => {
     clock,
     earlier: io.earlySignals,
     ...(io.noticeProcess === undefined ? {} : { process: io.noticeProcess }),
+  });
+  // Under launch: which task's own notice started a preemption, on the status channel.
+  const toLaunch = launchStatusWriter(io.env);
+  notices.notices$.subscribe((n) => {
+    if (n.count === 1) toLaunch({ type: "notice", source: notices.describe(n) });
   });
   io.onStarted?.();
   return notices;

@@ -36,7 +36,7 @@
  * @module
  */
 
-import { Subject, type Observable } from "rxjs";
+import { Subject, type Observable, type Subscription } from "rxjs";
 
 import { loggerRelay, type LoggerRelay } from "../hook/logObserver.js";
 
@@ -186,6 +186,8 @@ export class PreemptionCheckpointHandler {
   /** The exit decision was carried out (a returning `exitFn` leaves the handler unusable). */
   private exited = false;
   private resolver: PreemptionClusterResolver | undefined;
+  /** The task's notices this handler took over (see `PreemptionClusterResolver.takeOverNotices`). */
+  private takenNotices: Subscription | undefined;
 
   private constructor(
     /**
@@ -234,6 +236,9 @@ export class PreemptionCheckpointHandler {
     }
     const config = options.terminationConfig ?? new TerminationConfig();
     const cluster = clusterOf(options.clusterResolver);
+    // The task watched its notices since it started: they are this handler's from now on (one
+    // that came meanwhile included), and it installs no signal handlers of its own.
+    const taken = options.signals === undefined && options.signalTarget === undefined ? options.clusterResolver?.takeOverNotices?.() : undefined;
     const directory = options.checkpointDir as string;
     // A non-chief never takes the chief's lock: it reads the chief's directory and writes its own temporary one.
     const tempRoot = cluster !== undefined && !cluster.isChief && options.checkpointManager === undefined ? join(dirname(directory), `workertemp_${cluster.id}`) : undefined;
@@ -278,7 +283,13 @@ export class PreemptionCheckpointHandler {
       throw e;
     }
     if (path !== null) logger.info(`PreemptionCheckpointHandler: restored ${path} ${h.at(h.runCounter)}.`, { path, run: h.runCounter });
-    h.watch(options.signals ?? ["SIGTERM"], options.signalTarget ?? process);
+    h.watch(taken === undefined ? (options.signals ?? ["SIGTERM"]) : [], options.signalTarget ?? process);
+    if (taken !== undefined) {
+      const handler = h;
+      handler.takenNotices = taken.subscribe((n) => {
+        if (!handler.closed) handler.notice(n.source, n.deadline);
+      });
+    }
     return h;
   }
 
@@ -602,6 +613,7 @@ export class PreemptionCheckpointHandler {
   }
 
   private stopWatching(): void {
+    this.takenNotices?.unsubscribe();
     this.removeSignals();
     this.pollTimer?.cancel();
     this.pollTimer = undefined;

@@ -12,6 +12,10 @@
  * @module
  */
 
+import type { Observable } from "rxjs";
+
+import type { TerminationNotice } from "./TerminationNotices.js";
+
 // ---------------------------------------------------------------------------------------------
 // model
 // ---------------------------------------------------------------------------------------------
@@ -74,6 +78,12 @@ export interface PreemptionClusterResolver {
   untilErrorHeard?(): Promise<void>;
   /** The replica group's stop vote, when the job is data-parallel. */
   readonly replicaStop?: ReplicaStop | undefined;
+  /**
+   * The task's termination notices, watched since the task started (`startTask()`), for the
+   * handler to act on instead of installing signal handlers of its own; a notice that came
+   * before is delivered first. Absent where the handler watches signals itself.
+   */
+  takeOverNotices?(): Observable<TerminationNotice>;
 }
 
 /** The exit code of a task whose chief was lost during a preemption agreement: nobody could write the checkpoint. */

@@ -48,6 +48,7 @@ import { defaultSessionTargets, type SessionTargetRegistry, type SessionTargetRe
 import { ChiefRecovery, isChiefLoss, MODEL_READY_KEY } from "./chiefRecovery.js";
 import { chiefAddressOf, chiefTaskOf, connectCurrent, defaultEtcdPrefix, timeoutsOf } from "./coordinationSetup.js";
 import { LAUNCH_READY_ENV } from "./launchReady.js";
+import { launchStatusWriter, launchTaskName } from "./launchStatus.js";
 import type { ClusterTask } from "./clusterTask.js";
 import { GroupRejoin } from "./groupRejoin.js";
 import { ReplicaGroupError, type ReplicaGroup } from "./replicaGroup.js";
@@ -312,6 +313,13 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   failed.catch(() => undefined);
   // A rank blocked in a collective hears of the cluster's failure at once, not at the collective's deadline.
   if (group !== undefined) failed.then((e) => failGroup(group, e), () => undefined);
+  // Under launch: the tasks found lost, so that launch ends them at once (a frozen one would
+  // otherwise be waited out for its kill delay).
+  const toLaunch = launchStatusWriter(options.env);
+  failed.then((e) => {
+    const lostTasks = lostOf(e, task.isChief ? undefined : chiefTaskOf(spec)).filter((t) => t !== me);
+    if (lostTasks.length > 0) toLaunch({ type: "lost", tasks: lostTasks.map(launchTaskName), why: e.failure?.kind === "declaredFailed" ? "declaredFailed" : "serviceGone" });
+  }, () => undefined);
   const resolver = publishWatched(grpcSessionTargetResolver({ cluster: spec.asDict(), token, tls, publisher }), client, clock);
   const chiefName = chiefTaskOf(spec);
   const finish = async (clean: boolean): Promise<Error | undefined> => {
@@ -438,6 +446,13 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
 // ---------------------------------------------------------------------------------------------
 // utils
 // ---------------------------------------------------------------------------------------------
+
+/** The tasks the cluster's failure `e` finds lost: those declared failed; the chief (`chief`, on a worker) when the embedded service it hosts is gone. */
+const lostOf = (e: OpError, chief: string | undefined): readonly string[] => {
+  const f = e.failure;
+  if (f?.kind === "declaredFailed") return f.tasks;
+  return f?.kind === "serviceGone" && f.backend === "embedded" && chief !== undefined ? [chief] : [];
+};
 
 /** Where each rank publishes its data-plane address and incarnation, per generation. */
 const COLLECTIVE_KEY = "monitored-session/run/collective";

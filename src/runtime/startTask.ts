@@ -26,7 +26,11 @@
  * @module
  */
 
+import type { Observable } from "rxjs";
+
 import { systemClock, type Clock } from "../time/Clock.js";
+import { PREEMPTION_EXIT_CODE } from "../preemption/TerminationConfig.js";
+import { TerminationNotices, type NoticeProcess, type TerminationNotice } from "../preemption/TerminationNotices.js";
 import type { ClusterConfig } from "../cluster/ClusterConfig.js";
 import { resolveTfConfig, type ResolvedCluster } from "../cluster/ClusterResolver.js";
 import { waitForPodTfConfig } from "../cluster/PodClusterResolver.js";
@@ -37,14 +41,27 @@ import { startClusterTask, type ClusterRuntime } from "./clusterRuntime.js";
 import { clusterSettingsFromEnv, withAbsolutePaths } from "./clusterSettings.js";
 import { clusterTaskFrom } from "./clusterTask.js";
 import { LAUNCH_READY_ENV, LAUNCH_READY_LINE } from "./launchReady.js";
+import { launchStatusWriter, type LaunchStatusWriter } from "./launchStatus.js";
 import { ReplicaGroup } from "./replicaGroup.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
 // ---------------------------------------------------------------------------------------------
 
-/** A started task of a cluster: see {@link ClusterRuntime}. */
-export type TaskRuntime = ClusterRuntime;
+/**
+ * A started task of a cluster: see {@link ClusterRuntime}. Its termination notices (SIGTERM,
+ * SIGINT, SIGHUP) are watched from `startTask()`'s first line; a `PreemptionCheckpointHandler`
+ * created with `clusterResolver: task` takes them over ({@link TaskRuntime.takeOverNotices}).
+ */
+export interface TaskRuntime extends ClusterRuntime {
+  /**
+   * The task's termination notices, from its start, for the one handler that acts on them (a
+   * notice that came before is delivered first). Until it is called, the first notice is held
+   * with a line saying so, and a second one (Ctrl-C again) leaves the cluster and exits with the
+   * preemption code at once. The handler's own signal handlers are then not installed.
+   */
+  takeOverNotices(): Observable<TerminationNotice>;
+}
 
 /** Options of {@link startTask}. */
 export interface StartTaskOptions {
@@ -67,6 +84,13 @@ export interface StartTaskOptions {
   readonly maxWaitSecs?: number | undefined;
   readonly logger?: Logger | undefined;
   readonly clock?: Clock | undefined;
+  /**
+   * How the task exits on a termination notice that came while it started (it leaves the
+   * cluster first), or on a second notice that no handler took over (default `process.exit`).
+   */
+  readonly exit?: ((code: number) => void) | undefined;
+  /** Where notices come from (default `process`; tests pass a fake). */
+  readonly noticeProcess?: NoticeProcess | undefined;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -86,9 +110,58 @@ export interface StartTaskOptions {
  */
 export const startTask = async (options: StartTaskOptions = {}): Promise<TaskRuntime> => {
   const env = options.env ?? process.env;
+  const logger = options.logger ?? defaultLogger;
+  const clock = options.clock ?? systemClock;
+  const exit = options.exit ?? ((code: number) => process.exit(code));
+  const launched = env[LAUNCH_READY_ENV] === "1";
+  // The notices are this task's from here on: a SIGTERM while it registers, waits at the start
+  // barrier or joins its group leaves the cluster and exits with the preemption code, never 143.
+  const notices = TerminationNotices.start({ clock, logger, watchParent: false, ...(options.noticeProcess === undefined ? {} : { process: options.noticeProcess }) });
+  if (launched) process.stderr.write(`${LAUNCH_READY_LINE}\n`);
+  const toLaunch = launchStatusWriter(env);
+  const reported = notices.notices$.subscribe((n) => {
+    if (n.count === 1) toLaunch({ type: "notice", source: notices.describe(n) });
+  });
+  try {
+    return await startOwningNotices(options, env, notices, { logger, clock, exit, launched, toLaunch });
+  } catch (e) {
+    reported.unsubscribe();
+    notices.close();
+    throw e;
+  }
+};
+
+/** What {@link startTask} decided before it started anything. */
+interface Owner {
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly exit: (code: number) => void;
+  readonly launched: boolean;
+  readonly toLaunch: LaunchStatusWriter;
+}
+
+const startOwningNotices = async (options: StartTaskOptions, env: NodeJS.ProcessEnv, notices: TerminationNotices, owner: Owner): Promise<TaskRuntime> => {
+  const { logger, clock, exit, launched, toLaunch } = owner;
+  /** The preemption exit before training: nothing was trained, nothing is saved. */
+  const leaveOn = async (n: TerminationNotice, name: string, runtime: ClusterRuntime | undefined, when: string): Promise<void> => {
+    logger.info(`${name}: termination notice (${notices.describe(n)}) ${when}: leaving the cluster and exiting with ${PREEMPTION_EXIT_CODE} without saving (start the same command again to resume).`);
+    if (runtime !== undefined) {
+      await runtime.reportPreemption(notices.describe(n));
+      await runtime.finish(false);
+    }
+    notices.close();
+    toLaunch({ type: "exiting", code: PREEMPTION_EXIT_CODE, reason: `termination notice ${when}` });
+    exit(PREEMPTION_EXIT_CODE);
+  };
+  const firstNotice = new Promise<TerminationNotice>((resolve) => {
+    const s = notices.notices$.subscribe((n) => {
+      resolve(n);
+      queueMicrotask(() => s.unsubscribe());
+    });
+  });
   // TF_CONFIG wins; without it, a pod of a generated manifest finds its cluster in its own
   // environment once its peers' DNS names resolve (docs/kubernetes.md).
-  const tfConfig = options.resolver === undefined ? await waitForPodTfConfig({ env, clock: options.clock, log: (line) => (options.logger ?? defaultLogger).info(line) }) : undefined;
+  const tfConfig = options.resolver === undefined ? await waitForPodTfConfig({ env, clock, log: (line) => logger.info(line) }) : undefined;
   if (options.resolver === undefined && tfConfig === undefined) {
     throw new ValueError(
       `startTask: ${TF_CONFIG} is not set, so this process is not a task of a cluster; run it under \`monitored-session launch --workers N -- <command>\`, set ${TF_CONFIG} on each task (docs/distributed.md), or start it from \`monitored-session manifest kubernetes\` (docs/kubernetes.md)`,
@@ -99,10 +172,47 @@ export const startTask = async (options: StartTaskOptions = {}): Promise<TaskRun
   const task = clusterTaskFrom(resolved, settings);
   const dataParallel = options.dataParallel ?? settings.dataParallel ?? false;
   const group = dataParallel ? ReplicaGroup.of(resolved) : undefined;
-  const logger = options.logger ?? defaultLogger;
-  const launched = env[LAUNCH_READY_ENV] === "1";
   // Under launch: no orphan trains on if launch is killed.
-  const runtime = await startClusterTask(task, { env, group, maxWaitSecs: options.maxWaitSecs, logger, clock: options.clock ?? systemClock, watchParent: launched });
-  if (launched) process.stderr.write(`${LAUNCH_READY_LINE}\n`);
-  return runtime;
+  const starting = startClusterTask(task, { env, group, maxWaitSecs: options.maxWaitSecs, logger, clock, watchParent: launched });
+  const raced = await Promise.race([starting.then((runtime) => ({ runtime })), firstNotice.then((notice) => ({ notice }))]);
+  if ("notice" in raced) {
+    // Registration, the barrier or the group may still be under way: a task that registered
+    // meanwhile leaves the cluster with its report; one that did not never joined it.
+    starting.then((runtime) => runtime.finish(false), () => undefined);
+    await leaveOn(raced.notice, task.name, undefined, "while it joined the cluster");
+    return new Promise<never>(() => undefined);
+  }
+  const { runtime } = raced;
+  // A notice that came as the start finished: the same exit.
+  if (notices.first !== undefined) {
+    await leaveOn(notices.first, task.name, runtime, "while it joined the cluster");
+    return new Promise<never>(() => undefined);
+  }
+  let takenOver = false;
+  const held = notices.notices$.subscribe((n) => {
+    if (takenOver) return;
+    if (n.count === 1) {
+      logger.info(`${task.name}: termination notice (${notices.describe(n)}) held for the PreemptionCheckpointHandler created with clusterResolver: task, which saves at the agreed run; a second notice exits at once.`);
+      return;
+    }
+    void leaveOn(n, task.name, runtime, "again, before a preemption handler took the notices over");
+  });
+  const finish = (clean: boolean): Promise<Error | undefined> => {
+    held.unsubscribe();
+    notices.close();
+    return runtime.finish(clean);
+  };
+  return {
+    ...runtime,
+    takeOverNotices: () => {
+      takenOver = true;
+      held.unsubscribe();
+      return notices.notices$;
+    },
+    finish,
+    close: () => finish(true),
+    [Symbol.asyncDispose]: async () => {
+      await finish(true);
+    },
+  };
 };

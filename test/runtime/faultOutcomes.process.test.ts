@@ -1,0 +1,153 @@
+/**
+ * Faults and what each one ends in, on real processes of the custom TensorFlow.js loop
+ * (test/fixtures/preemption/customLoop.ts, the loop of examples/preemption-custom-loop.ts) with no
+ * delay between steps, on both coordination backends (etcd skipped with a message without its
+ * binary): `launch` names the task whose notice started a preemption (its status channel says
+ * so, not its log text); a frozen task declared failed is SIGKILLed at once; SIGTERM at any
+ * moment of `startTask()` ends in exit 42, never 143. Tests assert causes and outcomes (exit
+ * codes, the lines that name them), never durations; every wait has a deadline.
+ */
+import { spawn } from "node:child_process";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+
+import { LAUNCH_READY_ENV, LAUNCH_READY_LINE } from "../../src/runtime/launchReady.js";
+import { etcdBinary, EtcdProcess } from "../cluster/coordination/etcdHarness.js";
+import { freePorts, killLaunchTree, repoRoot, startCli, type CliChild } from "../util/cliChild.js";
+import { useTempDirs } from "../util/tempDirs.js";
+
+const tempDir = useTempDirs("ms-fault-outcomes-");
+const loop = join(repoRoot, "test/fixtures/preemption/customLoop.ts");
+const TASKS = ["chief:0", "worker:0", "worker:1"] as const;
+
+const launched: CliChild[] = [];
+const children: import("node:child_process").ChildProcess[] = [];
+afterEach(async () => {
+  for (const l of launched.splice(0)) await killLaunchTree(l);
+  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+});
+
+/** The pid `launch` printed for `task`. */
+const pidOf = (output: string, task: string): number => {
+  const m = new RegExp(`^\\[launch\\] started ${task} at \\S+ \\(pid (\\d+)\\)$`, "m").exec(output);
+  if (m === null) throw new Error(`no pid for ${task} in:\n${output}`);
+  return Number(m[1]);
+};
+
+/** Each task's exit code as launch reported it. */
+const exitsOf = (output: string): Record<string, number> =>
+  Object.fromEntries([...output.matchAll(/^\[launch\] (\S+) exited with (\d+)/gm)].map((m) => [m[1] as string, Number(m[2])]));
+
+if (etcdBinary === undefined) console.warn("faultOutcomes: no etcd binary (apt-get install etcd-server): the etcd half of these fault tests is skipped");
+
+const backends: { readonly name: string; readonly skip: boolean; readonly args: () => string[]; readonly settings: () => Record<string, unknown> }[] = [];
+let etcd: EtcdProcess | undefined;
+backends.push({ name: "embedded", skip: false, args: () => [], settings: () => ({}) });
+backends.push({
+  name: "etcd",
+  skip: etcdBinary === undefined,
+  args: () => ["--backend", "etcd", "--etcd-endpoints", (etcd as EtcdProcess).endpoint, "--etcd-prefix", `faults-${Math.random().toString(16).slice(2)}/`],
+  settings: () => ({ backend: "etcd", etcdEndpoints: [(etcd as EtcdProcess).endpoint], etcdPrefix: `faults-${Math.random().toString(16).slice(2)}/` }),
+});
+
+for (const backend of backends) {
+  describe.skipIf(backend.skip)(`fault outcomes (${backend.name} coordination)`, () => {
+    beforeAll(async () => {
+      if (backend.name === "etcd") etcd = await EtcdProcess.start();
+    }, 60_000);
+    afterAll(async () => {
+      if (backend.name === "etcd") await etcd?.stop();
+    });
+
+    const start = (env: Record<string, string>, launchArgs: readonly string[] = []): { run: CliChild; ckpt: string } => {
+      const ckpt = join(tempDir(), "ckpt");
+      const run = startCli(["launch", "--workers", "3", "--kill-after", "60", ...backend.args(), ...launchArgs, "--", process.execPath, "--import", "tsx", loop], {
+        env: { CHECKPOINT_DIR: ckpt, ...env },
+        timeoutMs: 240_000,
+      });
+      launched.push(run);
+      return { run, ckpt };
+    };
+    const allTraining = async (run: CliChild): Promise<void> => {
+      for (const t of TASKS) await run.waitFor(`[${t}] ${t}: training`, 120_000);
+    };
+
+    it("launch names the task whose termination notice started the preemption, from its status channel, whichever task exits first", async () => {
+      const { run } = start({});
+      await allTraining(run);
+      process.kill(pidOf(run.output(), "worker:1"), "SIGTERM");
+      const r = await run.done;
+      expect(r.code, run.output()).toBe(42);
+      expect(exitsOf(run.output())).toEqual({ "chief:0": 42, "worker:0": 42, "worker:1": 42 });
+      expect(run.output()).toContain("[launch] worker:1 got a termination notice (SIGTERM)");
+      expect(run.output()).toMatch(/^\[launch\] worker:1 was preempted \(\S+ exited 42\)/m);
+      expect(run.output()).not.toMatch(/^\[launch\] (chief:0|worker:0) was preempted/m);
+      expect(run.output()).toMatch(/the preemption started with worker:1's termination notice: exiting with 42$/m);
+    }, 300_000);
+
+    it("a frozen task (SIGSTOP) declared failed by the coordination service is SIGKILLed by launch at once: no kill delay waited out", async () => {
+      const { run } = start({});
+      await allTraining(run);
+      const frozen = pidOf(run.output(), "worker:0");
+      process.kill(frozen, "SIGSTOP");
+      const r = await run.done;
+      const out = run.output();
+      expect(out).toMatch(/^\[launch\] worker:0 (was declared failed by the coordination service|is lost: \S.*) \((chief:0|worker:1) says so\): SIGKILL$/m);
+      expect(exitsOf(out)["worker:0"]).toBe(137);
+      // The kill delay (60 s) never ran out for it: launch did not wait for it.
+      expect(out).not.toMatch(/worker:0.* still running after 60 s/);
+      // The others failed for the cluster's failure; the group's code is theirs, not the 137 launch caused.
+      expect(r.code, out).toBe(1);
+    }, 300_000);
+
+    describe("SIGTERM while startTask() runs: the task leaves the cluster and exits 42, never 143", () => {
+      /** worker:0 of a two-task cluster whose chief never starts: it stays in registration until told. */
+      const lonelyWorker = async (): Promise<{ child: import("node:child_process").ChildProcess; output: () => string; exited: Promise<number | null> }> => {
+        const [chiefPort, workerPort] = await freePorts(2);
+        const tfConfig = JSON.stringify({ cluster: { chief: [`127.0.0.1:${chiefPort}`], worker: [`127.0.0.1:${workerPort}`] }, task: { type: "worker", index: 0 } });
+        const child = spawn(process.execPath, ["--import", "tsx", loop], {
+          cwd: repoRoot,
+          env: {
+            ...process.env,
+            TF_CONFIG: tfConfig,
+            CHECKPOINT_DIR: join(tempDir(), "ckpt"),
+            [LAUNCH_READY_ENV]: "1",
+            MONITORED_SESSION_CLUSTER: JSON.stringify(backend.settings()),
+          },
+          stdio: ["ignore", "pipe", "pipe"],
+        });
+        children.push(child);
+        let text = "";
+        child.stdout?.setEncoding("utf8").on("data", (d: string) => (text += d));
+        child.stderr?.setEncoding("utf8").on("data", (d: string) => (text += d));
+        const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+        return { child, output: () => text, exited };
+      };
+      const until = async (output: () => string, pattern: string, exited: Promise<unknown>): Promise<void> => {
+        let gone = false;
+        void exited.then(() => (gone = true));
+        for (let i = 0; i < 1200 && !output().includes(pattern); i++) {
+          if (gone) throw new Error(`exited before printing ${pattern}:\n${output()}`);
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        if (!output().includes(pattern)) throw new Error(`no ${pattern} within 120 s:\n${output()}`);
+      };
+
+      it("at its first line (its handlers are installed as it says it is ready)", async () => {
+        const w = await lonelyWorker();
+        await until(w.output, LAUNCH_READY_LINE, w.exited);
+        w.child.kill("SIGTERM");
+        expect(await w.exited, w.output()).toBe(42);
+        expect(w.output()).toMatch(/worker:0: termination notice \(SIGTERM\) while it joined the cluster: leaving the cluster and exiting with 42/);
+      }, 180_000);
+
+      it("while it waits for the other tasks to register", async () => {
+        const w = await lonelyWorker();
+        await until(w.output, "registering with the coordination service", w.exited);
+        w.child.kill("SIGTERM");
+        expect(await w.exited, w.output()).toBe(42);
+        expect(w.output()).toMatch(/worker:0: termination notice \(SIGTERM\) while it joined the cluster/);
+      }, 180_000);
+    });
+  });
+}
