@@ -250,8 +250,13 @@ export class ChiefRecovery {
 // utils
 // ---------------------------------------------------------------------------------------------
 
-/** Whether `e` says the embedded coordination service (hosted by the chief) is gone: no answer, or a new instance (its failure, never its words). */
-export const isServiceGone = (e: unknown): boolean => e instanceof UnavailableError && e.failure?.kind === "serviceGone" && e.failure.backend === "embedded";
+/**
+ * Whether `e` says the embedded coordination service (hosted by the chief) is gone: no answer
+ * (unreachable, or a call it did not answer within its deadline: a frozen chief), or a new
+ * instance. Decided on its failure, never its words.
+ */
+export const isServiceGone = (e: unknown): boolean =>
+  (e instanceof UnavailableError || e instanceof DeadlineExceededError) && e.failure?.kind === "serviceGone" && e.failure.backend === "embedded";
 
 /**
  * Whether `e`, from the coordination service, means the chief (`chief`) is gone: a new
@@ -260,8 +265,8 @@ export const isServiceGone = (e: unknown): boolean => e instanceof UnavailableEr
  */
 export const isChiefLoss = (e: unknown, chief: string): boolean => {
   if (e instanceof AbortedError) return true;
-  if (!(e instanceof UnavailableError)) return false;
   if (isServiceGone(e)) return true;
+  if (!(e instanceof UnavailableError)) return false;
   const f = e.failure;
   return f?.kind === "declaredFailed" && f.tasks.length === 1 && f.tasks[0] === chief;
 };

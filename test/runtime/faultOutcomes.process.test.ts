@@ -8,6 +8,7 @@
  * codes, the lines that name them), never durations; every wait has a deadline.
  */
 import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 
@@ -98,6 +99,25 @@ for (const backend of backends) {
       expect(out).not.toMatch(/worker:0.* still running after 60 s/);
       // The others failed for the cluster's failure; the group's code is theirs, not the 137 launch caused.
       expect(r.code, out).toBe(1);
+    }, 300_000);
+
+    it("a frozen chief (SIGSTOP), then SIGTERM to a worker: the noticed worker exits 43 without saving, launch SIGKILLs the lost chief and exits 43, nothing is saved", async () => {
+      const { run, ckpt } = start({});
+      await allTraining(run);
+      process.kill(pidOf(run.output(), "chief:0"), "SIGSTOP");
+      process.kill(pidOf(run.output(), "worker:1"), "SIGTERM");
+      const r = await run.done;
+      const out = run.output();
+      const exits = exitsOf(out);
+      expect(exits["worker:1"], out).toBe(43);
+      // worker:0 never heard of the notice (it went to the frozen service): on the embedded
+      // backend it fails for the lost chief (1); on etcd it hears the claim and exits 43 too.
+      expect(backend.name === "etcd" ? [43] : [1, 43], out).toContain(exits["worker:0"]);
+      expect(exits["chief:0"], out).toBe(137);
+      expect(out).toMatch(/^\[launch\] chief:0 (is lost|was declared failed).*: SIGKILL$/m);
+      expect(r.code, out).toBe(43);
+      expect(out).not.toMatch(/preemptionCheckpointSaved/);
+      expect(existsSync(join(ckpt, "checkpoint"))).toBe(false);
     }, 300_000);
 
     describe("SIGTERM while startTask() runs: the task leaves the cluster and exits 42, never 143", () => {

@@ -213,7 +213,8 @@ const callError = (e: unknown, target: string): OpError => {
     return fromStatus({ code: err.code as number as ErrorCode, message: err.rawMessage, failure: failure === null ? undefined : decodeFailureHeader(failure, `${target}'s ${FAILURE_HEADER}`) });
   }
   if (err.code === Code.DeadlineExceeded) {
-    return new DeadlineExceededError(`the coordination service at ${target} did not answer within the call's deadline (${err.rawMessage})`, { cause: e });
+    // No answer at all (not the service's own deadline, which has a status): its host is frozen or cut off.
+    return new DeadlineExceededError(`the coordination service at ${target} did not answer within the call's deadline (${err.rawMessage})`, { cause: e, failure: EMBEDDED_SERVICE_GONE });
   }
   const nodeCode = (err.cause as NodeJS.ErrnoException | undefined)?.code;
   const why = typeof nodeCode === "string" && !err.rawMessage.includes(nodeCode) ? `${nodeCode}: ${err.rawMessage}` : err.rawMessage;
