@@ -120,6 +120,19 @@ for (const backend of backends) {
       expect(existsSync(join(ckpt, "checkpoint"))).toBe(false);
     }, 300_000);
 
+    for (const failing of ["worker:0", "chief:0"] as const) {
+      it(`a data-parallel group: an OpError raised in ${failing}'s step is what every rank raises (its class and code, naming the reporter), ranks blocked in the all-reduce included`, async () => {
+        const { run } = start({ DATA_PARALLEL: "1", FAIL_TASK: failing, FAIL_AT_RUN: "30" });
+        expect((await run.done).code, run.output()).toBe(1);
+        const out = run.output();
+        expect(out).toContain(`[${failing}] ${failing}: error ResourceExhaustedError: ${failing} ran out of memory at run 30`);
+        for (const t of TASKS.filter((x) => x !== failing)) {
+          expect(out).toMatch(new RegExp(`^\\[${t}\\] ${t}: error ResourceExhaustedError: .*${failing} ran out of memory at run 30`, "m"));
+          expect(out).not.toMatch(new RegExp(`^\\[${t}\\] ${t}: error UnavailableError`, "m"));
+        }
+      }, 300_000);
+    }
+
     describe("SIGTERM while startTask() runs: the task leaves the cluster and exits 42, never 143", () => {
       /** worker:0 of a two-task cluster whose chief never starts: it stays in registration until told. */
       const lonelyWorker = async (): Promise<{ child: import("node:child_process").ChildProcess; output: () => string; exited: Promise<number | null> }> => {
