@@ -12,17 +12,21 @@
  *   section's codec before anything starts, and reach every task as JSON in
  *   `MONITORED_SESSION_CLUSTER` (clusterSettings.ts), which the library's task reads.
  *
- * Every task also gets `MONITORED_SESSION_LAUNCH_READY=1`. `launch` streams the tasks' output
- * line by line behind a task prefix (`[chief:0] `, `[worker:1] `) and exits with the cluster's
- * code: 0 when every task exits 0; the preemption code (42) when a task exits 42 before any
- * other fails; otherwise the first other non-zero code.
+ * Every task also gets `MONITORED_SESSION_LAUNCH_READY=1` and a status channel on fd 3
+ * (launchStatus.ts): the task tells `launch` which notice it got and which tasks it found lost,
+ * as JSON lines, never through its log text. `launch` streams the tasks' output line by line
+ * behind a task prefix (`[chief:0] `, `[worker:1] `) and exits with the cluster's code
+ * ({@link groupOutcome}): 0 when every task exits 0; the code of the task whose own notice
+ * started a preemption (the preemption code, 42 or `preemption.exitCode`, or 43); else 43;
+ * otherwise the first other non-zero code.
  *
- * When a task fails the others are stopped: SIGTERM, then SIGKILL after `killAfterSecs`. When
- * one is preempted (42) the others stop on its notice, which it reported to the cluster; those
- * still running `killAfterSecs` later get SIGTERM, then SIGKILL after `killAfterSecs` more.
- * `maxRestarts` restarts the whole group after a failure, as torchrun does, on the same
- * addresses while their ports are free; a preempted group (42) is restarted without using up a
- * restart. SIGINT, SIGTERM and SIGHUP to
+ * When a task fails the others are stopped: SIGTERM, then SIGKILL after `killAfterSecs`; a task
+ * another one found lost (declared failed, or a chief whose service stopped answering) is
+ * SIGKILLed at once. When one is preempted (42 or 43) the others stop on its notice, which it
+ * reported to the cluster; those still running `killAfterSecs` later get SIGTERM, then SIGKILL
+ * after `killAfterSecs` more. `maxRestarts` restarts the whole group after a failure, as
+ * torchrun does, on the same addresses while their ports are free; a preempted group (42 or 43)
+ * is restarted without using up a restart. SIGINT, SIGTERM and SIGHUP to
  * `launch` (and its parent's death) are forwarded to every task, nothing is restarted after
  * them, and SIGKILL follows after the deadline. A task says it handles signals by printing
  * LAUNCH_READY_LINE on stderr (launchReady.ts; `launch` removes the line from its output). A
