@@ -42,6 +42,7 @@ import { silentLogger } from "../src/Logger.js";
 import type { Session, VariableStore } from "../src/session/Session.js";
 import { repoRoot, startCli, type CliChild } from "../test/util/cliChild.js";
 import { agreementModes, measureAgreement, measureCheckOverhead } from "./clusterPreemption.js";
+import { measureFaults } from "./faultRecovery.js";
 import { median, mulberry32, round } from "./stats.js";
 
 // BENCH_PREEMPTION_RUNS: fewer runs for a quick check of the benchmark itself (results need ≥ 20).
@@ -50,6 +51,9 @@ const RUNS = Number(process.env["BENCH_PREEMPTION_RUNS"] ?? 20);
 const AGREEMENT_RUNS = Number(process.env["BENCH_AGREEMENT_RUNS"] ?? 4);
 const CHECK_ROUNDS = Number(process.env["BENCH_CHECK_ROUNDS"] ?? 21);
 const CLUSTER_ONLY = process.env["BENCH_PREEMPTION_CLUSTER_ONLY"] === "1";
+// BENCH_FAULT_RUNS: launches per fault scenario (bench/faultRecovery.ts); BENCH_PREEMPTION_FAULTS_ONLY=1: only those.
+const FAULT_RUNS = Number(process.env["BENCH_FAULT_RUNS"] ?? 3);
+const FAULTS_ONLY = process.env["BENCH_PREEMPTION_FAULTS_ONLY"] === "1";
 const exampleJob = join(repoRoot, "examples/tfjs-classifier.job.ts");
 const probe = join(repoRoot, "bench/probe.ts");
 
@@ -205,13 +209,33 @@ const previousSingleProcessFigures = (): Record<string, unknown> => {
   return { ...kept, singleProcessRunDate: earlier["singleProcessRunDate"] ?? earlier["date"] };
 };
 
+/** The fault figures (bench/faultRecovery.ts), with the load average around them. */
+const faultFigures = async (): Promise<Record<string, unknown>> => {
+  const loadBefore = os.loadavg().map((x) => round(x, 2));
+  const faults = await measureFaults({ runs: FAULT_RUNS });
+  return {
+    faultFrozenChiefAllExitedMs: faults.frozenChief.allExitedMs.median,
+    faultFrozenChiefDeclarationMs: faults.frozenChief.declarationMs.median,
+    faultFrozenRankAllExitedMs: faults.frozenRank.allExitedMs.median,
+    faultFrozenRankDeclarationMs: faults.frozenRank.declarationMs.median,
+    faultRunDate: new Date().toISOString(),
+    faultLoadAverage: { before: loadBefore, after: os.loadavg().map((x) => round(x, 2)) },
+    faults,
+  };
+};
+
 export default async (): Promise<Record<string, unknown>> => {
+  if (FAULTS_ONLY) {
+    const earlier = JSON.parse(readFileSync(join(repoRoot, "bench/results/preemption.json"), "utf8")) as Record<string, unknown>;
+    const kept = Object.fromEntries(Object.entries(earlier).filter(([k]) => !/^fault/.test(k) && !["benchmark", "date", "node", "cpus", "cpuModel"].includes(k)));
+    return { ...kept, ...(await faultFigures()) };
+  }
   const seed = Number(process.env["BENCH_SEED"] ?? Date.now() % 1_000_000);
   console.log(`preemption: seed ${seed} (BENCH_SEED=${seed} repeats these signal moments)`);
   if (CLUSTER_ONLY) {
     // The single-process figures of the last full run stay beside the new cluster figures.
     const earlier = previousSingleProcessFigures();
-    return { ...earlier, clusterSeed: seed, clusterRunDate: new Date().toISOString(), ...(await clusterFigures(seed)) };
+    return { ...earlier, clusterSeed: seed, clusterRunDate: new Date().toISOString(), ...(await clusterFigures(seed)), ...(await faultFigures()) };
   }
   const installed = compileInstalled();
   const random = mulberry32(seed);
@@ -239,5 +263,6 @@ export default async (): Promise<Record<string, unknown>> => {
     ...installedSummary,
     tsx: tsxSummary,
     ...(await clusterFigures(seed)),
+    ...(await faultFigures()),
   };
 };

@@ -22,8 +22,11 @@
  *    and `S` leaves it in one turn of its event loop. TensorFlow sets
  *    `S = L + 1` and relies on workers being at most one step apart; workers that train apart
  *    drift, and a worker already past `L + 1` would never save. Each task acknowledges `S`.
- * 4. **Save.** Every task saves when its run counter reaches `S`; the chief waits for every
- *    acknowledgement before it exits (with the embedded backend it hosts the service).
+ * 4. **Save.** Every task saves when its run counter reaches `S`. The acknowledgement's insert
+ *    is off the step's path (the loop goes on as soon as `S` is known), but every task waits for
+ *    it before it exits, so that it is stored before the process goes; the chief also waits for
+ *    every other task's (with the embedded backend it hosts the service). Each wait ends at the
+ *    liveness deadline at the latest.
  *
  * Round 1 (the last save of a grace period) is proposed by the leader alone, at the boundary
  * where the grace period's end is near; the rest is the same.
@@ -45,7 +48,7 @@
 import * as t from "io-ts";
 
 import { Bool, decodeOrThrow, JsonText, NonNegativeInt } from "../codec.js";
-import type { Clock } from "../time/Clock.js";
+import type { Clock, TimerHandle } from "../time/Clock.js";
 import { AlreadyExistsError, DataLossError, DeadlineExceededError, OpError } from "../errors.js";
 import type { Logger } from "../Logger.js";
 import { CHIEF_LOST_EXIT_CODE, type PreemptionKeyValueStore, type ReplicaStop } from "./PreemptionCluster.js";
@@ -139,6 +142,12 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   private hold: number | undefined;
   /** The agreed run of {@link round}, once heard. */
   private agreed: RunValue | undefined;
+  /** This task's acknowledgement of an agreed run: `stored` settles once it is stored or failed (it never rejects). */
+  private acknowledgement: { readonly round: number; readonly run: number; readonly stored: Promise<void> } | undefined;
+  /** The last round whose acknowledgement this task warned about: one line per round. */
+  private ackWarnedRound = -1;
+  /** A peer was lost during the agreement and this task saves at its own boundary (see {@link afterLoss}). */
+  private savedAfterLoss = false;
   private agreedWaiters: { ok: () => void; fail: (e: unknown) => void }[] = [];
   /** In a grace period, after the first save: the leader proposes the last save once `targetTimeMs` passed. */
   private countdown = false;
@@ -271,19 +280,15 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   }
 
   /**
-   * Before this task exits after its last save: the chief waits (up to the liveness deadline)
-   * until every task acknowledged the agreed run, since with the embedded backend the service
-   * goes with it.
+   * Before this task exits after its last save, every task waits until its acknowledgement of
+   * the agreed run is stored (its insert left the step's path, and would go with the process);
+   * the chief also waits until every other task acknowledged, since with the embedded backend
+   * the service goes with it. Each wait ends at the liveness deadline at the latest; what did not
+   * come is one warning line, and the exit goes on. Never rejects.
    */
   async beforeExit(): Promise<void> {
-    if (!this.o.isChief || this.agreed === undefined) return;
-    const round = this.round;
     const timeoutMs = this.o.livenessTimeoutMs ?? 10_000;
-    const missing = await Promise.all(
-      this.others().map((id) => this.o.store.get(this.key(`round${round}/ack/${id}`), { timeoutMs }).then(() => undefined, () => this.o.workers[id] ?? String(id))),
-    );
-    const untold = missing.filter((t) => t !== undefined);
-    if (untold.length > 0) this.o.logger.warn(`PreemptionCheckpointHandler: ${untold.join(", ")} did not acknowledge the agreed run within ${timeoutMs / 1000} s; the chief exits all the same.`);
+    await Promise.all([this.untilAcknowledged(timeoutMs), this.o.isChief ? this.untilOthersAcknowledged(timeoutMs) : undefined]);
   }
 
   /**
@@ -481,6 +486,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     this.failure = undefined;
     this.agreed = { step: runCounter, exit: true };
     this.hold = runCounter;
+    this.savedAfterLoss = true;
     return this.saveNow(true);
   }
 
@@ -504,13 +510,79 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       if (round !== this.round) return;
       this.agreed = value;
       this.o.emit?.({ type: "preemptionStepAgreed", run: value.step, round, exit: value.exit, leader: this.leads });
+      // The loop goes on at once: the acknowledgement stays off the step's path, and off the
+      // watch's (a close does not wait for it); only the exit waits for it (beforeExit).
       for (const w of this.agreedWaiters.splice(0)) w.ok();
-      await this.o.store.insert(this.key(`round${round}/ack/${this.o.id}`), "1").catch((e: unknown) =>
-        this.o.logger.warn(`PreemptionCheckpointHandler: ${this.me} could not acknowledge the agreed run ${value.step} (${describe(e)}); it saves there all the same.`),
-      );
+      void this.acknowledge(round, value);
     } catch (e) {
       this.onWatchError(e);
     }
+  }
+
+  /** Stores this task's acknowledgement of the agreed run of `round`; settles once stored or failed (a failure is one warning line). */
+  private acknowledge(round: number, agreed: RunValue): Promise<void> {
+    const stored = this.o.store.insert(this.key(`round${round}/ack/${this.o.id}`), "1").catch((e: unknown) => {
+      // Only this task writes its key (its close() marks it too): present is as good as stored.
+      if (e instanceof AlreadyExistsError) return;
+      this.warnAcknowledgement(
+        round,
+        `PreemptionCheckpointHandler: ${this.me} could not acknowledge the agreed run ${agreed.step} (${describe(e)}); it saves there${agreed.exit ? " and exits" : ""} all the same.`,
+      );
+    });
+    this.acknowledgement = { round, run: agreed.step, stored };
+    return stored;
+  }
+
+  /** Waits (up to `timeoutMs`) until this task's acknowledgement of the current round is stored. */
+  private async untilAcknowledged(timeoutMs: number): Promise<void> {
+    const ack = this.acknowledgement;
+    if (ack === undefined || ack.round !== this.round) return;
+    let timer: TimerHandle | undefined;
+    const late = await Promise.race([
+      ack.stored.then(() => false),
+      new Promise<boolean>((ok) => {
+        timer = this.o.clock.setTimer(timeoutMs, () => ok(true));
+      }),
+    ]);
+    timer?.cancel();
+    if (late) {
+      this.warnAcknowledgement(
+        ack.round,
+        `PreemptionCheckpointHandler: ${this.me}'s acknowledgement of the agreed run ${ack.run} was not stored within ${secs(timeoutMs)} s; it exits all the same (the chief waits for it up to its liveness deadline).`,
+      );
+    }
+  }
+
+  /**
+   * The chief: waits (up to `timeoutMs`) until every other task acknowledged the agreed run; one
+   * line names exactly those that did not, why, and how long the chief waited (on the clock).
+   */
+  private async untilOthersAcknowledged(timeoutMs: number): Promise<void> {
+    const agreed = this.agreed;
+    // After a loss the run is this task's own boundary, which nobody acknowledges (and the generation failed).
+    if (agreed === undefined || this.savedAfterLoss) return;
+    const round = this.round;
+    const startedMs = this.o.clock.now();
+    const missing = await Promise.all(
+      this.others().map((id) =>
+        this.o.store.get(this.key(`round${round}/ack/${id}`), { timeoutMs }).then(
+          () => undefined,
+          (e: unknown) => ({ task: this.o.workers[id] ?? String(id), why: e instanceof DeadlineExceededError ? `nothing within the ${secs(timeoutMs)} s deadline` : describe(e) }),
+        ),
+      ),
+    );
+    const untold = missing.filter((m) => m !== undefined);
+    if (untold.length === 0) return;
+    this.o.logger.warn(
+      `PreemptionCheckpointHandler: ${untold.map((m) => m.task).join(", ")} did not acknowledge the agreed run ${agreed.step}; the chief waited ${secs(this.o.clock.now() - startedMs)} s (${untold.map((m) => `${m.task}: ${m.why}`).join("; ")}) and exits all the same.`,
+    );
+  }
+
+  /** Logs `line` unless this task already warned about its acknowledgement of `round`. */
+  private warnAcknowledgement(round: number, line: string): void {
+    if (this.ackWarnedRound >= round) return;
+    this.ackWarnedRound = round;
+    this.o.logger.warn(line);
   }
 
   /**
@@ -577,6 +649,9 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
 // ---------------------------------------------------------------------------------------------
 
 const CONTINUE: PreemptionDecision = Object.freeze({ save: false });
+
+/** Milliseconds as seconds, to a tenth: `6.4`, `10`. */
+const secs = (ms: number): string => String(Math.round(ms / 100) / 10);
 
 /** `Name: first line of the message`. */
 const describe = (e: unknown): string => (e instanceof Error ? `${e.name}: ${e.message.split("\n")[0] ?? ""}` : String(e));

@@ -455,7 +455,11 @@ export class PreemptionCheckpointHandler {
       this.stopWatching();
       // The save is durable: a platform waiting for it (Azure) may go on now.
       await this.platform?.acknowledge();
-      await this.coordinator.beforeExit?.();
+      // Every task, the chief or not: its acknowledgement of the agreed run is stored before the
+      // process goes (the chief also waits for the others'). Nothing there keeps it from exiting.
+      await this.coordinator.beforeExit?.().catch((e: unknown) =>
+        this.logger.warn(`PreemptionCheckpointHandler: the wait before the exit failed (${e instanceof Error ? e.message : String(e)}); exiting all the same.`),
+      );
       await this.removeWorkerTemp();
       // The directory's lock goes with the process, not after it: the restart takes it cleanly.
       if (this.ownsManager) await this.checkpointManager.close();

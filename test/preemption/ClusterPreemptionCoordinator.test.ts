@@ -14,7 +14,7 @@ import { describe, expect, it } from "vitest";
 
 import { CheckpointManager } from "../../src/checkpoint/index.js";
 import { EmbeddedCoordinationClient, EmbeddedCoordinationService, inProcessTransport, taskName } from "../../src/cluster/coordination/index.js";
-import { DataLossError, OpError, ResourceExhaustedError, UnimplementedError, ValueError } from "../../src/errors.js";
+import { DataLossError, OpError, ResourceExhaustedError, UnavailableError, UnimplementedError, ValueError } from "../../src/errors.js";
 import {
   CHIEF_LOST_EXIT_CODE,
   CHECKPOINTED_RUNS,
@@ -23,6 +23,7 @@ import {
   TerminationConfig,
   type PreemptionClusterResolver,
   type PreemptionEvent,
+  type PreemptionKeyValueStore,
 } from "../../src/preemption/index.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { flush, VirtualClock } from "../../src/testing/VirtualClock.js";
@@ -66,15 +67,22 @@ const cluster = async (
   options: {
     graceSecs?: number;
     dir?: string;
-    resolver?: (r: PreemptionClusterResolver) => PreemptionClusterResolver;
+    resolver?: (r: PreemptionClusterResolver, clock: VirtualClock) => PreemptionClusterResolver;
     /** The chief's handler takes a manager made here, which removes no leftover (the workers' handlers are the ones under test). */
     chiefManagerKeepsLeftovers?: boolean;
+    /** The coordination service's heartbeat timeout (default 10 s): how soon a silent task is declared failed. */
+    heartbeatTimeoutMs?: number;
+    /** Every task saves with this `TerminationConfig.saveFn` instead of its checkpoint manager. */
+    saveFn?: () => unknown;
+    /** Called by a task's exit function, before it unwinds the task's loop. */
+    onExit?: (id: number, code: number) => void;
   } = {},
 ) => {
   const clock = new VirtualClock();
-  const service = new EmbeddedCoordinationService({ clock });
+  const heartbeat = options.heartbeatTimeoutMs === undefined ? {} : { heartbeatTimeoutMs: options.heartbeatTimeoutMs };
+  const service = new EmbeddedCoordinationService({ clock, ...heartbeat });
   const dir = options.dir ?? join(tempDir(), "ckpt");
-  const clients = TASKS.map((task, i) => new EmbeddedCoordinationClient(inProcessTransport(service), { task, tasks: TASKS, isChief: i === 0, clock, heartbeats: "inline" }));
+  const clients = TASKS.map((task, i) => new EmbeddedCoordinationClient(inProcessTransport(service), { task, tasks: TASKS, isChief: i === 0, clock, heartbeats: "inline", timeouts: heartbeat }));
   await Promise.all(clients.map((c) => c.connect()));
   const tasks = await Promise.all(
     NAMES.map(async (name, id): Promise<Task> => {
@@ -104,7 +112,7 @@ const cluster = async (
         saves: [],
         error: undefined,
         handler: await PreemptionCheckpointHandler.create({
-          clusterResolver: options.resolver === undefined ? base : options.resolver(base),
+          clusterResolver: options.resolver === undefined ? base : options.resolver(base, clock),
           ...(id === 0 && options.chiefManagerKeepsLeftovers === true
             ? { checkpointManager: await CheckpointManager.create({ directory: dir, maxToKeep: 1, removeLeftovers: false, clock }) }
             : { checkpointDir: dir }),
@@ -112,7 +120,9 @@ const cluster = async (
           initFn: () => session.variables.initialize(),
           terminationConfig: new TerminationConfig({
             gracePeriodSecs: options.graceSecs ?? 0,
+            ...(options.saveFn === undefined ? {} : { saveFn: options.saveFn }),
             exitFn: (code) => {
+              options.onExit?.(id, code);
               throw new Exited(code);
             },
           }),
@@ -324,6 +334,8 @@ describe("PreemptionCheckpointHandler in a cluster (failure_handler_test, multi-
     expect(chief.saves).toHaveLength(1);
     expect(await checkpointsIn(c.dir)).toHaveLength(1);
     expect(chief.logger.messages().some((l) => l.includes("a task was lost during the preemption agreement") && l.includes(TASKS[2] as string))).toBe(true);
+    // The run is the chief's own boundary: nobody acknowledges it, and the chief does not say they did not.
+    expect(chief.logger.messages().filter((l) => l.includes("did not acknowledge"))).toEqual([]);
     await c.close();
   });
 
@@ -378,6 +390,148 @@ describe("PreemptionCheckpointHandler in a cluster (failure_handler_test, multi-
     expect(existsSync(join(temp, "ckpt"))).toBe(true);
     await c.close();
     expect(existsSync(temp)).toBe(false);
+  });
+});
+
+/** What {@link acknowledgingThrough} saw of the acknowledgement keys (`…/ack/<id>`). */
+interface AckTraffic {
+  /** Every acknowledgement key the service stored. */
+  readonly stored: Set<string>;
+  /** Every get of an acknowledgement key: by which task, when it started and settled, on the clock. */
+  readonly gets: { readonly by: number; readonly key: string; readonly startMs: number; endMs?: number }[];
+}
+
+/**
+ * `inner`, whose task's acknowledgement (the first insert of an acknowledgement key: a close's
+ * mark goes straight) reaches the service through `hop` (a slow network, a failure); `traffic`
+ * records what the service stored and each wait for an acknowledgement.
+ */
+const acknowledgingThrough = (
+  inner: PreemptionKeyValueStore,
+  id: number,
+  clock: VirtualClock,
+  traffic: AckTraffic,
+  hop: (insert: () => Promise<void>) => Promise<void>,
+): PreemptionKeyValueStore => {
+  let acknowledged = false;
+  const isAck = (key: string): boolean => /\/ack\/\d+$/.test(key);
+  return {
+    get generation() {
+      return inner.generation;
+    },
+    insert: (key, value) => {
+      const insert = (): Promise<void> => inner.insert(key, value).then(() => void (isAck(key) && traffic.stored.add(key)));
+      if (!isAck(key) || acknowledged) return insert();
+      acknowledged = true;
+      return hop(insert);
+    },
+    get: (key, options) => {
+      if (!isAck(key)) return inner.get(key, options);
+      const get: AckTraffic["gets"][number] = { by: id, key, startMs: clock.now() };
+      traffic.gets.push(get);
+      return inner.get(key, options).finally(() => (get.endMs = clock.now()));
+    },
+    reportErrorToCluster: (error, options) => inner.reportErrorToCluster(error, options),
+  };
+};
+
+describe("PreemptionCheckpointHandler in a cluster: every acknowledgement is stored before its task exits", () => {
+  /** The resolvers' liveness deadline: what a wait before an exit may take at most. */
+  const LIVENESS_MS = 10_000;
+
+  /**
+   * Three tasks that save with a `saveFn` (no file to write: the save gives the event loop no
+   * turn) and whose exit is a process's death (its coordination client closes at once). Each
+   * task's acknowledgement reaches the service through `hop(id, insert, clock)`. SIGTERM to
+   * worker:1 at run 5; the tasks train with no pause between steps while virtual time passes,
+   * 50 ms a turn (a task's real I/O, its manager's close, may take many turns: the bound is loose).
+   */
+  const preempted = async (hop: (id: number, insert: () => Promise<void>, clock: VirtualClock) => Promise<void>, options: { heartbeatTimeoutMs?: number } = {}) => {
+    const traffic: AckTraffic = { stored: new Set(), gets: [] };
+    /** At each task's exit function: the time, and whether its acknowledgement was stored. */
+    const exits = new Map<number, { readonly timeMs: number; readonly acknowledged: boolean }>();
+    const box: { c?: Awaited<ReturnType<typeof cluster>> } = {};
+    const c = await cluster({
+      ...options,
+      saveFn: () => undefined,
+      resolver: (r, clock) => {
+        const id = r.idInCluster as number;
+        return { ...r, coordination: acknowledgingThrough(r.coordination as PreemptionKeyValueStore, id, clock, traffic, (insert) => hop(id, insert, clock)) };
+      },
+      onExit: (id) => {
+        exits.set(id, { timeMs: (box.c as { clock: VirtualClock }).clock.now(), acknowledged: [...traffic.stored].some((k) => k.endsWith(`/ack/${id}`)) });
+        void box.c?.clients[id]?.close();
+      },
+    });
+    box.c = c;
+    const training = trainAll(c.tasks, 1_000, (t) => {
+      if (t === c.tasks[2] && t.handler.totalRunCalls === 5) t.signals.emit("SIGTERM");
+    });
+    for (let i = 0; i < 2_000 && c.tasks.some((t) => t.exit === undefined && t.error === undefined); i++) await c.clock.advance(50);
+    await training;
+    /** The time of `task`'s event of `type`. */
+    const timeOf = (task: Task, type: PreemptionEvent["type"]): number => (task.events.find((e) => e.type === type) as { time: number }).time;
+    /** Closes the cluster while time passes: a leader's close waits until every task acknowledged, or was declared failed. */
+    const close = async (): Promise<void> => {
+      let closed = false;
+      const closing = c.close().finally(() => (closed = true));
+      for (let i = 0; i < 2_000 && !closed; i++) await c.clock.advance(50);
+      await closing;
+    };
+    return { c, traffic, exits, timeOf, close };
+  };
+
+  it("a non-chief at the agreed run that saves with a saveFn and exits at once has its acknowledgement stored first: the chief neither warns nor waits the liveness deadline", async () => {
+    const { c, traffic, exits, close } = await preempted((_, insert, clock) => clock.sleep(50).then(insert));
+    expect(c.tasks.map((t) => t.error)).toEqual([undefined, undefined, undefined]);
+    expect(c.tasks.map((t) => t.exit)).toEqual([42, 42, 42]);
+    const run = c.tasks[0]?.saves[0] as number;
+    expect(c.tasks.map((t) => t.saves)).toEqual([[run], [run], [run]]);
+    expect([exits.get(1)?.acknowledged, exits.get(2)?.acknowledged]).toEqual([true, true]);
+    expect(c.tasks.flatMap((t) => t.logger.messages("warn"))).toEqual([]);
+    // The chief's waits for the others' acknowledgements ended as soon as each was in: nowhere near the liveness deadline.
+    const waits = traffic.gets.filter((g) => g.by === 0);
+    expect(waits.map((g) => g.key.replace(/.*\//, "")).sort()).toEqual(["1", "2"]);
+    for (const g of waits) expect((g.endMs as number) - g.startMs).toBeLessThan(LIVENESS_MS / 10);
+    await close();
+  });
+
+  it("a non-chief whose acknowledgement fails to be stored says so in one line and exits all the same; the chief names it alone, with the time it actually waited", async () => {
+    // A short heartbeat timeout: the service declares the exited worker:0 failed well before the liveness deadline.
+    const { c, traffic, close } = await preempted((id, insert) => (id === 1 ? Promise.reject(new UnavailableError("the coordination service did not answer")) : insert()), { heartbeatTimeoutMs: 3_000 });
+    const [chief, w0] = c.tasks as [Task, Task, Task];
+    expect(c.tasks.map((t) => t.exit)).toEqual([42, 42, 42]);
+    const run = chief.saves[0] as number;
+    expect(w0.logger.messages("warn")).toEqual([
+      `PreemptionCheckpointHandler: worker:0 could not acknowledge the agreed run ${run} (UnavailableError: the coordination service did not answer); it saves there and exits all the same.`,
+    ]);
+    const warned = chief.logger.messages("warn");
+    expect(warned).toHaveLength(1);
+    const m = /^PreemptionCheckpointHandler: (.*) did not acknowledge the agreed run (\d+); the chief waited ([\d.]+) s \((.*)\) and exits all the same\.$/.exec(warned[0] as string);
+    expect(m, warned[0]).not.toBeNull();
+    expect([m?.[1], Number(m?.[2])]).toEqual(["worker:0", run]);
+    expect(m?.[4]).toMatch(/^worker:0: UnavailableError: .*declared failed/);
+    // The time is the chief's wait on the clock, from its start to worker:0's declaration: not the liveness deadline.
+    const waits = traffic.gets.filter((g) => g.by === 0);
+    expect(waits).toHaveLength(2);
+    const waitedMs = Math.max(...waits.map((g) => g.endMs as number)) - Math.min(...waits.map((g) => g.startMs));
+    expect(Number(m?.[3])).toBe(Math.round(waitedMs / 100) / 10);
+    expect(waitedMs).toBeGreaterThan(0);
+    expect(waitedMs).toBeLessThan(LIVENESS_MS);
+    await close();
+  });
+
+  it("a non-chief whose acknowledgement never answers waits for it no longer than the liveness deadline, says so in one line, and exits", async () => {
+    const { c, timeOf, close } = await preempted((id, insert) => (id === 1 ? new Promise<void>(() => undefined) : insert()));
+    const [chief, w0] = c.tasks as [Task, Task, Task];
+    expect(c.tasks.map((t) => t.exit)).toEqual([42, 42, 42]);
+    const run = chief.saves[0] as number;
+    expect(w0.logger.messages("warn")).toEqual([
+      `PreemptionCheckpointHandler: worker:0's acknowledgement of the agreed run ${run} was not stored within 10 s; it exits all the same (the chief waits for it up to its liveness deadline).`,
+    ]);
+    expect(timeOf(w0, "preemptionExiting") - timeOf(w0, "preemptionCheckpointSaved")).toBeGreaterThanOrEqual(LIVENESS_MS);
+    expect(chief.logger.messages("warn")).toEqual([expect.stringMatching(/^PreemptionCheckpointHandler: worker:0 did not acknowledge the agreed run \d+; the chief waited 10 s \(worker:0: nothing within the 10 s deadline\) and exits all the same\.$/)]);
+    await close();
   });
 });
 

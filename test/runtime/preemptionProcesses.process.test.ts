@@ -93,6 +93,8 @@ for (const backend of backends) {
         expect(saves).toEqual({ "chief:0": [at], "worker:0": [at], "worker:1": [at] });
         expect(readdirSync(dir)).toEqual(["ckpt"]);
         expect(existsSync(join(ckpt, "checkpoint"))).toBe(true);
+        // Every acknowledgement was stored before its task exited: the chief waited for none, nobody warned.
+        expect(run.output()).not.toMatch(/did not acknowledge|could not acknowledge|acknowledgement of the agreed run \d+ was not stored/);
         // The leader claimed; every task heard the same agreed run.
         const events = eventsOf(run.output());
         expect(events.filter((e) => e.type === "preemptionClaimed").map((e) => [e.task, e["leader"]])).toEqual([[victim, victim]]);
