@@ -49,7 +49,7 @@ import * as t from "io-ts";
 
 import { Bool, decodeOrThrow, JsonText, NonNegativeInt } from "../codec.js";
 import type { Clock, TimerHandle } from "../time/Clock.js";
-import { AlreadyExistsError, DataLossError, DeadlineExceededError, OpError } from "../errors.js";
+import { AlreadyExistsError, clusterFailureErrorOf, clusterFailureOf, DataLossError, DeadlineExceededError, OpError } from "../errors.js";
 import type { Logger } from "../Logger.js";
 import { CHIEF_LOST_EXIT_CODE, type PreemptionKeyValueStore, type ReplicaStop } from "./PreemptionCluster.js";
 import type { PreemptionCoordinator, PreemptionDecision } from "./PreemptionCoordinator.js";
@@ -76,6 +76,8 @@ export interface ClusterPreemptionCoordinatorOptions {
   readonly gracePeriodSecs?: number | undefined;
   /** Whether a coordination error says the chief is lost (see `PreemptionClusterResolver.isChiefLoss`). */
   readonly isChiefLoss?: ((e: unknown) => boolean) | undefined;
+  /** The chief's task name as the replica group names its ranks (a lost link to it is the chief's loss). */
+  readonly chiefTask?: string | undefined;
   /** How long a silent task takes to be declared failed, ms (for messages). */
   readonly livenessTimeoutMs?: number | undefined;
   /** The replica group's stop vote, when the tasks share a collective (a plain stop takes it). */
@@ -105,6 +107,9 @@ const HoldJson: t.Decoder<unknown, { readonly hold: number; readonly run: number
   t.type({ hold: NonNegativeInt, run: NonNegativeInt }),
   '{"hold": an integer >= 0, "run": an integer >= 0}',
 );
+
+/** How long one wait for the claim lasts before it is asked again. */
+const CLAIM_WATCH_MS = 600_000;
 
 /** The value a task inserts into its own keys of a round when it closes. */
 const CLOSED = "closed";
@@ -165,6 +170,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   private leading: Promise<void> = Promise.resolve();
   /** The replica group's stop was acted on. */
   private voted = false;
+  /** Who claimed the preemption, as this task heard it (data-parallel: the stop vote writes the claim too). */
+  private claimSeen: string | undefined;
   private watching: Promise<void>;
 
   constructor(options: ClusterPreemptionCoordinatorOptions) {
@@ -173,6 +180,9 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     this.graceMs = (options.gracePeriodSecs ?? 0) * 1000;
     this.me = options.workers[options.id] ?? `task ${options.id}`;
     this.watching = this.watch();
+    // A data-parallel group: a rank that freezes stops the stop vote's all-reduce, and the group
+    // fails. The claim the vote writes tells every live rank that a preemption was under way.
+    if (options.replicaStop !== undefined) void this.watchClaim();
   }
 
   // -------------------------------------------------------------------------------------------
@@ -194,8 +204,12 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     this.deadlineMs = deadlineMs;
     const vote = this.o.replicaStop;
     if (vote?.votes === true && this.graceMs <= 0 && deadlineMs === undefined) {
-      // A plain stop of a data-parallel group: the vote rides the next step's all-reduce.
+      // A plain stop of a data-parallel group: the vote rides the next step's all-reduce. The
+      // claim is written too (off the step's path): if the group fails before the vote completes
+      // (a rank froze), every live rank knows a preemption was under way (see afterStepFailure).
       vote.requestStop();
+      this.claimSeen ??= this.me;
+      this.o.store.insert(this.key("claim"), this.me).catch(() => undefined);
       return;
     }
     // Claim (TensorFlow's TERMINATED_WORKER): the earliest claimant leads.
@@ -272,6 +286,40 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     } catch (e) {
       this.o.logger.warn(`PreemptionCheckpointHandler: reporting ${error.name} to the other tasks failed (${e instanceof Error ? e.message : String(e)}); they are not told.`);
     }
+  }
+
+  /**
+   * A data-parallel step failed because the group lost a rank (declared failed, its link gone,
+   * the embedded service gone) while a preemption was under way: this task got the notice, or
+   * heard the claim the stop vote writes. The step applied nothing (gradients are applied only
+   * after a complete all-reduce), so the values are those of the last completed run: the chief
+   * saves them, every live task exits with the preemption code; with the chief lost, 43 without
+   * a save. Anything else: `undefined`, the step's error stands.
+   */
+  afterStepFailure(error: unknown, runCounter: number): PreemptionDecision | undefined {
+    if (this.o.replicaStop === undefined || this.closed) return undefined;
+    if (this.noticeAtMs === undefined && this.claimSeen === undefined) return undefined;
+    const f = clusterFailureOf(error);
+    if (f === undefined || f.kind === "reported" || f.kind === "preemption") return undefined;
+    const cause = clusterFailureErrorOf(error) ?? error;
+    const who = this.noticeAtMs !== undefined ? `${this.me}'s termination notice` : `${this.claimSeen ?? "a task"}'s termination notice`;
+    if (!this.o.isChief && (this.o.isChiefLoss?.(cause) === true || (f.kind === "peerLost" && this.o.chiefTask !== undefined && f.task === this.o.chiefTask))) {
+      return {
+        save: false,
+        exitWithoutSave: {
+          code: CHIEF_LOST_EXIT_CODE,
+          reason: `the chief was lost while the replica group stopped for ${who} (${describe(cause)}); nobody can write the checkpoint: exiting with ${CHIEF_LOST_EXIT_CODE} without saving (the restart resumes from the last checkpoint)`,
+        },
+      };
+    }
+    this.o.logger.warn(
+      `PreemptionCheckpointHandler: the replica group lost a rank while it stopped for ${who} (${describe(cause)}); ${this.me} saves at run ${runCounter}, its last completed step, and exits.`,
+    );
+    this.failure = undefined;
+    this.agreed = { step: runCounter, exit: true };
+    this.hold = runCounter;
+    this.savedAfterLoss = true;
+    return this.saveNow(true);
   }
 
   /** The save took `ms`: the deadline budget counts it for the next proposal. */
@@ -488,6 +536,17 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     this.hold = runCounter;
     this.savedAfterLoss = true;
     return this.saveNow(true);
+  }
+
+  /** Waits for the claim (a data-parallel group's stop vote writes it), again after each timeout, until this task closes or the cluster fails. */
+  private async watchClaim(): Promise<void> {
+    while (!this.closed && this.claimSeen === undefined) {
+      try {
+        this.claimSeen = await this.o.store.get(this.key("claim"), { timeoutMs: CLAIM_WATCH_MS });
+      } catch (e) {
+        if (!(e instanceof DeadlineExceededError)) return;
+      }
+    }
   }
 
   /** One round of the watch: the proposal, then the agreed run, then the acknowledgement (see the module comment). */

@@ -259,6 +259,7 @@ export class PreemptionCheckpointHandler {
             isChief: cluster.isChief,
             gracePeriodSecs: config.gracePeriodSecs,
             isChiefLoss: cluster.resolver.isChiefLoss?.bind(cluster.resolver),
+            chiefTask: cluster.resolver.replicaStop === undefined ? undefined : cluster.resolver.chiefTaskName,
             livenessTimeoutMs: cluster.resolver.livenessTimeoutMs,
             replicaStop: cluster.resolver.replicaStop,
             position: () => (h === undefined ? undefined : { runCounter: h.runCounter, inStep: h.inStep }),
@@ -329,6 +330,13 @@ export class PreemptionCheckpointHandler {
       this.inStep = false;
       // Another task's reported error, which ended this step too (a collective failed for it): raise that one, as every other task does.
       // In a cluster only: a local handler (`run`'s) sees its step's own error.
+      // A data-parallel group that lost a rank while it stopped for a preemption: the last
+      // completed run is saved (the chief), or the chief is lost (43); see afterStepFailure.
+      const decision = this.coordinator.afterStepFailure?.(e, this.runCounter);
+      if (decision !== undefined) {
+        await this.act(decision, undefined);
+        throw e;
+      }
       const reported = this.resolver === undefined ? undefined : (this.coordinator.pendingFailure ?? reportedCause(e));
       if (reported !== undefined && reported !== e) return await this.raise(reported);
       await this.report(e);

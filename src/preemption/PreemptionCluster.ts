@@ -70,6 +70,8 @@ export interface PreemptionClusterResolver {
   readonly livenessTimeoutMs?: number | undefined;
   /** Whether `error` (from a coordination call) says the chief is lost: frozen, dead, or its service gone. */
   isChiefLoss?(error: unknown): boolean;
+  /** The chief's name as the coordination service and the replica group name it (`/job:chief/replica:0/task:0`). */
+  readonly chiefTaskName?: string | undefined;
   /**
    * Resolves once every other task heard the error reported to the cluster, or left, within a
    * bound (the host of the embedded coordination service must not exit before: its service goes

@@ -55,6 +55,12 @@ export interface PreemptionCoordinator {
   saved?(ms: number): void;
   /** Called after the last save, before the exit (the chief waits for the others' acknowledgements). */
   beforeExit?(): Promise<void>;
+  /**
+   * A step failed with `error` at `runCounter` (runs completed before it): a decision when the
+   * failure is the loss of a peer while a preemption is under way (a data-parallel group whose
+   * stop vote could not complete), `undefined` when the step's error stands.
+   */
+  afterStepFailure?(error: unknown, runCounter: number): PreemptionDecision | undefined;
   /** Called once this task restored (or initialized), before its first step: a cluster waits for every task. */
   restored?(): Promise<void>;
   /** Stops watching peers. */

@@ -379,6 +379,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     replicaStop: group,
     livenessTimeoutMs: timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs,
     isChiefLoss: (e) => isChiefLoss(e, chiefName),
+    chiefTaskName: chiefName,
     untilErrorHeard: async () => {
       // Only the host of the embedded service: its service goes with its process.
       if (tellOthers === undefined || heardFinal?.() !== true) return;

@@ -120,6 +120,42 @@ for (const backend of backends) {
       expect(existsSync(join(ckpt, "checkpoint"))).toBe(false);
     }, 300_000);
 
+    it("a data-parallel group with a frozen rank (SIGSTOP worker:0), then SIGTERM to worker:1: the chief saves its last completed step, the live tasks exit 42, and the restart resumes there", async () => {
+      const { run, ckpt } = start({ DATA_PARALLEL: "1" });
+      await allTraining(run);
+      process.kill(pidOf(run.output(), "worker:0"), "SIGSTOP");
+      process.kill(pidOf(run.output(), "worker:1"), "SIGTERM");
+      const r = await run.done;
+      const out = run.output();
+      expect(r.code, out).toBe(42);
+      expect(exitsOf(out), out).toEqual({ "chief:0": 42, "worker:0": 137, "worker:1": 42 });
+      const saved = [...out.matchAll(/^\[chief:0\] chief:0: event (\{"type":"preemptionCheckpointSaved".*\})$/gm)].map((m) => (JSON.parse(m[1] as string) as { run: number }).run);
+      expect(saved, out).toHaveLength(1);
+      expect(existsSync(join(ckpt, "checkpoint"))).toBe(true);
+      expect(out).toMatch(/the replica group lost a rank while it stopped for worker:1's termination notice/);
+      const at = saved[0] as number;
+      // The same checkpoint directory: the restart resumes every rank at the saved run.
+      const resumed = startCli(["launch", "--workers", "3", ...backend.args(), "--", process.execPath, "--import", "tsx", loop], {
+        env: { CHECKPOINT_DIR: ckpt, DATA_PARALLEL: "1", STEPS: String(at + 10) },
+        timeoutMs: 240_000,
+      });
+      launched.push(resumed);
+      expect((await resumed.done).code, resumed.output()).toBe(0);
+      for (const t of TASKS) expect(resumed.output()).toContain(`[${t}] ${t}: starting at run ${at}`);
+    }, 300_000);
+
+    it("a data-parallel group with a frozen chief, then SIGTERM to worker:1: the live workers exit 43 without saving, launch 43", async () => {
+      const { run, ckpt } = start({ DATA_PARALLEL: "1" });
+      await allTraining(run);
+      process.kill(pidOf(run.output(), "chief:0"), "SIGSTOP");
+      process.kill(pidOf(run.output(), "worker:1"), "SIGTERM");
+      const r = await run.done;
+      const out = run.output();
+      expect(r.code, out).toBe(43);
+      expect(exitsOf(out)["worker:1"], out).toBe(43);
+      expect(existsSync(join(ckpt, "checkpoint"))).toBe(false);
+    }, 300_000);
+
     for (const failing of ["worker:0", "chief:0"] as const) {
       it(`a data-parallel group: an OpError raised in ${failing}'s step is what every rank raises (its class and code, naming the reporter), ranks blocked in the all-reduce included`, async () => {
         const { run } = start({ DATA_PARALLEL: "1", FAIL_TASK: failing, FAIL_AT_RUN: "30" });
