@@ -289,7 +289,7 @@ const superviseGroups = async (program: TaskProgram, options: LaunchOptions, io:
       }
       const why =
         (outcome.decidedBy === undefined ? `exit ${outcome.code}` : `${outcome.decidedBy} exited with ${outcome.code}`) +
-        (outcome.noticeFrom === undefined ? "" : `; the preemption started with ${outcome.noticeFrom}'s termination notice`);
+        (outcome.noticeFrom === undefined || outcome.noticeFrom === outcome.decidedBy ? "" : `; the preemption started with ${outcome.noticeFrom}'s termination notice`);
       if (notices.first !== undefined) {
         say(`stopped by a termination notice (${notices.describe(notices.first)}); ${why}: exiting with ${outcome.code}`);
         return outcome.code;
@@ -369,6 +369,7 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     // Not started (its spawn failed, or the failure is not reported yet): Node's kill() would
     // signal pid 0, launch's own process group.
     if (child.pid === undefined) return;
+    if (sig !== "SIGKILL") signalledByLaunch.add(child);
     if (sig === "SIGKILL" || ready.has(child) || !program.holdSignalsUntilReady) child.kill(sig);
     else held.set(child, sig);
   };
@@ -382,8 +383,10 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
   const exitsSeen: { task: string; code: number }[] = [];
   /** The task whose own termination notice came first (its status channel said so). */
   let noticeFrom: string | undefined;
-  /** Tasks `launch` SIGKILLed because a peer found them lost: their 137 is not a failure of their own. */
+  /** Tasks `launch` SIGKILLed because a peer found them lost (killed once). */
   const killedAsLost = new Set<string>();
+  /** Tasks `launch` itself sent a termination signal: their notice did not start a preemption. */
+  const signalledByLaunch = new Set<ChildProcess>();
   let killTimer: TimerHandle | undefined;
 
   const armKill = (): void => {
@@ -410,14 +413,18 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
   const awaitOthers = (exited: string, code: number): void => {
     if (live.size === 0 || othersTimer !== undefined) return;
     const preempted = noticeFrom ?? exited;
-    const what = code === ExitCodes.chiefLost ? `${exited} lost the chief during a preemption (exit ${code})` : `${preempted} was preempted (${exited} exited ${code})`;
+    const what =
+      code === ExitCodes.chiefLost
+        ? `${exited} lost the chief during a preemption (exit ${code})`
+        : `${preempted} was preempted (${preempted === exited ? `exit ${code}` : `${exited} exited ${code} first`})`;
     say(`${what}: ${[...live.keys()].join(", ")} ${live.size === 1 ? "stops" : "stop"} on its notice (SIGTERM after ${killAfterMs / 1000} s if not)`);
     othersTimer = clock.setTimer(killAfterMs, () => stopOthers(`${[...live.keys()].join(", ")} still running ${killAfterMs / 1000} s after ${preempted}'s preemption`));
   };
   /** What a task says on its status channel (launchStatus.ts). */
-  const heard = (task: Task, status: LaunchStatus): void => {
+  const heard = (task: Task, status: LaunchStatus, child: ChildProcess): void => {
     if (status.type === "notice") {
-      if (noticeFrom !== undefined) return;
+      // A notice launch sent (stopping the group after a failure, forwarding its own) started nothing.
+      if (noticeFrom !== undefined || signalledByLaunch.has(child) || notices.first !== undefined) return;
       noticeFrom = task.name;
       say(`${task.name} got a termination notice (${status.source})`);
       return;
@@ -427,7 +434,8 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     // gone: nothing is gained by waiting out a kill delay for it.
     for (const name of status.tasks.map(launchTaskName)) {
       const child = live.get(name);
-      if (child === undefined || name === task.name || killedAsLost.has(name)) continue;
+      // Gone already (its exit not yet read): nothing to kill.
+      if (child === undefined || child.exitCode !== null || child.signalCode !== null || name === task.name || killedAsLost.has(name)) continue;
       killedAsLost.add(name);
       say(`${name} ${status.why === "declaredFailed" ? "was declared failed by the coordination service" : "is lost: the coordination service it hosts stopped answering"} (${task.name} says so): SIGKILL`);
       signal(child, "SIGKILL");
@@ -441,6 +449,7 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     armKill();
   };
 
+  const children = new Map<string, ChildProcess>();
   const exits = tasks.map((task, i) => {
     const child = spawn(program.file, [...program.args], {
       env: { ...io.env, ...program.env, TF_CONFIG: tfConfigs[i] as string, [LAUNCH_READY_ENV]: "1", [LAUNCH_STATUS_FD_ENV]: String(STATUS_FD) },
@@ -448,12 +457,13 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
       stdio: ["ignore", "pipe", "pipe", "pipe"],
     });
     live.set(task.name, child);
+    children.set(task.name, child);
     say(`started ${task.name} at ${addresses[i] as string}${child.pid === undefined ? "" : ` (pid ${child.pid})`}`);
     let badStatus = false;
     const streamed = [
       readLines(child.stdio[STATUS_FD] as NodeJS.ReadableStream | null | undefined, (line) => {
         try {
-          heard(task, decodeLaunchStatus(line, task.name));
+          heard(task, decodeLaunchStatus(line, task.name), child);
         } catch (e) {
           // Once per task: a program that writes to fd 3 for its own reasons is not launch's concern.
           if (!badStatus) say(`${(e as Error).message} (ignored from now on)`);
@@ -479,7 +489,7 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
       const signalled = child.signalCode === null ? "" : ` (killed by ${child.signalCode})`;
       say(`${task.name} exited with ${code}${signalled}`);
       exitsSeen.push({ task: task.name, code });
-      if (code === 0 || notices.first !== undefined || killedAsLost.has(task.name)) return;
+      if (code === 0 || notices.first !== undefined) return;
       if (code === program.preemptionCode || code === ExitCodes.chiefLost) awaitOthers(task.name, code);
       else stopOthers(`${task.name} failed (exit ${code})`);
     });
@@ -493,29 +503,38 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     killTimer?.cancel();
     othersTimer?.cancel();
   }
-  return groupOutcome(exitsSeen, noticeFrom, killedAsLost, program.preemptionCode);
+  const signalled = new Set(tasks.filter((t) => signalledByLaunch.has(children.get(t.name) as ChildProcess)).map((t) => t.name));
+  return groupOutcome(exitsSeen, noticeFrom, program.preemptionCode, { killedAsLost, signalled });
 };
 
+/** What `launch` itself did to the tasks, for {@link groupOutcome}. */
+export interface LaunchActions {
+  /** Tasks SIGKILLed because another task found them lost. */
+  readonly killedAsLost: ReadonlySet<string>;
+  /** Tasks `launch` sent a termination signal (stopping the group after a failure, or forwarding its own notice). */
+  readonly signalled: ReadonlySet<string>;
+}
+
 /**
- * The group's exit code from its tasks' exits: the code of the task whose termination notice
+ * The group's exit code from its tasks' exits: the code of the task whose own termination notice
  * started the preemption, when it is the preemption code or 43 (the chief lost during it); else
- * 43 when a task exited so; else the first other failure (a task `launch` killed as lost only
- * when no other failed). 0 when every task exited 0.
+ * 43 from a task `launch` did not stop itself; else the first failure that `launch` did not cause
+ * (a task it SIGKILLed as lost counts only when no other failed). 0 when every task exited 0.
  */
 export const groupOutcome = (
   exits: readonly { readonly task: string; readonly code: number }[],
   noticeFrom: string | undefined,
-  killedAsLost: ReadonlySet<string>,
   preemptionCode: number,
+  actions: LaunchActions = { killedAsLost: new Set(), signalled: new Set() },
 ): GroupOutcome => {
   const failed = exits.filter((e) => e.code !== 0);
   const from = noticeFrom === undefined ? {} : { noticeFrom };
   if (failed.length === 0) return { code: ExitCodes.done, ...from };
   const noticed = failed.find((e) => e.task === noticeFrom);
   if (noticed !== undefined && (noticed.code === preemptionCode || noticed.code === ExitCodes.chiefLost)) return { code: noticed.code, decidedBy: noticed.task, ...from };
-  const lostChief = failed.find((e) => e.code === ExitCodes.chiefLost);
+  const lostChief = failed.find((e) => e.code === ExitCodes.chiefLost && !actions.signalled.has(e.task));
   if (lostChief !== undefined) return { code: lostChief.code, decidedBy: lostChief.task, ...from };
-  const first = failed.find((e) => !killedAsLost.has(e.task)) ?? (failed[0] as { task: string; code: number });
+  const first = failed.find((e) => !actions.killedAsLost.has(e.task)) ?? (failed[0] as { task: string; code: number });
   return { code: first.code, decidedBy: first.task, ...from };
 };
 

@@ -55,14 +55,14 @@ const ROWS: readonly ExitCodeRow[] = [
     code: ExitCodes.chiefLost,
     meaning: "the chief was lost (frozen, dead or its coordination service gone) while a preemption was pending or being agreed: nothing was saved by this task; run again to resume from the last checkpoint",
   },
-  { code: SignalExitCodes.killed, meaning: "under `launch`: a task was SIGKILLed (by `launch` after its kill delay, or by the OS)" },
+  { code: SignalExitCodes.killed, meaning: "under `launch`: a task was SIGKILLed (by `launch` after its kill delay or when another task found it lost, or by the OS)" },
   { code: SignalExitCodes.terminated, meaning: "under `launch`: a task died of SIGTERM before it handled signals" },
 ];
 
 /** `launch`'s own code when its tasks exit with different ones. */
 const PRECEDENCE =
-  `\`launch\` exits with the code of the task whose termination notice started a preemption (${ExitCodes.preempted} or ${ExitCodes.chiefLost}), ` +
-  `else with ${ExitCodes.chiefLost} if a task exited with it, else with the first other failure's code.`;
+  `\`launch\` exits with the code of the task whose own termination notice started a preemption (${ExitCodes.preempted} or ${ExitCodes.chiefLost}), ` +
+  `else with ${ExitCodes.chiefLost} if a task exited with it before \`launch\` stopped it, else with the first failure that \`launch\` did not cause.`;
 
 // ---------------------------------------------------------------------------------------------
 // operations

@@ -8,8 +8,6 @@ import { groupOutcome } from "../../src/cli/launch.js";
 import { DataLossError } from "../../src/errors.js";
 import { decodeLaunchStatus, launchStatusWriter, launchTaskName } from "../../src/runtime/launchStatus.js";
 
-const none = new Set<string>();
-
 describe("launch's exit code (the precedence of the exit-code table)", () => {
   it("the code of the task whose notice started the preemption (42 or 43) comes first", () => {
     const exits = [
@@ -17,8 +15,8 @@ describe("launch's exit code (the precedence of the exit-code table)", () => {
       { task: "worker:1", code: 43 },
       { task: "worker:0", code: 42 },
     ];
-    expect(groupOutcome(exits, "worker:0", none, 42)).toEqual({ code: 42, decidedBy: "worker:0", noticeFrom: "worker:0" });
-    expect(groupOutcome(exits, "worker:1", none, 42)).toEqual({ code: 43, decidedBy: "worker:1", noticeFrom: "worker:1" });
+    expect(groupOutcome(exits, "worker:0", 42)).toEqual({ code: 42, decidedBy: "worker:0", noticeFrom: "worker:0" });
+    expect(groupOutcome(exits, "worker:1", 42)).toEqual({ code: 43, decidedBy: "worker:1", noticeFrom: "worker:1" });
   });
 
   it("then 43 (a chief lost during a preemption), before the first failure", () => {
@@ -26,20 +24,31 @@ describe("launch's exit code (the precedence of the exit-code table)", () => {
       { task: "worker:0", code: 1 },
       { task: "worker:1", code: 43 },
     ];
-    expect(groupOutcome(exits, undefined, none, 42).code).toBe(43);
+    expect(groupOutcome(exits, undefined, 42).code).toBe(43);
     // The noticed task failed otherwise: its 1 is not a preemption, 43 still wins.
-    expect(groupOutcome(exits, "worker:0", none, 42)).toEqual({ code: 43, decidedBy: "worker:1", noticeFrom: "worker:0" });
+    expect(groupOutcome(exits, "worker:0", 42)).toEqual({ code: 43, decidedBy: "worker:1", noticeFrom: "worker:0" });
   });
 
-  it("then the first failure, where a task launch killed as lost counts only when no other failed; 0 when all exited 0", () => {
-    expect(groupOutcome([{ task: "worker:0", code: 137 }, { task: "chief:0", code: 1 }], undefined, new Set(["worker:0"]), 42)).toEqual({ code: 1, decidedBy: "chief:0" });
-    expect(groupOutcome([{ task: "worker:0", code: 137 }], undefined, new Set(["worker:0"]), 42)).toEqual({ code: 137, decidedBy: "worker:0" });
-    expect(groupOutcome([{ task: "chief:0", code: 0 }, { task: "worker:0", code: 0 }], undefined, none, 42)).toEqual({ code: 0 });
+  it("then the first failure (a frozen task launch SIGKILLed as lost: its 137); 0 when all exited 0", () => {
+    expect(groupOutcome([{ task: "worker:0", code: 137 }, { task: "chief:0", code: 1 }], undefined, 42)).toEqual({ code: 137, decidedBy: "worker:0" });
+    expect(groupOutcome([{ task: "chief:0", code: 1 }, { task: "worker:0", code: 42 }], undefined, 42)).toEqual({ code: 1, decidedBy: "chief:0" });
+    expect(groupOutcome([{ task: "chief:0", code: 0 }, { task: "worker:0", code: 0 }], undefined, 42)).toEqual({ code: 0 });
+  });
+
+  it("what launch caused does not decide: a 43 of a task it stopped, a 137 of a task it killed as lost (while another failed)", () => {
+    const actions = { killedAsLost: new Set(["worker:0"]), signalled: new Set(["worker:1"]) };
+    const exits = [
+      { task: "worker:0", code: 137 },
+      { task: "chief:0", code: 1 },
+      { task: "worker:1", code: 43 },
+    ];
+    expect(groupOutcome(exits, undefined, 42, actions)).toEqual({ code: 1, decidedBy: "chief:0" });
+    expect(groupOutcome([{ task: "worker:0", code: 137 }], undefined, 42, actions)).toEqual({ code: 137, decidedBy: "worker:0" });
   });
 
   it("a custom preemption code counts as the preemption", () => {
-    expect(groupOutcome([{ task: "worker:0", code: 1 }, { task: "chief:0", code: 50 }], "chief:0", none, 50).code).toBe(50);
-    expect(groupOutcome([{ task: "worker:0", code: 1 }, { task: "chief:0", code: 42 }], "chief:0", none, 50).code).toBe(1);
+    expect(groupOutcome([{ task: "worker:0", code: 1 }, { task: "chief:0", code: 50 }], "chief:0", 50).code).toBe(50);
+    expect(groupOutcome([{ task: "worker:0", code: 1 }, { task: "chief:0", code: 42 }], "chief:0", 50).code).toBe(1);
   });
 });
 

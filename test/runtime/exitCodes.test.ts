@@ -39,7 +39,7 @@ describe("the exit codes: one table", () => {
     const help = words(lines.slice(1).join("\n"));
     for (const [code, meaning] of markdownRows()) expect(help).toContain(`${code} ${words(meaning)}`);
     const precedence = exitCodesMarkdown().split("\n\n")[1] ?? "";
-    expect(precedence).toMatch(/^`launch` exits with the code of the task whose termination notice started a preemption/);
+    expect(precedence).toMatch(/^`launch` exits with the code of the task whose own termination notice started a preemption/);
     expect(help.endsWith(words(precedence))).toBe(true);
   });
 });

@@ -212,6 +212,7 @@ export const claimTask = async (context: EtcdTaskContext, gen: number, isChief: 
   const gone: Status = {
     code: ErrorCode.UNAVAILABLE,
     message: `task ${task} restarted (incarnation ${known} is gone, ${incarnation} registered); the cluster must restart`,
+    failure: { kind: "declaredFailed", tasks: [task] },
   };
   await insertIfAbsent(etcd, keys.inGeneration(gen, "error"), JSON.stringify(gone));
   throw new AbortedError(
