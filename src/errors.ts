@@ -114,6 +114,15 @@ export class InvalidArgumentError extends opError(
   "InvalidArgumentError",
   ErrorCode.INVALID_ARGUMENT,
 ) {}
+/**
+ * The replicas of a data-parallel group build different models (a layer, shape or dtype differs):
+ * a configuration to fix before any update. An `InvalidArgumentError`; reported to the cluster it
+ * keeps its name in the failure (`failure.errorName`), so every task can tell it apart without
+ * reading the message.
+ */
+export class ModelMismatchError extends InvalidArgumentError {
+  override readonly name: string = "ModelMismatchError";
+}
 /** Something was not found (a file, a checkpoint, an op name). */
 export class NotFoundError extends opError("NotFoundError", ErrorCode.NOT_FOUND) {}
 /** Something already exists. */

@@ -142,6 +142,7 @@ export {
   FailedPreconditionError,
   InternalError,
   InvalidArgumentError,
+  ModelMismatchError,
   NanLossDuringTrainingError,
   NotFoundError,
   OpError,

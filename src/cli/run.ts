@@ -36,7 +36,7 @@ import { resolveTfConfig } from "../cluster/ClusterResolver.js";
 import { decodePodEnvironment, PeerNotResolvedError, waitForPodTfConfig } from "../cluster/PodClusterResolver.js";
 import { TF_CONFIG } from "../cluster/TfConfig.js";
 import { checkpointDirOf, ConfigError, lastStepOf, toMonitoredTrainingSessionOptions, type Job, type JobContext, type SessionRole, type TrainingConfig } from "../config/index.js";
-import { InvalidArgumentError, ValueError } from "../errors.js";
+import { clusterFailureOf, InvalidArgumentError, ModelMismatchError, ValueError } from "../errors.js";
 import type { Logger, LogLevel } from "../Logger.js";
 import { withSession } from "../pipeline/MonitoredSession.js";
 import { monitoredTrainingSession, type MonitoredTrainingSessionOptions } from "../training/monitoredTrainingSession.js";
@@ -507,12 +507,13 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
       ? e.message
       : group !== undefined && !isChief && !started && e instanceof InvalidArgumentError && / mismatch/.test(e.message)
         ? `${MODEL_MISMATCH} ${task?.name ?? "this task"} (rank ${group.rank}) cannot take the chief's values: ${e.message}. Every worker must build the same model (same layers, shapes and dtypes).`
-        : clusterFailure?.message.includes(MODEL_MISMATCH) === true
-          ? clusterFailure.message.slice(clusterFailure.message.indexOf(MODEL_MISMATCH))
+        : clusterFailure !== undefined && reportsModelMismatch(clusterFailure)
+          ? // For the line only: the reporter's description, without the report's framing.
+            clusterFailure.message.slice(Math.max(0, clusterFailure.message.indexOf(MODEL_MISMATCH)))
           : undefined;
     if (mismatch !== undefined && group !== undefined) {
       io.err.write(`${task?.name ?? "this task"}: ${mismatch.split("\n")[0] ?? ""}\n`);
-      if (cluster !== undefined && clusterFailure === undefined) await cluster.reportFailure(new InvalidArgumentError(mismatch));
+      if (cluster !== undefined && clusterFailure === undefined) await cluster.reportFailure(new ModelMismatchError(mismatch));
       return ExitCodes.usage;
     }
     if (e instanceof PreemptedExit) {
@@ -552,9 +553,17 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
 // ---------------------------------------------------------------------------------------------
 
 /** The replicas' signature check failed (src/tfjs/internal/Replicas.ts): the ranks build different models. */
-const isModelMismatch = (e: unknown): e is InvalidArgumentError => e instanceof InvalidArgumentError && e.message.startsWith(MODEL_MISMATCH);
+const isModelMismatch = (e: unknown): e is ModelMismatchError => e instanceof ModelMismatchError;
 
-/** How the replicas' signature check's error starts. */
+/** Another task reported a {@link ModelMismatchError} to the cluster (told by the failure's class name, never by its message). */
+const reportsModelMismatch = (e: Error): boolean => {
+  const f = clusterFailureOf(e);
+  return f?.kind === "reported" && f.errorName === MODEL_MISMATCH_ERROR;
+};
+
+const MODEL_MISMATCH_ERROR = new ModelMismatchError().name;
+
+/** How the replicas' signature check's error starts (to print it without the report's framing). */
 const MODEL_MISMATCH = "The replicas' models differ:";
 
 /** How long a rank whose collective failed waits for the coordination service to say why (a preemption exits 42, not 1). */

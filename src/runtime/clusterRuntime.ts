@@ -432,8 +432,13 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     },
     reportFailure: async (error) => {
       const message = error instanceof Error ? `${error.name}: ${error.message.split("\n")[0] ?? ""}` : String(error);
-      // An OpError keeps its class and code on every task (a ResourceExhaustedError stays one); anything else is UnknownError.
-      const reported = error instanceof OpError ? fromStatus({ code: error.code, message: `task ${task.name} failed: ${message}` }) : new UnknownError(`task ${task.name} failed: ${message}`);
+      // An OpError keeps its class and code on every task (a ResourceExhaustedError stays one),
+      // and its own name in the failure (a ModelMismatchError is told apart without its message);
+      // anything else is UnknownError.
+      const reported =
+        error instanceof OpError
+          ? fromStatus({ code: error.code, message: `task ${task.name} failed: ${message}`, failure: { kind: "reported", reporter: me, errorName: error.name } })
+          : new UnknownError(`task ${task.name} failed: ${message}`);
       await client.reportErrorToCluster(reported).catch(() => undefined);
     },
     finish: finishOnce,

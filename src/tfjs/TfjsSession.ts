@@ -38,7 +38,7 @@
  * the data (`InMemoryDataSource`'s `shard`). Every rank must run `train` the same number of times,
  * in the same order.
  * - The first `train` step exchanges model signatures (every weight's name, dtype and shape, and
- *   the trainable parameter count); on a mismatch every rank raises `InvalidArgumentError` naming
+ *   the trainable parameter count); on a mismatch every rank raises `ModelMismatchError` (an `InvalidArgumentError`) naming
  *   the differing rank and both shapes, before any update.
  * - The first `train` step after `initialize()` or `restore()` first copies rank 0's (the chief's)
  *   live state into every replica: weights, optimizer slots, global step and data position.

@@ -4,7 +4,7 @@
  *
  * - At join (the first step): the ranks exchange model signatures (every weight's name, dtype and
  *   shape, and the trainable parameter count); on a mismatch every rank raises the same
- *   `InvalidArgumentError` naming the first differing rank and both shapes.
+ *   `ModelMismatchError` (an `InvalidArgumentError`) naming the first differing rank and both shapes.
  * - After every `initialize()` or `restore()`: the next step first takes rank 0's (the chief's)
  *   live state (weights, optimizer slots, global step, data position), so every replica starts
  *   from the chief's values.
@@ -26,7 +26,7 @@ import * as t from "io-ts";
 
 import { decodeOrThrow, DTypeCodec, JsonText, NonNegativeInt, Text } from "../../codec.js";
 import { CollectiveReformedError, type Collective } from "../../session/Collective.js";
-import { DataLossError, InvalidArgumentError } from "../../errors.js";
+import { DataLossError, InvalidArgumentError, ModelMismatchError } from "../../errors.js";
 import { numElements, type DType, type TensorData, type TensorValue } from "../../session/Tensor.js";
 import type { ModelWeight } from "./naming.js";
 import { DATA_PREFIX } from "./TfjsVariables.js";
@@ -201,7 +201,7 @@ export class Replicas {
     const other = signatures.findIndex((s) => s !== signatures[0]);
     const entriesOf = (r: number): SignatureEntries =>
       decodeOrThrow(t.array(SignatureLine), (signatures[r] as string).split("\n"), (problems) => new DataLossError(`the model signature of ${this.task(r)}: ${problems}`));
-    throw new InvalidArgumentError(
+    throw new ModelMismatchError(
       `The replicas' models differ: ${this.task(other)} has ${describeDifference(entriesOf(other), entriesOf(0), this.task(0))}. Every worker must build the same model (same layers, shapes and dtypes).`,
     );
   }

@@ -21,6 +21,7 @@ import {
   FailedPreconditionError,
   ErrorCode,
   InvalidArgumentError,
+  ModelMismatchError,
   type OpError,
   ResourceExhaustedError,
   UnavailableError,
@@ -255,6 +256,22 @@ export const describeConformance = (name: string, setup: () => ConformanceBacken
         expect((e as OpError).failure).toEqual({ kind: "reported", reporter: worker1, errorName: "ResourceExhaustedError" });
       } finally {
         await closeAll(again);
+      }
+    });
+
+    it("a reported error's own class name (a subclass such as ModelMismatchError) reaches every task in its failure, whatever its message", async () => {
+      const clients = await connectAll(await backend().cluster(tasks));
+      try {
+        // As a task's runtime reports it: the failure names the subclass the code alone cannot.
+        const mismatch = new ModelMismatchError("zork", { failure: { kind: "reported", reporter: worker1, errorName: "ModelMismatchError" } });
+        await (clients[1] as CoordinationClient).reportErrorToCluster(mismatch);
+        for (const client of clients) {
+          const e = await untilRejected(() => client.tryGet("x"), 10_000, `the mismatch's propagation to ${client.task}`);
+          expect(e).toBeInstanceOf(InvalidArgumentError);
+          expect((e as OpError).failure).toEqual({ kind: "reported", reporter: worker1, errorName: "ModelMismatchError" });
+        }
+      } finally {
+        await closeAll(clients);
       }
     });
 
