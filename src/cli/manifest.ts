@@ -5,7 +5,9 @@
  * configuration file for what the manifest depends on (the checkpoint and summary directories,
  * the preemption grace period and exit code, the heartbeat timeout) and puts it into a
  * ConfigMap with the cluster settings the flags give; it reads no Secret and makes none. Bad
- * options exit 2 with one line naming the problem and the fix.
+ * options exit 2 with one line naming the problem and the fix. What the manifest cannot make
+ * safe by itself gets a warning line on stderr: checkpoints on an emptyDir, a cluster that
+ * accepts any caller (no token and no TLS), BestEffort pods.
  *
  * @module
  */
@@ -19,7 +21,7 @@ import { parse as parseYaml } from "yaml";
 import { ClusterConfigCodec } from "../cluster/ClusterConfig.js";
 import { decode, formatIssue } from "../codec.js";
 import { CheckpointConfigCodec, MAX_ALIAS_COUNT, PreemptionConfigCodec, SummariesConfigCodec } from "../config/index.js";
-import { DEFAULT_CLI, DEFAULT_PORT, kubernetesManifest, renderManifest, type CheckpointVolume, type PodProgram } from "../kubernetes/KubernetesManifest.js";
+import { DEFAULT_CLI, DEFAULT_PORT, DEFAULT_RESOURCES, kubernetesManifest, renderManifest, type CheckpointVolume, type PodProgram } from "../kubernetes/KubernetesManifest.js";
 import { MIN_JOBSET_VERSION, MIN_KUBERNETES_VERSION } from "../kubernetes/failurePolicy.js";
 import { terminationGracePeriod } from "../kubernetes/gracePeriod.js";
 import { podClusterSettings, podConfigText } from "../kubernetes/podConfig.js";
@@ -45,6 +47,9 @@ export interface ManifestFlags {
   readonly checkpointDir?: string;
   readonly cpu?: string;
   readonly memory?: string;
+  readonly bestEffort?: boolean;
+  /** False with `--no-network-policy`. */
+  readonly networkPolicy?: boolean;
   readonly tokenSecret?: string;
   readonly tlsSecret?: string;
   readonly graceSecs?: number;
@@ -186,12 +191,28 @@ export const manifestCommand = async (config: string | undefined, command: reado
     chiefScratchDirs: chiefScratch,
     cpu: flags.cpu,
     memory: flags.memory,
+    bestEffort: flags.bestEffort,
+    networkPolicy: flags.networkPolicy,
     tokenSecret: flags.tokenSecret,
     tlsSecret: flags.tlsSecret,
     terminationGracePeriodSeconds: grace.seconds,
     preemptionExitCode,
   });
   if (isLeft(manifest)) return usage(manifest.left.join("; "));
+  const networkPolicy = flags.networkPolicy !== false;
+  // With --tls-secret the TLS is mutual (the manifest always names the CA): a caller needs a certificate.
+  if (flags.tokenSecret === undefined && flags.tlsSecret === undefined) {
+    warnings.push(
+      networkPolicy
+        ? `warning: no --token-secret: the tasks accept any connection (no token, no TLS); the NetworkPolicy admits only this job's pods, and only where the cluster's network plugin enforces NetworkPolicies; give --token-secret <secret>`
+        : `warning: no --token-secret and --no-network-policy: anything that reaches a pod's port ${flags.port} can join or disrupt the training (no token, no TLS); give --token-secret <secret>`,
+    );
+  }
+  if (flags.bestEffort === true) {
+    warnings.push(
+      `warning: --best-effort: the pods request no CPU or memory (QoS class BestEffort), so under node pressure the kubelet evicts them first, and each eviction restarts the set without counting toward --max-restarts, possibly forever; drop it for the default requests (cpu ${DEFAULT_RESOURCES.cpu}, memory ${DEFAULT_RESOURCES.memory})`,
+    );
+  }
   for (const w of warnings) io.err.write(`${w}\n`);
   const prerequisites = [
     ...[flags.tokenSecret, flags.tlsSecret].filter((s): s is string => s !== undefined).map((s) => `secret/${s}`),
@@ -203,6 +224,12 @@ export const manifestCommand = async (config: string | undefined, command: reado
       ? `Needs JobSet ${MIN_JOBSET_VERSION} or later (onJobFailureMessagePatterns) and Kubernetes ${MIN_KUBERNETES_VERSION} or later (podFailurePolicy, DisruptionTarget).`
       : `Needs Kubernetes ${MIN_KUBERNETES_VERSION} or later (podFailurePolicy, DisruptionTarget). No gang restart: a failed pod is replaced alone.`,
     `terminationGracePeriodSeconds ${grace.seconds}: ${grace.explanation}.`,
+    flags.bestEffort === true
+      ? "No resources requested (--best-effort): QoS class BestEffort, the first pods evicted under node pressure."
+      : `Each pod requests cpu ${flags.cpu ?? DEFAULT_RESOURCES.cpu} and memory ${flags.memory ?? DEFAULT_RESOURCES.memory} (the memory limit too): QoS class Burstable.`,
+    ...(networkPolicy
+      ? [`NetworkPolicy ${name}: the pods accept connections only from this job's own pods; it needs a network plugin that enforces NetworkPolicies (--no-network-policy omits it).`]
+      : []),
     ...(prerequisites.length === 0 ? [] : [`Create first (this command reads and makes none): ${prerequisites.join(", ")}.`]),
   ];
   io.out.write(renderManifest(manifest.right, header));

@@ -11,6 +11,7 @@ import { Command, CommanderError, InvalidArgumentError, Option } from "commander
 import { boardCommand } from "./board.js";
 import { ExitCodes, exitCodesHelp } from "../runtime/exitCodes.js";
 import { addInspectCommand } from "./inspect.js";
+import { DEFAULT_RESOURCES } from "../kubernetes/KubernetesManifest.js";
 import { MANIFEST_DEFAULTS, manifestCommand, type ManifestFlags } from "./manifest.js";
 import { CLUSTER_FLAGS, launchCommand, launchProgram, type ClusterFlags } from "./launch.js";
 import { runCommand, type CliIo } from "./run.js";
@@ -125,9 +126,11 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     .option("--checkpoint-pvc <claim>", "an existing PersistentVolumeClaim mounted at the checkpoint directory of the chief")
     .option("--checkpoint-pvc-on-workers", "also mount the claim read-only on the workers, for a custom loop whose workers restore (the claim must be ReadWriteMany)")
     .option("--checkpoint-dir <path>", `-- <command> only: where the claim is mounted (default ${"/checkpoints/train"})`)
-    .option("--cpu <quantity>", "CPU request of each pod (2, 500m)")
-    .option("--memory <quantity>", "memory request and limit of each pod (4Gi)")
-    .option("--token-secret <name>", "an existing Secret whose key `token` is the cluster token, mounted as a file")
+    .option("--cpu <quantity>", `CPU request of each pod (2, 500m; default ${DEFAULT_RESOURCES.cpu}); no CPU limit`)
+    .option("--memory <quantity>", `memory request and limit of each pod (4Gi; default ${DEFAULT_RESOURCES.memory})`)
+    .option("--best-effort", "request no CPU or memory (QoS class BestEffort: the first pods evicted under node pressure; a warning); not with --cpu or --memory")
+    .option("--token-secret <name>", "an existing Secret whose key `token` is the cluster token, mounted as a file (without it or --tls-secret: a warning, the tasks accept any caller)")
+    .option("--no-network-policy", "leave out the NetworkPolicy that admits to the pods only this job's own pods (it needs a network plugin that enforces NetworkPolicies)")
     .option("--tls-secret <name>", "an existing Secret with tls.crt, tls.key and ca.crt for the cluster's TLS")
     .option("--grace-secs <s>", "terminationGracePeriodSeconds (default: the save time with a margin, the agreement allowance and preemption.gracePeriodSecs)", integerAtLeast(1))
     .option("--save-secs <s>", "the measured save time, for the grace period (a run's `Checkpoint saved: ... ms` line; default 10)", positiveNumber)

@@ -2,14 +2,16 @@
  * The Kubernetes objects that run a training job as a cluster of pods: a JobSet
  * (`jobset.x-k8s.io/v1alpha2`, a chief and a worker replicated job that restart together) or,
  * for clusters without JobSet, an indexed Job with its headless Service; the configuration
- * file as a ConfigMap. A pure function of its options: it reads no file and prints nothing (the
- * `manifest kubernetes` command does both).
+ * file as a ConfigMap; a NetworkPolicy that lets only the job's own pods reach them. A pure
+ * function of its options: it reads no file and prints nothing (the `manifest kubernetes`
+ * command does both).
  *
  * Each pod finds its task from its own environment (src/cluster/PodClusterResolver.ts): the
  * manifest sets exactly the variables of `POD_ENV`. Secrets (the cluster token, TLS) are named,
  * never read. The pods run as a non-root user with no privilege escalation, every capability
  * dropped, a read-only root filesystem (writable emptyDirs where the trainer writes) and no
- * service-account token. See docs/kubernetes.md, field by field.
+ * service-account token, and request CPU and memory unless told not to. See docs/kubernetes.md,
+ * field by field.
  *
  * @module
  */
@@ -89,8 +91,14 @@ export interface KubernetesManifestOptions {
   readonly scratchDirs?: readonly string[] | undefined;
   /** Directories the chief writes besides the checkpoint volume (summaries elsewhere, the checkpoint directory without a volume): emptyDirs. */
   readonly chiefScratchDirs?: readonly string[] | undefined;
+  /** Each pod's CPU request (default {@link DEFAULT_RESOURCES}); no CPU limit. */
   readonly cpu?: string | undefined;
+  /** Each pod's memory request, and its limit (default {@link DEFAULT_RESOURCES}). */
   readonly memory?: string | undefined;
+  /** Request nothing (QoS class BestEffort: evicted first under node pressure); not with `cpu` or `memory`. */
+  readonly bestEffort?: boolean | undefined;
+  /** The NetworkPolicy that admits to the pods only the job's own pods (default true). */
+  readonly networkPolicy?: boolean | undefined;
   /** A Secret with the cluster token under the key `token`, mounted at {@link TOKEN_FILE}. */
   readonly tokenSecret?: string | undefined;
   /** A Secret with `tls.crt`, `tls.key` and `ca.crt`, mounted under {@link TLS_DIR}. */
@@ -117,6 +125,16 @@ export const DEFAULT_CLI = "node_modules/monitored-session/dist/src/cli/main.js"
 /** The default port of a task's server (TensorFlow's TFJob uses the same). */
 export const DEFAULT_PORT = 2222;
 
+/**
+ * Each pod's requests unless `cpu`, `memory` or `bestEffort` say otherwise. One CPU: a task's
+ * step runs on Node's one JavaScript thread (TensorFlow.js's cpu and wasm backends compute
+ * there), so a step uses about one core; with no CPU limit the pod still borrows idle cores for
+ * the garbage collector and I/O. 2Gi: Node itself (about 100 MB), TensorFlow.js with the model,
+ * its gradients and optimizer slots, the data held in memory, and the copy of every variable a
+ * checkpoint save makes; the bundled job needs far less, and a bigger model asks for more.
+ */
+export const DEFAULT_RESOURCES = { cpu: "1", memory: "2Gi" } as const;
+
 /** The user (and group) the containers run as: the `node` user of the official Node.js images, by number (`runAsNonRoot` cannot check a name). */
 const RUN_AS_USER = 1000;
 
@@ -141,6 +159,8 @@ export const kubernetesManifest = (options: KubernetesManifestOptions): Either<r
   const labels = { [NAME_LABEL]: "monitored-session", [INSTANCE_LABEL]: o.name };
   const meta = (name: string): KubernetesObject["metadata"] => ({ name, namespace: o.namespace, labels });
   const objects: KubernetesObject[] = [];
+  // Before the pods it guards, so that none runs unguarded while the manifest is applied.
+  if (o.networkPolicy !== false) objects.push({ apiVersion: "networking.k8s.io/v1", kind: "NetworkPolicy", metadata: meta(o.name), spec: networkPolicySpec(labels) });
   if (o.program.kind === "config") {
     objects.push({ apiVersion: "v1", kind: "ConfigMap", metadata: meta(configMapName(o.name)), data: { [posix.basename(o.program.configFile)]: o.program.configText } });
   }
@@ -243,11 +263,6 @@ const podTemplate = (o: KubernetesManifestOptions, job: typeof CHIEF_JOB | typeo
     volumes.push({ name: "checkpoints", persistentVolumeClaim: { claimName: ckpt.claimName, ...(readOnly ? { readOnly: true } : {}) } });
     mounts.push({ name: "checkpoints", mountPath: ckpt.mountPath, ...(readOnly ? { readOnly: true } : {}) });
   }
-  const resources = {
-    ...(o.cpu === undefined && o.memory === undefined ? {} : { requests: { ...(o.cpu === undefined ? {} : { cpu: o.cpu }), ...(o.memory === undefined ? {} : { memory: o.memory }) } }),
-    // Memory above the request is not reclaimable: the limit equals it, so an overrun is an OOM kill of this pod, not of a neighbour.
-    ...(o.memory === undefined ? {} : { limits: { memory: o.memory } }),
-  };
   return {
     metadata: { labels },
     spec: {
@@ -266,7 +281,7 @@ const podTemplate = (o: KubernetesManifestOptions, job: typeof CHIEF_JOB | typeo
           ...(o.program.kind === "config" ? { command: cliCommand(o.program.cli, o.program.configFile) } : { command: [...o.program.command] }),
           env: podEnv(o, job),
           ports: [{ name: "grpc", containerPort: o.port, protocol: "TCP" }],
-          ...(Object.keys(resources).length === 0 ? {} : { resources }),
+          ...(o.bestEffort === true ? {} : { resources: podResources(o.cpu ?? DEFAULT_RESOURCES.cpu, o.memory ?? DEFAULT_RESOURCES.memory) }),
           securityContext: { privileged: false, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ["ALL"] } },
           volumeMounts: mounts,
         },
@@ -275,6 +290,29 @@ const podTemplate = (o: KubernetesManifestOptions, job: typeof CHIEF_JOB | typeo
     },
   };
 };
+
+/**
+ * The job's NetworkPolicy: the pods labelled `labels` (the pod template's own labels, which both
+ * kinds of manifest put on every pod) take connections only from pods with the same labels in
+ * the same namespace. On every port, not only the server's: the collective ring of a
+ * data-parallel group listens on a port each task picks at start (src/runtime/clusterRuntime.ts,
+ * `joinCollective`). Ingress only: the pods still reach etcd, DNS and the checkpoint storage.
+ */
+const networkPolicySpec = (labels: Record<string, string>): Record<string, unknown> => ({
+  podSelector: { matchLabels: labels },
+  policyTypes: ["Ingress"],
+  ingress: [{ from: [{ podSelector: { matchLabels: labels } }] }],
+});
+
+/**
+ * A pod's requests (QoS class Burstable). The memory limit equals the request: memory is not
+ * reclaimable, and a pod above its request is among the first the kubelet evicts under node
+ * pressure, each eviction an uncounted restart of the set; held to its request, an overrun is an
+ * OOM kill of this container instead (exit 137, a counted restart). No CPU limit: CPU is
+ * reclaimable, and a throttled period stalls the event loop, its heartbeats and the preemption
+ * agreement with it.
+ */
+const podResources = (cpu: string, memory: string): Record<string, unknown> => ({ requests: { cpu, memory }, limits: { memory } });
 
 /** The variables the pod resolver reads (POD_ENV), the grace period, and a command's cluster settings. */
 const podEnv = (o: KubernetesManifestOptions, job: string | undefined): Record<string, unknown>[] => {
@@ -335,6 +373,8 @@ const checkOptions = (o: KubernetesManifestOptions): string[] => {
   if (!Number.isSafeInteger(o.terminationGracePeriodSeconds) || o.terminationGracePeriodSeconds < 1) out.push(`--grace-secs ${o.terminationGracePeriodSeconds}: expected an integer >= 1`);
   if (o.cpu !== undefined && !QUANTITY.test(o.cpu)) out.push(`--cpu ${JSON.stringify(o.cpu)}: expected a quantity such as 2 or 500m`);
   if (o.memory !== undefined && !QUANTITY.test(o.memory)) out.push(`--memory ${JSON.stringify(o.memory)}: expected a quantity such as 4Gi or 512Mi`);
+  const requests = (["cpu", "memory"] as const).filter((k) => o[k] !== undefined).map((k) => `--${k}`);
+  if (o.bestEffort === true && requests.length > 0) out.push(`--best-effort requests no resources: give either it or ${requests.join(" and ")}, not both`);
   for (const [flag, v] of [["--token-secret", o.tokenSecret], ["--tls-secret", o.tlsSecret], ["--checkpoint-pvc", o.checkpoint?.claimName]] as const) {
     if (v !== undefined && (!DNS_1123_SUBDOMAIN.test(v) || v.length > 253)) out.push(`${flag} ${JSON.stringify(v)}: expected the name of an existing object (lower-case letters, digits, '-' and '.')`);
   }

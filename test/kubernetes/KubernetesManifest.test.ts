@@ -3,10 +3,12 @@ import { describe, expect, it } from "vitest";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
 
 import { decodePodEnvironment, POD_ENV, podTfConfigOf } from "../../src/cluster/PodClusterResolver.js";
-import { kubernetesManifest, type KubernetesManifestOptions } from "../../src/kubernetes/KubernetesManifest.js";
+import { DEFAULT_RESOURCES, kubernetesManifest, type KubernetesManifestOptions } from "../../src/kubernetes/KubernetesManifest.js";
 import { CLUSTER_SETTINGS_ENV } from "../../src/runtime/index.js";
 import { cliInProcess } from "../util/cli.js";
-import { checkManifest, jobSetSchema, unknownFields } from "./manifestChecks.js";
+import { checkManifest, jobSetSchema, podTemplates, qosClass, unknownFields } from "./manifestChecks.js";
+import { admits, selects } from "./networkPolicy.js";
+import { indexedJobPodLabels, jobSetPodLabels } from "./podLabels.js";
 
 type Json = Record<string, unknown>;
 
@@ -44,8 +46,12 @@ const variants = modes.flatMap((m) => security.flatMap((s) => coordination.flatM
 describe("manifest kubernetes: every variant validates", () => {
   it.each(variants.map((v) => [v.join(" "), v] as const))("%s", async (_, v) => {
     const { code, stderr, objects } = await manifest(["--workers", "3", "--image", "registry.example.com/ml/trainer:1.2", ...v]);
-    expect({ code, stderr }).toEqual({ code: 0, stderr: "" });
+    // The one warning left: a cluster that accepts any caller.
+    expect({ code, stderr }).toEqual({ code: 0, stderr: v.includes("--token-secret") ? "" : expect.stringMatching(/^warning: no --token-secret: [^\n]*\n$/) });
     expect(checkManifest(objects)).toEqual([]);
+    // Guarded and sized by default, whatever else the flags say.
+    expect(byKind(objects, "NetworkPolicy")).toHaveLength(1);
+    for (const { spec } of podSpecs(objects)) expect(qosClass(spec)).toBe("Burstable");
     // Secrets are named, never made or printed.
     expect(byKind(objects, "Secret")).toEqual([]);
     for (const { spec } of podSpecs(objects)) {
@@ -92,7 +98,7 @@ describe("the pods find their cluster from what Kubernetes gives them", () => {
     for (const { job, pods, spec } of podSpecs(objects)) {
       for (let i = 0; i < pods; i++) {
         // The labels JobSet puts on its pods (kubernetes-sigs/jobset: label = annotation, prefix jobset.sigs.k8s.io/).
-        const labels = { "jobset.sigs.k8s.io/jobset-name": "spirals", "jobset.sigs.k8s.io/replicatedjob-name": job as string, "jobset.sigs.k8s.io/job-index": "0", "jobset.sigs.k8s.io/restart-attempt": "2" };
+        const labels = jobSetPodLabels({ jobSet: "spirals", replicatedJob: job as string, templateLabels: undefined, completionIndex: i, restartAttempt: 2 });
         const pod = decodePodEnvironment(podEnv(spec, labels, "ml", i));
         if (isLeft(pod)) throw new Error(pod.left.map((p) => p.message).join("; "));
         const tf = podTfConfigOf(pod.right as NonNullable<typeof pod.right>);
@@ -221,6 +227,120 @@ describe("what the manifest decides", () => {
   });
 });
 
+describe("safe by default: a NetworkPolicy guards the pods, and they request CPU and memory", () => {
+  const policyOf = (objects: readonly Json[]): Json => {
+    const policies = byKind(objects, "NetworkPolicy");
+    expect(policies).toHaveLength(1);
+    return policies[0] as Json;
+  };
+
+  it.each([
+    ["JobSet", []],
+    ["indexed Job", ["--indexed-job"]],
+  ] as const)("%s, with and without --token-secret: the policy comes first and selects exactly the pod template's labels, from the same pods", async (_, mode) => {
+    for (const token of [[], ["--token-secret", "tok"]]) {
+      const { code, stderr, objects } = await manifest(["examples/tfjs-classifier.yaml", "--workers", "3", "--image", "trainer:1", "--checkpoint-pvc", "ckpt", ...mode, ...token]);
+      expect(code).toBe(0);
+      expect(stderr).toBe(token.length === 0 ? "warning: no --token-secret: the tasks accept any connection (no token, no TLS); the NetworkPolicy admits only this job's pods, and only where the cluster's network plugin enforces NetworkPolicies; give --token-secret <secret>\n" : "");
+      // Created before the pods it guards.
+      expect(objects[0]?.["kind"]).toBe("NetworkPolicy");
+      const policy = policyOf(objects);
+      expect(policy["apiVersion"]).toBe("networking.k8s.io/v1");
+      const spec = policy["spec"] as Json;
+      const templates = podTemplates(objects);
+      expect(templates.length).toBeGreaterThan(0);
+      for (const t of templates) {
+        expect(spec["podSelector"]).toEqual({ matchLabels: t.labels });
+        expect(spec["ingress"]).toEqual([{ from: [{ podSelector: { matchLabels: t.labels } }] }]);
+      }
+      expect(spec["policyTypes"]).toEqual(["Ingress"]);
+    }
+  });
+
+  it("JobSet: of the pods JobSet creates, the policy admits this job's own to each other on the cluster port and the ring's, and nothing else", async () => {
+    const { objects } = await manifest(["examples/tfjs-classifier.yaml", "--workers", "4", "--image", "trainer:1", "--name", "spirals", "--namespace", "ml", "--port", "2345", "--token-secret", "tok"]);
+    const other = (await manifest(["examples/tfjs-classifier.yaml", "--workers", "2", "--image", "trainer:1", "--name", "spirals-2", "--namespace", "ml"])).objects;
+    const policies = byKind(objects, "NetworkPolicy");
+    // The pods as JobSet labels them: the template's labels, and JobSet's and the Job controller's.
+    const podsOf = (objs: readonly Json[], namespace: string): { namespace: string; labels: Record<string, string> }[] =>
+      byKind(objs, "JobSet").flatMap((js) =>
+        ((js["spec"] as Json)["replicatedJobs"] as Json[]).flatMap((rj) => {
+          const jobSpec = (rj["template"] as Json)["spec"] as Json;
+          const templateLabels = ((jobSpec["template"] as Json)["metadata"] as Json)["labels"] as Record<string, string>;
+          return Array.from({ length: jobSpec["completions"] as number }, (_, i) => ({ namespace, labels: jobSetPodLabels({ jobSet: (js["metadata"] as Json)["name"] as string, replicatedJob: rj["name"] as string, templateLabels, completionIndex: i, restartAttempt: 0 }) }));
+        }),
+      );
+    const pods = podsOf(objects, "ml");
+    expect(pods).toHaveLength(4);
+    // Compared as objects: the selector against each pod's labels.
+    for (const pod of pods) expect(selects(((policies[0] as Json)["spec"] as Json)["podSelector"] as Json, pod.labels)).toBe(true);
+    const port = ((container((podSpecs(objects)[0] as { spec: Json }).spec)["ports"] as Json[])[0] as Json)["containerPort"] as number;
+    expect(port).toBe(2345);
+    for (const from of pods) {
+      for (const to of pods) {
+        expect(admits(policies, from, to, port)).toBe(true);
+        // A data-parallel group's ring: a port each task picks at start.
+        expect(admits(policies, from, to, 45_000)).toBe(true);
+      }
+    }
+    const outsiders = [
+      ...podsOf(other, "ml"), // another job's pods in the same namespace
+      { namespace: "ml", labels: {} }, // any other pod of the namespace
+      { namespace: "ml", labels: { "app.kubernetes.io/instance": "spirals" } }, // one of our two labels only
+      ...pods.map((p) => ({ ...p, namespace: "default" })), // the same labels in another namespace
+    ];
+    for (const from of outsiders) for (const to of pods) expect(admits(policies, from, to, port), JSON.stringify(from)).toBe(false);
+  });
+
+  it("indexed Job: the same, for the pods the Job controller creates", async () => {
+    const { objects } = await manifest(["examples/tfjs-classifier.yaml", "--workers", "3", "--image", "trainer:1", "--indexed-job", "--name", "spirals"]);
+    const policies = byKind(objects, "NetworkPolicy");
+    const [template] = podTemplates(objects) as [ReturnType<typeof podTemplates>[number]];
+    const pods = [0, 1, 2].map((i) => ({ namespace: "default", labels: indexedJobPodLabels("spirals", template.labels, i) }));
+    for (const from of pods) for (const to of pods) expect(admits(policies, from, to, 2222)).toBe(true);
+    const stranger = { namespace: "default", labels: indexedJobPodLabels("spirals-2", { ...template.labels, "app.kubernetes.io/instance": "spirals-2" }, 0) };
+    for (const to of pods) expect(admits(policies, stranger, to, 2222)).toBe(false);
+  });
+
+  it(`every pod requests cpu ${DEFAULT_RESOURCES.cpu} and memory ${DEFAULT_RESOURCES.memory} (its memory limit too, no CPU limit: Burstable); --cpu and --memory override each alone`, async () => {
+    const resources = async (args: readonly string[]): Promise<{ header: string; resources: unknown[] }> => {
+      const r = await cliInProcess(["manifest", "kubernetes", "examples/tfjs-classifier.yaml", "--workers", "3", "--image", "trainer:1", ...args]);
+      const objects = parseAllDocuments(r.stdout).map((d) => d.toJS() as Json);
+      for (const { spec } of podSpecs(objects)) expect(qosClass(spec)).toBe("Burstable");
+      return { header: r.stdout.split("\napiVersion")[0] as string, resources: podSpecs(objects).map(({ spec }) => container(spec)["resources"]) };
+    };
+    const plain = await resources([]);
+    expect(plain.resources).toEqual([
+      { requests: { cpu: "1", memory: "2Gi" }, limits: { memory: "2Gi" } },
+      { requests: { cpu: "1", memory: "2Gi" }, limits: { memory: "2Gi" } },
+    ]);
+    expect(plain.header).toContain("# Each pod requests cpu 1 and memory 2Gi (the memory limit too): QoS class Burstable.");
+    expect((await resources(["--cpu", "4"])).resources[0]).toEqual({ requests: { cpu: "4", memory: "2Gi" }, limits: { memory: "2Gi" } });
+    expect((await resources(["--memory", "8Gi", "--indexed-job"])).resources).toEqual([{ requests: { cpu: "1", memory: "8Gi" }, limits: { memory: "8Gi" } }]);
+  });
+
+  it("kubernetesManifest: bestEffort requests nothing (BestEffort), and not beside cpu or memory; networkPolicy false leaves the policy out", () => {
+    const base: KubernetesManifestOptions = { name: "demo", namespace: "default", mode: "jobset", workers: 2, image: "trainer:1", workdir: "/app", program: { kind: "command", command: ["node", "x.mjs"], clusterSettings: {} }, port: 2222, maxRestarts: 1, terminationGracePeriodSeconds: 30 };
+    const objects = (o: Partial<KubernetesManifestOptions>): Json[] => {
+      const r = kubernetesManifest({ ...base, ...o });
+      if (isLeft(r)) throw new Error(r.left.join("; "));
+      return JSON.parse(JSON.stringify(r.right)) as Json[];
+    };
+    for (const { spec } of podSpecs(objects({ bestEffort: true }))) {
+      expect(container(spec)["resources"]).toBeUndefined();
+      expect(qosClass(spec)).toBe("BestEffort");
+    }
+    expect(objects({}).map((o) => o["kind"])).toEqual(["NetworkPolicy", "JobSet"]);
+    expect(objects({ networkPolicy: false }).map((o) => o["kind"])).toEqual(["JobSet"]);
+    const problems = (o: Partial<KubernetesManifestOptions>): readonly string[] => {
+      const r = kubernetesManifest({ ...base, ...o });
+      return isLeft(r) ? r.left : [];
+    };
+    expect(problems({ bestEffort: true, cpu: "2" })).toEqual(["--best-effort requests no resources: give either it or --cpu, not both"]);
+    expect(problems({ bestEffort: true, cpu: "2", memory: "4Gi" })).toEqual(["--best-effort requests no resources: give either it or --cpu and --memory, not both"]);
+  });
+});
+
 describe("own checks catch what the schema validators miss", () => {
   const base: KubernetesManifestOptions = {
     name: "demo",
@@ -241,8 +361,10 @@ describe("own checks catch what the schema validators miss", () => {
   };
 
   it("the generated objects pass; each corruption is reported", () => {
-    for (const mode of ["jobset", "indexed-job"] as const) expect(checkManifest(objectsOf({ ...base, mode }))).toEqual([]);
-    const jobset = objectsOf(base);
+    for (const mode of ["jobset", "indexed-job"] as const) {
+      for (const variant of [{}, { bestEffort: true, networkPolicy: false }, { cpu: "4", memory: "16Gi" }]) expect(checkManifest(objectsOf({ ...base, mode, ...variant }))).toEqual([]);
+    }
+    const jobset = objectsOf({ ...base, networkPolicy: false });
     const firstJob = (objs: Json[]): Json => (((((objs[0] as Json)["spec"] as Json)["replicatedJobs"] as Json[])[0] as Json)["template"] as Json)["spec"] as Json;
     const pod = (objs: Json[]): Json => (firstJob(objs)["template"] as Json)["spec"] as Json;
     const corrupt = (edit: (objs: Json[]) => void): string[] => {
@@ -273,7 +395,7 @@ describe("own checks catch what the schema validators miss", () => {
   });
 
   it("indexed Job: the Service and the Job go through kubernetes-models and our checks too", () => {
-    const objs = objectsOf({ ...base, mode: "indexed-job" });
+    const objs = objectsOf({ ...base, mode: "indexed-job", networkPolicy: false });
     const [service, job] = objs as [Json, Json];
     const corrupt = (edit: () => void, undo: () => void): string[] => {
       edit();
@@ -289,6 +411,36 @@ describe("own checks catch what the schema validators miss", () => {
     expect(corrupt(() => (spec["podFailurePolicy"] = { rules: [{ action: "Ignore", onExitCodes: { operator: "In", values: [42, 2] } }] }), () => undefined)).toEqual([
       "Job.spec.podFailurePolicy.rules[0].onExitCodes.values: expected sorted, distinct codes 0-255",
     ]);
+  });
+
+  it("the NetworkPolicy goes through kubernetes-models and our checks: it must guard every pod and let them reach each other", () => {
+    for (const mode of ["jobset", "indexed-job"] as const) {
+      const objs = objectsOf({ ...base, mode });
+      const spec = (byKind(objs, "NetworkPolicy")[0] as Json)["spec"] as Json;
+      const corrupt = (edit: (spec: Json) => void): string[] => {
+        const saved = structuredClone(spec);
+        edit(spec);
+        const problems = checkManifest(objs);
+        for (const k of Object.keys(spec)) delete spec[k];
+        Object.assign(spec, saved);
+        return problems;
+      };
+      expect(corrupt((s) => (((s["podSelector"] as Json)["matchLabels"] as Json)["app.kubernetes.io/instance"] = 7))).toEqual(
+        expect.arrayContaining([expect.stringContaining("NetworkPolicy: kubernetes-models: data/spec/podSelector/matchLabels/app.kubernetes.io~1instance must be string")]),
+      );
+      expect(corrupt((s) => (s["podSelecter"] = s["podSelector"]))).toEqual(["NetworkPolicy.spec.podSelecter: unknown field"]);
+      expect(corrupt((s) => ((((s["ingress"] as Json[])[0] as Json)["from"] as Json[])[0] as Json)["podSelector"] = { matchLabels: { app: "x" } })).toEqual(
+        expect.arrayContaining([expect.stringMatching(/^NetworkPolicy: the pods of .* cannot reach port 2222 of /)]),
+      );
+      // A selector the pods do not carry guards nothing, and nothing says so but this check.
+      expect(corrupt((s) => (s["podSelector"] = { matchLabels: { "jobset.sigs.k8s.io/jobset-name": "other" } }))).toEqual(
+        expect.arrayContaining([expect.stringMatching(/^NetworkPolicy: no policy selects .*: its pods are not guarded$/)]),
+      );
+      // Only the server's port: a data-parallel group's ring (on a port picked at start) is cut off.
+      expect(corrupt((s) => (((s["ingress"] as Json[])[0] as Json)["ports"] = [{ protocol: "TCP", port: 2222 }]))).toEqual(
+        expect.arrayContaining([expect.stringMatching(/cannot reach port 32768 of /), expect.stringMatching(/cannot reach port 60999 of /)]),
+      );
+    }
   });
 
   it("the unknown-field walk follows the CRD schema into the pod template", () => {

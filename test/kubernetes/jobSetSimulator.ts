@@ -27,7 +27,9 @@
  *
  * Not simulated: the non-root user and the rest of the pod's security context, a read-only root
  * filesystem beyond the working directory, cluster DNS itself (a hosts file answers instead),
- * Secrets, the pod's PID namespace, and the controllers' own delays.
+ * Secrets, the pod's PID namespace, the NetworkPolicy (nothing enforces it; the bridge holds only
+ * the set's pods, which it admits on every port), resource requests, and the controllers' own
+ * delays.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -38,6 +40,7 @@ import { afterAll, afterEach, beforeAll, expect } from "vitest";
 import { parseAllDocuments } from "yaml";
 
 import { cliInProcess, root } from "../util/cli.js";
+import { jobSetPodLabels } from "./podLabels.js";
 
 type Json = Record<string, unknown>;
 
@@ -642,19 +645,9 @@ const imageEnv = (): Record<string, string> => {
  * labels and annotates its pods (kubernetes-sigs/jobset, `jobset.sigs.k8s.io/*`).
  */
 const podEnv = (set: SimJobSet, pod: SimPod, podName: string, restartAttempt: number): NodeJS.ProcessEnv => {
-  const jobName = `${set.name}-${pod.replicatedJob}-0`;
   const replicas = set.pods.filter((p) => p.replicatedJob === pod.replicatedJob).length;
-  const labels: Record<string, string> = {
-    ...(((pod.jobSpec["template"] as Json)["metadata"] as Json | undefined)?.["labels"] as Record<string, string> | undefined),
-    "jobset.sigs.k8s.io/jobset-name": set.name,
-    "jobset.sigs.k8s.io/replicatedjob-name": pod.replicatedJob,
-    "jobset.sigs.k8s.io/replicatedjob-replicas": "1",
-    "jobset.sigs.k8s.io/job-index": "0",
-    "jobset.sigs.k8s.io/job-key": jobName,
-    "jobset.sigs.k8s.io/restart-attempt": String(restartAttempt),
-    "batch.kubernetes.io/job-completion-index": String(pod.completionIndex),
-    "job-name": jobName,
-  };
+  const templateLabels = ((pod.jobSpec["template"] as Json)["metadata"] as Json | undefined)?.["labels"] as Record<string, string> | undefined;
+  const labels = jobSetPodLabels({ jobSet: set.name, replicatedJob: pod.replicatedJob, templateLabels, completionIndex: pod.completionIndex, restartAttempt });
   const annotations: Record<string, string> = { ...labels, "batch.kubernetes.io/job-completion-index": String(pod.completionIndex) };
   const field = (path: string): string => {
     const keyed = /^metadata\.(labels|annotations)\['(.+)'\]$/.exec(path);

@@ -1,16 +1,20 @@
 /**
- * Validation of generated manifests without a cluster: `kubernetes-models` for the core and
- * batch objects (each JobSet's embedded Job templates too), JobSet's published CRD schema (a
- * fixture, see fixtures/README.md) with Ajv for the JobSet, and our own checks for what those
- * validators miss: unknown fields, the cross-field rules of the API server and of JobSet's
- * webhook, and our security defaults.
+ * Validation of generated manifests without a cluster: `kubernetes-models` for the core,
+ * batch and networking objects (each JobSet's embedded Job templates too), JobSet's published
+ * CRD schema (a fixture, see fixtures/README.md) with Ajv for the JobSet, and our own checks for
+ * what those validators miss: unknown fields, the cross-field rules of the API server and of
+ * JobSet's webhook, our security defaults, and that a NetworkPolicy guards the manifest's pods
+ * and lets them reach each other.
  */
 
 import { Ajv } from "ajv";
 import { readFileSync } from "node:fs";
 import { Job } from "kubernetes-models/batch/v1/Job";
+import { NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1/NetworkPolicy";
 import { ConfigMap } from "kubernetes-models/v1/ConfigMap";
 import { Service } from "kubernetes-models/v1/Service";
+
+import { admits, selects } from "./networkPolicy.js";
 
 type Json = Record<string, unknown>;
 type Schema = {
@@ -36,6 +40,14 @@ const SERVICE_SPEC_FIELDS = [
   "publishNotReadyAddresses", "selector", "sessionAffinity", "sessionAffinityConfig", "trafficDistribution", "type",
 ];
 const SERVICE_PORT_FIELDS = ["appProtocol", "name", "nodePort", "port", "protocol", "targetPort"];
+const NETWORK_POLICY_FIELDS = {
+  spec: ["podSelector", "policyTypes", "ingress", "egress"],
+  ingress: ["from", "ports"],
+  egress: ["to", "ports"],
+  peer: ["podSelector", "namespaceSelector", "ipBlock"],
+  selector: ["matchLabels", "matchExpressions"],
+  port: ["protocol", "port", "endPort"],
+} as const;
 const JOBSET_FAILURE_REASONS = ["BackoffLimitExceeded", "DeadlineExceeded", "FailedIndexes", "MaxFailedIndexesExceeded", "PodFailurePolicy"];
 
 /** Every problem of one object of a manifest (an empty list: valid). */
@@ -46,6 +58,7 @@ export const checkObject = (obj: Json, walkUnknown = true): string[] => {
     if (kind === "ConfigMap") new ConfigMap(obj as never).validate();
     else if (kind === "Service") new Service(obj as never).validate();
     else if (kind === "Job") new Job(obj as never).validate();
+    else if (kind === "NetworkPolicy") new NetworkPolicy(obj as never).validate();
   } catch (e) {
     out.push(`${kind}: kubernetes-models: ${(e as Error).message}`);
   }
@@ -63,16 +76,79 @@ export const checkObject = (obj: Json, walkUnknown = true): string[] => {
     if (obj["apiVersion"] !== "jobset.x-k8s.io/v1alpha2") out.push(`JobSet: apiVersion ${String(obj["apiVersion"])}`);
     if (!validateJobSetSchema(obj)) out.push(...(validateJobSetSchema.errors ?? []).map((e) => `JobSet: CRD schema: ${e.instancePath} ${e.message ?? ""}`));
     out.push(...unknownFields({ ...obj, metadata: undefined }, jobSetSchema, "JobSet"), ...checkJobSet(obj));
+  } else if (kind === "NetworkPolicy") {
+    out.push(...unknownKeys(obj, ["apiVersion", "kind", "metadata", "spec"], "NetworkPolicy"), ...unknownNetworkPolicyFields(obj["spec"] as Json));
   } else out.push(`unexpected kind ${kind}`);
   return out;
 };
 
-/** Every problem of a whole manifest's objects. */
-export const checkManifest = (objects: readonly Json[]): string[] => objects.flatMap((o) => checkObject(o));
+/** Every problem of a whole manifest's objects, and of its NetworkPolicies against its pods. */
+export const checkManifest = (objects: readonly Json[]): string[] => [...objects.flatMap((o) => checkObject(o)), ...checkNetworkPolicies(objects)];
+
+/** A pod template of a manifest (a JobSet's replicated job's, a Job's). */
+export interface PodTemplate {
+  /** Where it is: `JobSet.spec.replicatedJobs[1].template.spec.template`. */
+  readonly at: string;
+  readonly namespace: string;
+  readonly labels: Record<string, string>;
+  readonly spec: Json;
+}
+
+/** The pod templates of a manifest's JobSets and Jobs. */
+export const podTemplates = (objects: readonly Json[]): PodTemplate[] =>
+  objects.flatMap((o): PodTemplate[] => {
+    const namespace = (o["metadata"] as Json)["namespace"] as string;
+    const of = (at: string, template: Json): PodTemplate => ({ at, namespace, labels: ((template["metadata"] as Json | undefined)?.["labels"] as Record<string, string> | undefined) ?? {}, spec: template["spec"] as Json });
+    if (o["kind"] === "Job") return [of("Job.spec.template", (o["spec"] as Json)["template"] as Json)];
+    if (o["kind"] !== "JobSet") return [];
+    return ((o["spec"] as Json)["replicatedJobs"] as Json[]).map((rj, i) => of(`JobSet.spec.replicatedJobs[${i}].template.spec.template`, ((rj["template"] as Json)["spec"] as Json)["template"] as Json));
+  });
+
+/**
+ * The QoS class Kubernetes gives a pod spec (https://kubernetes.io/docs/concepts/workloads/pods/pod-qos/):
+ * Guaranteed when every container has CPU and memory limits equal to its requests, BestEffort when
+ * none has a request or limit, Burstable otherwise.
+ */
+export const qosClass = (pod: Json): "Guaranteed" | "Burstable" | "BestEffort" => {
+  const resources = ((pod["containers"] as Json[] | undefined) ?? []).map((c) => (c["resources"] as Json | undefined) ?? {});
+  const of = (r: Json, kind: "requests" | "limits"): Record<string, string> => (r[kind] as Record<string, string> | undefined) ?? {};
+  if (resources.every((r) => Object.keys(of(r, "requests")).length === 0 && Object.keys(of(r, "limits")).length === 0)) return "BestEffort";
+  // A request left out defaults to its limit.
+  const guaranteed = resources.every((r) => (["cpu", "memory"] as const).every((k) => of(r, "limits")[k] !== undefined && (of(r, "requests")[k] ?? of(r, "limits")[k]) === of(r, "limits")[k]));
+  return guaranteed ? "Guaranteed" : "Burstable";
+};
 
 // ---------------------------------------------------------------------------------------------
 // our own checks
 // ---------------------------------------------------------------------------------------------
+
+/**
+ * The ports the pods must reach each other on besides the containers' own: a data-parallel
+ * group's ring listens on a port each task picks at start (port 0, src/runtime/clusterRuntime.ts),
+ * which Linux takes from `net.ipv4.ip_local_port_range`, 32768-60999 by default.
+ */
+const RING_PORTS = [32768, 60999];
+
+/**
+ * A manifest's NetworkPolicies must select every pod of it (a policy that selects none guards
+ * nothing, silently), and admit its pods to each other on the server's port and the ring's (or
+ * the tasks never meet).
+ */
+const checkNetworkPolicies = (objects: readonly Json[]): string[] => {
+  const policies = objects.filter((o) => o["kind"] === "NetworkPolicy");
+  if (policies.length === 0) return [];
+  const templates = podTemplates(objects);
+  const unguarded = templates
+    .filter((t) => !policies.some((p) => selects((p["spec"] as Json)["podSelector"] as Json, t.labels)))
+    .map((t) => `NetworkPolicy: no policy selects ${t.at} (labels ${JSON.stringify(t.labels)}): its pods are not guarded`);
+  const blocked = templates.flatMap((from) =>
+    templates.flatMap((to) => {
+      const ports = [...(((to.spec["containers"] as Json[])[0] as Json)["ports"] as Json[]).map((p) => p["containerPort"] as number), ...RING_PORTS];
+      return ports.filter((port) => !admits(policies, from, to, port)).map((port) => `NetworkPolicy: the pods of ${from.at} cannot reach port ${port} of ${to.at}`);
+    }),
+  );
+  return [...unguarded, ...blocked];
+};
 
 const DNS_1035 = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
 
@@ -186,6 +262,27 @@ export const unknownFields = (value: unknown, schema: Schema, at: string): strin
   }
   if (typeof schema.additionalProperties === "object") return entries.flatMap(([k, v]) => unknownFields(v, schema.additionalProperties as Schema, `${at}.${k}`));
   return [];
+};
+
+/** The NetworkPolicy's fields that kubernetes-models lets through (its schemas allow any extra key). */
+const unknownNetworkPolicyFields = (spec: Json): string[] => {
+  const F = NETWORK_POLICY_FIELDS;
+  const selector = (s: unknown, at: string): string[] => (s === undefined ? [] : unknownKeys(s as Json, F.selector, at));
+  const rules = (kind: "ingress" | "egress"): string[] =>
+    ((spec[kind] as Json[] | undefined) ?? []).flatMap((rule, i) => {
+      const at = `NetworkPolicy.spec.${kind}[${i}]`;
+      const peers = kind === "ingress" ? "from" : "to";
+      return [
+        ...unknownKeys(rule, F[kind], at),
+        ...((rule[peers] as Json[] | undefined) ?? []).flatMap((peer, j) => [
+          ...unknownKeys(peer, F.peer, `${at}.${peers}[${j}]`),
+          ...selector(peer["podSelector"], `${at}.${peers}[${j}].podSelector`),
+          ...selector(peer["namespaceSelector"], `${at}.${peers}[${j}].namespaceSelector`),
+        ]),
+        ...((rule["ports"] as Json[] | undefined) ?? []).flatMap((p, j) => unknownKeys(p, F.port, `${at}.ports[${j}]`)),
+      ];
+    });
+  return [...unknownKeys(spec, F.spec, "NetworkPolicy.spec"), ...selector(spec["podSelector"], "NetworkPolicy.spec.podSelector"), ...rules("ingress"), ...rules("egress")];
 };
 
 const unknownKeys = (obj: Json, known: readonly string[], at: string): string[] =>

@@ -7,13 +7,12 @@ import { isLeft } from "fp-ts/lib/Either.js";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { parseAllDocuments, parse as parseYaml } from "yaml";
+import { parse as parseYaml } from "yaml";
 
-import { manifestCommand, MANIFEST_DEFAULTS } from "../../src/cli/manifest.js";
 import { kubernetesManifest, type KubernetesManifestOptions } from "../../src/kubernetes/KubernetesManifest.js";
 import { checkManifest } from "./manifestChecks.js";
+import { manifestInProcess, type ManifestRun } from "./manifestInProcess.js";
 
 type Json = Record<string, unknown>;
 
@@ -26,20 +25,9 @@ afterEach(async () => {
 });
 
 /** `manifest kubernetes job.yaml` in a project whose job.yaml has `preemption.exitCode: exitCode`. */
-const manifestFor = async (exitCode: number, mode: "jobset" | "indexed-job"): Promise<{ code: number; stdout: string; stderr: string; objects: Json[] }> => {
+const manifestFor = async (exitCode: number, mode: "jobset" | "indexed-job"): Promise<ManifestRun> => {
   await writeFile(join(project, "job.yaml"), `module: ./job.ts\ncheckpoint:\n  dir: ./runs/job\npreemption:\n  exitCode: ${exitCode}\n`);
-  const captured = { stdout: "", stderr: "" };
-  const sink = (key: keyof typeof captured): Writable =>
-    new Writable({
-      write(chunk: Buffer | string, _encoding, done) {
-        captured[key] += String(chunk);
-        done();
-      },
-    });
-  const flags = { workers: 3, image: "trainer:1", namespace: "default", maxRestarts: 2, checkpointPvc: "ckpt", ...MANIFEST_DEFAULTS, ...(mode === "indexed-job" ? { indexedJob: true } : {}) };
-  const code = await manifestCommand("job.yaml", undefined, flags, { out: sink("stdout"), err: sink("stderr"), env: {}, isTTY: false, cwd: project });
-  const objects = code === 0 ? parseAllDocuments(captured.stdout).map((d) => d.toJS() as Json) : [];
-  return { code, ...captured, objects };
+  return manifestInProcess("job.yaml", { workers: 3, image: "trainer:1", maxRestarts: 2, checkpointPvc: "ckpt", ...(mode === "indexed-job" ? { indexedJob: true } : {}) }, { cwd: project });
 };
 
 const byKind = (objects: readonly Json[], kind: string): Json[] => objects.filter((o) => o["kind"] === kind);
@@ -114,6 +102,6 @@ describe("a reserved preemption.exitCode is a configuration error", () => {
     // Without one, the rules name the default, 42, beside 43.
     const plain = kubernetesManifest(base);
     if (isLeft(plain)) throw new Error(plain.left.join("; "));
-    expect(at(plain.right[0], "spec", "failurePolicy", "rules", 0, "onJobFailureMessagePatterns")).toEqual(["with exit code 42 matching", "with exit code 43 matching", "has condition DisruptionTarget"]);
+    expect(at(byKind(plain.right, "JobSet")[0], "spec", "failurePolicy", "rules", 0, "onJobFailureMessagePatterns")).toEqual(["with exit code 42 matching", "with exit code 43 matching", "has condition DisruptionTarget"]);
   });
 });
