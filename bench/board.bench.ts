@@ -4,9 +4,16 @@
  *
  * - `boardLoadMs`: a logdir of 10 runs × 10 tags × 10,000 points (1 million scalars), the
  *   server already holding it; from `page.goto` to every chart drawn with every run's full series
- *   (`__board.charts[tag].runs[run].points === 10,000` for the 10 tags and 10 runs: the page
- *   creates every chart, none is left for later). Baseline in the same run: the same page on an
- *   empty logdir (the page, its scripts and the runs list; no chart), `ratioToEmptyPage`.
+ *   (`__board.charts[tag].runs[run].points === 10,000` for the 10 tags and 10 runs: the 10 charts
+ *   lie within the two screens below the view that the page fetches ahead, so none is left for a
+ *   scroll). Baseline in the same run: the same page on an empty logdir (the page, its scripts
+ *   and the runs list; no chart), `ratioToEmptyPage`.
+ * - `manyTagsFirstChartMs`: a logdir of one run with 20,000 scalar tags (200 groups of 100, 10
+ *   points each), the server holding it; from `page.goto` to the first chart drawn (the first
+ *   tag's, with its 10 points). Beside it, counted once the page is quiet and before any scroll:
+ *   the chart cards in the page and the requests made (chart requests and all), and the tags
+ *   route's own time on the server (`/data/plugin/scalars/tags`, 20,000 tags), which the page
+ *   must wait for before it can draw anything.
  * - `boardColdLoadMs`: from `startBoard()` on that logdir (nothing read yet) to the same state.
  * - `liveLatencyMs`: a page open on a run whose writer stays open; the benchmark writes one
  *   scalar at the next step and flushes it (`SummaryWriter.flush()` resolves once the bytes are
@@ -52,6 +59,9 @@ const POINTS = Number(process.env["BENCH_BOARD_POINTS"] ?? 10_000);
 const ROUNDS = Number(process.env["BENCH_BOARD_ROUNDS"] ?? 7);
 const ROUTE_POINTS = Number(process.env["BENCH_BOARD_ROUTE_POINTS"] ?? 100_000);
 const LIVE_SAMPLES = Number(process.env["BENCH_BOARD_LIVE_SAMPLES"] ?? 15);
+const MANY_TAGS = Number(process.env["BENCH_BOARD_MANY_TAGS"] ?? 20_000);
+const MANY_TAGS_PER_GROUP = 100;
+const MANY_TAGS_POINTS = 10;
 const LOAD_TIMEOUT_MS = 120_000;
 
 const summarize = (xs: readonly number[], digits = 1) => ({ median: round(median([...xs]), digits), samples: xs.map((x) => round(x, digits)) });
@@ -82,6 +92,62 @@ export const untilAllDrawn = (page: Page, runs: number, tags: number, points: nu
       { polling: "raf", timeout: LOAD_TIMEOUT_MS },
     )
     .then((h) => h.jsonValue() as Promise<number>);
+
+/** A logdir of one run, `train`, with `tags` tags (`group000/tag000`, … 100 to a group) of MANY_TAGS_POINTS steps. */
+const writeManyTags = async (dir: string, tags: number): Promise<void> => {
+  const w = new SummaryWriter(join(dir, "train"), {});
+  for (let s = 0; s < MANY_TAGS_POINTS; s++) {
+    const values: Record<string, number> = {};
+    for (let t = 0; t < tags; t++) values[manyTag(t)] = Math.sin(s / 3 + t) + t / tags;
+    w.addScalars(values, s);
+  }
+  await w.close();
+};
+
+const manyTag = (t: number): string => `group${String(Math.floor(t / MANY_TAGS_PER_GROUP)).padStart(3, "0")}/tag${String(t % MANY_TAGS_PER_GROUP).padStart(3, "0")}`;
+
+/** Resolves when the first tag's chart is drawn with its full series; the page's `Date.now()` then. */
+const untilFirstChart = (page: Page): Promise<number> =>
+  page
+    .waitForFunction(
+      ([tag, points]) => {
+        const c = (globalThis as unknown as { __board?: { charts: Record<string, { runs?: Record<string, { points: number }>; renders: number }> } }).__board?.charts[tag];
+        return c !== undefined && c.renders > 0 && c.runs?.["train"]?.points === points ? Date.now() : false;
+      },
+      [manyTag(0), MANY_TAGS_POINTS] as const,
+      { polling: "raf", timeout: LOAD_TIMEOUT_MS },
+    )
+    .then((h) => h.jsonValue() as Promise<number>);
+
+/**
+ * What the page holds and asked for on the many-tags logdir once its request queue is empty, before
+ * any scroll: chart cards, charts drawn, chart requests and all requests (as Chromium sent them).
+ */
+const manyTagsRequests = async (browser: Browser, url: string): Promise<{ chartCards: number; chartsDrawn: number; chartRequests: number; requests: number; maxInFlight: number }> => {
+  const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+  try {
+    const page = await context.newPage();
+    const requests: string[] = [];
+    page.on("request", (r) => requests.push(new URL(r.url()).pathname));
+    await Promise.all([untilFirstChart(page), page.goto(url)]);
+    await page.waitForFunction(() => {
+      const q = (globalThis as any).__board.queue;
+      return q.running === 0 && q.waiting === 0;
+    }, undefined, { timeout: LOAD_TIMEOUT_MS });
+    const seen = {
+      chartCards: await page.locator(".chart").count(),
+      ...(await page.evaluate(() => {
+        const b = (globalThis as any).__board;
+        return { chartsDrawn: Object.values(b.charts).filter((c: any) => c.renders > 0).length, maxInFlight: b.queue.maxRunning as number };
+      })),
+    };
+    const chartRequests = requests.filter((p) => p.endsWith("/board/chart")).length;
+    if (chartRequests !== seen.chartsDrawn) throw new Error(`many tags: ${chartRequests} chart requests for ${seen.chartsDrawn} charts drawn`);
+    return { ...seen, chartRequests, requests: requests.length };
+  } finally {
+    await context.close();
+  }
+};
 
 /** The page's `__board.ready` on an empty logdir (the page's own fixed cost), its `Date.now()` then. */
 const untilReady = (page: Page): Promise<number> =>
@@ -197,6 +263,25 @@ export default async (): Promise<Record<string, unknown>> => {
       console.log(`  load round ${i + 1}/${ROUNDS + 1}: ${a} ms (empty page ${b} ms)${i === 0 ? " (warm-up)" : ""}`);
     }
 
+    // Many tags: the time to the first chart on a logdir of MANY_TAGS tags, against the empty page.
+    const manyDir = join(root, "many-tags");
+    const tm = performance.now();
+    await writeManyTags(manyDir, MANY_TAGS);
+    console.log(`board: wrote ${MANY_TAGS} tags × ${MANY_TAGS_POINTS} points in ${Math.round(performance.now() - tm)} ms`);
+    const manyBoard = await startBoard(manyDir, { port: 0 });
+    boards.push(manyBoard);
+    await manyBoard.store.loaded;
+    const manyFirst: number[] = [];
+    for (let i = 0; i < ROUNDS + 1; i++) {
+      const ms = await timeLoad(browser, manyBoard.url, untilFirstChart);
+      if (i > 0) manyFirst.push(ms);
+      console.log(`  many tags round ${i + 1}/${ROUNDS + 1}: first chart after ${ms} ms${i === 0 ? " (warm-up)" : ""}`);
+    }
+    const manyCounts = await manyTagsRequests(browser, manyBoard.url);
+    const tagsRoute: number[] = [];
+    for (let i = 0; i < 5; i++) tagsRoute.push((await routeMs(`http://127.0.0.1:${manyBoard.port}/data/plugin/scalars/tags`)).ms);
+    await manyBoard.close();
+
     // Cold: the server starts on the logdir as the page is opened.
     const cold: number[] = [];
     for (let i = 0; i < Math.max(3, Math.floor(ROUNDS / 2)); i++) {
@@ -291,6 +376,7 @@ export default async (): Promise<Record<string, unknown>> => {
     const coldS = summarize(cold);
     const liveS = summarize(live);
     const scalarsS = summarize(scalars, 2);
+    const manyS = summarize(manyFirst);
     const runsS = summarize(runsRoute, 2);
     return {
       logdir: { runs: RUNS, tags: TAGS, pointsPerSeries: POINTS, scalars: RUNS * TAGS * POINTS },
@@ -301,8 +387,20 @@ export default async (): Promise<Record<string, unknown>> => {
       liveLatencyMs: liveS.median,
       liveLatencyMaxMs: Math.max(...live),
       scalarsRouteMs: scalarsS.median,
+      manyTagsFirstChartMs: manyS.median,
       load: { warm: loadS, emptyPage: emptyS, ratioToEmptyPage: round(loadS.median / emptyS.median, 2), seriesDrawnPerLoad: RUNS * TAGS, goalMs: 1000, goalMet: loadS.median <= 1000 },
       coldLoad: { ...coldS, goalMs: 3000, goalMet: coldS.median <= 3000 },
+      manyTags: {
+        tags: MANY_TAGS,
+        groups: Math.ceil(MANY_TAGS / MANY_TAGS_PER_GROUP),
+        pointsPerSeries: MANY_TAGS_POINTS,
+        firstChart: manyS,
+        ratioToEmptyPage: round(manyS.median / emptyS.median, 2),
+        beforeScroll: manyCounts,
+        tagsRouteMs: summarize(tagsRoute),
+        goalMs: 2000,
+        goalMet: manyS.median <= 2000,
+      },
       live: { ...liveS, max: Math.max(...live), goalMs: 500, goalMet: liveS.median <= 500 },
       chartLibraries,
       serverLoadMs: summarize(serverLoad),

@@ -8,7 +8,8 @@
  * - `/board/events`, the live push ({@link LiveEvents});
  * - `/board/checkpoints` (in {@link answerData}) and `/board/timelines`, the profiler timelines
  *   ({@link answerTimelines}; the list kept, walked again when runs change or once it is
- *   `timelinesMaxAgeSecs` old), served only through `confineToLogdir`;
+ *   `timelinesMaxAgeSecs` old), served only through `confineToLogdir`'s gate (each file opened
+ *   once, without following a link, and checked to be the file resolved and a timeline);
  * - `/`, the board's page, and its assets ({@link pageAsset}; with a Content-Security-Policy), and
  *   `/board/series`, what the page draws of a series ({@link answerPageSeries}).
  *
@@ -16,9 +17,11 @@
  * token is required, as Jupyter does: generated when not given, printed in the URL. A request
  * carries it as the query parameter `token=…`, the header `Authorization: Token …`, or the
  * cookie the server sets when the query parameter was right (so the page's own requests need
- * nothing). Without it: 401. On loopback without a token, requests must name a loopback host
+ * nothing). Without it: 401. An empty (or blank) token is refused when given, and an empty one
+ * sent never matches. On loopback without a token, requests must name a loopback host
  * (`Host: localhost:6006`, `127.0.0.1`, `[::1]`), which stops a web page from reaching the
- * board through a DNS name rebound to 127.0.0.1.
+ * board through a DNS name rebound to 127.0.0.1. On every interface (`0.0.0.0`, `::`), the URL
+ * names the machine by its host name.
  *
  * @module
  */
@@ -27,9 +30,10 @@ import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { stat } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { isIP, type AddressInfo } from "node:net";
+import { hostname } from "node:os";
 
 import { type Clock, systemClock } from "../time/Clock.js";
-import { NotFoundError } from "../errors.js";
+import { InvalidArgumentError, NotFoundError } from "../errors.js";
 import { BoardStore } from "./BoardStore.js";
 import { answerData, type BoardEnvironment, routePath } from "./dataApi.js";
 import { LiveEvents } from "./liveEvents.js";
@@ -48,7 +52,7 @@ export interface BoardOptions {
   readonly host?: string;
   /** Port (default 6006, TensorBoard's; 0 picks a free one). */
   readonly port?: number;
-  /** The token requests must carry. Default: none on loopback, a random one elsewhere. */
+  /** The token requests must carry: not empty nor only whitespace (`InvalidArgumentError`). Default: none on loopback, a random one elsewhere. */
   readonly token?: string;
   /** Seconds between polls of the logdir (default 0.5). */
   readonly pollSecs?: number;
@@ -70,7 +74,7 @@ export interface BoardOptions {
 
 /** A running board. */
 export interface Board {
-  /** The URL to open, with `?token=…` when a token is required. */
+  /** The URL to open, with `?token=…` when a token is required; on every interface (`0.0.0.0`, `::`), with this machine's host name. */
   readonly url: string;
   /** The port bound (the real one when 0 was asked). */
   readonly port: number;
@@ -86,16 +90,18 @@ export interface Board {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * Starts a board on `logdir` and resolves once it listens. Rejects with `NotFoundError` if
- * `logdir` does not exist, and with Node's listen error (`code` `EADDRINUSE`, `EACCES`,
- * `EADDRNOTAVAIL`) if the address cannot be bound; nothing is left running then.
+ * Starts a board on `logdir` and resolves once it listens. Rejects with `InvalidArgumentError`
+ * if `token` is empty or only whitespace, with `NotFoundError` if `logdir` does not exist, and
+ * with Node's listen error (`code` `EADDRINUSE`, `EACCES`, `EADDRNOTAVAIL`, or
+ * `ERR_SOCKET_BAD_PORT` for a port outside 0 to 65535) if the address cannot be bound; nothing is
+ * left running then.
  */
 export const startBoard = async (logdir: string, options: BoardOptions = {}): Promise<Board> => {
+  const host = options.host ?? "127.0.0.1";
+  const token = requiredToken(host, options.token);
   await stat(logdir).catch((e: NodeJS.ErrnoException) => {
     throw e.code === "ENOENT" ? new NotFoundError(`${logdir}: no such file or directory`) : e;
   });
-  const host = options.host ?? "127.0.0.1";
-  const token = requiredToken(host, options.token);
   const clock = options.clock ?? systemClock;
   const server = createServer();
   const port = await listen(server, host, options.port ?? 6006);
@@ -107,7 +113,7 @@ export const startBoard = async (logdir: string, options: BoardOptions = {}): Pr
     ...(options.textBytesPerTag === undefined ? {} : { textBytesPerTag: options.textBytesPerTag }),
   });
   // The timelines list is kept; a run that appears or goes (a new outputDir) is listed at once.
-  const timelines = new TimelineList(logdir, clock, options.timelinesMaxAgeSecs === undefined ? undefined : options.timelinesMaxAgeSecs * 1000);
+  const timelines = new TimelineList(logdir, clock, options.timelinesMaxAgeSecs === undefined ? undefined : options.timelinesMaxAgeSecs * 1000, (m) => options.onIssue?.(m));
   const runsWatch = store.updates$.subscribe((u) => {
     if (u.runs !== undefined || u.loaded) timelines.invalidate();
   });
@@ -141,9 +147,8 @@ export const startBoard = async (logdir: string, options: BoardOptions = {}): Pr
       await respondError(req, res, e);
     }
   };
-  const shownHost = isIP(host) === 6 ? `[${host}]` : host;
   return {
-    url: `http://${shownHost}:${port}/${token === undefined ? "" : `?token=${token}`}`,
+    url: boardUrl(host, port, token),
     port,
     token,
     store,
@@ -164,9 +169,31 @@ export const startBoard = async (logdir: string, options: BoardOptions = {}): Pr
 // utils
 // ---------------------------------------------------------------------------------------------
 
-/** The token a board on `host` requires: `given`, or a random one off loopback, or none. */
-export const requiredToken = (host: string, given: string | undefined): string | undefined =>
-  given ?? (isLoopback(host) ? undefined : randomBytes(24).toString("hex"));
+/**
+ * The token a board on `host` requires: `given`, or a random one off loopback, or none. Throws
+ * `InvalidArgumentError` for a `given` token that is empty or only whitespace: anyone could send it.
+ */
+export const requiredToken = (host: string, given: string | undefined): string | undefined => {
+  if (given !== undefined && given.trim() === "") {
+    throw new InvalidArgumentError(
+      `the board's token is ${given === "" ? "empty" : "only whitespace"}, which anyone could send: give a non-empty token, or none (on loopback none is needed; elsewhere a random one is generated)`,
+    );
+  }
+  return given ?? (isLoopback(host) ? undefined : randomBytes(24).toString("hex"));
+};
+
+/** The URL a board on `host` prints: on every interface, this machine's host name (`0.0.0.0` is no address to open). */
+export const boardUrl = (host: string, port: number, token: string | undefined): string => {
+  const bare = host.replace(/^\[|\]$/g, "");
+  const shown = onAllInterfaces(host) ? hostname() : isIP(bare) === 6 ? `[${bare}]` : bare;
+  return `http://${shown}:${port}/${token === undefined ? "" : `?token=${token}`}`;
+};
+
+/** `true` for an address that binds every interface: `0.0.0.0`, `::` (however written), or none (`""`, Node's default). */
+export const onAllInterfaces = (host: string): boolean => {
+  const h = host.replace(/^\[|\]$/g, "");
+  return h === "" || h === "0.0.0.0" || (isIP(h) === 6 && /^[0:]+$/.test(h));
+};
 
 /** `true` for an address or name that only this machine reaches. */
 export const isLoopback = (host: string): boolean => {
@@ -187,37 +214,42 @@ const listen = (server: Server, host: string, port: number): Promise<number> =>
 
 /** The token rule (or, without a token, the loopback Host rule). */
 class Gate {
-  private readonly digest: Buffer | undefined;
   private readonly cookieName: string;
 
   constructor(
     private readonly token: string | undefined,
     port: number,
   ) {
-    this.digest = token === undefined ? undefined : sha256(token);
     // Cookies are not kept per port: two boards on one host must not share one.
     this.cookieName = `monitored_session_board_${port}`;
   }
 
   /** Throws 401/403 for a request that may not pass; returns a cookie to set, if any. */
   check(req: IncomingMessage, url: URL): string | undefined {
-    if (this.digest === undefined) {
+    const token = this.token;
+    if (token === undefined) {
       const hostname = (req.headers.host ?? "").replace(/:\d+$/, "");
       if (hostname !== "" && !isLoopback(hostname)) throw new HttpError(403, `Forbidden: this board serves loopback only; open it as http://127.0.0.1 or http://localhost, not ${hostname}`);
       return undefined;
     }
     const fromQuery = url.searchParams.get("token");
-    if (fromQuery !== null && this.matches(fromQuery)) return `${this.cookieName}=${this.token}; Path=/; HttpOnly; SameSite=Strict`;
+    if (fromQuery !== null && tokenMatches(token, fromQuery)) return `${this.cookieName}=${token}; Path=/; HttpOnly; SameSite=Strict`;
     const auth = /^Token\s+(\S+)\s*$/i.exec(req.headers.authorization ?? "");
-    if (auth !== null && this.matches(auth[1] as string)) return undefined;
+    if (auth !== null && tokenMatches(token, auth[1] as string)) return undefined;
     const cookie = (req.headers.cookie ?? "").split(/;\s*/).find((c) => c.startsWith(`${this.cookieName}=`));
-    if (cookie !== undefined && this.matches(cookie.slice(this.cookieName.length + 1))) return undefined;
+    if (cookie !== undefined && tokenMatches(token, cookie.slice(this.cookieName.length + 1))) return undefined;
     throw new HttpError(401, "Unauthorized: this board requires its token: open the URL it printed (…/?token=…), or send the header Authorization: Token <token>");
   }
-
-  private matches(candidate: string): boolean {
-    return timingSafeEqual(sha256(candidate), this.digest as Buffer);
-  }
 }
+
+/**
+ * Whether `candidate` is `token`, in constant time (their SHA-256 digests compared, so neither
+ * the content nor the length shows in the time taken). An empty or blank token or candidate
+ * never matches: a second wall behind {@link requiredToken}.
+ */
+export const tokenMatches = (token: string, candidate: string): boolean => {
+  const equal = timingSafeEqual(sha256(candidate), sha256(token));
+  return equal && token.trim() !== "" && candidate.trim() !== "";
+};
 
 const sha256 = (s: string): Buffer => createHash("sha256").update(s).digest();

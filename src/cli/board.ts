@@ -2,16 +2,18 @@
  * `monitored-session board <logdir> [--port N] [--host H] [--token T]`: serves the board's page
  * (scalars, histograms, images, text, checkpoints, profiler timelines) and TensorBoard's HTTP data
  * API for `logdir` until SIGINT or SIGTERM, then closes and exits 0. It prints one line with the
- * URL to open; images, histograms and text thinned out to stay within their per-tag budgets are reported on stderr. A logdir that does not exist, or a port that
- * cannot be bound, is one line on stderr and exit 2.
+ * URL to open (on every interface, `--host 0.0.0.0` or `::`, with this machine's host name);
+ * images, histograms and text thinned out to stay within their per-tag budgets are reported on
+ * stderr. A logdir that does not exist, a port that cannot be bound or is not one (0 to 65535),
+ * or an empty `--token` is one line on stderr and exit 2.
  *
  * @module
  */
 
 import { createRequire } from "node:module";
 
-import { startBoard } from "../board/BoardServer.js";
-import { NotFoundError } from "../errors.js";
+import { onAllInterfaces, startBoard } from "../board/BoardServer.js";
+import { InvalidArgumentError, NotFoundError } from "../errors.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
 import type { CliIo } from "./run.js";
 
@@ -57,14 +59,23 @@ export const boardCommand = async (logdir: string, flags: BoardFlags, io: CliIo)
       onIssue: (m) => io.err.write(`monitored-session board: ${m}\n`),
     });
   } catch (e) {
+    // The one argument startBoard checks itself is the token (requiredToken).
+    if (e instanceof InvalidArgumentError && flags.token !== undefined) {
+      return fail(
+        `--token ${JSON.stringify(flags.token)}: ${flags.token.trim() === flags.token ? "empty" : "only whitespace"}, which is no secret; set a non-empty token (in a script, --token "\${TOKEN:?set TOKEN}" stops when TOKEN is unset), or omit --token (none is needed on loopback; on another host a random one is generated and printed)`,
+      );
+    }
     if (e instanceof NotFoundError) return fail(`${logdir}: no such directory (give the directory your summaries are written to, e.g. runs)`);
     const code = (e as NodeJS.ErrnoException).code;
+    // Node's own check of the port (as `run --board` says it).
+    if (code === "ERR_SOCKET_BAD_PORT") return fail(`--port ${flags.port}: expected a port from 0 to 65535 (0 picks a free one)`);
     if (code === "EADDRINUSE") return fail(`port ${flags.port} on ${host} is in use (a TensorBoard or another board?); pass --port <another port>, or --port 0 for a free one`);
     if (code === "EACCES") return fail(`port ${flags.port} on ${host} needs privileges; pass --port with a number above 1023`);
     if (code === "EADDRNOTAVAIL" || code === "ENOTFOUND" || code === "EAI_AGAIN") return fail(`cannot bind ${host}: not an address of this machine; pass --host with one (or leave it out for 127.0.0.1)`);
     throw e;
   }
-  io.err.write(`monitored-session board: serving ${logdir}${board.token === undefined ? "" : " (token required)"}; press Ctrl-C to stop\n`);
+  const where = onAllInterfaces(host) ? ` on all interfaces (${host === "" ? "every address" : host})` : "";
+  io.err.write(`monitored-session board: serving ${logdir}${where}${board.token === undefined ? "" : " (token required)"}; press Ctrl-C to stop\n`);
   io.out.write(`${board.url}\n`);
   io.onStarted?.();
   const proc = io.noticeProcess ?? process;

@@ -1,8 +1,10 @@
 import { mkdirSync, readFileSync, truncateSync, writeFileSync } from "node:fs";
+import { hostname } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 
-import { type Board, isLoopback, requiredToken, startBoard } from "../../src/board/BoardServer.js";
+import { type Board, boardUrl, isLoopback, onAllInterfaces, requiredToken, startBoard, tokenMatches } from "../../src/board/BoardServer.js";
+import { InvalidArgumentError } from "../../src/errors.js";
 import { SummaryWriter } from "../../src/summary/SummaryWriter.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { useTempDirs } from "../util/tempDirs.js";
@@ -266,5 +268,57 @@ describe("the token rule", () => {
     const a = requiredToken("0.0.0.0", undefined);
     expect(a).toMatch(/^[0-9a-f]{48}$/);
     expect(requiredToken("0.0.0.0", undefined)).not.toBe(a);
+  });
+
+  it("an empty or blank token is refused, on any host, before anything is read or bound: anyone could send it", async () => {
+    for (const host of ["0.0.0.0", "127.0.0.1"]) {
+      for (const token of ["", " ", "\t\n"]) {
+        expect(() => requiredToken(host, token)).toThrow(InvalidArgumentError);
+        // A logdir that does not exist: the token is refused first, so nothing was looked at.
+        await expect(startBoard(join(tempDir(), "nope"), { host, port: 0, token })).rejects.toThrow(InvalidArgumentError);
+      }
+    }
+    expect(() => requiredToken("0.0.0.0", "")).toThrow("the board's token is empty, which anyone could send: give a non-empty token, or none (on loopback none is needed; elsewhere a random one is generated)");
+    expect(() => requiredToken("0.0.0.0", "  ")).toThrow(/^the board's token is only whitespace, /);
+  });
+
+  it("tokenMatches: the same token matches; an empty or blank one never does, even against itself", () => {
+    expect(tokenMatches("s3cret", "s3cret")).toBe(true);
+    for (const [token, candidate] of [["s3cret", "s3cret "], ["s3cret", "S3CRET"], ["s3cret", ""], ["", ""], [" ", " "], ["", "s3cret"]] as const) {
+      expect([token, candidate, tokenMatches(token, candidate)]).toEqual([token, candidate, false]);
+    }
+  });
+
+  it("an empty token sent never matches: ?token=, Authorization: Token with nothing, an empty cookie", async () => {
+    const b = await serve(logdir, { token: "s3cret" });
+    const at = `http://127.0.0.1:${b.port}`;
+    const cookie = `monitored_session_board_${b.port}`;
+    const attempts: [string, Record<string, string>][] = [
+      [`${at}/data/runs?token=`, {}],
+      [`${at}/data/runs?token=%20`, {}],
+      [`${at}/data/runs`, { Authorization: "Token " }],
+      [`${at}/data/runs`, { Authorization: "Token" }],
+      [`${at}/data/runs`, { Cookie: `${cookie}=` }],
+      [`${at}/data/runs`, { Cookie: `${cookie}=; other=1` }],
+    ];
+    for (const [url, headers] of attempts) {
+      const r = await send(url, { headers });
+      expect([url, headers, r.status, r.headers["set-cookie"]]).toEqual([url, headers, 401, undefined]);
+    }
+  });
+});
+
+describe("the URL printed", () => {
+  it("on every interface (0.0.0.0, ::, an empty host) names this machine; on loopback or one address, that address", () => {
+    for (const host of ["0.0.0.0", "::", "[::]", "0:0:0:0:0:0:0:0", ""]) {
+      expect([host, onAllInterfaces(host)]).toEqual([host, true]);
+      expect(boardUrl(host, 6006, "t0k")).toBe(`http://${hostname()}:6006/?token=t0k`);
+    }
+    for (const host of ["127.0.0.1", "::1", "[::1]", "localhost", "192.168.1.5", "fe80::1", "0.0.0.1"]) expect([host, onAllInterfaces(host)]).toEqual([host, false]);
+    expect(boardUrl("127.0.0.1", 6006, undefined)).toBe("http://127.0.0.1:6006/");
+    expect(boardUrl("localhost", 80, undefined)).toBe("http://localhost:80/");
+    expect(boardUrl("::1", 6006, undefined)).toBe("http://[::1]:6006/");
+    expect(boardUrl("[::1]", 6006, undefined)).toBe("http://[::1]:6006/");
+    expect(boardUrl("192.168.1.5", 6006, "abc")).toBe("http://192.168.1.5:6006/?token=abc");
   });
 });

@@ -38,6 +38,32 @@ describe("monitored-session board: exit 2 paths (in process)", () => {
     expect(r.stderr).toMatch(/--port/);
   });
 
+  it("a --port past 65535: one line, as run --board says it, exit 2 (no stack); below 0 or not a number: commander's usage error, exit 2", async () => {
+    for (const port of ["99999", "65536", "070000"]) {
+      const r = await cliInProcess(["board", await logdirWithOneRun(), "--port", port]);
+      expect([port, r.code, r.stdout]).toEqual([port, 2, ""]);
+      expect(r.stderr).toBe(`monitored-session board: --port ${Number(port)}: expected a port from 0 to 65535 (0 picks a free one)\n`);
+    }
+    for (const port of ["-1", "1e3", "6006.5", "abc", ""]) {
+      const r = await cliInProcess(["board", await logdirWithOneRun(), "--port", port]);
+      expect([port, r.code, r.stdout]).toEqual([port, 2, ""]);
+      expect(r.stderr).toMatch(/^error: option '--port <n>' argument '.*' is invalid\. expected an integer >= 0\n/);
+    }
+  });
+
+  it("an empty or blank --token is refused before anything is bound: one line naming the problem and the fix, exit 2", async () => {
+    for (const host of [[], ["--host", "0.0.0.0"]]) {
+      for (const token of ["", "  "]) {
+        const r = await cliInProcess(["board", await logdirWithOneRun(), "--port", "0", ...host, "--token", token]);
+        expect([host, token, r.code, r.stdout]).toEqual([host, token, 2, ""]);
+        expect(r.stderr.trim().split("\n")).toHaveLength(1);
+        expect(r.stderr).toMatch(new RegExp(`^monitored-session board: --token ${JSON.stringify(JSON.stringify(token)).slice(1, -1)}: ${token === "" ? "empty" : "only whitespace"}, which is no secret; set a non-empty token`));
+        expect(r.stderr).toContain('--token "${TOKEN:?set TOKEN}"');
+        expect(r.stderr).toContain("or omit --token");
+      }
+    }
+  });
+
   it("a bad --image-mib-per-tag, --histogram-mib-per-tag or --text-mib-per-tag is a usage error naming the flag and what it expects", async () => {
     for (const flag of ["--image-mib-per-tag", "--histogram-mib-per-tag", "--text-mib-per-tag"]) {
       for (const bad of ["0", "-1", "lots"]) {

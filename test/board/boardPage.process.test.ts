@@ -8,14 +8,15 @@
 import { mkdirSync, readFileSync } from "node:fs";
 import { createServer as createHttpServer, request as httpRequest } from "node:http";
 import { dirname, join } from "node:path";
-import type { Browser, Page } from "playwright-core";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { Page } from "playwright-core";
+import { describe, expect, it } from "vitest";
 
 import { type Board, startBoard } from "../../src/board/BoardServer.js";
 import { SummaryWriter } from "../../src/summary/SummaryWriter.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
-import { haveChromium, launchChromium, requireChromiumUnderCi } from "../util/chromium.js";
-import { useTempDirs } from "../util/tempDirs.js";
+import { haveChromium, requireChromiumUnderCi } from "../util/chromium.js";
+import { useBoardPages } from "./boardPageInChromium.js";
+import { pageModule } from "./page/pageModule.js";
 
 
 /** The chart width the page asks for (board.js CHART_WIDTH). */
@@ -51,23 +52,11 @@ const trainLoss = (s: number): number => Math.fround(s === SPIKE_STEP ? 50 : 1 /
 const accuracy = (s: number, run: string): number => Math.fround(run === "train" ? 1 - Math.exp(-s / 80) : 0.9 - Math.exp(-s / 60));
 
 
-const tempDir = useTempDirs("board-page-");
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const { tempDir, open: openBoard, browser, afterTest } = useBoardPages("board-page-");
 
 requireChromiumUnderCi("the board page tests");
 
 describe.skipIf(!haveChromium)("the board's page in Chromium (playwright-core)", () => {
-  let browser: Browser;
-  beforeAll(async () => {
-    browser = await launchChromium();
-  });
-  afterAll(async () => {
-    await browser?.close();
-  });
-
   /** A logdir with runs train and eval, tags loss and accuracy; eval's writer stays open for appends. */
   const logdir = async (): Promise<{ dir: string; evalWriter: SummaryWriter }> => {
     const dir = tempDir();
@@ -80,23 +69,13 @@ describe.skipIf(!haveChromium)("the board's page in Chromium (playwright-core)",
     const evalWriter = new SummaryWriter(join(dir, "eval"), { clock: new VirtualClock({ startMs: 1_700_000_000_500 }), purgeStep: 0 });
     for (let s = 0; s < 300; s++) evalWriter.addScalars({ loss: 2 / Math.sqrt(s + 1), accuracy: accuracy(s, "eval") }, s);
     await evalWriter.flush();
-    cleanups.push(() => evalWriter.close());
+    afterTest(() => evalWriter.close());
     return { dir, evalWriter };
   };
 
-  /** The page open on a board of `dir`, with every console error and page error collected. */
+  /** The page open on a board of `dir`, with every console error and page error collected, once every chart holds both runs. */
   const open = async (dir: string, token?: string): Promise<{ board: Board; page: Page; errors: string[] }> => {
-    const board = await startBoard(dir, { port: 0, pollSecs: 0.05, ...(token === undefined ? {} : { token }) });
-    cleanups.push(() => board.close());
-    await board.store.loaded;
-    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-    cleanups.push(() => page.close());
-    const errors: string[] = [];
-    page.on("console", (m) => {
-      if (m.type() === "error") errors.push(m.text());
-    });
-    page.on("pageerror", (e) => errors.push(e.message));
-    await page.goto(board.url);
+    const { board, page, errors } = await openBoard(dir, token === undefined ? {} : { token });
     await page.waitForFunction(() => {
       const b = (globalThis as { __board?: BoardView }).__board;
       return b?.ready === true && Object.values(b.charts).every((c) => Object.keys(c.runs).length === 2);
@@ -115,7 +94,7 @@ describe.skipIf(!haveChromium)("the board's page in Chromium (playwright-core)",
   it("works behind a reverse proxy that serves it under a path (/tb/): every URL the page uses is relative", async () => {
     const { dir } = await logdir();
     const board = await startBoard(dir, { port: 0, pollSecs: 0.05 });
-    cleanups.push(() => board.close());
+    afterTest(() => board.close());
     const outside: string[] = [];
     const proxy = createHttpServer((req, res) => {
       const url = req.url ?? "/";
@@ -132,12 +111,12 @@ describe.skipIf(!haveChromium)("the board's page in Chromium (playwright-core)",
       req.pipe(upstream);
     });
     await new Promise<void>((r) => proxy.listen(0, "127.0.0.1", r));
-    cleanups.push(() => new Promise<void>((r) => {
+    afterTest(() => new Promise<void>((r) => {
       proxy.closeAllConnections();
       proxy.close(() => r());
     }));
-    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-    cleanups.push(() => page.close());
+    const page = await browser().newPage({ viewport: { width: 1400, height: 900 } });
+    afterTest(() => page.close());
     const errors: string[] = [];
     page.on("pageerror", (e) => errors.push(e.message));
     await page.goto(`http://127.0.0.1:${(proxy.address() as { port: number }).port}/tb/`);
@@ -263,7 +242,7 @@ describe.skipIf(!haveChromium)("the board's page in Chromium (playwright-core)",
     // The job restarts from its checkpoint at step 200: a new writer marks the restart (START).
     await evalWriter.close();
     const restarted = new SummaryWriter(join(dir, "eval"), { clock: new VirtualClock({ startMs: 1_700_000_100_000 }), purgeStep: 200 });
-    cleanups.push(() => restarted.close());
+    afterTest(() => restarted.close());
     restarted.addScalars({ accuracy: 0.5, loss: 3 }, 200);
     await restarted.flush();
     await waitFor(page, () => (globalThis as any).__board.charts.accuracy.runs.eval.points === 201 && (globalThis as any).__board.charts.loss.runs.eval.points === 201, undefined);
@@ -274,6 +253,28 @@ describe.skipIf(!haveChromium)("the board's page in Chromium (playwright-core)",
     expect((b.charts.loss?.runs.eval as DrawnSeries).steps.at(-1)).toBe(200);
     // train is untouched
     expect((b.charts.accuracy?.runs.train as DrawnSeries).points).toBe(300);
+  });
+
+  it("run colours come from the runs' names: a run that appears later and sorts before the others shifts no colour", async () => {
+    const { runColor } = await pageModule<{ runColor: (name: string) => string }>("colors.js");
+    const rgb = (hex: string): string => `rgb(${[1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16)).join(", ")})`;
+    const { dir } = await logdir();
+    const { page } = await open(dir);
+    const swatches = () => page.locator("#runs li").evaluateAll((lis) => lis.map((li) => [li.textContent, (li.querySelector(".swatch") as unknown as { style: { background: string } }).style.background]));
+    expect(await swatches()).toEqual([
+      ["train", rgb(runColor("train"))],
+      ["eval", rgb(runColor("eval"))],
+    ]);
+    // A run whose first event is older than train's: /data/runs lists it first.
+    const early = new SummaryWriter(join(dir, "aaa"), { clock: new VirtualClock({ startMs: 1_600_000_000_000 }) });
+    early.addScalar("loss", 1, 0);
+    await early.close();
+    await waitFor(page, () => (globalThis as any).document.querySelectorAll("#runs li").length === 3, undefined);
+    expect(await swatches()).toEqual([
+      ["aaa", rgb(runColor("aaa"))],
+      ["train", rgb(runColor("train"))],
+      ["eval", rgb(runColor("eval"))],
+    ]);
   });
 
   it("the x axis by wall time, and a log scale for y, redraw every chart without errors", async () => {

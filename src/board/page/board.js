@@ -1,5 +1,9 @@
 // The board's page: one uPlot chart per scalar tag, runs overlaid. Plain ES module, no build step.
 // The server smooths every point and then decimates (/board/series): the page only draws.
+// Tags are shown in groups by prefix, a page of charts at a time (tagGroups.js): only the charts
+// of an open group's current page exist. A chart is fetched when it comes near the view
+// (IntersectionObserver), through one queue of a few requests at a time (requestQueue.js); a
+// chart out of view that changes is marked stale and fetched when it comes back.
 // `window.__board` exposes what each chart holds, for the browser tests.
 // Each chart marks its runs' checkpoints (SessionLog CHECKPOINT, /board/checkpoints) with a thin
 // dashed vertical line, drawn on uPlot's canvas in its draw hook (no DOM, nothing inline).
@@ -7,29 +11,49 @@
 // Every URL is relative to the page, so the board also works behind a reverse proxy that serves
 // it under a path (https://host/tb/ → /tb/data/runs, …).
 import { drawCheckpoints } from "./checkpoints.js";
-import { coalesce, createViews } from "./views.js";
+import { runColor } from "./colors.js";
+import { createRequestQueue } from "./requestQueue.js";
+import { layoutGroups, PAGE_SIZE } from "./tagGroups.js";
+import { coalesce, createViews, el } from "./views.js";
 
 // uPlot's own ES module, served by the board from the installed `uplot` package (pageAssets.ts).
 // Imported by URL through a variable: it is a browser URL, not a path for Node's resolution.
+// Not awaited here: the page asks for its runs and tags meanwhile; a chart waits for it before
+// its first draw (every draw is of a chart fetched, so after that).
 const UPLOT_URL = new URL("board/uplot/uPlot.esm.js", document.baseURI).href;
-const { default: uPlot } = await import(UPLOT_URL);
+let uPlot;
+const uPlotLoaded = import(UPLOT_URL).then((m) => (uPlot = m.default));
+uPlotLoaded.catch((e) => ($("status").textContent = `uPlot did not load: ${e}`));
 
-const COLORS = ["#f57c00", "#1976d2", "#388e3c", "#d32f2f", "#7b1fa2", "#0097a7", "#5d4037", "#c2185b", "#455a64", "#afb42b"];
 const CHART_WIDTH = 520;
 const CHART_HEIGHT = 260;
 // While the server first reads the logdir, every series grows at each update: a chart is fetched
 // again at most this often (ms), so that the page does not keep the server from reading.
 const LOADING_REFRESH_MS = 1000;
+/** Without the live stream's `hello` within this time (a proxy holding the stream back), the page loads without it. */
+const HELLO_WAIT_MS = 2000;
+/** Chart requests in flight at most: enough to keep the server busy, few enough for any browser. */
+const CONCURRENT_FETCHES = 4;
+/** A chart within a screen's height above the view or two below counts as in view: what a scroll shows next is fetched ahead. */
+const VIEW_MARGIN = "100% 0px 200% 0px";
 
 const state = {
   runs: [],
   hiddenRuns: new Set(),
+  /** Per run, the Set of its scalar tags. */
   tagsByRun: {},
+  /** Every run's tags, sorted. */
+  tags: [],
   smoothing: 0.6,
   xAxis: "step",
   logScale: false,
   filter: /(?:)/,
+  /** The chart cards that exist (those of the open groups' pages shown), by tag. */
   charts: new Map(),
+  /** The tag groups' elements, by group name. */
+  groups: new Map(),
+  /** What the user chose per group: open (boolean) and page (index). */
+  choices: { open: new Map(), page: new Map() },
   /** Per run: [{step, wall_time, path}], by step. */
   checkpoints: {},
   /** The server is still reading the logdir for the first time (from `hello` until `loaded`). */
@@ -37,12 +61,12 @@ const state = {
 };
 
 /** What the tests read: per tag, per run, the arrays drawn. */
-const exposed = { charts: {}, fetches: 0, ready: false, events: 0, settings: { smoothing: state.smoothing, xAxis: state.xAxis, logScale: state.logScale } };
+const exposed = { charts: {}, groups: {}, fetches: 0, ready: false, events: 0, settings: { smoothing: state.smoothing, xAxis: state.xAxis, logScale: state.logScale } };
 const exposeSettings = () => (exposed.settings = { smoothing: state.smoothing, xAxis: state.xAxis, logScale: state.logScale });
 window.__board = exposed;
 
 const $ = (id) => document.getElementById(id);
-const colorOf = (run) => COLORS[Math.max(0, state.runs.indexOf(run)) % COLORS.length];
+const colorOf = runColor;
 const q = (params) => new URLSearchParams(params).toString();
 
 const getJson = async (url) => {
@@ -51,38 +75,60 @@ const getJson = async (url) => {
   return res.json();
 };
 
-const views = createViews(exposed, { getJson, q, colorOf: (run) => colorOf(run), isHidden: (run) => state.hiddenRuns.has(run), runs: () => state.runs });
+const views = createViews(exposed, { getJson, q, colorOf, isHidden: (run) => state.hiddenRuns.has(run), runs: () => state.runs });
 
 const loadCheckpoints = async () => {
   state.checkpoints = await getJson("board/checkpoints");
   for (const chart of state.charts.values()) if (chart.uplot !== undefined) draw(chart);
 };
 
+/** Every chart request; a failed one (the tag went away) is redrawn empty by fetchChart itself. */
+const queue = createRequestQueue({ concurrency: CONCURRENT_FETCHES, onError: (e) => ($("status").textContent = String(e)) });
+exposed.queue = queue.stats;
+
+/** Marks each chart in or out of view; one that comes into view stale is fetched, one that leaves before its turn is not. */
+const observer = new IntersectionObserver(
+  (entries) => {
+    for (const entry of entries) {
+      const chart = chartOfElement.get(entry.target);
+      if (chart === undefined) continue;
+      chart.visible = entry.isIntersecting;
+      if (chart.visible && chart.stale) refresh(chart);
+      if (!chart.visible) queue.cancel(chart);
+    }
+  },
+  { rootMargin: VIEW_MARGIN },
+);
+const chartOfElement = new WeakMap();
+
 // ----- runs and tags -----
 
 /** The runs, shown and not hidden, that have `tag`. */
-const runsOf = (tag) => state.runs.filter((run) => !state.hiddenRuns.has(run) && (state.tagsByRun[run] ?? []).includes(tag));
+const runsOf = (tag) => state.runs.filter((run) => !state.hiddenRuns.has(run) && state.tagsByRun[run]?.has(tag) === true);
 
 /**
- * Reads the runs and their tags again; creates and removes charts, and fetches the charts whose
- * runs changed (growth is the `scalars` event's). One at a time: a call meanwhile runs after.
+ * Reads the runs and their tags again; lays out the groups (creating and removing charts), and
+ * refreshes the charts whose runs changed (growth is the `scalars` event's). One at a time: a
+ * call meanwhile runs after.
  */
 const loadRuns = coalesce(async () => {
   const [runs, tags] = await Promise.all([getJson("data/runs"), getJson("data/plugin/scalars/tags")]);
   state.runs = runs;
-  state.tagsByRun = Object.fromEntries(Object.entries(tags).map(([run, t]) => [run, Object.keys(t)]));
+  state.tagsByRun = Object.fromEntries(Object.entries(tags).map(([run, t]) => [run, new Set(Object.keys(t))]));
   renderRuns();
-  const allTags = [...new Set(Object.values(state.tagsByRun).flat())].sort();
-  for (const tag of allTags) if (!state.charts.has(tag)) createChart(tag);
-  for (const tag of [...state.charts.keys()]) if (!allTags.includes(tag)) removeChart(tag);
-  $("empty").hidden = allTags.length > 0;
-  applyFilter();
+  const all = new Set();
+  for (const set of Object.values(state.tagsByRun)) for (const tag of set) all.add(tag);
+  state.tags = [...all].sort();
+  $("empty").hidden = state.tags.length > 0;
+  renderGroups();
   for (const chart of state.charts.values()) if (chart.runKey !== JSON.stringify(runsOf(chart.tag))) refresh(chart);
   await Promise.all([views.load(), loadCheckpoints()]);
+  exposed.ready = true;
 });
 
 /** A refresh for new points: while the server first reads the logdir, at most every LOADING_REFRESH_MS per chart. */
 const refreshGrown = (chart) => {
+  if (!chart.visible) return void (chart.stale = true);
   if (!state.loading) return void refresh(chart);
   if (chart.later !== undefined) return;
   const waitMs = chart.fetchedAt + LOADING_REFRESH_MS - performance.now();
@@ -116,7 +162,7 @@ const renderRuns = () => {
       box.addEventListener("change", () => {
         if (box.checked) state.hiddenRuns.delete(run);
         else state.hiddenRuns.add(run);
-        for (const chart of state.charts.values()) refresh(chart);
+        refreshAll();
         views.load();
       });
       const swatch = document.createElement("span");
@@ -131,50 +177,147 @@ const renderRuns = () => {
   );
 };
 
+// ----- groups: the tags by prefix, a page of charts at a time -----
+
+/** Makes `nodes` the children of `parent`, touching the DOM only if they differ. */
+const setChildren = (parent, nodes) => {
+  const now = parent.children;
+  if (now.length === nodes.length && nodes.every((n, i) => now[i] === n)) return;
+  parent.replaceChildren(...nodes);
+};
+
+const createGroup = (name) => {
+  const toggle = el("button", { type: "button", className: "group-toggle", textContent: name === "" ? "(no prefix)" : name });
+  const count = el("span", { className: "group-count" });
+  const pager = (where) => {
+    const prev = el("button", { type: "button", className: "prev", textContent: "‹ Previous" });
+    const label = el("span", { className: "page-label" });
+    const next = el("button", { type: "button", className: "next", textContent: "Next ›" });
+    const nav = el("nav", { className: `pager pager-${where}`, ariaLabel: `pages of ${name || "tags without a prefix"}` }, prev, label, next);
+    const turn = (by) => {
+      state.choices.page.set(name, group.page + by);
+      renderGroups();
+      // From the pager under the charts, back to the group's first charts.
+      if (where === "bottom") group.section.scrollIntoView({ block: "start" });
+    };
+    prev.addEventListener("click", () => turn(-1));
+    next.addEventListener("click", () => turn(1));
+    return { nav, prev, label, next };
+  };
+  const top = pager("top");
+  const bottom = pager("bottom");
+  const body = el("div", { className: "group-charts" });
+  const section = el("section", { className: "tag-group" }, el("h2", { className: "group-head" }, toggle, count), top.nav, body, bottom.nav);
+  section.dataset.group = name;
+  toggle.addEventListener("click", () => {
+    state.choices.open.set(name, !group.open);
+    renderGroups();
+  });
+  /** `open` and `page`: as last laid out. */
+  const group = { section, toggle, count, pagers: [top, bottom], body, open: false, page: 0 };
+  state.groups.set(name, group);
+  return group;
+};
+
+/** Shows `g` (from layoutGroups) in its group's element. */
+const updateGroup = (group, g) => {
+  group.open = g.open;
+  group.page = g.page;
+  group.toggle.setAttribute("aria-expanded", String(g.open));
+  group.count.textContent = `${g.tags.length} ${g.tags.length === 1 ? "tag" : "tags"}`;
+  const first = g.page * PAGE_SIZE + 1;
+  for (const p of group.pagers) {
+    p.nav.hidden = !g.open || g.pages === 1;
+    p.label.textContent = `page ${g.page + 1} of ${g.pages} (tags ${first}–${first + g.shown.length - 1})`;
+    p.prev.disabled = g.page === 0;
+    p.next.disabled = g.page === g.pages - 1;
+  }
+};
+
+/**
+ * Lays out the groups of the tags that pass the filter: each open group's page of charts is
+ * created (or kept), every other chart is removed. Charts fetch themselves as they come into view.
+ */
+const renderGroups = () => {
+  const layout = layoutGroups(
+    state.tags.filter((t) => state.filter.test(t)),
+    state.choices,
+  );
+  const kept = new Set();
+  const sections = layout.map((g) => {
+    const group = state.groups.get(g.name) ?? createGroup(g.name);
+    updateGroup(group, g);
+    setChildren(
+      group.body,
+      g.shown.map((tag) => {
+        kept.add(tag);
+        return (state.charts.get(tag) ?? createChart(tag)).el;
+      }),
+    );
+    return group.section;
+  });
+  for (const chart of [...state.charts.values()]) if (!kept.has(chart.tag)) removeChart(chart);
+  const names = new Set(layout.map((g) => g.name));
+  for (const [name, group] of state.groups) {
+    if (names.has(name)) continue;
+    group.section.remove();
+    state.groups.delete(name);
+  }
+  setChildren($("charts"), sections);
+  exposed.groups = Object.fromEntries(layout.map((g) => [g.name, { tags: g.tags.length, open: g.open, page: g.page, pages: g.pages, shown: g.shown.length }]));
+};
+
 // ----- charts -----
 
 const createChart = (tag) => {
-  const el = document.createElement("section");
-  el.className = "chart";
-  el.dataset.tag = tag;
-  const title = document.createElement("h3");
-  title.textContent = tag;
-  const plot = document.createElement("div");
-  const downloads = document.createElement("div");
-  downloads.className = "downloads";
-  el.append(title, plot, downloads);
-  $("charts").append(el);
-  const chart = { tag, el, plot, downloads, uplot: undefined, runs: {}, zoom: undefined, fetch: undefined, layoutKey: "", runKey: "", fetchedAt: Number.NEGATIVE_INFINITY, later: undefined };
-  chart.fetch = coalesce(() => fetchChart(chart));
+  const title = el("h3", { textContent: tag });
+  // Sized before it is drawn, so that charts not yet fetched take their place (and their view).
+  const plot = el("div", { className: "plot" });
+  const downloads = el("div", { className: "downloads" });
+  const section = el("section", { className: "chart" }, title, plot, downloads);
+  section.dataset.tag = tag;
+  const chart = { tag, el: section, plot, downloads, uplot: undefined, runs: {}, zoom: undefined, layoutKey: "", runKey: "", fetchedAt: Number.NEGATIVE_INFINITY, later: undefined, visible: false, stale: true, fetched: false };
   plot.addEventListener("mouseleave", () => ($("tooltip").hidden = true));
   plot.addEventListener("dblclick", () => {
     chart.zoom = undefined;
     refresh(chart);
   });
   state.charts.set(tag, chart);
+  chartOfElement.set(section, chart);
+  observer.observe(section);
   exposed.charts[tag] = { runs: {}, zoom: undefined, renders: 0 };
   return chart;
 };
 
-const removeChart = (tag) => {
-  const chart = state.charts.get(tag);
+const removeChart = (chart) => {
   clearTimeout(chart.later);
+  queue.cancel(chart);
+  observer.unobserve(chart.el);
   chart.uplot?.destroy();
   chart.el.remove();
-  state.charts.delete(tag);
-  delete exposed.charts[tag];
+  state.charts.delete(chart.tag);
+  delete exposed.charts[chart.tag];
 };
 
-const applyFilter = () => {
-  for (const chart of state.charts.values()) chart.el.hidden = !state.filter.test(chart.tag);
+/**
+ * Fetches the chart's series again when it is in view (through the queue: a few requests at a
+ * time, one per chart, a request asked meanwhile runs after); out of view it is marked stale and
+ * fetched when it comes back.
+ */
+const refresh = (chart) => {
+  chart.stale = true;
+  if (chart.visible) queue.add(chart, () => fetchChart(chart));
 };
 
-/** Fetches the chart's series again (one request at a time per chart; a request asked meanwhile runs after). */
-const refresh = (chart) => chart.fetch();
+/** Every chart: those in view fetched again, the others marked stale. */
+const refreshAll = () => {
+  for (const chart of state.charts.values()) refresh(chart);
+};
 
-/** Fetches and draws the chart's series once (through `chart.fetch`, see refresh). */
+/** Fetches and draws the chart's series once (through the queue, see refresh). */
 const fetchChart = async (chart) => {
-  if (!state.charts.has(chart.tag)) return; // removed while a fetch before was under way
+  if (state.charts.get(chart.tag) !== chart) return; // removed while a fetch before was under way
+  chart.stale = false;
   const runs = runsOf(chart.tag);
   chart.runKey = JSON.stringify(runs);
   chart.fetchedAt = performance.now();
@@ -192,8 +335,10 @@ const fetchChart = async (chart) => {
       fetched = {}; // the tag is gone: the next update redraws
     }
   }
-  if (!state.charts.has(chart.tag)) return;
+  await uPlotLoaded;
+  if (state.charts.get(chart.tag) !== chart) return;
   chart.runs = fetched;
+  chart.fetched = true;
   draw(chart);
 };
 
@@ -349,13 +494,30 @@ const showTooltip = (chart, u) => {
 
 // ----- live updates -----
 
+/**
+ * Follows `/board/events`. The first load of the runs and tags waits for the stream's `hello`: a
+ * load asked after it misses no update, so the tags (a large answer with many tags) are fetched
+ * once, not once before and once after. Without a `hello` (the stream failed, or a proxy holds it
+ * back for HELLO_WAIT_MS) the page loads anyway.
+ */
 const connect = () => {
   const source = new EventSource("board/events");
   const status = $("status");
-  source.addEventListener("open", () => (status.textContent = "live"));
-  source.addEventListener("error", () => (status.textContent = "reconnecting…"));
   const reloadRuns = () => loadRuns().catch((e) => (status.textContent = String(e)));
+  let fallback = setTimeout(reloadRuns, HELLO_WAIT_MS);
+  const noFallback = () => {
+    clearTimeout(fallback);
+    fallback = undefined;
+  };
+  source.addEventListener("open", () => (status.textContent = "live"));
+  source.addEventListener("error", () => {
+    status.textContent = "reconnecting…";
+    if (fallback === undefined) return;
+    noFallback();
+    reloadRuns();
+  });
   source.addEventListener("hello", (e) => {
+    noFallback();
     if (JSON.parse(e.data).loaded) loadingEnded();
     reloadRuns();
   });
@@ -367,7 +529,7 @@ const connect = () => {
   source.addEventListener("scalars", (e) => {
     exposed.events++;
     const changed = JSON.parse(e.data);
-    if (changed.some(({ run, tag }) => !(state.tagsByRun[run] ?? []).includes(tag))) return void reloadRuns();
+    if (changed.some(({ run, tag }) => state.tagsByRun[run]?.has(tag) !== true)) return void reloadRuns();
     for (const tag of new Set(changed.map((c) => c.tag))) {
       const chart = state.charts.get(tag);
       if (chart !== undefined) refreshGrown(chart);
@@ -398,19 +560,17 @@ const settings = () => {
     exposeSettings();
     $("smoothing-value").textContent = slider.value;
     clearTimeout(timer);
-    timer = setTimeout(() => {
-      for (const chart of state.charts.values()) refresh(chart);
-    }, 100);
+    timer = setTimeout(refreshAll, 100);
   });
   $("x-axis").addEventListener("change", (e) => {
     state.xAxis = e.target.value;
     exposeSettings();
-    for (const chart of state.charts.values()) draw(chart);
+    redrawAll();
   });
   $("log-scale").addEventListener("change", (e) => {
     state.logScale = e.target.checked;
     exposeSettings();
-    for (const chart of state.charts.values()) draw(chart);
+    redrawAll();
   });
   $("filter").addEventListener("input", (e) => {
     try {
@@ -420,14 +580,14 @@ const settings = () => {
       e.target.classList.add("invalid");
       return;
     }
-    applyFilter();
+    renderGroups();
   });
 };
 
+/** Every chart drawn again from what it holds (an axis or scale changed); none is fetched. */
+const redrawAll = () => {
+  for (const chart of state.charts.values()) if (chart.fetched) draw(chart);
+};
+
 settings();
-loadRuns()
-  .then(() => {
-    exposed.ready = true;
-  })
-  .catch((e) => ($("status").textContent = String(e)));
 connect();

@@ -1,8 +1,10 @@
-// The board's views beyond scalars: histograms (offset view), images (a step slider), text
+// The board's views beyond scalars: histograms (offset view), images (a step slider; small
+// images scaled up by a whole factor, drawn pixelated, their native size in a caption), text
 // (HTML rendered and made safe by the server: markdown-it without raw HTML), and the profiler
 // timelines to download. Each card refetches when the live stream names its series.
 // What the tests read goes on `exposed` (window.__board): histograms, images, texts, timelines.
 import { drawOffset, MAX_LINES } from "./histograms.js";
+import { imageSize } from "./imageSize.js";
 
 /**
  * `fn` (async) run one call at a time: a call while it runs does not run it then, but has it run
@@ -31,7 +33,8 @@ export const coalesce = (fn) => {
   return run;
 };
 
-const el = (tag, props = {}, ...children) => {
+/** A new `tag` element with `props` assigned and `children` appended (board.js builds with it too). */
+export const el = (tag, props = {}, ...children) => {
   const e = document.createElement(tag);
   Object.assign(e, props);
   e.append(...children);
@@ -103,7 +106,8 @@ export const createViews = (exposed, ctx) => {
     const label = el("span", { className: "step-label" });
     const note = el("p", { className: "hint" });
     const img = el("img", { alt: `${tag} (${run})` });
-    const section = el("section", { className: "view-card image-card" }, el("h3", { textContent: `${tag}` }, el("small", { textContent: ` ${run}` })), el("div", { className: "slider" }, slider, label), img, note);
+    const size = el("p", { className: "image-size" });
+    const section = el("section", { className: "view-card image-card" }, el("h3", { textContent: `${tag}` }, el("small", { textContent: ` ${run}` })), el("div", { className: "slider" }, slider, label), img, size, note);
     section.dataset.run = run;
     section.dataset.tag = tag;
     let list = [];
@@ -117,7 +121,16 @@ export const createViews = (exposed, ctx) => {
       if (img.getAttribute("src") !== src) img.src = src;
       view().src = src;
     };
-    img.addEventListener("load", () => (view().loaded = true));
+    img.addEventListener("load", () => {
+      const { naturalWidth: w, naturalHeight: h } = img;
+      const shown = imageSize(w, h);
+      img.width = shown.width;
+      img.height = shown.height;
+      img.classList.toggle("pixelated", shown.pixelated);
+      img.title = `native size ${w} × ${h} px`;
+      size.textContent = `${w} × ${h} px${shown.scale === 1 ? "" : `, shown at ${Number(shown.scale.toFixed(2))}×`}`;
+      Object.assign(view(), { loaded: true, naturalSize: [w, h], shownSize: [shown.width, shown.height], pixelated: shown.pixelated });
+    });
     img.addEventListener("error", () => (view().loaded = false));
     slider.addEventListener("input", () => show(Number(slider.value)));
     const card = { section, note, refresh: undefined };
