@@ -22,7 +22,8 @@
  *
  * When a task fails the others are stopped: SIGTERM, then SIGKILL after `killAfterSecs`; a task
  * another one found lost (declared failed, or a chief whose service stopped answering) is
- * SIGKILLed at once. When one is preempted (42 or 43) the others stop on its notice, which it
+ * SIGKILLed at once, and so, once the group stops, is a task stopped by a signal (SIGSTOP,
+ * processState.ts). When one is preempted (42 or 43) the others stop on its notice, which it
  * reported to the cluster; those still running `killAfterSecs` later get SIGTERM, then SIGKILL
  * after `killAfterSecs` more. `maxRestarts` restarts the whole group after a failure, as
  * torchrun does, on the same addresses while their ports are free; a preempted group (42 or 43)
@@ -58,6 +59,7 @@ import type { TerminationNotice, TerminationNotices } from "../preemption/Termin
 import { clusterSettingsEnv, LAUNCH_READY_ENV, LAUNCH_READY_LINE, withAbsolutePaths } from "../runtime/index.js";
 import { decodeLaunchStatus, LAUNCH_STATUS_FD_ENV, launchTaskName, type LaunchStatus } from "../runtime/launchStatus.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
+import { isStopped } from "./processState.js";
 import { watchNotices, type CliIo } from "./run.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -396,7 +398,20 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
       for (const child of live.values()) signal(child, "SIGKILL");
     });
   };
+  /**
+   * A task stopped by a signal (SIGSTOP: frozen) can neither save nor exit: once the group
+   * stops, it is SIGKILLed at once, as a task a peer found lost is, instead of being waited out.
+   */
+  const killStopped = (): void => {
+    for (const [name, child] of live) {
+      if (killedAsLost.has(name) || child.pid === undefined || !isStopped(child.pid)) continue;
+      killedAsLost.add(name);
+      say(`${name} is stopped (SIGSTOP): it can neither save nor exit: SIGKILL`);
+      signal(child, "SIGKILL");
+    }
+  };
   const stopOthers = (reason: string): void => {
+    killStopped();
     // Stopping already: the SIGKILL is armed.
     if (live.size === 0 || killTimer !== undefined) return;
     say(`${reason}: stopping ${[...live.keys()].join(", ")} (SIGTERM, SIGKILL after ${killAfterMs / 1000} s)`);
@@ -411,13 +426,17 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
    */
   let othersTimer: TimerHandle | undefined;
   const awaitOthers = (exited: string, code: number): void => {
+    killStopped();
     if (live.size === 0 || othersTimer !== undefined) return;
     const preempted = noticeFrom ?? exited;
     const what =
       code === ExitCodes.chiefLost
         ? `${exited} lost the chief during a preemption (exit ${code})`
         : `${preempted} was preempted (${preempted === exited ? `exit ${code}` : `${exited} exited ${code} first`})`;
-    say(`${what}: ${[...live.keys()].join(", ")} ${live.size === 1 ? "stops" : "stop"} on its notice (SIGTERM after ${killAfterMs / 1000} s if not)`);
+    // Those SIGKILLed as lost are going: the others stop on the notice.
+    const waiting = [...live.keys()].filter((n) => !killedAsLost.has(n));
+    if (waiting.length === 0) return;
+    say(`${what}: ${waiting.join(", ")} ${waiting.length === 1 ? "stops" : "stop"} on its notice (SIGTERM after ${killAfterMs / 1000} s if not)`);
     othersTimer = clock.setTimer(killAfterMs, () => stopOthers(`${[...live.keys()].join(", ")} still running ${killAfterMs / 1000} s after ${preempted}'s preemption`));
   };
   /** What a task says on its status channel (launchStatus.ts). */

@@ -7,34 +7,25 @@
  * rank and the global batch of 64 × 3), and a SIGTERM to launch stops them all after one step with
  * the chief's preemption checkpoint. Outcomes only, never timings.
  */
-import { copyFileSync, mkdirSync, readdirSync, readFileSync, symlinkSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 
-import { killLaunchTree, repoRoot, startCli, type CliChild } from "../util/cliChild.js";
+import { killLaunchTree, startCli, type CliChild } from "../util/cliChild.js";
+import { exampleTree } from "../util/exampleTree.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
 const tempDir = useTempDirs("ms-bundled-launch-");
-const EXAMPLE_MODULES = ["tfjs-classifier.job.ts", "tfjs-classifier-data.ts"];
 
 const started: CliChild[] = [];
 afterEach(async () => {
   for (const c of started.splice(0)) await killLaunchTree(c);
 });
 
-/** A directory laid out like the repository for the example: `examples/` with the YAML (a copy) and the job's modules (links). */
-const exampleTree = (): string => {
-  const root = tempDir();
-  mkdirSync(join(root, "examples"));
-  copyFileSync(join(repoRoot, "examples/tfjs-classifier.yaml"), join(root, "examples/tfjs-classifier.yaml"));
-  for (const f of EXAMPLE_MODULES) symlinkSync(join(repoRoot, "examples", f), join(root, "examples", f));
-  return root;
-};
-
 describe("the README's `launch --workers 3 examples/tfjs-classifier.yaml`", () => {
   it("trains the bundled classifier data-parallel; SIGTERM to launch stops every rank after one step and the chief saves it", { timeout: 300_000 }, async () => {
-    const root = exampleTree();
-    const l = startCli(["launch", "--workers", "3", join(root, "examples/tfjs-classifier.yaml")], { timeoutMs: 240_000 });
+    const root = tempDir();
+    const l = startCli(["launch", "--workers", "3", exampleTree(root)], { timeoutMs: 240_000 });
     started.push(l);
     for (const [task, rank] of [["chief:0", 0], ["worker:0", 1], ["worker:1", 2]] as const) {
       await l.waitFor(`[${task}] INFO Data-parallel training: rank ${rank} of 3; global batch = 64 × 3 = 192.`, 200_000);

@@ -29,6 +29,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { killLaunchTree, repoRoot, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
 import { useTempDirs } from "../util/tempDirs.js";
 import { makeCertificates, opensslVersion } from "../util/tlsCertificates.js";
+import { pidOf } from "../util/launchOutput.js";
 
 const tempDir = useTempDirs("ms-data-parallel-");
 if (opensslVersion === undefined) console.warn("SKIP the TLS test of test/cli/dataParallel.process.test.ts: no openssl on PATH (apt-get install openssl)");
@@ -57,12 +58,6 @@ const config = (dir: string, saveSteps = 4, extra = ""): string => {
     `module: ${job}\nlogStepCountSteps: 4\ncheckpoint:\n  dir: ck\n  saveSteps: ${saveSteps}\nsummaries:\n  saveSteps: 4\ntfjs:\n  backend: cpu\ncluster:\n  timeouts:\n    heartbeatTimeoutSecs: 5\n${extra}`,
   );
   return file;
-};
-
-/** The pid launch printed for `task`'s latest start. */
-const pidOf = (output: string, task: string): number => {
-  const pids = [...output.matchAll(new RegExp(`started ${task} at \\S+ \\(pid (\\d+)\\)`, "g"))];
-  return Number(pids.at(-1)?.[1]);
 };
 
 /** Polls `dir/ck/checkpoint` (every 50 ms, up to `deadlineMs`) until it names a checkpoint of a step > `after`; that step. */

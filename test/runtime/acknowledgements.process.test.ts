@@ -16,6 +16,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { etcdBinary, EtcdProcess } from "../cluster/coordination/etcdHarness.js";
 import { killLaunchTree, repoRoot, startCli, type CliChild } from "../util/cliChild.js";
 import { useTempDirs } from "../util/tempDirs.js";
+import { exitsOf, pidOf } from "../util/launchOutput.js";
 
 const tempDir = useTempDirs("ms-acknowledgements-");
 const loop = join(repoRoot, "test/fixtures/preemption/customLoop.ts");
@@ -27,17 +28,6 @@ const launched: CliChild[] = [];
 afterEach(async () => {
   for (const l of launched.splice(0)) await killLaunchTree(l);
 });
-
-/** The pid `launch` printed for `task`. */
-const pidOf = (output: string, task: string): number => {
-  const m = new RegExp(`^\\[launch\\] started ${task} at \\S+ \\(pid (\\d+)\\)$`, "m").exec(output);
-  if (m === null) throw new Error(`no pid for ${task} in:\n${output}`);
-  return Number(m[1]);
-};
-
-/** Each task's exit code as launch reported it. */
-const exitsOf = (output: string): Record<string, number> =>
-  Object.fromEntries([...output.matchAll(/^\[launch\] (\S+) exited with (\d+)/gm)].map((m) => [m[1] as string, Number(m[2])]));
 
 /** The runs each task's `saveFn` was called at (`<task>: saveFn at run N`), by task. */
 const saveFnRunsOf = (output: string): Record<string, number[]> => {

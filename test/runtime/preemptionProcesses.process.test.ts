@@ -14,6 +14,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { etcdBinary, EtcdProcess } from "../cluster/coordination/etcdHarness.js";
 import { alive, killLaunchTree, repoRoot, startCli, type CliChild } from "../util/cliChild.js";
 import { useTempDirs } from "../util/tempDirs.js";
+import { exitsOf, pidOf } from "../util/launchOutput.js";
 
 const tempDir = useTempDirs("ms-preemption-processes-");
 const loop = join(repoRoot, "test/fixtures/preemption/customLoop.ts");
@@ -40,17 +41,6 @@ const savesOf = (output: string): Record<string, number[]> => {
   for (const e of eventsOf(output)) if (e.type === "preemptionCheckpointSaved") out[e.task]?.push(e["run"] as number);
   return out;
 };
-
-/** The pid `launch` printed for `task`. */
-const pidOf = (output: string, task: string): number => {
-  const m = new RegExp(`^\\[launch\\] started ${task} at \\S+ \\(pid (\\d+)\\)$`, "m").exec(output);
-  if (m === null) throw new Error(`no pid for ${task} in:\n${output}`);
-  return Number(m[1]);
-};
-
-/** Each task's exit code as launch reported it. */
-const exitsOf = (output: string): Record<string, number> =>
-  Object.fromEntries([...output.matchAll(/^\[launch\] (\S+) exited with (\d+)/gm)].map((m) => [m[1] as string, Number(m[2])]));
 
 const backends: { readonly name: string; readonly skip: boolean; readonly args: () => string[] }[] = [];
 let etcd: EtcdProcess | undefined;

@@ -1,0 +1,57 @@
+import { spawn } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+
+import { isStopped } from "../../src/cli/processState.js";
+import { useTempDirs } from "../util/tempDirs.js";
+
+const tempDir = useTempDirs("ms-process-state-");
+const children: import("node:child_process").ChildProcess[] = [];
+afterEach(() => {
+  for (const c of children.splice(0)) c.kill("SIGKILL");
+});
+
+/** Polls `check` until it holds, at most `tries` times (the kernel applies a signal asynchronously). */
+const until = async (check: () => boolean, tries = 2000): Promise<boolean> => {
+  for (let i = 0; i < tries; i += 1) {
+    if (check()) return true;
+    await new Promise((r) => setImmediate(r));
+  }
+  return check();
+};
+
+/** A fake `/proc/<pid>/stat` with `comm` and `state`. */
+const fakeProc = (comm: string, state: string): string => {
+  const root = tempDir();
+  mkdirSync(join(root, "7"));
+  writeFileSync(join(root, "7", "stat"), `7 (${comm}) ${state} 1 7 7 0 -1 4194560`);
+  return root;
+};
+
+describe("isStopped", () => {
+  it.skipIf(process.platform !== "linux")("is true for a process stopped by SIGSTOP, and false again once it is continued", async () => {
+    const child = spawn(process.execPath, ["-e", "setInterval(() => {}, 1000)"], { stdio: "ignore" });
+    children.push(child);
+    const pid = child.pid as number;
+    expect(isStopped(pid)).toBe(false);
+    child.kill("SIGSTOP");
+    expect(await until(() => isStopped(pid))).toBe(true);
+    child.kill("SIGCONT");
+    expect(await until(() => !isStopped(pid))).toBe(true);
+  });
+
+  it("reads the state after the last parenthesis, whatever the command's name holds", () => {
+    expect(isStopped(7, fakeProc("a) R (b", "T"))).toBe(true);
+    expect(isStopped(7, fakeProc("node", "S"))).toBe(false);
+  });
+
+  it("is false for a process held by a tracer (t), a process gone, and a malformed stat", () => {
+    expect(isStopped(7, fakeProc("node", "t"))).toBe(false);
+    expect(isStopped(7, tempDir())).toBe(false);
+    const root = tempDir();
+    mkdirSync(join(root, "7"));
+    writeFileSync(join(root, "7", "stat"), "garbage");
+    expect(isStopped(7, root)).toBe(false);
+  });
+});
