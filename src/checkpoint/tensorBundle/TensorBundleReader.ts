@@ -1,0 +1,362 @@
+/**
+ * Reads TensorFlow's V2 checkpoint format (the "tensor bundle"), whether TensorFlow wrote it
+ * (`tf.train.Checkpoint.write`, `tf.compat.v1.train.Saver`, `tf.raw_ops.SaveV2`) or
+ * {@link TensorBundleWriter} did: lists every entry (name, dtype, shape, size, checksum) and
+ * reads tensors, verifying each one's masked CRC-32C.
+ *
+ * float32, float64, int32, int64, bool and string tensors are read; the other TensorFlow dtypes
+ * (float16, bfloat16, int8, int16, uint8, complex...) and partitioned tensors are listed, and
+ * refused on read with a one-line `UnimplementedError` naming the tensor and its dtype.
+ *
+ * Nothing in the files is trusted: the index is checked as a whole when the bundle is opened
+ * (see `readTable`, and each entry's size against its dtype and shape), a tensor's byte range
+ * against its data file's size before anything is allocated, its checksum before it is
+ * decoded. A problem is a one-line `DataLossError` naming the file and the byte offset.
+ *
+ * @module
+ */
+
+import { open, readFile, stat } from "node:fs/promises";
+import { endianness } from "node:os";
+
+import { DataLossError, InvalidArgumentError, NotFoundError, UnimplementedError } from "../../errors.js";
+import type { DType, TensorValue } from "../../session/Tensor.js";
+import { maskedCrc32c } from "../../summary/maskedCrc32c.js";
+import { decodeBundleEntry, decodeBundleHeader, type BundleEntry, type BundleHeader } from "./bundleProtos.js";
+import { BYTES_PER_ELEMENT, dataTypeName, dtypeOfCode, swapBytes } from "./dtypes.js";
+import { bundleDataPath, bundleIndexPath } from "./naming.js";
+import { dataLossAt, readTable } from "./sstable.js";
+import { decodeStringTensor } from "./stringTensor.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** One tensor of a bundle, as its index describes it (what `inspect_checkpoint` prints). */
+export interface TensorBundleEntry {
+  readonly name: string;
+  /** The dtype as Python names it (`float32`, `bfloat16`...); see {@link TensorBundleEntry.supported}. */
+  readonly dtype: string;
+  /** TensorFlow's `DataType` code. */
+  readonly dtypeCode: number;
+  readonly shape: readonly number[];
+  /** Whether {@link TensorBundleReader.read} can read it (a dtype this library holds, not partitioned). */
+  readonly supported: boolean;
+  readonly shardId: number;
+  /** Where the tensor's bytes start in its data file. */
+  readonly offset: number;
+  readonly sizeBytes: number;
+  /** The masked CRC-32C of the tensor's bytes, as stored. */
+  readonly crc32c: number;
+  /** How many slices a partitioned tensor has (0: a whole tensor). */
+  readonly slices: number;
+}
+
+/** The decoded index of a bundle. */
+export interface BundleIndex {
+  readonly header: BundleHeader;
+  /** Every entry but the header, in key order. */
+  readonly entries: readonly TensorBundleEntry[];
+}
+
+/** An index is read whole; one this large (some ten million entries) is not a bundle's. */
+const MAX_INDEX_BYTES = 1024 * 1024 * 1024;
+/** The version of the bundle format this reader implements (TensorFlow's `kTensorBundleVersion`). */
+const CONSUMER_VERSION = 1;
+const LITTLE_ENDIAN_HOST = endianness() === "LE";
+const SUPPORTED = "float32, float64, int32, int64, bool and string";
+const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+const UTF8_LOSSY = new TextDecoder("utf-8", { ignoreBOM: true });
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A TensorFlow V2 bundle opened for reading: its index decoded and checked, its tensors read
+ * on demand.
+ *
+ * @example
+ * ```ts
+ * import { TensorBundleReader } from "./TensorBundleReader.js";
+ *
+ * const reader = await TensorBundleReader.open("/tmp/tf/ckpt-1"); // written by tf.train.Checkpoint
+ * for (const e of reader.entries) console.log(e.name, e.dtype, e.shape);
+ * const kernel = await reader.read("model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE");
+ * ```
+ */
+export class TensorBundleReader {
+  private readonly byName: ReadonlyMap<string, TensorBundleEntry>;
+
+  private constructor(
+    /** The bundle's prefix. */
+    readonly prefix: string,
+    /** The index's header: shards, byte order, version. */
+    readonly header: BundleHeader,
+    /** Every tensor's entry, in key order. */
+    readonly entries: readonly TensorBundleEntry[],
+    private readonly source: DataSource,
+  ) {
+    const byName = new Map<string, TensorBundleEntry>();
+    for (const e of entries) if (!byName.has(e.name)) byName.set(e.name, e);
+    this.byName = byName;
+  }
+
+  /**
+   * Opens the bundle at `prefix`: reads and checks `<prefix>.index`. Throws `NotFoundError` if
+   * it does not exist, `DataLossError` if it is not a sound bundle index, `UnimplementedError`
+   * for a bundle of a newer format version.
+   */
+  static async open(prefix: string): Promise<TensorBundleReader> {
+    const path = bundleIndexPath(prefix);
+    let bytes: Uint8Array;
+    try {
+      const { size } = await stat(path);
+      if (size > MAX_INDEX_BYTES) throw dataLossAt(path, 0, `${size} bytes is too large for a bundle index (at most ${MAX_INDEX_BYTES})`);
+      bytes = await readFile(path);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") throw new NotFoundError(`${path}: no such bundle index`, { cause: e });
+      throw e;
+    }
+    const { header, entries } = decodeBundleIndex(bytes, path);
+    return new TensorBundleReader(prefix, header, entries, readFromFile);
+  }
+
+  /**
+   * A bundle held in memory (fetched over the network, say): its index file's bytes and each
+   * data shard's, checked as {@link open} checks files; `prefix` names them in errors.
+   */
+  static fromBytes(index: Uint8Array, shards: readonly Uint8Array[], prefix = "(memory)"): TensorBundleReader {
+    const { header, entries } = decodeBundleIndex(index, bundleIndexPath(prefix));
+    const source: DataSource = (path, entry) => {
+      const shard = shards[entry.shardId];
+      if (shard === undefined) return Promise.reject(new DataLossError(`${path}: missing (the bundle's index names it)`));
+      try {
+        checkRange(path, entry, shard.length);
+      } catch (e) {
+        return Promise.reject(e);
+      }
+      return Promise.resolve(shard.slice(entry.offset, entry.offset + entry.sizeBytes));
+    };
+    return new TensorBundleReader(prefix, header, entries, source);
+  }
+
+  /** The entry of the tensor `name`, or `undefined`. */
+  entry(name: string): TensorBundleEntry | undefined {
+    return this.byName.get(name);
+  }
+
+  /**
+   * Reads the tensor `name`, verifying its checksum. Strings are decoded as UTF-8 (an
+   * `InvalidArgumentError` for one that is not: read it with {@link readStringBytes}).
+   * Throws `NotFoundError` for an unknown name, `UnimplementedError` for a dtype this library
+   * does not hold or a partitioned tensor, `DataLossError` for bytes that do not verify.
+   */
+  async read(name: string): Promise<TensorValue> {
+    const entry = this.supportedEntry(name);
+    const bytes = await this.source(this.dataPath(entry), entry);
+    const at = { file: this.dataPath(entry), name };
+    if (entry.dtype !== "string") return decodeNumeric(entry, bytes, this.header.endianness, at);
+    const elements = decodeStrings(entry, bytes, this.header.endianness, at);
+    const data = elements.map((b, i) => {
+      try {
+        return UTF8.decode(b);
+      } catch {
+        throw new InvalidArgumentError(`tensor ${JSON.stringify(name)} element ${i} is not UTF-8 text: read it with readStringBytes`);
+      }
+    });
+    return { dtype: "string", shape: [...entry.shape], data };
+  }
+
+  /** Reads the string tensor `name` as raw bytes, one array per element (as `read` verifies). */
+  async readStringBytes(name: string): Promise<Uint8Array[]> {
+    const entry = this.supportedEntry(name);
+    if (entry.dtype !== "string") throw new InvalidArgumentError(`tensor ${JSON.stringify(name)} has dtype ${entry.dtype}, not string`);
+    return decodeStrings(entry, await this.source(this.dataPath(entry), entry), this.header.endianness, { file: this.dataPath(entry), name });
+  }
+
+  /** Reads the tensors `names` (default: every entry), as {@link read} does. */
+  async readAll(names: Iterable<string> = this.entries.map((e) => e.name)): Promise<Map<string, TensorValue>> {
+    const out = new Map<string, TensorValue>();
+    for (const name of names) out.set(name, await this.read(name));
+    return out;
+  }
+
+  private supportedEntry(name: string): TensorBundleEntry {
+    const entry = this.byName.get(name);
+    if (entry === undefined) throw new NotFoundError(`${bundleIndexPath(this.prefix)}: no tensor ${JSON.stringify(name)} in the bundle`);
+    refuseUnsupported(entry);
+    return entry;
+  }
+
+  private dataPath(entry: TensorBundleEntry): string {
+    return bundleDataPath(this.prefix, entry.shardId, this.header.numShards);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// operations
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Decodes and checks a bundle's index (the whole `.index` file, named `file` in errors): the
+ * table, the header under the empty key, every entry. Throws `DataLossError` naming the file
+ * and the byte offset, or `UnimplementedError` for a newer format version.
+ */
+export const decodeBundleIndex = (bytes: Uint8Array, file: string): BundleIndex => {
+  const rows = readTable(bytes, file);
+  const first = rows[0];
+  if (first === undefined) throw dataLossAt(file, 0, "the table is empty: no bundle header");
+  if (first.key.length !== 0) throw dataLossAt(file, first.valueOffset, "the first key is not the empty key of the bundle header");
+  const header = decodeBundleHeader(first.value, { file, offset: first.valueOffset, what: "bundle header" });
+  if (header.numShards < 1) throw dataLossAt(file, first.valueOffset, `bundle header: num_shards is ${header.numShards}`);
+  const { producer, minConsumer, badConsumers } = header.version;
+  if (minConsumer > CONSUMER_VERSION || badConsumers.includes(CONSUMER_VERSION)) {
+    throw new UnimplementedError(
+      `${file}: the bundle was produced by a newer version of TensorFlow (producer ${producer}, min consumer ${minConsumer}, bad consumers [${badConsumers.join(", ")}]); this reader is consumer version ${CONSUMER_VERSION}`,
+    );
+  }
+  const entries = rows.slice(1).map((row) => {
+    const name = UTF8_LOSSY.decode(row.key);
+    const at = { file, offset: row.valueOffset, what: `entry ${JSON.stringify(name)}` };
+    return checkEntry(name, decodeBundleEntry(row.value, at), header, at);
+  });
+  return { header, entries };
+};
+
+/** Throws `UnimplementedError` for an entry that {@link TensorBundleReader.read} cannot read. */
+const refuseUnsupported = (entry: TensorBundleEntry): void => {
+  if (entry.slices > 0) {
+    throw new UnimplementedError(`tensor ${JSON.stringify(entry.name)} is partitioned into ${entry.slices} slices, which this reader does not read`);
+  }
+  if (!entry.supported) {
+    throw new UnimplementedError(`tensor ${JSON.stringify(entry.name)} has dtype ${entry.dtype}, which this reader does not read (it reads ${SUPPORTED})`);
+  }
+};
+
+/**
+ * A numeric or bool tensor from its stored bytes, after verifying their checksum; `at` names
+ * the data file and the tensor in errors.
+ */
+const decodeNumeric = (
+  entry: TensorBundleEntry,
+  bytes: Uint8Array,
+  order: BundleHeader["endianness"],
+  at: { readonly file: string; readonly name: string },
+): TensorValue => {
+  refuseUnsupported(entry);
+  const dtype = dtypeOfCode(entry.dtypeCode) as Exclude<DType, "string">;
+  const calculated = maskedCrc32c(bytes);
+  if (calculated !== entry.crc32c) throw checksumMismatch(entry, at, calculated);
+  const size = BYTES_PER_ELEMENT[dtype];
+  const swap = (order === "little") !== LITTLE_ENDIAN_HOST && size > 1;
+  // A copy unless the bytes are a fresh buffer already aligned for the typed array.
+  const own = swap ? swapBytes(bytes, size) : bytes.byteOffset % size === 0 ? bytes : bytes.slice();
+  const n = own.length / size;
+  const data = {
+    float32: () => new Float32Array(own.buffer, own.byteOffset, n),
+    float64: () => new Float64Array(own.buffer, own.byteOffset, n),
+    int32: () => new Int32Array(own.buffer, own.byteOffset, n),
+    int64: () => new BigInt64Array(own.buffer, own.byteOffset, n),
+    bool: () => own,
+  }[dtype]();
+  return { dtype, shape: [...entry.shape], data } as TensorValue;
+};
+
+/**
+ * A string tensor's elements (views of `bytes`) after verifying the checksum of the lengths
+ * and the entry's.
+ */
+const decodeStrings = (
+  entry: TensorBundleEntry,
+  bytes: Uint8Array,
+  order: BundleHeader["endianness"],
+  at: { readonly file: string; readonly name: string },
+): Uint8Array[] => {
+  refuseUnsupported(entry);
+  const n = entry.shape.reduce((a, b) => a * b, 1);
+  const fail = (offset: number, what: string): never => {
+    throw dataLossAt(at.file, entry.offset + offset, `string tensor ${JSON.stringify(at.name)}: ${what}`);
+  };
+  const { elements, maskedCrc } = decodeStringTensor(bytes, n, order === "little", fail);
+  if (maskedCrc !== entry.crc32c) throw checksumMismatch(entry, at, maskedCrc);
+  return elements;
+};
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+/** Reads an entry's bytes from the data file at `path` (a fresh buffer of exactly its size). */
+type DataSource = (path: string, entry: TensorBundleEntry) => Promise<Uint8Array>;
+
+/** Throws `DataLossError` if the entry's bytes do not lie inside a data file of `fileBytes` bytes. */
+const checkRange = (path: string, entry: TensorBundleEntry, fileBytes: number): void => {
+  if (entry.offset + entry.sizeBytes > fileBytes) {
+    throw dataLossAt(path, entry.offset, `tensor ${JSON.stringify(entry.name)} (${entry.sizeBytes} bytes) runs past the end of the file (${fileBytes} bytes)`);
+  }
+};
+
+/** The entry's bytes from its data file, checked against the file's size before anything is allocated. */
+const readFromFile: DataSource = async (path, entry) => {
+  let fh;
+  try {
+    fh = await open(path, "r");
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") throw new DataLossError(`${path}: missing (the bundle's index names it)`, { cause: e });
+    throw e;
+  }
+  try {
+    checkRange(path, entry, (await fh.stat()).size);
+    const bytes = new Uint8Array(entry.sizeBytes);
+    let done = 0;
+    while (done < bytes.length) {
+      const { bytesRead } = await fh.read(bytes, done, bytes.length - done, entry.offset + done);
+      if (bytesRead === 0) throw dataLossAt(path, entry.offset + done, `tensor ${JSON.stringify(entry.name)}: the file ended while reading it`);
+      done += bytesRead;
+    }
+    return bytes;
+  } finally {
+    await fh.close();
+  }
+};
+
+/** The listed entry, after checking what the index alone can tell: shard, element count, size. */
+const checkEntry = (name: string, e: BundleEntry, header: BundleHeader, at: { file: string; offset: number; what: string }): TensorBundleEntry => {
+  const fail = (what: string): never => {
+    throw dataLossAt(at.file, at.offset, `${at.what}: ${what}`);
+  };
+  if (e.dtypeCode === 0) fail("no dtype");
+  if (e.shardId >= header.numShards) fail(`shard ${e.shardId} of a bundle with ${header.numShards} shards`);
+  const n = e.shape.reduce((a, b) => a * b, 1);
+  if (!Number.isSafeInteger(n)) fail(`shape [${e.shape.join(", ")}] has too many elements`);
+  const dtype = dtypeOfCode(e.dtypeCode);
+  if (e.slices === 0 && dtype !== undefined) {
+    if (dtype === "string") {
+      if (e.size < n + 4) fail(`Invalid size in bundle entry: ${e.size} bytes cannot hold ${n} strings`);
+    } else if (e.size !== n * BYTES_PER_ELEMENT[dtype]) {
+      fail(`Invalid size in bundle entry: ${dtype}[${e.shape.join(", ")}] needs ${n * BYTES_PER_ELEMENT[dtype]} bytes, the entry says ${e.size}`);
+    }
+  }
+  return {
+    name,
+    dtype: dataTypeName(e.dtypeCode),
+    dtypeCode: e.dtypeCode,
+    shape: e.shape,
+    supported: dtype !== undefined && e.slices === 0,
+    shardId: e.shardId,
+    offset: e.offset,
+    sizeBytes: e.size,
+    crc32c: e.crc32c,
+    slices: e.slices,
+  };
+};
+
+const checksumMismatch = (entry: TensorBundleEntry, at: { readonly file: string; readonly name: string }, calculated: number): DataLossError =>
+  dataLossAt(
+    at.file,
+    entry.offset,
+    `tensor ${JSON.stringify(at.name)}: Checksum does not match: stored ${hex(entry.crc32c)} vs. calculated on the restored bytes ${hex(calculated)}`,
+  );
+
+const hex = (n: number): string => `0x${n.toString(16).padStart(8, "0")}`;
