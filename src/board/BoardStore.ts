@@ -71,6 +71,8 @@ export interface BoardStoreOptions extends ViewBudgets {
   readonly clock?: Clock;
   /** Image bytes kept per (run, tag) before older steps are thinned out (default 32 MiB; see `ImageSeries`). */
   readonly imageBytesPerTag?: number;
+  /** The most payload bytes a record may claim (`readEvents`' `maxRecordBytes`; default 256 MiB): a header claiming more is reported on {@link BoardStore.issues$} and skipped. */
+  readonly maxRecordBytes?: number;
 }
 
 /** The scalars of a logdir, loaded in the background and followed. */
@@ -129,7 +131,16 @@ export class BoardStore {
     const reading = readEventsInto(
       logdir,
       { event: (e) => this.ingest(e), scalar: (run, tag, step, wallTime, value) => this.scalar(run, tag, step, wallTime, value) },
-      { follow: options.follow ?? true, pollSecs: options.pollSecs ?? 0.5, watch, tagMetadata: true, clock: pollClock, signal: this.abort.signal, chunkBytes: READ_CHUNK_BYTES },
+      {
+        follow: options.follow ?? true,
+        pollSecs: options.pollSecs ?? 0.5,
+        watch,
+        tagMetadata: true,
+        clock: pollClock,
+        signal: this.abort.signal,
+        chunkBytes: READ_CHUNK_BYTES,
+        ...(options.maxRecordBytes === undefined ? {} : { maxRecordBytes: options.maxRecordBytes }),
+      },
     );
     // The reader reports problems as issues; anything it throws ends the reading, and is reported too.
     this.loop = reading.then(

@@ -48,7 +48,7 @@ export type {
 } from "./EventProto.js";
 
 /* Reading records */
-export { CorruptRecordError, iterateRecords, readRecordFile, readRecords } from "./recordReader.js";
+export { CorruptRecordError, DEFAULT_MAX_RECORD_BYTES, iterateRecords, readRecordFile, readRecords } from "./recordReader.js";
 export type { RecordReadEnd, RecordReadOptions, RecordReadResult, TfRecord } from "./recordReader.js";
 
 /* Reading events */

@@ -4,9 +4,11 @@
  * offset. With `follow`, it keeps watching: appended records, new files and new runs are read
  * as they appear, on a poll of the injected clock, until the signal aborts.
  *
- * Problems never end the iteration: a checksum failure, a record that is not an `Event`, a file
- * named like an event file that is not one, a file or run deleted while read, a symlink out of
- * the logdir: each is yielded as a {@link ReadIssue} in the stream, and reading goes on.
+ * Problems never end the iteration: a checksum failure, a record length past `maxRecordBytes`
+ * (or past the end of a file read as complete), a record that is not an `Event`, a file named
+ * like an event file that is not one, a file or run deleted while read, a symlink out of the
+ * logdir: each is yielded once as a {@link ReadIssue} in the stream, and reading goes on. No file
+ * can make the reader abort, allocate what a header only claims, or loop on an error.
  *
  * @example
  * ```ts
@@ -27,7 +29,7 @@ import { performance } from "node:perf_hooks";
 import { type Clock, systemClock } from "../time/Clock.js";
 import { InvalidArgumentError, NotFoundError } from "../errors.js";
 import { EventDecoder, type ScalarSink, type SummaryEvent } from "./EventDecoder.js";
-import { EventFileTail } from "./EventFileTail.js";
+import { checkedMaxRecordBytes, EventFileTail, type EventFileTailOptions } from "./EventFileTail.js";
 import { findRuns } from "./findRuns.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -78,6 +80,14 @@ export interface ReadEventsOptions {
   readonly watch?: boolean;
   /** Also yield a `tagMetadata` event before each tag's first value: its plugin, display name and description (default `false`). */
   readonly tagMetadata?: boolean;
+  /**
+   * The most payload bytes a record may claim (default `DEFAULT_MAX_RECORD_BYTES`, 256 MiB; at
+   * most 1 GiB). A header claiming more is a `corruptRecord`, reported once and skipped: no file
+   * makes the reader allocate more than this. Without `follow`, files are read as complete, so a
+   * record that runs past the end of its file is a `corruptRecord` too; with `follow`, it is a
+   * writer still writing, and waits for its bytes.
+   */
+  readonly maxRecordBytes?: number;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -170,7 +180,8 @@ const logdirReader = (path: string, options: ReadEventsOptions): LogdirReader =>
   if (!(pollSecs > 0) || !Number.isFinite(pollSecs)) throw new InvalidArgumentError(`pollSecs must be a positive number, got ${pollSecs}`);
   const chunkBytes = options.chunkBytes ?? 1 << 20;
   if (!Number.isSafeInteger(chunkBytes) || chunkBytes <= 0) throw new InvalidArgumentError(`chunkBytes must be a positive integer, got ${chunkBytes}`);
-  return new LogdirReader(path, options.follow ?? false, pollSecs * 1000, options.clock ?? systemClock, chunkBytes, options.signal, options.watch === true && options.follow === true, options.tagMetadata === true);
+  const tail: EventFileTailOptions = { chunkBytes, maxRecordBytes: checkedMaxRecordBytes(options.maxRecordBytes), growing: options.follow === true };
+  return new LogdirReader(path, options.follow ?? false, pollSecs * 1000, options.clock ?? systemClock, tail, options.signal, options.watch === true && options.follow === true, options.tagMetadata === true);
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -285,7 +296,8 @@ class LogdirReader {
     private readonly follow: boolean,
     private readonly pollMs: number,
     private readonly clock: Clock,
-    private readonly chunkBytes: number,
+    /** How each file is read: chunk size, record size limit, and whether files may grow. */
+    private readonly tailOptions: EventFileTailOptions,
     private readonly signal: AbortSignal | undefined,
     private readonly watchChanges: boolean = false,
     private readonly tagMetadata: boolean = false,
@@ -392,15 +404,20 @@ class LogdirReader {
         } catch (e) {
           out.push(issue("badEvent", run, tail.path, offset, `${tail.path}: record at offset ${offset}: ${(e as Error).message}; skipped`));
         }
-      }, this.chunkBytes);
+      }, this.tailOptions.chunkBytes);
       for (const i of r.issues) out.push(issue(i.problem, run, tail.path, i.offset, i.message));
       if (r.atEnd) this.queue.shift();
     } catch (e) {
       this.queue.shift();
-      state.tails.delete(tail.path);
-      const code = (e as NodeJS.ErrnoException).code;
-      const problem = code === "ENOENT" ? "fileDeleted" : "unreadable";
-      out.push(issue(problem, run, tail.path, undefined, `${tail.path}: ${problem === "fileDeleted" ? "deleted while read" : String(e)}`));
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") {
+        state.tails.delete(tail.path);
+        out.push(issue("fileDeleted", run, tail.path, undefined, `${tail.path}: deleted while read`));
+        return;
+      }
+      // Any other failure keeps the tail where it is (the next poll retries from there, never
+      // from the start) and is reported once, not at each poll.
+      const reported = this.once(issue("unreadable", run, tail.path, undefined, `${tail.path}: ${String(e)}`));
+      if (reported !== undefined) out.push(reported);
     }
   }
 
@@ -427,7 +444,7 @@ class LogdirReader {
       for (const file of files) {
         let tail = state.tails.get(file);
         if (tail === undefined) {
-          tail = new EventFileTail(file, { chunkBytes: this.chunkBytes });
+          tail = new EventFileTail(file, this.tailOptions);
           state.tails.set(file, tail);
         }
         if (!tail.dead) this.queue.push({ run, state, tail });

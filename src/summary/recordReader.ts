@@ -51,12 +51,23 @@ export class CorruptRecordError extends DataLossError {
   readonly recordBytes: number | undefined;
 
   constructor(offset: number, part: "length" | "data", stored: number, computed: number, recordBytes?: number) {
-    super(`corrupted record at offset ${offset}: ${part} CRC mismatch (stored ${hex(stored)}, computed ${hex(computed)})`);
+    super(crcMismatch(offset, part, stored, computed));
     this.offset = offset;
     this.part = part;
     this.recordBytes = recordBytes;
   }
 }
+
+/**
+ * The most payload bytes a record may claim before the event readers (`EventFileTail`,
+ * `readEvents`, the board) take its header for corrupt: 256 MiB. TensorFlow's writers never come
+ * near it (an event is a few bytes to a few MiB); a header claiming more is damage, or a hostile
+ * file, and believing it would mean allocating what it claims.
+ */
+export const DEFAULT_MAX_RECORD_BYTES = 256 * 1024 * 1024;
+
+/** The largest `maxRecordBytes` a reader takes (1 GiB): one read of a record stays below Node's 2 GiB per call. */
+export const MAX_RECORD_BYTES_LIMIT = 1024 * 1024 * 1024;
 
 /** Options of the readers. */
 export interface RecordReadOptions {
@@ -149,8 +160,45 @@ export const readRecordFile = async (
   }
 };
 
+/**
+ * The payload length the record header at `at` of `view` claims, if its length CRC holds and the
+ * length is at most `maxRecordBytes`; -1 if not.
+ */
+export const checkedLength = (view: DataView, at: number, maxRecordBytes: number): number => {
+  // A length of 2^32 or more (its high word not 0) is past every limit.
+  if (view.getUint32(at + 4, true) !== 0) return -1;
+  const n = view.getUint32(at, true);
+  return n <= maxRecordBytes && view.getUint32(at + 8, true) === maskedLengthCrc(n) ? n : -1;
+};
+
+/**
+ * The first offset at or after `from` where a record starts whose header's length CRC holds,
+ * whose payload is at most `maxRecordBytes`, and whose data CRC holds; -1 if there is none. With
+ * `complete` false (more bytes may follow), a header that passes the first two checks but whose
+ * payload runs past the end of `bytes` is returned too: the caller verifies it once its bytes
+ * are there. What a reader looks for after a bad header: a false start needs both CRCs to pass.
+ */
+export const findRecord = (bytes: Uint8Array, from: number, maxRecordBytes: number, complete: boolean): number => {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let i = from; i + RECORD_HEADER_BYTES <= bytes.length; i++) {
+    const n = checkedLength(view, i, maxRecordBytes);
+    if (n < 0) continue;
+    const end = i + RECORD_HEADER_BYTES + n;
+    if (end + RECORD_FOOTER_BYTES > bytes.length) {
+      if (complete) continue;
+      return i;
+    }
+    if (view.getUint32(end, true) === maskCrc32c(crc32c(bytes.subarray(i + RECORD_HEADER_BYTES, end)))) return i;
+  }
+  return -1;
+};
+
 // ---------------------------------------------------------------------------------------------
 // utils
 // ---------------------------------------------------------------------------------------------
 
 const hex = (n: number): string => `0x${n.toString(16).padStart(8, "0")}`;
+
+/** The message of a {@link CorruptRecordError}, for readers that report it without throwing. */
+export const crcMismatch = (offset: number, part: "length" | "data", stored: number, computed: number): string =>
+  `corrupted record at offset ${offset}: ${part} CRC mismatch (stored ${hex(stored)}, computed ${hex(computed)})`;

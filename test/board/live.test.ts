@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { type Board, startBoard } from "../../src/board/BoardServer.js";
 import { SummaryWriter } from "../../src/summary/SummaryWriter.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
+import { issue33File } from "../util/hostileRecords.js";
 import { useTempDirs } from "../util/tempDirs.js";
 import { send } from "./http.js";
 
@@ -16,8 +17,8 @@ afterEach(async () => {
 });
 
 /** A board on a free loopback port whose polls, throttle and heartbeat run on `clock`. */
-const serve = async (logdir: string, clock: VirtualClock): Promise<Board> => {
-  const board = await startBoard(logdir, { port: 0, clock, pollSecs: 1 });
+const serve = async (logdir: string, clock: VirtualClock, onIssue?: (message: string) => void): Promise<Board> => {
+  const board = await startBoard(logdir, { port: 0, clock, pollSecs: 1, ...(onIssue === undefined ? {} : { onIssue }) });
   cleanups.push(() => board.close());
   await board.store.loaded;
   return board;
@@ -56,15 +57,21 @@ const until = async (clock: VirtualClock, cond: () => boolean, what: string): Pr
   throw new Error(`never saw ${what}`);
 };
 
-/** A board on a logdir whose run `a` has one point and a writer still open, with its event stream connected. */
-const liveRun = async (): Promise<{ clock: VirtualClock; logdir: string; w: SummaryWriter; board: Board; events: { event: string; data: unknown }[] }> => {
+/**
+ * A board on a logdir whose run `a` has one point and a writer still open, with its event stream
+ * connected; `prepare` adds to the logdir before the board starts, `onIssue` takes its reports.
+ */
+const liveRun = async (
+  options: { readonly prepare?: (logdir: string) => void; readonly onIssue?: (message: string) => void } = {},
+): Promise<{ clock: VirtualClock; logdir: string; w: SummaryWriter; board: Board; events: { event: string; data: unknown }[] }> => {
   const clock = new VirtualClock();
   const logdir = tempDir();
   const w = new SummaryWriter(join(logdir, "a"), { clock: new VirtualClock({ startMs: 1_700_000_000_000 }) });
   cleanups.push(() => w.close());
   w.addScalar("loss", 1, 0);
   await w.flush();
-  const board = await serve(logdir, clock);
+  options.prepare?.(logdir);
+  const board = await serve(logdir, clock, options.onIssue);
   const events = await subscribe(board);
   await until(clock, () => events.length > 0, "hello");
   return { clock, logdir, w, board, events };
@@ -185,6 +192,27 @@ describe("live: the board follows the logdir and pushes what changed (virtual cl
     appendFileSync(file, bytes.subarray(bytes.length - 5));
     await until(clock, () => events.some((e) => e.event === "scalars"), "the completed record");
     expect((await rows(board, "t", "loss")).map((r) => r[1])).toEqual([1, 2, 3]);
+  });
+
+  it("a hostile file in a subfolder (issue 33: a header claiming 3.5e9 bytes): one warning, and the board goes on following the other runs", async () => {
+    const hostile = (logdir: string): string => join(logdir, "dropped", "here", "events.out.tfevents.1599759586.hostile");
+    const issues: string[] = [];
+    const { clock, logdir, w, board, events } = await liveRun({
+      prepare: (dir) => {
+        mkdirSync(join(dir, "dropped", "here"), { recursive: true });
+        writeFileSync(hostile(dir), issue33File());
+      },
+      onIssue: (m) => issues.push(m),
+    });
+    // Three more points, each announced: three more polls of the logdir, hostile file included.
+    for (let step = 1; step <= 3; step++) {
+      const seen = events.length;
+      w.addScalar("loss", step, step);
+      await w.flush();
+      await until(clock, () => events.slice(seen).some((e) => e.event === "scalars"), `the point at step ${step}`);
+    }
+    expect((await rows(board, "a", "loss")).map((r) => r[1])).toEqual([0, 1, 2, 3]);
+    expect(issues).toEqual([`${hostile(logdir)}: corrupted record at offset 0: its header claims 3500000000 bytes, more than the limit of 268435456 (maxRecordBytes); record skipped`]);
   });
 
   it("the store loads without holding the event loop: it takes turns while loading, and answers requests meanwhile", async () => {

@@ -3,14 +3,19 @@
  * summaries: its output names the board's URL, the board answers TensorBoard's routes while
  * training goes on, and the run still ends as usual (a watched file preempts it: exit 42). A port
  * in use is a warning, never the end of training. Tests act on printed lines, never on time.
+ *
+ * The board runs in a process of its own (issue 33): a hostile event file in the logdir is one
+ * warning while the bundled job trains on, and the board's process dying is one warning too.
  */
-import { writeFile } from "node:fs/promises";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 
 import { linearJob } from "../util/cli.js";
 import { startCli, type CliChild } from "../util/cliChild.js";
+import { exampleTree } from "../util/exampleTree.js";
+import { issue33File } from "../util/hostileRecords.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
 const tempDir = useTempDirs("ms-run-board-");
@@ -70,3 +75,64 @@ describe("run --board", () => {
     expect(r.stderr.trim()).toBe("monitored-session run: --board http: expected a port from 0 to 65535 (0 picks a free one)");
   });
 });
+
+describe("run --board: the board in a process of its own (issue 33)", () => {
+  /** A matcher for an output holding two progress lines (`step N/M | …`) more than `output`: training went on. */
+  const progressLinesBeyond = (output: string): RegExp => {
+    const n = (output.match(/^step \d+\/\d+ /gm) ?? []).length;
+    return new RegExp(`(?:^step \\d+\\/\\d+ [^\\n]*\\n[\\s\\S]*?){${n + 2}}`, "m");
+  };
+
+  /** The warnings about the board, and the board's reports. */
+  const boardWarnings = (output: string): string[] => output.split("\n").filter((l) => /^WARN (?:board:|The board)/.test(l));
+
+  it("a hostile event file in a subfolder of the logdir: the bundled job trains on, the board warns once, and the exit code is the training's", async () => {
+    const root = tempDir();
+    const yaml = exampleTree(root, (y) =>
+      y
+        .replace("lastStep: 15000", "lastStep: 100000000")
+        .replace("saveSteps: 100\n", "saveSteps: 10\n")
+        .replace("preemption:\n", "preemption:\n  watchFile: stop-now\n"),
+    );
+    // The file of the issue: 154 bytes whose first header claims 3.5e9 bytes, its length CRC valid.
+    const dropped = join(root, "runs", "tfjs-classifier", "dropped", "here");
+    await mkdir(dropped, { recursive: true });
+    const hostile = join(dropped, "events.out.tfevents.1599759586.hostile");
+    await writeFile(hostile, issue33File());
+    const run = startCli(["run", yaml, "--board", "0"], { timeoutMs: 240_000 });
+    children.push(run);
+    await run.waitFor(`WARN board: ${hostile}: corrupted record at offset 0: its header claims 3500000000 bytes`, 200_000);
+    await run.waitFor("Starting at global step", 200_000);
+    await run.waitFor(progressLinesBeyond(run.output()), 200_000);
+    await writeFile(join(root, "examples", "stop-now"), "");
+    const r = await run.done;
+    expect(r.code, run.output()).toBe(42);
+    expect(boardWarnings(r.stderr)).toEqual([`WARN board: ${hostile}: corrupted record at offset 0: its header claims 3500000000 bytes, more than the limit of 268435456 (maxRecordBytes); record skipped`]);
+  }, 240_000);
+
+  it("the board's process dying is one warning: training goes on, and the exit code is the training's", async () => {
+    const dir = tempDir();
+    const run = startCli(["run", await config(dir), "--board", "0"], { timeoutMs: 120_000 });
+    children.push(run);
+    await run.waitFor(/INFO Board: http:\/\/127\.0\.0\.1:\d+\//, 90_000);
+    await run.waitFor("Starting at global step", 90_000);
+    const board = await boardProcess(run.process.pid as number);
+    process.kill(board, "SIGKILL");
+    await run.waitFor("WARN The board stopped (killed by SIGKILL); training goes on without it.", 90_000);
+    await run.waitFor(progressLinesBeyond(run.output()), 90_000);
+    await writeFile(join(dir, "stop-now"), "");
+    const r = await run.done;
+    expect(r.code, run.output()).toBe(42);
+    expect(boardWarnings(r.stderr)).toEqual(["WARN The board stopped (killed by SIGKILL); training goes on without it."]);
+  }, 120_000);
+});
+
+/** The pid of the board's process among the children of `pid` (Linux: /proc). */
+const boardProcess = async (pid: number): Promise<number> => {
+  const children = (await readFile(`/proc/${pid}/task/${pid}/children`, "utf8")).trim().split(/\s+/).map(Number);
+  for (const child of children) {
+    const cmdline = await readFile(`/proc/${child}/cmdline`, "utf8").catch(() => "");
+    if (cmdline.includes("runBoard")) return child;
+  }
+  throw new Error(`no board process among the children of ${pid}: ${children.join(", ")}`);
+};

@@ -3,10 +3,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { NotFoundError } from "../../src/errors.js";
+import type { Clock } from "../../src/time/Clock.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { LogdirScalars } from "../../src/summary/LogdirScalars.js";
 import { type ReadEvent, readEventBatches, readEvents, readEventsInto } from "../../src/summary/readEvents.js";
 import { SummaryWriter } from "../../src/summary/SummaryWriter.js";
+import { readRecords } from "../../src/summary/recordReader.js";
+import { recordHeader } from "../util/hostileRecords.js";
 
 let root: string;
 let logdir: string;
@@ -299,5 +302,89 @@ describe("readEvents with tagMetadata", () => {
     expect(meta).toEqual([expect.objectContaining({ kind: "tagMetadata", run: "a", tag: "loss", plugin: "scalars", displayName: "", description: "" })]);
     const at = events.findIndex((e) => e.kind === "tagMetadata");
     expect(events[at + 1]).toMatchObject({ kind: "scalar", tag: "loss", step: 1 });
+  });
+});
+
+describe("readEvents on hostile files (issue 33)", () => {
+  /** `good` with the length of its record at `offset` claiming `n` bytes, the length CRC made valid. */
+  const hostile = (good: Uint8Array, offset: number, n: number): Buffer => {
+    const out = Buffer.from(good);
+    out.set(recordHeader(n), offset);
+    return out;
+  };
+
+  it("a record claiming 3.5e9 bytes is one corruptRecord naming the file and offset; the records around it are read", async () => {
+    const path = await writeRun(join(logdir, "a"), [1, 2, 3]);
+    const good = readFileSync(path);
+    const [, second] = readRecords(good).records;
+    if (second === undefined) throw new Error("too few records");
+    writeFileSync(path, hostile(good, second.offset, 3.5e9));
+    for (const events of [await collect(readEvents(logdir)), await collect(readEvents(logdir, { chunkBytes: 16 }))]) {
+      expect(scalars(events)).toEqual(["a:loss@2", "a:loss@3"]);
+      expect(events.filter((e) => e.kind === "issue")).toEqual([
+        {
+          kind: "issue",
+          problem: "corruptRecord",
+          run: "a",
+          path,
+          offset: second.offset,
+          message: `${path}: corrupted record at offset ${second.offset}: its header claims 3500000000 bytes, more than the limit of 268435456 (maxRecordBytes); record skipped`,
+        },
+      ]);
+    }
+  });
+
+  it("following, a hostile length is reported once across polls, and records appended after it are read", async () => {
+    const c = clock();
+    // Counts the reader's waits between polls: each one ends a full pass over the logdir.
+    let polls = 0;
+    const counted: Clock = { now: () => c.now(), setTimer: (ms, fn) => c.setTimer(ms, fn), sleep: (ms, signal) => (polls++, c.sleep(ms, signal)) };
+    const path = await writeRun(join(logdir, "a"), [1]);
+    const good = readFileSync(path);
+    const [, scalar] = readRecords(good).records;
+    if (scalar === undefined) throw new Error("too few records");
+    const scalarRecord = good.subarray(scalar.offset);
+    writeFileSync(path, Buffer.concat([good, hostile(scalarRecord, 0, 2 ** 62).subarray(0, 12)]));
+    const controller = new AbortController();
+    const it = readEvents(logdir, { follow: true, clock: counted, signal: controller.signal, pollSecs: 1 });
+    const first = await take(it, 3, c);
+    expect(first.map((e) => e.kind)).toEqual(["fileVersion", "scalar", "issue"]);
+    // Ten more passes over the file: nothing new, in particular not the same issue again.
+    const next = it.next();
+    let settled = false;
+    void next.then(() => (settled = true));
+    const passes = polls + 10;
+    for (let i = 0; i < 100_000 && polls < passes && !settled; i++) {
+      await c.advance(1000);
+      await new Promise<void>((r) => setImmediate(r));
+    }
+    expect(polls).toBeGreaterThanOrEqual(passes);
+    expect(settled).toBe(false);
+    appendFileSync(path, scalarRecord);
+    expect(scalars(await take({ next: () => next }, 1, c))).toEqual(["a:loss@1"]);
+    controller.abort();
+    await it.return?.();
+  });
+
+  it("a record that runs past the end of the file: without follow a corruptRecord, with follow a writer still writing", async () => {
+    const path = await writeRun(join(logdir, "a"), [1, 2]);
+    const good = readFileSync(path);
+    writeFileSync(path, good.subarray(0, good.length - 3));
+    const once = await collect(readEvents(logdir));
+    expect(scalars(once)).toEqual(["a:loss@1"]);
+    expect(once.filter((e) => e.kind === "issue").map((e) => e.kind === "issue" && e.message)).toEqual([expect.stringMatching(/but the file ends \d+ bytes after its start \(truncated, or a damaged length\); record skipped$/)]);
+    const c = clock();
+    const controller = new AbortController();
+    const it = readEvents(logdir, { follow: true, clock: c, signal: controller.signal });
+    const followed = await take(it, 2, c);
+    expect(followed.map((e) => e.kind)).toEqual(["fileVersion", "scalar"]);
+    appendFileSync(path, good.subarray(good.length - 3));
+    expect(scalars(await take(it, 1, c))).toEqual(["a:loss@2"]);
+    controller.abort();
+    await it.return?.();
+  });
+
+  it("maxRecordBytes out of range is refused at once", () => {
+    expect(() => readEvents(logdir, { maxRecordBytes: 0 })).toThrow(/maxRecordBytes must be an integer from 1 to 1073741824/);
   });
 });
