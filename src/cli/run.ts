@@ -25,10 +25,7 @@
  */
 
 import { isLeft, right } from "fp-ts/lib/Either.js";
-import { mkdir } from "node:fs/promises";
 import { resolve } from "node:path";
-
-import { startBoard, type Board } from "../board/BoardServer.js";
 
 import { BundleSaver, CheckpointDirInUseError, CheckpointManager } from "../checkpoint/index.js";
 import { systemClock, type Clock } from "../time/Clock.js";
@@ -36,7 +33,7 @@ import { resolveTfConfig } from "../cluster/ClusterResolver.js";
 import { decodePodEnvironment, PeerNotResolvedError, waitForPodTfConfig } from "../cluster/PodClusterResolver.js";
 import { TF_CONFIG } from "../cluster/TfConfig.js";
 import { checkpointDirOf, ConfigError, lastStepOf, toMonitoredTrainingSessionOptions, type Job, type JobContext, type SessionRole, type TrainingConfig } from "../config/index.js";
-import { clusterFailureOf, InvalidArgumentError, ModelMismatchError, ValueError } from "../errors.js";
+import { clusterFailureErrorOf, clusterFailureOf, InvalidArgumentError, ModelMismatchError, ValueError } from "../errors.js";
 import type { Logger, LogLevel } from "../Logger.js";
 import { withSession } from "../pipeline/MonitoredSession.js";
 import { monitoredTrainingSession, type MonitoredTrainingSessionOptions } from "../training/monitoredTrainingSession.js";
@@ -56,6 +53,7 @@ import { prepareRun, printIssues } from "./preflight.js";
 import { createProgress, followSession, type Following } from "./progress.js";
 import { raceCreation, settledWithin, startCluster } from "./clusterJoin.js";
 import { createPreemptionHandler, exitCodeOf, PreemptedExit, readStep } from "./runPreemption.js";
+import { startBoardBeside } from "./runBoard.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -317,8 +315,8 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     sessionOptions = { ...sessionOptions, sessionTargets: cluster.sessionTargets, hooks: [...cluster.hooks, ...(sessionOptions.hooks ?? [])] };
   }
   const summaryDir = config.summaries?.dir === undefined ? checkpointDir : resolve(baseDir, config.summaries.dir);
-  // The board beside training: a failure to serve it is a warning, never the end of training.
-  const board = plan.board === undefined || !isChief || summaryDir === undefined ? undefined : await startBoardBeside(summaryDir, plan.board, logger);
+  // The board beside training, in a process of its own (runBoard.ts): whatever happens to it is a warning, never the end of training.
+  const board = plan.board === undefined || !isChief || summaryDir === undefined ? undefined : startBoardBeside(summaryDir, plan.board, logger, clock);
   const where = (): void => {
     if (!isChief) return;
     if (checkpointDir !== undefined) logger.info(`Checkpoints: ${checkpointDir}`);
@@ -361,6 +359,12 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     throw e;
   });
   clusterFailed?.catch(() => undefined);
+  /** Whether `error` (a collective's or the coordination service's) says this worker lost its chief: frozen, dead, or its service gone. */
+  const losesChief = (error: unknown): boolean => {
+    if (cluster === undefined || isChief) return false;
+    const f = clusterFailureOf(error);
+    return cluster.isChiefLoss(clusterFailureErrorOf(error) ?? error) || (f?.kind === "peerLost" && f.task === cluster.chiefTaskName);
+  };
   const preempting = (): boolean => notices.first !== undefined || clusterPreemption !== undefined || group?.stopAgreed === true;
   const why = (): string =>
     notices.first !== undefined ? notices.describe(notices.first) : (clusterPreemption?.message ?? "a stop the replica group agreed on (another rank's termination notice)");
@@ -497,7 +501,8 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     // A peer that leaves the group for a termination notice looks like a peer gone: the
     // coordination service says which, shortly after (its report, or the failure it declares).
     if (groupFailure !== undefined && cluster !== undefined && !preempting()) await settledWithin(cluster.failed, WHY_A_PEER_LEFT_MS, clock);
-    if (groupFailure !== undefined && preempting()) e = new PreemptedExit(exitCodeOf(config), false);
+    // Losing the chief while the group stopped for a notice: nobody can write the checkpoint (43).
+    if (groupFailure !== undefined && preempting()) e = new PreemptedExit(losesChief(groupFailure) ? ExitCodes.chiefLost : exitCodeOf(config), false);
     // A worker that waited for its lost chief and got a termination notice meanwhile.
     if (isPreemptionReport(e)) e = new PreemptedExit(exitCodeOf(config), false);
     // The replicas build different models: a configuration to fix, before any update. Found by
@@ -519,6 +524,12 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     if (e instanceof PreemptedExit) {
       // The checkpoint is durable: a platform waiting for it (Azure) may go on.
       if (e.saved) await notices.acknowledge();
+      if (e.exitCode === ExitCodes.chiefLost && !e.saved) {
+        logger.error(
+          `Preempted (${why()}), and the chief was lost meanwhile (${describeError(groupFailure ?? e)}): nobody can write the checkpoint; exiting with ${e.exitCode} without saving (the restart resumes from the last checkpoint).`,
+        );
+        return e.exitCode;
+      }
       logger.info(
         e.saved
           ? `Preempted: checkpoint saved; exiting with ${e.exitCode} (run the same command again to resume).`
@@ -540,7 +551,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
   } finally {
     if (!finished) await cluster?.finish(false);
     following?.unsubscribe();
-    await board?.close().catch(() => undefined);
+    await board?.close();
     subscription.unsubscribe();
     forced.cancel();
     await handler?.close();
@@ -569,19 +580,8 @@ const MODEL_MISMATCH = "The replicas' models differ:";
 /** How long a rank whose collective failed waits for the coordination service to say why (a preemption exits 42, not 1). */
 const WHY_A_PEER_LEFT_MS = 5_000;
 
-/** Starts the board on `logdir` (made if missing) and logs its URL; `undefined`, with a warning, when it cannot serve. */
-const startBoardBeside = async (logdir: string, port: number, logger: Logger): Promise<Board | undefined> => {
-  try {
-    await mkdir(logdir, { recursive: true });
-    const board = await startBoard(logdir, { port, onIssue: (m) => logger.warn(`board: ${m}`) });
-    logger.info(`Board: ${board.url} (monitored-session board ${logdir})`);
-    return board;
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    logger.warn(`The board could not serve ${logdir}${code === "EADDRINUSE" ? ` (port ${port} is in use: give another with --board <port>, or 0 for a free one)` : `: ${e instanceof Error ? e.message : String(e)}`}; training goes on without it.`);
-    return undefined;
-  }
-};
+/** `Name: first line of the message`. */
+const describeError = (e: unknown): string => (e instanceof Error ? `${e.name}: ${e.message.split("\n")[0] ?? ""}` : String(e));
 
 /** Reads `loss` from a step's results: the fetch `"loss"`, or a record key or list entry named so. */
 const lossExtractor = (fetches: Fetches): ((result: unknown) => number | undefined) => {

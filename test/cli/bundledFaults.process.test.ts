@@ -1,0 +1,109 @@
+/**
+ * Faults on what users run: the bundled TensorFlow.js job under `monitored-session launch
+ * --workers 3 examples/tfjs-classifier.yaml` (data-parallel, no delay between steps), on both
+ * coordination backends (etcd skipped with a message without its binary). A frozen chief (SIGSTOP)
+ * while a worker gets SIGTERM ends in 43 with nothing saved; a frozen rank while another gets
+ * SIGTERM ends in 42 with the chief's save of its last completed step, which the restart resumes,
+ * and `launch` SIGKILLs the stopped rank at once instead of waiting out its kill delay. Causes and
+ * outcomes only (exit codes, the lines that name them), never durations; every wait has a deadline.
+ */
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+
+import { etcdBinary, EtcdProcess } from "../cluster/coordination/etcdHarness.js";
+import { killLaunchTree, startCli, type CliChild } from "../util/cliChild.js";
+import { exampleTree } from "../util/exampleTree.js";
+import { exitsOf, pidOf } from "../util/launchOutput.js";
+import { useTempDirs } from "../util/tempDirs.js";
+
+const tempDir = useTempDirs("ms-bundled-faults-");
+const TASKS = ["chief:0", "worker:0", "worker:1"] as const;
+
+const launched: CliChild[] = [];
+afterEach(async () => {
+  for (const l of launched.splice(0)) await killLaunchTree(l);
+});
+
+if (etcdBinary === undefined) console.warn("bundledFaults: no etcd binary (apt-get install etcd-server): the etcd half of these fault tests is skipped");
+
+let etcd: EtcdProcess | undefined;
+const backends = [
+  { name: "embedded", skip: false, cluster: (): string => "" },
+  {
+    name: "etcd",
+    skip: etcdBinary === undefined,
+    cluster: (): string =>
+      `cluster:\n  backend: etcd\n  etcdEndpoints: [${(etcd as EtcdProcess).endpoint}]\n  etcdPrefix: bundled-faults-${Math.random().toString(16).slice(2)}/\n`,
+  },
+] as const;
+
+for (const backend of backends) {
+  describe.skipIf(backend.skip)(`the bundled job under launch, faults (${backend.name} coordination)`, () => {
+    beforeAll(async () => {
+      if (backend.name === "etcd") etcd = await EtcdProcess.start();
+    }, 60_000);
+    afterAll(async () => {
+      if (backend.name === "etcd") await etcd?.stop();
+    });
+
+    /** Launches the example (its YAML edited by `edit`) in a fresh tree; once every rank trains. */
+    const launchTraining = async (root: string, edit: (yaml: string) => string = (y) => y): Promise<{ l: CliChild; yaml: string }> => {
+      const yaml = exampleTree(root, (y) => edit(y) + backend.cluster());
+      const l = startCli(["launch", "--workers", "3", "--kill-after", "60", yaml], { env: { CI: "true" }, timeoutMs: 280_000 });
+      launched.push(l);
+      for (const task of TASKS) await l.waitFor(new RegExp(`^\\[${task}\\] step [1-9]\\d*/\\d+ `, "m"), 200_000);
+      return { l, yaml };
+    };
+
+    // On etcd, `run` still reports a notice to the cluster as its error (the key-value store then
+    // answers every task with that report), so a worker whose collective was cancelled cannot
+    // learn that the frozen chief will never save: it exits 42 with nothing saved. The fix is
+    // `run` on the handler's agreement (issue 32, "one protocol"); until then, a visible todo.
+    if (backend.name === "etcd") it.todo("a frozen chief (SIGSTOP), then SIGTERM to a worker: every live task exits 43 (run on etcd: needs the one preemption protocol)");
+    it.skipIf(backend.name === "etcd")("a frozen chief (SIGSTOP), then SIGTERM to a worker: the noticed worker exits 43 without saving, launch SIGKILLs the chief and exits 43", { timeout: 300_000 }, async () => {
+      const { l } = await launchTraining(tempDir());
+      process.kill(pidOf(l.output(), "chief:0"), "SIGSTOP");
+      process.kill(pidOf(l.output(), "worker:1"), "SIGTERM");
+      const r = await l.done;
+      const out = l.output();
+      const exits = exitsOf(out);
+      expect(exits["worker:1"], out).toBe(43);
+      expect(out).toMatch(/^\[worker:1\] ERROR Preempted \(SIGTERM\), and the chief was lost meanwhile .*: nobody can write the checkpoint; exiting with 43 without saving/m);
+      // worker:0 got no notice of its own: on the embedded backend the notice went to the frozen
+      // service, and it fails for the lost chief (1); where it hears of the notice, 43.
+      expect([1, 43], out).toContain(exits["worker:0"]);
+      expect(exits["chief:0"], out).toBe(137);
+      expect(out).toMatch(/^\[launch\] chief:0 (is lost|was declared failed|is stopped).*: SIGKILL$/m);
+      expect(r.code, out).toBe(43);
+      expect(out).not.toMatch(/Preemption checkpoint for step \d+ saved/);
+    });
+
+    it("a frozen rank (SIGSTOP worker:0), then SIGTERM to worker:1: the chief saves its last completed step, the live tasks exit 42, launch SIGKILLs the stopped rank at once, and the restart resumes there", { timeout: 300_000 }, async () => {
+      const root = tempDir();
+      const { l, yaml } = await launchTraining(root);
+      process.kill(pidOf(l.output(), "worker:0"), "SIGSTOP");
+      process.kill(pidOf(l.output(), "worker:1"), "SIGTERM");
+      const r = await l.done;
+      const out = l.output();
+      expect(r.code, out).toBe(42);
+      expect(exitsOf(out), out).toEqual({ "chief:0": 42, "worker:0": 137, "worker:1": 42 });
+      const saved = /^\[chief:0\] INFO Preemption checkpoint for step (\d+) saved: (\S+)\.$/m.exec(out);
+      expect(saved, out).not.toBeNull();
+      const step = Number(saved?.[1]);
+      expect(saved?.[2]).toBe(join(root, "runs/tfjs-classifier", `model.ckpt-${step}`));
+      // Killed for what it is (stopped, or lost), never waited out: no kill delay ran out.
+      expect(out).toMatch(/^\[launch\] worker:0 (is stopped \(SIGSTOP\)|is lost|was declared failed).*: SIGKILL$/m);
+      expect(out).not.toMatch(/still running (after|\d+ s after)/);
+
+      // The same command on the same directory, to two more steps: every rank starts at the saved step.
+      writeFileSync(yaml, readFileSync(yaml, "utf8").replace(/^lastStep: \d+$/m, `lastStep: ${step + 2}`));
+      const restart = startCli(["launch", "--workers", "3", yaml], { env: { CI: "true" }, timeoutMs: 280_000 });
+      launched.push(restart);
+      const r2 = await restart.done;
+      expect(r2.code, restart.output()).toBe(0);
+      expect(restart.output()).toMatch(new RegExp(`^\\[chief:0\\] INFO Starting at global step ${step} \\(restored from \\S+model\\.ckpt-${step}\\)`, "m"));
+      expect(restart.output()).toMatch(new RegExp(`^\\[chief:0\\] INFO Done at global step ${step + 2}\\.$`, "m"));
+    });
+  });
+}
