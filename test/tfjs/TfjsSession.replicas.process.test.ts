@@ -53,7 +53,7 @@ describe("TfjsSession replicas across processes", { timeout: 4 * CHILD_MS }, () 
     for (const r of runs) {
       expect(r.code, r.output).toBe(2);
       expect(line(r, "ERROR")).toMatch(
-        /^InvalidArgumentError The replicas' models differ: rank 2 \(\/job:worker\/replica:0\/task:2\) has model\/0_dense\/kernel float32\[2, 8\] where rank 0 \(\/job:worker\/replica:0\/task:0\) has float32\[2, 16\]/,
+        /^ModelMismatchError The replicas' models differ: rank 2 \(\/job:worker\/replica:0\/task:2\) has model\/0_dense\/kernel float32\[2, 8\] where rank 0 \(\/job:worker\/replica:0\/task:0\) has float32\[2, 16\]/,
       );
     }
   });

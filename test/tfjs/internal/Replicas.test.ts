@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest";
 
 import type { Collective, CollectiveBuffer } from "../../../src/session/Collective.js";
-import { DataLossError, InvalidArgumentError } from "../../../src/errors.js";
+import { DataLossError, ModelMismatchError } from "../../../src/errors.js";
 import type { TensorValue } from "../../../src/session/Tensor.js";
 import { Replicas } from "../../../src/tfjs/internal/Replicas.js";
 
@@ -66,7 +66,7 @@ describe("Replicas: what a replica decodes from its peers", () => {
 
   it("another model names its first difference; an unreadable signature is DataLossError naming the line", async () => {
     await expect(new Replicas(scripted({ signature: "model/w\tfloat32[3]\ntrainable parameters\t0" }), [], []).prepare(host)).rejects.toThrow(
-      new InvalidArgumentError(
+      new ModelMismatchError(
         "The replicas' models differ: rank 1 (/job:worker/replica:0/task:1) has no model/w where rank 0 (/job:worker/replica:0/task:0) has model/w float32[3]. Every worker must build the same model (same layers, shapes and dtypes).",
       ),
     );
