@@ -59,7 +59,7 @@ import type { TerminationNotice, TerminationNotices } from "../preemption/Termin
 import { clusterSettingsEnv, LAUNCH_READY_ENV, LAUNCH_READY_LINE, withAbsolutePaths } from "../runtime/index.js";
 import { decodeLaunchStatus, LAUNCH_STATUS_FD_ENV, launchTaskName, type LaunchStatus } from "../runtime/launchStatus.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
-import { isStopped } from "./processState.js";
+import { hasEnded, isStopped } from "./processState.js";
 import { watchNotices, type CliIo } from "./run.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -453,8 +453,9 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     // gone: nothing is gained by waiting out a kill delay for it.
     for (const name of status.tasks.map(launchTaskName)) {
       const child = live.get(name);
-      // Gone already (its exit not yet read): nothing to kill.
+      // Gone already (its exit not yet read, or not yet reaped): nothing to kill, and its exit is its own.
       if (child === undefined || child.exitCode !== null || child.signalCode !== null || name === task.name || killedAsLost.has(name)) continue;
+      if (child.pid !== undefined && hasEnded(child.pid)) continue;
       killedAsLost.add(name);
       say(`${name} ${status.why === "declaredFailed" ? "was declared failed by the coordination service" : "is lost: the coordination service it hosts stopped answering"} (${task.name} says so): SIGKILL`);
       signal(child, "SIGKILL");

@@ -3,7 +3,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 
-import { isStopped } from "../../src/cli/processState.js";
+import { hasEnded, isStopped } from "../../src/cli/processState.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
 const tempDir = useTempDirs("ms-process-state-");
@@ -53,5 +53,33 @@ describe("isStopped", () => {
     mkdirSync(join(root, "7"));
     writeFileSync(join(root, "7", "stat"), "garbage");
     expect(isStopped(7, root)).toBe(false);
+  });
+});
+
+describe("hasEnded", () => {
+  it.skipIf(process.platform !== "linux")("is true for a process that ended but is not reaped (a zombie), false for one running", async () => {
+    // The shell starts `true` in the background, prints its pid, and becomes `sleep`, which never reaps it.
+    const child = spawn("sh", ["-c", "true & echo $!; exec sleep 60"], { stdio: ["ignore", "pipe", "ignore"] });
+    children.push(child);
+    const zombie = await new Promise<number>((resolve, reject) => {
+      child.stdout?.once("data", (d: Buffer) => resolve(Number(d.toString().trim())));
+      child.once("exit", () => reject(new Error("the shell exited early")));
+    });
+    expect(await until(() => hasEnded(zombie))).toBe(true);
+    expect(hasEnded(child.pid as number)).toBe(false);
+  });
+
+  it("reads Z and X as ended, every other state as not", () => {
+    expect(hasEnded(7, fakeProc("node", "Z"))).toBe(true);
+    expect(hasEnded(7, fakeProc("a) T (b", "X"))).toBe(true);
+    for (const state of ["R", "S", "D", "T", "t"]) expect(hasEnded(7, fakeProc("node", state)), state).toBe(false);
+  });
+
+  it("is true for an entry gone while procfs is there, false where there is no procfs", () => {
+    const root = tempDir();
+    mkdirSync(join(root, "self"));
+    writeFileSync(join(root, "self", "stat"), "1 (node) R 0");
+    expect(hasEnded(7, root)).toBe(true);
+    expect(hasEnded(7, tempDir())).toBe(false);
   });
 });
