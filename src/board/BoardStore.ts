@@ -103,6 +103,8 @@ export class BoardStore {
   private timer: TimerHandle | undefined;
   /** Changes when points are removed (a purge, a deleted run); between changes a series only grows. */
   private epoch = 0;
+  /** Changes with every tag metadata seen. */
+  private metaVersion = 0;
   /** Each run's tags' display names and descriptions. */
   private readonly tagMeta = new Map<string, Map<string, { readonly displayName: string; readonly description: string }>>();
   /** When the last update went out (clock ms; −∞: none yet). */
@@ -198,6 +200,15 @@ export class BoardStore {
     return this.epoch;
   }
 
+  /**
+   * A name for the runs' scalar tags and their metadata as they are now: it changes whenever a
+   * series appears, a run is deleted, points are purged, or a tag's metadata arrives. Equal
+   * versions, equal answers of `/data/plugin/scalars/tags`.
+   */
+  get tagsVersion(): string {
+    return `${this.epoch}.${this.scalars.seriesCreated}.${this.metaVersion}`;
+  }
+
   /** The scalar tags of `run`, sorted. */
   scalarTags(run: string): string[] {
     return this.scalars.tags(run);
@@ -252,6 +263,7 @@ export class BoardStore {
       let tags = this.tagMeta.get(e.run);
       if (tags === undefined) this.tagMeta.set(e.run, (tags = new Map()));
       tags.set(e.tag, { displayName: e.displayName, description: e.description });
+      this.metaVersion++;
       return;
     }
     if (e.kind === "scalar") {

@@ -44,6 +44,7 @@ interface RunScalars {
 /** The scalar series of a logdir, by run and tag. */
 export class LogdirScalars {
   private readonly byRun = new Map<string, RunScalars>();
+  private created = 0;
 
   /** Takes one event of `readEvents`: keeps scalars, applies restarts, drops deleted runs; ignores the rest. */
   ingest(e: SummaryEvent | ReadIssue): void {
@@ -91,9 +92,18 @@ export class LogdirScalars {
     if (s === undefined) {
       s = new ScalarSeries();
       run.series.set(tag, s);
+      this.created += 1;
     }
     s.append(step, wallTime, value);
     return purged;
+  }
+
+  /**
+   * How many series were ever created: it changes whenever a (run, tag) appears, so with the
+   * runs deleted it names the set of tags (a deleted run's tags coming back count again).
+   */
+  get seriesCreated(): number {
+    return this.created;
   }
 
   /** The runs with at least one scalar series, sorted. */

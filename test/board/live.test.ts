@@ -102,6 +102,34 @@ describe("live: the board follows the logdir and pushes what changed (virtual cl
     await until(clock, () => events.some((e) => e.event === "scalars" && JSON.stringify(e.data).includes('"run":"b"')), "b's series");
   });
 
+  it("/data/plugin/scalars/tags is answered from memory while the tags are unchanged, and anew once a tag, a run or a tag's metadata arrives", async () => {
+    const { clock, logdir, w, board, events } = await liveRun();
+    const tags = async (): Promise<string> => (await send(`http://127.0.0.1:${board.port}/data/plugin/scalars/tags`)).text;
+    const first = await tags();
+    expect(JSON.parse(first)).toEqual({ a: { loss: { displayName: "", description: "" } } });
+    // A new point of a known series: the same answer (and the same version).
+    const version = board.store.tagsVersion;
+    w.addScalar("loss", 0.5, 1);
+    await w.flush();
+    await until(clock, () => events.some((e) => e.event === "scalars"), "the new point");
+    expect(board.store.tagsVersion).toBe(version);
+    expect(await tags()).toBe(first);
+    // A new tag with metadata (a display name, a description with a quote and a non-ASCII letter).
+    w.addScalar("acc", 0.9, 1, { displayName: "Accuracy", description: 'the "top-1" rate, ≥ 0' });
+    await w.flush();
+    await until(clock, () => board.store.series("a", "acc") !== undefined, "the new tag");
+    const second = await tags();
+    expect(JSON.parse(second)).toEqual({ a: { acc: { displayName: "Accuracy", description: 'the "top-1" rate, ≥ 0' }, loss: { displayName: "", description: "" } } });
+    // Written as TensorBoard's json.dumps writes it: ", " and ": ", ASCII only.
+    expect(second).toContain('"acc": {"displayName": "Accuracy", "description": "the \\"top-1\\" rate, \\u2265 0"}');
+    // A new run.
+    const b = new SummaryWriter(join(logdir, "b"), { clock: new VirtualClock({ startMs: 1_700_000_000_500 }) });
+    b.addScalar("loss", 7, 3);
+    await b.close();
+    await until(clock, () => board.store.series("b", "loss") !== undefined, "run b");
+    expect(Object.keys(JSON.parse(await tags()) as object)).toEqual(["a", "b"]);
+  });
+
   it("many appends in one throttle window make one scalars message", async () => {
     const { clock, w, board, events } = await liveRun();
     for (let s = 1; s <= 500; s++) w.addScalars({ loss: 1 / s, acc: s / 500 }, s);
