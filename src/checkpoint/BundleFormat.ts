@@ -1,5 +1,8 @@
 /**
- * The on-disk checkpoint format (version 1): a checkpoint at `<prefix>` is two files,
+ * This library's own checkpoint format, version 1, which releases before 0.2.0 wrote. Since
+ * 0.2.0 checkpoints are TensorFlow's V2 bundle (`checkpointFormat.ts`), and this format is read
+ * (every old checkpoint keeps restoring; `checkpointFormat.readBundle` tells the two apart); its
+ * writer stays for the reader's tests. A checkpoint at `<prefix>` is two files,
  *
  * - `<prefix>.data-00000-of-00001`: the tensors' bytes, little-endian, each tensor starting at
  *   an 8-byte-aligned offset (zero padding between), strings as `u32 byte length + UTF-8`;
@@ -30,7 +33,6 @@ import {
   settleAll,
   stageFile,
   stageFileWith,
-  unlinkIfExists,
   writeAll,
   type StagedFile,
 } from "./internal/files.js";
@@ -181,7 +183,7 @@ export interface StagedBundle {
  * Writes the checkpoint's data and index under temporary names (see {@link StagedBundle}).
  * Throws `InvalidArgumentError` for a malformed tensor before touching the disk.
  */
-export const stageBundle = async (
+const stageBundle = async (
   prefix: string,
   values: ReadonlyMap<string, TensorValue>,
   meta: BundleMetadata,
@@ -358,13 +360,6 @@ export const readBundle = async (prefix: string): Promise<CheckpointContents> =>
   const values = new Map<string, TensorValue>();
   for (const e of manifest.tensors) values.set(e.name, decodeTensor(buffer, e, path));
   return { step: manifest.step, createdAtMs: manifest.createdAtMs, values };
-};
-
-/** Deletes a checkpoint's files: the index first (so it disappears atomically), then the data. */
-export const removeBundle = async (prefix: string): Promise<void> => {
-  assertValidPath(prefix);
-  await unlinkIfExists(indexPath(prefix));
-  await unlinkIfExists(dataPath(prefix));
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ import { processTempFiles, type TempFileRegistry } from "./TempFileRegistry.js";
 import { defaultLogger, type Logger } from "../Logger.js";
 import type { VariableStore } from "../session/Session.js";
 import type { TensorValue } from "../session/Tensor.js";
-import type { StagedBundle } from "./BundleFormat.js";
+import type { StagedBundle } from "./checkpointFormat.js";
 import { CheckpointDirLock, type CheckpointDirLockOptions } from "./CheckpointDirLock.js";
 import { CHECKPOINT_STATE_FILENAME, readCheckpointState, renderCheckpointState } from "./CheckpointState.js";
 import {

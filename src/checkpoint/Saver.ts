@@ -1,7 +1,7 @@
 /**
  * `Saver`: the seam between checkpoint management and a storage format. The manager decides
  * *when* and *which* checkpoints exist; a saver writes, reads, verifies and deletes one. The
- * default {@link BundleSaver} writes this library's crash-safe format (see `BundleFormat`); a
+ * default {@link BundleSaver} writes TensorFlow's V2 checkpoint format, crash-safely (see `checkpointFormat`); a
  * TensorFlow.js adapter can plug in its own.
  *
  * @example
@@ -30,13 +30,13 @@ import {
   INDEX_SUFFIX,
   indexPath,
   readBundle,
-  readManifest,
+  readCheckpointInfo,
   removeBundle,
   stageBundle,
   writeBundle,
   type CheckpointContents,
   type StagedBundle,
-} from "./BundleFormat.js";
+} from "./checkpointFormat.js";
 import { assertPlainName, assertValidPath, isStaleTemp, readdirIfExists, TEMP_MARKER, unlinkIfExists } from "./internal/files.js";
 import { processTempFiles, type TempFileRegistry } from "./TempFileRegistry.js";
 
@@ -69,7 +69,7 @@ export interface Saver {
   restore(prefix: string): Promise<CheckpointContents>;
   /** `true` if a complete checkpoint is at `prefix` (its index exists; contents not verified). */
   exists(prefix: string): Promise<boolean>;
-  /** The step recorded in the checkpoint at `prefix` (reads the manifest only). */
+  /** The step recorded in the checkpoint at `prefix` (reads its index and step only). */
   step(prefix: string): Promise<number>;
   /** Deletes the checkpoint's files; missing files are not an error. */
   remove(prefix: string): Promise<void>;
@@ -93,7 +93,10 @@ export interface BundleSaverOptions {
 // constructors
 // ---------------------------------------------------------------------------------------------
 
-/** The default {@link Saver}: this library's `.index` + `.data-00000-of-00001` format. */
+/**
+ * The default {@link Saver}: TensorFlow's V2 bundle (`.index` + `.data-00000-of-00001`), which
+ * TensorFlow reads; restores either it or this library's version 1 format.
+ */
 export class BundleSaver implements Saver {
   private readonly clock: Clock;
   private readonly temps: TempFileRegistry;
@@ -149,7 +152,7 @@ export class BundleSaver implements Saver {
   }
 
   async step(prefix: string): Promise<number> {
-    return (await readManifest(prefix)).step;
+    return (await readCheckpointInfo(prefix)).step;
   }
 
   remove(prefix: string): Promise<void> {

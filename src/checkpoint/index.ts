@@ -1,5 +1,5 @@
 /**
- * Crash-safe checkpoints: the on-disk format, the `Saver` seam, the `checkpoint` state file,
+ * Crash-safe checkpoints in TensorFlow's V2 format (which TensorFlow reads and writes), the `Saver` seam, the `checkpoint` state file,
  * `CheckpointManager` (retention, interval gating, restore with fallback) and
  * `AsyncCheckpointer` (background saves). See docs/checkpoints.md.
  *
@@ -8,19 +8,28 @@
 
 /* Format */
 export {
-  BUNDLE_FORMAT,
+  CREATED_AT_TENSOR,
   DATA_SUFFIX,
   INDEX_SUFFIX,
+  OBJECT_GRAPH_TENSOR,
+  RESERVED_TENSOR_PREFIX,
+  STEP_TENSOR,
   dataPath,
   indexPath,
   readBundle,
-  readManifest,
+  readCheckpointInfo,
   writeBundle,
   type BundleMetadata,
   type CheckpointContents,
-  type Manifest,
-  type TensorEntry,
-} from "./BundleFormat.js";
+  type CheckpointFormat,
+  type CheckpointInfo,
+  type CheckpointTensorInfo,
+} from "./checkpointFormat.js";
+
+/* TensorFlow's V2 bundle, tensor by tensor */
+export { TensorBundleReader, type BundleIndex, type TensorBundleEntry } from "./tensorBundle/TensorBundleReader.js";
+export { TensorBundleWriter, type BundleTensor, type TensorBundleWriterOptions } from "./tensorBundle/TensorBundleWriter.js";
+export type { BundleHeader, VersionDef } from "./tensorBundle/bundleProtos.js";
 
 /* Saver */
 export { BundleSaver, type BundleSaverOptions, type SaveSource, type Saver, type SaverSaveOptions } from "./Saver.js";

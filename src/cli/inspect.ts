@@ -4,8 +4,10 @@
  * reader), and which one the `checkpoint` state file names as latest. A state file that is
  * invalid or names a missing checkpoint is reported too. The step is the checkpoint's global
  * step (its `global_step` tensor), else its run counter (`checkpointed_runs`, saved by a
- * `PreemptionCheckpointHandler`), else the step its manifest recorded (unknown when that tensor
+ * `PreemptionCheckpointHandler`), else the step its index recorded (unknown when that tensor
  * fails its checksum); the number is the `<n>` of its name, which a handler counts in saves.
+ * Either format is read: TensorFlow's V2 bundle (what this library writes, or TensorFlow did) and
+ * this library's version 1; the table and the tensor listing say which.
  *
  * With `--all-tensor-names`, `--all-tensors` or `--tensor-name <name>` (TensorFlow's
  * `inspect_checkpoint` flags, in our spelling), it lists the tensors of one checkpoint instead:
@@ -14,9 +16,8 @@
  * @module
  */
 
-import { crc32c } from "@node-rs/crc32";
 import type { Command } from "commander";
-import { open, readdir, stat } from "node:fs/promises";
+import { readdir, stat } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 
 import {
@@ -26,15 +27,15 @@ import {
   indexPath,
   latestCheckpoint,
   readBundle,
+  readCheckpointInfo,
   readCheckpointState,
-  readManifest,
-  type Manifest,
+  type CheckpointFormat,
+  type CheckpointInfo,
 } from "../checkpoint/index.js";
-import { decodeTensor } from "../checkpoint/BundleFormat.js";
+import { readTensors } from "../checkpoint/checkpointFormat.js";
 import { checkpointNumberOf } from "../checkpoint/checkpointNumbers.js";
 import { pathExists } from "../checkpoint/internal/files.js";
 import { closest } from "../codec.js";
-import { DataLossError } from "../errors.js";
 import { silentLogger } from "../Logger.js";
 import { CHECKPOINTED_RUNS } from "../preemption/index.js";
 import { GLOBAL_STEP_NAME } from "../session/Session.js";
@@ -51,9 +52,11 @@ interface CheckpointReport {
   readonly prefix: string;
   /** The `<n>` of its name `<name>-<n>`. */
   readonly number: number | null;
-  /** Its global step, else its run counter, else its manifest's step (see the module comment). */
+  /** Its global step, else its run counter, else its recorded step (see the module comment). */
   readonly step: number | null;
   readonly createdAtMs: number | null;
+  /** Which files it is (`null` when its index cannot be read). */
+  readonly format: CheckpointFormat | null;
   readonly bytes: number;
   /** `ok` (every checksum verified) or the reader's error. */
   readonly status: "ok" | "corrupt";
@@ -79,9 +82,18 @@ export interface InspectOptions {
 /** A tensor as `inspect` lists it. */
 interface TensorReport {
   readonly name: string;
+  /** As Python names it (`float32`, `bfloat16`...). */
   readonly dtype: string;
   readonly shape: readonly number[];
+  readonly sizeBytes: number;
+  /** The stored checksum, hex: TensorFlow's masked CRC-32C, or version 1's CRC32C. */
+  readonly crc32c: string;
+  /** Whether this library reads its values (a dtype it holds, not partitioned). */
+  readonly supported: boolean;
 }
+
+/** How the table and the listing name a format. */
+const FORMAT_NAMES: Record<CheckpointFormat, string> = { "tensorflow-v2": "TensorFlow V2 bundle", "monitored-session-v1": "monitored-session v1" };
 
 /** The tensors that hold a checkpoint's step, first found first: the global step, then a handler's run counter. */
 const STEP_TENSORS = [GLOBAL_STEP_NAME, CHECKPOINTED_RUNS] as const;
@@ -140,53 +152,46 @@ const inspectCheckpoints = async (dir: string): Promise<CheckpointReport[]> => {
   for (const prefix of prefixes) {
     const bytes = (await sizeOf(indexPath(prefix))) + (await sizeOf(dataPath(prefix)));
     const number = numberOf(prefix);
-    let manifest: Manifest | undefined;
+    let info: CheckpointInfo | undefined;
     try {
-      manifest = await readManifest(prefix);
-      const step = stepOf(manifest, (await readBundle(prefix)).values);
-      reports.push({ prefix, number, step, createdAtMs: manifest.createdAtMs, bytes, status: "ok", managed: managed.has(prefix), latest: prefix === latest });
+      info = await readCheckpointInfo(prefix);
+      const step = stepOf(info, (await readBundle(prefix)).values);
+      reports.push({ prefix, number, step, createdAtMs: info.createdAtMs, format: info.format, bytes, status: "ok", managed: managed.has(prefix), latest: prefix === latest });
     } catch (e) {
       // A corrupt checkpoint still shows the step its step tensor holds, if that tensor verifies.
-      const m = manifest;
-      const step = m === undefined ? null : await readStep(prefix, m).catch(() => null);
-      const createdAtMs = m === undefined ? null : m.createdAtMs;
-      reports.push({ prefix, number, step, createdAtMs, bytes, status: "corrupt", error: e instanceof Error ? e.message : String(e), managed: managed.has(prefix), latest: prefix === latest });
+      const m = info;
+      const step = m === undefined ? null : await readStep(m).catch(() => null);
+      reports.push({
+        prefix,
+        number,
+        step,
+        createdAtMs: m?.createdAtMs ?? null,
+        format: m?.format ?? null,
+        bytes,
+        status: "corrupt",
+        error: e instanceof Error ? e.message : String(e),
+        managed: managed.has(prefix),
+        latest: prefix === latest,
+      });
     }
   }
   return reports.sort((a, b) => (a.step ?? -1) - (b.step ?? -1) || (a.number ?? -1) - (b.number ?? -1) || a.prefix.localeCompare(b.prefix));
 };
 
-/** The step of a checkpoint whose `values` were read: see {@link STEP_TENSORS}, else the manifest's. */
-const stepOf = (manifest: Manifest, values: ReadonlyMap<string, TensorValue>): number => {
+/** The step of a checkpoint whose `values` were read: see {@link STEP_TENSORS}, else the step its index recorded. */
+const stepOf = (info: CheckpointInfo, values: ReadonlyMap<string, TensorValue>): number => {
   for (const name of STEP_TENSORS) {
     const n = scalarOf(values.get(name));
     if (n !== undefined) return n;
   }
-  return manifest.step;
+  return info.step;
 };
 
 /**
- * The step of the checkpoint at `prefix`, reading only its step tensor (its CRC32C verified), not
- * the whole data file. Throws `DataLossError` when that tensor does not verify.
+ * The step of the checkpoint `info` describes, reading only its step tensors (their checksums
+ * verified), not the whole data file. Throws `DataLossError` when one does not verify.
  */
-const readStep = async (prefix: string, manifest: Manifest): Promise<number> => {
-  const entries = manifest.tensors.filter((e) => (STEP_TENSORS as readonly string[]).includes(e.name));
-  const values = new Map<string, TensorValue>();
-  if (entries.length > 0) {
-    const fh = await open(dataPath(prefix), "r");
-    try {
-      for (const e of entries) {
-        const bytes = Buffer.alloc(e.length);
-        const { bytesRead } = await fh.read(bytes, 0, e.length, e.offset);
-        if (bytesRead !== e.length || crc32c(bytes) !== e.crc32c) throw new DataLossError(`checkpoint data ${dataPath(prefix)}: ${JSON.stringify(e.name)} does not verify`);
-        values.set(e.name, decodeTensor(bytes, { ...e, offset: 0 }, dataPath(prefix)));
-      }
-    } finally {
-      await fh.close();
-    }
-  }
-  return stepOf(manifest, values);
-};
+const readStep = async (info: CheckpointInfo): Promise<number> => stepOf(info, await readTensors(info.prefix, STEP_TENSORS));
 
 /**
  * The problems of `dir`'s state file: invalid (unparseable, a path outside the directory, an
@@ -252,9 +257,10 @@ export const inspectCommand = async (dir: string, options: InspectOptions, io: C
       r.step === null ? "?" : String(r.step),
       formatBytes(r.bytes),
       r.createdAtMs === null ? "?" : new Date(r.createdAtMs).toISOString(),
+      r.format === null ? "?" : FORMAT_NAMES[r.format],
       r.status === "ok" ? "ok" : `CORRUPT: ${oneLine(r.error ?? "")}`,
     ]);
-    const header = ["  checkpoint", "step", "size", "saved at", "checksums"];
+    const header = ["  checkpoint", "step", "size", "saved at", "format", "checksums"];
     const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)));
     const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] as number))).join("  ");
     io.out.write(`Checkpoints in ${resolve(dir)} (* = latest in the state file):\n${line(header)}\n`);
@@ -275,15 +281,22 @@ const inspectTensors = async (path: string, options: InspectOptions, io: CliIo):
     return ExitCodes.usage;
   }
   const { prefix } = found;
-  let manifest: Manifest;
+  let info: CheckpointInfo;
   try {
-    manifest = await readManifest(prefix);
+    info = await readCheckpointInfo(prefix);
   } catch (e) {
     io.err.write(`${prefix}: ${oneLine(e instanceof Error ? e.message : String(e))}\n`);
     return ExitCodes.failure;
   }
-  // By name, as TensorFlow's inspect_checkpoint lists them.
-  const entries: TensorReport[] = manifest.tensors.map((e) => ({ name: e.name, dtype: e.dtype, shape: e.shape })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  // By name, as TensorFlow's inspect_checkpoint lists them (readCheckpointInfo sorts them).
+  const entries: TensorReport[] = info.tensors.map((e) => ({
+    name: e.name,
+    dtype: e.dtype,
+    shape: e.shape,
+    sizeBytes: e.sizeBytes,
+    crc32c: `0x${e.crc32c.toString(16).padStart(8, "0")}`,
+    supported: e.supported,
+  }));
   const name = options.tensorName;
   if (name !== undefined && !entries.some((e) => e.name === name)) {
     const names = entries.map((e) => e.name);
@@ -294,29 +307,37 @@ const inspectTensors = async (path: string, options: InspectOptions, io: CliIo):
   if (options.allTensorNames === true) {
     if (options.json === true) io.out.write(`${JSON.stringify(entries, null, 2)}\n`);
     else {
-      const step = await readStep(prefix, manifest).catch(() => null);
-      io.out.write(`Tensors of ${prefix} (step ${step ?? "?"}):\n`);
-      const rows = entries.map((e) => [e.name, e.dtype, formatShape(e.shape)]);
-      const widths = [0, 1].map((i) => Math.max(...rows.map((r) => (r[i] as string).length)));
-      for (const r of rows) io.out.write(`${(r[0] as string).padEnd(widths[0] as number)}  ${(r[1] as string).padEnd(widths[1] as number)}  ${r[2] as string}\n`);
+      const step = await readStep(info).catch(() => null);
+      io.out.write(`Tensors of ${prefix} (step ${step ?? "?"}; ${FORMAT_NAMES[info.format]}):\n`);
+      const rows = entries.map((e) => [e.name, e.dtype, formatShape(e.shape), `${e.crc32c}${e.supported ? "" : " (not read by this library)"}`]);
+      const widths = [0, 1, 2].map((i) => Math.max(...rows.map((r) => (r[i] as string).length)));
+      for (const r of rows) io.out.write(`${r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] as number))).join("  ")}\n`);
     }
     return ExitCodes.done;
   }
-  // Values: every checksum is verified before anything is printed.
+  // Values: every checksum is verified before anything is printed. A tensor of a dtype this
+  // library does not hold is listed without values.
+  const shown = entries.filter((e) => name === undefined || e.name === name);
   let values: Map<string, TensorValue>;
   try {
-    values = (await readBundle(prefix)).values;
+    values = await readTensors(prefix, shown.filter((e) => e.supported).map((e) => e.name));
   } catch (e) {
     io.err.write(`${prefix}: ${oneLine(e instanceof Error ? e.message : String(e))}\n`);
     return ExitCodes.failure;
   }
-  const shown = entries.filter((e) => name === undefined || e.name === name);
+  const unread = (e: TensorReport): string => `(${e.dtype}: not read by this library)`;
   if (options.json === true) {
-    const withValues = shown.map((e) => ({ ...e, values: jsonValues(values.get(e.name) as TensorValue) }));
+    const withValues = shown.map((e) => {
+      const v = values.get(e.name);
+      return { ...e, ...(v === undefined ? { values: null, note: unread(e) } : { values: jsonValues(v) }) };
+    });
     io.out.write(`${JSON.stringify(name === undefined ? withValues : withValues[0], null, 2)}\n`);
     return ExitCodes.done;
   }
-  for (const e of shown) io.out.write(`tensor_name: ${e.name} ${e.dtype} ${formatShape(e.shape)}\n${formatValues(values.get(e.name) as TensorValue)}\n`);
+  for (const e of shown) {
+    const v = values.get(e.name);
+    io.out.write(`tensor_name: ${e.name} ${e.dtype} ${formatShape(e.shape)}\n${v === undefined ? unread(e) : formatValues(v)}\n`);
+  }
   return ExitCodes.done;
 };
 
@@ -332,7 +353,7 @@ const checkpointAt = async (path: string): Promise<{ readonly prefix: string } |
     const latest = await latestCheckpoint(abs, { logger: silentLogger }).catch(() => null);
     if (latest !== null) return { prefix: resolve(abs, latest) };
     const prefixes = await prefixesIn(abs);
-    const newest = (await Promise.all(prefixes.map(async (p) => [p, await readManifest(p).then((m) => m.step, () => -1)] as const))).sort((a, b) => b[1] - a[1])[0];
+    const newest = (await Promise.all(prefixes.map(async (p) => [p, await readCheckpointInfo(p).then((m) => m.step, () => -1)] as const))).sort((a, b) => b[1] - a[1])[0];
     return newest === undefined ? { problem: `${abs}: no checkpoints in the directory` } : { prefix: newest[0] };
   }
   if (await pathExists(indexPath(abs))) return { prefix: abs };

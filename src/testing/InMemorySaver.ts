@@ -28,7 +28,7 @@
 
 import { posix } from "node:path";
 
-import type { CheckpointContents } from "../checkpoint/BundleFormat.js";
+import type { CheckpointContents } from "../checkpoint/checkpointFormat.js";
 import { toSnapshot, type SaveSource, type Saver, type SaverSaveOptions } from "../checkpoint/Saver.js";
 import { systemClock, type Clock } from "../time/Clock.js";
 import { DataLossError, InvalidArgumentError, NotFoundError } from "../errors.js";

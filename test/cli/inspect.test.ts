@@ -7,7 +7,7 @@ import { readFile, writeFile } from "node:fs/promises";
 import { PassThrough } from "node:stream";
 import { beforeEach, describe, expect, it } from "vitest";
 
-import { CheckpointManager, readManifest } from "../../src/checkpoint/index.js";
+import { CheckpointManager, TensorBundleReader } from "../../src/checkpoint/index.js";
 import { addInspectCommand, inspectCommand } from "../../src/cli/inspect.js";
 import { silentLogger } from "../../src/Logger.js";
 import { tensor, type TensorValue } from "../../src/session/Tensor.js";
@@ -70,12 +70,12 @@ describe("inspect: each checkpoint's step and number", () => {
     expect(text.out).toMatch(/^\* ckpt-3\s+1679\s+\d+ B\s/m);
   });
 
-  it("without a global step, the run counter (checkpointed_runs); without either, the step the manifest recorded", async () => {
+  it("without a global step, the run counter (checkpointed_runs); without either, the step the checkpoint recorded", async () => {
     const d = await handlerCheckpoints([[1, { checkpointed_runs: 2000n }]]);
     expect(await listed(d)).toEqual([{ number: 1, step: 2000, status: "ok" }]);
     const io = capturedIo();
     expect(await inspectCommand(d, { allTensorNames: true }, io)).toBe(0);
-    expect(io.text().out.split("\n")[0]).toBe(`Tensors of ${d}/ckpt-1 (step 2000):`);
+    expect(io.text().out.split("\n")[0]).toBe(`Tensors of ${d}/ckpt-1 (step 2000; TensorFlow V2 bundle):`);
     // The directory of beforeEach: `w` alone, saved as model.ckpt-1 and -2 with no step given.
     expect(await listed(dir)).toEqual([
       { number: 1, step: 1, status: "ok" },
@@ -86,7 +86,7 @@ describe("inspect: each checkpoint's step and number", () => {
   it("a corrupt checkpoint keeps its step while its step tensor verifies", async () => {
     const d = await handlerCheckpoints([[3, { global_step: 1679n }]]);
     const flip = async (tensorName: string): Promise<void> => {
-      const entry = (await readManifest(`${d}/ckpt-3`)).tensors.find((e) => e.name === tensorName);
+      const entry = (await TensorBundleReader.open(`${d}/ckpt-3`)).entry(tensorName);
       const data = `${d}/ckpt-3.data-00000-of-00001`;
       const bytes = await readFile(data);
       bytes[entry?.offset as number] = (bytes[entry?.offset as number] as number) ^ 0xff;
@@ -164,16 +164,19 @@ describe("inspect: the tensors of a checkpoint (TensorFlow's inspect_checkpoint)
     expect(r.code).toBe(0);
     expect(r.out.split("\n")).toEqual([
       // The global step (200), not the checkpoint's number (2).
-      `Tensors of ${ckpt}/model.ckpt-2 (step 200):`,
-      "big           float64  [40, 40]",
-      "dense/kernel  float32  [2, 3]",
-      "global_step   int64    []",
-      "mask          bool     [3]",
-      "vocab         string   [2]",
+      `Tensors of ${ckpt}/model.ckpt-2 (step 200; TensorFlow V2 bundle):`,
+      expect.stringMatching(/^big {11}float64 {2}\[40, 40\] {2}0x[0-9a-f]{8}$/),
+      expect.stringMatching(/^dense\/kernel {2}float32 {2}\[2, 3\] {4}0x[0-9a-f]{8}$/),
+      expect.stringMatching(/^global_step {3}int64 {4}\[\] {8}0x[0-9a-f]{8}$/),
+      expect.stringMatching(/^mask {10}bool {5}\[3\] {7}0x[0-9a-f]{8}$/),
+      expect.stringMatching(/^vocab {9}string {3}\[2\] {7}0x[0-9a-f]{8}$/),
       "",
     ]);
+    // The checksums listed are those the index stores (TensorFlow's masked CRC-32C).
+    const reader = await TensorBundleReader.open(`${ckpt}/model.ckpt-2`);
+    expect(r.out).toContain(`0x${(reader.entry("dense/kernel")?.crc32c as number).toString(16).padStart(8, "0")}`);
     const j = await run(ckpt, "--all-tensor-names", "--json");
-    expect(JSON.parse(j.out)).toContainEqual({ name: "dense/kernel", dtype: "float32", shape: [2, 3] });
+    expect(JSON.parse(j.out)).toContainEqual(expect.objectContaining({ name: "dense/kernel", dtype: "float32", shape: [2, 3], sizeBytes: 24, supported: true }));
   });
 
   it("--tensor-name: one tensor's values, nested by its shape; of the latest, or of the checkpoint prefix given", async () => {
@@ -184,7 +187,7 @@ describe("inspect: the tensors of a checkpoint (TensorFlow's inspect_checkpoint)
     const first = await run(`${ckpt}/model.ckpt-1`, "--tensor-name", "dense/kernel");
     expect(first.out).toBe("tensor_name: dense/kernel float32 [2, 3]\n[[0.1, 0.2, 0.3], [-1.5, 2, 1]]\n");
     const step = await run(ckpt, "--tensor-name", "global_step", "--json");
-    expect(JSON.parse(step.out)).toEqual({ name: "global_step", dtype: "int64", shape: [], values: "200" });
+    expect(JSON.parse(step.out)).toEqual(expect.objectContaining({ name: "global_step", dtype: "int64", shape: [], values: "200" }));
   });
 
   it("--all-tensors: every tensor with its values; a large one summarized as numpy does, every value in --json", async () => {
@@ -222,15 +225,17 @@ describe("inspect: the tensors of a checkpoint (TensorFlow's inspect_checkpoint)
 
   it("a corrupt checkpoint: its values are refused in one line (exit 1); its names still come from the verified index", async () => {
     const data = `${ckpt}/model.ckpt-2.data-00000-of-00001`;
+    const big = (await TensorBundleReader.open(`${ckpt}/model.ckpt-2`)).entry("big");
     const bytes = await readFile(data);
-    bytes[0] = (bytes[0] as number) ^ 0xff;
+    bytes[(big?.offset as number) + 100] = (bytes[(big?.offset as number) + 100] as number) ^ 0xff;
     await writeFile(data, bytes);
     const r = await run(ckpt, "--tensor-name", "big");
     expect(r.code).toBe(1);
     expect(r.out).toBe("");
     expect(r.err.trimEnd().split("\n")).toHaveLength(1);
-    // The first tensor's bytes were flipped: every checksum is verified before any value is printed.
-    expect(r.err).toMatch(/model\.ckpt-2: .*CRC32C mismatch for "dense\/kernel"/);
+    // The tensor's checksum is verified before any of its values is printed.
+    expect(r.err).toMatch(/model\.ckpt-2\.data-00000-of-00001.*tensor "big": Checksum does not match/);
+    expect((await run(ckpt, "--all-tensors")).code).toBe(1);
     expect((await run(ckpt, "--all-tensor-names")).code).toBe(0);
   });
 });

@@ -8,7 +8,7 @@
 import { describe, expect, it } from "vitest";
 
 import { CheckpointSaverHook } from "../../hooks/CheckpointSaverHook.js";
-import { readBundle } from "../../src/checkpoint/BundleFormat.js";
+import { readBundle } from "../../src/checkpoint/checkpointFormat.js";
 import { CheckpointManager } from "../../src/checkpoint/CheckpointManager.js";
 import { Graph, type GraphSession } from "../../src/session/Graph.js";
 import { silentLogger } from "../../src/Logger.js";

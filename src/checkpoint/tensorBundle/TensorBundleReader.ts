@@ -16,7 +16,7 @@
  * @module
  */
 
-import { open, readFile, stat } from "node:fs/promises";
+import { open, readFile, stat, type FileHandle } from "node:fs/promises";
 import { endianness } from "node:os";
 
 import { DataLossError, InvalidArgumentError, NotFoundError, UnimplementedError } from "../../errors.js";
@@ -78,7 +78,7 @@ const UTF8_LOSSY = new TextDecoder("utf-8", { ignoreBOM: true });
  *
  * @example
  * ```ts
- * import { TensorBundleReader } from "./TensorBundleReader.js";
+ * import { TensorBundleReader } from "monitored-session/checkpoint";
  *
  * const reader = await TensorBundleReader.open("/tmp/tf/ckpt-1"); // written by tf.train.Checkpoint
  * for (const e of reader.entries) console.log(e.name, e.dtype, e.shape);
@@ -120,6 +120,22 @@ export class TensorBundleReader {
     }
     const { header, entries } = decodeBundleIndex(bytes, path);
     return new TensorBundleReader(prefix, header, entries, readFromFile);
+  }
+
+  /**
+   * Opens the bundle at `prefix` and reads it whole: each data shard's bytes up to the end of
+   * its last tensor, in one buffer per shard (checked against the file's size before it is
+   * allocated). Reads then decode in place: a tensor at an offset that is a multiple of its
+   * element size (every tensor of a bundle written with `alignmentBytes` 8) views that buffer
+   * without a copy. Throws as {@link open} does, and `DataLossError` for a missing or short shard.
+   */
+  static async load(prefix: string): Promise<TensorBundleReader> {
+    const opened = await TensorBundleReader.open(prefix);
+    const ends = new Array<number>(opened.header.numShards).fill(0);
+    for (const e of opened.entries) ends[e.shardId] = Math.max(ends[e.shardId] as number, e.offset + e.sizeBytes);
+    const shards = await Promise.all(ends.map((end, shard) => readPrefixOfFile(bundleDataPath(prefix, shard, opened.header.numShards), end, opened.entries.filter((e) => e.shardId === shard))));
+    const source: DataSource = (_path, entry) => Promise.resolve((shards[entry.shardId] as Uint8Array).subarray(entry.offset, entry.offset + entry.sizeBytes));
+    return new TensorBundleReader(prefix, opened.header, opened.entries, source);
   }
 
   /**
@@ -297,15 +313,19 @@ const checkRange = (path: string, entry: TensorBundleEntry, fileBytes: number): 
   }
 };
 
-/** The entry's bytes from its data file, checked against the file's size before anything is allocated. */
-const readFromFile: DataSource = async (path, entry) => {
-  let fh;
+/** Opens a data file for reading; a missing one is `DataLossError` (its index names it). */
+const openDataFile = async (path: string): Promise<FileHandle> => {
   try {
-    fh = await open(path, "r");
+    return await open(path, "r");
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === "ENOENT") throw new DataLossError(`${path}: missing (the bundle's index names it)`, { cause: e });
     throw e;
   }
+};
+
+/** The entry's bytes from its data file, checked against the file's size before anything is allocated. */
+const readFromFile: DataSource = async (path, entry) => {
+  const fh = await openDataFile(path);
   try {
     checkRange(path, entry, (await fh.stat()).size);
     const bytes = new Uint8Array(entry.sizeBytes);
@@ -320,6 +340,37 @@ const readFromFile: DataSource = async (path, entry) => {
     await fh.close();
   }
 };
+
+/**
+ * The first `end` bytes of the data file at `path` (nothing is read for 0 bytes, and a missing
+ * file is then no error: a shard with no tensors). `DataLossError` if the file is missing or
+ * shorter, naming the first of its `entries` that runs past its end.
+ */
+const readPrefixOfFile = async (path: string, end: number, entries: readonly TensorBundleEntry[]): Promise<Uint8Array> => {
+  if (end === 0) return new Uint8Array(0);
+  const fh = await openDataFile(path);
+  try {
+    const { size } = await fh.stat();
+    if (size < end) {
+      const first = entries.filter((e) => e.offset + e.sizeBytes > size).sort((a, b) => a.offset - b.offset)[0];
+      if (first !== undefined) checkRange(path, first, size);
+      throw dataLossAt(path, size, `the file ends at ${size} bytes; the index needs ${end}`);
+    }
+    const bytes = Buffer.allocUnsafeSlow(end);
+    let done = 0;
+    while (done < end) {
+      const { bytesRead } = await fh.read(bytes, done, Math.min(end - done, READ_CHUNK_BYTES), done);
+      if (bytesRead === 0) throw dataLossAt(path, done, `the file ended while reading it (the index needs ${end} bytes)`);
+      done += bytesRead;
+    }
+    return bytes;
+  } finally {
+    await fh.close();
+  }
+};
+
+/** Bytes per read call of {@link TensorBundleReader.load}. */
+const READ_CHUNK_BYTES = 8 * 1024 * 1024;
 
 /** The listed entry, after checking what the index alone can tell: shard, element count, size. */
 const checkEntry = (name: string, e: BundleEntry, header: BundleHeader, at: { file: string; offset: number; what: string }): TensorBundleEntry => {

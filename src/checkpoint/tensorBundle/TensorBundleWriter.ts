@@ -85,7 +85,7 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
  * @example
  * ```ts
  * import { tensor } from "monitored-session";
- * import { TensorBundleWriter } from "./TensorBundleWriter.js";
+ * import { TensorBundleWriter } from "monitored-session/checkpoint";
  *
  * const writer = new TensorBundleWriter("/tmp/ckpt/model.ckpt-1");
  * writer.add("dense/kernel", tensor("float32", [2, 2], Float32Array.of(1, 2, 3, 4)));

@@ -1,0 +1,396 @@
+/**
+ * The checkpoint files this library writes and reads. Since 0.2.0 a checkpoint at `<prefix>` is
+ * TensorFlow's V2 tensor bundle (`<prefix>.index`, `<prefix>.data-00000-of-00001`; see
+ * `tensorBundle/`), which `tf.train.load_checkpoint`, `tf.train.Checkpoint.restore` and
+ * `tf.compat.v1.train.Saver.restore` read. What a checkpoint carries beyond the variables is
+ * stored as two more tensors under reserved names, which TensorFlow loads as ordinary tensors and
+ * a restore by name or by object graph ignores:
+ *
+ * | tensor | dtype, shape | what |
+ * |---|---|---|
+ * | `_MONITORED_SESSION/step` | int64 `[]` | the step the saver recorded (the global step) |
+ * | `_MONITORED_SESSION/created_at_ms` | int64 `[]` | the save time, epoch ms, from the saver's clock |
+ *
+ * The save time is advisory: one that fails its checksum is replaced by the index's modification
+ * time rather than failing the restore (see `recorded`).
+ *
+ * Tensors start at multiples of 8 bytes (TensorFlow packs them; its reader follows each entry's
+ * offset, so padding is legal), so that a restore decodes every numeric tensor in place in one
+ * buffer per data file, without a copy. The files are written under temporary names, fsynced,
+ * and renamed data first, index last: an index on disk means a complete checkpoint. A restore
+ * verifies every tensor's checksum before it returns anything.
+ *
+ * Reading takes both formats: the bundle (ours, or one TensorFlow wrote: its step is its
+ * `global_step` tensor, else the number that ends its prefix, and its time the index's
+ * modification time), and version 1 of this library's own format (a JSON manifest; see
+ * `BundleFormat.ts`), which releases before 0.2.0 wrote. The index's first byte tells them apart.
+ *
+ * @module
+ */
+
+import { crc32c } from "@node-rs/crc32";
+import { mkdir, open, stat } from "node:fs/promises";
+import { dirname } from "node:path";
+
+import { DataLossError, InvalidArgumentError, NotFoundError } from "../errors.js";
+import type { TensorValue } from "../session/Tensor.js";
+import * as v1 from "./BundleFormat.js";
+import { assertValidPath, fsyncDir, settleAll, stageFile, stageFileWith, unlinkIfExists, writeAll, type StagedFile } from "./internal/files.js";
+import { TensorBundleReader, type TensorBundleEntry } from "./tensorBundle/TensorBundleReader.js";
+import { encodeTensorBundle, type BundleTensor } from "./tensorBundle/TensorBundleWriter.js";
+import { processTempFiles, type TempFileRegistry } from "./TempFileRegistry.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** Which files a checkpoint is: TensorFlow's V2 bundle (what this library writes), or this library's version 1 (read only). */
+export type CheckpointFormat = "tensorflow-v2" | "monitored-session-v1";
+
+/** Names under this prefix are the checkpoint's own (step, time): no variable may take one. */
+export const RESERVED_TENSOR_PREFIX = "_MONITORED_SESSION/";
+/** The int64 scalar of the step the saver recorded. */
+export const STEP_TENSOR = `${RESERVED_TENSOR_PREFIX}step`;
+/** The int64 scalar of the save time, epoch milliseconds. */
+export const CREATED_AT_TENSOR = `${RESERVED_TENSOR_PREFIX}created_at_ms`;
+/** TensorFlow 2's object graph (a serialized proto in a string tensor): not a variable. */
+export const OBJECT_GRAPH_TENSOR = "_CHECKPOINTABLE_OBJECT_GRAPH";
+
+/** Every tensor starts at a multiple of this many bytes (see the module comment). */
+const ALIGNMENT_BYTES = 8;
+
+/** What reading a checkpoint yields. */
+export interface CheckpointContents {
+  /** The step recorded at save time (see {@link CheckpointInfo.step}). */
+  readonly step: number;
+  /** The save time, epoch milliseconds. */
+  readonly createdAtMs: number;
+  /** The variables (without the reserved tensors and TensorFlow's object graph). */
+  readonly values: Map<string, TensorValue>;
+}
+
+/** Metadata written with a checkpoint. */
+export interface BundleMetadata {
+  readonly step: number;
+  readonly createdAtMs: number;
+}
+
+/** One variable of a checkpoint, as its index lists it. */
+export interface CheckpointTensorInfo {
+  readonly name: string;
+  /** The dtype as Python names it (`float32`, `bfloat16`...). */
+  readonly dtype: string;
+  readonly shape: readonly number[];
+  /** Bytes in the data file. */
+  readonly sizeBytes: number;
+  /** The checksum as stored: TensorFlow's masked CRC-32C, or version 1's plain CRC32C. */
+  readonly crc32c: number;
+  /** Whether this library reads it (float32, float64, int32, int64, bool, string; not partitioned). */
+  readonly supported: boolean;
+}
+
+/** What a checkpoint's index says, without reading its variables. */
+export interface CheckpointInfo {
+  readonly prefix: string;
+  readonly format: CheckpointFormat;
+  /**
+   * The step the saver recorded. A bundle TensorFlow wrote has none: its `global_step` tensor
+   * (a scalar integer), else the number its prefix ends with (`ckpt-3`: 3), else 0.
+   */
+  readonly step: number;
+  /** The save time, epoch ms (a bundle TensorFlow wrote: its index's modification time). */
+  readonly createdAtMs: number;
+  /** Bytes of the data files that hold tensors. */
+  readonly dataBytes: number;
+  /** The variables, sorted by name (without the reserved tensors and TensorFlow's object graph). */
+  readonly tensors: readonly CheckpointTensorInfo[];
+}
+
+/**
+ * A checkpoint whose data and index are written under temporary names, not yet durable or
+ * visible. `CheckpointManager` uses it to fsync the checkpoint's files together with the state
+ * file's, and to cover all the renames with one directory fsync.
+ */
+export interface StagedBundle {
+  readonly prefix: string;
+  readonly info: CheckpointInfo;
+  /** `fdatasync`s the data and index files, concurrently. */
+  sync(): Promise<void>;
+  /**
+   * Makes the checkpoint visible: renames the data file and then the index to their final
+   * names (replacing an older checkpoint at the same prefix). Call after {@link sync}. Does not
+   * fsync the directory: the caller must, before anything relies on the checkpoint being durable.
+   */
+  publish(): Promise<void>;
+  /** Deletes whatever temporary files are left. Never throws. */
+  abort(): Promise<void>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// operations
+// ---------------------------------------------------------------------------------------------
+
+/** The index path of the checkpoint at `prefix`. */
+export const indexPath = v1.indexPath;
+/** The (single) data file path of the checkpoint at `prefix`. */
+export const dataPath = v1.dataPath;
+/** The suffix of the index file. */
+export const INDEX_SUFFIX = v1.INDEX_SUFFIX;
+/** The suffix of the single data file this library writes. */
+export const DATA_SUFFIX = v1.DATA_SUFFIX;
+
+/**
+ * Writes `values` as a checkpoint at `prefix`, crash-safely: data and index go to temporary
+ * names and are fsynced (concurrently), then renamed (data, then index) and the directory
+ * fsynced. Resolves once the checkpoint is durable. Throws `InvalidArgumentError` (naming the
+ * variable) for a malformed tensor or a reserved name before touching the disk.
+ *
+ * `values` must not be mutated until the returned promise settles (its buffers are written in
+ * place, without a copy).
+ */
+export const writeBundle = async (
+  prefix: string,
+  values: ReadonlyMap<string, TensorValue>,
+  meta: BundleMetadata,
+  temps: TempFileRegistry = processTempFiles,
+): Promise<CheckpointInfo> => {
+  const staged = await stageBundle(prefix, values, meta, temps);
+  try {
+    await staged.sync();
+    await staged.publish();
+    await fsyncDir(dirname(prefix));
+    return staged.info;
+  } finally {
+    await staged.abort();
+  }
+};
+
+/**
+ * Writes the checkpoint's data and index under temporary names (see {@link StagedBundle}).
+ * Throws `InvalidArgumentError` for a malformed tensor or a reserved name before touching the disk.
+ */
+export const stageBundle = async (
+  prefix: string,
+  values: ReadonlyMap<string, TensorValue>,
+  meta: BundleMetadata,
+  temps: TempFileRegistry = processTempFiles,
+): Promise<StagedBundle> => {
+  assertValidPath(prefix);
+  for (const key of ["step", "createdAtMs"] as const) {
+    if (!Number.isSafeInteger(meta[key])) throw new InvalidArgumentError(`checkpoint ${key} ${meta[key]} is not a safe integer`);
+  }
+  const tensors: (readonly [string, BundleTensor])[] = [];
+  for (const [name, value] of values) {
+    if (name.length === 0) throw new InvalidArgumentError("a checkpointed variable name must not be empty");
+    if (isReserved(name)) throw new InvalidArgumentError(`variable name ${JSON.stringify(name)} is reserved for the checkpoint's own tensors (${RESERVED_TENSOR_PREFIX}…, ${OBJECT_GRAPH_TENSOR}): rename the variable`);
+    tensors.push([name, value]);
+  }
+  tensors.push([STEP_TENSOR, int64Scalar(meta.step)], [CREATED_AT_TENSOR, int64Scalar(meta.createdAtMs)]);
+  const bundle = encodeTensorBundle(tensors, { alignmentBytes: ALIGNMENT_BYTES });
+  const info: CheckpointInfo = {
+    prefix,
+    format: "tensorflow-v2",
+    step: meta.step,
+    createdAtMs: meta.createdAtMs,
+    dataBytes: bundle.dataBytes,
+    tensors: [...bundle.entries]
+      .filter(([name]) => !isReserved(name))
+      .map(([name, e]) => ({ name, dtype: (values.get(name) as TensorValue).dtype, shape: e.shape, sizeBytes: e.size, crc32c: e.crc32c, supported: true }))
+      .sort((a, b) => byName(a.name, b.name)),
+  };
+  const dir = dirname(prefix);
+  const finalData = dataPath(prefix);
+  // A directory created here must itself survive a power cut: fsync its parent.
+  const created = await mkdir(dir, { recursive: true });
+  if (created !== undefined) await fsyncDir(dirname(created));
+  // Between the two renames the data file has no index; cleanup must not take it for a leftover.
+  temps.hold(finalData);
+  let data: StagedFile | undefined;
+  let index: StagedFile | undefined;
+  const abort = async (): Promise<void> => {
+    await Promise.all([data?.abort(), index?.abort()]);
+    temps.release(finalData);
+  };
+  try {
+    data = (await stageFileWith(finalData, (fh) => writeAll(fh, bundle.data, 0), temps)).staged;
+    index = await stageFile(indexPath(prefix), bundle.index, temps);
+    const d = data;
+    const x = index;
+    return {
+      prefix,
+      info,
+      sync: async () => {
+        await settleAll([d.sync(), x.sync()]);
+      },
+      publish: async () => {
+        // An older checkpoint at the same prefix (a re-save of the restored step) keeps its
+        // index until the new one replaces it. If the save stops in between, the old index
+        // sits beside the new data: identical data (the usual re-save) still verifies, other
+        // data fails its checksums (DataLossError). Deleting the old index first would instead
+        // make the checkpoint vanish, and a restore silently start over.
+        await d.publish();
+        await x.publish();
+      },
+      abort,
+    };
+  } catch (e) {
+    await abort();
+    throw e;
+  }
+};
+
+/**
+ * Reads the checkpoint at `prefix` (either format), verifying every checksum before returning
+ * anything. Throws `NotFoundError` for a missing checkpoint, `DataLossError` (naming the file
+ * and the offset or the variables) for a corrupt one, and `UnimplementedError` naming a tensor
+ * whose dtype this library does not hold (float16, bfloat16, int8, complex...).
+ */
+export const readBundle = async (prefix: string): Promise<CheckpointContents> => {
+  assertValidPath(prefix);
+  if ((await formatOf(prefix)) === "monitored-session-v1") return v1.readBundle(prefix);
+  const reader = await TensorBundleReader.load(prefix);
+  const values = await reader.readAll(reader.entries.filter((e) => !isReserved(e.name)).map((e) => e.name));
+  const { step, createdAtMs } = await recorded(reader);
+  return { step, createdAtMs, values };
+};
+
+/**
+ * What the index of the checkpoint at `prefix` says (either format), reading no variable: its
+ * format, step, time and tensors. Throws as {@link readBundle} does for a missing or corrupt index.
+ */
+export const readCheckpointInfo = async (prefix: string): Promise<CheckpointInfo> => {
+  assertValidPath(prefix);
+  if ((await formatOf(prefix)) === "monitored-session-v1") {
+    const m = await v1.readManifest(prefix);
+    return {
+      prefix,
+      format: "monitored-session-v1",
+      step: m.step,
+      createdAtMs: m.createdAtMs,
+      dataBytes: m.dataBytes,
+      tensors: m.tensors.map((e) => ({ name: e.name, dtype: e.dtype, shape: e.shape, sizeBytes: e.length, crc32c: e.crc32c, supported: true })).sort((a, b) => byName(a.name, b.name)),
+    };
+  }
+  const reader = await TensorBundleReader.open(prefix);
+  const { step, createdAtMs } = await recorded(reader);
+  const shards = new Map<number, number>();
+  for (const e of reader.entries) shards.set(e.shardId, Math.max(shards.get(e.shardId) ?? 0, e.offset + e.sizeBytes));
+  return {
+    prefix,
+    format: "tensorflow-v2",
+    step,
+    createdAtMs,
+    dataBytes: [...shards.values()].reduce((a, b) => a + b, 0),
+    tensors: reader.entries.filter((e) => !isReserved(e.name)).map(tensorInfo).sort((a, b) => byName(a.name, b.name)),
+  };
+};
+
+/**
+ * Reads the variables `names` of the checkpoint at `prefix` (either format), each one's checksum
+ * verified, without reading the rest of its data file; names the checkpoint does not hold are
+ * left out. Throws as {@link readBundle} does.
+ */
+export const readTensors = async (prefix: string, names: readonly string[]): Promise<Map<string, TensorValue>> => {
+  assertValidPath(prefix);
+  const out = new Map<string, TensorValue>();
+  if ((await formatOf(prefix)) === "tensorflow-v2") {
+    const reader = await TensorBundleReader.open(prefix);
+    for (const name of names) if (!isReserved(name) && reader.entry(name) !== undefined) out.set(name, await reader.read(name));
+    return out;
+  }
+  const m = await v1.readManifest(prefix);
+  const entries = m.tensors.filter((e) => names.includes(e.name));
+  if (entries.length === 0) return out;
+  const path = dataPath(prefix);
+  let fh;
+  try {
+    fh = await open(path, "r");
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") throw new DataLossError(`checkpoint data ${path} is missing (its index exists)`, { cause: e });
+    throw e;
+  }
+  try {
+    for (const e of entries) {
+      const bytes = Buffer.alloc(e.length);
+      const { bytesRead } = await fh.read(bytes, 0, e.length, e.offset);
+      if (bytesRead !== e.length) throw new DataLossError(`checkpoint data ${path} is truncated: ${JSON.stringify(e.name)} ends past the file`);
+      if (crc32c(bytes) !== e.crc32c) throw new DataLossError(`checkpoint data ${path} is corrupt: CRC32C mismatch for ${JSON.stringify(e.name)}`);
+      out.set(e.name, v1.decodeTensor(bytes, { ...e, offset: 0 }, path));
+    }
+  } finally {
+    await fh.close();
+  }
+  return out;
+};
+
+/** Deletes a checkpoint's files: the index first (so it disappears atomically), then the data. */
+export const removeBundle = async (prefix: string): Promise<void> => {
+  assertValidPath(prefix);
+  await unlinkIfExists(indexPath(prefix));
+  await unlinkIfExists(dataPath(prefix));
+};
+
+/** Whether `name` is one of the checkpoint's own tensors (never a variable). */
+const isReserved = (name: string): boolean => name.startsWith(RESERVED_TENSOR_PREFIX) || name === OBJECT_GRAPH_TENSOR;
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+/** The format of the checkpoint at `prefix`, from its index's first byte (`{`: version 1's JSON manifest). */
+const formatOf = async (prefix: string): Promise<CheckpointFormat> => {
+  const path = indexPath(prefix);
+  let fh;
+  try {
+    fh = await open(path, "r");
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") throw new NotFoundError(`checkpoint index ${path} not found`, { cause: e });
+    throw e;
+  }
+  try {
+    const first = Buffer.alloc(1);
+    const { bytesRead } = await fh.read(first, 0, 1, 0);
+    if (bytesRead === 0) throw new DataLossError(`checkpoint index ${path} is empty (truncated or corrupt)`);
+    return first[0] === 0x7b ? "monitored-session-v1" : "tensorflow-v2";
+  } finally {
+    await fh.close();
+  }
+};
+
+/** The step and time a bundle records (see {@link CheckpointInfo}), reading only those scalars. */
+const recorded = async (reader: TensorBundleReader): Promise<BundleMetadata> => {
+  const step = (await scalarOf(reader, STEP_TENSOR)) ?? (await scalarOf(reader, "global_step")) ?? numberOfPrefix(reader.prefix) ?? 0;
+  // The save time is advisory: one that fails its checksum gives way to the index's time. A
+  // re-save of the same step (CheckpointSaverHook saves at the restored step after a restart)
+  // stopped between its renames leaves the old index beside the new data: the variables verify,
+  // the step is the same, and only the time differs.
+  const createdAtMs =
+    (await scalarOf(reader, CREATED_AT_TENSOR).catch((e: unknown) => {
+      if (e instanceof DataLossError) return undefined;
+      throw e;
+    })) ?? Math.round((await stat(indexPath(reader.prefix))).mtimeMs);
+  return { step, createdAtMs };
+};
+
+/** The integer scalar `name` of the bundle, if it has one (a corrupt one throws `DataLossError`). */
+const scalarOf = async (reader: TensorBundleReader, name: string): Promise<number | undefined> => {
+  const e = reader.entry(name);
+  if (e === undefined || !e.supported || e.shape.length !== 0 || (e.dtype !== "int64" && e.dtype !== "int32")) return undefined;
+  const v = (await reader.read(name)).data as BigInt64Array | Int32Array;
+  const n = Number(v[0]);
+  if (!Number.isSafeInteger(n)) throw new DataLossError(`${indexPath(reader.prefix)}: tensor ${JSON.stringify(name)} holds ${String(v[0])}, not a safe integer`);
+  return n;
+};
+
+/** `ckpt-3` → 3; `undefined` for a prefix without a number at its end. */
+const numberOfPrefix = (prefix: string): number | undefined => {
+  const m = /-(\d+)$/.exec(prefix);
+  const n = m === null ? Number.NaN : Number(m[1]);
+  return Number.isSafeInteger(n) ? n : undefined;
+};
+
+const tensorInfo = (e: TensorBundleEntry): CheckpointTensorInfo => ({ name: e.name, dtype: e.dtype, shape: e.shape, sizeBytes: e.sizeBytes, crc32c: e.crc32c, supported: e.supported });
+
+const int64Scalar = (n: number): TensorValue => ({ dtype: "int64", shape: [], data: BigInt64Array.of(BigInt(n)) });
+
+const byName = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
