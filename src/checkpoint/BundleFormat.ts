@@ -1,17 +1,19 @@
 /**
- * This library's own checkpoint format, version 1, which releases before 0.2.0 wrote. Since
- * 0.2.0 checkpoints are TensorFlow's V2 bundle (`checkpointFormat.ts`), and this format is read
- * (every old checkpoint keeps restoring; `checkpointFormat.readBundle` tells the two apart); its
- * writer stays for the reader's tests. A checkpoint at `<prefix>` is two files,
+ * This library's own checkpoint format, version 1: the reader. Releases before 0.2.0 wrote it;
+ * since 0.2.0 checkpoints are TensorFlow's V2 bundle (`checkpointFormat.ts`), and nothing writes
+ * this format any more. It is read so that every old checkpoint keeps restoring
+ * (`checkpointFormat.readBundle` tells the two apart by the index's first byte); its tests read
+ * the checkpoints in test/checkpoint/fixtures/monitored-session-v1, which a release that still
+ * wrote it made. A checkpoint at `<prefix>` is two files,
  *
  * - `<prefix>.data-00000-of-00001`: the tensors' bytes, little-endian, each tensor starting at
  *   an 8-byte-aligned offset (zero padding between), strings as `u32 byte length + UTF-8`;
  * - `<prefix>.index`: a JSON manifest naming each tensor's dtype, shape, byte range and
  *   CRC32C, plus a CRC32C of the manifest's own canonical body.
  *
- * Both are written under temporary names, fsynced and renamed (data first, index last), so an
- * index on disk means a complete checkpoint. Reading verifies every checksum before returning
- * anything. See docs/checkpoints.md for the byte layout and the crash guarantees.
+ * Reading verifies every checksum before returning anything. See docs/checkpoints.md for the
+ * byte layout. {@link tensorBytes} and {@link decodeTensor} live on as the model service's wire
+ * form of a tensor (src/cluster).
  *
  * @module
  */
@@ -19,23 +21,13 @@
 import { crc32c } from "@node-rs/crc32";
 import { isLeft } from "fp-ts/lib/Either.js";
 import * as t from "io-ts";
-import { mkdir, open, type FileHandle } from "node:fs/promises";
+import { open, type FileHandle } from "node:fs/promises";
 import { endianness } from "node:os";
-import { dirname } from "node:path";
 
 import { DataLossError, InvalidArgumentError, NotFoundError } from "../errors.js";
 import { DTYPES, numElements, type DType, type TensorValue } from "../session/Tensor.js";
 import { decodeLines, DTypeCodec, NonNegativeInt, SafeInt, strictType, Uint32 } from "../codec.js";
-import { processTempFiles, type TempFileRegistry } from "./TempFileRegistry.js";
-import {
-  assertValidPath,
-  fsyncDir,
-  settleAll,
-  stageFile,
-  stageFileWith,
-  writeAll,
-  type StagedFile,
-} from "./internal/files.js";
+import { assertValidPath } from "./internal/files.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -43,14 +35,12 @@ import {
 
 /** The `format` field of every manifest. */
 export const BUNDLE_FORMAT = "monitored-session/checkpoint";
-/** The manifest version this library writes and reads. */
+/** The manifest version this library reads. */
 const BUNDLE_VERSION = 1;
 /** The suffix of the manifest file. */
 export const INDEX_SUFFIX = ".index";
 /** The suffix of the single data shard. */
 export const DATA_SUFFIX = ".data-00000-of-00001";
-/** Every tensor starts at a multiple of this many bytes, so it can be viewed without a copy. */
-const ALIGNMENT_BYTES = 8;
 
 /** One tensor's entry in the manifest. */
 const TensorEntryCodec = strictType(
@@ -94,12 +84,6 @@ export interface CheckpointContents {
   readonly values: Map<string, TensorValue>;
 }
 
-/** Metadata written with a checkpoint. */
-export interface BundleMetadata {
-  readonly step: number;
-  readonly createdAtMs: number;
-}
-
 const BYTES_PER_ELEMENT: Record<Exclude<DType, "string">, number> = {
   float32: 4,
   float64: 8,
@@ -108,7 +92,7 @@ const BYTES_PER_ELEMENT: Record<Exclude<DType, "string">, number> = {
   bool: 1,
 };
 
-/** Bytes per I/O call; the CRC of one chunk overlaps the write or read of the next. */
+/** Bytes per read call; the CRC of one chunk overlaps the read of the next. */
 const CHUNK_BYTES = 8 * 1024 * 1024;
 /** The smallest read chunk on restore (see `readDataFile`). */
 const MIN_READ_CHUNK_BYTES = 256 * 1024;
@@ -117,7 +101,6 @@ const LARGE_DATA_BYTES = 64 * 1024 * 1024;
 /** Reads kept in flight on restore, so the next chunk is ready when a CRC finishes. */
 const READS_IN_FLIGHT = 2;
 const LITTLE_ENDIAN_HOST = endianness() === "LE";
-const ZEROS = new Uint8Array(ALIGNMENT_BYTES);
 
 // ---------------------------------------------------------------------------------------------
 // constructors
@@ -131,120 +114,6 @@ export const dataPath = (prefix: string): string => `${prefix}${DATA_SUFFIX}`;
 // ---------------------------------------------------------------------------------------------
 // operations
 // ---------------------------------------------------------------------------------------------
-
-/**
- * Writes `values` as a checkpoint at `prefix`, crash-safely: data and index go to temporary
- * names and are fsynced (concurrently), then renamed (data, then index) and the directory
- * fsynced. Resolves once the checkpoint is durable. Throws `InvalidArgumentError` (naming the
- * variable) for a malformed tensor before touching the disk.
- *
- * `values` must not be mutated until the returned promise settles (its buffers are written
- * in place, without a copy).
- */
-export const writeBundle = async (
-  prefix: string,
-  values: ReadonlyMap<string, TensorValue>,
-  meta: BundleMetadata,
-  temps: TempFileRegistry = processTempFiles,
-): Promise<Manifest> => {
-  const staged = await stageBundle(prefix, values, meta, temps);
-  try {
-    await staged.sync();
-    await staged.publish();
-    await fsyncDir(dirname(prefix));
-    return staged.manifest;
-  } finally {
-    await staged.abort();
-  }
-};
-
-/**
- * A checkpoint whose data and index are written under temporary names, not yet durable or
- * visible. {@link CheckpointManager} uses it to fsync the checkpoint's files together with the
- * state file's, and to cover all the renames with one directory fsync.
- */
-export interface StagedBundle {
-  readonly prefix: string;
-  readonly manifest: Manifest;
-  /** `fdatasync`s the data and index files, concurrently. */
-  sync(): Promise<void>;
-  /**
-   * Makes the checkpoint visible: renames the data file and then the index to their final
-   * names (replacing an older checkpoint at the same prefix; see the comment inside). Call
-   * after {@link sync}. Does not fsync the directory: the caller must, before anything that
-   * relies on the checkpoint being durable.
-   */
-  publish(): Promise<void>;
-  /** Deletes whatever temporary files are left. Never throws. */
-  abort(): Promise<void>;
-}
-
-/**
- * Writes the checkpoint's data and index under temporary names (see {@link StagedBundle}).
- * Throws `InvalidArgumentError` for a malformed tensor before touching the disk.
- */
-const stageBundle = async (
-  prefix: string,
-  values: ReadonlyMap<string, TensorValue>,
-  meta: BundleMetadata,
-  temps: TempFileRegistry = processTempFiles,
-): Promise<StagedBundle> => {
-  assertValidPath(prefix);
-  if (!Number.isSafeInteger(meta.step)) throw new InvalidArgumentError(`checkpoint step ${meta.step} is not a safe integer`);
-  const layout = planLayout(values);
-  const dir = dirname(prefix);
-  const finalData = dataPath(prefix);
-  const finalIndex = indexPath(prefix);
-  // A directory created here must itself survive a power cut: fsync its parent.
-  const created = await mkdir(dir, { recursive: true });
-  if (created !== undefined) await fsyncDir(dirname(created));
-  // Between the two renames the data file has no index; cleanup must not take it for a leftover.
-  temps.hold(finalData);
-  let data: StagedFile | undefined;
-  let index: StagedFile | undefined;
-  const abort = async (): Promise<void> => {
-    await Promise.all([data?.abort(), index?.abort()]);
-    temps.release(finalData);
-  };
-  try {
-    const written = await stageFileWith(finalData, (fh) => writeDataFile(fh, layout), temps);
-    data = written.staged;
-    const crcs = written.result;
-    const tensors: TensorEntry[] = layout.entries.map((e, i) => ({
-      name: e.name,
-      dtype: e.dtype,
-      shape: [...e.shape],
-      offset: e.offset,
-      length: e.bytes.byteLength,
-      crc32c: crcs[i] as number,
-    }));
-    const body = { format: BUNDLE_FORMAT, version: BUNDLE_VERSION, step: meta.step, createdAtMs: meta.createdAtMs, dataBytes: layout.totalBytes, tensors } as const;
-    const manifest: Manifest = { ...body, checksum: manifestChecksum(body) };
-    index = await stageFile(finalIndex, `${JSON.stringify(manifest, null, 1)}\n`, temps);
-    const d = data;
-    const x = index;
-    return {
-      prefix,
-      manifest,
-      sync: async () => {
-        await settleAll([d.sync(), x.sync()]);
-      },
-      publish: async () => {
-        // An older checkpoint at the same prefix (a re-save of the restored step) keeps its
-        // index until the new one replaces it. If the save stops in between, the old index
-        // sits beside the new data: identical data (the usual re-save) still verifies, other
-        // data fails its size or CRC check (DataLossError). Deleting the old index first
-        // would instead make the checkpoint vanish, and a restore silently start over.
-        await d.publish();
-        await x.publish();
-      },
-      abort,
-    };
-  } catch (e) {
-    await abort();
-    throw e;
-  }
-};
 
 /**
  * Reads and decodes the manifest at `<prefix>.index`, verifying its checksum.
@@ -385,33 +254,6 @@ export const manifestChecksum = (m: Omit<Manifest, "checksum">): number =>
     ),
   );
 
-interface PlannedTensor {
-  readonly name: string;
-  readonly dtype: DType;
-  readonly shape: readonly number[];
-  readonly offset: number;
-  /** The little-endian bytes (a view of the tensor's own buffer where possible). */
-  readonly bytes: Uint8Array;
-}
-
-interface Layout {
-  readonly entries: readonly PlannedTensor[];
-  readonly totalBytes: number;
-}
-
-const planLayout = (values: ReadonlyMap<string, TensorValue>): Layout => {
-  const entries: PlannedTensor[] = [];
-  let offset = 0;
-  for (const [name, value] of values) {
-    if (name.length === 0) throw new InvalidArgumentError("a checkpointed variable name must not be empty");
-    const bytes = tensorBytes(name, value);
-    entries.push({ name, dtype: value.dtype, shape: value.shape, offset, bytes });
-    offset = align(offset + bytes.byteLength);
-  }
-  const last = entries[entries.length - 1];
-  return { entries, totalBytes: last === undefined ? 0 : last.offset + last.bytes.byteLength };
-};
-
 /** A tensor's little-endian bytes (strings: a `uint32` byte length, then UTF-8, each); also the model service's wire form. */
 export const tensorBytes = (name: string, value: TensorValue): Uint8Array => {
   const where = `variable ${JSON.stringify(name)}`;
@@ -465,49 +307,6 @@ const STORAGE = {
 } as const;
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-/**
- * Writes the data file with the layout's pieces, in batches of about {@link CHUNK_BYTES}. While
- * one batch is written (on libuv's thread pool), the CRCs of its pieces are computed on this
- * thread, so checksumming costs little wall time and never blocks for more than one chunk.
- */
-const writeDataFile = async (fh: FileHandle, layout: Layout): Promise<number[]> => {
-  const crcs = layout.entries.map(() => 0);
-  let batch: { piece: Uint8Array; tensor: number }[] = [];
-  let batchBytes = 0;
-  let batchStart = 0;
-  let position = 0;
-  let inflight: Promise<void> = Promise.resolve();
-  const flushBatch = async (): Promise<void> => {
-    const pieces = batch;
-    const start = batchStart;
-    batch = [];
-    batchBytes = 0;
-    batchStart = position;
-    await inflight;
-    inflight = writeAll(fh, pieces.map((p) => p.piece), start);
-    // Prevent an unhandled rejection while the CRCs run; the error surfaces at the next await.
-    inflight.catch(() => undefined);
-    for (const p of pieces) if (p.tensor >= 0) crcs[p.tensor] = crc32c(p.piece, crcs[p.tensor]);
-  };
-  const push = async (piece: Uint8Array, tensor: number): Promise<void> => {
-    batch.push({ piece, tensor });
-    batchBytes += piece.byteLength;
-    position += piece.byteLength;
-    if (batchBytes >= CHUNK_BYTES) await flushBatch();
-  };
-  for (let i = 0; i < layout.entries.length; i++) {
-    const e = layout.entries[i] as PlannedTensor;
-    if (e.offset > position) await push(ZEROS.subarray(0, e.offset - position), -1);
-    for (let at = 0; at < e.bytes.byteLength; at += CHUNK_BYTES) {
-      await push(e.bytes.subarray(at, Math.min(at + CHUNK_BYTES, e.bytes.byteLength)), i);
-    }
-    if (e.bytes.byteLength === 0) crcs[i] = crc32c(e.bytes, 0);
-  }
-  if (batch.length > 0) await flushBatch();
-  await inflight;
-  return crcs;
-};
 
 /**
  * Reads the whole data file into `buffer` in chunks; the CRCs of one chunk's tensor ranges are
@@ -672,8 +471,6 @@ const checkLayout = (m: Manifest): string[] => {
   });
   return problems;
 };
-
-const align = (n: number): number => Math.ceil(n / ALIGNMENT_BYTES) * ALIGNMENT_BYTES;
 
 const swapBytes = (src: Uint8Array, size: number): Uint8Array => {
   const out = new Uint8Array(src.byteLength);

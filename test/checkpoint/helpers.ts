@@ -3,6 +3,7 @@
 import { readdir } from "node:fs/promises";
 
 import { BundleSaver, type Saver, type SaveSource, type SaverSaveOptions } from "../../src/checkpoint/index.js";
+import type { TensorValue } from "../../src/session/Tensor.js";
 
 /** The file names in `dir`, sorted. */
 export const ls = async (dir: string): Promise<string[]> => (await readdir(dir)).sort();
@@ -56,3 +57,17 @@ export class GatedSaver extends BundleSaver implements Saver {
     }
   }
 }
+
+/**
+ * What `model.ckpt-<n>` of test/checkpoint/fixtures/monitored-session-v1 holds (its README's
+ * table), for n = 3 and 7; other n give the same variables with other values.
+ */
+export const v1FixtureValues = (n: number): Map<string, TensorValue> =>
+  new Map<string, TensorValue>([
+    ["dense/kernel", { dtype: "float32", shape: [2, 2], data: Float32Array.of(n, 2, -0, Number.NaN) }],
+    ["dense/bias", { dtype: "float64", shape: [2], data: Float64Array.of(0.1, -Infinity) }],
+    ["global_step", { dtype: "int64", shape: [], data: BigInt64Array.of(BigInt(n * 100)) }],
+    ["counts", { dtype: "int32", shape: [2], data: Int32Array.of(-2147483648, 2147483647) }],
+    ["mask", { dtype: "bool", shape: [3], data: Uint8Array.of(1, 0, 1) }],
+    ["vocab", { dtype: "string", shape: [3], data: ["a", "", "Grüße ✓"] }],
+  ]);

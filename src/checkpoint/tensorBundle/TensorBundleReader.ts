@@ -266,8 +266,11 @@ const decodeNumeric = (
   if (calculated !== entry.crc32c) throw checksumMismatch(entry, at, calculated);
   const size = BYTES_PER_ELEMENT[dtype];
   const swap = (order === "little") !== LITTLE_ENDIAN_HOST && size > 1;
-  // A copy unless the bytes are a fresh buffer already aligned for the typed array.
-  const own = swap ? swapBytes(bytes, size) : bytes.byteOffset % size === 0 ? bytes : bytes.slice();
+  // A copy unless the bytes are a fresh buffer already aligned for the typed array. A Buffer
+  // (what `load` reads into) is viewed as a plain Uint8Array first: Buffer's `slice` is a view,
+  // not a copy, and a bool tensor must not come back as a Buffer.
+  const plain = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const own = swap ? swapBytes(plain, size) : plain.byteOffset % size === 0 ? plain : plain.slice();
   const n = own.length / size;
   const data = {
     float32: () => new Float32Array(own.buffer, own.byteOffset, n),

@@ -14,7 +14,11 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 
+import { CheckpointManager, readBundle } from "../../../src/checkpoint/index.js";
 import { TensorBundleReader } from "../../../src/checkpoint/tensorBundle/TensorBundleReader.js";
+import { silentLogger } from "../../../src/Logger.js";
+import { VirtualClock } from "../../../src/testing/VirtualClock.js";
+import { BundleSaver } from "../../../src/checkpoint/Saver.js";
 import { encodeTensorBundle, TensorBundleWriter, type BundleTensor } from "../../../src/checkpoint/tensorBundle/TensorBundleWriter.js";
 import type { TensorValue } from "../../../src/session/Tensor.js";
 import { useTempDirs } from "../../util/tempDirs.js";
@@ -96,6 +100,26 @@ describe.runIf(python !== undefined)("round trips through TensorFlow itself (ten
       await w.finish();
       expect(await dump(prefix)).toEqual(expectedDump(tensors));
     }
+  }, 300_000);
+
+  it("a CheckpointManager's checkpoint (the default format) is what tf.train.load_checkpoint reads: every variable bit for bit, with the step and save time as two int64 scalars", async () => {
+    const dir = tempDir();
+    // Variables are TensorValues: strings as text (the raw-bytes element is the writer's alone).
+    const values = new Map([...everyDtype()].filter(([name]) => name !== "blob")) as Map<string, TensorValue>;
+    const clock = new VirtualClock({ startMs: 1_790_000_000_123 });
+    const manager = await CheckpointManager.create({ directory: dir, checkpointName: "model.ckpt", saver: new BundleSaver({ clock }), clock, logger: silentLogger });
+    const prefix = (await manager.save(values, { checkpointNumber: 7, step: 1200 })) as string;
+    await manager.close();
+    const int64 = (n: bigint): Dump[string] => ({ dtype: "int64", shape: [], hex: hexOf(new Uint8Array(BigInt64Array.of(n).buffer)) });
+    expect(await dump(prefix)).toEqual({
+      ...expectedDump(values),
+      "_MONITORED_SESSION/step": int64(1200n),
+      "_MONITORED_SESSION/created_at_ms": int64(1_790_000_000_123n),
+    });
+    // And back: what TensorFlow reads is what a restore gives.
+    const restored = await readBundle(prefix);
+    expect([restored.step, restored.createdAtMs]).toEqual([1200, 1_790_000_000_123]);
+    expect(expectedDump(restored.values)).toEqual(expectedDump(values));
   }, 300_000);
 
   it("we read the bundles TensorFlow writes now (tf.train.Checkpoint.write, tf.compat.v1.train.Saver, SaveV2 of every dtype, Keras 3) as TensorFlow reads them", async () => {
