@@ -35,9 +35,9 @@ import { dirname } from "node:path";
 import { DataLossError, InvalidArgumentError, NotFoundError } from "../errors.js";
 import type { TensorValue } from "../session/Tensor.js";
 import * as v1 from "./BundleFormat.js";
-import { assertValidPath, fsyncDir, settleAll, stageFile, stageFileWith, unlinkIfExists, writeAll, type StagedFile } from "./internal/files.js";
+import { assertValidPath, fsyncDir, settleAll, stageFile, stageFileWith, unlinkIfExists, type StagedFile } from "./internal/files.js";
 import { TensorBundleReader, type TensorBundleEntry } from "./tensorBundle/TensorBundleReader.js";
-import { encodeTensorBundle, type BundleTensor } from "./tensorBundle/TensorBundleWriter.js";
+import { planTensorBundle, writePlannedData, type BundleTensor } from "./tensorBundle/TensorBundleWriter.js";
 import { processTempFiles, type TempFileRegistry } from "./TempFileRegistry.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -186,18 +186,8 @@ export const stageBundle = async (
     tensors.push([name, value]);
   }
   tensors.push([STEP_TENSOR, int64Scalar(meta.step)], [CREATED_AT_TENSOR, int64Scalar(meta.createdAtMs)]);
-  const bundle = encodeTensorBundle(tensors, { alignmentBytes: ALIGNMENT_BYTES });
-  const info: CheckpointInfo = {
-    prefix,
-    format: "tensorflow-v2",
-    step: meta.step,
-    createdAtMs: meta.createdAtMs,
-    dataBytes: bundle.dataBytes,
-    tensors: [...bundle.entries]
-      .filter(([name]) => !isReserved(name))
-      .map(([name, e]) => ({ name, dtype: (values.get(name) as TensorValue).dtype, shape: e.shape, sizeBytes: e.size, crc32c: e.crc32c, supported: true }))
-      .sort((a, b) => byName(a.name, b.name)),
-  };
+  // Laid out now (every tensor checked before the disk is touched); checksummed while written.
+  const plan = planTensorBundle(tensors, { alignmentBytes: ALIGNMENT_BYTES });
   const dir = dirname(prefix);
   const finalData = dataPath(prefix);
   // A directory created here must itself survive a power cut: fsync its parent.
@@ -212,8 +202,21 @@ export const stageBundle = async (
     temps.release(finalData);
   };
   try {
-    data = (await stageFileWith(finalData, (fh) => writeAll(fh, bundle.data, 0), temps)).staged;
-    index = await stageFile(indexPath(prefix), bundle.index, temps);
+    const written = await stageFileWith(finalData, (fh) => writePlannedData(fh, plan), temps);
+    data = written.staged;
+    const { index: indexBytes, entries } = plan.index(written.result);
+    index = await stageFile(indexPath(prefix), indexBytes, temps);
+    const info: CheckpointInfo = {
+      prefix,
+      format: "tensorflow-v2",
+      step: meta.step,
+      createdAtMs: meta.createdAtMs,
+      dataBytes: plan.dataBytes,
+      tensors: [...entries]
+        .filter(([name]) => !isReserved(name))
+        .map(([name, e]) => ({ name, dtype: (values.get(name) as TensorValue).dtype, shape: e.shape, sizeBytes: e.size, crc32c: e.crc32c, supported: true }))
+        .sort((a, b) => byName(a.name, b.name)),
+    };
     const d = data;
     const x = index;
     return {

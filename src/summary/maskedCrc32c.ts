@@ -31,6 +31,9 @@ const CRC32C_MASK_DELTA = 0xa282ead8;
  */
 export const crc32c = (bytes: Uint8Array): number => nativeCrc32c(bytes) >>> 0;
 
+/** `crc` (the unmasked CRC-32C of some bytes) extended over `bytes`: the CRC-32C of both, one after the other. */
+export const extendCrc32c = (crc: number, bytes: Uint8Array): number => nativeCrc32c(bytes, crc) >>> 0;
+
 /** Masks a CRC as TFRecord stores it: `rotr(crc, 15) + 0xa282ead8` (mod 2^32). */
 export const maskCrc32c = (crc: number): number =>
   // `|`, `<<` and `+` work on signed 32-bit values in JS: bring each result back to unsigned.

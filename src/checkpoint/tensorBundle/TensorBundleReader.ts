@@ -21,7 +21,7 @@ import { endianness } from "node:os";
 
 import { DataLossError, InvalidArgumentError, NotFoundError, UnimplementedError } from "../../errors.js";
 import type { DType, TensorValue } from "../../session/Tensor.js";
-import { maskedCrc32c } from "../../summary/maskedCrc32c.js";
+import { extendCrc32c, maskCrc32c, maskedCrc32c } from "../../summary/maskedCrc32c.js";
 import { decodeBundleEntry, decodeBundleHeader, type BundleEntry, type BundleHeader } from "./bundleProtos.js";
 import { BYTES_PER_ELEMENT, dataTypeName, dtypeOfCode, swapBytes } from "./dtypes.js";
 import { bundleDataPath, bundleIndexPath } from "./naming.js";
@@ -96,6 +96,8 @@ export class TensorBundleReader {
     /** Every tensor's entry, in key order. */
     readonly entries: readonly TensorBundleEntry[],
     private readonly source: DataSource,
+    /** Numeric tensors' unmasked CRC-32Cs, computed while {@link load} read their bytes. */
+    private readonly crcs: ReadonlyMap<TensorBundleEntry, number> = new Map(),
   ) {
     const byName = new Map<string, TensorBundleEntry>();
     for (const e of entries) if (!byName.has(e.name)) byName.set(e.name, e);
@@ -133,9 +135,12 @@ export class TensorBundleReader {
     const opened = await TensorBundleReader.open(prefix);
     const ends = new Array<number>(opened.header.numShards).fill(0);
     for (const e of opened.entries) ends[e.shardId] = Math.max(ends[e.shardId] as number, e.offset + e.sizeBytes);
-    const shards = await Promise.all(ends.map((end, shard) => readPrefixOfFile(bundleDataPath(prefix, shard, opened.header.numShards), end, opened.entries.filter((e) => e.shardId === shard))));
+    const crcs = new Map<TensorBundleEntry, number>();
+    const shards = await Promise.all(
+      ends.map((end, shard) => readPrefixOfFile(bundleDataPath(prefix, shard, opened.header.numShards), end, opened.entries.filter((e) => e.shardId === shard), crcs)),
+    );
     const source: DataSource = (_path, entry) => Promise.resolve((shards[entry.shardId] as Uint8Array).subarray(entry.offset, entry.offset + entry.sizeBytes));
-    return new TensorBundleReader(prefix, opened.header, opened.entries, source);
+    return new TensorBundleReader(prefix, opened.header, opened.entries, source, crcs);
   }
 
   /**
@@ -172,7 +177,7 @@ export class TensorBundleReader {
     const entry = this.supportedEntry(name);
     const bytes = await this.source(this.dataPath(entry), entry);
     const at = { file: this.dataPath(entry), name };
-    if (entry.dtype !== "string") return decodeNumeric(entry, bytes, this.header.endianness, at);
+    if (entry.dtype !== "string") return decodeNumeric(entry, bytes, this.header.endianness, at, this.crcs.get(entry));
     const elements = decodeStrings(entry, bytes, this.header.endianness, at);
     const data = elements.map((b, i) => {
       try {
@@ -259,10 +264,12 @@ const decodeNumeric = (
   bytes: Uint8Array,
   order: BundleHeader["endianness"],
   at: { readonly file: string; readonly name: string },
+  /** The bytes' unmasked CRC-32C, if it was computed as they were read. */
+  crc?: number,
 ): TensorValue => {
   refuseUnsupported(entry);
   const dtype = dtypeOfCode(entry.dtypeCode) as Exclude<DType, "string">;
-  const calculated = maskedCrc32c(bytes);
+  const calculated = crc === undefined ? maskedCrc32c(bytes) : maskCrc32c(crc);
   if (calculated !== entry.crc32c) throw checksumMismatch(entry, at, calculated);
   const size = BYTES_PER_ELEMENT[dtype];
   const swap = (order === "little") !== LITTLE_ENDIAN_HOST && size > 1;
@@ -346,10 +353,12 @@ const readFromFile: DataSource = async (path, entry) => {
 
 /**
  * The first `end` bytes of the data file at `path` (nothing is read for 0 bytes, and a missing
- * file is then no error: a shard with no tensors). `DataLossError` if the file is missing or
- * shorter, naming the first of its `entries` that runs past its end.
+ * file is then no error: a shard with no tensors), read in chunks with two reads in flight; as
+ * each chunk arrives, the running CRC-32C of every numeric tensor of `entries` it holds is
+ * extended (into `crcs`), while the next chunk is read. `DataLossError` if the file is missing
+ * or shorter, naming the first of `entries` that runs past its end.
  */
-const readPrefixOfFile = async (path: string, end: number, entries: readonly TensorBundleEntry[]): Promise<Uint8Array> => {
+const readPrefixOfFile = async (path: string, end: number, entries: readonly TensorBundleEntry[], crcs: Map<TensorBundleEntry, number>): Promise<Uint8Array> => {
   if (end === 0) return new Uint8Array(0);
   const fh = await openDataFile(path);
   try {
@@ -360,17 +369,56 @@ const readPrefixOfFile = async (path: string, end: number, entries: readonly Ten
       throw dataLossAt(path, size, `the file ends at ${size} bytes; the index needs ${end}`);
     }
     const bytes = Buffer.allocUnsafeSlow(end);
-    let done = 0;
-    while (done < end) {
-      const { bytesRead } = await fh.read(bytes, done, Math.min(end - done, READ_CHUNK_BYTES), done);
-      if (bytesRead === 0) throw dataLossAt(path, done, `the file ended while reading it (the index needs ${end} bytes)`);
-      done += bytesRead;
+    // The numeric tensors by offset (a string tensor's checksum is not that of its bytes).
+    const numeric = entries.filter((e) => e.supported && e.dtype !== "string" && e.sizeBytes > 0).sort((a, b) => a.offset - b.offset);
+    for (const e of numeric) crcs.set(e, 0);
+    let next = 0;
+    const checksum = (from: number, to: number): void => {
+      while (next < numeric.length && (numeric[next] as TensorBundleEntry).offset + (numeric[next] as TensorBundleEntry).sizeBytes <= from) next++;
+      for (let i = next; i < numeric.length; i++) {
+        const e = numeric[i] as TensorBundleEntry;
+        if (e.offset >= to) break;
+        const lo = Math.max(e.offset, from);
+        const hi = Math.min(e.offset + e.sizeBytes, to);
+        if (hi > lo) crcs.set(e, extendCrc32c(crcs.get(e) as number, bytes.subarray(lo, hi)));
+      }
+    };
+    const readChunk = async (from: number): Promise<number> => {
+      const to = Math.min(end, from + READ_CHUNK_BYTES);
+      let done = from;
+      while (done < to) {
+        const { bytesRead } = await fh.read(bytes, done, to - done, done);
+        if (bytesRead === 0) throw dataLossAt(path, done, `the file ended while reading it (the index needs ${end} bytes)`);
+        done += bytesRead;
+      }
+      return to;
+    };
+    const inFlight: { from: number; read: Promise<number> }[] = [];
+    let issued = 0;
+    const issue = (): void => {
+      while (inFlight.length < READS_IN_FLIGHT && issued < end) {
+        const from = issued;
+        const read = readChunk(from);
+        read.catch(() => undefined);
+        inFlight.push({ from, read });
+        issued = Math.min(end, issued + READ_CHUNK_BYTES);
+      }
+    };
+    issue();
+    while (inFlight.length > 0) {
+      const { from, read } = inFlight.shift() as { from: number; read: Promise<number> };
+      const to = await read;
+      issue();
+      checksum(from, to);
     }
     return bytes;
   } finally {
     await fh.close();
   }
 };
+
+/** Reads kept in flight by {@link TensorBundleReader.load}, so the next chunk is ready when a checksum finishes. */
+const READS_IN_FLIGHT = 2;
 
 /** Bytes per read call of {@link TensorBundleReader.load}. */
 const READ_CHUNK_BYTES = 8 * 1024 * 1024;

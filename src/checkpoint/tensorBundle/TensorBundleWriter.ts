@@ -19,13 +19,13 @@
  * @module
  */
 
-import { mkdir } from "node:fs/promises";
+import { mkdir, type FileHandle } from "node:fs/promises";
 import { endianness } from "node:os";
 import { dirname } from "node:path";
 
 import { InvalidArgumentError } from "../../errors.js";
 import { tensor as checkedTensor, type DType, type TensorValue } from "../../session/Tensor.js";
-import { crc32c, maskCrc32c } from "../../summary/maskedCrc32c.js";
+import { extendCrc32c, maskCrc32c } from "../../summary/maskedCrc32c.js";
 import { assertValidPath, fsyncDir, settleAll, stageFile, stageFileWith, writeAll, type StagedFile } from "../internal/files.js";
 import { processTempFiles, type TempFileRegistry } from "../TempFileRegistry.js";
 import { encodeBundleEntry, encodeBundleHeader, type BundleEntry, type BundleHeader } from "./bundleProtos.js";
@@ -72,6 +72,8 @@ const HEADER: BundleHeader = { numShards: 1, endianness: "little", version: { pr
 const INDEX_BLOCK_BYTES = 256 * 1024;
 const MAX_RANK = 254;
 const LITTLE_ENDIAN_HOST = endianness() === "LE";
+/** Bytes per write of {@link writePlannedData}. */
+const WRITE_BATCH_BYTES = 8 * 1024 * 1024;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 // ---------------------------------------------------------------------------------------------
@@ -126,8 +128,8 @@ export class TensorBundleWriter {
   async finish(): Promise<void> {
     if (this.finished) throw new InvalidArgumentError("the bundle is already finished");
     this.finished = true;
-    const bundle = encodeTensorBundle(this.tensors, { alignmentBytes: alignment(this.options) });
-    await writeFiles(this.prefix, bundle, this.options.fsync ?? true, this.options.temps ?? processTempFiles);
+    const plan = planTensorBundle(this.tensors, { alignmentBytes: alignment(this.options) });
+    await writeFiles(this.prefix, plan, this.options.fsync ?? true, this.options.temps ?? processTempFiles);
   }
 }
 
@@ -143,6 +145,45 @@ export const encodeTensorBundle = (
   tensors: Iterable<readonly [string, BundleTensor]>,
   options: { readonly alignmentBytes?: number } = {},
 ): EncodedTensorBundle => {
+  const plan = planTensorBundle(tensors, options);
+  const crcs = new Map<string, number>();
+  for (const t of plan.tensors) crcs.set(t.name, t.crc ?? t.bytes.reduce((crc, b) => extendCrc32c(crc, b), 0));
+  const { index, entries } = plan.index(crcs);
+  return { index, data: plan.tensors.flatMap((t) => (t.padding === 0 ? t.bytes : [new Uint8Array(t.padding), ...t.bytes])), dataBytes: plan.dataBytes, entries };
+};
+
+/** One tensor of a {@link PlannedTensorBundle}, in data order. */
+export interface PlannedTensor {
+  readonly name: string;
+  /** Zero bytes before it (alignment). */
+  readonly padding: number;
+  /** Where its bytes start in the data file. */
+  readonly offset: number;
+  /** Its bytes as stored (views of the tensor's own buffer where possible). */
+  readonly bytes: readonly Uint8Array[];
+  /**
+   * Its unmasked CRC-32C when it is not that of {@link bytes} (a string tensor's covers its
+   * lengths as uint32s, not as stored): known already. `undefined`: the CRC-32C of its bytes,
+   * for the writer to compute (while it writes them, say).
+   */
+  readonly crc: number | undefined;
+}
+
+/** A bundle laid out, its index still to be made from the tensors' checksums. */
+export interface PlannedTensorBundle {
+  /** In data order (the keys' byte order). */
+  readonly tensors: readonly PlannedTensor[];
+  readonly dataBytes: number;
+  /** The index file and the entries, from each tensor's unmasked CRC-32C by name (a missing one throws). */
+  index(crcs: ReadonlyMap<string, number>): { readonly index: Uint8Array; readonly entries: ReadonlyMap<string, BundleEntry> };
+}
+
+/**
+ * Lays `tensors` out as a bundle without checksumming their bytes, so that a writer can compute
+ * each checksum while it writes (no pass over the bytes before the first write). Throws
+ * `InvalidArgumentError` as {@link TensorBundleWriter.add} does.
+ */
+export const planTensorBundle = (tensors: Iterable<readonly [string, BundleTensor]>, options: { readonly alignmentBytes?: number } = {}): PlannedTensorBundle => {
   const align = alignment(options);
   const named: { name: string; key: Uint8Array; tensor: BundleTensor }[] = [];
   for (const [name, tensor] of tensors) {
@@ -151,37 +192,78 @@ export const encodeTensorBundle = (
   }
   // The table orders keys by their UTF-8 bytes, which is not JavaScript's UTF-16 order.
   named.sort((a, b) => compareBytes(a.key, b.key));
-  const data: Uint8Array[] = [];
-  const entries = new Map<string, BundleEntry>();
-  const rows: (readonly [Uint8Array, Uint8Array])[] = [[new Uint8Array(0), encodeBundleHeader(HEADER)]];
+  const planned: (PlannedTensor & { readonly key: Uint8Array; readonly size: number; readonly tensor: BundleTensor })[] = [];
   let offset = 0;
   for (let i = 0; i < named.length; i++) {
     const { name, key, tensor } = named[i] as (typeof named)[number];
     if (i > 0 && compareBytes(key, (named[i - 1] as (typeof named)[number]).key) === 0) {
       throw new InvalidArgumentError(`Adding duplicate key ${JSON.stringify(name)}`);
     }
-    const pad = (align - (offset % align)) % align;
-    if (pad > 0) {
-      data.push(new Uint8Array(pad));
-      offset += pad;
-    }
+    const padding = (align - (offset % align)) % align;
+    offset += padding;
     const { bytes, crc } = tensorBytes(tensor);
-    data.push(...bytes);
     const size = bytes.reduce((n, b) => n + b.length, 0);
-    const entry: BundleEntry = {
-      dtypeCode: TF_DATA_TYPE[tensor.dtype],
-      shape: [...tensor.shape],
-      shardId: 0,
-      offset,
-      size,
-      crc32c: maskCrc32c(crc),
-      slices: 0,
-    };
-    entries.set(name, entry);
-    rows.push([key, encodeBundleEntry(entry)]);
+    planned.push({ name, key, tensor, padding, offset, bytes, crc, size });
     offset += size;
   }
-  return { index: buildTable(rows, { blockSizeBytes: INDEX_BLOCK_BYTES }), data, dataBytes: offset, entries };
+  return {
+    tensors: planned,
+    dataBytes: offset,
+    index: (crcs) => {
+      const entries = new Map<string, BundleEntry>();
+      const rows: (readonly [Uint8Array, Uint8Array])[] = [[new Uint8Array(0), encodeBundleHeader(HEADER)]];
+      for (const t of planned) {
+        const crc = crcs.get(t.name);
+        if (crc === undefined) throw new InvalidArgumentError(`no checksum for tensor ${JSON.stringify(t.name)}`);
+        const entry: BundleEntry = { dtypeCode: TF_DATA_TYPE[t.tensor.dtype], shape: [...t.tensor.shape], shardId: 0, offset: t.offset, size: t.size, crc32c: maskCrc32c(crc), slices: 0 };
+        entries.set(t.name, entry);
+        rows.push([t.key, encodeBundleEntry(entry)]);
+      }
+      return { index: buildTable(rows, { blockSizeBytes: INDEX_BLOCK_BYTES }), entries };
+    },
+  };
+};
+
+/**
+ * Writes the data file of `plan` to `fh` from offset 0: the tensors' bytes and the padding, in
+ * batches of 8 MiB, each batch's checksums computed while the batch is being written (so the
+ * bytes are read once, the CRC overlaps the I/O, and the event loop turns between batches).
+ * Resolves with every tensor's unmasked CRC-32C, for {@link PlannedTensorBundle.index}.
+ */
+export const writePlannedData = async (fh: FileHandle, plan: PlannedTensorBundle): Promise<Map<string, number>> => {
+  const crcs = new Map<string, number>();
+  for (const t of plan.tensors) crcs.set(t.name, t.crc ?? 0);
+  let batch: Uint8Array[] = [];
+  let checksummed: { readonly name: string; readonly bytes: Uint8Array }[] = [];
+  let batchBytes = 0;
+  let position = 0;
+  const flush = async (): Promise<void> => {
+    if (batchBytes === 0) return;
+    const writing = writeAll(fh, batch, position);
+    for (const c of checksummed) crcs.set(c.name, extendCrc32c(crcs.get(c.name) as number, c.bytes));
+    await writing;
+    position += batchBytes;
+    batch = [];
+    checksummed = [];
+    batchBytes = 0;
+  };
+  for (const t of plan.tensors) {
+    if (t.padding > 0) {
+      batch.push(new Uint8Array(t.padding));
+      batchBytes += t.padding;
+    }
+    for (const b of t.bytes) {
+      for (let at = 0; at < b.length; at += WRITE_BATCH_BYTES) {
+        const piece = at === 0 && b.length <= WRITE_BATCH_BYTES ? b : b.subarray(at, Math.min(b.length, at + WRITE_BATCH_BYTES));
+        batch.push(piece);
+        if (t.crc === undefined) checksummed.push({ name: t.name, bytes: piece });
+        batchBytes += piece.length;
+        if (batchBytes >= WRITE_BATCH_BYTES) await flush();
+      }
+    }
+  }
+  await flush();
+  return crcs;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -227,19 +309,18 @@ const checkTensor = (name: string, tensor: BundleTensor): void => {
   if (data.length !== n) throw new InvalidArgumentError(`${where} has shape [${shape.join(", ")}] (${n} elements) but ${data.length} elements`);
 };
 
-/** A tensor's bytes as stored in the data file (little-endian), and their CRC-32C (unmasked). */
-const tensorBytes = (tensor: BundleTensor): { bytes: Uint8Array[]; crc: number } => {
+/** A tensor's bytes as stored in the data file (little-endian), and a string tensor's CRC-32C (unmasked; see {@link PlannedTensor.crc}). */
+const tensorBytes = (tensor: BundleTensor): { bytes: Uint8Array[]; crc: number | undefined } => {
   if (tensor.dtype === "string") {
     return encodeStringTensor((tensor.data as readonly (string | Uint8Array)[]).map((s) => (typeof s === "string" ? Buffer.from(s, "utf8") : s)));
   }
   const data = tensor.data as Exclude<TensorValue["data"], readonly string[]>;
   const view = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-  const bytes = LITTLE_ENDIAN_HOST ? view : swapBytes(view, BYTES_PER_ELEMENT[tensor.dtype]);
-  return { bytes: [bytes], crc: crc32c(bytes) };
+  return { bytes: [LITTLE_ENDIAN_HOST ? view : swapBytes(view, BYTES_PER_ELEMENT[tensor.dtype])], crc: undefined };
 };
 
 /** Data file, then index: each under a temporary name, (fsynced,) renamed into place. */
-const writeFiles = async (prefix: string, bundle: EncodedTensorBundle, fsync: boolean, temps: TempFileRegistry): Promise<void> => {
+const writeFiles = async (prefix: string, plan: PlannedTensorBundle, fsync: boolean, temps: TempFileRegistry): Promise<void> => {
   const dir = dirname(prefix);
   const created = await mkdir(dir, { recursive: true });
   if (fsync && created !== undefined) await fsyncDir(dirname(created));
@@ -249,8 +330,9 @@ const writeFiles = async (prefix: string, bundle: EncodedTensorBundle, fsync: bo
   let data: StagedFile | undefined;
   let index: StagedFile | undefined;
   try {
-    data = (await stageFileWith(finalData, (fh) => writeAll(fh, bundle.data, 0), temps)).staged;
-    index = await stageFile(bundleIndexPath(prefix), bundle.index, temps);
+    const written = await stageFileWith(finalData, (fh) => writePlannedData(fh, plan), temps);
+    data = written.staged;
+    index = await stageFile(bundleIndexPath(prefix), plan.index(written.result).index, temps);
     if (fsync) await settleAll([data.sync(), index.sync()]);
     await data.publish();
     await index.publish();
