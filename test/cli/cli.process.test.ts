@@ -8,6 +8,7 @@ import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 
+import { TensorBundleReader } from "../../src/checkpoint/index.js";
 import { eventFiles, readEvents } from "../summary/decoder.js";
 import { cli, cliInProcess, linearJob as job, root } from "../util/cli.js";
 import { startCli } from "../util/cliChild.js";
@@ -119,14 +120,15 @@ describe("monitored-session CLI", () => {
     await writeFile(config, `module: ${job}\ncheckpoint:\n  dir: ckpt\n  saveSteps: 5\nlastStep: 5\nlogStepCountSteps: 0\n`);
     expect((await cli(["run", config])).code).toBe(0);
     const data = join(dir, "ckpt", "model.ckpt-5.data-00000-of-00001");
+    const at = (await TensorBundleReader.open(join(dir, "ckpt", "model.ckpt-5"))).entry("global_step")?.offset as number;
     const bytes = readFileSync(data);
-    bytes[0] = (bytes[0] as number) ^ 0xff;
+    bytes[at] = (bytes[at] as number) ^ 0xff;
     await writeFile(data, bytes);
     // inspect in this process (the first test runs it as a command).
     const r = await cliInProcess(["inspect", join(dir, "ckpt")]);
     expect(r.code).toBe(1);
     // The flipped byte is the global step's: the step is unknown ("?"), not the number's 5.
-    expect(r.stdout).toMatch(/model\.ckpt-5\s+\? .*CORRUPT: .*CRC32C mismatch for "global_step"/);
+    expect(r.stdout).toMatch(/model\.ckpt-5\s+\? .*CORRUPT: .*tensor "global_step": Checksum does not match/);
     expect(r.stdout).toMatch(/model\.ckpt-0\s+0 .*ok/);
     expect((await cliInProcess(["inspect", join(dir, "nope")])).code).toBe(2);
 

@@ -319,7 +319,7 @@ type DataSource = (path: string, entry: TensorBundleEntry) => Promise<Uint8Array
 /** Throws `DataLossError` if the entry's bytes do not lie inside a data file of `fileBytes` bytes. */
 const checkRange = (path: string, entry: TensorBundleEntry, fileBytes: number): void => {
   if (entry.offset + entry.sizeBytes > fileBytes) {
-    throw dataLossAt(path, entry.offset, `tensor ${JSON.stringify(entry.name)} (${entry.sizeBytes} bytes) runs past the end of the file (${fileBytes} bytes)`);
+    throw dataLossAt(path, entry.offset, `tensor ${JSON.stringify(entry.name)} (${entry.sizeBytes} bytes) runs past the end of the file (${fileBytes} bytes): the file is truncated`);
   }
 };
 
