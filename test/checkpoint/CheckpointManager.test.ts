@@ -250,7 +250,7 @@ describe("CheckpointManager restore", () => {
 
   it.each([
     ["a flipped byte in the data", async (p: string) => {
-      // The first byte of the first variable (the save time before it is advisory: see checkpointFormat.ts).
+      // The first byte of a variable (not of the save time, which is advisory: see checkpointFormat.ts).
       const first = (await TensorBundleReader.open(p)).entries.find((e) => !e.name.startsWith("_MONITORED_SESSION/"));
       const b = await readFile(dataPath(p));
       b[first?.offset as number] = (b[first?.offset as number] as number) ^ 1;

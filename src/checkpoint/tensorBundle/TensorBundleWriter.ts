@@ -13,7 +13,8 @@
  * multiple of its element size; the reader here does not need it, as it reads each tensor into
  * a buffer of its own.
  *
- * Tensors are written in key order; strings as TensorFlow stores them (see `stringTensor.ts`),
+ * Tensors are written in the order they are added (as TensorFlow's `BundleWriter` appends them),
+ * listed in the index by key; strings as TensorFlow stores them (see `stringTensor.ts`),
  * elements given as text in UTF-8, or as raw bytes.
  *
  * @module
@@ -152,7 +153,7 @@ export const encodeTensorBundle = (
   return { index, data: plan.tensors.flatMap((t) => (t.padding === 0 ? t.bytes : [new Uint8Array(t.padding), ...t.bytes])), dataBytes: plan.dataBytes, entries };
 };
 
-/** One tensor of a {@link PlannedTensorBundle}, in data order. */
+/** One tensor of a {@link PlannedTensorBundle}, in data order (the order the tensors were given). */
 export interface PlannedTensor {
   readonly name: string;
   /** Zero bytes before it (alignment). */
@@ -171,7 +172,7 @@ export interface PlannedTensor {
 
 /** A bundle laid out, its index still to be made from the tensors' checksums. */
 export interface PlannedTensorBundle {
-  /** In data order (the keys' byte order). */
+  /** In data order: the order they were given (the index lists them by key). */
   readonly tensors: readonly PlannedTensor[];
   readonly dataBytes: number;
   /** The index file and the entries, from each tensor's unmasked CRC-32C by name (a missing one throws). */
@@ -190,15 +191,14 @@ export const planTensorBundle = (tensors: Iterable<readonly [string, BundleTenso
     checkTensor(name, tensor);
     named.push({ name, key: Buffer.from(name, "utf8"), tensor });
   }
-  // The table orders keys by their UTF-8 bytes, which is not JavaScript's UTF-16 order.
-  named.sort((a, b) => compareBytes(a.key, b.key));
+  // The data in the order given, as TensorFlow's BundleWriter appends each tensor as it is added.
   const planned: (PlannedTensor & { readonly key: Uint8Array; readonly size: number; readonly tensor: BundleTensor })[] = [];
+  const seen = new Set<string>();
   let offset = 0;
-  for (let i = 0; i < named.length; i++) {
-    const { name, key, tensor } = named[i] as (typeof named)[number];
-    if (i > 0 && compareBytes(key, (named[i - 1] as (typeof named)[number]).key) === 0) {
-      throw new InvalidArgumentError(`Adding duplicate key ${JSON.stringify(name)}`);
-    }
+  for (const { name, key, tensor } of named) {
+    // Well-formed names (lone surrogates are refused) are equal exactly when their UTF-8 keys are.
+    if (seen.has(name)) throw new InvalidArgumentError(`Adding duplicate key ${JSON.stringify(name)}`);
+    seen.add(name);
     const padding = (align - (offset % align)) % align;
     offset += padding;
     const { bytes, crc } = tensorBytes(tensor);
@@ -206,13 +206,15 @@ export const planTensorBundle = (tensors: Iterable<readonly [string, BundleTenso
     planned.push({ name, key, tensor, padding, offset, bytes, crc, size });
     offset += size;
   }
+  // The table orders keys by their UTF-8 bytes, which is not JavaScript's UTF-16 order.
+  const byKey = [...planned].sort((a, b) => compareBytes(a.key, b.key));
   return {
     tensors: planned,
     dataBytes: offset,
     index: (crcs) => {
       const entries = new Map<string, BundleEntry>();
       const rows: (readonly [Uint8Array, Uint8Array])[] = [[new Uint8Array(0), encodeBundleHeader(HEADER)]];
-      for (const t of planned) {
+      for (const t of byKey) {
         const crc = crcs.get(t.name);
         if (crc === undefined) throw new InvalidArgumentError(`no checksum for tensor ${JSON.stringify(t.name)}`);
         const entry: BundleEntry = { dtypeCode: TF_DATA_TYPE[t.tensor.dtype], shape: [...t.tensor.shape], shardId: 0, offset: t.offset, size: t.size, crc32c: maskCrc32c(crc), slices: 0 };
