@@ -69,7 +69,7 @@ export interface Saver {
   restore(prefix: string): Promise<CheckpointContents>;
   /** `true` if a complete checkpoint is at `prefix` (its index exists; contents not verified). */
   exists(prefix: string): Promise<boolean>;
-  /** The step recorded in the checkpoint at `prefix` (reads its index and step only). */
+  /** The step recorded in the checkpoint at `prefix` (reads its index and its two reserved scalars only). */
   step(prefix: string): Promise<number>;
   /** Deletes the checkpoint's files; missing files are not an error. */
   remove(prefix: string): Promise<void>;

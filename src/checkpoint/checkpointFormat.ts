@@ -16,9 +16,11 @@
  *
  * Tensors start at multiples of 8 bytes (TensorFlow packs them; its reader follows each entry's
  * offset, so padding is legal), so that a restore decodes every numeric tensor in place in one
- * buffer per data file, without a copy. The files are written under temporary names, fsynced,
- * and renamed data first, index last: an index on disk means a complete checkpoint. A restore
- * verifies every tensor's checksum before it returns anything.
+ * buffer per data file, without a copy. The data holds the variables in the order given, then
+ * the two reserved tensors; the index lists them by key. The files are written under temporary
+ * names, fsynced, and renamed data first, index last: an index on disk means a complete
+ * checkpoint. A restore verifies every variable's and the step's checksum before it returns
+ * anything; `verifyCheckpoint` verifies every tensor's.
  *
  * Reading takes both formats: the bundle (ours, or one TensorFlow wrote: its step is its
  * `global_step` tensor, else the number that ends its prefix, and its time the index's
@@ -243,10 +245,13 @@ export const stageBundle = async (
 };
 
 /**
- * Reads the checkpoint at `prefix` (either format), verifying every checksum before returning
- * anything. Throws `NotFoundError` for a missing checkpoint, `DataLossError` (naming the file
- * and the offset or the variables) for a corrupt one, and `UnimplementedError` naming a tensor
- * whose dtype this library does not hold (float16, bfloat16, int8, complex...).
+ * Reads the checkpoint at `prefix` (either format), verifying every variable's checksum before
+ * returning anything (the save time is advisory: see the module comment). Numeric tensors view
+ * one buffer per data file, which lives as long as any of them. Throws `NotFoundError` for a
+ * missing checkpoint, `DataLossError` (naming the file and the offset or the variables) for a
+ * corrupt one, and `UnimplementedError` naming a tensor that this library does not hold: a dtype
+ * it lacks (float16, bfloat16, int8, complex...), a partitioned tensor, or a string tensor whose
+ * bytes are not UTF-8 text.
  */
 export const readBundle = async (prefix: string): Promise<CheckpointContents> => {
   assertValidPath(prefix);
@@ -313,10 +318,17 @@ export const readTensors = async (prefix: string, names: readonly string[]): Pro
     throw e;
   }
   try {
+    // Each range is checked against the file before its buffer is allocated: a lying manifest
+    // (its checksum is a plain CRC) cannot make this allocate more than the file holds.
+    const { size } = await fh.stat();
     for (const e of entries) {
+      if (e.offset + e.length > size) throw new DataLossError(`checkpoint data ${path} is truncated: ${JSON.stringify(e.name)} ends at byte ${e.offset + e.length}, the file has ${size}`);
       const bytes = Buffer.alloc(e.length);
-      const { bytesRead } = await fh.read(bytes, 0, e.length, e.offset);
-      if (bytesRead !== e.length) throw new DataLossError(`checkpoint data ${path} is truncated: ${JSON.stringify(e.name)} ends past the file`);
+      for (let done = 0; done < e.length; ) {
+        const { bytesRead } = await fh.read(bytes, done, e.length - done, e.offset + done);
+        if (bytesRead === 0) throw new DataLossError(`checkpoint data ${path} is truncated: ${JSON.stringify(e.name)} ends past the file`);
+        done += bytesRead;
+      }
       if (crc32c(bytes) !== e.crc32c) throw new DataLossError(`checkpoint data ${path} is corrupt: CRC32C mismatch for ${JSON.stringify(e.name)}`);
       out.set(e.name, v1.decodeTensor(bytes, { ...e, offset: 0 }, path));
     }
@@ -324,6 +336,22 @@ export const readTensors = async (prefix: string, names: readonly string[]): Pro
     await fh.close();
   }
   return out;
+};
+
+/**
+ * Verifies every checksum of the checkpoint at `prefix` (either format) without keeping its
+ * values: every tensor of a bundle, also of a dtype this library does not read (a `bfloat16`
+ * tensor TensorFlow wrote verifies as any other), TensorFlow's object graph and the save time
+ * included. Throws `NotFoundError` for a missing checkpoint, `DataLossError` for a corrupt one.
+ */
+export const verifyCheckpoint = async (prefix: string): Promise<void> => {
+  assertValidPath(prefix);
+  if ((await formatOf(prefix)) === "monitored-session-v1") {
+    await v1.readBundle(prefix);
+    return;
+  }
+  const reader = await TensorBundleReader.load(prefix);
+  for (const e of reader.entries) await reader.verify(e.name);
 };
 
 /** Deletes a checkpoint's files: the index first (so it disappears atomically), then the data. */

@@ -26,13 +26,12 @@ import {
   INDEX_SUFFIX,
   indexPath,
   latestCheckpoint,
-  readBundle,
   readCheckpointInfo,
   readCheckpointState,
   type CheckpointFormat,
   type CheckpointInfo,
 } from "../checkpoint/index.js";
-import { readTensors } from "../checkpoint/checkpointFormat.js";
+import { readTensors, verifyCheckpoint } from "../checkpoint/checkpointFormat.js";
 import { checkpointNumberOf } from "../checkpoint/checkpointNumbers.js";
 import { pathExists } from "../checkpoint/internal/files.js";
 import { closest } from "../codec.js";
@@ -40,6 +39,7 @@ import { silentLogger } from "../Logger.js";
 import { CHECKPOINTED_RUNS } from "../preemption/index.js";
 import { GLOBAL_STEP_NAME } from "../session/Session.js";
 import type { TensorValue } from "../session/Tensor.js";
+import { UnimplementedError } from "../errors.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
 import type { CliIo } from "./run.js";
 
@@ -155,7 +155,10 @@ const inspectCheckpoints = async (dir: string): Promise<CheckpointReport[]> => {
     let info: CheckpointInfo | undefined;
     try {
       info = await readCheckpointInfo(prefix);
-      const step = stepOf(info, (await readBundle(prefix)).values);
+      // Every checksum, also of tensors of a dtype this library does not read (a bfloat16 of a
+      // checkpoint TensorFlow wrote is not corruption).
+      await verifyCheckpoint(prefix);
+      const step = await readStep(info);
       reports.push({ prefix, number, step, createdAtMs: info.createdAtMs, format: info.format, bytes, status: "ok", managed: managed.has(prefix), latest: prefix === latest });
     } catch (e) {
       // A corrupt checkpoint still shows the step its step tensor holds, if that tensor verifies.
@@ -315,17 +318,28 @@ const inspectTensors = async (path: string, options: InspectOptions, io: CliIo):
     }
     return ExitCodes.done;
   }
-  // Values: every checksum is verified before anything is printed. A tensor of a dtype this
-  // library does not hold is listed without values.
+  // Values: a tensor's checksum is verified before anything is printed. A tensor of a dtype this
+  // library does not hold, or a string tensor of bytes that are not UTF-8 text (TensorFlow's
+  // object graph is one), is listed without values, saying why.
   const shown = entries.filter((e) => name === undefined || e.name === name);
-  let values: Map<string, TensorValue>;
+  const values = new Map<string, TensorValue>();
+  const notes = new Map<string, string>();
   try {
-    values = await readTensors(prefix, shown.filter((e) => e.supported).map((e) => e.name));
+    for (const e of shown) {
+      if (!e.supported) continue;
+      try {
+        const v = (await readTensors(prefix, [e.name])).get(e.name);
+        if (v !== undefined) values.set(e.name, v);
+      } catch (x) {
+        if (!(x instanceof UnimplementedError)) throw x;
+        notes.set(e.name, `(${oneLine(x.message)})`);
+      }
+    }
   } catch (e) {
     io.err.write(`${prefix}: ${oneLine(e instanceof Error ? e.message : String(e))}\n`);
     return ExitCodes.failure;
   }
-  const unread = (e: TensorReport): string => `(${e.dtype}: not read by this library)`;
+  const unread = (e: TensorReport): string => notes.get(e.name) ?? `(${e.dtype}: not read by this library)`;
   if (options.json === true) {
     const withValues = shown.map((e) => {
       const v = values.get(e.name);

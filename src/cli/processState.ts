@@ -25,7 +25,9 @@ export const isStopped = (pid: number, procRoot = "/proc"): boolean => stateOf(p
 /**
  * Whether process `pid` (a child of this process) has ended, its exit not yet read: its state in
  * `/proc/<pid>/stat` is `Z` (a zombie) or `X`, or its entry is gone while procfs is there.
- * `false` where there is no procfs (not Linux) and for a stat that cannot be read as one.
+ * `false` where there is no procfs (not Linux) and for a stat that cannot be read as one. (A
+ * process whose main thread exited while other threads run also shows `Z`: Node's tasks end
+ * their threads with the process, so for them `Z` means ended.)
  */
 export const hasEnded = (pid: number, procRoot = "/proc"): boolean => {
   const state = stateOf(pid, procRoot);
@@ -33,13 +35,17 @@ export const hasEnded = (pid: number, procRoot = "/proc"): boolean => {
   return state === "Z" || state === "X";
 };
 
-/** The state letter of `/proc/<pid>/stat`; `"gone"` when it cannot be read; `""` when malformed. */
+/**
+ * The state letter of `/proc/<pid>/stat`; `"gone"` when there is no such entry (ENOENT, ESRCH);
+ * `""` when it is malformed or cannot be read for another reason (EMFILE, EACCES: not known).
+ */
 const stateOf = (pid: number, procRoot: string): string => {
   let stat: string;
   try {
     stat = readFileSync(`${procRoot}/${pid}/stat`, "latin1");
-  } catch {
-    return "gone";
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    return code === "ENOENT" || code === "ESRCH" ? "gone" : "";
   }
   // `pid (comm) state ...`: the command may hold spaces and parentheses; the state follows the last ")".
   const close = stat.lastIndexOf(")");

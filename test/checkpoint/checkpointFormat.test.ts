@@ -5,20 +5,21 @@
  * (test/checkpoint/fixtures/tensorflow) and this library's version 1
  * (test/checkpoint/fixtures/monitored-session-v1).
  */
-import { cp, readFile, rm, utimes, writeFile } from "node:fs/promises";
+import { cp, readFile, rm, truncate, utimes, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { beforeEach, describe, expect, it } from "vitest";
 
 import { DataLossError, InvalidArgumentError, NotFoundError, UnimplementedError } from "../../src/errors.js";
 import type { TensorValue } from "../../src/session/Tensor.js";
-import { readTensors } from "../../src/checkpoint/checkpointFormat.js";
+import { readTensors, verifyCheckpoint } from "../../src/checkpoint/checkpointFormat.js";
 import {
   CREATED_AT_TENSOR,
   OBJECT_GRAPH_TENSOR,
   STEP_TENSOR,
   TensorBundleReader,
   dataPath,
+  type TensorBundleEntry,
   indexPath,
   readBundle,
   readCheckpointInfo,
@@ -292,7 +293,7 @@ describe("readTensors", () => {
     // Cut after "mask": what lies before the cut still reads, "vocab" is truncated.
     await writeFile(dataPath(prefix), original.subarray(0, 51));
     expect((await readTensors(prefix, ["global_step"])).get("global_step")?.data).toEqual(BigInt64Array.of(700n));
-    await expect(readTensors(prefix, ["vocab"])).rejects.toThrow(/truncated: "vocab" ends past the file/);
+    await expect(readTensors(prefix, ["vocab"])).rejects.toThrow(/is truncated: "vocab" ends at byte 80, the file has 51/);
     await rm(dataPath(prefix));
     await expect(readTensors(prefix, ["counts"])).rejects.toThrow(DataLossError);
   });
@@ -363,5 +364,35 @@ describe("bundles TensorFlow 2.21 wrote", () => {
     const error = await rejection(readBundle(prefix));
     expect(error).toBeInstanceOf(UnimplementedError);
     expect((error as Error).message).toBe('tensor "bfloat16" has dtype bfloat16, which this reader does not read (it reads float32, float64, int32, int64, bool and string)');
+    // Not corruption: every checksum verifies, those of the dtypes this library cannot read too.
+    await expect(verifyCheckpoint(prefix)).resolves.toBeUndefined();
+  });
+
+  it("verifyCheckpoint: every tensor of either format, the reserved ones and TensorFlow's object graph included", async () => {
+    const prefix = join(dir, "model.ckpt-4");
+    await writeBundle(prefix, new Map<string, TensorValue>([["w", { dtype: "float32", shape: [2], data: Float32Array.of(1, 2) }]]), { step: 4, createdAtMs: 9 });
+    await expect(verifyCheckpoint(prefix)).resolves.toBeUndefined();
+    // The save time is advisory for a restore, not for a verification.
+    const at = (await TensorBundleReader.open(prefix)).entry(CREATED_AT_TENSOR)?.offset as number;
+    const bytes = await readFile(dataPath(prefix));
+    bytes[at] = (bytes[at] as number) ^ 1;
+    await writeFile(dataPath(prefix), bytes);
+    expect((await readBundle(prefix)).values.get("w")?.data).toEqual(Float32Array.of(1, 2));
+    await expect(verifyCheckpoint(prefix)).rejects.toThrow(/tensor "_MONITORED_SESSION\/created_at_ms": Checksum does not match/);
+    // TensorFlow's object graph (a string tensor, not a variable) is verified too.
+    const tf = await copyBundle("checkpoint_v2", "ckpt", "tf-copy");
+    await expect(verifyCheckpoint(tf)).resolves.toBeUndefined();
+    const graph = (await TensorBundleReader.open(tf)).entry(OBJECT_GRAPH_TENSOR) as TensorBundleEntry;
+    const data = await readFile(dataPath(tf));
+    data[graph.offset + graph.sizeBytes - 1] = (data[graph.offset + graph.sizeBytes - 1] as number) ^ 1;
+    await writeFile(dataPath(tf), data);
+    await expect(verifyCheckpoint(tf)).rejects.toThrow(DataLossError);
+    // Version 1: as its reader verifies.
+    const v1 = join(dir, "v1");
+    await cp(V1_FIXTURES, v1, { recursive: true });
+    // (a fresh copy: the committed fixture itself is never written)
+    await expect(verifyCheckpoint(join(v1, "model.ckpt-7"))).resolves.toBeUndefined();
+    await truncate(dataPath(join(v1, "model.ckpt-7")), 10);
+    await expect(verifyCheckpoint(join(v1, "model.ckpt-7"))).rejects.toThrow(DataLossError);
   });
 });

@@ -34,13 +34,15 @@ describe("monitored-session CLI", () => {
 
     const inspect = await cli(["inspect", join(dir, "ckpt")]);
     expect(inspect.code).toBe(0);
-    expect(inspect.stdout).toMatch(/\* model\.ckpt-30\s+30\s+\d+ B\s+\S+\s+ok/);
+    expect(inspect.stdout).toMatch(/\* model\.ckpt-30\s+30\s+[\d.]+ (B|KiB)\s+\S+\s+TensorFlow V2 bundle\s+ok/);
     expect(inspect.stdout).toContain("4 checkpoints, all verified.");
   });
 
   it("run: a second run on a checkpoint directory in use exits 2 with one line naming the holder, and writes nothing", async () => {
     const config = join(dir, "train.yaml");
-    await writeFile(config, `module: ${job}\ncheckpoint:\n  dir: ckpt\n  saveSteps: 100000\nlastStep: 100000000\nlogStepCountSteps: 0\n`);
+    // No periodic save before the last step (the job trains some 30,000 steps a second: with a
+    // cadence of 100,000 a loaded machine saw the first run save while the second one started).
+    await writeFile(config, `module: ${job}\ncheckpoint:\n  dir: ckpt\n  saveSteps: 1000000000\nlastStep: 100000000\nlogStepCountSteps: 0\n`);
     const ckpt = join(dir, "ckpt");
     // The checkpoint files: the first run's event files grow as it trains (the summaries share the directory).
     const snapshot = (): Map<string, string> => new Map(readdirSync(ckpt).filter((f) => !f.startsWith("events.out.tfevents.")).map((f) => [f, readFileSync(join(ckpt, f), "latin1")]));
@@ -56,7 +58,7 @@ describe("monitored-session CLI", () => {
     expect(second.stderr).toMatch(
       new RegExp(`^${ckpt} is in use by pid ${first.process.pid} on host ${hostname()} since \\d\\d:\\d\\d:\\d\\d; stop that process or use another checkpoint directory\\n$`),
     );
-    // The first run saves only at its start (saveSteps 100000): the directory is as the second run found it
+    // The first run saves only at its start: the directory is as the second run found it
     // (the lock file aside, whose lease the first run may have refreshed).
     expect([...before.keys()]).toContain("checkpoint.lock");
     before.delete("checkpoint.lock");

@@ -3,7 +3,9 @@
  * and number of each checkpoint, and the tensors of a checkpoint (TensorFlow's inspect_checkpoint).
  */
 import { Command, CommanderError } from "commander";
-import { readFile, writeFile } from "node:fs/promises";
+import { cp, readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { PassThrough } from "node:stream";
 import { beforeEach, describe, expect, it } from "vitest";
 
@@ -221,6 +223,24 @@ describe("inspect: the tensors of a checkpoint (TensorFlow's inspect_checkpoint)
     const listing = await run(`${ckpt}/model.ckpt-1`);
     expect(listing.code).toBe(2);
     expect(listing.err).toContain("a checkpoint, not a directory: list its tensors with --all-tensor-names");
+  });
+
+  it("a checkpoint TensorFlow wrote with dtypes this library does not read: verified (ok, exit 0), listed, printed without values", async () => {
+    const d = tempDir();
+    const fixture = fileURLToPath(new URL("../checkpoint/fixtures/tensorflow/savev2_all_dtypes/", import.meta.url));
+    for (const suffix of [".index", ".data-00000-of-00001"]) await cp(join(fixture, `ckpt${suffix}`), join(d, `ckpt-1${suffix}`));
+    const listing = await run(d);
+    expect(listing.code).toBe(0);
+    expect(listing.out).toMatch(/ckpt-1 .*TensorFlow V2 bundle\s+ok/);
+    const names = await run(d, "--all-tensor-names");
+    expect(names.out).toMatch(/^bfloat16 +bfloat16 +\[2\] +0x[0-9a-f]{8} \(not read by this library\)$/m);
+    expect(names.out).toMatch(/^float32 +float32 +\[2, 3\] +0x[0-9a-f]{8}$/m);
+    const all = await run(d, "--all-tensors");
+    expect(all.code).toBe(0);
+    expect(all.out).toContain("tensor_name: bfloat16 bfloat16 [2]\n(bfloat16: not read by this library)\n");
+    // Bytes that are not UTF-8 text: listed, saying so, not printed as text.
+    expect(all.out).toMatch(/tensor_name: string_binary string \[\d+\]\n\(tensor "string_binary" element \d+ is not UTF-8 text/);
+    expect(all.out).toContain("tensor_name: float32 float32 [2, 3]\n[[");
   });
 
   it("a corrupt checkpoint: its values are refused in one line (exit 1); its names still come from the verified index", async () => {

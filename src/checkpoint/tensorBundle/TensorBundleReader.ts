@@ -16,6 +16,7 @@
  * @module
  */
 
+import { constants } from "node:buffer";
 import { open, readFile, stat, type FileHandle } from "node:fs/promises";
 import { endianness } from "node:os";
 
@@ -96,8 +97,12 @@ export class TensorBundleReader {
     /** Every tensor's entry, in key order. */
     readonly entries: readonly TensorBundleEntry[],
     private readonly source: DataSource,
-    /** Numeric tensors' unmasked CRC-32Cs, computed while {@link load} read their bytes. */
-    private readonly crcs: ReadonlyMap<TensorBundleEntry, number> = new Map(),
+    /**
+     * Numeric tensors' unmasked CRC-32Cs, computed while {@link load} read their bytes; each is
+     * used by the first {@link read} of its tensor (a later read checksums the bytes again: the
+     * caller may have changed the view it got).
+     */
+    private readonly crcs: Map<TensorBundleEntry, number> = new Map(),
   ) {
     const byName = new Map<string, TensorBundleEntry>();
     for (const e of entries) if (!byName.has(e.name)) byName.set(e.name, e);
@@ -129,17 +134,25 @@ export class TensorBundleReader {
    * its last tensor, in one buffer per shard (checked against the file's size before it is
    * allocated). Reads then decode in place: a tensor at an offset that is a multiple of its
    * element size (every tensor of a bundle written with `alignmentBytes` 8) views that buffer
-   * without a copy. Throws as {@link open} does, and `DataLossError` for a missing or short shard.
+   * without a copy, so the tensors read share it (it lives as long as any of them). A shard
+   * whose tensors end past the largest buffer Node makes (`buffer.constants.MAX_LENGTH`, 4 GiB
+   * in Node 20) is read tensor by tensor instead, as {@link open} reads. Throws as {@link open}
+   * does, and `DataLossError` for a missing or short shard. Only the shards that hold tensors are
+   * read, whatever number of shards the header claims.
    */
   static async load(prefix: string): Promise<TensorBundleReader> {
     const opened = await TensorBundleReader.open(prefix);
-    const ends = new Array<number>(opened.header.numShards).fill(0);
-    for (const e of opened.entries) ends[e.shardId] = Math.max(ends[e.shardId] as number, e.offset + e.sizeBytes);
+    const ends = new Map<number, number>();
+    for (const e of opened.entries) ends.set(e.shardId, Math.max(ends.get(e.shardId) ?? 0, e.offset + e.sizeBytes));
+    if ([...ends.values()].some((end) => end > MAX_LOADED_BYTES)) return opened;
     const crcs = new Map<TensorBundleEntry, number>();
-    const shards = await Promise.all(
-      ends.map((end, shard) => readPrefixOfFile(bundleDataPath(prefix, shard, opened.header.numShards), end, opened.entries.filter((e) => e.shardId === shard), crcs)),
-    );
-    const source: DataSource = (_path, entry) => Promise.resolve((shards[entry.shardId] as Uint8Array).subarray(entry.offset, entry.offset + entry.sizeBytes));
+    const shards = new Map<number, Uint8Array>();
+    // One shard at a time: a bad one stops the load before the next is read.
+    for (const [shard, end] of ends) {
+      const path = bundleDataPath(prefix, shard, opened.header.numShards);
+      shards.set(shard, await readPrefixOfFile(path, end, opened.entries.filter((e) => e.shardId === shard), crcs));
+    }
+    const source: DataSource = (_path, entry) => Promise.resolve((shards.get(entry.shardId) as Uint8Array).subarray(entry.offset, entry.offset + entry.sizeBytes));
     return new TensorBundleReader(prefix, opened.header, opened.entries, source, crcs);
   }
 
@@ -169,7 +182,8 @@ export class TensorBundleReader {
 
   /**
    * Reads the tensor `name`, verifying its checksum. Strings are decoded as UTF-8 (an
-   * `InvalidArgumentError` for one that is not: read it with {@link readStringBytes}).
+   * `UnimplementedError` for one that is not, since a string tensor of this library holds text:
+   * read it with {@link readStringBytes}).
    * Throws `NotFoundError` for an unknown name, `UnimplementedError` for a dtype this library
    * does not hold or a partitioned tensor, `DataLossError` for bytes that do not verify.
    */
@@ -177,16 +191,41 @@ export class TensorBundleReader {
     const entry = this.supportedEntry(name);
     const bytes = await this.source(this.dataPath(entry), entry);
     const at = { file: this.dataPath(entry), name };
-    if (entry.dtype !== "string") return decodeNumeric(entry, bytes, this.header.endianness, at, this.crcs.get(entry));
+    if (entry.dtype !== "string") {
+      const crc = this.crcs.get(entry);
+      this.crcs.delete(entry);
+      return decodeNumeric(entry, bytes, this.header.endianness, at, crc);
+    }
     const elements = decodeStrings(entry, bytes, this.header.endianness, at);
     const data = elements.map((b, i) => {
       try {
         return UTF8.decode(b);
       } catch {
-        throw new InvalidArgumentError(`tensor ${JSON.stringify(name)} element ${i} is not UTF-8 text: read it with readStringBytes`);
+        throw new UnimplementedError(`tensor ${JSON.stringify(name)} element ${i} is not UTF-8 text, which a string tensor of this library holds: read it with readStringBytes`);
       }
     });
     return { dtype: "string", shape: [...entry.shape], data };
+  }
+
+  /**
+   * Verifies the checksum of the tensor `name` without decoding it, whatever its dtype (a
+   * `bfloat16` tensor this library cannot read still verifies). A partitioned tensor's entry
+   * holds no bytes of its own: nothing to verify. Throws `NotFoundError` for an unknown name,
+   * `DataLossError` for bytes that do not verify.
+   */
+  async verify(name: string): Promise<void> {
+    const entry = this.byName.get(name);
+    if (entry === undefined) throw new NotFoundError(`${bundleIndexPath(this.prefix)}: no tensor ${JSON.stringify(name)} in the bundle`);
+    if (entry.slices > 0) return;
+    const bytes = await this.source(this.dataPath(entry), entry);
+    const at = { file: this.dataPath(entry), name };
+    if (entry.dtype === "string") {
+      decodeStrings(entry, bytes, this.header.endianness, at);
+      return;
+    }
+    const crc = this.crcs.get(entry);
+    const calculated = crc === undefined ? maskedCrc32c(bytes) : maskCrc32c(crc);
+    if (calculated !== entry.crc32c) throw checksumMismatch(entry, at, calculated);
   }
 
   /** Reads the string tensor `name` as raw bytes, one array per element (as `read` verifies). */
@@ -416,6 +455,9 @@ const readPrefixOfFile = async (path: string, end: number, entries: readonly Ten
     await fh.close();
   }
 };
+
+/** The largest shard {@link TensorBundleReader.load} reads into one buffer. */
+const MAX_LOADED_BYTES = constants.MAX_LENGTH;
 
 /** Reads kept in flight by {@link TensorBundleReader.load}, so the next chunk is ready when a checksum finishes. */
 const READS_IN_FLIGHT = 2;

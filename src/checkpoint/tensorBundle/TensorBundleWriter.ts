@@ -10,8 +10,8 @@
  * which makes TensorFlow's files a golden reference, and nothing is wasted on padding. Padding
  * is legal (readers follow each entry's offset; the checksums do not cover it) and is kept as
  * an option for a restore that views one large buffer in place, which needs each tensor at a
- * multiple of its element size; the reader here does not need it, as it reads each tensor into
- * a buffer of its own.
+ * multiple of its element size (`TensorBundleReader.load` decodes such tensors without a copy,
+ * and copies the others; `BundleSaver` writes with 8).
  *
  * Tensors are written in the order they are added (as TensorFlow's `BundleWriter` appends them),
  * listed in the index by key; strings as TensorFlow stores them (see `stringTensor.ts`),

@@ -89,6 +89,27 @@ describe("a lying index (valid checksums, false entries)", () => {
   const f32 = Uint8Array.from(Buffer.from(Float32Array.of(1, 2).buffer));
   const crc = maskedCrc32c(f32);
 
+  it("a header claiming 2^31 - 1 shards: load reads only the shards that hold tensors (no allocation per claimed shard)", async () => {
+    const many: BundleHeader = { ...HEADER, numShards: 2 ** 31 - 1 };
+    const empty = await files(index([["", encodeBundleHeader(many)]]), new Uint8Array(0), "many-shards-empty");
+    expect((await TensorBundleReader.load(empty)).entries).toEqual([]);
+    // One tensor in shard 0 of the claimed 2^31 - 1: its data file is the one read.
+    const one = join(dir, "many-shards-one");
+    await writeFile(`${one}.index`, withEntry({ crc32c: crc }, many));
+    await writeFile(`${one}.data-00000-of-${String(2 ** 31 - 1).padStart(5, "0")}`, f32);
+    expect(bits(new Map([["t", await (await TensorBundleReader.load(one)).read("t")]]))).toEqual(bits(new Map([["t", { dtype: "float32", shape: [2], data: Float32Array.of(1, 2) } as TensorValue]])));
+  });
+
+  it("verify checks a tensor of a dtype this library does not read, and refuses its changed bytes", async () => {
+    const bf16 = Uint8Array.of(0x80, 0x3f, 0x00, 0x40);
+    const prefix = await files(withEntry({ dtypeCode: 14, shape: [2], size: 4, crc32c: maskedCrc32c(bf16) }), bf16, "bfloat16");
+    const reader = await TensorBundleReader.load(prefix);
+    await expect(reader.read("t")).rejects.toThrow(UnimplementedError);
+    await expect(reader.verify("t")).resolves.toBeUndefined();
+    const flipped = await files(withEntry({ dtypeCode: 14, shape: [2], size: 4, crc32c: maskedCrc32c(bf16) }), Uint8Array.of(0x80, 0x3f, 0x00, 0x41), "bfloat16-flipped");
+    await expect((await TensorBundleReader.open(flipped)).verify("t")).rejects.toThrow(DataLossError);
+  });
+
   it("entries refused when the bundle is opened: sizes that do not fit the dtype, overflowing shapes, bad shards, no dtype", async () => {
     const cases: [Partial<BundleEntry>, string][] = [
       [{ size: 2 ** 53 - 1 }, "Invalid size in bundle entry"],
