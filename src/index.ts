@@ -36,10 +36,12 @@ export {
   type FetchResult,
   type Fetches,
   type FetchValue,
+  type ObjectPaths,
   type RunMetadata,
   type RunOptions,
   type Session,
   type VariableCollection,
+  type VariableRestoreOptions,
   type VariableStore,
 } from "./session/Session.js";
 export { Graph, GraphSession, Variable, type OpContext, type OpFn, type VariableOptions } from "./session/Graph.js";

@@ -28,7 +28,7 @@ import { DataLossError, NotFoundError, RuntimeError, ValueError } from "../error
 import { isPromiseLike } from "../util/promise.js";
 import { processTempFiles, type TempFileRegistry } from "./TempFileRegistry.js";
 import { defaultLogger, type Logger } from "../Logger.js";
-import type { VariableStore } from "../session/Session.js";
+import type { ObjectPaths, VariableStore } from "../session/Session.js";
 import type { TensorValue } from "../session/Tensor.js";
 import type { StagedBundle } from "./checkpointFormat.js";
 import { CheckpointDirLock, type CheckpointDirLockOptions } from "./CheckpointDirLock.js";
@@ -45,7 +45,8 @@ import {
   unlinkIfExists,
   type StagedFile,
 } from "./internal/files.js";
-import { BundleSaver, toSnapshot, type SaveSource, type Saver } from "./Saver.js";
+import { BundleSaver, isVariableStore, toSnapshot, type SaveSource, type Saver } from "./Saver.js";
+import { restoreInto } from "./objectGraph.js";
 import { checkpointNumberOf, scanCheckpointNumbers } from "./checkpointNumbers.js";
 import { planRetention, type RetentionPolicy } from "./retentionPlan.js";
 import { adoptState, recoverState } from "./stateRecovery.js";
@@ -129,6 +130,8 @@ export interface PreparedSave {
   /** The absolute prefix it will be written to. */
   readonly path: string;
   readonly snapshot: ReadonlyMap<string, TensorValue>;
+  /** The store's TensorFlow 2 object paths when the snapshot was taken (see `VariableStore.objectPaths`). */
+  readonly objectPaths?: ObjectPaths | undefined;
   /** @internal its place in the commit order */
   readonly turn: Turn;
 }
@@ -303,7 +306,7 @@ export class CheckpointManager {
       }
       this.lastCheckpointStep = current;
     }
-    return this.reserve(toSnapshot(values), options);
+    return this.reserve(toSnapshot(values), options, isVariableStore(values) ? values.objectPaths?.() : undefined);
   }
 
   /**
@@ -314,6 +317,7 @@ export class CheckpointManager {
   private reserve(
     snapshot: ReadonlyMap<string, TensorValue> | Promise<ReadonlyMap<string, TensorValue>>,
     options: CheckpointSaveOptions,
+    objectPaths: ObjectPaths | undefined,
   ): PreparedSave | Promise<PreparedSave> {
     this.counter += 1;
     const checkpointNumber = options.checkpointNumber ?? this.counter;
@@ -328,9 +332,9 @@ export class CheckpointManager {
       done = r;
     });
     const turn = { previous, done };
-    if (!isPromiseLike(snapshot)) return { checkpointNumber, step, path, snapshot, turn };
+    if (!isPromiseLike(snapshot)) return { checkpointNumber, step, path, snapshot, objectPaths, turn };
     return Promise.resolve(snapshot).then(
-      (s) => ({ checkpointNumber, step, path, snapshot: s, turn }),
+      (s) => ({ checkpointNumber, step, path, snapshot: s, objectPaths, turn }),
       (e: unknown) => {
         void previous.then(done);
         throw e;
@@ -349,9 +353,9 @@ export class CheckpointManager {
       // The default saver's files are written now and made durable below, together with the
       // state file's; any other saver makes its checkpoint durable itself.
       if (Object.getPrototypeOf(this.saver) === BundleSaver.prototype) {
-        bundle = await (this.saver as BundleSaver).stage(prepared.snapshot, prepared.path, { step: prepared.step });
+        bundle = await (this.saver as BundleSaver).stage(prepared.snapshot, prepared.path, { step: prepared.step, objectPaths: prepared.objectPaths });
       } else {
-        await this.saver.save(prepared.snapshot, prepared.path, { step: prepared.step });
+        await this.saver.save(prepared.snapshot, prepared.path, { step: prepared.step, objectPaths: prepared.objectPaths });
         await mkdir(this.directory, { recursive: true });
       }
       await prepared.turn.previous;
@@ -429,7 +433,7 @@ export class CheckpointManager {
         });
         continue;
       }
-      await store.restore(contents.values);
+      await restoreInto(store, contents);
       if (this.checkpointInterval !== null && this.stepCounter !== undefined) {
         this.lastCheckpointStep = Number(this.stepCounter());
       }
@@ -456,7 +460,7 @@ export class CheckpointManager {
     if (path === null) throw new NotFoundError(`No checkpoint to restore in ${this.directory}`);
     const full = resolveInside(this.directory, path);
     const contents = await this.saver.restore(full);
-    await store.restore(contents.values);
+    await restoreInto(store, contents);
     this.restored = full;
     return contents.step;
   }

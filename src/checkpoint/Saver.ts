@@ -23,7 +23,7 @@ import { join } from "node:path";
 
 import { systemClock, type Clock } from "../time/Clock.js";
 import { isPromiseLike } from "../util/promise.js";
-import type { VariableStore } from "../session/Session.js";
+import type { ObjectPaths, VariableStore } from "../session/Session.js";
 import type { TensorValue } from "../session/Tensor.js";
 import {
   DATA_SUFFIX,
@@ -34,6 +34,7 @@ import {
   removeBundle,
   stageBundle,
   writeBundle,
+  type BundleMetadata,
   type CheckpointContents,
   type StagedBundle,
 } from "./checkpointFormat.js";
@@ -51,6 +52,12 @@ export type SaveSource = VariableStore | ReadonlyMap<string, TensorValue>;
 export interface SaverSaveOptions {
   /** The step to record in the checkpoint (default 0). */
   readonly step?: number;
+  /**
+   * The variables' TensorFlow 2 object paths (default: the store's `objectPaths()`, if the
+   * values are a store that has them). With them the checkpoint carries TensorFlow 2's object
+   * graph (see "TensorFlow 2 object graph" in docs/checkpoints.md).
+   */
+  readonly objectPaths?: ObjectPaths | undefined;
 }
 
 /**
@@ -110,7 +117,7 @@ export class BundleSaver implements Saver {
     try {
       assertValidPath(prefix);
       const write = (snapshot: ReadonlyMap<string, TensorValue>): Promise<string> =>
-        writeBundle(prefix, snapshot, { step: options.step ?? 0, createdAtMs: Math.round(this.clock.now()) }, this.temps).then(() => prefix);
+        writeBundle(prefix, snapshot, this.metadata(values, options), this.temps).then(() => prefix);
       const snapshot = toSnapshot(values);
       return isPromiseLike(snapshot) ? Promise.resolve(snapshot).then(write) : write(snapshot);
     } catch (e) {
@@ -129,7 +136,7 @@ export class BundleSaver implements Saver {
     try {
       assertValidPath(prefix);
       const stage = (snapshot: ReadonlyMap<string, TensorValue>): Promise<StagedBundle> =>
-        stageBundle(prefix, snapshot, { step: options.step ?? 0, createdAtMs: Math.round(this.clock.now()) }, this.temps);
+        stageBundle(prefix, snapshot, this.metadata(values, options), this.temps);
       const snapshot = toSnapshot(values);
       return isPromiseLike(snapshot) ? Promise.resolve(snapshot).then(stage) : stage(snapshot);
     } catch (e) {
@@ -139,6 +146,12 @@ export class BundleSaver implements Saver {
 
   restore(prefix: string): Promise<CheckpointContents> {
     return readBundle(prefix);
+  }
+
+  /** What a save records beside the values: the step, the time, and the object paths. */
+  private metadata(values: SaveSource, options: SaverSaveOptions): BundleMetadata {
+    const objectPaths = options.objectPaths ?? (isVariableStore(values) ? values.objectPaths?.() : undefined);
+    return { step: options.step ?? 0, createdAtMs: Math.round(this.clock.now()), objectPaths };
   }
 
   async exists(prefix: string): Promise<boolean> {

@@ -35,11 +35,13 @@ import { mkdir, open, stat } from "node:fs/promises";
 import { dirname } from "node:path";
 
 import { DataLossError, InvalidArgumentError, NotFoundError } from "../errors.js";
+import type { ObjectPaths } from "../session/Session.js";
 import type { TensorValue } from "../session/Tensor.js";
 import * as v1 from "./BundleFormat.js";
 import { assertValidPath, fsyncDir, settleAll, stageFile, stageFileWith, unlinkIfExists, type StagedFile } from "./internal/files.js";
 import { TensorBundleReader, type TensorBundleEntry } from "./tensorBundle/TensorBundleReader.js";
 import { planTensorBundle, writePlannedData, type BundleTensor } from "./tensorBundle/TensorBundleWriter.js";
+import { ObjectGraph, planObjectGraph, VARIABLE_VALUE_SUFFIX, withoutValueSuffix } from "./objectGraph.js";
 import { processTempFiles, type TempFileRegistry } from "./TempFileRegistry.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -67,14 +69,29 @@ export interface CheckpointContents {
   readonly step: number;
   /** The save time, epoch milliseconds. */
   readonly createdAtMs: number;
-  /** The variables (without the reserved tensors and TensorFlow's object graph). */
+  /**
+   * The variables (without the reserved tensors and TensorFlow's object graph), by name. A
+   * checkpoint this library wrote with an object graph gives them without the key's
+   * `/.ATTRIBUTES/VARIABLE_VALUE`; one TensorFlow wrote gives its keys as they are.
+   */
   readonly values: Map<string, TensorValue>;
+  /**
+   * The object graph of a checkpoint TensorFlow 2 wrote (`tf.train.Checkpoint`), which maps
+   * object paths to {@link values}' keys; `restoreInto` restores through it.
+   */
+  readonly objectGraph?: ObjectGraph | undefined;
 }
 
 /** Metadata written with a checkpoint. */
 export interface BundleMetadata {
   readonly step: number;
   readonly createdAtMs: number;
+  /**
+   * The variables' TensorFlow 2 object paths: with them, every variable is keyed
+   * `<name>/.ATTRIBUTES/VARIABLE_VALUE` and `_CHECKPOINTABLE_OBJECT_GRAPH` is written (see
+   * `objectGraph.ts`).
+   */
+  readonly objectPaths?: ObjectPaths | undefined;
 }
 
 /** One variable of a checkpoint, as its index lists it. */
@@ -181,13 +198,21 @@ export const stageBundle = async (
   for (const key of ["step", "createdAtMs"] as const) {
     if (!Number.isSafeInteger(meta[key])) throw new InvalidArgumentError(`checkpoint ${key} ${meta[key]} is not a safe integer`);
   }
-  const tensors: (readonly [string, BundleTensor])[] = [];
-  for (const [name, value] of values) {
+  for (const name of values.keys()) {
     if (name.length === 0) throw new InvalidArgumentError("a checkpointed variable name must not be empty");
     if (isReserved(name)) throw new InvalidArgumentError(`variable name ${JSON.stringify(name)} is reserved for the checkpoint's own tensors (${RESERVED_TENSOR_PREFIX}…, ${OBJECT_GRAPH_TENSOR}): rename the variable`);
-    tensors.push([name, value]);
+  }
+  // With object paths, TensorFlow 2's keys and graph (objectGraph.ts); else the names as they are.
+  const planned = meta.objectPaths === undefined ? undefined : planObjectGraph(values.keys(), meta.objectPaths);
+  const keyOf = (name: string): string => planned?.keys.get(name) ?? name;
+  const nameOf = new Map<string, string>();
+  const tensors: (readonly [string, BundleTensor])[] = [];
+  for (const [name, value] of values) {
+    tensors.push([keyOf(name), value]);
+    nameOf.set(keyOf(name), name);
   }
   tensors.push([STEP_TENSOR, int64Scalar(meta.step)], [CREATED_AT_TENSOR, int64Scalar(meta.createdAtMs)]);
+  if (planned !== undefined) tensors.push([OBJECT_GRAPH_TENSOR, { dtype: "string", shape: [], data: [planned.graph] }]);
   // Laid out now (every tensor checked before the disk is touched); checksummed while written.
   const plan = planTensorBundle(tensors, { alignmentBytes: ALIGNMENT_BYTES });
   const dir = dirname(prefix);
@@ -215,8 +240,8 @@ export const stageBundle = async (
       createdAtMs: meta.createdAtMs,
       dataBytes: plan.dataBytes,
       tensors: [...entries]
-        .filter(([name]) => !isReserved(name))
-        .map(([name, e]) => ({ name, dtype: (values.get(name) as TensorValue).dtype, shape: e.shape, sizeBytes: e.size, crc32c: e.crc32c, supported: true }))
+        .filter(([key]) => !isReserved(key))
+        .map(([key, e]) => ({ name: key, dtype: (values.get(nameOf.get(key) as string) as TensorValue).dtype, shape: e.shape, sizeBytes: e.size, crc32c: e.crc32c, supported: true }))
         .sort((a, b) => byName(a.name, b.name)),
     };
     const d = data;
@@ -259,7 +284,23 @@ export const readBundle = async (prefix: string): Promise<CheckpointContents> =>
   const reader = await TensorBundleReader.load(prefix);
   const values = await reader.readAll(reader.entries.filter((e) => !isReserved(e.name)).map((e) => e.name));
   const { step, createdAtMs } = await recorded(reader);
-  return { step, createdAtMs, values };
+  const graph = reader.entry(OBJECT_GRAPH_TENSOR);
+  if (graph === undefined) return { step, createdAtMs, values };
+  // Ours (it has the step tensor): the variables by name. TensorFlow's: its keys, and the graph.
+  if (reader.entry(STEP_TENSOR) !== undefined) return { step, createdAtMs, values: withoutValueSuffix(values) };
+  return { step, createdAtMs, values, objectGraph: await readObjectGraph(reader) };
+};
+
+/** The bundle's `_CHECKPOINTABLE_OBJECT_GRAPH`, verified and decoded (`DataLossError` if malformed). */
+const readObjectGraph = async (reader: TensorBundleReader): Promise<ObjectGraph> => {
+  const entry = reader.entry(OBJECT_GRAPH_TENSOR) as TensorBundleEntry;
+  const file = reader.dataPath(entry);
+  if (entry.dtype !== "string" || entry.shape.length !== 0) {
+    throw new DataLossError(`${indexPath(reader.prefix)}: ${OBJECT_GRAPH_TENSOR} is ${entry.dtype}[${entry.shape.join(", ")}], not a string scalar`);
+  }
+  const [bytes] = await reader.readStringBytes(OBJECT_GRAPH_TENSOR);
+  // The serialized graph follows its length (a varint) and the lengths' checksum (4 bytes).
+  return ObjectGraph.decode(bytes as Uint8Array, { file, offset: entry.offset + entry.sizeBytes - (bytes as Uint8Array).length });
 };
 
 /**
@@ -303,7 +344,13 @@ export const readTensors = async (prefix: string, names: readonly string[]): Pro
   const out = new Map<string, TensorValue>();
   if ((await formatOf(prefix)) === "tensorflow-v2") {
     const reader = await TensorBundleReader.open(prefix);
-    for (const name of names) if (!isReserved(name) && reader.entry(name) !== undefined) out.set(name, await reader.read(name));
+    // Ours with an object graph keys a variable `<name>/.ATTRIBUTES/VARIABLE_VALUE`: either is found.
+    const suffixed = reader.entry(OBJECT_GRAPH_TENSOR) !== undefined && reader.entry(STEP_TENSOR) !== undefined;
+    for (const name of names) {
+      if (isReserved(name)) continue;
+      const key = reader.entry(name) === undefined && suffixed ? `${name}${VARIABLE_VALUE_SUFFIX}` : name;
+      if (reader.entry(key) !== undefined) out.set(name, await reader.read(key));
+    }
     return out;
   }
   const m = await v1.readManifest(prefix);

@@ -26,6 +26,9 @@ export {
   type CheckpointTensorInfo,
 } from "./checkpointFormat.js";
 
+/* TensorFlow 2's object graph: restore by object path */
+export { ObjectGraph, restoreInto, VARIABLE_VALUE_SUFFIX, type ObjectGraphContents } from "./objectGraph.js";
+
 /* TensorFlow's V2 bundle, tensor by tensor */
 export { TensorBundleReader, type BundleIndex, type TensorBundleEntry } from "./tensorBundle/TensorBundleReader.js";
 export { TensorBundleWriter, type BundleTensor, type TensorBundleWriterOptions } from "./tensorBundle/TensorBundleWriter.js";

@@ -32,6 +32,7 @@ import {
   type CheckpointInfo,
 } from "../checkpoint/index.js";
 import { readTensors, verifyCheckpoint } from "../checkpoint/checkpointFormat.js";
+import { VARIABLE_VALUE_SUFFIX } from "../checkpoint/objectGraph.js";
 import { checkpointNumberOf } from "../checkpoint/checkpointNumbers.js";
 import { pathExists } from "../checkpoint/internal/files.js";
 import { closest } from "../codec.js";
@@ -300,8 +301,11 @@ const inspectTensors = async (path: string, options: InspectOptions, io: CliIo):
     crc32c: `0x${e.crc32c.toString(16).padStart(8, "0")}`,
     supported: e.supported,
   }));
-  const name = options.tensorName;
-  if (name !== undefined && !entries.some((e) => e.name === name)) {
+  // A variable's name finds its key in a checkpoint with an object graph (`<name>/.ATTRIBUTES/VARIABLE_VALUE`).
+  const has = (n: string): boolean => entries.some((e) => e.name === n);
+  const asked = options.tensorName;
+  const name = asked === undefined || has(asked) || !has(`${asked}${VARIABLE_VALUE_SUFFIX}`) ? asked : `${asked}${VARIABLE_VALUE_SUFFIX}`;
+  if (name !== undefined && !has(name)) {
     const names = entries.map((e) => e.name);
     const hint = closest(name, names);
     io.err.write(`${prefix}: no tensor "${name}" in the checkpoint${hint === undefined ? "" : ` (did you mean "${hint}"?)`}; it has ${preview(names)}\n`);

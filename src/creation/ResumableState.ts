@@ -137,7 +137,9 @@ export class ResumableState {
         const out = inner.snapshot(c);
         return isPromiseLike(out) ? Promise.resolve(out).then(add) : add(out);
       },
-      restore: async (values) => {
+      // The registered state sits at its own names in an object graph (objectGraph.ts).
+      ...(inner.objectPaths === undefined ? {} : { objectPaths: inner.objectPaths.bind(inner) }),
+      restore: async (values, options) => {
         const rest = new Map<string, TensorValue>();
         for (const [k, v] of values) if (!this.entries.has(k)) rest.set(k, v);
         // Decode everything before changing anything: a bad entry leaves all state untouched.
@@ -147,7 +149,8 @@ export class ResumableState {
         for (const e of entries) {
           const v = values.get(e.name);
           if (v === undefined) {
-            if (!e.optional) missing.push(e.name);
+            // A checkpoint TensorFlow wrote has none of it: the state stays as it is.
+            if (!e.optional && options?.fromObjectGraph !== true) missing.push(e.name);
             continue;
           }
           try {
@@ -162,7 +165,7 @@ export class ResumableState {
           );
         }
         if (problems.length > 0) throw new InvalidArgumentError(`Invalid registered state in the checkpoint:\n  ${problems.join("\n  ")}`);
-        await inner.restore(rest);
+        await inner.restore(rest, options);
         for (const [e, v] of decoded) await e.entry.restore(v);
       },
     };

@@ -21,6 +21,7 @@ import { readdir } from "node:fs/promises";
 import { basename, resolve } from "node:path";
 
 import { CheckpointManager, getCheckpointState, readCheckpointState, type Saver } from "../checkpoint/index.js";
+import { restoreInto } from "../checkpoint/objectGraph.js";
 import type { ChiefModel } from "../session/ChiefModel.js";
 import { secs, systemClock, type Clock } from "../time/Clock.js";
 import { DeadlineExceededError, FailedPreconditionError, NotFoundError, RuntimeError, ValueError } from "../errors.js";
@@ -312,7 +313,7 @@ export class SessionManager {
       }
       if (checkpointFilenameWithPath !== undefined) {
         const contents = await saver.restore(checkpointFilenameWithPath);
-        await store.restore(contents.values);
+        await restoreInto(store, contents);
         this.lastRestored = checkpointFilenameWithPath;
         return [session, true];
       }

@@ -96,6 +96,23 @@ export type RunMetadata = Record<string, unknown>;
 export type VariableCollection = "global" | "local" | "all";
 
 /**
+ * TensorFlow 2 object paths by variable name: local names from a `tf.train.Checkpoint`'s root,
+ * joined by `/` (`model/_functional/_operations/1/_kernel`). See {@link VariableStore.objectPaths}.
+ */
+export type ObjectPaths = ReadonlyMap<string, readonly string[]>;
+
+/** Options of {@link VariableStore.restore}. */
+export interface VariableRestoreOptions {
+  /**
+   * The values come from a checkpoint TensorFlow wrote, matched through its object graph and
+   * {@link VariableStore.objectPaths}: they may be a subset. The store completes what it can
+   * (the TensorFlow.js adapter: the global step from the optimizer's iterations, the data
+   * position from its start) and throws `InvalidArgumentError` naming what it cannot.
+   */
+  readonly fromObjectGraph?: boolean;
+}
+
+/**
  * A session's named variables. This is the seam for checkpointing, readiness checks and the
  * TensorFlow.js adapter: anything that can list, initialize, snapshot and restore its state.
  *
@@ -119,7 +136,16 @@ export interface VariableStore {
    */
   snapshot(collection?: VariableCollection): Map<string, TensorValue> | Promise<Map<string, TensorValue>>;
   /** Sets the variables named in `values`, marking them initialized. Unknown names are errors. */
-  restore(values: ReadonlyMap<string, TensorValue>): void | Promise<void>;
+  restore(values: ReadonlyMap<string, TensorValue>, options?: VariableRestoreOptions): void | Promise<void>;
+  /**
+   * Optional: where the variables sit in a TensorFlow 2 object graph. A store that has them is
+   * checkpointed with `_CHECKPOINTABLE_OBJECT_GRAPH`, so `tf.train.Checkpoint(...).restore`
+   * finds each variable at its paths (every listed path leads to it; a variable listed with
+   * none, or not listed, sits at its own name), and a checkpoint TensorFlow wrote restores into
+   * it by path: each variable takes the value at the first of its paths that the checkpoint's
+   * graph holds. See "TensorFlow 2 object graph" in docs/checkpoints.md.
+   */
+  objectPaths?(): ObjectPaths;
 }
 
 /**

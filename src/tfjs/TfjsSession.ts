@@ -108,6 +108,7 @@ import {
 import type { BatchData, TfjsDataSource } from "./DataSource.js";
 import { exportModelArtifacts, type ExportedModel } from "./exportModel.js";
 import { InMemoryDataSource } from "./InMemoryDataSource.js";
+import { kerasObjectPaths } from "./internal/kerasPaths.js";
 import { modelWeights } from "./internal/naming.js";
 import { compiledOptimizer, OptimizerState } from "./internal/OptimizerState.js";
 import { Replicas } from "./internal/Replicas.js";
@@ -232,13 +233,26 @@ export class TfjsSession extends LocalSession {
     if (options.collective !== undefined && shards > 1 && shards !== options.collective.size) {
       throw new ValueError(`the data source has ${shards} shards but the collective ${options.collective.size} ranks; shard the data by the collective's size`);
     }
-    this.vars = new TfjsVariables(weights, this.optimizerState, this.data, this.globalStepName, {
-      assertOpen: () => this.assertOpen(),
-      restored: () => {
-        this.setLastBatch(undefined);
-        this.replicas?.restored();
-      },
+    const objectPaths = kerasObjectPaths({
+      weights,
+      sequential: this.model.getClassName() === "Sequential",
+      trainable: weights.filter((w) => trainable.has(w.variable)).map((w) => w.name),
+      optimizerClass: this.optimizer.getClassName(),
     });
+    this.vars = new TfjsVariables(
+      weights,
+      this.optimizerState,
+      this.data,
+      this.globalStepName,
+      {
+        assertOpen: () => this.assertOpen(),
+        restored: () => {
+          this.setLastBatch(undefined);
+          this.replicas?.restored();
+        },
+      },
+      objectPaths,
+    );
     this.variables = this.vars;
 
     const taken = new Set<string>();

@@ -12,6 +12,7 @@ import { beforeEach, describe, expect, it } from "vitest";
 import { CheckpointManager, TensorBundleReader } from "../../src/checkpoint/index.js";
 import { addInspectCommand, inspectCommand } from "../../src/cli/inspect.js";
 import { silentLogger } from "../../src/Logger.js";
+import type { VariableStore } from "../../src/session/Session.js";
 import { tensor, type TensorValue } from "../../src/session/Tensor.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
@@ -190,6 +191,32 @@ describe("inspect: the tensors of a checkpoint (TensorFlow's inspect_checkpoint)
     expect(first.out).toBe("tensor_name: dense/kernel float32 [2, 3]\n[[0.1, 0.2, 0.3], [-1.5, 2, 1]]\n");
     const step = await run(ckpt, "--tensor-name", "global_step", "--json");
     expect(JSON.parse(step.out)).toEqual(expect.objectContaining({ name: "global_step", dtype: "int64", shape: [], values: "200" }));
+  });
+
+  it("a checkpoint with an object graph (keys `<name>/.ATTRIBUTES/VARIABLE_VALUE`): its step is still the global step, and --tensor-name takes the variable's name", async () => {
+    const d = tempDir();
+    const values = new Map<string, TensorValue>([
+      ["model/0_dense/kernel", tensor("float32", [2], Float32Array.of(1, 2))],
+      ["global_step", tensor("int64", [], BigInt64Array.of(321n))],
+    ]);
+    const store: VariableStore = {
+      names: () => [...values.keys()],
+      reportUninitialized: () => [],
+      initialize: () => undefined,
+      snapshot: () => new Map(values),
+      restore: () => undefined,
+      objectPaths: () => new Map([["model/0_dense/kernel", ["model/_functional/_operations/1/_kernel"]]]),
+    };
+    const manager = await CheckpointManager.create({ directory: d, checkpointName: "model.ckpt", logger: silentLogger });
+    await manager.save(store, { checkpointNumber: 3 });
+    await manager.close();
+    expect(await listed(d)).toEqual([{ number: 3, step: 321, status: "ok" }]);
+    const r = await run(d, "--tensor-name", "model/0_dense/kernel");
+    expect(r.code).toBe(0);
+    expect(r.out).toBe("tensor_name: model/0_dense/kernel/.ATTRIBUTES/VARIABLE_VALUE float32 [2]\n[1, 2]\n");
+    const names = await run(d, "--all-tensor-names");
+    expect(names.out).toContain("global_step/.ATTRIBUTES/VARIABLE_VALUE");
+    expect(names.out).toContain("(step 321;");
   });
 
   it("--all-tensors: every tensor with its values; a large one summarized as numpy does, every value in --json", async () => {

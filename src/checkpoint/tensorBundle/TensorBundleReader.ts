@@ -249,7 +249,8 @@ export class TensorBundleReader {
     return entry;
   }
 
-  private dataPath(entry: TensorBundleEntry): string {
+  /** The data file that holds `entry`'s bytes. */
+  dataPath(entry: TensorBundleEntry): string {
     return bundleDataPath(this.prefix, entry.shardId, this.header.numShards);
   }
 }

@@ -185,13 +185,14 @@ export const decodeBundleEntry = (bytes: Uint8Array, at: MessageAt): BundleEntry
 // utils
 // ---------------------------------------------------------------------------------------------
 
-type Visit = (field: number, wire: WireType, r: BinaryReader) => boolean;
+/** Takes one field of a message (returns false to have it skipped). */
+export type Visit = (field: number, wire: WireType, r: BinaryReader) => boolean;
 
 /**
  * Calls `visit` for each field of the message in `bytes`; a field it does not take (returns
  * false) is skipped. Any error becomes a `DataLossError` at the field's offset.
  */
-const walk = (bytes: Uint8Array, at: MessageAt, visit: Visit): void => {
+export const walk = (bytes: Uint8Array, at: MessageAt, visit: Visit): void => {
   const r = new BinaryReader(bytes);
   while (r.pos < r.len) {
     const start = r.pos;
@@ -207,19 +208,19 @@ const walk = (bytes: Uint8Array, at: MessageAt, visit: Visit): void => {
 };
 
 /** A nested message's bytes (length-delimited); {@link nested} says where it lies. */
-const message = (r: BinaryReader, wire: WireType, name: string): Uint8Array => {
+export const message = (r: BinaryReader, wire: WireType, name: string): Uint8Array => {
   if (wire !== WireType.LengthDelimited) throw new Error(`${name} has wire type ${wire}, expected ${WireType.LengthDelimited}`);
   return r.bytes();
 };
 
 /** Where the nested message `m` that `r` has just read lies in the file. */
-const nested = (at: MessageAt, r: BinaryReader, m: Uint8Array, name: string): MessageAt => ({
+export const nested = (at: MessageAt, r: BinaryReader, m: Uint8Array, name: string): MessageAt => ({
   file: at.file,
   offset: at.offset + r.pos - m.length,
   what: `${at.what} ${name}`,
 });
 
-const int32 = (r: BinaryReader, wire: WireType, name: string): number => {
+export const int32 = (r: BinaryReader, wire: WireType, name: string): number => {
   if (wire !== WireType.Varint) throw new Error(`${name} has wire type ${wire}, expected ${WireType.Varint}`);
   const v = r.int32();
   if (r.pos > r.len) throw new RangeError(`truncated ${name}`);

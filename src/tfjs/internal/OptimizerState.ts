@@ -125,8 +125,10 @@ export class OptimizerState {
   /**
    * Validates a checkpoint's optimizer entries (every name starting `optimizer/`) without
    * changing anything. Throws `InvalidArgumentError` for a missing, unknown or mismatched entry.
+   * With `derivedHidden`, an Adam optimizer's missing beta powers are not an error:
+   * `setWeights` derives them from the iterations (a checkpoint Keras wrote has none).
    */
-  plan(entries: ReadonlyMap<string, TensorValue>): OptimizerPlan {
+  plan(entries: ReadonlyMap<string, TensorValue>, { derivedHidden = false }: { readonly derivedHidden?: boolean } = {}): OptimizerPlan {
     const iterations = entries.get(ITERATIONS);
     if (iterations === undefined) {
       throw new InvalidArgumentError(`The optimizer is restored as a whole; the checkpoint lacks "${ITERATIONS}".`);
@@ -137,6 +139,7 @@ export class OptimizerState {
     for (const f of this.hiddenFields) {
       const name = `${OPTIMIZER_PREFIX}${f}`;
       const t = entries.get(name);
+      if (t === undefined && derivedHidden && this.optimizer.getClassName() === "Adam") continue;
       if (t === undefined) throw new InvalidArgumentError(`The optimizer is restored as a whole; the checkpoint lacks "${name}".`);
       const v = this.hidden(f);
       expectLike(t, v.dtype as DType, v.shape, name);

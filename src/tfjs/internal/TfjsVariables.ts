@@ -7,7 +7,7 @@
  */
 
 import { FailedPreconditionError, InvalidArgumentError } from "../../errors.js";
-import type { LocalVariableStore, VariableCollection } from "../../session/Session.js";
+import type { LocalVariableStore, ObjectPaths, VariableCollection, VariableRestoreOptions } from "../../session/Session.js";
 import type { DType, TensorValue } from "../../session/Tensor.js";
 import type { TfjsDataSource } from "../DataSource.js";
 import { weightShape, type ModelWeight } from "./naming.js";
@@ -52,6 +52,7 @@ export class TfjsVariables implements LocalVariableStore {
     private readonly data: TfjsDataSource,
     readonly globalStepName: string,
     private readonly host: TfjsVariablesHost,
+    private readonly paths: ObjectPaths = new Map(),
   ) {
     this.weightByName = new Map(weights.map((w) => [w.name, w]));
     this.dataNames = data.stateNames().map((n) => `${DATA_PREFIX}${n}`);
@@ -86,12 +87,23 @@ export class TfjsVariables implements LocalVariableStore {
     return this.readAll();
   }
 
+  /** The Keras 3 object paths of the weights and the optimizer's state (see kerasPaths.ts). */
+  objectPaths(): ObjectPaths {
+    return this.paths;
+  }
+
   /**
    * Restores `values`: any subset of the model's weights, and the optimizer, the global step and
    * the data position each as a whole. Everything is validated before anything changes.
+   *
+   * From an object graph (a checkpoint Keras wrote): every model weight must be there; an
+   * optimizer state that is missing starts afresh, as do Adam's beta powers (derived from the
+   * iterations) and the data position; the global step is the optimizer's iterations.
    */
-  async restore(values: ReadonlyMap<string, TensorValue>): Promise<void> {
+  async restore(input: ReadonlyMap<string, TensorValue>, options: VariableRestoreOptions = {}): Promise<void> {
     this.host.assertOpen();
+    const fromGraph = options.fromObjectGraph === true;
+    const values = fromGraph ? this.completed(input) : input;
     const weights: [ModelWeight, TensorValue][] = [];
     const optimizerEntries = new Map<string, TensorValue>();
     const dataEntries = new Map<string, TensorValue>();
@@ -108,7 +120,7 @@ export class TfjsVariables implements LocalVariableStore {
       else if (this.dataNames.includes(name)) dataEntries.set(name.slice(DATA_PREFIX.length), t);
       else throw new InvalidArgumentError(`Checkpoint has variable "${name}" that the session does not.`);
     }
-    const optimizerPlan = optimizerEntries.size > 0 ? this.optimizer.plan(optimizerEntries) : undefined;
+    const optimizerPlan = optimizerEntries.size > 0 ? this.optimizer.plan(optimizerEntries, { derivedHidden: fromGraph }) : undefined;
     if (dataEntries.size > 0) {
       const missing = this.data.stateNames().filter((n) => !dataEntries.has(n));
       if (missing.length > 0) {
@@ -180,6 +192,30 @@ export class TfjsVariables implements LocalVariableStore {
     const v = this.data.state().get(name.slice(DATA_PREFIX.length));
     if (v === undefined) throw new InvalidArgumentError(`No variable named "${name}".`);
     return v;
+  }
+
+  /** What a checkpoint TensorFlow wrote lacks, completed (see {@link restore}); `InvalidArgumentError` for a missing weight. */
+  private completed(values: ReadonlyMap<string, TensorValue>): Map<string, TensorValue> {
+    const missing = this.weights.filter((w) => !values.has(w.name));
+    if (missing.length > 0) {
+      const listed = missing.slice(0, 3).map((w) => `${w.name} (at ${this.paths.get(w.name)?.[0] ?? w.name})`);
+      throw new InvalidArgumentError(
+        `The checkpoint's object graph has no value for ${listed.join(", ")}${missing.length > 3 ? ` and ${missing.length - 3} more` : ""}: it was written for a model of another architecture (compare tf.train.list_variables with docs/checkpoints.md's Keras mapping).`,
+      );
+    }
+    const out = new Map(values);
+    const initial = (name: string): void => {
+      const v = this.initialValues.get(name);
+      if (v !== undefined) out.set(name, v);
+    };
+    const iterations = values.get(`${OPTIMIZER_PREFIX}iterations`);
+    if (iterations === undefined) for (const name of this.initialValues.keys()) if (name.startsWith(OPTIMIZER_PREFIX)) initial(name);
+    if (!values.has(this.globalStepName)) {
+      if (iterations !== undefined) out.set(this.globalStepName, iterations);
+      else initial(this.globalStepName);
+    }
+    if (this.dataNames.some((n) => !values.has(n))) for (const n of this.dataNames) initial(n);
+    return out;
   }
 
   private allNames(): string[] {

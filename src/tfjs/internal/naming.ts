@@ -21,6 +21,12 @@ export interface ModelWeight {
   /** The name without the `model/` prefix (used inside optimizer slot names). */
   readonly key: string;
   readonly variable: tf.LayerVariable;
+  /** The position of its layer in `model.layers`. */
+  readonly layerIndex: number;
+  /** Its layer's class (`Dense`). */
+  readonly layerClass: string;
+  /** Its name in its layer (`kernel`; the part of {@link key} after the layer). */
+  readonly local: string;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -42,7 +48,7 @@ export const modelWeights = (model: tf.LayersModel): ModelWeight[] => {
       if (used.has(local)) local = `${j}_${local}`;
       used.add(local);
       const key = `${prefix}/${local}`;
-      out.push({ name: `model/${key}`, key, variable: v });
+      out.push({ name: `model/${key}`, key, variable: v, layerIndex: i, layerClass: layer.getClassName(), local });
     });
   });
   return out;

@@ -7,11 +7,8 @@
  * script's reason. The committed fixtures (TensorBundle.test.ts) cover the reading side
  * everywhere.
  */
-import { execFile, spawnSync } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 
 import { CheckpointManager, readBundle } from "../../../src/checkpoint/index.js";
@@ -22,30 +19,18 @@ import { BundleSaver } from "../../../src/checkpoint/Saver.js";
 import { encodeTensorBundle, TensorBundleWriter, type BundleTensor } from "../../../src/checkpoint/tensorBundle/TensorBundleWriter.js";
 import type { TensorValue } from "../../../src/session/Tensor.js";
 import { useTempDirs } from "../../util/tempDirs.js";
+import { python, runTensorflowScript, why } from "../../util/tensorflowPython.js";
 import { concat } from "./tableBytes.js";
 
-const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
-const SCRIPT = join(ROOT, "test/checkpoint/fixtures/tensorflow/tf_bundles.py");
+const SCRIPT = "test/checkpoint/fixtures/tensorflow/tf_bundles.py";
 const tempDir = useTempDirs("ms-tf-bundle-");
 
-const venv = spawnSync("bash", [join(ROOT, "scripts/tensorflow-venv.sh"), "--find-only"], { encoding: "utf8" });
-const python = venv.status === 0 ? venv.stdout.trim() : undefined;
-const why = `no TensorFlow (${venv.stderr.trim().replace(/^tensorflow-venv: /, "") || `exit ${String(venv.status)}`})`;
 const skipReason = `skipped: ${why}`;
 if (python === undefined) console.warn(`round trips through TensorFlow SKIPPED: ${why}`);
 
 type Dump = Record<string, { dtype: string; shape: number[]; hex?: string; strings?: string[] }>;
 
-/**
- * TensorFlow on one thread, at the lowest priority: it runs beside other test files (the pods of
- * a cluster simulation among them), and by default it takes every core with its thread pools.
- */
-const QUIET_TENSORFLOW = { TF_CPP_MIN_LOG_LEVEL: "3", TF_NUM_INTRAOP_THREADS: "1", TF_NUM_INTEROP_THREADS: "1", OMP_NUM_THREADS: "1" };
-
-const runPython = async (...args: string[]): Promise<string> => {
-  const { stdout } = await promisify(execFile)("nice", ["-n", "19", python as string, SCRIPT, ...args], { maxBuffer: 64 * 1024 * 1024, env: { ...process.env, ...QUIET_TENSORFLOW } });
-  return stdout;
-};
+const runPython = (...args: string[]): Promise<string> => runTensorflowScript(SCRIPT, ...args);
 const dump = async (prefix: string): Promise<Dump> => JSON.parse(await runPython("dump", prefix)) as Dump;
 
 const hexOf = (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString("hex");
