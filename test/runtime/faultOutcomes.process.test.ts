@@ -204,6 +204,62 @@ for (const backend of backends) {
         expect(w.output()).toMatch(/worker:0: termination notice \(SIGTERM\) while it joined the cluster: leaving the cluster and exiting with 42/);
       }, 180_000);
 
+      it("while it joins the replica group (every task registered; one never joins)", async () => {
+        // chief:0 and worker:0 are the custom loop, data-parallel; worker:1 is a bare
+        // coordination client that registers and never joins the group, so both wait in the join.
+        const [chiefPort, workerPort, otherPort] = await freePorts(3);
+        const cluster = { chief: [`127.0.0.1:${chiefPort}`], worker: [`127.0.0.1:${workerPort}`, `127.0.0.1:${otherPort}`] };
+        const settings = backend.settings();
+        const spawnTask = (type: string, index: number): { output: () => string; exited: Promise<number | null>; child: import("node:child_process").ChildProcess } => {
+          const child = spawn(process.execPath, ["--import", "tsx", loop], {
+            cwd: repoRoot,
+            env: {
+              ...process.env,
+              TF_CONFIG: JSON.stringify({ cluster, task: { type, index } }),
+              CHECKPOINT_DIR: join(tempDir(), "ckpt"),
+              DATA_PARALLEL: "1",
+              MONITORED_SESSION_CLUSTER: JSON.stringify(settings),
+            },
+            stdio: ["ignore", "pipe", "pipe"],
+          });
+          children.push(child);
+          let text = "";
+          child.stdout?.setEncoding("utf8").on("data", (d: string) => (text += d));
+          child.stderr?.setEncoding("utf8").on("data", (d: string) => (text += d));
+          return { child, output: () => text, exited: new Promise((resolve) => child.once("exit", (code) => resolve(code))) };
+        };
+        const chief = spawnTask("chief", 0);
+        const worker = spawnTask("worker", 0);
+        const etcdSettings = settings as { etcdEndpoints?: string[]; etcdPrefix?: string };
+        const bare = spawn(
+          process.execPath,
+          [
+            "--import",
+            "tsx",
+            join(repoRoot, "test/fixtures/coordination/task.ts"),
+            JSON.stringify({
+              role: "worker",
+              index: 1,
+              scenario: "block",
+              heartbeatTimeoutMs: 10_000,
+              ...(backend.name === "etcd" ? { etcdHosts: etcdSettings.etcdEndpoints, prefix: etcdSettings.etcdPrefix } : { target: `grpc://127.0.0.1:${chiefPort}` }),
+            }),
+          ],
+          { cwd: repoRoot, stdio: ["ignore", "pipe", "pipe"] },
+        );
+        children.push(bare);
+        await until(worker.output, "Every task of the cluster registered", worker.exited);
+        await until(chief.output, "Every task of the cluster registered", chief.exited);
+        expect(worker.output()).not.toContain("Joined the replica group");
+        worker.child.kill("SIGTERM");
+        expect(await worker.exited, worker.output()).toBe(42);
+        expect(worker.output()).toMatch(/worker:0: termination notice \(SIGTERM\) while it joined the cluster: leaving the cluster and exiting with 42/);
+        chief.child.kill("SIGTERM");
+        expect(await chief.exited, chief.output()).toBe(42);
+        expect(chief.output()).toMatch(/chief:0: termination notice \(SIGTERM\) while it joined the cluster: leaving the cluster and exiting with 42/);
+        expect(chief.output()).not.toContain("Joined the replica group");
+      }, 180_000);
+
       it("while it waits for the other tasks to register", async () => {
         const w = await lonelyWorker();
         await until(w.output, "registering with the coordination service", w.exited);
