@@ -3,13 +3,14 @@
  * TensorFlow's V2 tensor bundle (`<prefix>.index`, `<prefix>.data-00000-of-00001`; see
  * `tensorBundle/`), which `tf.train.load_checkpoint`, `tf.train.Checkpoint.restore` and
  * `tf.compat.v1.train.Saver.restore` read. What a checkpoint carries beyond the variables is
- * stored as two more tensors under reserved names, which TensorFlow loads as ordinary tensors and
+ * stored as more tensors under reserved names, which TensorFlow loads as ordinary tensors and
  * a restore by name or by object graph ignores:
  *
  * | tensor | dtype, shape | what |
  * |---|---|---|
  * | `_MONITORED_SESSION/step` | int64 `[]` | the step the saver recorded (the global step) |
  * | `_MONITORED_SESSION/created_at_ms` | int64 `[]` | the save time, epoch ms, from the saver's clock |
+ * | `_CHECKPOINTABLE_OBJECT_GRAPH` | string `[]` | TensorFlow 2's object graph, for a store with object paths (`objectGraph.ts`) |
  *
  * The save time is advisory: one that fails its checksum is replaced by the index's modification
  * time rather than failing the restore (see `recorded`).
@@ -17,13 +18,13 @@
  * Tensors start at multiples of 8 bytes (TensorFlow packs them; its reader follows each entry's
  * offset, so padding is legal), so that a restore decodes every numeric tensor in place in one
  * buffer per data file, without a copy. The data holds the variables in the order given, then
- * the two reserved tensors; the index lists them by key. The files are written under temporary
+ * the reserved tensors; the index lists them by key. The files are written under temporary
  * names, fsynced, and renamed data first, index last: an index on disk means a complete
  * checkpoint. A restore verifies every variable's and the step's checksum before it returns
  * anything; `verifyCheckpoint` verifies every tensor's.
  *
  * Reading takes both formats: the bundle (ours, or one TensorFlow wrote: its step is its
- * `global_step` tensor, else the number that ends its prefix, and its time the index's
+ * `global_step` tensor (TensorFlow 2: `global_step/.ATTRIBUTES/VARIABLE_VALUE`), else the number that ends its prefix, and its time the index's
  * modification time), and version 1 of this library's own format (a JSON manifest; see
  * `BundleFormat.ts`), which releases before 0.2.0 wrote. The index's first byte tells them apart.
  *
@@ -31,16 +32,16 @@
  */
 
 import { crc32c } from "@node-rs/crc32";
-import { mkdir, open, stat } from "node:fs/promises";
+import { open, stat } from "node:fs/promises";
 import { dirname } from "node:path";
 
-import { DataLossError, InvalidArgumentError, NotFoundError } from "../errors.js";
+import { DataLossError, InvalidArgumentError, NotFoundError, UnimplementedError } from "../errors.js";
 import type { ObjectPaths } from "../session/Session.js";
 import type { TensorValue } from "../session/Tensor.js";
 import * as v1 from "./BundleFormat.js";
-import { assertValidPath, fsyncDir, settleAll, stageFile, stageFileWith, unlinkIfExists, type StagedFile } from "./internal/files.js";
+import { assertValidPath, fsyncDir, settleAll, unlinkIfExists } from "./internal/files.js";
 import { TensorBundleReader, type TensorBundleEntry } from "./tensorBundle/TensorBundleReader.js";
-import { planTensorBundle, writePlannedData, type BundleTensor } from "./tensorBundle/TensorBundleWriter.js";
+import { planTensorBundle, stagePlannedBundle, type BundleTensor } from "./tensorBundle/TensorBundleWriter.js";
 import { ObjectGraph, planObjectGraph, VARIABLE_VALUE_SUFFIX, withoutValueSuffix } from "./objectGraph.js";
 import { processTempFiles, type TempFileRegistry } from "./TempFileRegistry.js";
 
@@ -114,7 +115,7 @@ export interface CheckpointInfo {
   readonly format: CheckpointFormat;
   /**
    * The step the saver recorded. A bundle TensorFlow wrote has none: its `global_step` tensor
-   * (a scalar integer), else the number its prefix ends with (`ckpt-3`: 3), else 0.
+   * (a scalar integer; TensorFlow 2's `global_step/.ATTRIBUTES/VARIABLE_VALUE`), else the number its prefix ends with (`ckpt-3`: 3), else 0.
    */
   readonly step: number;
   /** The save time, epoch ms (a bundle TensorFlow wrote: its index's modification time). */
@@ -215,24 +216,9 @@ export const stageBundle = async (
   if (planned !== undefined) tensors.push([OBJECT_GRAPH_TENSOR, { dtype: "string", shape: [], data: [planned.graph] }]);
   // Laid out now (every tensor checked before the disk is touched); checksummed while written.
   const plan = planTensorBundle(tensors, { alignmentBytes: ALIGNMENT_BYTES });
-  const dir = dirname(prefix);
-  const finalData = dataPath(prefix);
-  // A directory created here must itself survive a power cut: fsync its parent.
-  const created = await mkdir(dir, { recursive: true });
-  if (created !== undefined) await fsyncDir(dirname(created));
-  // Between the two renames the data file has no index; cleanup must not take it for a leftover.
-  temps.hold(finalData);
-  let data: StagedFile | undefined;
-  let index: StagedFile | undefined;
-  const abort = async (): Promise<void> => {
-    await Promise.all([data?.abort(), index?.abort()]);
-    temps.release(finalData);
-  };
+  const staged = await stagePlannedBundle(prefix, plan, { fsync: true, temps });
   try {
-    const written = await stageFileWith(finalData, (fh) => writePlannedData(fh, plan), temps);
-    data = written.staged;
-    const { index: indexBytes, entries } = plan.index(written.result);
-    index = await stageFile(indexPath(prefix), indexBytes, temps);
+    const { data: d, index: x, entries } = staged;
     const info: CheckpointInfo = {
       prefix,
       format: "tensorflow-v2",
@@ -244,8 +230,6 @@ export const stageBundle = async (
         .map(([key, e]) => ({ name: key, dtype: (values.get(nameOf.get(key) as string) as TensorValue).dtype, shape: e.shape, sizeBytes: e.size, crc32c: e.crc32c, supported: true }))
         .sort((a, b) => byName(a.name, b.name)),
     };
-    const d = data;
-    const x = index;
     return {
       prefix,
       info,
@@ -261,10 +245,10 @@ export const stageBundle = async (
         await d.publish();
         await x.publish();
       },
-      abort,
+      abort: () => staged.abort(),
     };
   } catch (e) {
-    await abort();
+    await staged.abort();
     throw e;
   }
 };
@@ -295,8 +279,8 @@ export const readBundle = async (prefix: string): Promise<CheckpointContents> =>
 const readObjectGraph = async (reader: TensorBundleReader): Promise<ObjectGraph> => {
   const entry = reader.entry(OBJECT_GRAPH_TENSOR) as TensorBundleEntry;
   const file = reader.dataPath(entry);
-  if (entry.dtype !== "string" || entry.shape.length !== 0) {
-    throw new DataLossError(`${indexPath(reader.prefix)}: ${OBJECT_GRAPH_TENSOR} is ${entry.dtype}[${entry.shape.join(", ")}], not a string scalar`);
+  if (entry.dtype !== "string" || entry.shape.length !== 0 || !entry.supported) {
+    throw new DataLossError(`${indexPath(reader.prefix)}: ${OBJECT_GRAPH_TENSOR} is ${entry.dtype}[${entry.shape.join(", ")}]${entry.slices > 0 ? ", partitioned" : ""}, not a whole string scalar`);
   }
   const [bytes] = await reader.readStringBytes(OBJECT_GRAPH_TENSOR);
   // The serialized graph follows its length (a varint) and the lengths' checksum (4 bytes).
@@ -337,9 +321,14 @@ export const readCheckpointInfo = async (prefix: string): Promise<CheckpointInfo
 /**
  * Reads the variables `names` of the checkpoint at `prefix` (either format), each one's checksum
  * verified, without reading the rest of its data file; names the checkpoint does not hold are
- * left out. Throws as {@link readBundle} does.
+ * left out. Throws as {@link readBundle} does; with `unreadable`, a tensor this library does not
+ * hold (its `UnimplementedError`) is passed to it and left out instead, and the others are read.
  */
-export const readTensors = async (prefix: string, names: readonly string[]): Promise<Map<string, TensorValue>> => {
+export const readTensors = async (
+  prefix: string,
+  names: readonly string[],
+  unreadable?: (name: string, error: UnimplementedError) => void,
+): Promise<Map<string, TensorValue>> => {
   assertValidPath(prefix);
   const out = new Map<string, TensorValue>();
   if ((await formatOf(prefix)) === "tensorflow-v2") {
@@ -349,7 +338,13 @@ export const readTensors = async (prefix: string, names: readonly string[]): Pro
     for (const name of names) {
       if (isReserved(name)) continue;
       const key = reader.entry(name) === undefined && suffixed ? `${name}${VARIABLE_VALUE_SUFFIX}` : name;
-      if (reader.entry(key) !== undefined) out.set(name, await reader.read(key));
+      if (reader.entry(key) === undefined) continue;
+      try {
+        out.set(name, await reader.read(key));
+      } catch (e) {
+        if (unreadable === undefined || !(e instanceof UnimplementedError)) throw e;
+        unreadable(name, e);
+      }
     }
     return out;
   }
@@ -437,7 +432,12 @@ const formatOf = async (prefix: string): Promise<CheckpointFormat> => {
 
 /** The step and time a bundle records (see {@link CheckpointInfo}), reading only those scalars. */
 const recorded = async (reader: TensorBundleReader): Promise<BundleMetadata> => {
-  const step = (await scalarOf(reader, STEP_TENSOR)) ?? (await scalarOf(reader, "global_step")) ?? numberOfPrefix(reader.prefix) ?? 0;
+  const step =
+    (await scalarOf(reader, STEP_TENSOR)) ??
+    (await scalarOf(reader, "global_step")) ??
+    (await scalarOf(reader, `global_step${VARIABLE_VALUE_SUFFIX}`)) ??
+    numberOfPrefix(reader.prefix) ??
+    0;
   // The save time is advisory: one that fails its checksum gives way to the index's time. A
   // re-save of the same step (CheckpointSaverHook saves at the restored step after a restart)
   // stopped between its renames leaves the old index beside the new data: the variables verify,

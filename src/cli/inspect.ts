@@ -40,7 +40,6 @@ import { silentLogger } from "../Logger.js";
 import { CHECKPOINTED_RUNS } from "../preemption/index.js";
 import { GLOBAL_STEP_NAME } from "../session/Session.js";
 import type { TensorValue } from "../session/Tensor.js";
-import { UnimplementedError } from "../errors.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
 import type { CliIo } from "./run.js";
 
@@ -329,16 +328,13 @@ const inspectTensors = async (path: string, options: InspectOptions, io: CliIo):
   const values = new Map<string, TensorValue>();
   const notes = new Map<string, string>();
   try {
-    for (const e of shown) {
-      if (!e.supported) continue;
-      try {
-        const v = (await readTensors(prefix, [e.name])).get(e.name);
-        if (v !== undefined) values.set(e.name, v);
-      } catch (x) {
-        if (!(x instanceof UnimplementedError)) throw x;
-        notes.set(e.name, `(${oneLine(x.message)})`);
-      }
-    }
+    // One reader for them all; a tensor it refuses is listed with why.
+    const read = await readTensors(
+      prefix,
+      shown.filter((e) => e.supported).map((e) => e.name),
+      (n, x) => notes.set(n, `(${oneLine(x.message)})`),
+    );
+    for (const [n, v] of read) values.set(n, v);
   } catch (e) {
     io.err.write(`${prefix}: ${oneLine(e instanceof Error ? e.message : String(e))}\n`);
     return ExitCodes.failure;

@@ -26,7 +26,9 @@
  *   recompute with `pow` and lose bit-exactness), and `optimizer/slot_<k>/<weight>/<slot>` for the
  *   k-th entry of `optimizer.getWeights()` (Adam: `.../m`, `.../v`). Slots exist once the
  *   optimizer made its first step (or after a restore that holds them). The optimizer is restored
- *   as a whole: a checkpoint that holds any `optimizer/` entry must hold them all.
+ *   as a whole: a checkpoint that holds any `optimizer/` entry must hold them all, except one
+ *   Keras wrote (restored through its object graph), whose Adam state has no beta powers: they
+ *   follow from the iterations (docs/checkpoints.md, "TensorFlow 2 object graph and Keras 3").
  * - the global step (`global_step`, int64).
  * - `data/<name>` for each part of the data source's position (restored as a whole).
  *

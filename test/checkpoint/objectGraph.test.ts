@@ -11,7 +11,7 @@ import { describe, expect, it } from "vitest";
 import { BundleSaver } from "../../src/checkpoint/Saver.js";
 import { OBJECT_GRAPH_TENSOR, readBundle, readCheckpointInfo } from "../../src/checkpoint/checkpointFormat.js";
 import { ObjectGraph, planObjectGraph, restoreInto, VARIABLE_VALUE_SUFFIX } from "../../src/checkpoint/objectGraph.js";
-import { decodeObjectGraph, encodeObjectGraph, type TrackableObject } from "../../src/checkpoint/tensorBundle/objectGraphProto.js";
+import { decodeObjectGraph, encodeObjectGraph, MAX_GRAPH_ITEMS, type TrackableObject } from "../../src/checkpoint/tensorBundle/objectGraphProto.js";
 import { TensorBundleReader } from "../../src/checkpoint/tensorBundle/TensorBundleReader.js";
 import { TensorBundleWriter } from "../../src/checkpoint/tensorBundle/TensorBundleWriter.js";
 import { DataLossError, InvalidArgumentError } from "../../src/errors.js";
@@ -145,6 +145,12 @@ describe("our checkpoints with object paths", () => {
     expect([...(store.got.values?.keys() ?? [])].sort()).toEqual([...VALUES.keys()].sort());
   });
 
+  it("the step of a TensorFlow 2 checkpoint is its global_step/.ATTRIBUTES/VARIABLE_VALUE", async () => {
+    const prefix = join(tempDir(), "ckpt-1");
+    await new TensorBundleWriter(prefix).add(`global_step${VARIABLE_VALUE_SUFFIX}`, i64(1234)).add(`w${VARIABLE_VALUE_SUFFIX}`, f32(1)).finish();
+    expect((await readCheckpointInfo(prefix)).step).toBe(1234);
+  });
+
   it("a store without object paths is keyed by name, with no graph", async () => {
     const prefix = join(tempDir(), "plain-1");
     await new BundleSaver().save(VALUES, prefix, { step: 1 });
@@ -215,10 +221,17 @@ describe("hostile graphs", () => {
     expect(outcomes.dataLoss).toBeGreaterThan(0);
   });
 
+  it("more nodes, children and attributes than MAX_GRAPH_ITEMS is a DataLossError, not gigabytes of objects", () => {
+    // Each empty node is two bytes of input.
+    const many = new Uint8Array(2 * (MAX_GRAPH_ITEMS + 1));
+    for (let i = 0; i < many.length; i += 2) many[i] = 0x0a;
+    expect(dataLossOf(AT.file, () => decodeObjectGraph(many, AT)).message).toMatch(/more than 2097152 nodes, children and attributes/);
+  });
+
   it("a graph tensor that is not a string scalar is a DataLossError naming the index", async () => {
     const prefix = join(tempDir(), "ckpt");
     await new TensorBundleWriter(prefix).add(OBJECT_GRAPH_TENSOR, f32(1)).add("w", f32(2)).finish();
     await expect(readBundle(prefix)).rejects.toThrow(DataLossError);
-    await expect(readBundle(prefix)).rejects.toThrow(/_CHECKPOINTABLE_OBJECT_GRAPH is float32\[1\], not a string scalar/);
+    await expect(readBundle(prefix)).rejects.toThrow(/_CHECKPOINTABLE_OBJECT_GRAPH is float32\[1\], not a whole string scalar/);
   });
 });

@@ -153,6 +153,49 @@ export const encodeTensorBundle = (
   return { index, data: plan.tensors.flatMap((t) => (t.padding === 0 ? t.bytes : [new Uint8Array(t.padding), ...t.bytes])), dataBytes: plan.dataBytes, entries };
 };
 
+/** A planned bundle's data and index, written under temporary names (see {@link stagePlannedBundle}). */
+export interface StagedPlannedBundle {
+  readonly data: StagedFile;
+  readonly index: StagedFile;
+  /** The index's entries by tensor name. */
+  readonly entries: ReadonlyMap<string, BundleEntry>;
+  /** Removes what is still staged and releases the data file's name (after publishing: only the name). */
+  abort(): Promise<void>;
+}
+
+/**
+ * Writes a planned bundle's data (checksummed while written) and then its index under temporary
+ * names: neither synced nor visible yet. The data file's final name is held in `temps` until
+ * `abort` (between the two renames it has no index, and a cleanup must not take it for a
+ * leftover). With `fsync`, a directory it creates is made durable in its parent.
+ */
+export const stagePlannedBundle = async (
+  prefix: string,
+  plan: PlannedTensorBundle,
+  { fsync, temps }: { readonly fsync: boolean; readonly temps: TempFileRegistry },
+): Promise<StagedPlannedBundle> => {
+  const created = await mkdir(dirname(prefix), { recursive: true });
+  if (fsync && created !== undefined) await fsyncDir(dirname(created));
+  const finalData = bundleDataPath(prefix);
+  temps.hold(finalData);
+  let data: StagedFile | undefined;
+  let index: StagedFile | undefined;
+  const abort = async (): Promise<void> => {
+    await Promise.all([data?.abort(), index?.abort()]);
+    temps.release(finalData);
+  };
+  try {
+    const written = await stageFileWith(finalData, (fh) => writePlannedData(fh, plan), temps);
+    data = written.staged;
+    const built = plan.index(written.result);
+    index = await stageFile(bundleIndexPath(prefix), built.index, temps);
+    return { data, index, entries: built.entries, abort };
+  } catch (e) {
+    await abort();
+    throw e;
+  }
+};
+
 /** One tensor of a {@link PlannedTensorBundle}, in data order (the order the tensors were given). */
 export interface PlannedTensor {
   readonly name: string;
@@ -232,7 +275,7 @@ export const planTensorBundle = (tensors: Iterable<readonly [string, BundleTenso
  * bytes are read once, the CRC overlaps the I/O, and the event loop turns between batches).
  * Resolves with every tensor's unmasked CRC-32C, for {@link PlannedTensorBundle.index}.
  */
-export const writePlannedData = async (fh: FileHandle, plan: PlannedTensorBundle): Promise<Map<string, number>> => {
+const writePlannedData = async (fh: FileHandle, plan: PlannedTensorBundle): Promise<Map<string, number>> => {
   const crcs = new Map<string, number>();
   for (const t of plan.tensors) crcs.set(t.name, t.crc ?? 0);
   let batch: Uint8Array[] = [];
@@ -323,24 +366,13 @@ const tensorBytes = (tensor: BundleTensor): { bytes: Uint8Array[]; crc: number |
 
 /** Data file, then index: each under a temporary name, (fsynced,) renamed into place. */
 const writeFiles = async (prefix: string, plan: PlannedTensorBundle, fsync: boolean, temps: TempFileRegistry): Promise<void> => {
-  const dir = dirname(prefix);
-  const created = await mkdir(dir, { recursive: true });
-  if (fsync && created !== undefined) await fsyncDir(dirname(created));
-  const finalData = bundleDataPath(prefix);
-  // Between the two renames the data file has no index; cleanup must not take it for a leftover.
-  temps.hold(finalData);
-  let data: StagedFile | undefined;
-  let index: StagedFile | undefined;
+  const staged = await stagePlannedBundle(prefix, plan, { fsync, temps });
   try {
-    const written = await stageFileWith(finalData, (fh) => writePlannedData(fh, plan), temps);
-    data = written.staged;
-    index = await stageFile(bundleIndexPath(prefix), plan.index(written.result).index, temps);
-    if (fsync) await settleAll([data.sync(), index.sync()]);
-    await data.publish();
-    await index.publish();
-    if (fsync) await fsyncDir(dir);
+    if (fsync) await settleAll([staged.data.sync(), staged.index.sync()]);
+    await staged.data.publish();
+    await staged.index.publish();
+    if (fsync) await fsyncDir(dirname(prefix));
   } finally {
-    await Promise.all([data?.abort(), index?.abort()]);
-    temps.release(finalData);
+    await staged.abort();
   }
 };

@@ -18,8 +18,10 @@
  * written: this library's variables are plain values, with no slot relations to declare.
  *
  * Decoding trusts nothing: a truncated or malformed message, a wrong wire type, a child that
- * names a node the graph does not have, or text that is not UTF-8 is a one-line `DataLossError`
- * naming the file and byte offset.
+ * names a node the graph does not have, text that is not UTF-8, or more than
+ * {@link MAX_GRAPH_ITEMS} nodes, children and attributes together (each costs a few bytes of
+ * input and far more memory decoded) is a one-line `DataLossError` naming the file and byte
+ * offset.
  *
  * @module
  */
@@ -53,6 +55,12 @@ export interface TrackableObject {
   /** Whether the object or a descendant saves a tensor (`undefined`: not stated). */
   readonly hasCheckpointValues?: boolean | undefined;
 }
+
+/**
+ * The most nodes, children and attributes (together) a decoded graph may have: a Keras model
+ * of thousands of layers has tens of thousands; a crafted graph of millions would take gigabytes.
+ */
+export const MAX_GRAPH_ITEMS = 2 ** 21;
 
 /** Where the graph lies, for error messages. */
 export interface GraphAt {
@@ -102,10 +110,11 @@ export const decodeObjectGraph = (bytes: Uint8Array, at: GraphAt): TrackableObje
   const nodes: TrackableObject[] = [];
   const edges: { readonly id: number; readonly offset: number }[] = [];
   const graph: MessageAt = { file: at.file, offset: at.offset, what: "object graph" };
+  const budget = { items: 0 };
   walk(bytes, graph, (field, wire, r) => {
     if (field !== 1) return false;
     const m = message(r, wire, "nodes");
-    nodes.push(decodeNode(m, nested(graph, r, m, `node ${nodes.length}`), edges));
+    nodes.push(decodeNode(m, nested(graph, r, m, `node ${nodes.length}`), edges, budget));
     return true;
   });
   for (const e of edges) {
@@ -130,11 +139,16 @@ const text = (r: BinaryReader, wire: WireType, name: string): string => {
   }
 };
 
-const decodeNode = (bytes: Uint8Array, at: MessageAt, edges: { id: number; offset: number }[]): TrackableObject => {
+const decodeNode = (bytes: Uint8Array, at: MessageAt, edges: { id: number; offset: number }[], budget: { items: number }): TrackableObject => {
   const children: ObjectReference[] = [];
   const attributes: SerializedTensor[] = [];
   let hasCheckpointValues: boolean | undefined;
+  const count = (): void => {
+    if (++budget.items > MAX_GRAPH_ITEMS) throw new Error(`more than ${MAX_GRAPH_ITEMS} nodes, children and attributes`);
+  };
+  count();
   walk(bytes, at, (field, wire, r) => {
+    if (field === 1 || field === 2) count();
     switch (field) {
       case 1: {
         const m = message(r, wire, "children");

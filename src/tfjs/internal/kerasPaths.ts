@@ -13,14 +13,15 @@
  * | `embeddings` (Embedding) | `_embeddings` |
  * | a weight of an RNN layer (LSTM, GRU, SimpleRNN) | `cell/<name>` (`kernel` stays `kernel` there) |
  * | any other weight (`bias`, `gamma`, `moving_mean`...) | its name |
- * | `optimizer/iterations` | `model/optimizer/_iterations` |
+ * | `optimizer/iterations` (Adam) | `model/optimizer/_iterations` |
  * | Adam's first moment of the `j`-th trainable weight | `model/optimizer/_variables/<2 + 2j>` |
  * | Adam's second moment of the `j`-th trainable weight | `model/optimizer/_variables/<3 + 2j>` |
  *
  * Keras 3's Adam holds its iterations and learning rate as `_variables/0` and `/1`, then each
  * trainable variable's momentum and velocity; TensorFlow.js's Adam holds the same moments. The
  * beta powers (`accBeta1`/`accBeta2`), the global step and the data position have no Keras
- * counterpart: they sit at their own names. Layer positions match Keras's operations for a chain
+ * counterpart: they sit at their own names, as does every other optimizer's state (restored from
+ * a Keras checkpoint, it starts afresh, and so does the step). Layer positions match Keras's operations for a chain
  * of layers; a branching functional model may order them differently.
  *
  * @module
@@ -63,8 +64,10 @@ export const kerasObjectPaths = (input: KerasPathsInput): ObjectPaths => {
     const attribute = KERAS_ATTRIBUTE[w.local] ?? w.local;
     out.set(w.name, [`${root}/${operation}/${RNN_LAYERS.has(w.layerClass) ? `cell/${w.local}` : attribute}`]);
   }
-  if (input.optimizerClass !== undefined) out.set("optimizer/iterations", ["model/optimizer/_iterations"]);
+  // Only Adam's state has a Keras counterpart here: another optimizer's iterations without its
+  // slots would restore half a state, so its state (and the step) start afresh from Keras's.
   if (input.optimizerClass === "Adam") {
+    out.set("optimizer/iterations", ["model/optimizer/_iterations"]);
     const keyOf = new Map(input.weights.map((w) => [w.name, w.key]));
     const n = input.trainable.length;
     input.trainable.forEach((name, j) => {
