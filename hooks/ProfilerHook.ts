@@ -7,7 +7,7 @@
  */
 
 import { randomBytes } from "node:crypto";
-import { mkdir, rename, rm, writeFile } from "node:fs/promises";
+import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as t from "io-ts";
 import type { Subscription } from "rxjs";
@@ -105,7 +105,9 @@ interface PendingProfile {
  *   step. It predicts the step each run will reach (`nextStep`) to decide before the run.
  * - A profiled run asks for `traceLevel: FULL_TRACE`, reads the true global step after it, and
  *   writes `<outputDir>/timeline-<step>.json` atomically (a temporary file renamed) and a
- *   `TaggedRunMetadata` event tagged `step_<step>` to the log directory's event file.
+ *   `TaggedRunMetadata` event tagged `step_<step>` to the log directory's event file. The
+ *   timeline is on disk when the profiled `run` resolves, as TensorFlow's is when its
+ *   `after_run` returns.
  *
  * The timeline covers the step (from the first `beforeRun` to the last `afterRun`), the raw
  * `session.run`, every hook's `beforeRun`/`afterRun`, and the checkpoint and summary writes of
@@ -152,7 +154,6 @@ export class ProfilerHook extends SessionRunHook {
   private releaseTiming: (() => void) | undefined;
   private pending: PendingProfile | undefined;
   private io: IoEvent[] = [];
-  private readonly writes = new Set<Promise<void>>();
 
   constructor(options: ProfilerHookOptions) {
     super();
@@ -224,14 +225,16 @@ export class ProfilerHook extends SessionRunHook {
     });
   }
 
-  override async end(): Promise<void> {
+  override end(): void {
     this.end$();
-    await this.flush();
   }
 
-  /** Resolves once every timeline write in flight finished (they never reject: failures are warnings). */
-  async flush(): Promise<void> {
-    while (this.writes.size > 0) await Promise.all([...this.writes]);
+  /**
+   * Resolves at once: a timeline is on disk when its profiled run resolves (written before it
+   * returns). Kept for code written when the write ran in the background.
+   */
+  flush(): Promise<void> {
+    return Promise.resolve();
   }
 
   // -------------------------------------------------------------------------------------------
@@ -287,16 +290,16 @@ export class ProfilerHook extends SessionRunHook {
     });
     this.recordRunMetadata(step, trace, now);
     const path = join(this.outputDir, `timeline-${step}.json`);
-    const write = mkdir(this.outputDir === "" ? "." : this.outputDir, { recursive: true })
-      .then(() => replaceFile(path, JSON.stringify(trace)))
-      .catch((e: unknown) => {
-        // A failed profile must not stop training: logged, and emitted as a warning event.
-        const message = `ProfilerHook: writing ${path} failed: ${e instanceof Error ? e.message : String(e)}`;
-        warn({}, env, message, e);
-      })
-      .finally(() => this.writes.delete(write));
-    this.writes.add(write);
-    env?.trackBackground?.(write);
+    // Written now, as TensorFlow's hook writes it in `after_run`: the file is on disk when the
+    // profiled `run` resolves (a timeline is tens of kilobytes, written once per profiled step).
+    try {
+      mkdirSync(this.outputDir === "" ? "." : this.outputDir, { recursive: true });
+      replaceFileSync(path, JSON.stringify(trace));
+    } catch (e) {
+      // A failed profile must not stop training: logged, and emitted as a warning event.
+      const message = `ProfilerHook: writing ${path} failed: ${e instanceof Error ? e.message : String(e)}`;
+      warn({}, env, message, e);
+    }
   }
 
   private recordRunMetadata(step: number, trace: ChromeTrace, nowMs: number): void {
@@ -389,13 +392,13 @@ const chromeTrace = (input: TraceInput): ChromeTrace => {
  * half a timeline. No fsync: a timeline is diagnostics, not state to recover from (checkpoints
  * use the checkpoint module's durable writes).
  */
-const replaceFile = async (path: string, text: string): Promise<void> => {
+const replaceFileSync = (path: string, text: string): void => {
   const temp = `${path}.tmp-${process.pid}-${randomBytes(4).toString("hex")}`;
   try {
-    await writeFile(temp, text);
-    await rename(temp, path);
+    writeFileSync(temp, text);
+    renameSync(temp, path);
   } catch (e) {
-    await rm(temp, { force: true });
+    rmSync(temp, { force: true });
     throw e;
   }
 };
