@@ -76,6 +76,13 @@ export class ChiefRecovery {
   #passed: number | undefined;
   /** The generation in which the chief's model was seen published. */
   #ready: number | undefined;
+  /**
+   * Whether a session of this task can be re-created from a restarted chief's values: one is
+   * made from the task's session targets (it asked for the chief's model) or runs its hooks. A
+   * program that trains outside such a session (its own loop on a session of its own) cannot
+   * be recovered: a loss of the chief then fails the task at once, as it says.
+   */
+  #inUse = false;
 
   constructor(private readonly o: ChiefRecoveryOptions) {}
 
@@ -100,6 +107,13 @@ export class ChiefRecovery {
     // The task registered again since that call was made: that loss is over.
     if (generation !== this.o.client.generation) return Promise.resolve();
     const { clock, logger } = this.o;
+    if (!this.#inUse) {
+      logger.warn(
+        `${this.o.name} lost the chief ${this.o.chief} (${describe(cause)}): no session of this task is made from its session targets and hooks (a monitored session with the task's master), so none can be re-created from a restarted chief's values; the task fails with the loss.`,
+      );
+      this.#ended = cause;
+      return Promise.reject(cause);
+    }
     const timeoutMs = this.o.maxWaitSecs * 1000;
     this.#epoch += 1;
     logger.warn(
@@ -134,6 +148,7 @@ export class ChiefRecovery {
 
   /** The chief's model as the worker's session creator asks it: after a loss, only once the chief is back. */
   chiefModel(inner: ChiefModel): ChiefModel {
+    this.#inUse = true;
     const waitForChange = inner.waitForChange;
     return { address: inner.address, pull: () => this.#pull(inner), ...(waitForChange === undefined ? {} : { waitForChange: (ms: number) => waitForChange.call(inner, ms) }) };
   }
@@ -144,7 +159,11 @@ export class ChiefRecovery {
    * generation (the chief waits there before it trains on).
    */
   readonly hook: SessionRunHook = hook("ChiefRecovery", {
+    begin: () => {
+      this.#inUse = true;
+    },
     afterCreateSession: async () => {
+      this.#inUse = true;
       this.#sessionEpoch = this.#pulledEpoch;
       const generation = this.o.client.generation;
       if (generation !== undefined && generation === this.#passed) return;

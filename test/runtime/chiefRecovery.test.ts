@@ -11,9 +11,9 @@ import { ChiefRecovery, MODEL_READY_KEY } from "../../src/runtime/chiefRecovery.
 import type { ChiefModel, ChiefModelState } from "../../src/session/ChiefModel.js";
 import type { CoordinationClient } from "../../src/cluster/coordination/CoordinationClient.js";
 import { AbortedError, CancelledError, DeadlineExceededError, OpError, UnauthenticatedError, UnavailableError, UnknownError } from "../../src/errors.js";
-import { silentLogger } from "../../src/Logger.js";
+import { silentLogger, type Logger } from "../../src/Logger.js";
 import type { Session } from "../../src/session/Session.js";
-import type { SessionRunContext } from "../../src/hook/SessionRunHook.js";
+import type { HookEnv, SessionRunContext } from "../../src/hook/SessionRunHook.js";
 import type { Coordinator } from "../../src/coordinator/Coordinator.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 
@@ -21,7 +21,7 @@ const CHIEF = "/job:chief/replica:0/task:0";
 const TASKS = [CHIEF, "/job:worker/replica:0/task:0", "/job:worker/replica:0/task:1"];
 
 /** A client whose generation and model-ready key the test sets; `connect` is scripted per test. */
-const setup = (connect: (timeoutMs: number) => Promise<void>, clock = new VirtualClock({ autoAdvance: true })) => {
+const setup = (connect: (timeoutMs: number) => Promise<void>, clock = new VirtualClock({ autoAdvance: true }), logger: Logger = silentLogger) => {
   const state = { generation: 1 as number | undefined, ready: true, barriers: 0 };
   const client = {
     get generation() {
@@ -40,7 +40,7 @@ const setup = (connect: (timeoutMs: number) => Promise<void>, clock = new Virtua
       state.barriers += 1;
     },
     clock,
-    logger: silentLogger,
+    logger,
   });
   return { state, recovery, clock };
 };
@@ -61,6 +61,8 @@ const createSession = async (recovery: ChiefRecovery): Promise<void> => {
   await recovery.hook.afterCreateSession?.({} as Session, {} as Coordinator);
 };
 const beforeRun = (recovery: ChiefRecovery): unknown => recovery.hook.beforeRun?.({} as SessionRunContext);
+/** A monitored session of the task begins: its hooks run (the recovery's among them). */
+const begin = (recovery: ChiefRecovery): unknown => recovery.hook.begin?.({} as HookEnv);
 
 /** The embedded service gone, as its transports say it. */
 const EMBEDDED_GONE = { failure: { kind: "serviceGone", backend: "embedded" } } as const;
@@ -140,6 +142,7 @@ describe("ChiefRecovery", () => {
       await clock.sleep(10_000);
       throw new UnavailableError("the coordination service at grpc://127.0.0.1:7001 is unreachable (ECONNREFUSED); its host (the chief) stopped or has not started", EMBEDDED_GONE);
     }, clock);
+    begin(recovery);
     const back = recovery.recover(new UnavailableError(`task ${CHIEF} declared failed`, { failure: { kind: "declaredFailed", tasks: [CHIEF] } }), 1);
     const failed = back.catch((e: unknown) => e);
     await clock.advanceSecs(59);
@@ -153,14 +156,28 @@ describe("ChiefRecovery", () => {
     await expect(recovery.chiefModel(chiefModel()).pull()).rejects.toBe(e);
   });
 
+  it("a task whose training runs in no session of the task (its own loop, its own session) is not recovered: the loss fails it at once, saying why", async () => {
+    const clock = new VirtualClock();
+    const lines: string[] = [];
+    const { recovery } = setup(() => clock.sleep(3_600_000), clock, { ...silentLogger, warn: (m: string) => void lines.push(m) });
+    const cause = new UnavailableError("the coordination service at grpc://127.0.0.1:7001 is unreachable", EMBEDDED_GONE);
+    await expect(recovery.recover(cause, 1)).rejects.toBe(cause);
+    expect(lines).toEqual([expect.stringMatching(/^worker:0 lost the chief \/job:chief\/replica:0\/task:0 \(UnavailableError: .*\): no session of this task is made from its session targets and hooks .*; the task fails with the loss\.$/)]);
+    expect(lines.join("\n")).not.toContain("waiting up to");
+    // And it stays failed: a later loss raises the same.
+    await expect(recovery.recover(new AbortedError("generation 2 ended"), 1)).rejects.toBe(cause);
+  });
+
   it("an error that waiting cannot fix (a wrong token at the restarted chief) ends the recovery at once", async () => {
     const { recovery } = setup(() => Promise.reject(new UnauthenticatedError("grpc://127.0.0.1:7001: bad token")));
+    begin(recovery);
     await expect(recovery.recover(new AbortedError("generation 1 ended"), 1)).rejects.toBeInstanceOf(UnauthenticatedError);
   });
 
   it("a termination notice cancels the recovery: the recovery and the session's wait raise it", async () => {
     const clock = new VirtualClock();
     const { recovery } = setup(() => clock.sleep(3_600_000), clock);
+    begin(recovery);
     const back = recovery.recover(new AbortedError("generation 1 ended"), 1).catch((e: unknown) => e);
     const pulled = recovery.chiefModel(chiefModel()).pull().catch((e: unknown) => e);
     const notice = new CancelledError("cluster preemption: task worker:0 got a termination notice (SIGTERM)");

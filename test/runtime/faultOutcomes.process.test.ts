@@ -29,6 +29,21 @@ afterEach(async () => {
   for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
 });
 
+/** A task of the custom loop started by hand (no `launch`), with its output so far and its exit. */
+interface LoopTask {
+  readonly child: import("node:child_process").ChildProcess;
+  readonly output: () => string;
+  readonly exited: Promise<number | null>;
+}
+const spawnLoop = (env: Record<string, string>): LoopTask => {
+  const child = spawn(process.execPath, ["--import", "tsx", loop], { cwd: repoRoot, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  children.push(child);
+  let text = "";
+  child.stdout?.setEncoding("utf8").on("data", (d: string) => (text += d));
+  child.stderr?.setEncoding("utf8").on("data", (d: string) => (text += d));
+  return { child, output: () => text, exited: new Promise((resolve) => child.once("exit", (code) => resolve(code))) };
+};
+
 if (etcdBinary === undefined) console.warn("faultOutcomes: no etcd binary (apt-get install etcd-server): the etcd half of these fault tests is skipped");
 
 const backends: { readonly name: string; readonly skip: boolean; readonly args: () => string[]; readonly settings: () => Record<string, unknown> }[] = [];
@@ -163,28 +178,29 @@ for (const backend of backends) {
       }, 300_000);
     }
 
+    it("outside launch, a worker of the custom loop (its own session, a handler) whose chief is SIGKILLed says it cannot wait for the chief, and fails with the loss", async () => {
+      const [chiefPort, workerPort] = await freePorts(2);
+      const cluster = { chief: [`127.0.0.1:${chiefPort}`], worker: [`127.0.0.1:${workerPort}`] };
+      const ckpt = join(tempDir(), "ckpt");
+      // One etcd prefix for both tasks (settings() draws a new one each call).
+      const settings = JSON.stringify(backend.settings());
+      const spawnTask = (type: string): LoopTask => spawnLoop({ TF_CONFIG: JSON.stringify({ cluster, task: { type, index: 0 } }), CHECKPOINT_DIR: ckpt, MONITORED_SESSION_CLUSTER: settings });
+      const chief = spawnTask("chief");
+      const worker = spawnTask("worker");
+      for (let i = 0; i < 1200 && !worker.output().includes("worker:0: training"); i++) await new Promise((r) => setTimeout(r, 100));
+      expect(worker.output()).toContain("worker:0: training");
+      chief.child.kill("SIGKILL");
+      expect(await worker.exited, worker.output()).toBe(1);
+      expect(worker.output()).toMatch(/lost the chief \/job:chief\/replica:0\/task:0 \(.*\): no session of this task is made from its session targets and hooks .*; the task fails with the loss\./);
+      expect(worker.output()).not.toContain("waiting up to");
+    }, 180_000);
+
     describe("SIGTERM while startTask() runs: the task leaves the cluster and exits 42, never 143", () => {
       /** worker:0 of a two-task cluster whose chief never starts: it stays in registration until told. */
-      const lonelyWorker = async (): Promise<{ child: import("node:child_process").ChildProcess; output: () => string; exited: Promise<number | null> }> => {
+      const lonelyWorker = async (): Promise<LoopTask> => {
         const [chiefPort, workerPort] = await freePorts(2);
         const tfConfig = JSON.stringify({ cluster: { chief: [`127.0.0.1:${chiefPort}`], worker: [`127.0.0.1:${workerPort}`] }, task: { type: "worker", index: 0 } });
-        const child = spawn(process.execPath, ["--import", "tsx", loop], {
-          cwd: repoRoot,
-          env: {
-            ...process.env,
-            TF_CONFIG: tfConfig,
-            CHECKPOINT_DIR: join(tempDir(), "ckpt"),
-            [LAUNCH_READY_ENV]: "1",
-            MONITORED_SESSION_CLUSTER: JSON.stringify(backend.settings()),
-          },
-          stdio: ["ignore", "pipe", "pipe"],
-        });
-        children.push(child);
-        let text = "";
-        child.stdout?.setEncoding("utf8").on("data", (d: string) => (text += d));
-        child.stderr?.setEncoding("utf8").on("data", (d: string) => (text += d));
-        const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-        return { child, output: () => text, exited };
+        return spawnLoop({ TF_CONFIG: tfConfig, CHECKPOINT_DIR: join(tempDir(), "ckpt"), [LAUNCH_READY_ENV]: "1", MONITORED_SESSION_CLUSTER: JSON.stringify(backend.settings()) });
       };
       const until = async (output: () => string, pattern: string, exited: Promise<unknown>): Promise<void> => {
         let gone = false;
@@ -210,24 +226,8 @@ for (const backend of backends) {
         const [chiefPort, workerPort, otherPort] = await freePorts(3);
         const cluster = { chief: [`127.0.0.1:${chiefPort}`], worker: [`127.0.0.1:${workerPort}`, `127.0.0.1:${otherPort}`] };
         const settings = backend.settings();
-        const spawnTask = (type: string, index: number): { output: () => string; exited: Promise<number | null>; child: import("node:child_process").ChildProcess } => {
-          const child = spawn(process.execPath, ["--import", "tsx", loop], {
-            cwd: repoRoot,
-            env: {
-              ...process.env,
-              TF_CONFIG: JSON.stringify({ cluster, task: { type, index } }),
-              CHECKPOINT_DIR: join(tempDir(), "ckpt"),
-              DATA_PARALLEL: "1",
-              MONITORED_SESSION_CLUSTER: JSON.stringify(settings),
-            },
-            stdio: ["ignore", "pipe", "pipe"],
-          });
-          children.push(child);
-          let text = "";
-          child.stdout?.setEncoding("utf8").on("data", (d: string) => (text += d));
-          child.stderr?.setEncoding("utf8").on("data", (d: string) => (text += d));
-          return { child, output: () => text, exited: new Promise((resolve) => child.once("exit", (code) => resolve(code))) };
-        };
+        const spawnTask = (type: string, index: number): LoopTask =>
+          spawnLoop({ TF_CONFIG: JSON.stringify({ cluster, task: { type, index } }), CHECKPOINT_DIR: join(tempDir(), "ckpt"), DATA_PARALLEL: "1", MONITORED_SESSION_CLUSTER: JSON.stringify(settings) });
         const chief = spawnTask("chief", 0);
         const worker = spawnTask("worker", 0);
         const etcdSettings = settings as { etcdEndpoints?: string[]; etcdPrefix?: string };
