@@ -191,7 +191,7 @@ for (const backend of backends) {
       const again = start({ STEPS: "1" }, [], dir);
       expect((await again.run.done).code, again.run.output()).toBe(0);
       const starts = TASKS.map((t) => Number(new RegExp(`\\[${t}\\] ${t}: starting at run (\\d+)`).exec(again.run.output())?.[1]));
-      expect(starts[0]).toBeGreaterThan(0);
+      expect(starts[0], `${run.output()}\n--- restart:\n${again.run.output()}`).toBeGreaterThan(0);
       expect(new Set(starts).size, `${run.output()}\n--- restart:\n${again.run.output()}`).toBe(1);
     }, 300_000);
 
