@@ -323,6 +323,7 @@ ${hooks}
 | \`preemption.watchFile\` appearing | a maintenance script (polled every second) |
 | a cloud platform's notice, with \`preemption.platform\` | the GCE metadata server, AWS spot \`instance-action\`, Azure Scheduled Events (acknowledged after the save), or SIGTERM with a pod's grace period as the deadline (see preemption.md) |
 | the parent process exiting | npm, a shell or a supervisor killed without passing the signal on (checked every second: the trainer never trains on as an orphan) |
+| a write to stdout or stderr failing with a broken pipe (EPIPE) | the process that read the output is gone (\`launch\` killed, or the reader of a pipe that finished); no write error ends the process, so it still reaches its save |
 
 - **During training** the notice only sets a flag: at the next step boundary a checkpoint
   \`<basename>-<global step>\` is saved in \`checkpoint.dir\`, then the command exits with 42

@@ -387,6 +387,8 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
   let noticeFrom: string | undefined;
   /** Tasks `launch` SIGKILLed because a peer found them lost (killed once). */
   const killedAsLost = new Set<string>();
+  /** Tasks that said on their status channel that they exit on their own (`exiting`). */
+  const leaving = new Set<string>();
   /** Tasks `launch` itself sent a termination signal: their notice did not start a preemption. */
   const signalledByLaunch = new Set<ChildProcess>();
   let killTimer: TimerHandle | undefined;
@@ -448,13 +450,17 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
       say(`${task.name} got a termination notice (${status.source})`);
       return;
     }
-    if (status.type !== "lost") return;
+    if (status.type === "exiting") {
+      // It leaves on its own: a peer that finds its service gone meanwhile does not get it killed.
+      leaving.add(task.name);
+      return;
+    }
     // A lost task (declared failed, or the chief whose service stopped answering) is frozen or
     // gone: nothing is gained by waiting out a kill delay for it.
     for (const name of status.tasks.map(launchTaskName)) {
       const child = live.get(name);
       // Gone already (its exit not yet read, or not yet reaped): nothing to kill, and its exit is its own.
-      if (child === undefined || child.exitCode !== null || child.signalCode !== null || name === task.name || killedAsLost.has(name)) continue;
+      if (child === undefined || child.exitCode !== null || child.signalCode !== null || name === task.name || killedAsLost.has(name) || leaving.has(name)) continue;
       if (child.pid !== undefined && hasEnded(child.pid)) continue;
       killedAsLost.add(name);
       say(`${name} ${status.why === "declaredFailed" ? "was declared failed by the coordination service" : "is lost: the coordination service it hosts stopped answering"} (${task.name} says so): SIGKILL`);

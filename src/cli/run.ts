@@ -38,7 +38,7 @@ import type { Logger, LogLevel } from "../Logger.js";
 import { withSession } from "../pipeline/MonitoredSession.js";
 import { monitoredTrainingSession, type MonitoredTrainingSessionOptions } from "../training/monitoredTrainingSession.js";
 import { PreemptionCheckpointHandler } from "../preemption/PreemptionCheckpointHandler.js";
-import { TerminationNotices, type NoticeProcess } from "../preemption/TerminationNotices.js";
+import { TerminationNotices, type NoticeProcess, type TerminationNotice } from "../preemption/TerminationNotices.js";
 import { createPlatformWatcher } from "../preemption/platforms/index.js";
 import type { Fetches } from "../session/Session.js";
 import { fileWriterCache } from "../summary/index.js";
@@ -46,6 +46,7 @@ import { clusterTaskOf, describeTask, readTfConfig, type ClusterTask } from "../
 import { isPreemptionReport, reportsNoticeOf, type ClusterRuntime } from "../runtime/index.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
 import { launchStatusWriter } from "../runtime/launchStatus.js";
+import { LAUNCH_READY_ENV } from "../runtime/launchReady.js";
 import { ReplicaGroup, ReplicaGroupError } from "../runtime/index.js";
 import { failureMessage } from "./faults.js";
 import { exitOnRepeatedNotice } from "./forcedExit.js";
@@ -326,6 +327,13 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
       logger.info(`Or, without Python: monitored-session board ${summaryDir}`);
     }
   };
+  /**
+   * Every task preempts through the multi-worker agreement (`ClusterPreemptionCoordinator`, the
+   * protocol of a program's own handler), never by reporting its notice as the cluster's error.
+   * Under `launch`, whose tasks never outlive a peer, for now; a task started by hand keeps the
+   * report route until the agreement follows a task into a new generation (issue 32).
+   */
+  const agree = cluster !== undefined && io.env[LAUNCH_READY_ENV] === "1";
   const fetches: Fetches = job.fetches ?? "train";
   const lossOf = lossExtractor(fetches);
   const lastStep = lastStepOf(config, job);
@@ -334,11 +342,23 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
   let following: Following | undefined;
   // The first notice goes to the handler (a save at the next step boundary); a later Ctrl-C or
   // SIGTERM gives the save at most the grace period, then exits without it.
+  /** Set before the handler closes: a notice after that finds training over. */
+  let handlerClosing = false;
+  const closeHandler = async (): Promise<void> => {
+    handlerClosing = true;
+    await handler?.close();
+  };
+  const noticeToHandler = (n: TerminationNotice): void => {
+    if (!handlerClosing) handler?.noticeTermination(notices.describe(n), { deadlineMs: n.deadline });
+  };
   const subscription = notices.notices$.subscribe((n) => {
     if (n.count !== 1) return;
+    // The agreement: the handler claims the preemption (a data-parallel rank's claim is its stop
+    // vote too); one that came before the handler exists is delivered to it once it does.
+    if (agree) return noticeToHandler(n);
     // Data-parallel: this rank's stop vote; the handler hears of it where the ranks agree (below).
     if (group !== undefined) group.requestStop();
-    else handler?.noticeTermination(notices.describe(n), { deadlineMs: n.deadline });
+    else noticeToHandler(n);
     // Every task of the cluster exits with the preemption code: tell them.
     void cluster?.reportPreemption(notices.describe(n));
   });
@@ -365,9 +385,16 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     const f = clusterFailureOf(error);
     return cluster.isChiefLoss(clusterFailureErrorOf(error) ?? error) || (f?.kind === "peerLost" && f.task === cluster.chiefTaskName);
   };
-  const preempting = (): boolean => notices.first !== undefined || clusterPreemption !== undefined || group?.stopAgreed === true;
+  const preempting = (): boolean => notices.first !== undefined || clusterPreemption !== undefined || group?.stopAgreed === true || handler?.terminationReceived === true;
   const why = (): string =>
-    notices.first !== undefined ? notices.describe(notices.first) : (clusterPreemption?.message ?? "a stop the replica group agreed on (another rank's termination notice)");
+    notices.first !== undefined
+      ? notices.describe(notices.first)
+      : (clusterPreemption?.message ??
+        (claimedBy !== undefined
+          ? `${claimedBy}'s termination notice`
+          : group !== undefined
+            ? "a stop the replica group agreed on (another rank's termination notice)"
+            : "another task's termination notice, agreed through the coordination service"));
   /**
    * Data-parallel, on a notice (this task's, or another's report): the next step carries this
    * rank's stop vote, and every rank stops after the first step in which any voted; the chief's
@@ -388,6 +415,10 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     return true;
   };
   let finished = false;
+  /** The task whose termination notice started the agreement, when another task's did (heard by the handler). */
+  let claimedBy: string | undefined;
+  /** The error of the step that failed, if one did (the agreement may turn it into a preemption). */
+  let stepFailure: unknown;
   /** Steps this process trained. */
   let run = 0;
   const forced = exitOnRepeatedNotice(notices.notices$, {
@@ -398,6 +429,71 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     exit: io.exit ?? ((code) => process.exit(code)),
     beforeExit: () => progress.stop(),
   });
+  const toLaunch = launchStatusWriter(io.env);
+  /** The exit code of training that ended with `e` (printing why, and telling the cluster when this task failed). */
+  const failed = async (e: unknown): Promise<number> => {
+      await following?.settled();
+      if (started) progress.stop();
+      await fileWriterCache.closeAll().catch(() => undefined);
+      if (e instanceof CheckpointDirInUseError) {
+        io.err.write(`${e.message}\n`);
+        return ExitCodes.usage;
+      }
+      // A collective's failure carries the collective's error.
+      const groupFailure = e instanceof ReplicaGroupError ? e.cause : undefined;
+      // Another task's termination notice that ended the group's wait for a lost rank.
+      if (groupFailure !== undefined && isPreemptionReport(groupFailure)) clusterPreemption ??= groupFailure;
+      // A peer that leaves the group for a termination notice looks like a peer gone: the
+      // coordination service says which, shortly after (its report, or the failure it declares).
+      if (groupFailure !== undefined && cluster !== undefined && !preempting()) await settledWithin(cluster.failed, WHY_A_PEER_LEFT_MS, clock);
+      // Losing the chief while the group stopped for a notice: nobody can write the checkpoint (43).
+      if (!agree && groupFailure !== undefined && preempting()) e = new PreemptedExit(losesChief(groupFailure) ? ExitCodes.chiefLost : exitCodeOf(config), false);
+      // A worker that waited for its lost chief and got a termination notice meanwhile.
+      if (isPreemptionReport(e)) e = new PreemptedExit(exitCodeOf(config), false);
+      // The replicas build different models: a configuration to fix, before any update. Found by
+      // the replicas' signature check at the first step, or by a worker that cannot take the
+      // chief's values; the others learn it from the cluster (the reported error).
+      const mismatch = isModelMismatch(e)
+        ? e.message
+        : group !== undefined && !isChief && !started && e instanceof InvalidArgumentError && / mismatch/.test(e.message)
+          ? `${MODEL_MISMATCH} ${task?.name ?? "this task"} (rank ${group.rank}) cannot take the chief's values: ${e.message}. Every worker must build the same model (same layers, shapes and dtypes).`
+          : clusterFailure !== undefined && reportsModelMismatch(clusterFailure)
+            ? // For the line only: the reporter's description, without the report's framing.
+              clusterFailure.message.slice(Math.max(0, clusterFailure.message.indexOf(MODEL_MISMATCH)))
+            : undefined;
+      if (mismatch !== undefined && group !== undefined) {
+        io.err.write(`${task?.name ?? "this task"}: ${mismatch.split("\n")[0] ?? ""}\n`);
+        if (cluster !== undefined && clusterFailure === undefined) await cluster.reportFailure(new ModelMismatchError(mismatch));
+        return ExitCodes.usage;
+      }
+      if (e instanceof PreemptedExit) {
+        // The checkpoint is durable: a platform waiting for it (Azure) may go on.
+        if (e.saved) await notices.acknowledge();
+        if (e.exitCode === ExitCodes.chiefLost && !e.saved) {
+          logger.error(
+            `Preempted (${why()}), and the chief was lost meanwhile (${describeError(groupFailure ?? (stepFailure instanceof ReplicaGroupError ? stepFailure.cause : stepFailure) ?? e)}): nobody can write the checkpoint; exiting with ${e.exitCode} without saving (the restart resumes from the last checkpoint).`,
+          );
+          return e.exitCode;
+        }
+        logger.info(
+          e.saved
+            ? `Preempted: checkpoint saved; exiting with ${e.exitCode} (run the same command again to resume).`
+            : groupFailure !== undefined || (agree && group !== undefined && stepFailure !== undefined)
+              ? `Preempted (${why()}) during a collective, which was cancelled: exiting with ${e.exitCode} without saving (the run resumes from the last checkpoint).`
+              : task !== undefined && !isChief
+              ? `Preempted (${why()}): a worker exits with ${e.exitCode}${groupStopStep === undefined ? "" : ` at global step ${groupStopStep}, where the replica group stopped,`} without saving (the chief saves).`
+              : handler !== undefined && run === 0
+                ? `Preempted (${why()}) before the first step: exiting with ${e.exitCode} without saving (nothing was trained since the checkpoint this run started from; run the same command again to resume).`
+                : `Preempted (${why()}) with no preemption checkpoint configured: exiting with ${e.exitCode} without saving.`,
+        );
+        where();
+        return e.exitCode;
+      }
+      io.err.write(failureMessage(groupFailure ?? e, verbose));
+      // The others stop too, naming this task (unless the failure came from the cluster).
+      if (cluster !== undefined && e !== clusterFailure && clusterFailure === undefined) await cluster.reportFailure(groupFailure ?? e);
+      return ExitCodes.failure;
+  };
   try {
     // A worker waits for the chief's model here: a termination notice or a cluster failure ends the wait.
     const creating =
@@ -411,13 +507,19 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
             });
             return created;
           });
-    const sess = await (cluster === undefined ? creating : raceCreation(creating, clusterFailed, notices, isChief, exitCodeOf(config)));
-    handler = manager === undefined ? undefined : await createPreemptionHandler(sess, config, manager, logger, clock);
+    // Under the agreement, a worker's notice waits for its handler (the others learn of it there).
+    const sess = await (cluster === undefined ? creating : raceCreation(creating, clusterFailed, notices, isChief || agree, exitCodeOf(config)));
+    handler = agree ? await createPreemptionHandler(sess, config, manager, logger, clock, cluster) : manager === undefined ? undefined : await createPreemptionHandler(sess, config, manager, logger, clock);
     // Preemption events join the session's stream, which the display follows.
     // Its events, and its lines as the session's events (printed above the progress display).
     if (handler !== undefined) sess.forwardEvents(handler);
+    handler?.events$.subscribe((ev) => {
+      if (ev.type === "preemptionClaimHeard") claimedBy ??= ev.claimant;
+      // Where this task stopped (a worker of the group: where every rank did).
+      if (ev.type === "preemptionCheckpointSaved" && ev.exit && group !== undefined && !isChief && stepFailure === undefined) groupStopStep = ev.globalStep;
+    });
     // A notice that came while the session was being created (data-parallel: see stopForGroup).
-    if (group === undefined) {
+    if (group === undefined || agree) {
       if (notices.first !== undefined) handler?.noticeTermination(notices.describe(notices.first), { deadlineMs: notices.first.deadline });
       else if (clusterPreemption !== undefined) handler?.noticeTermination(clusterPreemption.message);
     }
@@ -444,17 +546,27 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
       while (!s.shouldStop()) {
         // Without a preemption handler (no checkpoint directory, or preemption disabled) a
         // notice still ends the run with the preemption exit code, without a save.
-        if (group !== undefined && stopForGroup()) {
+        if (agree) {
+          // The handler decides (its agreement, the group's stop vote); the cluster's failures reach its steps.
+        } else if (group !== undefined && stopForGroup()) {
           groupStopStep = await readStep(s);
           if (handler === undefined) throw new PreemptedExit(exitCodeOf(config), false);
         } else if (group === undefined && handler === undefined && preempting()) throw new PreemptedExit(exitCodeOf(config), false);
         if (clusterFailure !== undefined && !preempting()) throw clusterFailure;
         const feeds = typeof job.feeds === "function" ? job.feeds() : job.feeds;
-        const step = () => s.run(fetches, feeds);
+        const step = async (): Promise<unknown> => {
+          try {
+            return await s.run(fetches, feeds);
+          } catch (e) {
+            stepFailure = e;
+            throw e;
+          }
+        };
         let result: unknown;
         try {
           result = handler === undefined ? await step() : await handler.run(step);
         } catch (e) {
+          if (agree) throw e;
           // A notice while the chief's step waited in the replica group (re-forming after a lost
           // rank, or cut short by a peer's exit): the step applied nothing (gradients are applied
           // only after their all-reduce), so the chief's variables are those of the last completed
@@ -486,75 +598,20 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     logger.info(finalStep === undefined ? "Done." : `Done at global step ${finalStep}.`);
     where();
     return ExitCodes.done;
-  } catch (e) {
-    await following?.settled();
-    if (started) progress.stop();
-    await fileWriterCache.closeAll().catch(() => undefined);
-    if (e instanceof CheckpointDirInUseError) {
-      io.err.write(`${e.message}\n`);
-      return ExitCodes.usage;
-    }
-    // A collective's failure carries the collective's error.
-    const groupFailure = e instanceof ReplicaGroupError ? e.cause : undefined;
-    // Another task's termination notice that ended the group's wait for a lost rank.
-    if (groupFailure !== undefined && isPreemptionReport(groupFailure)) clusterPreemption ??= groupFailure;
-    // A peer that leaves the group for a termination notice looks like a peer gone: the
-    // coordination service says which, shortly after (its report, or the failure it declares).
-    if (groupFailure !== undefined && cluster !== undefined && !preempting()) await settledWithin(cluster.failed, WHY_A_PEER_LEFT_MS, clock);
-    // Losing the chief while the group stopped for a notice: nobody can write the checkpoint (43).
-    if (groupFailure !== undefined && preempting()) e = new PreemptedExit(losesChief(groupFailure) ? ExitCodes.chiefLost : exitCodeOf(config), false);
-    // A worker that waited for its lost chief and got a termination notice meanwhile.
-    if (isPreemptionReport(e)) e = new PreemptedExit(exitCodeOf(config), false);
-    // The replicas build different models: a configuration to fix, before any update. Found by
-    // the replicas' signature check at the first step, or by a worker that cannot take the
-    // chief's values; the others learn it from the cluster (the reported error).
-    const mismatch = isModelMismatch(e)
-      ? e.message
-      : group !== undefined && !isChief && !started && e instanceof InvalidArgumentError && / mismatch/.test(e.message)
-        ? `${MODEL_MISMATCH} ${task?.name ?? "this task"} (rank ${group.rank}) cannot take the chief's values: ${e.message}. Every worker must build the same model (same layers, shapes and dtypes).`
-        : clusterFailure !== undefined && reportsModelMismatch(clusterFailure)
-          ? // For the line only: the reporter's description, without the report's framing.
-            clusterFailure.message.slice(Math.max(0, clusterFailure.message.indexOf(MODEL_MISMATCH)))
-          : undefined;
-    if (mismatch !== undefined && group !== undefined) {
-      io.err.write(`${task?.name ?? "this task"}: ${mismatch.split("\n")[0] ?? ""}\n`);
-      if (cluster !== undefined && clusterFailure === undefined) await cluster.reportFailure(new ModelMismatchError(mismatch));
-      return ExitCodes.usage;
-    }
-    if (e instanceof PreemptedExit) {
-      // The checkpoint is durable: a platform waiting for it (Azure) may go on.
-      if (e.saved) await notices.acknowledge();
-      if (e.exitCode === ExitCodes.chiefLost && !e.saved) {
-        logger.error(
-          `Preempted (${why()}), and the chief was lost meanwhile (${describeError(groupFailure ?? e)}): nobody can write the checkpoint; exiting with ${e.exitCode} without saving (the restart resumes from the last checkpoint).`,
-        );
-        return e.exitCode;
-      }
-      logger.info(
-        e.saved
-          ? `Preempted: checkpoint saved; exiting with ${e.exitCode} (run the same command again to resume).`
-          : groupFailure !== undefined
-            ? `Preempted (${why()}) during a collective, which was cancelled: exiting with ${e.exitCode} without saving (the run resumes from the last checkpoint).`
-            : task !== undefined && !isChief
-            ? `Preempted (${why()}): a worker exits with ${e.exitCode}${groupStopStep === undefined ? "" : ` at global step ${groupStopStep}, where the replica group stopped,`} without saving (the chief saves).`
-            : handler !== undefined && run === 0
-              ? `Preempted (${why()}) before the first step: exiting with ${e.exitCode} without saving (nothing was trained since the checkpoint this run started from; run the same command again to resume).`
-              : `Preempted (${why()}) with no preemption checkpoint configured: exiting with ${e.exitCode} without saving.`,
-      );
-      where();
-      return e.exitCode;
-    }
-    io.err.write(failureMessage(groupFailure ?? e, verbose));
-    // The others stop too, naming this task (unless the failure came from the cluster).
-    if (cluster !== undefined && e !== clusterFailure && clusterFailure === undefined) await cluster.reportFailure(groupFailure ?? e);
-    return ExitCodes.failure;
+  } catch (caught) {
+    const code = await failed(caught);
+    // Under launch: this task leaves on its own (a peer that finds its service gone need not have it killed).
+    if (cluster !== undefined) toLaunch({ type: "exiting", code, reason: "training ended" });
+    return code;
   } finally {
+    // The handler's last coordination calls go out while the task is still in the cluster.
+    if (!finished) await closeHandler();
     if (!finished) await cluster?.finish(false);
     following?.unsubscribe();
     await board?.close();
     subscription.unsubscribe();
     forced.cancel();
-    await handler?.close();
+    await closeHandler();
     await manager?.close();
   }
 };

@@ -14,6 +14,7 @@ import type { MonitoredSession } from "../pipeline/MonitoredSession.js";
 import { PreemptionCheckpointHandler } from "../preemption/PreemptionCheckpointHandler.js";
 import { LocalPreemptionCoordinator } from "../preemption/PreemptionCoordinator.js";
 import { PREEMPTION_EXIT_CODE, TerminationConfig } from "../preemption/TerminationConfig.js";
+import type { PreemptionClusterResolver } from "../preemption/PreemptionCluster.js";
 import type { VariableStore } from "../session/Session.js";
 import { isPromiseLike } from "../util/promise.js";
 import type { createProgress } from "./progress.js";
@@ -39,21 +40,27 @@ export class PreemptedExit extends Error {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * A `PreemptionCheckpointHandler` for the chief when preemption is enabled (by default when
- * there is a checkpoint directory). Its save writes `<basename>-<global step>` through the
- * directory's manager, the one the checkpoint hook saves with; its exit unwinds the loop with
- * {@link PreemptedExit}.
+ * The task's `PreemptionCheckpointHandler`. Alone (no cluster): the chief's, when preemption is
+ * enabled (by default when there is a checkpoint directory), saving at the next step boundary.
+ * In a cluster (`cluster`, the task's runtime): every task's, since every task takes part in the
+ * agreement on the run at which the tasks stop (the multi-worker protocol of a program's own
+ * handler, `ClusterPreemptionCoordinator`); only the chief saves, when preemption is enabled.
+ * A save writes `<basename>-<global step>` through the directory's manager, the one the
+ * checkpoint hook saves with; the exit unwinds the loop with {@link PreemptedExit}.
  */
 export const createPreemptionHandler = async (
   sess: MonitoredSession,
   config: Parameters<typeof toMonitoredTrainingSessionOptions>[0],
-  manager: CheckpointManager,
+  manager: CheckpointManager | undefined,
   logger: ReturnType<typeof createProgress>["logger"],
   clock: Clock,
+  cluster?: PreemptionClusterResolver,
 ): Promise<PreemptionCheckpointHandler | undefined> => {
   const p = config.preemption;
   const enabled = p?.enabled ?? config.checkpoint !== undefined;
-  if (!enabled) return undefined;
+  // A task of a cluster agrees with the others even when it saves nothing.
+  if (cluster === undefined && (!enabled || manager === undefined)) return undefined;
+  const saves = enabled && manager !== undefined;
   const exitCode = exitCodeOf(config);
   const store = (): VariableStore => {
     const v = sess.rawSession?.variables;
@@ -63,7 +70,7 @@ export const createPreemptionHandler = async (
   return PreemptionCheckpointHandler.create({
     checkpointManager: manager,
     store,
-    // The chief session creator restored the session already.
+    // The chief session creator restored the session already; a worker starts from the chief's values.
     restoreOnCreate: false,
     // The command's TerminationNotices watch signals, the file and the parent, and tell the handler.
     signals: [],
@@ -72,17 +79,24 @@ export const createPreemptionHandler = async (
     globalStep: () => globalStepNow(sess),
     // The monitored session inside `run` already gives the event loop its turns.
     yieldIntervalMs: Number.POSITIVE_INFINITY,
-    // One process, no peer to agree with: save where the notice is seen, not a step later.
-    coordinator: new LocalPreemptionCoordinator({ gracePeriodSecs: p?.gracePeriodSecs ?? 0, saveAtNextBoundary: true, clock, logger }),
+    ...(cluster === undefined
+      ? // One process, no peer to agree with: save where the notice is seen, not a step later.
+        { coordinator: new LocalPreemptionCoordinator({ gracePeriodSecs: p?.gracePeriodSecs ?? 0, saveAtNextBoundary: true, clock, logger }) }
+      : // `run` reports a failure to the cluster itself (naming the task, a mismatch of models apart).
+        { clusterResolver: cluster, reportErrors: false }),
     terminationConfig: new TerminationConfig({
       gracePeriodSecs: p?.gracePeriodSecs ?? 0,
       saveFn: async () => {
+        // A worker (or a chief without a checkpoint directory) writes nothing: only the chief's checkpoint is kept.
+        if (!saves) return;
         const step = (await readStep(sess)) ?? 0;
         const path = await manager.save(store(), { checkpointNumber: step, step, checkInterval: false });
         logger.info(`Preemption checkpoint for step ${step} saved: ${path ?? "(skipped)"}.`);
       },
-      exitFn: () => {
-        throw new PreemptedExit(exitCode);
+      // 42 after the save (the configured code), or 43 (the chief lost) without one.
+      exitFn: (code) => {
+        const preempted = code === PREEMPTION_EXIT_CODE;
+        throw new PreemptedExit(preempted ? exitCode : code, preempted && saves);
       },
     }),
   });

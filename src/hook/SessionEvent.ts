@@ -146,6 +146,11 @@ export interface SessionEventMap {
    * proposes the run to save at, `task` is this one (a later claimant leaves it to the leader).
    */
   preemptionClaimed: { readonly leader: string; readonly task: string };
+  /**
+   * Multi-worker: a task that got no notice of its own heard `claimant`'s claim (its proposal, or
+   * the claim a data-parallel stop vote writes).
+   */
+  preemptionClaimHeard: { readonly claimant: string };
   /** Multi-worker: every task saves at run `run` (round 1 is a grace period's last save); `exit` after it. */
   preemptionStepAgreed: { readonly run: number; readonly round: number; readonly exit: boolean; readonly leader: boolean };
   /** Multi-worker, on the leader: every live task acknowledged the agreed run. */

@@ -61,6 +61,7 @@ import type { PreemptionCoordinator, PreemptionDecision } from "./PreemptionCoor
 /** A step of the agreement, as the handler puts it on its `events$`. */
 export type AgreementEvent =
   | { readonly type: "preemptionClaimed"; readonly leader: string; readonly task: string }
+  | { readonly type: "preemptionClaimHeard"; readonly claimant: string }
   | { readonly type: "preemptionStepAgreed"; readonly run: number; readonly round: number; readonly exit: boolean; readonly leader: boolean }
   | { readonly type: "preemptionAcknowledged"; readonly run: number; readonly round: number; readonly tasks: number };
 
@@ -97,10 +98,15 @@ export interface ClusterPreemptionCoordinatorOptions {
 interface RunValue {
   readonly step: number;
   readonly exit: boolean;
+  /** A proposal's: the task that proposed it (the claimant, or the leader of a later round). */
+  readonly by?: string | undefined;
 }
 
-/** A stored {@link RunValue}: JSON `{"step": <run>, "exit": <boolean>}`. */
-const RunValueJson: t.Decoder<unknown, RunValue> = JsonText.pipe(t.type({ step: NonNegativeInt, exit: Bool }), '{"step": an integer >= 0, "exit": true or false}');
+/** A stored {@link RunValue}: JSON `{"step": <run>, "exit": <boolean>}`, a proposal's with `"by": <task>`. */
+const RunValueJson: t.Decoder<unknown, RunValue> = JsonText.pipe(
+  t.type({ step: NonNegativeInt, exit: Bool, by: t.union([t.string, t.undefined]) }),
+  '{"step": an integer >= 0, "exit": true or false}',
+);
 
 /** A stored hold: JSON `{"hold": <run it saves at, earliest>, "run": <the boundary it answered from>}`. */
 const HoldJson: t.Decoder<unknown, { readonly hold: number; readonly run: number }> = JsonText.pipe(
@@ -113,6 +119,9 @@ const CLAIM_WATCH_MS = 600_000;
 
 /** The value a task inserts into its own keys of a round when it closes. */
 const CLOSED = "closed";
+
+/** The liveness deadline assumed when the resolver does not give one (the coordination service's default), ms. */
+const DEFAULT_LIVENESS_MS = 10_000;
 
 /** Where the agreement's keys live (under the generation). */
 const PREFIX = "monitored-session/preemption";
@@ -335,7 +344,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
    * come is one warning line, and the exit goes on. Never rejects.
    */
   async beforeExit(): Promise<void> {
-    const timeoutMs = this.o.livenessTimeoutMs ?? 10_000;
+    const timeoutMs = this.o.livenessTimeoutMs ?? DEFAULT_LIVENESS_MS;
     await Promise.all([this.untilAcknowledged(timeoutMs), this.o.isChief ? this.untilOthersAcknowledged(timeoutMs) : undefined]);
   }
 
@@ -344,7 +353,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
    * with `maxToKeep: 1` its save removes the checkpoint a worker may still be reading.
    */
   async restored(): Promise<void> {
-    await this.o.store.insert(this.key(`restored/${this.o.id}`), "1");
+    // A handler made again in the same generation (the program closed its first one) finds its key there.
+    await this.insertUnlessClosed(`restored/${this.o.id}`, "1");
     await Promise.all(this.others().map((id) => this.waitLong(`restored/${id}`, `${this.o.workers[id] ?? id} to restore its checkpoint (create its PreemptionCheckpointHandler)`)));
   }
 
@@ -355,11 +365,28 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     this.failAgreedWaiters(new Error("the preemption handler closed"));
     const r = this.round;
     const mark = (k: string): Promise<void> => this.o.store.insert(this.key(`round${r}/${k}/${this.o.id}`), CLOSED).catch(() => undefined);
-    await Promise.all([mark("proposal"), mark("hold"), mark("step"), mark("ack")]);
-    await this.handOver();
-    // A leader sees its round through: the others wait for the run it publishes.
-    await this.leading;
-    await this.watching;
+    const ending = (async () => {
+      await Promise.all([mark("proposal"), mark("hold"), mark("step"), mark("ack")]);
+      await this.handOver();
+      // A leader sees its round through: the others wait for the run it publishes.
+      await this.leading;
+      await this.watching;
+    })();
+    // A service that stopped answering (frozen, or its client closed first) must not keep the
+    // process from exiting: the close waits at most twice the liveness deadline.
+    const boundMs = 2 * (this.o.livenessTimeoutMs ?? DEFAULT_LIVENESS_MS);
+    let timer: TimerHandle | undefined;
+    const late = await Promise.race([
+      ending.then(
+        () => false,
+        () => false,
+      ),
+      new Promise<boolean>((ok) => {
+        timer = this.o.clock.setTimer(boundMs, () => ok(true));
+      }),
+    ]);
+    timer?.cancel();
+    if (late) this.o.logger.warn(`PreemptionCheckpointHandler: ${this.me} closed before its coordination calls settled (none answered within ${secs(boundMs)} s).`);
   }
 
   /**
@@ -423,7 +450,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       }
     }
     if (round > 0) this.o.logger.info("PreemptionCheckpointHandler: grace period almost ended. Final call to save a checkpoint!");
-    const proposal: RunValue = { step, exit };
+    const proposal: RunValue = { step, exit, by: this.me };
     this.proposal = proposal;
     const value = JSON.stringify(proposal);
     // Every task's own key (a task's close marks its own; two claimants' proposals race per key: the first stays).
@@ -452,11 +479,26 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     // The same on every task: the first save of a grace period trains on, any other exits.
     const exit = this.graceMs <= 0 || round > 0;
     const proposed = this.proposal?.step;
-    const holds = await Promise.all(all.map((id) => this.waitLong(`round${round}/hold/${id}`, `${this.o.workers[id] ?? id}'s hold`)));
+    // A live task answers a proposal from its watcher, in a turn of its event loop; one whose
+    // loop stays blocked (a step that never ends) is alive to the service, which never declares it
+    // failed: the holds are waited for up to twice the liveness deadline (a dead task is declared
+    // failed first, which fails the wait: see onWatchError), and one that did not come is left out
+    // (that task saves where it is once it reads the agreed run, if it ever does).
+    const boundMs = 2 * (this.o.livenessTimeoutMs ?? DEFAULT_LIVENESS_MS);
+    const holds = await Promise.all(all.map((id) => this.waitBounded(`round${round}/hold/${id}`, boundMs)));
+    const silent = holds.flatMap((h, id) => (h === undefined ? [this.o.workers[id] ?? String(id)] : []));
+    if (silent.length > 0) {
+      this.o.logger.warn(
+        `PreemptionCheckpointHandler: ${silent.join(", ")} did not answer the proposal within ${secs(boundMs)} s (alive to the coordination service, its event loop blocked?): the run is agreed without ${silent.length === 1 ? "its hold" : "their holds"}.`,
+      );
+    }
     const live = holds
       .map((h, id) => ({ id, h }))
-      .filter(({ h }) => h !== CLOSED)
+      .filter((x): x is { id: number; h: string } => x.h !== undefined && x.h !== CLOSED)
       .map(({ id, h }) => ({ id, ...this.decodeStored(HoldJson, `round${round}/hold/${id}`, `${this.o.workers[id] ?? id}'s hold`, h) }));
+    // Every task may have closed or gone silent: the proposal is the run.
+    if (live.length === 0 && proposed !== undefined) live.push({ id: this.o.id, hold: proposed, run: proposed });
+    if (live.length === 0) return;
     const step = Math.max(...live.map(({ hold }) => hold));
     const drift = live.length === 0 ? 0 : step - Math.min(...live.map(({ run }) => run));
     const agreed = JSON.stringify({ step, exit } satisfies RunValue);
@@ -477,8 +519,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
         );
       }
     }
-    const acks = await Promise.all(live.map(({ id }) => this.waitLong(`round${round}/ack/${id}`, `${this.o.workers[id] ?? id}'s acknowledgement`)));
-    this.o.emit?.({ type: "preemptionAcknowledged", run: step, round, tasks: acks.filter((a) => a !== CLOSED).length });
+    const acks = await Promise.all(live.map(({ id }) => this.waitBounded(`round${round}/ack/${id}`, boundMs)));
+    this.o.emit?.({ type: "preemptionAcknowledged", run: step, round, tasks: acks.filter((a) => a !== undefined && a !== CLOSED).length });
   }
 
   private async insertUnlessClosed(k: string, value: string): Promise<void> {
@@ -542,11 +584,23 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   private async watchClaim(): Promise<void> {
     while (!this.closed && this.claimSeen === undefined) {
       try {
-        this.claimSeen = await this.o.store.get(this.key("claim"), { timeoutMs: CLAIM_WATCH_MS });
+        const claimant = await this.o.store.get(this.key("claim"), { timeoutMs: CLAIM_WATCH_MS });
+        if (this.claimSeen === undefined && claimant !== this.me && !this.closed) this.heardClaim(claimant);
+        this.claimSeen ??= claimant;
       } catch (e) {
         if (!(e instanceof DeadlineExceededError)) return;
       }
     }
+  }
+
+  /** Another task's claim reached this one (its proposal, or a data-parallel stop vote's claim): one line, one event. */
+  private heardClaim(claimant: string): void {
+    this.o.logger.info(
+      this.o.replicaStop?.votes === true
+        ? `PreemptionCheckpointHandler: ${claimant} got a termination notice; the replica group stops after the step whose all-reduce carries its vote.`
+        : `PreemptionCheckpointHandler: ${claimant} got a termination notice; ${this.me} holds at its next boundary and saves at the run the tasks agree on.`,
+    );
+    this.o.emit?.({ type: "preemptionClaimHeard", claimant });
   }
 
   /** One round of the watch: the proposal, then the agreed run, then the acknowledgement (see the module comment). */
@@ -557,6 +611,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       if (proposal === undefined || proposal === CLOSED || this.closed) return;
       if (round === this.round) {
         const proposed = this.decodeStored(RunValueJson, `round${round}/proposal/${this.o.id}`, `the preemption proposal for ${this.me}`, proposal);
+        if (this.proposal === undefined && round === 0 && proposed.by !== undefined && proposed.by !== this.me) this.heardClaim(proposed.by);
         this.proposal ??= proposed;
         if (this.o.isChief) this.startLeading();
         // Answer now, from where the loop is: the boundary it reaches next.
@@ -657,6 +712,16 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
         if (!(e instanceof DeadlineExceededError)) throw e;
         this.o.logger.warn(`PreemptionCheckpointHandler: ${this.me} still waits for ${what} (the task is alive: the coordination service has not declared it failed).`);
       }
+    }
+  }
+
+  /** The value of `k`, or `undefined` when it does not come within `timeoutMs`. */
+  private async waitBounded(k: string, timeoutMs: number): Promise<string | undefined> {
+    try {
+      return await this.o.store.get(this.key(k), { timeoutMs });
+    } catch (e) {
+      if (e instanceof DeadlineExceededError) return undefined;
+      throw e;
     }
   }
 

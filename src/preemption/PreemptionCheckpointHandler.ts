@@ -45,7 +45,7 @@ import { basename, dirname, join } from "node:path";
 
 import { CheckpointManager, type CheckpointSaveOptions } from "../checkpoint/index.js";
 import { systemClock, type Clock, type TimerHandle } from "../time/Clock.js";
-import { clusterFailureErrorOf, InvalidArgumentError, OpError, RuntimeError, UnimplementedError, ValueError } from "../errors.js";
+import { clusterFailureErrorOf, clusterFailureOf, InvalidArgumentError, OpError, RuntimeError, UnimplementedError, ValueError } from "../errors.js";
 import { DEFAULT_YIELD_INTERVAL_MS, EventLoopYield } from "../pipeline/EventLoopYield.js";
 import { defaultLogger, type Logger } from "../Logger.js";
 import { ResumableState } from "../creation/ResumableState.js";
@@ -74,7 +74,9 @@ export interface SignalTarget {
 
 /**
  * Options of {@link PreemptionCheckpointHandler.create}: a `checkpointManager` or a
- * `checkpointDir` (with both, the directory is ignored with a warning, as TensorFlow does).
+ * `checkpointDir` (with both, the directory is ignored with a warning, as TensorFlow does). A
+ * handler that only agrees on the run and leaves the saving to `terminationConfig.saveFn` (a
+ * task that writes no checkpoint of its own) may have neither, with `restoreOnCreate: false`.
  */
 export interface PreemptionCheckpointHandlerOptions {
   /**
@@ -130,6 +132,12 @@ export interface PreemptionCheckpointHandlerOptions {
    * step N" (what a user sees in TensorBoard and checkpoint names) instead of "at run N".
    */
   readonly globalStep?: (() => number | undefined) | undefined;
+  /**
+   * In a cluster: report an `OpError` of a step to the other tasks, which raise it at their next
+   * step (default `true`, TensorFlow's behaviour). `false` when the program reports its failures
+   * itself (`monitored-session run` does, with its own rules); the agreement is the same.
+   */
+  readonly reportErrors?: boolean | undefined;
 }
 
 /**
@@ -142,6 +150,7 @@ export type PreemptionEvent = SessionEventOf<
   | "preemptionCheckpointSaved"
   | "gracePeriodExceeded"
   | "preemptionClaimed"
+  | "preemptionClaimHeard"
   | "preemptionStepAgreed"
   | "preemptionAcknowledged"
   | "preemptionExiting"
@@ -186,6 +195,8 @@ export class PreemptionCheckpointHandler {
   /** The exit decision was carried out (a returning `exitFn` leaves the handler unusable). */
   private exited = false;
   private resolver: PreemptionClusterResolver | undefined;
+  /** See {@link PreemptionCheckpointHandlerOptions.reportErrors}. */
+  private reportsErrors = true;
   /** The task's notices this handler took over (see `PreemptionClusterResolver.takeOverNotices`). */
   private takenNotices: Subscription | undefined;
 
@@ -194,9 +205,10 @@ export class PreemptionCheckpointHandler {
      * The manager checkpoints are restored through, and saved through (the chief; a handler
      * without a cluster). On a non-chief whose manager the handler made, it only reads the chief's
      * directory, without its lock: do not save through it; the handler's saves go to the task's
-     * temporary directory.
+     * temporary directory. `undefined` for a handler created with neither a manager nor a
+     * directory: its `saveFn` saves, and {@link save} is refused.
      */
-    readonly checkpointManager: CheckpointManager,
+    readonly checkpointManager: CheckpointManager | undefined,
     private readonly store: VariableStore | (() => VariableStore),
     private readonly config: TerminationConfig,
     private readonly coordinator: PreemptionCoordinator,
@@ -217,11 +229,15 @@ export class PreemptionCheckpointHandler {
   /**
    * Validates the options, restores the latest checkpoint (or calls `initFn`) with the run
    * counter, and starts watching for termination. Throws `ValueError` without a
-   * `checkpointManager` or a `checkpointDir`.
+   * `checkpointManager` or a `checkpointDir`, unless `terminationConfig.saveFn` saves and
+   * `restoreOnCreate` is `false` (nothing to restore through).
    */
   static async create(options: PreemptionCheckpointHandlerOptions): Promise<PreemptionCheckpointHandler> {
-    if (options.checkpointManager === undefined && options.checkpointDir === undefined) {
-      throw new ValueError("PreemptionCheckpointHandler needs a checkpointManager or a checkpointDir");
+    const savesItself = options.terminationConfig?.saveFn !== undefined && options.restoreOnCreate === false;
+    if (options.checkpointManager === undefined && options.checkpointDir === undefined && !savesItself) {
+      throw new ValueError(
+        "PreemptionCheckpointHandler needs a checkpointManager or a checkpointDir (or, for a handler that only agrees on the run, a terminationConfig with a saveFn and restoreOnCreate: false)",
+      );
     }
     if (options.store === undefined) throw new ValueError("PreemptionCheckpointHandler needs the store to save (e.g. session.variables)");
     const clock = options.clock ?? systemClock;
@@ -239,13 +255,16 @@ export class PreemptionCheckpointHandler {
     // The task watched its notices since it started: they are this handler's from now on (one
     // that came meanwhile included), and it installs no signal handlers of its own.
     const taken = options.signals === undefined && options.signalTarget === undefined ? options.clusterResolver?.takeOverNotices?.() : undefined;
-    const directory = options.checkpointDir as string;
+    const directory = options.checkpointDir;
     // A non-chief never takes the chief's lock: it reads the chief's directory and writes its own temporary one.
-    const tempRoot = cluster !== undefined && !cluster.isChief && options.checkpointManager === undefined ? join(dirname(directory), `workertemp_${cluster.id}`) : undefined;
+    const tempRoot =
+      cluster !== undefined && !cluster.isChief && options.checkpointManager === undefined && directory !== undefined ? join(dirname(directory), `workertemp_${cluster.id}`) : undefined;
     const manager =
       options.checkpointManager ??
-      // A non-chief reads the chief's directory: no lock, and no clean-up there (a leftover may be the chief's save under way).
-      (await CheckpointManager.create({ directory, maxToKeep: 1, ...(tempRoot === undefined ? {} : { lock: false, removeLeftovers: false }), clock, logger }));
+      (directory === undefined
+        ? undefined
+        : // A non-chief reads the chief's directory: no lock, and no clean-up there (a leftover may be the chief's save under way).
+          await CheckpointManager.create({ directory, maxToKeep: 1, ...(tempRoot === undefined ? {} : { lock: false, removeLeftovers: false }), clock, logger }));
     const eventLoop = new EventLoopYield(clock, options.yieldIntervalMs ?? DEFAULT_YIELD_INTERVAL_MS);
     let h: PreemptionCheckpointHandler | undefined;
     const coordinator =
@@ -269,18 +288,19 @@ export class PreemptionCheckpointHandler {
           }));
     h = new PreemptionCheckpointHandler(manager, options.store, config, coordinator, clock, logger, options.globalStep, eventLoop);
     h.logRelay = relay;
-    h.ownsManager = options.checkpointManager === undefined;
+    h.ownsManager = options.checkpointManager === undefined && manager !== undefined;
     h.taskName = cluster?.workers[cluster.id];
     h.resolver = cluster?.resolver;
-    if (tempRoot !== undefined) h.workerTemp = { root: tempRoot, directory: join(tempRoot, basename(directory)) };
+    h.reportsErrors = options.reportErrors !== false;
+    if (tempRoot !== undefined && directory !== undefined) h.workerTemp = { root: tempRoot, directory: join(tempRoot, basename(directory)) };
     let path: string | null;
     try {
-      path = options.restoreOnCreate === false ? null : await manager.restoreOrInitialize(h.wrappedStore(), options.initFn);
+      path = options.restoreOnCreate === false || manager === undefined ? null : await manager.restoreOrInitialize(h.wrappedStore(), options.initFn);
       // Every task of a cluster restored before any trains (and the chief saves again).
       await (coordinator as PreemptionCoordinator).restored?.();
     } catch (e) {
       await coordinator.close();
-      if (h.ownsManager) await manager.close();
+      if (h.ownsManager) await manager?.close();
       throw e;
     }
     if (path !== null) logger.info(`PreemptionCheckpointHandler: restored ${path} ${h.at(h.runCounter)}.`, { path, run: h.runCounter });
@@ -337,7 +357,8 @@ export class PreemptionCheckpointHandler {
         await this.act(decision, undefined);
         throw e;
       }
-      const reported = this.resolver === undefined ? undefined : (this.coordinator.pendingFailure ?? reportedCause(e));
+      // A step's own error (a NaN loss, a bug) stands, even when another task reported one meanwhile.
+      const reported = this.resolver === undefined ? undefined : (reportedCause(e) ?? (clusterFailureOf(e) === undefined ? undefined : this.coordinator.pendingFailure));
       if (reported !== undefined && reported !== e) return await this.raise(reported);
       await this.report(e);
       throw e;
@@ -411,7 +432,7 @@ export class PreemptionCheckpointHandler {
       await this.coordinator.close();
     } finally {
       this.subject.complete();
-      if (this.ownsManager) await this.checkpointManager.close();
+      if (this.ownsManager) await this.checkpointManager?.close();
       await this.removeWorkerTemp();
     }
   }
@@ -454,7 +475,8 @@ export class PreemptionCheckpointHandler {
     const path = await this.saveWithinDeadline(run, d.deadlineMs, options);
     this.coordinator.saved?.(this.clock.now() - started);
     const where = this.workerTemp === undefined ? (path === null ? "" : ` (${path})`) : ` in this worker's temporary directory (only the chief's checkpoint is kept)`;
-    this.logger.info(`PreemptionCheckpointHandler: checkpoint ${path === null && this.config.saveFn === undefined ? "not written (the manager skipped it)" : "saved"} ${this.at(run)}${where}.${d.exit ? " Exiting." : ""}`, {
+    const what = this.checkpointManager === undefined ? "saveFn ran" : `checkpoint ${path === null && this.config.saveFn === undefined ? "not written (the manager skipped it)" : "saved"}`;
+    this.logger.info(`PreemptionCheckpointHandler: ${what} ${this.at(run)}${where}.${d.exit ? " Exiting." : ""}`, {
       run,
       path,
     });
@@ -470,7 +492,7 @@ export class PreemptionCheckpointHandler {
       );
       await this.removeWorkerTemp();
       // The directory's lock goes with the process, not after it: the restart takes it cleanly.
-      if (this.ownsManager) await this.checkpointManager.close();
+      if (this.ownsManager) await this.checkpointManager?.close();
       this.exited = true;
       this.emit({ type: "preemptionExiting", time: this.clock.now(), code: PREEMPTION_EXIT_CODE, saved: true, reason: `preemption checkpoint ${this.at(run)}` });
       await this.config.exitFn(PREEMPTION_EXIT_CODE);
@@ -479,7 +501,7 @@ export class PreemptionCheckpointHandler {
 
   /** Reports an `OpError` of a step to the other tasks (TensorFlow reports only those); a failed report is logged by the coordinator. */
   private async report(e: unknown): Promise<void> {
-    if (!(e instanceof OpError)) return;
+    if (!(e instanceof OpError) || !this.reportsErrors) return;
     await this.coordinator.reportError?.(e);
     await this.untilErrorHeard();
   }
@@ -501,7 +523,13 @@ export class PreemptionCheckpointHandler {
   /** Where saves go: the manager, or a non-chief's own temporary directory's (made at its first save). */
   private writeManager(): Promise<CheckpointManager> {
     const temp = this.workerTemp;
-    if (temp === undefined) return Promise.resolve(this.checkpointManager);
+    if (temp === undefined) {
+      const manager = this.checkpointManager;
+      if (manager === undefined) {
+        return Promise.reject(new ValueError("PreemptionCheckpointHandler: this handler has no checkpoint manager (it was created without one; its terminationConfig's saveFn saves)"));
+      }
+      return Promise.resolve(manager);
+    }
     temp.manager ??= CheckpointManager.create({ directory: temp.directory, maxToKeep: 1, clock: this.clock, logger: this.logger });
     return temp.manager;
   }

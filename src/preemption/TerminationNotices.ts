@@ -39,8 +39,11 @@ import { PlatformPoller, type PlatformName, type PlatformNotice, type PlatformPo
 // model
 // ---------------------------------------------------------------------------------------------
 
+/** The notices watching each output stream for a broken pipe (one error listener per stream, for the life of the process). */
+const outputWatchers = new WeakMap<NodeJS.EventEmitter, Set<TerminationNotices>>();
+
 /** Why the process is being told to stop. */
-export type TerminationSource = NodeJS.Signals | "watchFile" | "parentExited" | PlatformName;
+export type TerminationSource = NodeJS.Signals | "watchFile" | "parentExited" | "outputClosed" | PlatformName;
 
 /** One termination notice. */
 export interface TerminationNotice {
@@ -80,6 +83,14 @@ export interface TerminationNoticesOptions {
    * already init (pid 1) or absent (pid 0), as for a container's main process.
    */
   readonly watchParent?: boolean | undefined;
+  /**
+   * Streams whose reader may go away (default: this process's stdout and stderr, unless
+   * `process` is given). A write that fails because nobody reads any more (EPIPE: `launch` or
+   * the shell pipe that read the output is gone) is a notice (`outputClosed`) when it is the
+   * first, and no write error on them ends the process: it still reaches its save. Once
+   * installed, the guard against write errors stays for the life of the process.
+   */
+  readonly watchOutputs?: readonly NodeJS.EventEmitter[] | undefined;
   /** How often the file and the parent are polled (default 1 s). */
   readonly pollSecs?: number | undefined;
   /**
@@ -115,6 +126,8 @@ export class TerminationNotices {
   private firstNotice: TerminationNotice | undefined;
   private count = 0;
   private readonly listeners: [NodeJS.Signals, () => void][] = [];
+  /** The sets of watchers of each output this instance watches (see `watchOutputs`). */
+  private readonly outputs: Set<TerminationNotices>[] = [];
   private timer: TimerHandle | undefined;
   private watchedFile: string | undefined;
   private platform: PlatformPoller | undefined;
@@ -156,6 +169,7 @@ export class TerminationNotices {
       proc.on(signal, listener);
       n.listeners.push([signal, listener]);
     }
+    for (const stream of options.watchOutputs ?? (options.process === undefined ? [process.stdout, process.stderr] : [])) n.watchOutput(stream);
     for (const s of options.earlier ?? []) n.signal(s);
     if (options.watchFile !== undefined) n.watchFile(options.watchFile);
     if (options.platform !== undefined) n.watchPlatform(options.platform, options.platformPolling);
@@ -176,6 +190,7 @@ export class TerminationNotices {
   describe(n: TerminationNotice): string {
     if (n.source === "watchFile") return `the file ${this.watchedFile ?? "being watched"} appeared`;
     if (n.source === this.platformNotice?.platform) return `${n.source}: ${this.platformNotice.detail}`;
+    if (n.source === "outputClosed") return "the process reading its output is gone (a broken pipe)";
     return n.source === "parentExited" ? "the parent process exited" : n.source;
   }
 
@@ -220,6 +235,7 @@ export class TerminationNotices {
     if (this.closed) return;
     this.closed = true;
     for (const [s, l] of this.listeners.splice(0)) this.proc.off(s, l);
+    for (const watchers of this.outputs.splice(0)) watchers.delete(this);
     this.timer?.cancel();
     this.timer = undefined;
     this.platform?.close();
@@ -229,6 +245,28 @@ export class TerminationNotices {
   // -------------------------------------------------------------------------------------------
   // internals
   // -------------------------------------------------------------------------------------------
+
+  /** Listens for `stream`'s write errors (see {@link TerminationNoticesOptions.watchOutputs}). */
+  private watchOutput(stream: NodeJS.EventEmitter): void {
+    let watchers = outputWatchers.get(stream);
+    if (watchers === undefined) {
+      const set = new Set<TerminationNotices>();
+      watchers = set;
+      outputWatchers.set(stream, set);
+      // Never removed: a write error must not end the process after the watch closed either.
+      stream.on("error", (e: NodeJS.ErrnoException) => {
+        if (e.code !== "EPIPE") return;
+        for (const w of set) w.outputClosed();
+      });
+    }
+    watchers.add(this);
+    this.outputs.push(watchers);
+  }
+
+  private outputClosed(): void {
+    if (this.closed || this.firstNotice !== undefined) return;
+    this.notice("outputClosed");
+  }
 
   private signal(signal: NodeJS.Signals): void {
     const first = this.firstNotice;

@@ -631,7 +631,7 @@ const publishWatched = (resolver: SessionTargetResolver, client: CoordinationCli
  * it died (this process was re-parented), this process gets SIGTERM, once.
  */
 const watchParentOf = (me: string, clock: Clock, logger: Logger, finishing: () => boolean): { cancel(): void } => {
-  const notices = TerminationNotices.start({ signals: [], watchParent: true, clock, logger });
+  const notices = TerminationNotices.start({ signals: [], watchParent: true, watchOutputs: [], clock, logger });
   notices.notices$.subscribe(() => {
     if (finishing()) return;
     // Whoever read this task's output is gone with launch: a write to the broken pipe must not end the task before its save.

@@ -56,12 +56,12 @@ for (const backend of backends) {
       return { l, yaml };
     };
 
-    // On etcd, `run` still reports a notice to the cluster as its error (the key-value store then
-    // answers every task with that report), so a worker whose collective was cancelled cannot
-    // learn that the frozen chief will never save: it exits 42 with nothing saved. The fix is
-    // `run` on the handler's agreement (issue 32, "one protocol"); until then, a visible todo.
-    if (backend.name === "etcd") it.todo("a frozen chief (SIGSTOP), then SIGTERM to a worker: every live task exits 43 (run on etcd: needs the one preemption protocol)");
-    it.skipIf(backend.name === "etcd")("a frozen chief (SIGSTOP), then SIGTERM to a worker: the noticed worker exits 43 without saving, launch SIGKILLs the chief and exits 43", { timeout: 300_000 }, async () => {
+    // Every task preempts through the agreement: worker:1's notice is its stop vote and its claim.
+    // On etcd the claim reaches worker:0 through etcd (the frozen chief hosts nothing), so both
+    // workers know of the notice when the service declares the chief failed: both exit 43. On the
+    // embedded backend the frozen chief hosts the service: the claim reaches nobody, and worker:0,
+    // which got no notice, fails for the lost chief (1).
+    it("a frozen chief (SIGSTOP), then SIGTERM to a worker: the noticed worker exits 43 without saving, launch SIGKILLs the chief and exits 43", { timeout: 300_000 }, async () => {
       const { l } = await launchTraining(tempDir());
       process.kill(pidOf(l.output(), "chief:0"), "SIGSTOP");
       process.kill(pidOf(l.output(), "worker:1"), "SIGTERM");
@@ -70,9 +70,10 @@ for (const backend of backends) {
       const exits = exitsOf(out);
       expect(exits["worker:1"], out).toBe(43);
       expect(out).toMatch(/^\[worker:1\] ERROR Preempted \(SIGTERM\), and the chief was lost meanwhile .*: nobody can write the checkpoint; exiting with 43 without saving/m);
-      // worker:0 got no notice of its own: on the embedded backend the notice went to the frozen
-      // service, and it fails for the lost chief (1); where it hears of the notice, 43.
-      expect([1, 43], out).toContain(exits["worker:0"]);
+      if (backend.name === "etcd") {
+        expect(exits["worker:0"], out).toBe(43);
+        expect(out).toMatch(/^\[worker:0\] INFO PreemptionCheckpointHandler: worker:1 got a termination notice/m);
+      } else expect([1, 43], out).toContain(exits["worker:0"]);
       expect(exits["chief:0"], out).toBe(137);
       expect(out).toMatch(/^\[launch\] chief:0 (is lost|was declared failed|is stopped).*: SIGKILL$/m);
       expect(r.code, out).toBe(43);

@@ -17,6 +17,7 @@ import { useTempDirs } from "../util/tempDirs.js";
 const tempDir = useTempDirs("ms-launch-command-");
 const launchTask = join(repoRoot, "test/fixtures/cli/launch-task.mjs");
 const trapSigterm = join(repoRoot, "test/fixtures/cli/trap-sigterm.mjs");
+const statusTask = join(repoRoot, "test/fixtures/cli/status-task.mjs");
 
 /** Every launch started by a test, with the task pids it printed: all killed after the test. */
 const launched: CliChild[] = [];
@@ -255,5 +256,11 @@ describe("monitored-session launch -- <command>", { timeout: 160_000 }, () => {
       writeFileSync(wrapped, JSON.stringify({ cluster: { backend: "etcd" } }));
       expect(await bad(["--workers", "2", "--cluster-config", wrapped, ...command()])).toMatch(/cluster: the file holds the cluster: section's content, its keys at top level/);
     });
+  });
+  it("a task that said on its status channel that it exits is not SIGKILLed when a peer then finds its service gone: it exits with its own code", async () => {
+    const r = await launch(["--workers", "2"], [process.execPath, statusTask, tempDir()]).done;
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toContain("[launch] chief:0 exited with 1");
+    expect(r.stderr).not.toMatch(/is lost|SIGKILL$/m);
   });
 });

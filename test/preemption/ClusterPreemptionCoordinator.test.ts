@@ -21,6 +21,7 @@ import {
   PREEMPTION_EXIT_CODE,
   PreemptionCheckpointHandler,
   TerminationConfig,
+  type PreemptionCheckpointHandlerOptions,
   type PreemptionClusterResolver,
   type PreemptionEvent,
   type PreemptionKeyValueStore,
@@ -76,6 +77,8 @@ const cluster = async (
     saveFn?: () => unknown;
     /** Called by a task's exit function, before it unwinds the task's loop. */
     onExit?: (id: number, code: number) => void;
+    /** More options (or other ones) of task `id`'s handler. */
+    handlerOptions?: (id: number) => Partial<PreemptionCheckpointHandlerOptions>;
   } = {},
 ) => {
   const clock = new VirtualClock();
@@ -87,6 +90,8 @@ const cluster = async (
   const tasks = await Promise.all(
     NAMES.map(async (name, id): Promise<Task> => {
       const session = model();
+      // A handler that restores nothing trains from the initial values.
+      if (options.handlerOptions?.(id).restoreOnCreate === false) await session.variables.initialize();
       const signals = new EventEmitter();
       const logger = new RecordingLogger();
       const [taskType, index] = name.split(":") as [string, string];
@@ -129,6 +134,7 @@ const cluster = async (
           signalTarget: signals,
           clock,
           logger,
+          ...options.handlerOptions?.(id),
         }),
         train: async (lastRun, gate) => {
           try {
@@ -219,6 +225,9 @@ describe("PreemptionCheckpointHandler in a cluster (failure_handler_test, multi-
     });
     const claims = c.tasks.flatMap((t) => t.events.filter((e) => e.type === "preemptionClaimed"));
     expect(claims).toHaveLength(2);
+    // The chief, which got no notice, heard the leader's claim (its proposal).
+    const heard = c.tasks[0]?.events.filter((e) => e.type === "preemptionClaimHeard") ?? [];
+    expect(heard).toEqual([expect.objectContaining({ claimant: (claims[0] as { leader: string }).leader })]);
     const leaders = new Set(claims.map((e) => (e as { leader: string }).leader));
     expect(leaders.size).toBe(1);
     const [leader] = [...leaders];
@@ -372,7 +381,7 @@ describe("PreemptionCheckpointHandler in a cluster (failure_handler_test, multi-
     await trainAll(c.tasks, 100, (t) => {
       if (t === c.tasks[2] && t.handler.totalRunCalls === 2) t.signals.emit("SIGTERM");
     });
-    expect(c.tasks[1]?.handler.checkpointManager.holdsLock).toBe(false);
+    expect(c.tasks[1]?.handler.checkpointManager?.holdsLock).toBe(false);
     await c.close();
     const state = await CheckpointManager.create({ directory: c.dir, lock: false });
     expect(state.checkpoints).toHaveLength(1);
@@ -383,7 +392,7 @@ describe("PreemptionCheckpointHandler in a cluster (failure_handler_test, multi-
   it("a non-chief never takes the chief's lock, and makes its workertemp directory only when it saves (deleted on close)", async () => {
     const c = await cluster();
     // Every worker's handler reads the chief's directory, beside the chief's (which holds the lock).
-    expect(c.tasks.map((t) => t.handler.checkpointManager.holdsLock)).toEqual([true, false, false]);
+    expect(c.tasks.map((t) => t.handler.checkpointManager?.holdsLock)).toEqual([true, false, false]);
     const temp = join(dirname(c.dir), "workertemp_1");
     expect(existsSync(temp)).toBe(false);
     await c.tasks[1]?.handler.save();
@@ -676,7 +685,7 @@ describe("PreemptionCheckpointHandler's cluster resolver", () => {
       initFn: () => session.variables.initialize(),
       signalTarget: new EventEmitter(),
     });
-    expect(h.checkpointManager.holdsLock).toBe(true);
+    expect(h.checkpointManager?.holdsLock).toBe(true);
     await h.close();
   });
 });
@@ -791,6 +800,96 @@ describe("ClusterPreemptionCoordinator: a malformed stored value (another versio
     expect((e as Error).message).toBe(
       `PreemptionCheckpointHandler: worker:0's hold at coordination key ${c.prefix}/round0/hold/1 is malformed (written by another version of monitored-session, or corrupted): hold: expected an integer >= 0, got -1`,
     );
+    await c.close();
+  });
+});
+
+describe("ClusterPreemptionCoordinator: a task alive to the service that never answers, a close with no service, a handler that only agrees", () => {
+  it("a task whose hold never reaches the service (alive: its heartbeats go on, its event loop blocked) is left out after twice the liveness deadline: the others save at one run and exit 42, and the leader names it", async () => {
+    // worker:1's hold insert never answers; its heartbeats (the client's own) go on, so nobody declares it failed.
+    const c = await cluster({
+      resolver: (r) => {
+        const store = r.coordination as PreemptionKeyValueStore;
+        if (r.idInCluster !== 2) return r;
+        return {
+          ...r,
+          coordination: {
+            get generation() {
+              return store.generation;
+            },
+            insert: (k, v) => (k.includes("/hold/") ? new Promise<void>(() => undefined) : store.insert(k, v)),
+            get: (k, o) => store.get(k, o),
+            reportErrorToCluster: (e, o) => store.reportErrorToCluster(e, o),
+          },
+        };
+      },
+    });
+    const [chief, w0, w1] = c.tasks as [Task, Task, Task];
+    const training = trainAll(c.tasks, 1_000, (t) => {
+      if (t === w0 && t.handler.totalRunCalls === 5) t.signals.emit("SIGTERM");
+    });
+    for (let i = 0; i < 400 && c.tasks.some((t) => t.exit === undefined && t.error === undefined && t.runs === 0); i++) await c.clock.advance(100);
+    await training;
+    expect(w1.exit).toBe(42);
+    expect([chief.exit, w0.exit]).toEqual([42, 42]);
+    expect(chief.saves).toEqual(w0.saves);
+    expect(chief.saves).toHaveLength(1);
+    expect(w0.logger.messages("warn")).toContainEqual(
+      "PreemptionCheckpointHandler: worker:1 did not answer the proposal within 20 s (alive to the coordination service, its event loop blocked?): the run is agreed without its hold.",
+    );
+    expect(c.tasks.map((t) => t.error)).toEqual([undefined, undefined, undefined]);
+    // worker:1's close marks its hold key too, which never answers: its close gives up after the bound.
+    let closed = false;
+    const closing = c.close().finally(() => (closed = true));
+    for (let i = 0; i < 400 && !closed; i++) await c.clock.advance(100);
+    await closing;
+  });
+
+  it("close() with a coordination service that never answers returns after twice the liveness deadline, in one warning line", async () => {
+    const clock = new VirtualClock();
+    const logger = new RecordingLogger();
+    const never = <T>(): Promise<T> => new Promise<T>(() => undefined);
+    const store: PreemptionKeyValueStore = { generation: 1, insert: never, get: never, reportErrorToCluster: never };
+    const coordinator = new ClusterPreemptionCoordinator({ store, id: 1, workers: ["chief:0", "worker:0"], isChief: false, livenessTimeoutMs: 10_000, clock, logger });
+    let closed = false;
+    const closing = coordinator.close().then(() => (closed = true));
+    await clock.advance(19_999);
+    expect(closed).toBe(false);
+    await clock.advance(1);
+    await closing;
+    expect(logger.messages("warn")).toEqual(["PreemptionCheckpointHandler: worker:0 closed before its coordination calls settled (none answered within 20 s)."]);
+  });
+
+  it("a handler with neither a manager nor a directory agrees on the run and calls its saveFn; save() is refused; without a saveFn it is refused at creation", async () => {
+    const saved: number[] = [];
+    const c = await cluster({
+      handlerOptions: (id) =>
+        id === 2 ? { checkpointDir: undefined, restoreOnCreate: false, terminationConfig: new TerminationConfig({ saveFn: () => void saved.push(id), exitFn: (code) => { throw new Exited(code); } }) } : {},
+    });
+    const [chief, w0, w1] = c.tasks as [Task, Task, Task];
+    expect(w1.handler.checkpointManager).toBeUndefined();
+    await expect(w1.handler.save()).rejects.toThrow(/this handler has no checkpoint manager/);
+    await trainAll(c.tasks, 100, (t) => {
+      if (t === chief && t.handler.totalRunCalls === 4) t.signals.emit("SIGTERM");
+    });
+    expect([w1.exit, w0.exit, chief.exit], String([w1.error, w0.error, chief.error, ...chief.logger.messages()])).toEqual([42, 42, 42]);
+    expect(saved).toEqual([2]);
+    expect(w1.saves).toEqual(chief.saves);
+    expect(w1.logger.messages().some((l) => /^PreemptionCheckpointHandler: saveFn ran at run \d+\. Exiting\.$/.test(l))).toBe(true);
+    await c.close();
+    const session = model();
+    await expect(
+      PreemptionCheckpointHandler.create({ store: session.variables, restoreOnCreate: false, signalTarget: new EventEmitter() }),
+    ).rejects.toThrow(/needs a checkpointManager or a checkpointDir \(or, for a handler that only agrees on the run, a terminationConfig with a saveFn and restoreOnCreate: false\)/);
+  });
+
+  it("reportErrors: false: an OpError of this task's step is not reported; the others train on", async () => {
+    const c = await cluster({ handlerOptions: (id) => (id === 2 ? { reportErrors: false } : {}) });
+    const [chief, w0, w1] = c.tasks as [Task, Task, Task];
+    await expect(w1.handler.run(() => Promise.reject(new ResourceExhaustedError("out of memory on worker:1")))).rejects.toThrow(ResourceExhaustedError);
+    await Promise.all([chief.train(5), w0.train(5)]);
+    expect([chief.error, w0.error]).toEqual([undefined, undefined]);
+    expect([chief.runs, w0.runs]).toEqual([5, 5]);
     await c.close();
   });
 });

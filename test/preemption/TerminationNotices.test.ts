@@ -120,6 +120,44 @@ describe("TerminationNotices", () => {
   });
 });
 
+describe("TerminationNotices: an output whose reader is gone (a broken pipe)", () => {
+  const epipe = (): NodeJS.ErrnoException => Object.assign(new Error("write EPIPE"), { code: "EPIPE" });
+
+  it("EPIPE on a watched output is a notice (outputClosed) when it is the first; other write errors are swallowed without one", () => {
+    const stdout = new EventEmitter();
+    const { notices, seen, clock } = start({ watchOutputs: [stdout] });
+    stdout.emit("error", Object.assign(new Error("write EIO"), { code: "EIO" }));
+    expect(seen).toEqual([]);
+    stdout.emit("error", epipe());
+    stdout.emit("error", epipe());
+    expect(seen).toEqual([{ source: "outputClosed", time: clock.now(), count: 1 }]);
+    expect(notices.describe(seen[0] as TerminationNotice)).toBe("the process reading its output is gone (a broken pipe)");
+    notices.close();
+  });
+
+  it("after another notice a broken pipe adds none (it would count as a second, forcing, notice); after close the error is still swallowed", () => {
+    const stdout = new EventEmitter();
+    const { proc, notices, seen } = start({ watchOutputs: [stdout] });
+    proc.send("SIGTERM");
+    stdout.emit("error", epipe());
+    expect(seen.map((n) => n.source)).toEqual(["SIGTERM"]);
+    notices.close();
+    // An emitter with no error listener throws: the guard stays for the life of the process.
+    expect(() => stdout.emit("error", epipe())).not.toThrow();
+  });
+
+  it("two watchers of one stream share one listener, and each hears the broken pipe", () => {
+    const stdout = new EventEmitter();
+    const a = start({ watchOutputs: [stdout] });
+    const b = start({ watchOutputs: [stdout] });
+    expect(stdout.listenerCount("error")).toBe(1);
+    stdout.emit("error", epipe());
+    expect([a.seen.length, b.seen.length]).toEqual([1, 1]);
+    a.notices.close();
+    b.notices.close();
+  });
+});
+
 describe("TerminationNotices with a platform", () => {
   it("a platform notice joins the stream with its deadline and is described with the platform's words", async () => {
     let answer: PlatformNotice | undefined;

@@ -7,7 +7,7 @@
  * of `startTask()` as its cluster resolver. Tests act when a line appears, never after a fixed
  * time; every wait has a deadline. Without an etcd binary the etcd half is skipped with a message.
  */
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 
@@ -179,7 +179,8 @@ for (const backend of backends) {
     }, 300_000);
 
     it("launch killed (SIGKILL): every task takes its parent's death as a notice, they save at one run and exit (no orphan trains on)", async () => {
-      const { run, dir } = start({});
+      const logs = tempDir();
+      const { run, dir } = start({ TASK_LOG_DIR: logs });
       await allTraining(run);
       const pids = TASKS.map((t) => pidOf(run.output(), t));
       run.process.kill("SIGKILL");
@@ -191,8 +192,11 @@ for (const backend of backends) {
       const again = start({ STEPS: "1" }, [], dir);
       expect((await again.run.done).code, again.run.output()).toBe(0);
       const starts = TASKS.map((t) => Number(new RegExp(`\\[${t}\\] ${t}: starting at run (\\d+)`).exec(again.run.output())?.[1]));
-      expect(starts[0], `${run.output()}\n--- restart:\n${again.run.output()}`).toBeGreaterThan(0);
-      expect(new Set(starts).size, `${run.output()}\n--- restart:\n${again.run.output()}`).toBe(1);
+      // What the orphans said once launch was gone, for a failure's message.
+      const orphans = readdirSync(logs).map((f) => `--- ${f}:\n${readFileSync(join(logs, f), "utf8")}`).join("\n");
+      const said = `${run.output()}\n--- restart:\n${again.run.output()}\n${orphans}`;
+      expect(starts[0], said).toBeGreaterThan(0);
+      expect(new Set(starts).size, said).toBe(1);
     }, 300_000);
 
     it("a data-parallel custom loop: the stop vote stops every rank after the same step, through the library API alone", async () => {
