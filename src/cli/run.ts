@@ -328,12 +328,15 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     }
   };
   /**
-   * Every task preempts through the multi-worker agreement (`ClusterPreemptionCoordinator`, the
-   * protocol of a program's own handler), never by reporting its notice as the cluster's error.
-   * Under `launch`, whose tasks never outlive a peer, for now; a task started by hand keeps the
-   * report route until the agreement follows a task into a new generation (issue 32).
+   * The ranks of a data-parallel group preempt through the multi-worker agreement
+   * (`ClusterPreemptionCoordinator`, the protocol of a program's own handler: the stop vote and
+   * its claim), never by reporting a notice as the cluster's error. Under `launch`, whose tasks
+   * never outlive a peer, for now: a task started by hand keeps the report route until the
+   * agreement follows a task into a new generation. Tasks without a group keep it too: each
+   * trains its own replica at its own pace, so an agreed run count would hold the chief to the
+   * fastest worker's count, while only the chief's save matters.
    */
-  const agree = cluster !== undefined && io.env[LAUNCH_READY_ENV] === "1";
+  const agree = cluster !== undefined && group !== undefined && io.env[LAUNCH_READY_ENV] === "1";
   const fetches: Fetches = job.fetches ?? "train";
   const lossOf = lossExtractor(fetches);
   const lastStep = lastStepOf(config, job);

@@ -68,7 +68,8 @@ export const createPreemptionHandler = async (
     return v;
   };
   return PreemptionCheckpointHandler.create({
-    checkpointManager: manager,
+    // A handler that saves nothing says so, instead of "checkpoint saved".
+    checkpointManager: saves ? manager : undefined,
     store,
     // The chief session creator restored the session already; a worker starts from the chief's values.
     restoreOnCreate: false,

@@ -179,6 +179,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   private leading: Promise<void> = Promise.resolve();
   /** The replica group's stop was acted on. */
   private voted = false;
+  /** This task logged that it heard another's claim (once). */
+  private claimHeard = false;
   /** Who claimed the preemption, as this task heard it (data-parallel: the stop vote writes the claim too). */
   private claimSeen: string | undefined;
   private watching: Promise<void>;
@@ -353,8 +355,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
    * with `maxToKeep: 1` its save removes the checkpoint a worker may still be reading.
    */
   async restored(): Promise<void> {
-    // A handler made again in the same generation (the program closed its first one) finds its key there.
-    await this.insertUnlessClosed(`restored/${this.o.id}`, "1");
+    await this.o.store.insert(this.key(`restored/${this.o.id}`), "1");
     await Promise.all(this.others().map((id) => this.waitLong(`restored/${id}`, `${this.o.workers[id] ?? id} to restore its checkpoint (create its PreemptionCheckpointHandler)`)));
   }
 
@@ -500,14 +501,18 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     if (live.length === 0 && proposed !== undefined) live.push({ id: this.o.id, hold: proposed, run: proposed });
     if (live.length === 0) return;
     const step = Math.max(...live.map(({ hold }) => hold));
-    const drift = live.length === 0 ? 0 : step - Math.min(...live.map(({ run }) => run));
-    const agreed = JSON.stringify({ step, exit } satisfies RunValue);
+    const drift = step - Math.min(...live.map(({ run }) => run));
+    // The leader and the chief may have seen different holds (one came between their deadlines):
+    // the first decision stored is the one both publish.
+    await this.insertUnlessClosed(`round${round}/decision`, JSON.stringify({ step, exit } satisfies RunValue));
+    const agreed = await this.o.store.get(this.key(`round${round}/decision`), { timeoutMs: boundMs });
+    const decided = this.decodeStored(RunValueJson, `round${round}/decision`, "the agreed preemption run", agreed).step;
     await Promise.all(all.map((id) => this.insertUnlessClosed(`round${round}/step/${id}`, agreed)));
     // The chief that does not lead only relays; the leader says what was agreed.
     await this.claiming;
     if (!this.leads) return;
     this.o.logger.info(
-      `PreemptionCheckpointHandler: every task saves at run ${step}${proposed === undefined || step === proposed ? "" : ` (proposed ${proposed}; a task had trained past it)`}${drift > 1 ? `; the furthest task is ${drift} runs behind it` : ""}${exit ? ", then exits" : ", then trains on for the grace period"}.`,
+      `PreemptionCheckpointHandler: every task saves at run ${decided}${proposed === undefined || decided === proposed ? "" : ` (proposed ${proposed}; a task had trained past it)`}${drift > 1 ? `; the furthest task is ${drift} runs behind it` : ""}${exit ? ", then exits" : ", then trains on for the grace period"}.`,
     );
     const deadline = this.deadlineMs;
     if (deadline !== undefined) {
@@ -593,13 +598,11 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     }
   }
 
-  /** Another task's claim reached this one (its proposal, or a data-parallel stop vote's claim): one line, one event. */
+  /** Another task's claim reached this one, without a notice of its own (its proposal, or the claim a stop vote writes): one line, one event. */
   private heardClaim(claimant: string): void {
-    this.o.logger.info(
-      this.o.replicaStop?.votes === true
-        ? `PreemptionCheckpointHandler: ${claimant} got a termination notice; the replica group stops after the step whose all-reduce carries its vote.`
-        : `PreemptionCheckpointHandler: ${claimant} got a termination notice; ${this.me} holds at its next boundary and saves at the run the tasks agree on.`,
-    );
+    if (this.claimHeard || this.noticeAtMs !== undefined) return;
+    this.claimHeard = true;
+    this.o.logger.info(`PreemptionCheckpointHandler: ${claimant} got a termination notice; ${this.me} stops where the tasks agree.`);
     this.o.emit?.({ type: "preemptionClaimHeard", claimant });
   }
 

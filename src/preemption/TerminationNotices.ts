@@ -254,8 +254,8 @@ export class TerminationNotices {
       watchers = set;
       outputWatchers.set(stream, set);
       // Never removed: a write error must not end the process after the watch closed either.
-      stream.on("error", (e: NodeJS.ErrnoException) => {
-        if (e.code !== "EPIPE") return;
+      stream.on("error", (e: unknown) => {
+        if ((e as { code?: unknown } | undefined)?.code !== "EPIPE") return;
         for (const w of set) w.outputClosed();
       });
     }

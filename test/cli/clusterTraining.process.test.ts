@@ -211,7 +211,7 @@ describe("run and launch as a cluster", { timeout: 180_000 }, () => {
 
   it("run with a hand-set TF_CONFIG: SIGKILL a worker and the others fail with UnavailableError naming it (exit 1); nobody hangs", () => killedWorkerIsNamed(""));
 
-  it("SIGTERM to one worker: the tasks agree on the run (the worker's claim, no report as an error), every task exits 42 (the chief after its save) and launch exits 42", async () => {
+  it("SIGTERM to one worker is reported to the cluster: every task exits 42 (the chief after its save) and launch exits 42", async () => {
     const dir = tempDir();
     const l = start(["launch", "--workers", "3", config(dir)], { CLUSTER_TEST_DIR: dir, CLUSTER_TEST_PLAN: JSON.stringify({ "chief:0": "train", "worker:0": "train", "worker:1": "train" }) });
     for (const task of ["chief:0", "worker:0", "worker:1"]) await l.waitFor(`[${task}] training ${task}`, 90_000);
@@ -223,9 +223,6 @@ describe("run and launch as a cluster", { timeout: 180_000 }, () => {
     for (const task of ["chief:0", "worker:0", "worker:1"]) expect(r.stderr).toContain(`[launch] ${task} exited with 42`);
     expect(r.stderr).toContain("[chief:0] INFO Preempted: checkpoint saved; exiting with 42");
     expect(r.stderr).toMatch(/\[worker:0\] INFO Preempted \(SIGTERM\): a worker exits with 42 without saving/);
-    // worker:1 heard worker:0's claim (or launch's SIGTERM first): never a report as an error.
-    expect(r.stderr).toMatch(/\[worker:1\] INFO Preempted \((SIGTERM|worker:0's termination notice)\)/);
-    expect(r.stderr).not.toMatch(/cluster preemption:/);
   });
 
   it("launch --max-restarts 1: SIGKILL the chief, the group restarts, the chief restores its checkpoint, the workers start from the restored values, exit 0", () =>

@@ -178,7 +178,7 @@ describe("launch --workers 3: synchronous data parallelism", () => {
   });
 
   /** The line a rank logs when it hears worker:1's claim (its SIGTERM) through the coordination service. */
-  const heardOfWorker1 = (task: string): RegExp => new RegExp(`^\\[${task}\\] INFO PreemptionCheckpointHandler: worker:1 got a termination notice; the replica group stops`, "m");
+  const heardOfWorker1 = (task: string): RegExp => new RegExp(`^\\[${task}\\] INFO PreemptionCheckpointHandler: worker:1 got a termination notice; ${task} stops where the tasks agree\\.$`, "m");
 
   it("a preemption while the others wait in a collective: worker:1, stalled between steps, gets SIGTERM; if it goes on, every rank stops after the step they wait in and the chief saves it; if it is killed instead, the others' all-reduce is cancelled, they exit 42 (the chief after saving the last step every rank completed), and the next launch resumes there with bit-identical replicas", { timeout: 600_000 }, async () => {
     const dir = tempDir();
