@@ -13,9 +13,11 @@
  * saving). The task starts its server and joins the cluster before training
  * (src/runtime/clusterRuntime.ts); a worker starts from the chief's values. A cluster failure (a
  * task declared failed, a reported error) stops training with exit 1; a termination notice of any
- * task is reported to the cluster and every task exits with the preemption code. A worker without
- * data parallelism outlives its chief: its session is re-created from the restarted chief's values
- * (src/runtime/chiefRecovery.ts).
+ * task makes every task exit with the preemption code. The ranks of a data-parallel group under
+ * `launch` agree through every rank's multi-worker `PreemptionCheckpointHandler` (its stop vote
+ * and claim); other tasks report the notice to the cluster, which the others take as their own.
+ * A worker without data parallelism outlives its chief: its session is re-created from the
+ * restarted chief's values (src/runtime/chiefRecovery.ts).
  *
  * The preemption exit and the chief's preemption handler are in runPreemption.ts; joining the
  * cluster and creating the session while notices or the cluster's failure may come first, in

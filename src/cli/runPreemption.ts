@@ -1,8 +1,9 @@
 /**
  * How `run` (src/cli/run.ts) leaves on a termination notice: {@link PreemptedExit}, which unwinds
- * the training loop to the preemption exit code, and the chief's `PreemptionCheckpointHandler`,
- * whose save writes `<basename>-<global step>` through the checkpoint directory's manager; with
- * the global step readers they share.
+ * the training loop to the preemption exit code, and the task's `PreemptionCheckpointHandler`
+ * (the chief's alone, or in a data-parallel group under `launch` every rank's, agreeing through
+ * the task), whose save writes `<basename>-<global step>` through the checkpoint directory's
+ * manager on the chief; with the global step readers they share.
  *
  * @module
  */
