@@ -345,8 +345,6 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
   let handler: PreemptionCheckpointHandler | undefined;
   let started = false;
   let following: Following | undefined;
-  // The first notice goes to the handler (a save at the next step boundary); a later Ctrl-C or
-  // SIGTERM gives the save at most the grace period, then exits without it.
   /** Set before the handler closes: a notice after that finds training over. */
   let handlerClosing = false;
   const closeHandler = async (): Promise<void> => {
@@ -356,6 +354,8 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
   const noticeToHandler = (n: TerminationNotice): void => {
     if (!handlerClosing) handler?.noticeTermination(notices.describe(n), { deadlineMs: n.deadline });
   };
+  // The first notice goes to the handler (a save at the next step boundary); a later Ctrl-C or
+  // SIGTERM gives the save at most the grace period, then exits without it.
   const subscription = notices.notices$.subscribe((n) => {
     if (n.count !== 1) return;
     // The agreement: the handler claims the preemption (a data-parallel rank's claim is its stop
@@ -437,67 +437,67 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
   const toLaunch = launchStatusWriter(io.env);
   /** The exit code of training that ended with `e` (printing why, and telling the cluster when this task failed). */
   const failed = async (e: unknown): Promise<number> => {
-      await following?.settled();
-      if (started) progress.stop();
-      await fileWriterCache.closeAll().catch(() => undefined);
-      if (e instanceof CheckpointDirInUseError) {
-        io.err.write(`${e.message}\n`);
-        return ExitCodes.usage;
-      }
-      // A collective's failure carries the collective's error.
-      const groupFailure = e instanceof ReplicaGroupError ? e.cause : undefined;
-      // Another task's termination notice that ended the group's wait for a lost rank.
-      if (groupFailure !== undefined && isPreemptionReport(groupFailure)) clusterPreemption ??= groupFailure;
-      // A peer that leaves the group for a termination notice looks like a peer gone: the
-      // coordination service says which, shortly after (its report, or the failure it declares).
-      if (groupFailure !== undefined && cluster !== undefined && !preempting()) await settledWithin(cluster.failed, WHY_A_PEER_LEFT_MS, clock);
-      // Losing the chief while the group stopped for a notice: nobody can write the checkpoint (43).
-      if (!agree && groupFailure !== undefined && preempting()) e = new PreemptedExit(losesChief(groupFailure) ? ExitCodes.chiefLost : exitCodeOf(config), false);
-      // A worker that waited for its lost chief and got a termination notice meanwhile.
-      if (isPreemptionReport(e)) e = new PreemptedExit(exitCodeOf(config), false);
-      // The replicas build different models: a configuration to fix, before any update. Found by
-      // the replicas' signature check at the first step, or by a worker that cannot take the
-      // chief's values; the others learn it from the cluster (the reported error).
-      const mismatch = isModelMismatch(e)
-        ? e.message
-        : group !== undefined && !isChief && !started && e instanceof InvalidArgumentError && / mismatch/.test(e.message)
-          ? `${MODEL_MISMATCH} ${task?.name ?? "this task"} (rank ${group.rank}) cannot take the chief's values: ${e.message}. Every worker must build the same model (same layers, shapes and dtypes).`
-          : clusterFailure !== undefined && reportsModelMismatch(clusterFailure)
-            ? // For the line only: the reporter's description, without the report's framing.
-              clusterFailure.message.slice(Math.max(0, clusterFailure.message.indexOf(MODEL_MISMATCH)))
-            : undefined;
-      if (mismatch !== undefined && group !== undefined) {
-        io.err.write(`${task?.name ?? "this task"}: ${mismatch.split("\n")[0] ?? ""}\n`);
-        if (cluster !== undefined && clusterFailure === undefined) await cluster.reportFailure(new ModelMismatchError(mismatch));
-        return ExitCodes.usage;
-      }
-      if (e instanceof PreemptedExit) {
-        // The checkpoint is durable: a platform waiting for it (Azure) may go on.
-        if (e.saved) await notices.acknowledge();
-        if (e.exitCode === ExitCodes.chiefLost && !e.saved) {
-          logger.error(
-            `Preempted (${why()}), and the chief was lost meanwhile (${describeError(groupFailure ?? (stepFailure instanceof ReplicaGroupError ? stepFailure.cause : stepFailure) ?? e)}): nobody can write the checkpoint; exiting with ${e.exitCode} without saving (the restart resumes from the last checkpoint).`,
-          );
-          return e.exitCode;
-        }
-        logger.info(
-          e.saved
-            ? `Preempted: checkpoint saved; exiting with ${e.exitCode} (run the same command again to resume).`
-            : groupFailure !== undefined || (agree && group !== undefined && stepFailure !== undefined)
-              ? `Preempted (${why()}) during a collective, which was cancelled: exiting with ${e.exitCode} without saving (the run resumes from the last checkpoint).`
-              : task !== undefined && !isChief
-              ? `Preempted (${why()}): a worker exits with ${e.exitCode}${groupStopStep === undefined ? "" : ` at global step ${groupStopStep}, where the replica group stopped,`} without saving (the chief saves).`
-              : handler !== undefined && run === 0
-                ? `Preempted (${why()}) before the first step: exiting with ${e.exitCode} without saving (nothing was trained since the checkpoint this run started from; run the same command again to resume).`
-                : `Preempted (${why()}) with no preemption checkpoint configured: exiting with ${e.exitCode} without saving.`,
+    await following?.settled();
+    if (started) progress.stop();
+    await fileWriterCache.closeAll().catch(() => undefined);
+    if (e instanceof CheckpointDirInUseError) {
+      io.err.write(`${e.message}\n`);
+      return ExitCodes.usage;
+    }
+    // A collective's failure carries the collective's error.
+    const groupFailure = e instanceof ReplicaGroupError ? e.cause : undefined;
+    // Another task's termination notice that ended the group's wait for a lost rank.
+    if (groupFailure !== undefined && isPreemptionReport(groupFailure)) clusterPreemption ??= groupFailure;
+    // A peer that leaves the group for a termination notice looks like a peer gone: the
+    // coordination service says which, shortly after (its report, or the failure it declares).
+    if (groupFailure !== undefined && cluster !== undefined && !preempting()) await settledWithin(cluster.failed, WHY_A_PEER_LEFT_MS, clock);
+    // Losing the chief while the group stopped for a notice: nobody can write the checkpoint (43).
+    if (!agree && groupFailure !== undefined && preempting()) e = new PreemptedExit(losesChief(groupFailure) ? ExitCodes.chiefLost : exitCodeOf(config), false);
+    // A worker that waited for its lost chief and got a termination notice meanwhile.
+    if (isPreemptionReport(e)) e = new PreemptedExit(exitCodeOf(config), false);
+    // The replicas build different models: a configuration to fix, before any update. Found by
+    // the replicas' signature check at the first step, or by a worker that cannot take the
+    // chief's values; the others learn it from the cluster (the reported error).
+    const mismatch = isModelMismatch(e)
+      ? e.message
+      : group !== undefined && !isChief && !started && e instanceof InvalidArgumentError && / mismatch/.test(e.message)
+        ? `${MODEL_MISMATCH} ${task?.name ?? "this task"} (rank ${group.rank}) cannot take the chief's values: ${e.message}. Every worker must build the same model (same layers, shapes and dtypes).`
+        : clusterFailure !== undefined && reportsModelMismatch(clusterFailure)
+          ? // For the line only: the reporter's description, without the report's framing.
+            clusterFailure.message.slice(Math.max(0, clusterFailure.message.indexOf(MODEL_MISMATCH)))
+          : undefined;
+    if (mismatch !== undefined && group !== undefined) {
+      io.err.write(`${task?.name ?? "this task"}: ${mismatch.split("\n")[0] ?? ""}\n`);
+      if (cluster !== undefined && clusterFailure === undefined) await cluster.reportFailure(new ModelMismatchError(mismatch));
+      return ExitCodes.usage;
+    }
+    if (e instanceof PreemptedExit) {
+      // The checkpoint is durable: a platform waiting for it (Azure) may go on.
+      if (e.saved) await notices.acknowledge();
+      if (e.exitCode === ExitCodes.chiefLost && !e.saved) {
+        logger.error(
+          `Preempted (${why()}), and the chief was lost meanwhile (${describeError(groupFailure ?? (stepFailure instanceof ReplicaGroupError ? stepFailure.cause : stepFailure) ?? e)}): nobody can write the checkpoint; exiting with ${e.exitCode} without saving (the restart resumes from the last checkpoint).`,
         );
-        where();
         return e.exitCode;
       }
-      io.err.write(failureMessage(groupFailure ?? e, verbose));
-      // The others stop too, naming this task (unless the failure came from the cluster).
-      if (cluster !== undefined && e !== clusterFailure && clusterFailure === undefined) await cluster.reportFailure(groupFailure ?? e);
-      return ExitCodes.failure;
+      logger.info(
+        e.saved
+          ? `Preempted: checkpoint saved; exiting with ${e.exitCode} (run the same command again to resume).`
+          : groupFailure !== undefined || (agree && group !== undefined && stepFailure !== undefined)
+            ? `Preempted (${why()}) during a collective, which was cancelled: exiting with ${e.exitCode} without saving (the run resumes from the last checkpoint).`
+            : task !== undefined && !isChief
+            ? `Preempted (${why()}): a worker exits with ${e.exitCode}${groupStopStep === undefined ? "" : ` at global step ${groupStopStep}, where the replica group stopped,`} without saving (the chief saves).`
+            : handler !== undefined && run === 0
+              ? `Preempted (${why()}) before the first step: exiting with ${e.exitCode} without saving (nothing was trained since the checkpoint this run started from; run the same command again to resume).`
+              : `Preempted (${why()}) with no preemption checkpoint configured: exiting with ${e.exitCode} without saving.`,
+      );
+      where();
+      return e.exitCode;
+    }
+    io.err.write(failureMessage(groupFailure ?? e, verbose));
+    // The others stop too, naming this task (unless the failure came from the cluster).
+    if (cluster !== undefined && e !== clusterFailure && clusterFailure === undefined) await cluster.reportFailure(groupFailure ?? e);
+    return ExitCodes.failure;
   };
   try {
     // A worker waits for the chief's model here: a termination notice or a cluster failure ends the wait.
@@ -559,14 +559,18 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
         } else if (group === undefined && handler === undefined && preempting()) throw new PreemptedExit(exitCodeOf(config), false);
         if (clusterFailure !== undefined && !preempting()) throw clusterFailure;
         const feeds = typeof job.feeds === "function" ? job.feeds() : job.feeds;
-        const step = async (): Promise<unknown> => {
-          try {
-            return await s.run(fetches, feeds);
-          } catch (e) {
-            stepFailure = e;
-            throw e;
-          }
-        };
+        const plain = () => s.run(fetches, feeds);
+        // Under the agreement the handler may turn a failed step into a preemption: remember the step's error (off the other paths' per-step work).
+        const step = agree
+          ? async (): Promise<unknown> => {
+              try {
+                return await plain();
+              } catch (e) {
+                stepFailure = e;
+                throw e;
+              }
+            }
+          : plain;
         let result: unknown;
         try {
           result = handler === undefined ? await step() : await handler.run(step);
