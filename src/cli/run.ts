@@ -395,8 +395,8 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     notices.first !== undefined
       ? notices.describe(notices.first)
       : (clusterPreemption?.message ??
-        (claimedBy !== undefined
-          ? `${claimedBy}'s termination notice`
+        (handler?.claimHeardFrom !== undefined
+          ? `${handler.claimHeardFrom}'s termination notice`
           : group !== undefined
             ? "a stop the replica group agreed on (another rank's termination notice)"
             : "another task's termination notice, agreed through the coordination service"));
@@ -420,8 +420,6 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     return true;
   };
   let finished = false;
-  /** The task whose termination notice started the agreement, when another task's did (heard by the handler). */
-  let claimedBy: string | undefined;
   /** The error of the step that failed, if one did (the agreement may turn it into a preemption). */
   let stepFailure: unknown;
   /** Steps this process trained. */
@@ -519,7 +517,6 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     // Its events, and its lines as the session's events (printed above the progress display).
     if (handler !== undefined) sess.forwardEvents(handler);
     handler?.events$.subscribe((ev) => {
-      if (ev.type === "preemptionClaimHeard") claimedBy ??= ev.claimant;
       // Where this task stopped (a worker of the group: where every rank did).
       if (ev.type === "preemptionCheckpointSaved" && ev.exit && group !== undefined && !isChief && stepFailure === undefined) groupStopStep = ev.globalStep;
     });

@@ -179,8 +179,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   private leading: Promise<void> = Promise.resolve();
   /** The replica group's stop was acted on. */
   private voted = false;
-  /** This task logged that it heard another's claim (once). */
-  private claimHeard = false;
+  /** The task whose claim this task heard (logged once), without a notice of its own. */
+  private heardFrom: string | undefined;
   /** Who claimed the preemption, as this task heard it (data-parallel: the stop vote writes the claim too). */
   private claimSeen: string | undefined;
   private watching: Promise<void>;
@@ -192,8 +192,15 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     this.me = options.workers[options.id] ?? `task ${options.id}`;
     this.watching = this.watch();
     // A data-parallel group: a rank that freezes stops the stop vote's all-reduce, and the group
-    // fails. The claim the vote writes tells every live rank that a preemption was under way.
-    if (options.replicaStop !== undefined) void this.watchClaim();
+    // fails. Every live rank still learns that a preemption was under way: from the notice the
+    // noticed rank sends around the group's own links, and from the claim it writes (the first
+    // to come; the claim alone does not come when the frozen rank is the chief hosting the
+    // embedded service).
+    if (options.replicaStop !== undefined) {
+      // The group's ranks are the tasks' ids in the cluster: the claim's name for the rank.
+      options.replicaStop.onNoticeHeard?.((task, rank) => this.claimFrom(options.workers[rank] ?? task));
+      void this.watchClaim();
+    }
   }
 
   // -------------------------------------------------------------------------------------------
@@ -202,6 +209,10 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
 
   get terminationReceived(): boolean {
     return this.noticeAtMs !== undefined || this.proposal !== undefined || this.agreed !== undefined;
+  }
+
+  get claimHeardFrom(): string | undefined {
+    return this.heardFrom;
   }
 
   /** The failure the next step raises, if any (another task's reported error, a lost task). */
@@ -214,6 +225,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     this.noticeAtMs = nowMs;
     this.deadlineMs = deadlineMs;
     const vote = this.o.replicaStop;
+    // Every rank of the group hears of it now over the group's links, whatever the path below.
+    vote?.announceNotice?.();
     if (vote?.votes === true && this.graceMs <= 0 && deadlineMs === undefined) {
       // A plain stop of a data-parallel group: the vote rides the next step's all-reduce. The
       // claim is written too (off the step's path): if the group fails before the vote completes
@@ -589,19 +602,23 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   private async watchClaim(): Promise<void> {
     while (!this.closed && this.claimSeen === undefined) {
       try {
-        const claimant = await this.o.store.get(this.key("claim"), { timeoutMs: CLAIM_WATCH_MS });
-        if (this.claimSeen === undefined && claimant !== this.me && !this.closed) this.heardClaim(claimant);
-        this.claimSeen ??= claimant;
+        this.claimFrom(await this.o.store.get(this.key("claim"), { timeoutMs: CLAIM_WATCH_MS }));
       } catch (e) {
         if (!(e instanceof DeadlineExceededError)) return;
       }
     }
   }
 
+  /** `claimant`'s claim reached this task (the stored claim, or its notice over the group's links): the first one counts. */
+  private claimFrom(claimant: string): void {
+    if (this.claimSeen === undefined && claimant !== this.me && !this.closed) this.heardClaim(claimant);
+    this.claimSeen ??= claimant;
+  }
+
   /** Another task's claim reached this one, without a notice of its own (its proposal, or the claim a stop vote writes): one line, one event. */
   private heardClaim(claimant: string): void {
-    if (this.claimHeard || this.noticeAtMs !== undefined) return;
-    this.claimHeard = true;
+    if (this.heardFrom !== undefined || this.noticeAtMs !== undefined) return;
+    this.heardFrom = claimant;
     this.o.logger.info(`PreemptionCheckpointHandler: ${claimant} got a termination notice; ${this.me} stops where the tasks agree.`);
     this.o.emit?.({ type: "preemptionClaimHeard", claimant });
   }
@@ -740,11 +757,40 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     }
   }
 
+  /**
+   * Resolves once the agreed run is known, or the agreement failed (the next check acts on it).
+   * The publishers (the leader and the chief) decide within twice the liveness deadline of their
+   * proposal; a third is slack. Past that, both are alive to the service but silent (their event
+   * loops blocked): this task takes it as a loss during the agreement and saves where it is.
+   */
   private agreedRun(): Promise<void> {
     if (this.agreed !== undefined) return Promise.resolve();
     const failure = this.lostDuringAgreement?.error ?? this.failure;
     if (failure !== undefined) return Promise.resolve();
-    return new Promise((ok, fail) => this.agreedWaiters.push({ ok, fail }));
+    const boundMs = 3 * (this.o.livenessTimeoutMs ?? DEFAULT_LIVENESS_MS);
+    return new Promise((ok, fail) => {
+      const waiter = {
+        ok: () => {
+          timer.cancel();
+          ok();
+        },
+        fail: (e: unknown) => {
+          timer.cancel();
+          fail(e);
+        },
+      };
+      const timer = this.o.clock.setTimer(boundMs, () => {
+        this.agreedWaiters = this.agreedWaiters.filter((w) => w !== waiter);
+        this.lostDuringAgreement ??= {
+          chief: false,
+          error: new DeadlineExceededError(
+            `${this.me} held at run ${this.hold ?? "?"} and the agreed run did not come within ${secs(boundMs)} s (the leader and the chief alive to the coordination service, but silent)`,
+          ),
+        };
+        ok();
+      });
+      this.agreedWaiters.push(waiter);
+    });
   }
 
   private failAgreedWaiters(e: unknown): void {

@@ -328,6 +328,15 @@ export class PreemptionCheckpointHandler {
     return this.coordinator.terminationReceived;
   }
 
+  /**
+   * In a cluster: the task whose termination notice this task heard of without a notice of its
+   * own (the one `preemptionClaimHeard` names), also when it was heard before this handler's
+   * events had a subscriber; `undefined` otherwise.
+   */
+  get claimHeardFrom(): string | undefined {
+    return this.coordinator.claimHeardFrom;
+  }
+
   // -------------------------------------------------------------------------------------------
   // operations
   // -------------------------------------------------------------------------------------------

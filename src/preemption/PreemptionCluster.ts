@@ -50,6 +50,10 @@ export interface ReplicaStop {
   readonly stopAgreed: boolean;
   /** The trainer carries the vote in its steps (it read the vote at least once). */
   readonly votes: boolean;
+  /** Tells every other rank at once, over the group's own links, that this rank got a termination notice. */
+  announceNotice?(): void;
+  /** Calls `f` with the task name and rank (its id in the cluster) of each other rank whose notice reaches this one over the group's links, once per rank. */
+  onNoticeHeard?(f: (task: string, rank: number) => void): void;
 }
 
 /** This task's place in the cluster, and (once joined) its handle on the coordination service. */

@@ -41,6 +41,8 @@ export interface PreemptionCoordinator {
   notifyTermination(nowMs: number, deadlineMs?: number): void;
   /** `true` once a notice was received (by this process, or for a multi-worker one, any peer). */
   readonly terminationReceived: boolean;
+  /** Multi-worker: the task whose termination notice reached this one without a notice of its own (its claim, its proposal, or its notice over the group's links). */
+  readonly claimHeardFrom?: string | undefined;
   /**
    * Before each step, with the number of completed runs and the mean run time: whether to save
    * now and whether to exit after. Should return a plain value when nothing happened, so the

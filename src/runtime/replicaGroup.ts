@@ -10,7 +10,9 @@
  * A termination notice does not break the group: {@link ReplicaGroup.requestStop} sets this
  * rank's stop vote, which the next training step's all-reduce carries to every rank; after that
  * step every rank's `stopVote.agreed()` runs (`run` then has the chief save and every task exit
- * with the preemption code), so no rank is left waiting in a collective.
+ * with the preemption code), so no rank is left waiting in a collective. {@link
+ * ReplicaGroup.announceNotice} also tells every rank of the notice at once over the transport's
+ * links (a rank frozen in the vote's all-reduce then hides it from nobody else).
  *
  * The group is a state machine ({@link GroupState}): `connecting` until its first transport is
  * attached, then `ready`. A failed collective either fails the group for good (`failed`: every
@@ -80,6 +82,11 @@ export class ReplicaGroup implements Collective {
   #joined = false;
   /** This rank's side of the group's stop agreement (read by the trainer each step). */
   readonly stopVote = new RankStopVote();
+  /** This rank announced a termination notice: each later transport announces it too. */
+  #announced = false;
+  /** The tasks whose notice reached this rank, on any transport (each told once). */
+  #heard = new Set<string>();
+  #noticeListeners: ((task: string, rank: number) => void)[] = [];
 
   constructor(rank: number, tasks: readonly string[]) {
     this.rank = rank;
@@ -111,6 +118,7 @@ export class ReplicaGroup implements Collective {
   /** Gives the group its connected transport. */
   attach(transport: Collective): void {
     this.#state = { kind: "ready", transport, epoch: 0 };
+    this.#wire(transport);
     for (const [task, error] of this.#pendingFailures) transport.onPeerFailed(task, error);
     this.#pendingFailures = [];
     this.#attach(transport);
@@ -149,6 +157,7 @@ export class ReplicaGroup implements Collective {
         throw this.#state.error;
       }
       this.#state = { kind: "ready", transport, epoch };
+      this.#wire(transport);
     })();
     next.catch(() => undefined);
     this.#state = { kind: "reforming", epoch, next };
@@ -163,6 +172,23 @@ export class ReplicaGroup implements Collective {
   /** Asks the group to stop at the next step boundary (a termination notice): this rank's vote in the next step. */
   requestStop(): void {
     this.stopVote.request();
+  }
+
+  /**
+   * Tells every other rank at once, over the group's own links and outside any step, that this
+   * rank got a termination notice (see `Collective.announceNotice`): a rank blocked in a
+   * collective that can never complete (a frozen rank) still learns of it. A transport attached
+   * later announces it too.
+   */
+  announceNotice(): void {
+    this.#announced = true;
+    const state = this.#state;
+    if (state.kind === "ready") state.transport.announceNotice?.();
+  }
+
+  /** Calls `f` with the task and rank of each other rank whose notice reaches this one, once per task. */
+  onNoticeHeard(f: (task: string, rank: number) => void): void {
+    this.#noticeListeners.push(f);
   }
 
   /** Whether the ranks agreed to stop: set on every rank after the same step. */
@@ -250,6 +276,16 @@ export class ReplicaGroup implements Collective {
       await this.reform(cause);
       throw new CollectiveReformedError(state.epoch + 1);
     }
+  }
+
+  /** Hears `transport`'s notices, and announces this rank's on it. */
+  #wire(transport: Collective): void {
+    transport.onNoticeHeard?.((task, rank) => {
+      if (this.#heard.has(task)) return;
+      this.#heard.add(task);
+      for (const f of this.#noticeListeners) f(task, rank);
+    });
+    if (this.#announced) transport.announceNotice?.();
   }
 
   /** Fails the group for good with `e` (or keeps its first failure). */

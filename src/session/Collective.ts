@@ -72,6 +72,14 @@ export interface Collective {
    * the job a group with a vote; a collective without one never asks.
    */
   readonly stopVote?: StopVote | undefined;
+  /**
+   * Optional: tells every rank, at once and outside any collective, that this rank got a
+   * termination notice, so that a rank learns of it even when the group can no longer complete
+   * a collective (a frozen rank). `TcpCollective` sends it around the ring both ways.
+   */
+  announceNotice?(): void;
+  /** Optional: calls `f` with the task name and rank of each other rank whose {@link announceNotice} reaches this one, once per rank. */
+  onNoticeHeard?(f: (task: string, rank: number) => void): void;
 }
 
 /** One rank's side of a group's agreement to stop at a step boundary (see {@link Collective.stopVote}). */

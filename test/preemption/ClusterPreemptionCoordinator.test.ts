@@ -845,6 +845,36 @@ describe("ClusterPreemptionCoordinator: a task alive to the service that never a
     await closing;
   });
 
+  it("a task at its hold whose agreed run never comes (the leader and the chief silent, not declared failed) saves where it is after three liveness deadlines, in one warning line", async () => {
+    const clock = new VirtualClock();
+    const logger = new RecordingLogger();
+    const values = new Map<string, string>([["monitored-session/preemption/1/round0/proposal/1", JSON.stringify({ step: 3, exit: true, by: "worker:1" })]]);
+    const store: PreemptionKeyValueStore = {
+      generation: 1,
+      insert: async (k, v) => void values.set(k, v),
+      // The stored proposal answers; anything else never does (its publishers' event loops are blocked).
+      get: (k) => (values.has(k) && k.includes("/proposal/") ? Promise.resolve(values.get(k) as string) : new Promise<string>(() => undefined)),
+      reportErrorToCluster: async () => undefined,
+    };
+    const coordinator = new ClusterPreemptionCoordinator({ store, id: 1, workers: ["chief:0", "worker:0", "worker:1"], isChief: false, livenessTimeoutMs: 10_000, clock, logger });
+    await flush();
+    expect(coordinator.beforeStep(2, 1)).toEqual({ save: false });
+    expect(values.get("monitored-session/preemption/1/round0/hold/1")).toBe(JSON.stringify({ hold: 3, run: 2 }));
+    let decision: unknown;
+    void Promise.resolve(coordinator.beforeStep(3, 1)).then((d) => (decision = d));
+    await clock.advance(29_999);
+    expect(decision).toBeUndefined();
+    await clock.advance(1);
+    await flush();
+    expect(decision).toEqual({ save: true, exit: true, deadlineMs: undefined });
+    expect(logger.messages("warn")).toEqual([
+      "PreemptionCheckpointHandler: a task was lost during the preemption agreement (worker:0 held at run 3 and the agreed run did not come within 30 s (the leader and the chief alive to the coordination service, but silent)); worker:0 saves at run 3, the boundary it is at, and exits.",
+    ]);
+    const closing = coordinator.close();
+    await clock.advance(20_000);
+    await closing;
+  });
+
   it("close() with a coordination service that never answers returns after twice the liveness deadline, in one warning line", async () => {
     const clock = new VirtualClock();
     const logger = new RecordingLogger();

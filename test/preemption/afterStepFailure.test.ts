@@ -51,13 +51,43 @@ const vote = (): ReplicaStop & { requested: boolean } => {
   return v;
 };
 
-const coordinator = (store: PreemptionKeyValueStore, id: number, clock: VirtualClock, logger = new RecordingLogger()) =>
+/** A coordination service that stopped answering (its host, the chief, is frozen): every call stays pending. */
+const frozenStore = (): PreemptionKeyValueStore => ({
+  generation: 1,
+  insert: () => new Promise<void>(() => undefined),
+  get: () => new Promise<string>(() => undefined),
+  reportErrorToCluster: () => new Promise<void>(() => undefined),
+});
+
+const TASKS = ["chief:0", "worker:0", "worker:1"];
+
+/** The ranks' votes joined as the group's links join them: a rank's announced notice reaches every other rank once. */
+const linkedVotes = (): (ReplicaStop & { requested: boolean; announced: number })[] => {
+  const listeners: ((task: string, rank: number) => void)[][] = TASKS.map(() => []);
+  return TASKS.map((task, rank) => {
+    const v = {
+      requested: false,
+      stopAgreed: false,
+      votes: true,
+      requestStop: () => void (v.requested = true),
+      announced: 0,
+      announceNotice: () => {
+        v.announced++;
+        listeners.forEach((ls, other) => (other === rank ? undefined : ls.forEach((f) => f(`/job:${task.replace(":", "/replica:0/task:")}`, rank))));
+      },
+      onNoticeHeard: (f: (t: string, r: number) => void) => void listeners[rank]?.push(f),
+    };
+    return v;
+  });
+};
+
+const coordinator = (store: PreemptionKeyValueStore, id: number, clock: VirtualClock, logger = new RecordingLogger(), replicaStop: ReplicaStop = vote()) =>
   new ClusterPreemptionCoordinator({
     store,
     id,
-    workers: ["chief:0", "worker:0", "worker:1"],
+    workers: TASKS,
     isChief: id === 0,
-    replicaStop: vote(),
+    replicaStop,
     chiefTask: CHIEF,
     isChiefLoss: (e) => e instanceof UnavailableError && e.failure?.kind === "declaredFailed" && e.failure.tasks.includes(CHIEF),
     clock,
@@ -90,6 +120,30 @@ describe("a data-parallel group that loses a rank while it stops for a preemptio
     const peer = new Error("x", { cause: new UnavailableError("link closed", { failure: { kind: "peerLost", task: CHIEF } }) });
     expect(noticed.afterStepFailure(peer, 5)).toMatchObject({ save: false, exitWithoutSave: { code: 43 } });
     await noticed.close();
+  });
+
+  it("the chief frozen with the service it hosts: the notice heard over the group's links alone makes the worker without one exit 43 too", async () => {
+    const clock = new VirtualClock();
+    const votes = linkedVotes();
+    const logger = new RecordingLogger();
+    const unnoticed = coordinator(frozenStore(), 1, clock, logger, votes[1]);
+    const noticed = coordinator(frozenStore(), 2, clock, new RecordingLogger(), votes[2]);
+    noticed.notifyTermination(clock.now());
+    expect(votes[2]?.announced).toBe(1);
+    expect(votes[2]?.requested).toBe(true);
+    expect(logger.messages("info").join("\n")).toContain("PreemptionCheckpointHandler: worker:1 got a termination notice; worker:0 stops where the tasks agree.");
+    // The rank's name in the group is the claim's name for the task; a task with its own notice heard nobody.
+    expect(unnoticed.claimHeardFrom).toBe("worker:1");
+    expect(noticed.claimHeardFrom).toBeUndefined();
+    expect(unnoticed.afterStepFailure(lostRank(CHIEF), 9)).toMatchObject({ save: false, exitWithoutSave: { code: 43 } });
+    expect(noticed.afterStepFailure(lostRank(CHIEF), 9)).toMatchObject({ save: false, exitWithoutSave: { code: 43 } });
+    // Without the notice over the links, the same failure would stand as the step's error (the claim never comes).
+    const deaf = coordinator(frozenStore(), 1, clock, new RecordingLogger(), vote());
+    expect(deaf.afterStepFailure(lostRank(CHIEF), 9)).toBeUndefined();
+    // close() is bounded on a service that never answers (twice the liveness deadline).
+    const closing = Promise.all([unnoticed.close(), noticed.close(), deaf.close()]);
+    await clock.advanceSecs(21);
+    await closing;
   });
 
   it("without a notice or a claim, or for a reported error, the step's error stands", async () => {

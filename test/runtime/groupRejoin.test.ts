@@ -238,6 +238,41 @@ describe("a data-parallel group that loses a worker", () => {
     expect(group.state).toBe("failed");
   });
 
+  it("a termination notice goes out on the transport it has, and again on the ring re-formed after it; notices heard on any ring reach the listeners once per task", async () => {
+    const announcing = (rank: number) => {
+      const listeners: ((task: string, rank: number) => void)[] = [];
+      return Object.assign(transport(rank), {
+        announced: 0,
+        announceNotice(this: { announced: number }) {
+          this.announced++;
+        },
+        onNoticeHeard: (f: (task: string, rank: number) => void) => void listeners.push(f),
+        hear: (task: string) => listeners.forEach((f) => f(task, TASKS.indexOf(task))),
+      });
+    };
+    const group = new ReplicaGroup(1, TASKS);
+    const first = announcing(1);
+    const second = announcing(1);
+    const heard: string[] = [];
+    group.onNoticeHeard((t, r) => heard.push(`${r} ${t}`));
+    // Before any transport: announced as soon as one is attached.
+    group.announceNotice();
+    group.attach(first);
+    expect(first.announced).toBe(1);
+    first.hear(W1);
+    first.hear(W1);
+    let next!: (c: Collective) => void;
+    group.rejoinWith(() => new Promise<Collective>((ok) => (next = ok)));
+    const reforming = group.reform(new UnavailableError("lost", declared(CHIEF)));
+    await flush();
+    next(second);
+    await reforming;
+    expect(second.announced).toBe(1);
+    second.hear(W1);
+    second.hear(CHIEF);
+    expect(heard).toEqual([`2 ${W1}`, `0 ${CHIEF}`]);
+  });
+
   it("without a rejoin (under launch) a failed call fails the group for good", async () => {
     const group = new ReplicaGroup(1, TASKS);
     group.attach(transport(1));

@@ -193,6 +193,9 @@ export class TcpCollective implements Collective {
   private readonly schedules: ScheduleCache;
   /** What the ring's algorithms run on. */
   private readonly ring: RingTransport<Call>;
+  /** The ranks whose termination notice this rank knows of (its own, once announced). */
+  private readonly noticed = new Set<number>();
+  private readonly noticeListeners: ((task: string, rank: number) => void)[] = [];
   private readonly counters = { collectives: 0, chunksSent: 0, chunksReceived: 0, bytesSent: 0, bytesReceived: 0, maxBufferedChunksPerPeer: 0, creditWaits: 0, slottedChunks: 0, rejectedConnections: 0 };
 
   /** @throws InvalidArgumentError (one line) naming a bad option. */
@@ -229,6 +232,7 @@ export class TcpCollective implements Collective {
       gone: () => this.inboundGone,
       fail: (e) => this.fail(e),
       onAbort: (link, payload) => this.onAbort(link, payload),
+      onNotice: (link, origin) => this.onNotice(link, origin),
       impliedCredit: (collective) => this.impliedCredit(collective),
     });
     const { receiver } = this;
@@ -340,6 +344,26 @@ export class TcpCollective implements Collective {
   /** Whether the ranks agreed to stop: set on every rank after the same step. */
   get stopAgreed(): boolean {
     return this.stopVote.isAgreed;
+  }
+
+  /**
+   * Tells every rank this one can reach, at once and outside any collective, that it got a
+   * termination notice: a `notice` frame to both neighbours, which each rank passes on in the
+   * direction it came (the first time it hears of that rank). A frozen rank stops it on its own
+   * side only, so every live rank hears of the notice even when the stop vote's all-reduce can
+   * never complete (the chief froze, and with the embedded backend the coordination service with
+   * it). Does nothing before `connect()` or once the group broke. Idempotent.
+   */
+  announceNotice(): void {
+    if (this.noticed.has(this.rank)) return;
+    this.noticed.add(this.rank);
+    this.sendNotice(this.outbound, this.rank);
+    this.sendNotice(this.inbound, this.rank);
+  }
+
+  /** Calls `f` with the task name and rank of each other rank whose termination notice reaches this one ({@link announceNotice}), once per rank. */
+  onNoticeHeard(f: (task: string, rank: number) => void): void {
+    this.noticeListeners.push(f);
   }
 
   /** Whether the trainer carries {@link stopVote} in its steps. */
@@ -595,6 +619,7 @@ export class TcpCollective implements Collective {
     welcome(this.peers, link, CREDIT_WINDOW, {
       onCredit: (count) => this.window.grant(count),
       onAbort: (payload) => this.onAbort(link, payload),
+      onNotice: (origin) => this.onNotice(link, origin),
       fail: (e) => this.fail(e),
     });
     this.watchDeath(link);
@@ -606,6 +631,20 @@ export class TcpCollective implements Collective {
     this.logger.warn(`collective: ${error.message}`);
     const status = Buffer.from(JSON.stringify(toStatus(error)));
     socket.write(Buffer.concat([encodeHeader({ ...this.peers.blank(), kind: FrameKind.reject, seq: 0, payloadBytes: status.length }), status]), () => socket.destroy());
+  }
+
+  /** Rank `origin`'s notice came on `link`: passed on the way it came (previous to next, next to previous), then told to the listeners. */
+  private onNotice(link: Link, origin: number): void {
+    if (this.noticed.has(origin)) return;
+    this.noticed.add(origin);
+    this.sendNotice(link === this.inbound ? this.outbound : this.inbound, origin);
+    const task = this.tasks[origin] as string;
+    for (const f of this.noticeListeners) f(task, origin);
+  }
+
+  private sendNotice(link: Link | undefined, origin: number): void {
+    if (link === undefined || this.broken !== undefined || link.socket.destroyed || link.socket.writableEnded) return;
+    link.socket.write(this.peers.header(link, { kind: FrameKind.notice, rank: origin }));
   }
 
   private onAbort(link: Link, payload: Buffer): void {

@@ -16,12 +16,13 @@ import { DataLossError } from "../../errors.js";
 /** `MSCL` read as a little-endian u32: the first four bytes of every frame. */
 const MAGIC = 0x4c43534d;
 /**
- * 4: two ranks pass a barrier by exchange, one empty frame each way (version 3: around the
+ * 5: a rank's termination notice travels the ring both ways as a `notice` frame (version 4 had
+ * none). 4: two ranks pass a barrier by exchange, one empty frame each way (version 3: around the
  * ring, two each way). 3: two ranks all-reduce a buffer of one chunk by exchange, not by the
  * ring (version 2: by the ring). 2: the receiver of a link dials it (version 1: the sender did),
  * and the welcome carries the token.
  */
-const VERSION = 4;
+const VERSION = 5;
 
 /** Size of every frame header. */
 export const HEADER_BYTES = 48;
@@ -43,6 +44,12 @@ export const FrameKind = {
   credit: 5,
   /** Either way: the group failed; the payload is a JSON `{ code, message }` to raise. */
   abort: 6,
+  /**
+   * Either way, outside any collective: rank `rank` got a termination notice. Each rank passes the
+   * first notice of a rank on in the direction it came, so it reaches every rank up to a frozen one
+   * from both sides. No payload.
+   */
+  notice: 7,
 } as const;
 export type FrameKind = (typeof FrameKind)[keyof typeof FrameKind];
 
@@ -60,7 +67,7 @@ export interface FrameHeader {
   readonly op: OpCode;
   readonly dtype: DType;
   readonly generation: number;
-  /** Sender's rank (hello), broadcast root (data), or 0. */
+  /** Sender's rank (hello), broadcast root (data), the rank that got the notice (notice), or 0. */
   readonly rank: number;
   readonly incarnation: bigint;
   /** The collective's number on this group (data), or 0. */
@@ -102,7 +109,7 @@ const decodeHeader = (b: Buffer): FrameHeader | string => {
   if (b.readUInt32LE(0) !== MAGIC) return "not a collective frame (bad magic)";
   if (b.readUInt8(4) !== VERSION) return `frame version ${b.readUInt8(4)}, expected ${VERSION}`;
   const kind = b.readUInt8(5);
-  if (kind < FrameKind.hello || kind > FrameKind.abort) return `unknown frame kind ${kind}`;
+  if (kind < FrameKind.hello || kind > FrameKind.notice) return `unknown frame kind ${kind}`;
   return {
     kind: kind as FrameKind,
     op: b.readUInt8(6) as OpCode,

@@ -11,7 +11,7 @@ import type { CollectiveBuffer } from "../../session/Collective.js";
 import { CREDIT_WINDOW, type Frame, PLACED, ReceiveSlots } from "./creditWindow.js";
 import { DataLossError, InvalidArgumentError } from "../../errors.js";
 import { DEFER, DType, type FrameHeader, FrameKind, type FrameParser, MAX_CONTROL_PAYLOAD_BYTES, OpCode, type PayloadSink } from "./frames.js";
-import type { Link, RingPeers } from "./links.js";
+import { type Link, noticeTarget, type RingPeers } from "./links.js";
 import { streamingReducer, typedView } from "./reduce.js";
 import type { RingChunk } from "./ringSchedule.js";
 
@@ -58,6 +58,8 @@ interface InboundHost {
   /** Breaks the group. */
   fail(error: Error): void;
   onAbort(link: Link, payload: Buffer): void;
+  /** Rank `origin`'s termination notice came from the previous rank. */
+  onNotice(link: Link, origin: number): void;
   /** A data frame of `collective` came (two ranks: the other one consumed what this one sent before). */
   impliedCredit(collective: number): void;
 }
@@ -175,6 +177,7 @@ export class Inbound {
 
   onFrame(link: Link, header: FrameHeader, payload: Buffer): void {
     if (header.kind === FrameKind.abort) return this.host.onAbort(link, payload);
+    if (header.kind === FrameKind.notice) return this.host.onNotice(link, header.rank);
     const slot = this.parsingSlot;
     this.host.counters.chunksReceived++;
     this.host.counters.bytesReceived += header.payloadBytes; // a chunk reduced as it arrived has an empty payload
@@ -201,6 +204,7 @@ export class Inbound {
     const bad = this.host.peers.checkFrame(link, h);
     if (bad !== undefined) return bad;
     if (h.kind === FrameKind.abort) return h.payloadBytes <= MAX_CONTROL_PAYLOAD_BYTES ? Buffer.alloc(h.payloadBytes) : new DataLossError(`${this.host.peers.who(link.peer)} sent an abort frame of ${h.payloadBytes} bytes`);
+    if (h.kind === FrameKind.notice) return noticeTarget(this.host.peers, link, h);
     if (h.kind !== FrameKind.data) return new DataLossError(`${this.host.peers.who(link.peer)} sent a frame of kind ${h.kind} where data was expected`);
     if (h.payloadBytes > this.host.chunkBytes || h.payloadBytes % 4 !== 0) return new DataLossError(`${this.host.peers.who(link.peer)} sent a chunk of ${h.payloadBytes} bytes; chunks hold at most ${this.host.chunkBytes} (check that every rank uses the same chunkBytes)`);
     if (h.collective !== this.headersSeen.collective) this.headersSeen = { collective: h.collective, count: 0 };

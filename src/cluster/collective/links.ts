@@ -358,7 +358,7 @@ export const welcome = (
   peers: RingPeers,
   link: Link,
   window: number,
-  on: { readonly onCredit: (count: number) => void; readonly onAbort: (payload: Buffer) => void; readonly fail: (e: Error) => void },
+  on: { readonly onCredit: (count: number) => void; readonly onAbort: (payload: Buffer) => void; readonly onNotice: (origin: number) => void; readonly fail: (e: Error) => void },
 ): void => {
   const { socket } = link;
   socket.write(Buffer.concat([encodeHeader({ ...peers.blank(), kind: FrameKind.welcome, elements: window, seq: 0, payloadBytes: peers.auth.length }), peers.auth]));
@@ -368,12 +368,20 @@ export const welcome = (
       if (bad !== undefined) return bad;
       if (h.kind === FrameKind.credit && h.payloadBytes === 0) return Buffer.alloc(0);
       if (h.kind === FrameKind.abort && h.payloadBytes <= MAX_CONTROL_PAYLOAD_BYTES) return Buffer.alloc(h.payloadBytes);
+      if (h.kind === FrameKind.notice) return noticeTarget(peers, link, h);
       return new DataLossError(`${peers.who(link.peer)} sent a frame of kind ${h.kind} (${h.payloadBytes} bytes) where credits were expected`);
     },
-    (h, payload) => (h.kind === FrameKind.abort ? on.onAbort(payload) : on.onCredit(h.elements)),
+    (h, payload) => (h.kind === FrameKind.abort ? on.onAbort(payload) : h.kind === FrameKind.notice ? on.onNotice(h.rank) : on.onCredit(h.elements)),
     (e) => on.fail(e),
   );
   socket.on("data", (d: Buffer) => parser.push(d));
+};
+
+/** Where a notice frame's (empty) payload goes, or why the frame is refused: a payload, or a rank outside the group. */
+export const noticeTarget = (peers: RingPeers, link: Link, h: FrameHeader): Buffer | DataLossError => {
+  if (h.payloadBytes !== 0) return new DataLossError(`${peers.who(link.peer)} sent a notice frame with ${h.payloadBytes} bytes of payload (a notice has none)`);
+  if (h.rank >= peers.size) return new DataLossError(`${peers.who(link.peer)} sent the notice of rank ${h.rank}, outside the group of ${peers.size}`);
+  return Buffer.alloc(0);
 };
 
 /** `promise`, or `onTimeout()` once `timeoutMs` passed (the deadline of `listen()` and `connect()`). */

@@ -410,6 +410,76 @@ describe("two ranks and a buffer of at most one chunk: an exchange, with the rin
   });
 });
 
+describe("termination notices around the ring", () => {
+  /** What each rank heard, by rank. */
+  const listen = (g: TcpCollective[]): string[][] =>
+    g.map((c) => {
+      const heard: string[] = [];
+      c.onNoticeHeard((t, r) => heard.push(t === task(r) ? t : `${t} is not rank ${r}`));
+      return heard;
+    });
+
+  it("a rank's notice reaches every other rank once, both ways around the ring, and never comes back to it", async () => {
+    const g = await group(5);
+    const heard = listen(g);
+    g[2]!.announceNotice();
+    g[2]!.announceNotice();
+    await until(() => heard.every((h, r) => r === 2 || h.length > 0), "every rank to hear rank 2's notice");
+    // Both directions went all the way round: each frame ends where rank 2's own comes back.
+    await until(() => heard.flat().length === 4, "the notices to settle");
+    for (let r = 0; r < 5; r++) expect(heard[r], `rank ${r}`).toEqual(r === 2 ? [] : [task(2)]);
+    // Two ranks' notices: each rank hears the other's.
+    g[4]!.announceNotice();
+    await until(() => heard.every((h, r) => r === 4 || h.includes(task(4))), "rank 4's notice");
+    expect(heard[2]).toEqual([task(4)]);
+    expect(heard[4]).toEqual([task(2)]);
+  });
+
+  it("a frozen rank stops the notice on its side only: every live rank still hears it, and the group is not broken", async () => {
+    const g = await group(5, { clock: virtualClock() });
+    const heard = listen(g);
+    // Rank 0 reads nothing (frozen): the notice of rank 2 goes 2 → 3 → 4 one way (rank 4 hears it
+    // only as rank 3 passes it on) and 2 → 1 the other.
+    internals(g[0]!).inbound?.socket.pause();
+    internals(g[0]!).outbound?.socket.pause();
+    g[2]!.announceNotice();
+    await until(() => heard[1]!.length > 0 && heard[4]!.length > 0, "ranks 1 and 4 to hear rank 2's notice");
+    expect(heard.map((h) => h.length)).toEqual([0, 1, 0, 1, 1]);
+    for (const c of g) expect(internals(c).broken).toBeUndefined();
+  });
+
+  it("notices cross the ring in the middle of an all-reduce of many chunks, which still gives the reference's bits", async () => {
+    const g = await group(3, { chunkBytes: 4096 });
+    const heard = listen(g);
+    const inputs = g.map((_, r) => rankInput(Float32Array, 64 * 1024, r));
+    const expected = ringReference(inputs, "sum");
+    const calls = g.map((c, r) => c.allReduce(inputs[r]!.slice(), "sum"));
+    await until(() => g[0]!.stats().chunksSent > 0, "the all-reduce to start");
+    g[1]!.announceNotice();
+    g[0]!.announceNotice();
+    for (const res of await Promise.all(calls)) expect(bytes(res).equals(bytes(expected))).toBe(true);
+    await until(() => heard[2]!.length === 2, "rank 2 to hear both notices");
+    expect([...heard[2]!].sort()).toEqual([task(0), task(1)]);
+    const again = await Promise.all(g.map((c, r) => c.allReduce(inputs[r]!.slice(), "sum")));
+    for (const res of again) expect(bytes(res).equals(bytes(expected))).toBe(true);
+  });
+
+  it("a notice before connect() or after the group broke goes nowhere and raises nothing", async () => {
+    const lone = make({ rank: 0, size: 2 });
+    expect(() => lone.announceNotice()).not.toThrow();
+    const g = await group(3);
+    const heard = listen(g);
+    const calls = [g[1]!.barrier(), g[2]!.barrier()].map(rejection);
+    await g[0]!.close();
+    for (const e of await Promise.all(calls)) expect(e).toBeInstanceOf(UnavailableError);
+    expect(() => g[1]!.announceNotice()).not.toThrow();
+    expect(() => g[0]!.announceNotice()).not.toThrow();
+    // Ranks 1 and 2 are still linked (1 → 2), but a broken rank sends nothing.
+    await g[2]!.barrier().catch(() => undefined);
+    expect(heard).toEqual([[], [], []]);
+  });
+});
+
 describe("handshake: token, generation, incarnation", () => {
   it("a connection without the token is dropped before any frame after the hello is read", async () => {
     const g = await group(2, { token: "s3cret" });

@@ -244,6 +244,24 @@ describe.each(MATRIX)("faults at $elements float32 elements × $ranks ranks", ({
         }),
       },
       {
+        name: "a notice frame with a payload (a notice has none)",
+        inject: (l) => ({
+          to: "toClient",
+          bytes: frame({ kind: FrameKind.notice, generation, rank: 0, incarnation: 101n, seq: l.nextData }, Buffer.alloc(4)),
+          error: DataLossError,
+          message: `${who(0)} sent a notice frame with 4 bytes of payload`,
+        }),
+      },
+      {
+        name: "a notice of a rank outside the group, back to rank 0",
+        inject: (l) => ({
+          to: "toTarget",
+          bytes: frame({ kind: FrameKind.notice, generation, rank: 9, incarnation: 102n, seq: l.nextCredit }),
+          error: DataLossError,
+          message: `${who(1)} sent the notice of rank 9, outside the group of ${ranks}`,
+        }),
+      },
+      {
         name: "a data frame of the previous generation, in sequence",
         inject: (l) => ({ to: "toClient", bytes: data({ seq: l.nextData, generation: generation - 1 }), error: AbortedError, message: `a frame of generation ${generation - 1} incarnation 101 came on the link from ${who(0)}` }),
       },
