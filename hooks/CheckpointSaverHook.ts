@@ -18,8 +18,13 @@ import {
   AsyncCheckpointer,
   BundleSaver,
   CheckpointManager,
+  CheckpointDefaults,
+  describePolicy,
+  openCheckpointDirectory,
+  Retention,
   type AsyncSavePolicy,
   type CheckpointOutcome,
+  type RetentionPolicy,
   type Saver,
 } from "../src/checkpoint/index.js";
 import {
@@ -127,6 +132,12 @@ export interface CheckpointSaverHookOptions {
   /** Also keep one checkpoint every this many hours, beyond `maxToKeep` (default: none). */
   readonly keepCheckpointEveryNHours?: number | null | undefined;
   /**
+   * Which checkpoints stay after each save, as a value (`Retention` of
+   * `monitored-session/checkpoint`, or your own), instead of `maxToKeep` and
+   * `keepCheckpointEveryNHours`.
+   */
+  readonly retentionPolicy?: RetentionPolicy | undefined;
+  /**
    * Save in the background: the step pays for the snapshot only. `true` means the `skip`
    * policy (TensorFlow's async hook skips a save while one runs); or give the policy.
    * Default `false`.
@@ -189,8 +200,8 @@ export class CheckpointSaverHook extends SessionRunHook {
       checkpointDir: optional(NonEmptyString, "Where checkpoints go (relative to the file)."),
       saveSecs: optional(PositiveNumber, "Save every this many seconds."),
       saveSteps: optional(PositiveInt, "Save every this many steps."),
-      checkpointBasename: defaulted(FileName, "The checkpoint base name: a plain file name.", "model.ckpt"),
-      maxToKeep: defaulted(MaxToKeepCodec, "How many checkpoints to keep.", 5),
+      checkpointBasename: defaulted(FileName, "The checkpoint base name: a plain file name.", CheckpointDefaults.saver.checkpointName),
+      maxToKeep: defaulted(MaxToKeepCodec, "How many checkpoints to keep.", CheckpointDefaults.saver.maxToKeep),
       keepCheckpointEveryNHours: optional(oneOf("a positive number or null", [PositiveNumber, t.null] as const), "Also keep one checkpoint every this many hours, beyond maxToKeep.", "none"),
       async: defaulted(AsyncSavePolicyCodec, "Save in the background (`true` is the `skip` policy).", false),
       endGracePeriodSecs: optional(NonNegativeNumber, "How long the end waits for background saves.", "the session's stop grace period"),
@@ -207,6 +218,7 @@ export class CheckpointSaverHook extends SessionRunHook {
   private readonly listeners: readonly CheckpointSaverListener[];
   private readonly maxToKeep: number | null;
   private readonly keepCheckpointEveryNHours: number | null;
+  private readonly retentionPolicy: RetentionPolicy | undefined;
   private readonly policy: AsyncSavePolicy | undefined;
   private readonly ownEndGraceMs: number | undefined;
   private endGraceMs = 120_000;
@@ -251,7 +263,7 @@ export class CheckpointSaverHook extends SessionRunHook {
       throw new ValueError("CheckpointSaverHook: checkpointDir must be a non-empty path (or give a checkpointManager)");
     }
     if (shared !== undefined) {
-      const conflicting = (["saver", "checkpointBasename", "maxToKeep", "keepCheckpointEveryNHours"] as const).filter((k) => options[k] !== undefined);
+      const conflicting = (["saver", "checkpointBasename", "maxToKeep", "keepCheckpointEveryNHours", "retentionPolicy"] as const).filter((k) => options[k] !== undefined);
       if (conflicting.length > 0) {
         throw new ValueError(`CheckpointSaverHook: ${conflicting.join(", ")} cannot be given with checkpointManager (the manager's apply)`);
       }
@@ -259,6 +271,10 @@ export class CheckpointSaverHook extends SessionRunHook {
         throw new ValueError(`CheckpointSaverHook: checkpointDir ${o.checkpointDir} is not the checkpointManager's directory ${shared.directory}`);
       }
     }
+    if (options.retentionPolicy !== undefined && (options.maxToKeep !== undefined || options.keepCheckpointEveryNHours !== undefined)) {
+      throw new ValueError("CheckpointSaverHook: give retentionPolicy or maxToKeep and keepCheckpointEveryNHours, not both (Retention.tensorflow makes the policy of the two)");
+    }
+    this.retentionPolicy = options.retentionPolicy;
     this.sharedManager = shared;
     this.checkpointDir = shared?.directory ?? (o.checkpointDir as string);
     this.basename = shared?.checkpointName ?? o.checkpointBasename;
@@ -488,12 +504,21 @@ export class CheckpointSaverHook extends SessionRunHook {
   private sessionManager(env: HookEnv | undefined): CheckpointManager | undefined {
     const m = env?.checkpointManager;
     if (this.sharedManager !== undefined || m === undefined || m.directory !== resolvePath(this.checkpointDir)) return undefined;
+    const own = this.retentionPolicy;
+    // The manager keeps TensorFlow's pair of its options, or a policy it was given.
+    const managerPair = describePolicy(m.retentionPolicy) === describePolicy(Retention.tensorflow({ maxToKeep: m.maxToKeep, keepCheckpointEveryNHours: m.keepEveryNHours }));
     const differences = [
       this.basename === m.checkpointName ? undefined : `checkpointBasename ${this.basename} (the manager's: ${m.checkpointName})`,
-      this.maxToKeep === m.maxToKeep ? undefined : `maxToKeep ${String(this.maxToKeep)} (the manager's: ${String(m.maxToKeep)})`,
-      this.keepCheckpointEveryNHours === m.keepEveryNHours
-        ? undefined
-        : `keepCheckpointEveryNHours ${String(this.keepCheckpointEveryNHours)} (the manager's: ${String(m.keepEveryNHours)})`,
+      ...(own !== undefined
+        ? [own === m.retentionPolicy ? undefined : `retentionPolicy ${describePolicy(own)} (the manager's: ${describePolicy(m.retentionPolicy)})`]
+        : !managerPair
+          ? [`maxToKeep ${String(this.maxToKeep)} (the manager's retentionPolicy: ${describePolicy(m.retentionPolicy)})`]
+          : [
+              this.maxToKeep === m.maxToKeep ? undefined : `maxToKeep ${String(this.maxToKeep)} (the manager's: ${String(m.maxToKeep)})`,
+              this.keepCheckpointEveryNHours === m.keepEveryNHours
+                ? undefined
+                : `keepCheckpointEveryNHours ${String(this.keepCheckpointEveryNHours)} (the manager's: ${String(m.keepEveryNHours)})`,
+            ]),
       this.explicitSaver === undefined || this.explicitSaver === m.saver ? undefined : "saver (not the manager's)",
     ].filter((d): d is string => d !== undefined);
     if (differences.length > 0) {
@@ -506,16 +531,17 @@ export class CheckpointSaverHook extends SessionRunHook {
 
   private async getManager(): Promise<CheckpointManager> {
     // The scaffold's saver exists only once the scaffold is finalized (at session creation).
-    this.manager ??= await CheckpointManager.create({
+    this.manager ??= await openCheckpointDirectory({
       directory: this.checkpointDir,
       checkpointName: this.basename,
       maxToKeep: this.maxToKeep,
       keepCheckpointEveryNHours: this.keepCheckpointEveryNHours,
+      ...(this.retentionPolicy === undefined ? {} : { retentionPolicy: this.retentionPolicy }),
       saver: this.explicitSaver ?? this.scaffold?.saver ?? new BundleSaver({ clock: this.clock, tempFiles: this.env?.tempFiles }),
       clock: this.clock,
       logger: this.logger,
       tempFiles: this.env?.tempFiles,
-    });
+    }, "saver");
     return this.manager;
   }
 

@@ -6,7 +6,7 @@
  * Run: `npx tsx scripts/gen-config-docs.ts`.
  */
 
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 import {
@@ -25,6 +25,13 @@ import { ClusterConfigCodec, ClusterConfigReference, ClusterTimeouts, ClusterTls
 
 /** The path of the generated reference. */
 export const CONFIG_DOCS_PATH = fileURLToPath(new URL("../docs/configuration.md", import.meta.url));
+
+/** The retention plugin the tests run (test/fixtures/cli/retention-plugin.ts), as a user writes it: package imports, its file's comment as the first line. */
+const retentionPlugin = readFileSync(fileURLToPath(new URL("../test/fixtures/cli/retention-plugin.ts", import.meta.url)), "utf8")
+  .replace(/^\/\*\*.*\*\/\n/, "// my-retention.js — in train.yaml: plugins: [./my-retention.js]\n")
+  .replace('"../../../src/checkpoint/index.js"', '"monitored-session/checkpoint"')
+  .replace('"../../../src/config/index.js"', '"monitored-session/config"')
+  .trimEnd();
 
 const cell = (s: string): string => s.replace(/\|/g, "\\|").replace(/\n/g, " ");
 
@@ -308,6 +315,24 @@ hooks:
   - type: StopAfterRunsHook
     runs: 1000
     tensor: loss
+\`\`\`
+
+A plugin registers retention policies for \`checkpoint.retention\` the same way
+(\`registry.registerRetention\`: a \`type\`, a codec of its options, and \`create\`, which returns a
+\`RetentionPolicy\`, for example one built from \`Retention\` of \`monitored-session/checkpoint\`).
+The policy decides which checkpoints stay after each save, instead of \`maxToKeep\` and
+\`keepCheckpointEveryNHours\`; one value serves the checkpoint hook and the directory's manager:
+
+<!-- Generated from test/fixtures/cli/retention-plugin.ts, which test/cli/cli.process.test.ts runs. -->
+\`\`\`js
+${retentionPlugin}
+\`\`\`
+
+\`\`\`yaml
+plugins: [./my-retention.js]
+checkpoint:
+  dir: runs/exp1
+  retention: { type: NewestAndEveryNth, newest: 3, every: 10000 }
 \`\`\`
 
 ${hooks}

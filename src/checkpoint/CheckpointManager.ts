@@ -48,10 +48,11 @@ import {
 import { BundleSaver, isVariableStore, toSnapshot, type SaveSource, type Saver } from "./Saver.js";
 import { restoreInto } from "./objectGraph.js";
 import { checkpointNumberOf, scanCheckpointNumbers } from "./checkpointNumbers.js";
-import { planRetention, type RetentionPolicy } from "./retentionPlan.js";
+import { planRetention, Retention, type RetentionPolicy } from "./retentionPlan.js";
+import { CheckpointDefaults } from "./checkpointDefaults.js";
 import { adoptState, recoverState } from "./stateRecovery.js";
 
-export type { ManagedCheckpoint, RetentionContext, RetentionDecision, RetentionPolicy } from "./retentionPlan.js";
+export { describePolicy, Retention, type DescribedRetentionPolicy, type ManagedCheckpoint, type RetentionContext, type RetentionDecision, type RetentionPolicy } from "./retentionPlan.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -79,7 +80,10 @@ export interface CheckpointManagerOptions {
   readonly latestFilename?: string;
   /** The storage format (default {@link BundleSaver}). */
   readonly saver?: Saver;
-  /** A custom retention policy, replacing the built-in sweep. */
+  /**
+   * Which checkpoints stay after each save, as a value (see {@link Retention}): replaces
+   * `maxToKeep` and `keepCheckpointEveryNHours`, which are `Retention.tensorflow` of the two.
+   */
   readonly retentionPolicy?: RetentionPolicy;
   /** Time source for timestamps and `keepCheckpointEveryNHours` (default the system clock). */
   readonly clock?: Clock;
@@ -163,7 +167,8 @@ export class CheckpointManager {
   private readonly temps: TempFileRegistry;
   private readonly initFn: (() => void | Promise<void>) | undefined;
   private readonly latestFilename: string;
-  private readonly policy: RetentionPolicy | undefined;
+  /** Which checkpoints stay after each save: the option's, or `Retention.tensorflow` of `maxToKeep` and `keepCheckpointEveryNHours`. */
+  readonly retentionPolicy: RetentionPolicy;
   private readonly clock: Clock;
   private readonly logger: Logger;
   private latest: string | null = null;
@@ -177,7 +182,7 @@ export class CheckpointManager {
   private restored: string | null = null;
 
   private constructor(options: CheckpointManagerOptions) {
-    const maxToKeep = options.maxToKeep === undefined ? 5 : options.maxToKeep;
+    const maxToKeep = options.maxToKeep === undefined ? CheckpointDefaults.manager.maxToKeep : options.maxToKeep;
     if (maxToKeep !== null && (!Number.isInteger(maxToKeep) || maxToKeep <= 0)) {
       throw new ValueError(`CheckpointManager: maxToKeep must be a positive integer or null (keep all), got ${maxToKeep}`);
     }
@@ -192,7 +197,7 @@ export class CheckpointManager {
     if (hours !== null && !(hours > 0)) {
       throw new ValueError(`CheckpointManager: keepCheckpointEveryNHours must be positive, got ${hours}`);
     }
-    this.checkpointName = options.checkpointName ?? "ckpt";
+    this.checkpointName = options.checkpointName ?? CheckpointDefaults.manager.checkpointName;
     assertPlainName(this.checkpointName);
     this.latestFilename = options.latestFilename ?? CHECKPOINT_STATE_FILENAME;
     assertPlainName(this.latestFilename, "state file name");
@@ -206,7 +211,7 @@ export class CheckpointManager {
     this.logger = options.logger ?? defaultLogger;
     this.temps = options.tempFiles ?? processTempFiles;
     this.saver = options.saver ?? new BundleSaver({ clock: this.clock, tempFiles: this.temps });
-    this.policy = options.retentionPolicy;
+    this.retentionPolicy = options.retentionPolicy ?? Retention.tensorflow({ maxToKeep, keepCheckpointEveryNHours: hours });
     this.lastCheckpointStep = options.lastCheckpointStep ?? null;
     this.lastPreserved = this.nowSecs() - 1;
   }
@@ -373,9 +378,7 @@ export class CheckpointManager {
       // later sweep deletes them. Identical states are written once.
       const recorded = this.renderState(prepared.path, managed, this.lastPreserved);
       const plan = planRetention(managed, prepared.path, {
-        policy: this.policy,
-        maxToKeep: this.maxToKeep,
-        keepEveryNHours: this.keepEveryNHours,
+        policy: this.retentionPolicy,
         checkpointName: this.checkpointName,
         lastPreserved: this.lastPreserved,
         nowSecs: () => this.nowSecs(),

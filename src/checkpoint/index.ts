@@ -53,6 +53,9 @@ export {
 /* Files being written */
 export { processTempFiles, TempFileRegistry } from "./TempFileRegistry.js";
 
+/* Opening a directory */
+export { CheckpointDefaults, openCheckpointDirectory, type CheckpointApi, type CheckpointDirectoryOptions } from "./checkpointDirectory.js";
+
 /* Manager */
 export {
   CheckpointManager,
@@ -61,6 +64,9 @@ export {
   type CheckpointSaveOptions,
   type ManagedCheckpoint,
   type PreparedSave,
+  Retention,
+  describePolicy,
+  type DescribedRetentionPolicy,
   type RetentionContext,
   type RetentionDecision,
   type RetentionPolicy,

@@ -1,12 +1,14 @@
 /**
  * The retention of a `CheckpointManager`: which managed checkpoints stay after a save,
- * which are preserved forever (dropped from the state file) and which are deleted, by the
- * built-in sweep (`maxToKeep`, `keepCheckpointEveryNHours`) or a custom {@link RetentionPolicy}.
- * Planning deletes nothing; the manager applies the plan once the save is recorded.
+ * which are preserved forever (dropped from the state file) and which are deleted, by a
+ * {@link RetentionPolicy}: a value, built in ({@link Retention}: TensorFlow's `maxToKeep` and
+ * `keepCheckpointEveryNHours`, and their union) or your own. Planning deletes nothing; the
+ * manager applies the plan once the save is recorded.
  *
  * @module
  */
 
+import { ValueError } from "../errors.js";
 import { checkpointNumberOf } from "./checkpointNumbers.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -59,15 +61,91 @@ export interface RetentionDecision {
  */
 export type RetentionPolicy = (checkpoints: readonly ManagedCheckpoint[], context: RetentionContext) => RetentionDecision;
 
+/** A {@link RetentionPolicy} with a one-line description of itself (for messages that compare settings). */
+export interface DescribedRetentionPolicy extends RetentionPolicy {
+  readonly description: string;
+}
+
+/**
+ * The built-in retention policies, as values: TensorFlow's `max_to_keep` and
+ * `keep_checkpoint_every_n_hours`, and their union. `CheckpointManager`'s `maxToKeep` and
+ * `keepCheckpointEveryNHours` options are {@link Retention.tensorflow} of the two; give
+ * `retentionPolicy` (to the manager, `CheckpointSaverHook`, `monitoredTrainingSession` or
+ * `Supervisor`) to combine them otherwise, or with a policy of your own.
+ *
+ * @example
+ * ```ts
+ * import { CheckpointManager, Retention, type RetentionPolicy } from "monitored-session/checkpoint";
+ *
+ * // The 3 newest, every 10,000th, and one per 6 hours of the rest.
+ * const tenThousands: RetentionPolicy = (cps) => ({
+ *   keep: cps.filter((c) => c.checkpointNumber !== null && c.checkpointNumber % 10_000 === 0).map((c) => c.path),
+ * });
+ * const manager = await CheckpointManager.create({
+ *   directory: "/tmp/run",
+ *   retentionPolicy: Retention.keepCheckpointEveryNHours(6, Retention.union(Retention.maxToKeep(3), tenThousands)),
+ * });
+ * ```
+ */
+export const Retention = {
+  /** The `n` newest checkpoints stay (TensorFlow's `max_to_keep`); `null` keeps all. `n` must be a positive integer. */
+  maxToKeep(n: number | null): DescribedRetentionPolicy {
+    if (n !== null && (!Number.isInteger(n) || n <= 0)) throw new ValueError(`Retention.maxToKeep: a positive integer or null (keep all), got ${n}`);
+    const policy = (checkpoints: readonly ManagedCheckpoint[]): RetentionDecision => ({ keep: (n === null ? checkpoints : checkpoints.slice(-n)).map((c) => c.path) });
+    return Object.assign(policy, { description: n === null ? "keep all" : `the ${n} newest` });
+  },
+
+  /**
+   * TensorFlow's `keep_checkpoint_every_n_hours` on top of `base`: of the checkpoints `base`
+   * lets go, oldest first, one is preserved (kept on disk, no longer managed) whenever it is at
+   * least `hours` newer than the last one preserved.
+   */
+  keepCheckpointEveryNHours(hours: number, base: RetentionPolicy): DescribedRetentionPolicy {
+    if (!(typeof hours === "number" && hours > 0 && Number.isFinite(hours))) throw new ValueError(`Retention.keepCheckpointEveryNHours: a positive number of hours, got ${hours}`);
+    const policy = (checkpoints: readonly ManagedCheckpoint[], context: RetentionContext): RetentionDecision => {
+      const inner = base(checkpoints, context);
+      const kept = new Set(inner.keep);
+      const preserve = [...(inner.preserve ?? [])];
+      let last = context.lastPreservedTimestamp;
+      for (const c of checkpoints) {
+        if (kept.has(c.path) || preserve.includes(c.path)) continue;
+        if (c.timestamp - hours * 3600 >= last) {
+          last = c.timestamp;
+          preserve.push(c.path);
+        }
+      }
+      return { keep: inner.keep, preserve };
+    };
+    return Object.assign(policy, { description: `${describePolicy(base)}, and one per ${hours} h of the rest` });
+  },
+
+  /** What any of `policies` keeps stays; what any preserves (and none keeps) is preserved. */
+  union(...policies: readonly RetentionPolicy[]): DescribedRetentionPolicy {
+    const policy = (checkpoints: readonly ManagedCheckpoint[], context: RetentionContext): RetentionDecision => {
+      const decisions = policies.map((p) => p(checkpoints, context));
+      const keep = new Set(decisions.flatMap((d) => d.keep));
+      return { keep: [...keep], preserve: [...new Set(decisions.flatMap((d) => d.preserve ?? []))].filter((p) => !keep.has(p)) };
+    };
+    return Object.assign(policy, { description: policies.map(describePolicy).join(" or ") });
+  },
+
+  /** TensorFlow's pair as its managers apply it: `maxToKeep`, then `keepCheckpointEveryNHours` (`null`: none) of what it lets go. */
+  tensorflow(settings: { readonly maxToKeep: number | null; readonly keepCheckpointEveryNHours: number | null }): DescribedRetentionPolicy {
+    const base = Retention.maxToKeep(settings.maxToKeep);
+    return settings.keepCheckpointEveryNHours === null ? base : Retention.keepCheckpointEveryNHours(settings.keepCheckpointEveryNHours, base);
+  },
+};
+
+/** A policy's description, or "a custom policy". */
+export const describePolicy = (policy: RetentionPolicy): string => (policy as Partial<DescribedRetentionPolicy>).description ?? "a custom policy";
+
 /** A manager's retention settings and where it stands. */
 interface RetentionRules {
-  readonly policy: RetentionPolicy | undefined;
-  readonly maxToKeep: number | null;
-  readonly keepEveryNHours: number | null;
+  readonly policy: RetentionPolicy;
   readonly checkpointName: string;
   /** The last preserved timestamp before this sweep, Unix seconds. */
   readonly lastPreserved: number;
-  /** The clock's time, Unix seconds (read only for a custom policy). */
+  /** The clock's time, Unix seconds. */
   readonly nowSecs: () => number;
 }
 
@@ -86,23 +164,7 @@ interface RetentionPlan {
  * Applies the retention to `managed` (path → timestamp, oldest first; it is changed), without
  * deleting anything. `latest` is never deleted.
  */
-export const planRetention = (managed: Map<string, number>, latest: string, rules: RetentionRules): RetentionPlan => {
-  if (rules.policy !== undefined) return planWithPolicy(rules.policy, managed, latest, rules);
-  const remove: string[] = [];
-  let lastPreserved = rules.lastPreserved;
-  if (rules.maxToKeep !== null) {
-    while (managed.size > rules.maxToKeep) {
-      const [path, ts] = managed.entries().next().value as [string, number];
-      managed.delete(path);
-      if (rules.keepEveryNHours !== null && ts - rules.keepEveryNHours * 3600 >= lastPreserved) {
-        lastPreserved = ts;
-        continue;
-      }
-      remove.push(path);
-    }
-  }
-  return { managed, lastPreserved, remove };
-};
+export const planRetention = (managed: Map<string, number>, latest: string, rules: RetentionRules): RetentionPlan => planWithPolicy(rules.policy, managed, latest, rules);
 
 const planWithPolicy = (policy: RetentionPolicy, managed: Map<string, number>, latest: string, rules: RetentionRules): RetentionPlan => {
   const checkpoints = [...managed].map(([path, timestamp]) => ({

@@ -29,7 +29,7 @@
 import { isLeft, right } from "fp-ts/lib/Either.js";
 import { resolve } from "node:path";
 
-import { BundleSaver, CheckpointDirInUseError, CheckpointManager } from "../checkpoint/index.js";
+import { BundleSaver, CheckpointDirInUseError, openCheckpointDirectory, type CheckpointManager } from "../checkpoint/index.js";
 import { systemClock, type Clock } from "../time/Clock.js";
 import { resolveTfConfig } from "../cluster/ClusterResolver.js";
 import { decodePodEnvironment, PeerNotResolvedError, waitForPodTfConfig } from "../cluster/PodClusterResolver.js";
@@ -282,18 +282,20 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
   let manager: CheckpointManager | undefined;
   if (checkpointDir !== undefined && isChief) {
     try {
-      manager = await CheckpointManager.create({
+      manager = await openCheckpointDirectory({
         directory: checkpointDir,
-        checkpointName: config.checkpoint?.basename ?? "model.ckpt",
-        maxToKeep: config.checkpoint?.maxToKeep === undefined ? 5 : config.checkpoint.maxToKeep,
-        keepCheckpointEveryNHours: config.checkpoint?.keepCheckpointEveryNHours ?? null,
+        checkpointName: config.checkpoint?.basename,
+        maxToKeep: config.checkpoint?.maxToKeep,
+        keepCheckpointEveryNHours: config.checkpoint?.keepCheckpointEveryNHours,
+        // A plugin's retention type, made once with the hook's (see toMonitoredTrainingSessionOptions).
+        retentionPolicy: sessionOptions.retentionPolicy,
         saver: sessionOptions.scaffold?.saver ?? new BundleSaver({ clock }),
         // A predecessor with this host's name on another boot (a pod recreated on another node) is
         // gone; only its lease may run on: wait it out rather than exit 2 (docs/kubernetes.md).
         lock: { leaseTimeoutSecs: config.checkpoint?.lockTimeoutSecs, waitOutPredecessorLease: true },
         clock,
         logger,
-      });
+      }, "saver");
     } catch (e) {
       if (e instanceof CheckpointDirInUseError) {
         io.err.write(`${e.message}\n`);
@@ -304,7 +306,8 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     }
     // The chief's restore and the checkpoint hook (through HookEnv) share it; the options and
     // their hooks are built once.
-    sessionOptions = { ...sessionOptions, checkpointManager: manager };
+    const { retentionPolicy: _applied, ...rest } = sessionOptions;
+    sessionOptions = { ...rest, checkpointManager: manager };
   }
   // Then the task's server and its registration with the cluster (every task, before training).
   let cluster: ClusterRuntime | undefined;

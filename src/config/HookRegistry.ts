@@ -44,6 +44,7 @@ import { StopAtStepHook } from "../../hooks/StopAtStepHook.js";
 import { SummarySaverHook } from "../../hooks/SummarySaverHook.js";
 import { ValueError } from "../errors.js";
 import type { Scaffold } from "../creation/Scaffold.js";
+import type { RetentionPolicy } from "../checkpoint/index.js";
 import type { Fetches } from "../session/Session.js";
 import { hookProblems, type SessionRunHook } from "../hook/SessionRunHook.js";
 import { closest, optional, refined, show } from "../codec.js";
@@ -83,6 +84,43 @@ export interface HookType<A> {
   readonly names?: (options: A) => readonly (readonly [path: string, name: string])[];
 }
 
+/**
+ * A retention policy a configuration names in `checkpoint.retention` (`{ type, ...options }`),
+ * registered by a plugin with {@link HookRegistry.registerRetention}, as hook types are.
+ *
+ * @example
+ * ```ts
+ * // my-retention.ts, named in the configuration as `plugins: [./my-retention.js]`
+ * import { definePlugin, PositiveInt, required, struct } from "monitored-session/config";
+ * import { Retention } from "monitored-session/checkpoint";
+ *
+ * export default definePlugin((registry) => {
+ *   registry.registerRetention({
+ *     type: "NewestAndEveryNth",
+ *     codec: struct("NewestAndEveryNth", "The newest few, and every Nth checkpoint.", {
+ *       newest: required(PositiveInt, "How many of the newest stay."),
+ *       every: required(PositiveInt, "Every checkpoint whose number is a multiple of this stays."),
+ *     }),
+ *     create: (o) =>
+ *       Retention.union(Retention.maxToKeep(o.newest), (cps) => ({ keep: cps.filter((c) => c.checkpointNumber !== null && c.checkpointNumber % o.every === 0).map((c) => c.path) })),
+ *   });
+ * });
+ * ```
+ */
+export interface RetentionType<A> {
+  /** The value of `type` in `checkpoint.retention`. */
+  readonly type: string;
+  /** Decodes the options (every key but `type`). */
+  readonly codec: t.Type<A, unknown, unknown>;
+  /** Makes the policy from decoded options. May throw (reported as a configuration problem). */
+  readonly create: (options: A) => RetentionPolicy;
+  /** One sentence for the reference. */
+  readonly doc?: string;
+}
+
+/** A decoded `checkpoint.retention` entry: a registered retention type and its options. */
+export type RetentionConfig = { readonly type: string } & Readonly<Record<string, unknown>>;
+
 // ---------------------------------------------------------------------------------------------
 // constructors
 // ---------------------------------------------------------------------------------------------
@@ -92,6 +130,7 @@ let sharedBuiltins: HookRegistry | undefined;
 /** The hook types a configuration may use. */
 export class HookRegistry {
   private readonly entries = new Map<string, HookType<unknown>>();
+  private readonly retentions = new Map<string, RetentionType<unknown>>();
 
   private constructor(private readonly frozen: boolean) {}
 
@@ -118,11 +157,46 @@ export class HookRegistry {
    * {@link HookRegistry.builtins} (make your own with {@link HookRegistry.withBuiltins}).
    */
   register<A>(hook: HookType<A>): this {
-    if (this.frozen) throw new ValueError("HookRegistry.builtins cannot be changed; register on HookRegistry.withBuiltins() instead");
-    if (typeof hook.type !== "string" || hook.type.length === 0) throw new ValueError("a hook type needs a non-empty name");
-    if (this.entries.has(hook.type)) throw new ValueError(`hook type "${hook.type}" is already registered`);
-    this.entries.set(hook.type, hook as HookType<unknown>);
+    this.add("hook type", this.entries, hook as HookType<unknown>);
     return this;
+  }
+
+  /**
+   * Registers a retention policy type for `checkpoint.retention`. Throws `ValueError` for a name
+   * already registered, or on {@link HookRegistry.builtins}.
+   */
+  registerRetention<A>(retention: RetentionType<A>): this {
+    this.add("retention type", this.retentions, retention as RetentionType<unknown>);
+    return this;
+  }
+
+  /** Adds `entry` to `entries`, unless this registry is the frozen built-ins or the name is taken. */
+  private add<E extends { readonly type: string }>(what: string, entries: Map<string, E>, entry: E): void {
+    if (this.frozen) throw new ValueError("HookRegistry.builtins cannot be changed; register on HookRegistry.withBuiltins() instead");
+    if (typeof entry.type !== "string" || entry.type.length === 0) throw new ValueError(`a ${what} needs a non-empty name`);
+    if (entries.has(entry.type)) throw new ValueError(`${what} "${entry.type}" is already registered`);
+    entries.set(entry.type, entry);
+  }
+
+  /** The registered retention type names, in registration order. */
+  get retentionTypes(): readonly string[] {
+    return [...this.retentions.keys()];
+  }
+
+  /** The codec of `checkpoint.retention`: an object whose `type` names a registered retention type, the other keys its options. */
+  retentionEntryCodec(): t.Type<RetentionConfig, RetentionConfig, unknown> {
+    const registered = (): string => (this.retentions.size === 0 ? "none is registered (a plugin registers one with registry.registerRetention)" : `registered: ${this.retentionTypes.join(", ")}`);
+    return typedEntryCodec("retention policy", this.retentions, registered, registered, "retention type");
+  }
+
+  /** Makes the policy of a decoded `checkpoint.retention` entry. Throws `ValueError` for an unregistered type, or a factory that returns no function. */
+  createRetention(entry: RetentionConfig): RetentionPolicy {
+    const r = this.retentions.get(entry.type);
+    if (r === undefined) throw new ValueError(`unknown retention type "${entry.type}"`);
+    const { type: _type, ...options } = entry;
+    const made: unknown = r.create(options);
+    if (typeof made !== "function") throw new ValueError(`the factory of retention type "${entry.type}" did not return a RetentionPolicy (a function of the checkpoints), got ${show(made)}`);
+    return made as RetentionPolicy;
   }
 
   /** The registered type named `type`, if any. */
@@ -145,25 +219,7 @@ export class HookRegistry {
    * other keys being that type's options.
    */
   entryCodec(): t.Type<HookConfig, HookConfig, unknown> {
-    return new t.Type<HookConfig, HookConfig, unknown>(
-      "a hook ({ type, ...options })",
-      (u): u is HookConfig => typeof u === "object" && u !== null && typeof (u as { type?: unknown }).type === "string",
-      (u, c) => {
-        if (typeof u !== "object" || u === null || Array.isArray(u)) return t.failure(u, c, `expected a hook object ({ type: "...", ...options }), got ${show(u)}`);
-        const { type, ...options } = u as Record<string, unknown>;
-        const typeContext = [...c, { key: "type", type: t.string, actual: type }];
-        if (type === undefined) return t.failure(type, typeContext, `is required (one of ${this.types.join(", ")})`);
-        const hook = typeof type === "string" ? this.entries.get(type) : undefined;
-        if (hook === undefined) {
-          // The "did you mean" of an unknown field, for a misspelled type.
-          const hint = typeof type === "string" ? closest(type, this.types) : undefined;
-          return t.failure(type, typeContext, `unknown hook type ${show(type)}${hint === undefined ? "" : ` (did you mean "${hint}"?)`}; registered: ${this.types.join(", ")}`);
-        }
-        const r = hook.codec.validate(options, c);
-        return r._tag === "Left" ? r : t.success({ ...(r.right as object), type: hook.type });
-      },
-      (a) => a,
-    );
+    return typedEntryCodec("hook", this.entries, () => `registered: ${this.types.join(", ")}`, (types) => `one of ${types.join(", ")}`);
   }
 
   /**
@@ -191,6 +247,7 @@ export class HookRegistry {
   private freeze(): HookRegistry {
     const f = new HookRegistry(true);
     for (const [k, v] of this.entries) f.entries.set(k, v);
+    for (const [k, v] of this.retentions) f.retentions.set(k, v);
     return f;
   }
 }
@@ -313,3 +370,35 @@ export const builtinHookTypes: readonly HookType<never>[] = [
 
 /** Tensor names: a list, or a record of tags to names (the codec of `LoggingTensorHook`'s `tensors`). */
 export { TensorNames };
+
+/**
+ * The codec of an entry `{ type, ...options }` whose `type` names one of `entries` (hook types,
+ * retention types), the other keys being its options; `registered()` says what may be named.
+ */
+const typedEntryCodec = <E extends { readonly type: string }>(
+  what: string,
+  entries: ReadonlyMap<string, { readonly type: string; readonly codec: t.Type<unknown, unknown, unknown> }>,
+  registered: () => string,
+  required: (types: readonly string[]) => string,
+  typeName = `${what} type`,
+): t.Type<E, E, unknown> =>
+  new t.Type<E, E, unknown>(
+    `a ${what} ({ type, ...options })`,
+    (u): u is E => typeof u === "object" && u !== null && typeof (u as { type?: unknown }).type === "string",
+    (u, c) => {
+      if (typeof u !== "object" || u === null || Array.isArray(u)) return t.failure(u, c, `expected a ${what} object ({ type: "...", ...options }), got ${show(u)}`);
+      const { type, ...options } = u as Record<string, unknown>;
+      const typeContext = [...c, { key: "type", type: t.string, actual: type }];
+      const names = [...entries.keys()];
+      if (type === undefined) return t.failure(type, typeContext, `is required (${required(names)})`);
+      const entry = typeof type === "string" ? entries.get(type) : undefined;
+      if (entry === undefined) {
+        // The "did you mean" of an unknown field, for a misspelled type.
+        const hint = typeof type === "string" ? closest(type, names) : undefined;
+        return t.failure(type, typeContext, `unknown ${typeName} ${show(type)}${hint === undefined ? "" : ` (did you mean "${hint}"?)`}; ${registered()}`);
+      }
+      const r = entry.codec.validate(options, c);
+      return r._tag === "Left" ? r : t.success({ ...(r.right as object), type: entry.type } as unknown as E);
+    },
+    (a) => a,
+  );

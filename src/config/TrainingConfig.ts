@@ -23,7 +23,7 @@ import { ClusterConfigCodec } from "../cluster/ClusterConfig.js";
 import { CHIEF_LOST_EXIT_CODE } from "../preemption/PreemptionCluster.js";
 import { PREEMPTION_EXIT_CODE } from "../preemption/TerminationConfig.js";
 import type { TfjsBackendName } from "../tfjs/backend.js";
-import { HookRegistry, type HookConfig } from "./HookRegistry.js";
+import { HookRegistry, type HookConfig, type RetentionConfig } from "./HookRegistry.js";
 import {
   atMostOneOf,
   Bool,
@@ -47,8 +47,8 @@ import {
 // ---------------------------------------------------------------------------------------------
 
 
-/** The `checkpoint` section. */
-export const CheckpointConfigCodec = struct(
+/** The `checkpoint` section, its `retention` decoded with `retention` (a registry's: see `HookRegistry.registerRetention`). */
+const checkpointConfigCodec = (retention: t.Type<RetentionConfig, RetentionConfig, unknown>) => struct(
   "checkpoint",
   "Checkpoints: where they go, how often, how many are kept. The chief restores the latest one from `dir` at start.",
   {
@@ -57,6 +57,11 @@ export const CheckpointConfigCodec = struct(
     saveSteps: optional(StepCadence, "Save every this many global steps; `0` or `null` disables.", "absent"),
     maxToKeep: optional(MaxToKeepCodec, "How many recent checkpoints to keep.", "5"),
     keepCheckpointEveryNHours: optional(PositiveNumber, "Also keep one checkpoint per this many hours, beyond maxToKeep (TensorFlow's keep_checkpoint_every_n_hours).", "absent (none)"),
+    retention: optional(
+      retention,
+      "A retention policy a plugin registered (`registry.registerRetention`), as `{ type: <name>, ...options }`: it decides which checkpoints stay after each save, instead of maxToKeep and keepCheckpointEveryNHours.",
+      "maxToKeep and keepCheckpointEveryNHours",
+    ),
     basename: optional(FileName, "The checkpoint file prefix: a plain file name (no `/`, `..`), inside `dir`.", "model.ckpt"),
     async: optional(AsyncSavePolicyCodec, "Write checkpoints in the background (`true` is the `skip` policy).", "false"),
     lockTimeoutSecs: optional(
@@ -66,7 +71,14 @@ export const CheckpointConfigCodec = struct(
     ),
   },
   atMostOneOf("saveSecs", "saveSteps"),
+  (v) =>
+    v.retention !== undefined && (v.maxToKeep !== undefined || v.keepCheckpointEveryNHours !== undefined)
+      ? [{ key: "retention", message: "replaces maxToKeep and keepCheckpointEveryNHours: give retention, or those two, not both" }]
+      : [],
 );
+
+/** The `checkpoint` section with the built-in registry (no retention types). */
+export const CheckpointConfigCodec = checkpointConfigCodec(HookRegistry.builtins.retentionEntryCodec());
 
 /** The `summaries` section. */
 export const SummariesConfigCodec = struct(
@@ -196,7 +208,11 @@ export const trainingConfigCodec = (registry: HookRegistry = HookRegistry.builti
   struct(
     "TrainingConfig",
     "A training run: the job module, checkpoints, summaries, hooks and preemption.",
-    { ...topLevelFields, hooks: optional(t.array(registry.entryCodec()), topLevelFields.hooks.doc, topLevelFields.hooks.defaultValue) },
+    {
+      ...topLevelFields,
+      checkpoint: optional(checkpointConfigCodec(registry.retentionEntryCodec()), topLevelFields.checkpoint.doc, topLevelFields.checkpoint.defaultValue),
+      hooks: optional(t.array(registry.entryCodec()), topLevelFields.hooks.doc, topLevelFields.hooks.defaultValue),
+    },
     (v) =>
       v.preemption?.enabled === true && v.checkpoint === undefined
         ? [{ key: "preemption", message: "preemption.enabled needs a checkpoint section (the preemption checkpoint is saved in checkpoint.dir)" }]

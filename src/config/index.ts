@@ -76,6 +76,8 @@ export {
   type HookConfig,
   type HookFactoryContext,
   type HookType,
+  type RetentionConfig,
+  type RetentionType,
 } from "./HookRegistry.js";
 
 /* Plugins */

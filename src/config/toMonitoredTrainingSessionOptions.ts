@@ -121,6 +121,9 @@ export const toMonitoredTrainingSessionOptions = <F extends Fetches>(
 
   const checkpointDir = checkpointDirOf(config, baseDir);
   const ckpt = config.checkpoint;
+  // One policy value for the hook and the directory's manager (a plugin's retention type).
+  const retention = ckpt?.retention;
+  const retentionPolicy = retention === undefined ? undefined : attempt("checkpoint.retention", () => registry.createRetention(retention));
   const hooks: SessionRunHook[] = [];
   if (isChief && ckpt !== undefined && checkpointDir !== undefined) {
     // Built here rather than by the factory because the factory has no basename option; the
@@ -145,6 +148,7 @@ export const toMonitoredTrainingSessionOptions = <F extends Fetches>(
                 ...(ckpt.basename === undefined ? {} : { checkpointBasename: ckpt.basename }),
                 ...(ckpt.maxToKeep === undefined ? {} : { maxToKeep: ckpt.maxToKeep }),
                 ...(ckpt.keepCheckpointEveryNHours === undefined ? {} : { keepCheckpointEveryNHours: ckpt.keepCheckpointEveryNHours }),
+                ...(retentionPolicy === undefined ? {} : { retentionPolicy }),
               }),
         }),
       );
@@ -177,6 +181,8 @@ export const toMonitoredTrainingSessionOptions = <F extends Fetches>(
     ...(job.sessionFactory === undefined ? {} : { sessionFactory: job.sessionFactory }),
     ...(checkpointDir === undefined ? {} : { checkpointDir }),
     ...(options.checkpointManager === undefined || !isChief ? {} : { checkpointManager: options.checkpointManager }),
+    // The policy the directory's manager applies when the caller opens it (`run` does; the manager's retention then applies).
+    ...(retentionPolicy === undefined || options.checkpointManager !== undefined ? {} : { retentionPolicy }),
     // The checkpoint hook is built above.
     saveCheckpointSecs: null,
     saveCheckpointSteps: null,

@@ -20,7 +20,7 @@
 import { readdir } from "node:fs/promises";
 import { basename, resolve } from "node:path";
 
-import { CheckpointManager, getCheckpointState, readCheckpointState, type Saver } from "../checkpoint/index.js";
+import { getCheckpointState, openCheckpointDirectory, type CheckpointManager, readCheckpointState, type Saver } from "../checkpoint/index.js";
 import { restoreInto } from "../checkpoint/objectGraph.js";
 import type { ChiefModel } from "../session/ChiefModel.js";
 import { secs, systemClock, type Clock } from "../time/Clock.js";
@@ -346,7 +346,7 @@ export class SessionManager {
       // The fallback past a missing or corrupt latest checkpoint scans `<name>-<n>` files: the
       // name is the state's (`model.ckpt` for the hooks), not the manager's default `ckpt`.
       // Restoring never deletes anything (a writer may be mid-save in this directory).
-      const manager = await CheckpointManager.create({
+      const manager = await openCheckpointDirectory({
         directory: dir,
         checkpointName: name,
         saver,
@@ -354,7 +354,7 @@ export class SessionManager {
         logger: this.logger,
         removeLeftovers: false,
         lock: false,
-      });
+      }, "saver");
       const path = await manager.restoreOrInitialize(store, () => undefined);
       if (path === null) {
         throw new NotFoundError(`The checkpoint state in ${dir} names checkpoints, but none of them exists on disk.`);

@@ -43,7 +43,7 @@ import { loggerRelay, type LoggerRelay } from "../hook/logObserver.js";
 import { rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 
-import { CheckpointManager, type CheckpointSaveOptions } from "../checkpoint/index.js";
+import { CheckpointManager, openCheckpointDirectory, type CheckpointSaveOptions } from "../checkpoint/index.js";
 import { systemClock, type Clock, type TimerHandle } from "../time/Clock.js";
 import { clusterFailureErrorOf, clusterFailureOf, InvalidArgumentError, OpError, RuntimeError, UnimplementedError, ValueError } from "../errors.js";
 import { DEFAULT_YIELD_INTERVAL_MS, EventLoopYield } from "../pipeline/EventLoopYield.js";
@@ -264,7 +264,7 @@ export class PreemptionCheckpointHandler {
       (directory === undefined
         ? undefined
         : // A non-chief reads the chief's directory: no lock, and no clean-up there (a leftover may be the chief's save under way).
-          await CheckpointManager.create({ directory, maxToKeep: 1, ...(tempRoot === undefined ? {} : { lock: false, removeLeftovers: false }), clock, logger }));
+          await openCheckpointDirectory({ directory, maxToKeep: 1, ...(tempRoot === undefined ? {} : { lock: false, removeLeftovers: false }), clock, logger }));
     const eventLoop = new EventLoopYield(clock, options.yieldIntervalMs ?? DEFAULT_YIELD_INTERVAL_MS);
     let h: PreemptionCheckpointHandler | undefined;
     const coordinator =
@@ -539,7 +539,7 @@ export class PreemptionCheckpointHandler {
       }
       return Promise.resolve(manager);
     }
-    temp.manager ??= CheckpointManager.create({ directory: temp.directory, maxToKeep: 1, clock: this.clock, logger: this.logger });
+    temp.manager ??= openCheckpointDirectory({ directory: temp.directory, maxToKeep: 1, clock: this.clock, logger: this.logger });
     return temp.manager;
   }
 

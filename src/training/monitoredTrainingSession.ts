@@ -26,7 +26,8 @@ import { resolve } from "node:path";
 import { CheckpointSaverHook, type CheckpointSaverHookOptions } from "../../hooks/CheckpointSaverHook.js";
 import { StepCounterHook } from "../../hooks/StepCounterHook.js";
 import { SummarySaverHook } from "../../hooks/SummarySaverHook.js";
-import { CheckpointManager } from "../checkpoint/CheckpointManager.js";
+import type { CheckpointManager, RetentionPolicy } from "../checkpoint/CheckpointManager.js";
+import { openCheckpointDirectory } from "../checkpoint/checkpointDirectory.js";
 import { BundleSaver } from "../checkpoint/Saver.js";
 import type { Clock } from "../time/Clock.js";
 import { ValueError } from "../errors.js";
@@ -133,6 +134,14 @@ export interface MonitoredTrainingSessionOptions {
   readonly recoveryWaitSecs?: number;
   /** Checkpoints to keep (default 5; `null` keeps all). */
   readonly maxToKeep?: number | null;
+  /** Also keep one checkpoint per this many hours, beyond `maxToKeep` (TensorFlow's `Saver` option; default none). */
+  readonly keepCheckpointEveryNHours?: number | null;
+  /**
+   * Which checkpoints stay after each save, as a value (`Retention` of
+   * `monitored-session/checkpoint`, or your own), instead of `maxToKeep` and
+   * `keepCheckpointEveryNHours`.
+   */
+  readonly retentionPolicy?: RetentionPolicy;
   /** Persist checkpoints in the background (default `false`). */
   readonly asyncCheckpoints?: CheckpointSaverHookOptions["async"];
   readonly clock?: Clock;
@@ -208,6 +217,12 @@ export const monitoredTrainingSession = async (
     });
   }
   const shared = options.checkpointManager;
+  if (options.retentionPolicy !== undefined && (options.maxToKeep !== undefined || options.keepCheckpointEveryNHours !== undefined)) {
+    throw new ValueError("monitoredTrainingSession: give retentionPolicy or maxToKeep and keepCheckpointEveryNHours, not both (Retention.tensorflow makes the policy of the two)");
+  }
+  if (shared !== undefined && (["maxToKeep", "keepCheckpointEveryNHours", "retentionPolicy"] as const).some((k) => options[k] !== undefined)) {
+    throw new ValueError("monitoredTrainingSession: the checkpointManager's retention applies: give maxToKeep, keepCheckpointEveryNHours or retentionPolicy to the manager, not beside it");
+  }
   if (shared !== undefined && options.checkpointDir != null && resolve(options.checkpointDir) !== shared.directory) {
     throw new ValueError(`checkpointDir ${options.checkpointDir} is not the checkpointManager's directory ${shared.directory}`);
   }
@@ -218,14 +233,15 @@ export const monitoredTrainingSession = async (
   const relay = shared === undefined && saving ? loggerRelay(options.logger ?? defaultLogger) : undefined;
   const owned =
     shared === undefined && saving
-      ? await CheckpointManager.create({
+      ? await openCheckpointDirectory({
           directory: checkpointDir,
-          checkpointName: "model.ckpt",
-          ...(options.maxToKeep === undefined ? {} : { maxToKeep: options.maxToKeep }),
+          maxToKeep: options.maxToKeep,
+          keepCheckpointEveryNHours: options.keepCheckpointEveryNHours,
+          retentionPolicy: options.retentionPolicy,
           saver: scaffold.saver ?? new BundleSaver(options.clock === undefined ? {} : { clock: options.clock }),
           ...(options.clock === undefined ? {} : { clock: options.clock }),
           ...(relay === undefined ? {} : { logger: relay.logger }),
-        })
+        }, "saver")
       : undefined;
   const manager = shared ?? owned;
   // The target's hooks (a grpc:// chief's model service) come first: they see every step

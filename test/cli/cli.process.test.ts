@@ -38,6 +38,19 @@ describe("monitored-session CLI", () => {
     expect(inspect.stdout).toContain("4 checkpoints, all verified.");
   });
 
+  it("run: checkpoint.retention names a plugin's retention type, which decides what stays in the directory", async () => {
+    const config = join(dir, "train.yaml");
+    const plugin = join(root, "test/fixtures/cli/retention-plugin.ts");
+    await writeFile(
+      config,
+      `module: ${job}\nplugins: [${plugin}]\ncheckpoint:\n  dir: ckpt\n  saveSteps: 1\n  retention:\n    type: NewestAndEveryNth\n    newest: 2\n    every: 5\nlastStep: 12\nlogStepCountSteps: 0\n`,
+    );
+    const r = await cli(["run", config]);
+    expect(r.code, r.stderr).toBe(0);
+    const kept = readdirSync(join(dir, "ckpt")).filter((f) => f.endsWith(".index")).map((f) => Number(/-(\d+)\.index$/.exec(f)?.[1])).sort((a, b) => a - b);
+    expect(kept).toEqual([0, 5, 10, 11, 12]);
+  });
+
   it("run: a second run on a checkpoint directory in use exits 2 with one line naming the holder, and writes nothing", async () => {
     const config = join(dir, "train.yaml");
     // No periodic save before the last step (the job trains some 30,000 steps a second: with a

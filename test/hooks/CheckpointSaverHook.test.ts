@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 
 import { CheckpointSaverHook, type CheckpointSaverListener, type SessionLogWriter } from "../../hooks/CheckpointSaverHook.js";
-import { CheckpointDirInUseError, CheckpointManager, CheckpointSaveError, latestCheckpoint, readBundle } from "../../src/checkpoint/index.js";
+import { CheckpointDirInUseError, CheckpointManager, CheckpointSaveError, latestCheckpoint, readBundle, Retention, type RetentionPolicy } from "../../src/checkpoint/index.js";
 import { AbortedError, DeadlineExceededError, ValueError } from "../../src/errors.js";
 import { Scaffold } from "../../src/creation/Scaffold.js";
 import type { Session } from "../../src/session/Session.js";
@@ -390,6 +390,18 @@ describe("CheckpointSaverHook", () => {
     for (let i = 0; i < 4; i++) await run();
     const { readdir } = await import("node:fs/promises");
     expect((await readdir(dir)).filter((f) => f.endsWith(".index")).sort()).toEqual(["model.ckpt-3.index", "model.ckpt-4.index"]);
+  });
+
+  it("a retentionPolicy decides what stays instead of maxToKeep; both at once, or with a checkpointManager, is a ValueError", async () => {
+    const odd: RetentionPolicy = (cps) => ({ keep: cps.filter((c) => (c.checkpointNumber ?? 0) % 2 === 1).map((c) => c.path) });
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, retentionPolicy: Retention.union(Retention.maxToKeep(1), odd) });
+    const { run } = await bare(hook);
+    for (let i = 0; i < 6; i++) await run();
+    const { readdir } = await import("node:fs/promises");
+    expect((await readdir(dir)).filter((f) => f.endsWith(".index")).sort()).toEqual(["model.ckpt-1.index", "model.ckpt-3.index", "model.ckpt-5.index", "model.ckpt-6.index"]);
+    expect(() => new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, maxToKeep: 2, retentionPolicy: odd })).toThrow(
+      new ValueError("CheckpointSaverHook: give retentionPolicy or maxToKeep and keepCheckpointEveryNHours, not both (Retention.tensorflow makes the policy of the two)"),
+    );
   });
 
   it("keepCheckpointEveryNHours preserves one checkpoint per period beyond maxToKeep", async () => {

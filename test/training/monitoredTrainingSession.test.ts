@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { CheckpointSaverHook } from "../../hooks/CheckpointSaverHook.js";
 import { StepCounterHook } from "../../hooks/StepCounterHook.js";
 import { SummarySaverHook } from "../../hooks/SummarySaverHook.js";
-import { CheckpointDirInUseError, CheckpointManager, getCheckpointState } from "../../src/checkpoint/index.js";
+import { CheckpointDirInUseError, CheckpointManager, getCheckpointState, type RetentionPolicy } from "../../src/checkpoint/index.js";
 import { DeadlineExceededError, UnavailableError, ValueError } from "../../src/errors.js";
 import { Graph } from "../../src/session/Graph.js";
 import { silentLogger } from "../../src/Logger.js";
@@ -302,6 +302,32 @@ describe("monitoredTrainingSession", () => {
       expect(readdirSync(dir)).not.toContain("checkpoint.lock");
       // The same process can open the directory again at once.
       expect(await withSession(monitoredTrainingSession({ ...opts, graph: model() }), (s) => s.run("global_step"))).toBe(0);
+    });
+
+    it("keepCheckpointEveryNHours and retentionPolicy reach the directory's manager; beside each other or a checkpointManager they are ValueErrors", async () => {
+      const dir = tempDir();
+      const clock = new VirtualClock();
+      const firstTwo: RetentionPolicy = (cps) => ({ keep: cps.filter((c) => (c.checkpointNumber ?? 0) <= 2).map((c) => c.path) });
+      await withSession(monitoredTrainingSession({ checkpointDir: dir, saveCheckpointSteps: 1, clock, logger: silentLogger, graph: model(), retentionPolicy: firstTwo }), train(5));
+      // Steps 0..5 saved; the policy keeps 0, 1, 2 and the newest.
+      expect(readdirSync(dir).filter((f) => f.endsWith(".index")).sort()).toEqual(["model.ckpt-0.index", "model.ckpt-1.index", "model.ckpt-2.index", "model.ckpt-5.index"]);
+      const hourly = tempDir();
+      const stepThenHour = async (s: { run: (f: string) => Promise<unknown> }): Promise<void> => {
+        for (let i = 0; i < 4; i++) {
+          await clock.advanceSecs(3600);
+          await s.run("train");
+        }
+      };
+      await withSession(monitoredTrainingSession({ checkpointDir: hourly, saveCheckpointSteps: 1, clock, logger: silentLogger, graph: model(), maxToKeep: 1, keepCheckpointEveryNHours: 1 }), stepThenHour);
+      // Step 0's save (at creation) is within the hour of the manager's start, and is deleted;
+      // each later one is an hour past the last preserved, and stays when maxToKeep lets it go.
+      expect(readdirSync(hourly).filter((f) => f.endsWith(".index")).sort()).toEqual(["model.ckpt-1.index", "model.ckpt-2.index", "model.ckpt-3.index", "model.ckpt-4.index"]);
+      await expect(monitoredTrainingSession({ checkpointDir: tempDir(), graph: model(), maxToKeep: 2, retentionPolicy: firstTwo })).rejects.toThrow(
+        "monitoredTrainingSession: give retentionPolicy or maxToKeep and keepCheckpointEveryNHours, not both",
+      );
+      const manager = await CheckpointManager.create({ directory: tempDir(), checkpointName: "model.ckpt", clock, logger: silentLogger });
+      await expect(monitoredTrainingSession({ checkpointManager: manager, graph: model(), maxToKeep: 2 })).rejects.toThrow("monitoredTrainingSession: the checkpointManager's retention applies");
+      await manager.close();
     });
 
     it("sessions handed the owner's manager share it: one retention state, one writer of the state file", async () => {

@@ -28,7 +28,8 @@
 import { join } from "node:path";
 import { Subject, type Observable } from "rxjs";
 import { systemClock, type Clock } from "../../time/Clock.js";
-import { CheckpointManager } from "../../checkpoint/CheckpointManager.js";
+import type { CheckpointManager } from "../../checkpoint/CheckpointManager.js";
+import { CheckpointDefaults, openCheckpointDirectory } from "../../checkpoint/checkpointDirectory.js";
 import { BundleSaver, type Saver } from "../../checkpoint/Saver.js";
 import { Coordinator, type CoordinatedTask } from "../../coordinator/Coordinator.js";
 import { DEFAULT_YIELD_INTERVAL_MS, EventLoopYield, fairSession } from "../../pipeline/EventLoopYield.js";
@@ -269,7 +270,7 @@ export class Supervisor {
     const hasGlobals = graph === undefined || graph.variables().some((v) => v.collection === "global");
     this.saver = resolve(options.saver, hasGlobals ? new BundleSaver({ clock: this.clock }) : undefined);
     this.globalStep = resolve(options.globalStep, graph?.globalStepVariable?.name);
-    this.checkpointBasename = options.checkpointBasename ?? "model.ckpt";
+    this.checkpointBasename = options.checkpointBasename ?? CheckpointDefaults.saver.checkpointName;
     this.sharedManager = options.checkpointManager;
     this.manager = options.checkpointManager;
     this.stopGraceSecs = nonNegative("stopGraceSecs", options.stopGraceSecs ?? 120);
@@ -576,13 +577,13 @@ export class Supervisor {
   /** The manager of `logdir` (the shared one, else one made now), or `undefined` without a logdir or saver. */
   private async checkpointManager(): Promise<CheckpointManager | undefined> {
     if (this.logdir === undefined || this.saver === undefined) return this.sharedManager;
-    this.manager ??= await CheckpointManager.create({
+    this.manager ??= await openCheckpointDirectory({
       directory: this.logdir,
       checkpointName: this.checkpointBasename,
       saver: this.saver,
       clock: this.clock,
       logger: this.logger,
-    });
+    }, "saver");
     return this.manager;
   }
 
