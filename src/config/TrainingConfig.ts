@@ -24,6 +24,7 @@ import { CHIEF_LOST_EXIT_CODE } from "../preemption/PreemptionCluster.js";
 import { PREEMPTION_EXIT_CODE } from "../preemption/TerminationConfig.js";
 import type { TfjsBackendName } from "../tfjs/backend.js";
 import { HookRegistry, type HookConfig, type RetentionConfig } from "./HookRegistry.js";
+import { CheckpointDefaults } from "../checkpoint/checkpointDefaults.js";
 import {
   atMostOneOf,
   Bool,
@@ -55,14 +56,14 @@ const checkpointConfigCodec = (retention: t.Type<RetentionConfig, RetentionConfi
     dir: required(NonEmptyString, "The checkpoint directory (relative to the file). Created at start by the chief, which locks it (one writer per directory)."),
     saveSecs: optional(Cadence, "Save every this many seconds; `0` or `null` disables.", "600 when saveSteps is absent"),
     saveSteps: optional(StepCadence, "Save every this many global steps; `0` or `null` disables.", "absent"),
-    maxToKeep: optional(MaxToKeepCodec, "How many recent checkpoints to keep.", "5"),
+    maxToKeep: optional(MaxToKeepCodec, "How many recent checkpoints to keep.", String(CheckpointDefaults.saver.maxToKeep)),
     keepCheckpointEveryNHours: optional(PositiveNumber, "Also keep one checkpoint per this many hours, beyond maxToKeep (TensorFlow's keep_checkpoint_every_n_hours).", "absent (none)"),
     retention: optional(
       retention,
       "A retention policy a plugin registered (`registry.registerRetention`), as `{ type: <name>, ...options }`: it decides which checkpoints stay after each save, instead of maxToKeep and keepCheckpointEveryNHours.",
       "maxToKeep and keepCheckpointEveryNHours",
     ),
-    basename: optional(FileName, "The checkpoint file prefix: a plain file name (no `/`, `..`), inside `dir`.", "model.ckpt"),
+    basename: optional(FileName, "The checkpoint file prefix: a plain file name (no `/`, `..`), inside `dir`.", CheckpointDefaults.saver.checkpointName),
     async: optional(AsyncSavePolicyCodec, "Write checkpoints in the background (`true` is the `skip` policy).", "false"),
     lockTimeoutSecs: optional(
       PositiveNumber,

@@ -21,9 +21,9 @@ import type { SessionEventStream } from "./SessionEventStream.js";
 
 /** TensorFlow's `_CoordinatedSessionCreator`. */
 export class CoordinatedSessionCreator {
+  /** The raw session and coordinator of the last session created, until {@link release}. */
   tfSess: Session | undefined;
   coord: Coordinator | undefined;
-  events: SessionEventStream | undefined;
   private created = 0;
 
   constructor(
@@ -34,7 +34,15 @@ export class CoordinatedSessionCreator {
     private readonly logger: Logger,
     private readonly timing: HookTimingSwitch,
     private readonly coordinatorFactory: CoordinatorFactory,
+    /** The monitored session's event stream: `sessionCreated`, and every run's events. */
+    private readonly events: SessionEventStream | undefined,
   ) {}
+
+  /** Forgets the last session created (the monitored session closed it). */
+  release(): void {
+    this.tfSess = undefined;
+    this.coord = undefined;
+  }
 
   async createSession(): Promise<CoordinatedSession> {
     const tfSess = await this.inner.createSession({ logger: this.logger });

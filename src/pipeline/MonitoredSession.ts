@@ -182,33 +182,51 @@ export type { StepContext } from "../session/StepContext.js";
 // constructors
 // ---------------------------------------------------------------------------------------------
 
+/** What a monitored session is made of (`MonitoredSession.create` gathers it). */
+interface SessionParts {
+  readonly creator: CoordinatedSessionCreator;
+  readonly options: MonitoredSessionOptions;
+  readonly hooks: readonly SessionRunHook[];
+  /** The session's event stream, which the creator emits on too. */
+  readonly stream: SessionEventStream;
+  /** The session's logger: its lines are `log` events on `stream`. */
+  readonly log: Logger;
+}
+
 /**
  * A session that runs hooks, coordinates tasks and recovers from preemption errors.
  * Create it with {@link MonitoredSession.create} (the session is created eagerly, as in
  * TensorFlow); use it with {@link withSession} or `await using`.
  */
 export class MonitoredSession {
-  private readonly stream = new SessionEventStream();
-  /** The session's logger: its lines become `log` events (set by `build`). */
-  private log: Logger = defaultLogger;
+  private readonly stream: SessionEventStream;
+  /** The session's logger: its lines become `log` events. */
+  private readonly log: Logger;
   /**
    * The session's one event stream (see `SessionEvent` for every type): life cycle, runs,
    * checkpoints, summaries, recoveries, forwarded preemption events and hook timings. A late
    * subscriber first gets the latest `sessionCreated`. It completes when the session closes.
    */
-  readonly events$: Observable<SessionEvent> = this.stream.events$;
+  readonly events$: Observable<SessionEvent>;
   /** @internal */
   protected sess: WrappedSession | undefined;
+  /** @internal */
+  protected readonly creator: CoordinatedSessionCreator;
+  private readonly options: MonitoredSessionOptions;
+  private readonly hooks: readonly SessionRunHook[];
   private readonly graphWasFinalized: boolean;
   /** When runs give the event loop a turn; hooks' background work is tracked here. */
   private readonly eventLoop: EventLoopYield;
 
   /** Use {@link MonitoredSession.create}. */
-  protected constructor(
-    protected readonly creator: CoordinatedSessionCreator,
-    private readonly options: MonitoredSessionOptions,
-    private readonly hooks: readonly SessionRunHook[],
-  ) {
+  protected constructor(parts: SessionParts) {
+    this.creator = parts.creator;
+    this.options = parts.options;
+    this.hooks = parts.hooks;
+    this.stream = parts.stream;
+    this.log = parts.log;
+    this.events$ = this.stream.events$;
+    const { options } = parts;
     this.graphWasFinalized = options.graph?.finalized ?? true;
     this.eventLoop = new EventLoopYield(options.clock ?? systemClock, options.yieldIntervalMs ?? DEFAULT_YIELD_INTERVAL_MS);
     closers.set(this, (error) => this.closeWith(error));
@@ -219,14 +237,14 @@ export class MonitoredSession {
    * every hook's `afterCreateSession`.
    */
   static async create(options: MonitoredSessionOptions): Promise<MonitoredSession> {
-    return MonitoredSession.build(options, true, (c, o, h) => new MonitoredSession(c, o, h));
+    return MonitoredSession.build(options, true, (parts) => new MonitoredSession(parts));
   }
 
   /** @internal */
   protected static async build<T extends MonitoredSession>(
     options: MonitoredSessionOptions,
     shouldRecover: boolean,
-    make: (c: CoordinatedSessionCreator, o: MonitoredSessionOptions, h: readonly SessionRunHook[]) => T,
+    make: (parts: SessionParts) => T,
   ): Promise<T> {
     const sessionCreator = resolveSessionCreator(options);
     // A scaffold's graph is the session's graph (TensorFlow's default graph) unless one is given.
@@ -239,13 +257,10 @@ export class MonitoredSession {
     const timing = new HookTimingSwitch(options.hookTiming === true);
     const coordinatorFactory = options.coordinatorFactory ?? defaultCoordinatorFactory;
     // The session's own lines are events (eventLogger) that its log observers print.
-    let stream: SessionEventStream | undefined;
-    const logger = eventLogger((e) => stream?.next(e), () => clock.now());
-    const creator = new CoordinatedSessionCreator(sessionCreator, hooks, grace, clock, logger, timing, coordinatorFactory);
-    const self = make(creator, options, hooks);
-    stream = self.stream;
-    self.log = logger;
-    creator.events = self.stream;
+    const stream = new SessionEventStream();
+    const logger = eventLogger((e) => stream.next(e), () => clock.now());
+    const creator = new CoordinatedSessionCreator(sessionCreator, hooks, grace, clock, logger, timing, coordinatorFactory, stream);
+    const self = make({ creator, options, hooks, stream, log: logger });
     const logObservers = options.logObserver === undefined ? [logObserver(options.logger ?? defaultLogger)] : options.logObserver === null ? [] : [options.logObserver].flat();
     for (const l of logObservers) self.stream.listen(l);
     for (const r of options.loggerRelays ?? []) r.attach(logger);
@@ -412,8 +427,7 @@ export class MonitoredSession {
       } finally {
         const wasOpen = this.sess !== undefined;
         this.sess = undefined;
-        this.creator.tfSess = undefined;
-        this.creator.coord = undefined;
+        this.creator.release();
         if (!this.graphWasFinalized) this.options.graph?.unfinalize();
         if (wasOpen) {
           const o = this.options;
@@ -441,7 +455,7 @@ export class MonitoredSession {
 export class SingularMonitoredSession extends MonitoredSession {
   /** Creates the session (no recovery). */
   static override async create(options: MonitoredSessionOptions): Promise<SingularMonitoredSession> {
-    return MonitoredSession.build(options, false, (c, o, h) => new SingularMonitoredSession(c, o, h));
+    return MonitoredSession.build(options, false, (parts) => new SingularMonitoredSession(parts));
   }
 
   /** The current raw session, or `undefined` after close (TensorFlow's `raw_session()`). */

@@ -52,7 +52,7 @@ import { ResumableState } from "../creation/ResumableState.js";
 import type { VariableStore } from "../session/Session.js";
 import type { SessionEventOf } from "../hook/SessionEvent.js";
 import { tensor, type TensorValue } from "../session/Tensor.js";
-import { ClusterPreemptionCoordinator } from "./ClusterPreemptionCoordinator.js";
+import { ClusterPreemptionCoordinator, type AgreementEvent } from "./ClusterPreemptionCoordinator.js";
 import { PREEMPTION_EXIT_CODE } from "./TerminationConfig.js";
 import type { PreemptionClusterResolver } from "./PreemptionCluster.js";
 import { LocalPreemptionCoordinator, type PreemptionCoordinator, type PreemptionDecision } from "./PreemptionCoordinator.js";
@@ -159,6 +159,34 @@ export type PreemptionEvent = SessionEventOf<
 /** TensorFlow's message for a cluster with parameter servers. */
 const PS_UNSUPPORTED = "PreemptionCheckpointHandler does not support usage with parameter server strategy.";
 
+/** What the coordinator reads from and tells the handler it serves. */
+interface CoordinatorHost {
+  /** Where the handler's loop is: runs completed, and whether a step is running. */
+  readonly position: () => { readonly runCounter: number; readonly inStep: boolean };
+  /** Puts an agreement event on the handler's `events$`. */
+  readonly emit: (e: AgreementEvent) => void;
+}
+
+/** What a handler is made of ({@link PreemptionCheckpointHandler.create} gathers it). */
+interface HandlerParts {
+  readonly checkpointManager: CheckpointManager | undefined;
+  /** The handler made the manager (and closes it). */
+  readonly ownsManager: boolean;
+  readonly store: VariableStore | (() => VariableStore);
+  readonly config: TerminationConfig;
+  /** Makes the coordinator of the handler being made. */
+  readonly coordinator: (host: CoordinatorHost) => PreemptionCoordinator;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly logRelay: LoggerRelay;
+  readonly globalStep: (() => number | undefined) | undefined;
+  readonly eventLoop: EventLoopYield;
+  readonly taskName: string | undefined;
+  readonly resolver: PreemptionClusterResolver | undefined;
+  readonly reportsErrors: boolean;
+  readonly workerTemp: { readonly root: string; readonly directory: string } | undefined;
+}
+
 // ---------------------------------------------------------------------------------------------
 // constructors
 // ---------------------------------------------------------------------------------------------
@@ -171,7 +199,22 @@ export class PreemptionCheckpointHandler {
    * Where the handler's lines go: its `logger` option until `session.forwardEvents(handler)`
    * attaches the session's logger, from then on the session's `log` events.
    */
-  logRelay: LoggerRelay | undefined;
+  readonly logRelay: LoggerRelay | undefined;
+  /**
+   * The manager checkpoints are restored through, and saved through (the chief; a handler
+   * without a cluster). On a non-chief whose manager the handler made, it only reads the chief's
+   * directory, without its lock: do not save through it; the handler's saves go to the task's
+   * temporary directory. `undefined` for a handler created with neither a manager nor a
+   * directory: its `saveFn` saves, and {@link save} is refused.
+   */
+  readonly checkpointManager: CheckpointManager | undefined;
+  private readonly store: VariableStore | (() => VariableStore);
+  private readonly config: TerminationConfig;
+  private readonly coordinator: PreemptionCoordinator;
+  private readonly clock: Clock;
+  private readonly logger: Logger;
+  private readonly globalStep: (() => number | undefined) | undefined;
+  private readonly eventLoop: EventLoopYield;
   private readonly subject = new Subject<PreemptionEvent>();
   private runCounter = 0;
   private estimatedRunTimeMs = 0;
@@ -182,42 +225,44 @@ export class PreemptionCheckpointHandler {
   /** When this process got its notice (a peer's notice, multi-worker, leaves it unset). */
   private noticeTimeMs: number | undefined;
   private closed = false;
-  private ownsManager = false;
+  private readonly ownsManager: boolean;
   /**
    * A non-chief's own directory (`workertemp_<id>/<basename>`), made at its first save and deleted
    * before it exits; its manager then is `checkpointManager` reads the chief's directory only.
    */
   private workerTemp: { readonly root: string; readonly directory: string; manager?: Promise<CheckpointManager> } | undefined;
   /** `chief:0`, `worker:1`; `undefined` in local mode. */
-  private taskName: string | undefined;
+  private readonly taskName: string | undefined;
   /** A step is running (between `run`'s check and the step's end). */
   private inStep = false;
   /** The exit decision was carried out (a returning `exitFn` leaves the handler unusable). */
   private exited = false;
-  private resolver: PreemptionClusterResolver | undefined;
+  private readonly resolver: PreemptionClusterResolver | undefined;
   /** See {@link PreemptionCheckpointHandlerOptions.reportErrors}. */
-  private reportsErrors = true;
+  private readonly reportsErrors: boolean;
   /** The task's notices this handler took over (see `PreemptionClusterResolver.takeOverNotices`). */
   private takenNotices: Subscription | undefined;
 
-  private constructor(
-    /**
-     * The manager checkpoints are restored through, and saved through (the chief; a handler
-     * without a cluster). On a non-chief whose manager the handler made, it only reads the chief's
-     * directory, without its lock: do not save through it; the handler's saves go to the task's
-     * temporary directory. `undefined` for a handler created with neither a manager nor a
-     * directory: its `saveFn` saves, and {@link save} is refused.
-     */
-    readonly checkpointManager: CheckpointManager | undefined,
-    private readonly store: VariableStore | (() => VariableStore),
-    private readonly config: TerminationConfig,
-    private readonly coordinator: PreemptionCoordinator,
-    private readonly clock: Clock,
-    private readonly logger: Logger,
-    private readonly globalStep: (() => number | undefined) | undefined,
-    private readonly eventLoop: EventLoopYield,
-  ) {
+  /** Made whole from its parts ({@link create} gathers them); the coordinator is made from the handler it serves. */
+  private constructor(parts: HandlerParts) {
+    this.checkpointManager = parts.checkpointManager;
+    this.ownsManager = parts.ownsManager;
+    this.store = parts.store;
+    this.config = parts.config;
+    this.clock = parts.clock;
+    this.logger = parts.logger;
+    this.logRelay = parts.logRelay;
+    this.globalStep = parts.globalStep;
+    this.eventLoop = parts.eventLoop;
+    this.taskName = parts.taskName;
+    this.resolver = parts.resolver;
+    this.reportsErrors = parts.reportsErrors;
+    this.workerTemp = parts.workerTemp;
     this.events$ = this.subject.asObservable();
+    this.coordinator = parts.coordinator({
+      position: () => ({ runCounter: this.runCounter, inStep: this.inStep }),
+      emit: (e) => this.emit({ ...e, time: this.clock.now() }),
+    });
     this.state = new ResumableState().registerTensor(
       CHECKPOINTED_RUNS,
       { save: () => tensor("int64", [], BigInt64Array.of(BigInt(this.runCounter))), restore: (v) => this.restoreRuns(v) },
@@ -265,9 +310,7 @@ export class PreemptionCheckpointHandler {
         ? undefined
         : // A non-chief reads the chief's directory: no lock, and no clean-up there (a leftover may be the chief's save under way).
           await openCheckpointDirectory({ directory, maxToKeep: 1, ...(tempRoot === undefined ? {} : { lock: false, removeLeftovers: false }), clock, logger }));
-    const eventLoop = new EventLoopYield(clock, options.yieldIntervalMs ?? DEFAULT_YIELD_INTERVAL_MS);
-    let h: PreemptionCheckpointHandler | undefined;
-    const coordinator =
+    const coordinatorFor = ({ position, emit }: CoordinatorHost): PreemptionCoordinator =>
       options.coordinator ??
       (cluster === undefined
         ? new LocalPreemptionCoordinator({ gracePeriodSecs: config.gracePeriodSecs, clock, logger })
@@ -281,18 +324,28 @@ export class PreemptionCheckpointHandler {
             chiefTask: cluster.resolver.replicaStop === undefined ? undefined : cluster.resolver.chiefTaskName,
             livenessTimeoutMs: cluster.resolver.livenessTimeoutMs,
             replicaStop: cluster.resolver.replicaStop,
-            position: () => (h === undefined ? undefined : { runCounter: h.runCounter, inStep: h.inStep }),
+            position,
             clock,
             logger,
-            emit: (e) => h?.emit({ ...e, time: clock.now() }),
+            emit,
           }));
-    h = new PreemptionCheckpointHandler(manager, options.store, config, coordinator, clock, logger, options.globalStep, eventLoop);
-    h.logRelay = relay;
-    h.ownsManager = options.checkpointManager === undefined && manager !== undefined;
-    h.taskName = cluster?.workers[cluster.id];
-    h.resolver = cluster?.resolver;
-    h.reportsErrors = options.reportErrors !== false;
-    if (tempRoot !== undefined && directory !== undefined) h.workerTemp = { root: tempRoot, directory: join(tempRoot, basename(directory)) };
+    const h = new PreemptionCheckpointHandler({
+      checkpointManager: manager,
+      ownsManager: options.checkpointManager === undefined && manager !== undefined,
+      store: options.store,
+      config,
+      coordinator: coordinatorFor,
+      clock,
+      logger,
+      logRelay: relay,
+      globalStep: options.globalStep,
+      eventLoop: new EventLoopYield(clock, options.yieldIntervalMs ?? DEFAULT_YIELD_INTERVAL_MS),
+      taskName: cluster?.workers[cluster.id],
+      resolver: cluster?.resolver,
+      reportsErrors: options.reportErrors !== false,
+      workerTemp: tempRoot === undefined || directory === undefined ? undefined : { root: tempRoot, directory: join(tempRoot, basename(directory)) },
+    });
+    const { coordinator } = h;
     let path: string | null;
     try {
       path = options.restoreOnCreate === false || manager === undefined ? null : await manager.restoreOrInitialize(h.wrappedStore(), options.initFn);
