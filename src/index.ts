@@ -104,7 +104,7 @@ export type { ChiefModel, ChiefModelState } from "./session/ChiefModel.js";
 /* Coordination */
 export { Coordinator, defaultCoordinatorFactory, task, type CoordinatedTask, type CoordinatorFactory, type CoordinatorOptions, type ErrorClass, type JoinOptions } from "./coordinator/Coordinator.js";
 export { Looper, type LooperOptions } from "./coordinator/Looper.js";
-export { EventLoopYield, fairSession } from "./pipeline/EventLoopYield.js";
+export { fairSession } from "./pipeline/EventLoopYield.js";
 
 /* Resumable state */
 export { ResumableState, type Json, type RegisterOptions, type ResumableEntry } from "./creation/ResumableState.js";

@@ -44,7 +44,7 @@ import { TerminationNotices, type NoticeProcess, type TerminationNotice } from "
 import { createPlatformWatcher } from "../preemption/platforms/index.js";
 import type { Fetches } from "../session/Session.js";
 import { fileWriterCache } from "../summary/index.js";
-import { clusterTaskOf, describeTask, readTfConfig, type ClusterTask } from "../runtime/index.js";
+import { clusterTaskOf, readTfConfig, type ClusterTask } from "../runtime/index.js";
 import { isPreemptionReport, reportsNoticeOf, type ClusterRuntime } from "../runtime/index.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
 import { launchStatusWriter } from "../runtime/launchStatus.js";
@@ -645,6 +645,10 @@ const MODEL_MISMATCH = "The replicas' models differ:";
 
 /** How long a rank whose collective failed waits for the coordination service to say why (a preemption exits 42, not 1). */
 const WHY_A_PEER_LEFT_MS = 5_000;
+
+/** One line on the task: `chief:0, the chief of 3 training tasks (grpc://127.0.0.1:2222; coordination: embedded)`. */
+const describeTask = (task: ClusterTask): string =>
+  `${task.name}, ${task.isChief ? "the chief" : "a worker"} of ${task.numWorkers} training task${task.numWorkers === 1 ? "" : "s"} (${task.master}; coordination: ${task.options.backend ?? "embedded"})`;
 
 /** `Name: first line of the message`. */
 const describeError = (e: unknown): string => (e instanceof Error ? `${e.name}: ${e.message.split("\n")[0] ?? ""}` : String(e));

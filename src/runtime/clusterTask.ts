@@ -67,7 +67,3 @@ export const clusterTaskFrom = (resolved: ResolvedCluster, options: ClusterConfi
   const address = resolved.clusterSpec.taskAddress(resolved.taskType, resolved.taskIndex);
   return { ...resolved, name: `${resolved.taskType}:${resolved.taskIndex}`, address, master: `grpc://${address}`, options };
 };
-
-/** One line on the task: `chief:0, the chief of 3 training tasks (grpc://127.0.0.1:2222; coordination: embedded)`. */
-export const describeTask = (task: ClusterTask): string =>
-  `${task.name}, ${task.isChief ? "the chief" : "a worker"} of ${task.numWorkers} training task${task.numWorkers === 1 ? "" : "s"} (${task.master}; coordination: ${task.options.backend ?? "embedded"})`;

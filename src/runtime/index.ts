@@ -10,7 +10,7 @@
 /* The task */
 export { startTask, type StartTaskOptions, type TaskRuntime } from "./startTask.js";
 export { ClusterStartError, isPreemptionReport, reportsNoticeOf, startClusterTask, type ClusterRuntime, type StartClusterOptions } from "./clusterRuntime.js";
-export { clusterTaskOf, describeTask, readTfConfig, type ClusterTask } from "./clusterTask.js";
+export { clusterTaskOf, readTfConfig, type ClusterTask } from "./clusterTask.js";
 
 /* Data-parallel training */
 export { ReplicaGroup, ReplicaGroupError } from "./replicaGroup.js";

@@ -164,7 +164,8 @@ export const simulationUnavailable = ((): string | undefined => {
 /** The network: a bridge in a namespace of its own, to which each pod's namespace is joined. */
 export class PodNetwork {
   readonly #bridgeNs = `${PREFIX}-switch`;
-  readonly #pods = new Set<string>();
+  /** Each pod namespace's veth end on the bridge, by namespace. */
+  readonly #pods = new Map<string, string>();
   #count = 0;
 
   private constructor() {
@@ -183,9 +184,9 @@ export class PodNetwork {
     this.#count += 1;
     const ns = `${PREFIX}-pod${this.#count}`;
     ip("netns", "add", ns);
-    this.#pods.add(ns);
     // Made inside the bridge's namespace: no interface ever appears in the machine's own.
     const veth = `v${this.#count}`;
+    this.#pods.set(ns, veth);
     ip("-n", this.#bridgeNs, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns);
     ip("-n", this.#bridgeNs, "link", "set", veth, "master", "br0", "up");
     ip("-n", ns, "addr", "add", `${address}/24`, "dev", "eth0");
@@ -194,15 +195,23 @@ export class PodNetwork {
     return ns;
   }
 
-  /** Deletes a pod's namespace (and with it its veth pair). */
+  /**
+   * Deletes a pod's namespace, its veth pair first. The kernel tears a deleted namespace down in
+   * the background, and until it has, its end stays on the bridge with the pod's address: a pod
+   * of the next set at the same address then shares it, and the old namespace answers some of
+   * the new pod's traffic with resets. Deleting the bridge's end takes both ends off at once.
+   */
   detach(ns: string): void {
-    if (!this.#pods.delete(ns)) return;
+    const veth = this.#pods.get(ns);
+    if (veth === undefined) return;
+    this.#pods.delete(ns);
+    spawnSync("ip", ["-n", this.#bridgeNs, "link", "del", veth]);
     ip("netns", "del", ns);
   }
 
   /** Deletes every namespace this network made. */
   destroy(): void {
-    for (const ns of [...this.#pods]) this.detach(ns);
+    for (const ns of [...this.#pods.keys()]) this.detach(ns);
     spawnSync("ip", ["netns", "del", this.#bridgeNs]);
   }
 
