@@ -14,13 +14,23 @@
  *   and asynchronous checkpoints every N steps (the final step is always saved at the end).
  * Rounds are interleaved; each way's median is reported, and the ratios are the medians of the
  * per-round ratios (each round runs the three ways back to back, so machine-load drift cancels;
- * the order rotates from round to round, so no way always runs first).
+ * the order rotates from round to round, so no way always runs first). Every way disposes its
+ * model and optimizer. Each way's CPU time (`process.cpuUsage`, every thread) is reported too.
+ *
+ * Attribution (`attribution`): the monitored way with one default piece switched off or changed
+ * ({@link VARIANTS}, each saying what it does not do), each run right beside a monitored run of
+ * its own in every round; `monitoredOverThis` is the median of those pairs' ratios (the piece's
+ * cost: > 1 means the monitored way is slower with it). `profile`: V8's sampling profile of
+ * {@link PROFILE_RUNS} monitored runs (self time by frame and by area, and the inclusive time of
+ * this library's functions). `BENCH_TFJS_ROUNDS` and `BENCH_TFJS_VARIANTS` narrow a run for
+ * exploring; committed results use neither.
  *
  * Backends (separate functions, {@link wasmSpeedup} and {@link bundledModelBackends}): the same
  * training steps on `cpu` and on `wasm` (one thread, as `useBackend` pins it), rounds
  * interleaved, ms/step medians and the median of the per-round cpu/wasm ratios.
  */
 import { closeSync, fsyncSync, mkdtempSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
+import { Session } from "node:inspector/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { crc32c } from "@node-rs/crc32";
@@ -29,7 +39,7 @@ import { StopAtStepHook } from "../hooks/index.js";
 import { accuracy, buildDeepModel, buildModel, buildOptimizer, classifierLoss, makeDataset, makeSpirals, NUM_CLASSES } from "../examples/tfjs-classifier-data.js";
 import { readBundle } from "../src/checkpoint/index.js";
 import { silentLogger } from "../src/Logger.js";
-import { monitoredTrainingSession } from "../src/training/monitoredTrainingSession.js";
+import { monitoredTrainingSession, type MonitoredTrainingSessionOptions } from "../src/training/monitoredTrainingSession.js";
 import { InMemoryDataSource, tfjsSession, useBackend, type TfjsBackendName } from "../src/tfjs/index.js";
 import { median, round } from "./stats.js";
 
@@ -38,7 +48,8 @@ const STEPS = 600;
 const SAVE_EVERY = 50; // with the save before the first step: 13 saves per way
 const SAVES = STEPS / SAVE_EVERY + 1;
 // 21 rounds: with 9, the median ratio moved by ±8 % between back-to-back runs on this VM.
-const ROUNDS = 21;
+// (BENCH_TFJS_ROUNDS overrides it for exploring; committed results use 21.)
+const ROUNDS = Number(process.env["BENCH_TFJS_ROUNDS"] ?? 21);
 
 const { xs, ys } = makeDataset(42);
 const n = ys.data.length;
@@ -97,23 +108,39 @@ const verifiedBundles = async (dir: string): Promise<number> => {
 
 const weightsOf = (model: tf.LayersModel): Buffer => Buffer.concat(model.getWeights().map((w) => Buffer.from((w.dataSync() as Float32Array).buffer)));
 
+/**
+ * Disposes a way's model and optimizer (its slot variables). Until 2026-11-29 no way disposed its
+ * optimizer: every round left Adam's slots registered with the engine, and the bare loop's
+ * `minimize` without a variable list walks every registered variable each step, so the bare
+ * loop slowed down from round to round (the other ways pass their variables).
+ */
+const disposeAll = (model: tf.LayersModel, optimizer: tf.Optimizer): void => {
+  model.dispose();
+  optimizer.dispose();
+};
+
 /** A way's time for `STEPS` steps and the saves it made durable. */
 interface WayResult {
   readonly ms: number;
+  readonly cpuMs: number;
   readonly durableSaves: number;
 }
 
-const timed = async (fn: () => Promise<void>): Promise<number> => {
+/** Wall time, and the process's CPU time (user + system, every thread: libuv's fsyncs too), of `fn`, in ms. */
+const timed = async (fn: () => Promise<void>): Promise<{ readonly ms: number; readonly cpuMs: number }> => {
+  const c0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
   await fn();
-  return Number(process.hrtime.bigint() - t0) / 1e6;
+  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+  const c = process.cpuUsage(c0);
+  return { ms, cpuMs: (c.user + c.system) / 1000 };
 };
 
 const bare = async (dir: string): Promise<WayResult> => {
   const model = buildModel();
   const optimizer = buildOptimizer();
   const data = new InMemoryDataSource({ xs, ys: labels, batchSize: BATCH, seed: 7 });
-  const ms = await timed(async () => {
+  const { ms, cpuMs } = await timed(async () => {
     durableWrite(dir, "weights-0.bin", weightsOf(model));
     for (let step = 1; step <= STEPS; step++) {
       const batch = data.next();
@@ -126,13 +153,14 @@ const bare = async (dir: string): Promise<WayResult> => {
       if (step % SAVE_EVERY === 0) durableWrite(dir, `weights-${step}.bin`, weightsOf(model));
     }
   });
-  model.dispose();
-  return { ms, durableSaves: verifiedWrites(dir) };
+  disposeAll(model, optimizer);
+  return { ms, cpuMs, durableSaves: verifiedWrites(dir) };
 };
 
 const fit = async (dir: string): Promise<WayResult> => {
   const model = buildModel();
-  model.compile({ optimizer: buildOptimizer(), loss });
+  const optimizer = buildOptimizer();
+  model.compile({ optimizer, loss });
   const x = tf.tensor2d(xs.data, [n, 2]);
   const y = tf.tensor2d(oneHot, [n, NUM_CLASSES]);
   let step = 0;
@@ -145,7 +173,7 @@ const fit = async (dir: string): Promise<WayResult> => {
       }),
     );
   };
-  const ms = await timed(async () => {
+  const { ms, cpuMs } = await timed(async () => {
     await model.fit(x, y, {
       batchSize: BATCH,
       epochs: Math.ceil(STEPS / batchesPerEpoch),
@@ -163,31 +191,92 @@ const fit = async (dir: string): Promise<WayResult> => {
     });
   });
   tf.dispose([x, y]);
-  model.dispose();
+  disposeAll(model, optimizer);
   if (step !== STEPS) throw new Error(`fit ran ${step} steps, not ${STEPS}`);
-  return { ms, durableSaves: verifiedWrites(dir) };
+  return { ms, cpuMs, durableSaves: verifiedWrites(dir) };
 };
 
-const monitored = async (dir: string): Promise<WayResult> => {
+/** What a variant of the monitored way changes in `monitoredTrainingSession`'s options (attribution: each default piece switched off in turn). */
+type MonitoredVariant = Partial<Pick<MonitoredTrainingSessionOptions, "logStepCountSteps" | "saveSummariesSteps" | "saveSummariesSecs" | "asyncCheckpoints" | "yieldIntervalMs">> & {
+  /** No checkpoint directory: no saves at all (and no summaries, which default to it, unless given). */
+  readonly noCheckpoints?: boolean;
+};
+
+const monitoredWith =
+  (variant: MonitoredVariant) =>
+  async (dir: string): Promise<WayResult> => {
+    const { noCheckpoints, ...options } = variant;
+    const model = buildModel();
+    const optimizer = buildOptimizer();
+    const sess = await monitoredTrainingSession({
+      sessionFactory: () =>
+        tfjsSession({ model, optimizer, data: new InMemoryDataSource({ xs, ys: labels, batchSize: BATCH, seed: 7 }), lossFn: loss }),
+      checkpointDir: noCheckpoints === true ? null : dir,
+      ...(noCheckpoints === true ? { summaryDir: dir } : {}),
+      saveCheckpointSteps: SAVE_EVERY,
+      asyncCheckpoints: true,
+      maxToKeep: null, // keep every save, as the other ways do: durableSaves counts them
+      hooks: [new StopAtStepHook({ lastStep: STEPS })],
+      logger: silentLogger,
+      ...options,
+    });
+    const { ms, cpuMs } = await timed(async () => {
+      while (!sess.shouldStop()) await sess.run("train");
+      await sess.close();
+    });
+    disposeAll(model, optimizer);
+    return { ms, cpuMs, durableSaves: await verifiedBundles(dir) };
+  };
+
+const monitored = monitoredWith({});
+
+/**
+ * The pipeline without the pipeline: the same `TfjsSession` (its `train` fetch reads the loss
+ * back, as the monitored way's does) in a plain loop, saving the weights itself as the bare loop
+ * does. What it adds over the bare loop is `TfjsSession`'s own step; what the monitored way adds
+ * over it is MonitoredSession and its hooks.
+ */
+const tfjsSessionLoop = async (dir: string): Promise<WayResult> => {
   const model = buildModel();
   const optimizer = buildOptimizer();
-  const sess = await monitoredTrainingSession({
-    sessionFactory: () =>
-      tfjsSession({ model, optimizer, data: new InMemoryDataSource({ xs, ys: labels, batchSize: BATCH, seed: 7 }), lossFn: loss }),
-    checkpointDir: dir,
-    saveCheckpointSteps: SAVE_EVERY,
-    asyncCheckpoints: true,
-    maxToKeep: null, // keep every save, as the other ways do: durableSaves counts them
-    hooks: [new StopAtStepHook({ lastStep: STEPS })],
-    logger: silentLogger,
+  const sess = await tfjsSession({ model, optimizer, data: new InMemoryDataSource({ xs, ys: labels, batchSize: BATCH, seed: 7 }), lossFn: loss });
+  await sess.variables.initialize();
+  const { ms, cpuMs } = await timed(async () => {
+    durableWrite(dir, "weights-0.bin", weightsOf(model));
+    for (let step = 1; step <= STEPS; step++) {
+      await sess.run("train");
+      if (step % SAVE_EVERY === 0) durableWrite(dir, `weights-${step}.bin`, weightsOf(model));
+    }
   });
-  const ms = await timed(async () => {
-    while (!sess.shouldStop()) await sess.run("train");
-    await sess.close();
-  });
-  model.dispose();
-  return { ms, durableSaves: await verifiedBundles(dir) };
+  await sess.close();
+  disposeAll(model, optimizer);
+  return { ms, cpuMs, durableSaves: verifiedWrites(dir) };
 };
+
+/**
+ * The attribution variants: the monitored way with one default piece switched off (or changed),
+ * and what each does not do. Each runs in the same interleaved rounds as the three ways and is
+ * reported as a ratio to the bare loop; `saves` is the durable saves it must make (the benchmark
+ * fails on any other count).
+ */
+// Not a variant: the monitored way without its timed event-loop turns (`yieldIntervalMs:
+// Infinity`). It does not do equal work: with turns only while a save is pending, a save that
+// is still being written when the next falls due is coalesced with it, and a run made 11 of its
+// 13 saves durable. The turns' cost is read from the profile instead (setImmediate's frames).
+const VARIANTS = {
+  noStepCounter: { way: monitoredWith({ logStepCountSteps: null }), saves: SAVES, without: "no StepCounterHook (no global_step/sec summaries or lines)" },
+  noSummaries: { way: monitoredWith({ saveSummariesSteps: null, saveSummariesSecs: null }), saves: SAVES, without: "no SummarySaverHook (no loss summaries every 100 steps)" },
+  syncCheckpoints: { way: monitoredWith({ asyncCheckpoints: false }), saves: SAVES, without: "the same 13 saves, each blocking the loop while it is written (no background save, so no event-loop turn per step while one is pending)" },
+  noCheckpoints: { way: monitoredWith({ noCheckpoints: true }), saves: 0, without: "no checkpoints at all: 0 durable saves against the bare loop's 13 (summaries still written, to the same directory)" },
+  hooksOff: {
+    way: monitoredWith({ logStepCountSteps: null, saveSummariesSteps: null, saveSummariesSecs: null, noCheckpoints: true, yieldIntervalMs: Number.POSITIVE_INFINITY }),
+    saves: 0,
+    without: "MonitoredSession with StopAtStepHook only: no step counter, summaries, checkpoints (0 durable saves) or timed turns",
+  },
+  tfjsSessionLoop: { way: tfjsSessionLoop, saves: SAVES, without: "no MonitoredSession: TfjsSession's run in a plain loop, saving the weights as the bare loop does (fsynced, not a checkpoint bundle)" },
+} as const;
+
+type VariantName = keyof typeof VARIANTS;
 
 // ---------------------------------------------------------------------------------------------
 // backends: cpu against wasm
@@ -210,7 +299,7 @@ const perBackend = async (
       await useBackend(backend);
       const { step, dispose } = await setup();
       for (let i = 0; i < opts.warmup; i++) await step();
-      const ms = await timed(async () => {
+      const { ms } = await timed(async () => {
         for (let i = 0; i < opts.steps; i++) await step();
       });
       dispose();
@@ -313,49 +402,210 @@ export const bundledModelBackends = async (): Promise<Record<string, unknown>> =
   };
 };
 
+/** Runs `way` in a fresh directory and checks its durable saves. */
+const runWay = async (name: string, way: (dir: string) => Promise<WayResult>, expected: number): Promise<WayResult> => {
+  const dir = mkdtempSync(join(tmpdir(), `bench-tfjs-${name}-`));
+  try {
+    const result = await way(dir);
+    if (result.durableSaves !== expected) throw new Error(`${name}: ${result.durableSaves} durable saves, expected ${expected}: the ways would not do equal work`);
+    return result;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+};
+
+/** Per-round samples of one way: wall and CPU ms. */
+interface Samples {
+  readonly ms: number[];
+  readonly cpuMs: number[];
+}
+
+const samplesOf = (): Samples => ({ ms: [], cpuMs: [] });
+
+const push = (s: Samples, r: WayResult): void => {
+  s.ms.push(r.ms);
+  s.cpuMs.push(r.cpuMs);
+};
+
+/** The median of the per-round ratios `a[i] / b[i]`. */
+const ratioOf = (a: readonly number[], b: readonly number[]): number => round(median(a.map((x, i) => x / (b[i] as number))), 3);
+
 export default async (): Promise<Record<string, unknown>> => {
   tf.enableProdMode();
   await useBackend("cpu");
   const ways = { bare, fit, monitored } as const;
-  const samples: Record<keyof typeof ways, number[]> = { bare: [], fit: [], monitored: [] };
-  const saves: Record<keyof typeof ways, number[]> = { bare: [], fit: [], monitored: [] };
   const order = Object.entries(ways) as [keyof typeof ways, (d: string) => Promise<WayResult>][];
-  // One warm-up round lets the JIT and tfjs kernels settle. Each round starts with another way
-  // (round r runs them from way r mod 3), so no way always runs first or always right after the
-  // same other way (whose garbage it would collect). No collection is forced between ways: a
+  // BENCH_TFJS_VARIANTS=noYield,noSummaries runs only those variants, and skips the profile and
+  // the backends: for exploring one piece. Committed results run all of them.
+  const only = process.env["BENCH_TFJS_VARIANTS"]?.split(",");
+  const variants = (Object.keys(VARIANTS) as VariantName[]).filter((name) => only === undefined || only.includes(name));
+  const main = { bare: samplesOf(), fit: samplesOf(), monitored: samplesOf() };
+  // Each variant beside a monitored run of its own, in the same round: the pair's ratio is the piece's cost.
+  const paired = Object.fromEntries(variants.map((name) => [name, { variant: samplesOf(), monitored: samplesOf(), bare: [] as number[], bareCpu: [] as number[] }]));
+  // One warm-up round lets the JIT and tfjs kernels settle. Each round first runs the three ways
+  // back to back, starting with another way each round (round r from way r mod 3), so no way
+  // always runs first or always right after the same other way (whose garbage it would
+  // collect). Then each variant runs right beside a monitored run of its own, variant first in
+  // odd rounds and second in even ones: a piece's cost is the median of those pairs' ratios,
+  // measured a second apart, where the VM's speed (it drifts by several per cent over the tens
+  // of seconds of a round) has little time to change. No collection is forced between ways: a
   // forced full collection made every way slower (about a quarter here) and was not what a
   // training process does.
   for (let r = -1; r < ROUNDS; r++) {
     const start = (r + order.length) % order.length;
-    for (const [name, way] of [...order.slice(start), ...order.slice(0, start)]) {
-      const dir = mkdtempSync(join(tmpdir(), `bench-tfjs-${name}-`));
-      try {
-        const { ms, durableSaves } = await way(dir);
-        if (durableSaves !== SAVES) throw new Error(`${name}: ${durableSaves} durable saves, expected ${SAVES}: the ways would not do equal work`);
-        saves[name].push(durableSaves);
-        if (r >= 0) samples[name].push(ms);
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
+    const results = new Map<string, WayResult>();
+    for (const [name, way] of [...order.slice(start), ...order.slice(0, start)]) results.set(name, await runWay(name, way, SAVES));
+    if (r >= 0) for (const name of Object.keys(main) as (keyof typeof main)[]) push(main[name], results.get(name) as WayResult);
+    const vStart = (r + variants.length) % Math.max(1, variants.length);
+    for (const name of [...variants.slice(vStart), ...variants.slice(0, vStart)]) {
+      const v = VARIANTS[name];
+      const pair: [string, () => Promise<WayResult>][] = [
+        [name, () => runWay(name, v.way, v.saves)],
+        ["monitored", () => runWay("monitored", monitored, SAVES)],
+      ];
+      if (r % 2 === 0) pair.reverse();
+      const got = new Map<string, WayResult>();
+      for (const [n, run] of pair) got.set(n, await run());
+      if (r < 0) continue;
+      const p = paired[name] as (typeof paired)[string];
+      push(p.variant, got.get(name) as WayResult);
+      push(p.monitored, got.get("monitored") as WayResult);
+      p.bare.push(results.get("bare")?.ms as number);
+      p.bareCpu.push(results.get("bare")?.cpuMs as number);
     }
   }
-  const bareMs = median(samples.bare);
-  const fitMs = median(samples.fit);
-  const monitoredMs = median(samples.monitored);
+  const attribution = Object.fromEntries(
+    variants.map((name) => {
+      const p = paired[name] as (typeof paired)[string];
+      return [
+        name,
+        {
+          ms: round(median(p.variant.ms), 1),
+          monitoredOverThis: ratioOf(p.monitored.ms, p.variant.ms),
+          cpuMonitoredOverThis: ratioOf(p.monitored.cpuMs, p.variant.cpuMs),
+          overBare: ratioOf(p.variant.ms, p.bare),
+          durableSaves: VARIANTS[name].saves,
+          without: VARIANTS[name].without,
+        },
+      ];
+    }),
+  );
   return {
     steps: STEPS,
     batchSize: BATCH,
     saveEverySteps: SAVE_EVERY,
     rounds: ROUNDS,
-    durableSaves: { bare: median(saves.bare), fit: median(saves.fit), monitored: median(saves.monitored) },
-    bareMs: round(bareMs, 1),
-    fitMs: round(fitMs, 1),
-    monitoredMs: round(monitoredMs, 1),
-    monitoredOverBare: round(median(samples.monitored.map((m, i) => m / (samples.bare[i] as number))), 3),
-    monitoredOverFit: round(median(samples.monitored.map((m, i) => m / (samples.fit[i] as number))), 3),
+    durableSaves: { bare: SAVES, fit: SAVES, monitored: SAVES },
+    bareMs: round(median(main.bare.ms), 1),
+    fitMs: round(median(main.fit.ms), 1),
+    monitoredMs: round(median(main.monitored.ms), 1),
+    monitoredOverBare: ratioOf(main.monitored.ms, main.bare.ms),
+    monitoredOverFit: ratioOf(main.monitored.ms, main.fit.ms),
+    cpuMs: { bare: round(median(main.bare.cpuMs), 1), fit: round(median(main.fit.cpuMs), 1), monitored: round(median(main.monitored.cpuMs), 1) },
+    monitoredCpuOverBare: ratioOf(main.monitored.cpuMs, main.bare.cpuMs),
     targets: { monitoredOverBare: "<= 1.03", monitoredOverFit: "<= 1.0", wasmSpeedup: ">= 4" },
-    ...(await backendResults()),
+    attribution,
+    ...(only === undefined ? { profile: await profileMonitored(), ...(await backendResults()) } : { variants }),
   };
+};
+
+// ---------------------------------------------------------------------------------------------
+// a CPU profile of one monitored round
+// ---------------------------------------------------------------------------------------------
+
+/** `:<line>`, where the profile knows it (tsx's transformed modules report line 0: nothing). */
+const lineSuffix = (lineNumber: number): string => (lineNumber > 0 ? `:${lineNumber + 1}` : "");
+
+/** Frames and areas listed in the profile's summary. */
+const TOP_FRAMES = 20;
+
+/** Where a frame's code lives, for the profile's summary by area. */
+const areaOf = (url: string, functionName: string): string => {
+  if (url === "") return functionName === "" ? "(anonymous)" : `(${functionName.replace(/^\(|\)$/g, "")})`;
+  const m = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
+  if (m !== null) return m[1] as string;
+  if (url.startsWith("node:")) return "node internals";
+  const src = /\/(src|hooks|bench|examples)\/(?:([^/]+)\/)?/.exec(url);
+  if (src !== null) return src[2] === undefined || src[2].includes(".") ? src[1] as string : `${src[1]}/${src[2]}`;
+  return url;
+};
+
+/**
+ * A CPU profile (V8's sampling profiler, through `node:inspector`) of the monitored way run
+ * `PROFILE_RUNS` times: the frames with the most self time, and self time by area (tfjs, this
+ * library's folders, Node's internals, the garbage collector, idle). Samples, not a timing: the
+ * profiler slows everything it samples alike.
+ */
+const PROFILE_RUNS = 3;
+
+const profileMonitored = async (): Promise<Record<string, unknown>> => {
+  const session = new Session();
+  session.connect();
+  try {
+    await session.post("Profiler.enable");
+    await session.post("Profiler.setSamplingInterval", { interval: 100 });
+    await session.post("Profiler.start");
+    for (let i = 0; i < PROFILE_RUNS; i++) {
+      const dir = mkdtempSync(join(tmpdir(), "bench-tfjs-profile-"));
+      try {
+        await monitored(dir);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
+    const { profile } = await session.post("Profiler.stop");
+    const total = profile.nodes.reduce((a, n) => a + (n.hitCount ?? 0), 0);
+    const frames = new Map<string, number>();
+    const areas = new Map<string, number>();
+    for (const node of profile.nodes) {
+      const hits = node.hitCount ?? 0;
+      if (hits === 0) continue;
+      const { functionName, url, lineNumber } = node.callFrame;
+      const file = url.replace(/^.*\/(node_modules|src|hooks|bench|examples)\//, "$1/");
+      const key = url === "" ? `(${functionName.replace(/^\(|\)$/g, "")})` : `${functionName === "" ? "(anonymous)" : functionName} ${file}${lineSuffix(lineNumber)}`;
+      frames.set(key, (frames.get(key) ?? 0) + hits);
+      const area = areaOf(url, functionName);
+      areas.set(area, (areas.get(area) ?? 0) + hits);
+    }
+    // Inclusive time of this library's functions (src/, hooks/): each sample counts once for
+    // every distinct function of ours on its stack. Attribution by piece: the hooks' methods,
+    // the pipeline's layers, TfjsSession's step, the checkpointer.
+    const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+    const inclusive = new Map<string, number>();
+    const walk = (id: number, onStack: ReadonlySet<string>): void => {
+      const node = byId.get(id);
+      if (node === undefined) return;
+      const { functionName, url, lineNumber } = node.callFrame;
+      const ours = /\/(src|hooks)\//.test(url) && !url.includes("node_modules");
+      const key = `${functionName === "" ? "(anonymous)" : functionName} ${url.replace(/^.*\/(src|hooks)\//, "$1/")}${lineSuffix(lineNumber)}`;
+      const stack = ours && !onStack.has(key) ? new Set([...onStack, key]) : onStack;
+      const hits = node.hitCount ?? 0;
+      if (hits > 0) for (const k of stack) inclusive.set(k, (inclusive.get(k) ?? 0) + hits);
+      for (const child of node.children ?? []) walk(child, stack);
+    };
+    const root = profile.nodes[0];
+    if (root !== undefined) walk(root.id, new Set());
+    const share = (hits: number): number => round((100 * hits) / total, 1);
+    const top = (m: Map<string, number>) =>
+      [...m.entries()]
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, TOP_FRAMES)
+        .map(([name, hits]) => ({ name, selfPercent: share(hits) }));
+    return {
+      runs: PROFILE_RUNS,
+      samples: total,
+      samplingIntervalUs: 100,
+      topFrames: top(frames),
+      byArea: top(areas),
+      oursInclusive: [...inclusive.entries()]
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, 3 * TOP_FRAMES)
+        .map(([name, hits]) => ({ name, inclusivePercent: share(hits) })),
+    };
+  } finally {
+    await session.post("Profiler.disable").catch(() => undefined);
+    session.disconnect();
+  }
 };
 
 /** The backend comparisons, as the result's `wasmSpeedup` and `backends` entries. */
