@@ -192,14 +192,20 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
 
 /**
  * The line for `launch --workers 3 node train.js` (without `--`): an operand too many, or an
- * option of launch's own that commander does not know (`node --import tsx …`) after an operand.
- * `undefined` for any other usage error (a misspelt option before the operands keeps commander's
- * line, with its "did you mean").
+ * option of launch's own that commander does not know (`node --import tsx …`) after an operand,
+ * or one of Node's flags where the command should start (`--import tsx train.ts`, with no
+ * program). `undefined` for any other usage error (a misspelt option before the operands keeps
+ * commander's line, with its "did you mean").
  */
 const commandWithoutDashDash = (e: CommanderError, argv: readonly string[], operands: readonly string[]): string | undefined => {
   // Commander's operands of launch: its own operands, then from the first unknown option on, everything.
   const firstOption = operands.findIndex((a) => a.length > 1 && a.startsWith("-"));
   const before = firstOption < 0 ? operands.length : firstOption;
+  // `launch --workers 3 --import tsx train.ts`: a Node flag with no command word before it.
+  if (e.code === "commander.unknownOption" && before === 0 && firstOption === 0 && isNodeFlag(operands[0] as string)) {
+    const flags = argv.slice(1, argv.length - operands.length);
+    return `monitored-session launch: unknown option '${operands[0] as string}', a flag of Node's: the command to run on each task goes after --, with its program first: monitored-session launch ${[...flags, "--", "node", ...operands].join(" ")}\n`;
+  }
   if (!(e.code === "commander.excessArguments" || (e.code === "commander.unknownOption" && before > 0))) return undefined;
   // The launch flags stay before `--`: argv without the operands, matched from the end (they follow
   // any flag value equal to one of them).
@@ -212,6 +218,9 @@ const commandWithoutDashDash = (e: CommanderError, argv: readonly string[], oper
   }
   return `monitored-session launch: a command to run on each task goes after --: monitored-session launch ${[...flags, "--", ...operands].join(" ")}\n`;
 };
+
+/** Whether `arg` (`--import`, `--require=x`, `-r`) is one of Node's own command-line flags. */
+const isNodeFlag = (arg: string): boolean => process.allowedNodeEnvironmentFlags.has(arg.split("=")[0] as string);
 
 /** The options of `launch`, as commander gives them. */
 interface LaunchFlags extends ClusterFlags {

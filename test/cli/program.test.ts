@@ -28,6 +28,17 @@ describe("launch: a command without --", () => {
   });
 
   it.each([
+    [["--workers", "3", "--import", "tsx", "train.ts"], "--workers 3 -- node --import tsx train.ts"],
+    [["--workers", "3", "--require=./setup.cjs", "train.js"], "--workers 3 -- node --require=./setup.cjs train.js"],
+    [["--workers", "3", "-r", "./setup.cjs", "train.js"], "--workers 3 -- node -r ./setup.cjs train.js"],
+  ])("%j: a flag of Node's where the command starts: the line says so and shows the command after -- with node first, exit 2", async (args, fixed) => {
+    const r = await cliInProcess(["launch", ...args]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`monitored-session launch: unknown option '${args[2] as string}', a flag of Node's: the command to run on each task goes after --, with its program first: monitored-session launch ${fixed}\n`);
+    expect(r.stdout).toBe("");
+  });
+
+  it.each([
     [["--workers", "2", "--bogus", "job.yaml"], "error: unknown option '--bogus'\n"],
     [["--worker", "2", "job.yaml"], "error: required option '--workers <n>' not specified\n"],
   ])("%j: an unknown option before any operand is commander's error, not the hint", async (args, line) => {
