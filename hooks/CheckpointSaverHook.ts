@@ -27,6 +27,7 @@ import {
   type RetentionPolicy,
   type Saver,
 } from "../src/checkpoint/index.js";
+import { assertOneRetention } from "../src/checkpoint/retentionPlan.js";
 import {
   Bool,
   decodeOptions,
@@ -271,9 +272,7 @@ export class CheckpointSaverHook extends SessionRunHook {
         throw new ValueError(`CheckpointSaverHook: checkpointDir ${o.checkpointDir} is not the checkpointManager's directory ${shared.directory}`);
       }
     }
-    if (options.retentionPolicy !== undefined && (options.maxToKeep !== undefined || options.keepCheckpointEveryNHours !== undefined)) {
-      throw new ValueError("CheckpointSaverHook: give retentionPolicy or maxToKeep and keepCheckpointEveryNHours, not both (Retention.tensorflow makes the policy of the two)");
-    }
+    assertOneRetention("CheckpointSaverHook", options);
     this.retentionPolicy = options.retentionPolicy;
     this.sharedManager = shared;
     this.checkpointDir = shared?.directory ?? (o.checkpointDir as string);
@@ -534,9 +533,8 @@ export class CheckpointSaverHook extends SessionRunHook {
     this.manager ??= await openCheckpointDirectory({
       directory: this.checkpointDir,
       checkpointName: this.basename,
-      maxToKeep: this.maxToKeep,
-      keepCheckpointEveryNHours: this.keepCheckpointEveryNHours,
-      ...(this.retentionPolicy === undefined ? {} : { retentionPolicy: this.retentionPolicy }),
+      // A policy replaces the two (the manager refuses them together).
+      ...(this.retentionPolicy === undefined ? { maxToKeep: this.maxToKeep, keepCheckpointEveryNHours: this.keepCheckpointEveryNHours } : { retentionPolicy: this.retentionPolicy }),
       saver: this.explicitSaver ?? this.scaffold?.saver ?? new BundleSaver({ clock: this.clock, tempFiles: this.env?.tempFiles }),
       clock: this.clock,
       logger: this.logger,

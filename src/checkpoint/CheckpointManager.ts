@@ -48,7 +48,7 @@ import {
 import { BundleSaver, isVariableStore, toSnapshot, type SaveSource, type Saver } from "./Saver.js";
 import { restoreInto } from "./objectGraph.js";
 import { checkpointNumberOf, scanCheckpointNumbers } from "./checkpointNumbers.js";
-import { planRetention, Retention, type RetentionPolicy } from "./retentionPlan.js";
+import { assertOneRetention, planRetention, Retention, type RetentionPolicy } from "./retentionPlan.js";
 import { CheckpointDefaults } from "./checkpointDefaults.js";
 import { adoptState, recoverState } from "./stateRecovery.js";
 
@@ -82,7 +82,8 @@ export interface CheckpointManagerOptions {
   readonly saver?: Saver;
   /**
    * Which checkpoints stay after each save, as a value (see {@link Retention}): replaces
-   * `maxToKeep` and `keepCheckpointEveryNHours`, which are `Retention.tensorflow` of the two.
+   * `maxToKeep` and `keepCheckpointEveryNHours`, which are `Retention.tensorflow` of the two
+   * (giving it beside either is a `ValueError`).
    */
   readonly retentionPolicy?: RetentionPolicy;
   /** Time source for timestamps and `keepCheckpointEveryNHours` (default the system clock). */
@@ -182,6 +183,7 @@ export class CheckpointManager {
   private restored: string | null = null;
 
   private constructor(options: CheckpointManagerOptions) {
+    assertOneRetention("CheckpointManager", options);
     const maxToKeep = options.maxToKeep === undefined ? CheckpointDefaults.manager.maxToKeep : options.maxToKeep;
     if (maxToKeep !== null && (!Number.isInteger(maxToKeep) || maxToKeep <= 0)) {
       throw new ValueError(`CheckpointManager: maxToKeep must be a positive integer or null (keep all), got ${maxToKeep}`);

@@ -41,5 +41,7 @@ export type CheckpointDirectoryOptions = { readonly directory: string } & { read
  */
 export const openCheckpointDirectory = (options: CheckpointDirectoryOptions, api: CheckpointApi = "manager"): Promise<CheckpointManager> => {
   const given = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as unknown as CheckpointManagerOptions;
-  return CheckpointManager.create({ ...CheckpointDefaults[api], ...given });
+  // A retention policy replaces the default maxToKeep (the manager refuses the two together).
+  const { maxToKeep, ...defaults } = CheckpointDefaults[api];
+  return CheckpointManager.create({ ...defaults, ...(given.retentionPolicy === undefined ? { maxToKeep } : {}), ...given });
 };

@@ -137,6 +137,20 @@ export const Retention = {
 };
 
 /** A policy's description, or "a custom policy". */
+/**
+ * Refuses a retention policy given beside the two options it replaces (`maxToKeep`,
+ * `keepCheckpointEveryNHours`): one `ValueError` line naming `who`, the same wherever retention
+ * is set (the manager, the saver hook, `monitoredTrainingSession`).
+ */
+export const assertOneRetention = (
+  who: string,
+  options: { readonly retentionPolicy?: RetentionPolicy | undefined; readonly maxToKeep?: number | null | undefined; readonly keepCheckpointEveryNHours?: number | null | undefined },
+): void => {
+  if (options.retentionPolicy !== undefined && (options.maxToKeep !== undefined || options.keepCheckpointEveryNHours !== undefined)) {
+    throw new ValueError(`${who}: give retentionPolicy or maxToKeep and keepCheckpointEveryNHours, not both (Retention.tensorflow makes the policy of the two)`);
+  }
+};
+
 export const describePolicy = (policy: RetentionPolicy): string => (policy as Partial<DescribedRetentionPolicy>).description ?? "a custom policy";
 
 /** A manager's retention settings and where it stands. */

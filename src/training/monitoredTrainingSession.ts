@@ -27,6 +27,7 @@ import { CheckpointSaverHook, type CheckpointSaverHookOptions } from "../../hook
 import { StepCounterHook } from "../../hooks/StepCounterHook.js";
 import { SummarySaverHook } from "../../hooks/SummarySaverHook.js";
 import type { CheckpointManager, RetentionPolicy } from "../checkpoint/CheckpointManager.js";
+import { assertOneRetention } from "../checkpoint/retentionPlan.js";
 import { openCheckpointDirectory } from "../checkpoint/checkpointDirectory.js";
 import { BundleSaver } from "../checkpoint/Saver.js";
 import type { Clock } from "../time/Clock.js";
@@ -217,9 +218,7 @@ export const monitoredTrainingSession = async (
     });
   }
   const shared = options.checkpointManager;
-  if (options.retentionPolicy !== undefined && (options.maxToKeep !== undefined || options.keepCheckpointEveryNHours !== undefined)) {
-    throw new ValueError("monitoredTrainingSession: give retentionPolicy or maxToKeep and keepCheckpointEveryNHours, not both (Retention.tensorflow makes the policy of the two)");
-  }
+  assertOneRetention("monitoredTrainingSession", options);
   if (shared !== undefined && (["maxToKeep", "keepCheckpointEveryNHours", "retentionPolicy"] as const).some((k) => options[k] !== undefined)) {
     throw new ValueError("monitoredTrainingSession: the checkpointManager's retention applies: give maxToKeep, keepCheckpointEveryNHours or retentionPolicy to the manager, not beside it");
   }

@@ -201,7 +201,13 @@ describe("CheckpointManager save and retention", () => {
         preserve: cps.filter((c) => c.checkpointNumber === 15).map((c) => c.path),
       };
     };
-    const mgr = await create({ retentionPolicy: policy, maxToKeep: 1 });
+    // Beside the two options it replaces, a policy is refused (one line), as by the hook and monitoredTrainingSession.
+    for (const both of [{ maxToKeep: 1 }, { keepCheckpointEveryNHours: null }]) {
+      await expect(create({ retentionPolicy: policy, ...both })).rejects.toThrow(
+        new ValueError("CheckpointManager: give retentionPolicy or maxToKeep and keepCheckpointEveryNHours, not both (Retention.tensorflow makes the policy of the two)"),
+      );
+    }
+    const mgr = await create({ retentionPolicy: policy });
     for (const n of [10, 15, 17, 20, 23]) await mgr.save(s.variables, { checkpointNumber: n });
     expect(await ckptFiles()).toEqual(["ckpt-10", "ckpt-15", "ckpt-20", "ckpt-23"]);
     expect(mgr.checkpoints).toEqual([join(dir, "ckpt-10"), join(dir, "ckpt-20"), join(dir, "ckpt-23")]);
