@@ -198,7 +198,7 @@ const fit = async (dir: string): Promise<WayResult> => {
 
 /** What a variant of the monitored way changes in `monitoredTrainingSession`'s options (attribution: each default piece switched off in turn). */
 type MonitoredVariant = Partial<Pick<MonitoredTrainingSessionOptions, "logStepCountSteps" | "saveSummariesSteps" | "saveSummariesSecs" | "asyncCheckpoints" | "yieldIntervalMs">> & {
-  /** No checkpoint directory: no saves at all (and no summaries, which default to it, unless given). */
+  /** No checkpoint directory: no saves at all (summaries, which default to it, go to the same directory as `summaryDir`). */
   readonly noCheckpoints?: boolean;
 };
 
@@ -255,14 +255,15 @@ const tfjsSessionLoop = async (dir: string): Promise<WayResult> => {
 
 /**
  * The attribution variants: the monitored way with one default piece switched off (or changed),
- * and what each does not do. Each runs in the same interleaved rounds as the three ways and is
- * reported as a ratio to the bare loop; `saves` is the durable saves it must make (the benchmark
- * fails on any other count).
+ * and what each does not do. Each runs right beside a monitored run of its own in every round
+ * (see the default export); `saves` is the durable saves it must make (the benchmark fails on any
+ * other count).
+ *
+ * Not a variant: the monitored way without its timed event-loop turns (`yieldIntervalMs:
+ * Infinity`). It does not do equal work: with turns only while a save is pending, a save that is
+ * still being written when the next falls due is coalesced with it, and a run made 11 of its 13
+ * saves durable. The turns' cost is read from the profile instead (setImmediate's frames).
  */
-// Not a variant: the monitored way without its timed event-loop turns (`yieldIntervalMs:
-// Infinity`). It does not do equal work: with turns only while a save is pending, a save that
-// is still being written when the next falls due is coalesced with it, and a run made 11 of its
-// 13 saves durable. The turns' cost is read from the profile instead (setImmediate's frames).
 const VARIANTS = {
   noStepCounter: { way: monitoredWith({ logStepCountSteps: null }), saves: SAVES, without: "no StepCounterHook (no global_step/sec summaries or lines)" },
   noSummaries: { way: monitoredWith({ saveSummariesSteps: null, saveSummariesSecs: null }), saves: SAVES, without: "no SummarySaverHook (no loss summaries every 100 steps)" },
@@ -435,13 +436,13 @@ export default async (): Promise<Record<string, unknown>> => {
   await useBackend("cpu");
   const ways = { bare, fit, monitored } as const;
   const order = Object.entries(ways) as [keyof typeof ways, (d: string) => Promise<WayResult>][];
-  // BENCH_TFJS_VARIANTS=noYield,noSummaries runs only those variants, and skips the profile and
+  // BENCH_TFJS_VARIANTS=noSummaries,noCheckpoints runs only those variants, and skips the profile and
   // the backends: for exploring one piece. Committed results run all of them.
   const only = process.env["BENCH_TFJS_VARIANTS"]?.split(",");
   const variants = (Object.keys(VARIANTS) as VariantName[]).filter((name) => only === undefined || only.includes(name));
   const main = { bare: samplesOf(), fit: samplesOf(), monitored: samplesOf() };
   // Each variant beside a monitored run of its own, in the same round: the pair's ratio is the piece's cost.
-  const paired = Object.fromEntries(variants.map((name) => [name, { variant: samplesOf(), monitored: samplesOf(), bare: [] as number[], bareCpu: [] as number[] }]));
+  const paired = Object.fromEntries(variants.map((name) => [name, { variant: samplesOf(), monitored: samplesOf(), bare: [] as number[] }]));
   // One warm-up round lets the JIT and tfjs kernels settle. Each round first runs the three ways
   // back to back, starting with another way each round (round r from way r mod 3), so no way
   // always runs first or always right after the same other way (whose garbage it would
@@ -471,7 +472,6 @@ export default async (): Promise<Record<string, unknown>> => {
       push(p.variant, got.get(name) as WayResult);
       push(p.monitored, got.get("monitored") as WayResult);
       p.bare.push(results.get("bare")?.ms as number);
-      p.bareCpu.push(results.get("bare")?.cpuMs as number);
     }
   }
   const attribution = Object.fromEntries(
@@ -510,7 +510,7 @@ export default async (): Promise<Record<string, unknown>> => {
 };
 
 // ---------------------------------------------------------------------------------------------
-// a CPU profile of one monitored round
+// a CPU profile of the monitored way
 // ---------------------------------------------------------------------------------------------
 
 /** `:<line>`, where the profile knows it (tsx's transformed modules report line 0: nothing). */
@@ -530,14 +530,15 @@ const areaOf = (url: string, functionName: string): string => {
   return url;
 };
 
+/** Monitored runs the profile samples. */
+const PROFILE_RUNS = 3;
+
 /**
  * A CPU profile (V8's sampling profiler, through `node:inspector`) of the monitored way run
  * `PROFILE_RUNS` times: the frames with the most self time, and self time by area (tfjs, this
  * library's folders, Node's internals, the garbage collector, idle). Samples, not a timing: the
  * profiler slows everything it samples alike.
  */
-const PROFILE_RUNS = 3;
-
 const profileMonitored = async (): Promise<Record<string, unknown>> => {
   const session = new Session();
   session.connect();
