@@ -8,6 +8,16 @@ export const median = (xs: readonly number[]): number => {
   return s.length % 2 === 1 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
 };
 
+/** The `q`-quantile of `xs` (0 ≤ q ≤ 1), interpolated between the nearest ranks. */
+export const quantile = (xs: readonly number[], q: number): number => {
+  if (xs.length === 0) return Number.NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  const at = q * (s.length - 1);
+  const lo = Math.floor(at);
+  const hi = Math.ceil(at);
+  return (s[lo] as number) + ((s[hi] as number) - (s[lo] as number)) * (at - lo);
+};
+
 /** Milliseconds from a `process.hrtime.bigint()` start. */
 export const elapsedMs = (start: bigint): number => Number(process.hrtime.bigint() - start) / 1e6;
 

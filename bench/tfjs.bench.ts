@@ -41,7 +41,7 @@ import { readBundle } from "../src/checkpoint/index.js";
 import { silentLogger } from "../src/Logger.js";
 import { monitoredTrainingSession, type MonitoredTrainingSessionOptions } from "../src/training/monitoredTrainingSession.js";
 import { InMemoryDataSource, tfjsSession, useBackend, type TfjsBackendName } from "../src/tfjs/index.js";
-import { median, round } from "./stats.js";
+import { median, quantile, round } from "./stats.js";
 
 const BATCH = 32;
 const STEPS = 600;
@@ -431,6 +431,12 @@ const push = (s: Samples, r: WayResult): void => {
 /** The median of the per-round ratios `a[i] / b[i]`. */
 const ratioOf = (a: readonly number[], b: readonly number[]): number => round(median(a.map((x, i) => x / (b[i] as number))), 3);
 
+/** The quartiles of the per-round ratios `a[i] / b[i]`: how far single rounds spread around the median. */
+const ratioQuartiles = (a: readonly number[], b: readonly number[]): { readonly p25: number; readonly p75: number } => {
+  const r = a.map((x, i) => x / (b[i] as number));
+  return { p25: round(quantile(r, 0.25), 3), p75: round(quantile(r, 0.75), 3) };
+};
+
 export default async (): Promise<Record<string, unknown>> => {
   tf.enableProdMode();
   await useBackend("cpu");
@@ -482,6 +488,7 @@ export default async (): Promise<Record<string, unknown>> => {
         {
           ms: round(median(p.variant.ms), 1),
           monitoredOverThis: ratioOf(p.monitored.ms, p.variant.ms),
+          monitoredOverThisRounds: ratioQuartiles(p.monitored.ms, p.variant.ms),
           cpuMonitoredOverThis: ratioOf(p.monitored.cpuMs, p.variant.cpuMs),
           overBare: ratioOf(p.variant.ms, p.bare),
           durableSaves: VARIANTS[name].saves,
@@ -500,6 +507,7 @@ export default async (): Promise<Record<string, unknown>> => {
     fitMs: round(median(main.fit.ms), 1),
     monitoredMs: round(median(main.monitored.ms), 1),
     monitoredOverBare: ratioOf(main.monitored.ms, main.bare.ms),
+    monitoredOverBareRounds: ratioQuartiles(main.monitored.ms, main.bare.ms),
     monitoredOverFit: ratioOf(main.monitored.ms, main.fit.ms),
     cpuMs: { bare: round(median(main.bare.cpuMs), 1), fit: round(median(main.fit.cpuMs), 1), monitored: round(median(main.monitored.cpuMs), 1) },
     monitoredCpuOverBare: ratioOf(main.monitored.cpuMs, main.bare.cpuMs),
