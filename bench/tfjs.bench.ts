@@ -428,12 +428,15 @@ const push = (s: Samples, r: WayResult): void => {
   s.cpuMs.push(r.cpuMs);
 };
 
-/** The median of the per-round ratios `a[i] / b[i]`. */
-const ratioOf = (a: readonly number[], b: readonly number[]): number => round(median(a.map((x, i) => x / (b[i] as number))), 3);
+/** The per-round ratios `a[i] / b[i]`. */
+const ratios = (a: readonly number[], b: readonly number[]): number[] => a.map((x, i) => x / (b[i] as number));
 
-/** The quartiles of the per-round ratios `a[i] / b[i]`: how far single rounds spread around the median. */
+/** The median of the per-round ratios. */
+const ratioOf = (a: readonly number[], b: readonly number[]): number => round(median(ratios(a, b)), 3);
+
+/** The quartiles of the per-round ratios: how far single rounds spread around the median. */
 const ratioQuartiles = (a: readonly number[], b: readonly number[]): { readonly p25: number; readonly p75: number } => {
-  const r = a.map((x, i) => x / (b[i] as number));
+  const r = ratios(a, b);
   return { p25: round(quantile(r, 0.25), 3), p75: round(quantile(r, 0.75), 3) };
 };
 

@@ -136,7 +136,6 @@ export const Retention = {
   },
 };
 
-/** A policy's description, or "a custom policy". */
 /**
  * Refuses a retention policy given beside the two options it replaces (`maxToKeep`,
  * `keepCheckpointEveryNHours`): one `ValueError` line naming `who`, the same wherever retention
@@ -151,6 +150,7 @@ export const assertOneRetention = (
   }
 };
 
+/** A policy's description, or "a custom policy". */
 export const describePolicy = (policy: RetentionPolicy): string => (policy as Partial<DescribedRetentionPolicy>).description ?? "a custom policy";
 
 /** A manager's retention settings and where it stands. */

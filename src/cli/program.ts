@@ -202,11 +202,8 @@ const commandWithoutDashDash = (e: CommanderError, argv: readonly string[], oper
   const firstOption = operands.findIndex((a) => a.length > 1 && a.startsWith("-"));
   const before = firstOption < 0 ? operands.length : firstOption;
   // `launch --workers 3 --import tsx train.ts`: a Node flag with no command word before it.
-  if (e.code === "commander.unknownOption" && before === 0 && firstOption === 0 && isNodeFlag(operands[0] as string)) {
-    const flags = argv.slice(1, argv.length - operands.length);
-    return `monitored-session launch: unknown option '${operands[0] as string}', a flag of Node's: the command to run on each task goes after --, with its program first: monitored-session launch ${[...flags, "--", "node", ...operands].join(" ")}\n`;
-  }
-  if (!(e.code === "commander.excessArguments" || (e.code === "commander.unknownOption" && before > 0))) return undefined;
+  const nodeFlagFirst = e.code === "commander.unknownOption" && firstOption === 0 && isNodeFlag(operands[0] as string);
+  if (!(nodeFlagFirst || e.code === "commander.excessArguments" || (e.code === "commander.unknownOption" && before > 0))) return undefined;
   // The launch flags stay before `--`: argv without the operands, matched from the end (they follow
   // any flag value equal to one of them).
   const flags = [...argv.slice(1)];
@@ -216,7 +213,9 @@ const commandWithoutDashDash = (e: CommanderError, argv: readonly string[], oper
       j--;
     }
   }
-  return `monitored-session launch: a command to run on each task goes after --: monitored-session launch ${[...flags, "--", ...operands].join(" ")}\n`;
+  return nodeFlagFirst
+    ? `monitored-session launch: unknown option '${operands[0] as string}', a flag of Node's: the command to run on each task goes after --, with its program first: monitored-session launch ${[...flags, "--", "node", ...operands].join(" ")}\n`
+    : `monitored-session launch: a command to run on each task goes after --: monitored-session launch ${[...flags, "--", ...operands].join(" ")}\n`;
 };
 
 /** Whether `arg` (`--import`, `--require=x`, `-r`) is one of Node's own command-line flags. */

@@ -606,7 +606,6 @@ const meanScalar = (t: tf.Tensor, what: string): tf.Scalar => {
 
 const scalarValue = (t: tf.Tensor): number => (t.dataSync() as Float32Array)[0] as number;
 
-/** A batch part as a tensor, and whether this call made it (and so must dispose it). */
 /**
  * Disposes a fed batch's tensors that the session made from arrays (a run's end). A function of
  * the module, not a closure made in each run: a closure per run cost about 1 % of a small
@@ -616,6 +615,7 @@ const disposeFed = (fed: { readonly xs: tf.Tensor; readonly ys: tf.Tensor; reado
   if (fed?.owned === true) tf.dispose([fed.xs, fed.ys]);
 };
 
+/** A batch part as a tensor, and whether this call made it (and so must dispose it). */
 const toTensor = (x: BatchData, what: string): { tensor: tf.Tensor; owned: boolean } => {
   if (x instanceof tf.Tensor) {
     if (x.isDisposed) throw new InvalidArgumentError(`${what} is a disposed tensor`);
