@@ -608,7 +608,7 @@ const scalarValue = (t: tf.Tensor): number => (t.dataSync() as Float32Array)[0] 
 
 /**
  * Disposes a fed batch's tensors that the session made from arrays (a run's end). A function of
- * the module, not a closure made in each run: a closure per run cost about 1 % of a small
+ * the module, not a closure made in each run: a closure per run showed in profiles of a small
  * model's step (its allocation, and under tsx the name it is given).
  */
 const disposeFed = (fed: { readonly xs: tf.Tensor; readonly ys: tf.Tensor; readonly owned: boolean } | undefined): void => {
