@@ -13,9 +13,10 @@
  * saving). The task starts its server and joins the cluster before training
  * (src/runtime/clusterRuntime.ts); a worker starts from the chief's values. A cluster failure (a
  * task declared failed, a reported error) stops training with exit 1; a termination notice of any
- * task makes every task exit with the preemption code. The ranks of a data-parallel group under
- * `launch` agree through every rank's multi-worker `PreemptionCheckpointHandler` (its stop vote
- * and claim); other tasks report the notice to the cluster, which the others take as their own.
+ * task makes every task exit with the preemption code. Under `launch` every task stops through
+ * its multi-worker `PreemptionCheckpointHandler`: a data-parallel group's ranks by their stop vote
+ * and claim, tasks without a group by the claim and the chief's stored save ("chiefSaves"); tasks
+ * started by hand report the notice to the cluster, which the others take as their own.
  * A worker without data parallelism outlives its chief: its session is re-created from the
  * restarted chief's values (src/runtime/chiefRecovery.ts).
  *
@@ -333,15 +334,17 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     }
   };
   /**
-   * The ranks of a data-parallel group preempt through the multi-worker agreement
-   * (`ClusterPreemptionCoordinator`, the protocol of a program's own handler: the stop vote and
-   * its claim), never by reporting a notice as the cluster's error. Under `launch`, whose tasks
-   * never outlive a peer, for now: a task started by hand keeps the report route until the
-   * agreement follows a task into a new generation. Tasks without a group keep it too: each
-   * trains its own replica at its own pace, so an agreed run count would hold the chief to the
-   * fastest worker's count, while only the chief's save matters.
+   * Under `launch`, whose tasks never outlive a peer, every task preempts through its multi-worker
+   * `PreemptionCheckpointHandler` (`ClusterPreemptionCoordinator`, the protocol of a program's own
+   * handler), never by reporting a notice as the cluster's error: the ranks of a data-parallel
+   * group through their stop vote and its claim; tasks without a group by the claim with the
+   * `"chiefSaves"` agreement (each trains its own replica at its own pace, and only the chief's
+   * save matters: each stops at its own next boundary, the chief saves there, and the others exit
+   * once its checkpoint is stored, or with 43 when the chief is lost first). A task started by
+   * hand keeps the report route for now: it may outlive a peer (a worker waits for its restarted
+   * chief, a group re-forms), and the agreement does not yet follow a task into a new generation.
    */
-  const agree = cluster !== undefined && group !== undefined && io.env[LAUNCH_READY_ENV] === "1";
+  const agree = cluster !== undefined && io.env[LAUNCH_READY_ENV] === "1";
   const fetches: Fetches = job.fetches ?? "train";
   const lossOf = lossExtractor(fetches);
   const lastStep = lastStepOf(config, job);
@@ -476,8 +479,10 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
       // The checkpoint is durable: a platform waiting for it (Azure) may go on.
       if (e.saved) await notices.acknowledge();
       if (e.exitCode === ExitCodes.chiefLost && !e.saved) {
+        // What said the chief was lost: the collective's error, the failed step's, or the cluster's.
+        const loss = groupFailure ?? (stepFailure instanceof ReplicaGroupError ? stepFailure.cause : stepFailure) ?? clusterFailure;
         logger.error(
-          `Preempted (${why()}), and the chief was lost meanwhile (${describeError(groupFailure ?? (stepFailure instanceof ReplicaGroupError ? stepFailure.cause : stepFailure) ?? e)}): nobody can write the checkpoint; exiting with ${e.exitCode} without saving (the restart resumes from the last checkpoint).`,
+          `Preempted (${why()}), and the chief was lost meanwhile (${loss === undefined ? "see above" : describeError(loss)}): nobody can write the checkpoint; exiting with ${e.exitCode} without saving (the restart resumes from the last checkpoint).`,
         );
         return e.exitCode;
       }
@@ -515,7 +520,12 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
           });
     // Under the agreement, a worker's notice waits for its handler (the others learn of it there).
     const sess = await (cluster === undefined ? creating : raceCreation(creating, clusterFailed, notices, isChief || agree, exitCodeOf(config)));
-    handler = agree ? await createPreemptionHandler(sess, config, manager, logger, clock, cluster) : manager === undefined ? undefined : await createPreemptionHandler(sess, config, manager, logger, clock);
+    handler =
+      agree && cluster !== undefined
+        ? await createPreemptionHandler(sess, config, manager, logger, clock, { resolver: cluster, agreement: group === undefined ? "chiefSaves" : "agreedRun" })
+        : manager === undefined
+          ? undefined
+          : await createPreemptionHandler(sess, config, manager, logger, clock);
     // Preemption events join the session's stream, which the display follows.
     // Its events, and its lines as the session's events (printed above the progress display).
     if (handler !== undefined) sess.forwardEvents(handler);
@@ -598,6 +608,10 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     progress.update(finalStep ?? run, undefined);
     progress.stop();
     if (cluster !== undefined) {
+      // The handler's last coordination calls go out before the task leaves: a task that gets a
+      // notice after this one finished learns it will save nothing (it would otherwise wait for
+      // a save at the shutdown barrier, which waits for it).
+      await closeHandler();
       // The shutdown barrier: the others do not take this exit for a failure.
       finished = true;
       const barrier = await cluster.finish(true);

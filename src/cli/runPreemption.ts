@@ -1,8 +1,7 @@
 /**
  * How `run` (src/cli/run.ts) leaves on a termination notice: {@link PreemptedExit}, which unwinds
  * the training loop to the preemption exit code, and the task's `PreemptionCheckpointHandler`
- * (the chief's alone, or in a data-parallel group under `launch` every rank's, agreeing through
- * the task), whose save writes `<basename>-<global step>` through the checkpoint directory's
+ * (the chief's alone, or under `launch` every task's, agreeing through the task), whose save writes `<basename>-<global step>` through the checkpoint directory's
  * manager on the chief; with the global step readers they share.
  *
  * @module
@@ -16,6 +15,7 @@ import { PreemptionCheckpointHandler } from "../preemption/PreemptionCheckpointH
 import { LocalPreemptionCoordinator } from "../preemption/PreemptionCoordinator.js";
 import { PREEMPTION_EXIT_CODE, TerminationConfig } from "../preemption/TerminationConfig.js";
 import type { PreemptionClusterResolver } from "../preemption/PreemptionCluster.js";
+import type { PreemptionAgreement } from "../preemption/ClusterPreemptionCoordinator.js";
 import type { VariableStore } from "../session/Session.js";
 import { isPromiseLike } from "../util/promise.js";
 import type { createProgress } from "./progress.js";
@@ -43,9 +43,11 @@ export class PreemptedExit extends Error {
 /**
  * The task's `PreemptionCheckpointHandler`. Alone (no cluster): the chief's, when preemption is
  * enabled (by default when there is a checkpoint directory), saving at the next step boundary.
- * In a cluster (`cluster`, the task's runtime): every task's, since every task takes part in the
- * agreement on the run at which the tasks stop (the multi-worker protocol of a program's own
- * handler, `ClusterPreemptionCoordinator`); only the chief saves, when preemption is enabled.
+ * In a cluster (`cluster`: the task's runtime, and the agreement its tasks stop by): every task's,
+ * since every task takes part in the agreement on where the tasks stop (the multi-worker protocol
+ * of a program's own handler, `ClusterPreemptionCoordinator`: an agreed run for a data-parallel
+ * group, `"chiefSaves"` for tasks that share no step); only the chief saves, when preemption is
+ * enabled.
  * A save writes `<basename>-<global step>` through the directory's manager, the one the
  * checkpoint hook saves with; the exit unwinds the loop with {@link PreemptedExit}.
  */
@@ -55,7 +57,7 @@ export const createPreemptionHandler = async (
   manager: CheckpointManager | undefined,
   logger: ReturnType<typeof createProgress>["logger"],
   clock: Clock,
-  cluster?: PreemptionClusterResolver,
+  cluster?: { readonly resolver: PreemptionClusterResolver; readonly agreement: PreemptionAgreement },
 ): Promise<PreemptionCheckpointHandler | undefined> => {
   const p = config.preemption;
   const enabled = p?.enabled ?? config.checkpoint !== undefined;
@@ -85,7 +87,7 @@ export const createPreemptionHandler = async (
       ? // One process, no peer to agree with: save where the notice is seen, not a step later.
         { coordinator: new LocalPreemptionCoordinator({ gracePeriodSecs: p?.gracePeriodSecs ?? 0, saveAtNextBoundary: true, clock, logger }) }
       : // `run` reports a failure to the cluster itself (naming the task, a mismatch of models apart).
-        { clusterResolver: cluster, reportErrors: false }),
+        { clusterResolver: cluster.resolver, agreement: cluster.agreement, reportErrors: false }),
     terminationConfig: new TerminationConfig({
       gracePeriodSecs: p?.gracePeriodSecs ?? 0,
       saveFn: async () => {

@@ -49,10 +49,11 @@ import * as t from "io-ts";
 
 import { Bool, decodeOrThrow, JsonText, NonNegativeInt } from "../codec.js";
 import type { Clock, TimerHandle } from "../time/Clock.js";
-import { AlreadyExistsError, clusterFailureErrorOf, clusterFailureOf, DataLossError, DeadlineExceededError, OpError } from "../errors.js";
+import { AlreadyExistsError, clusterFailureErrorOf, clusterFailureOf, DataLossError, DeadlineExceededError, OpError, ValueError } from "../errors.js";
 import type { Logger } from "../Logger.js";
 import { CHIEF_LOST_EXIT_CODE, type PreemptionKeyValueStore, type ReplicaStop } from "./PreemptionCluster.js";
-import type { PreemptionCoordinator, PreemptionDecision } from "./PreemptionCoordinator.js";
+import { PREEMPTION_EXIT_CODE } from "./TerminationConfig.js";
+import { LocalPreemptionCoordinator, type PreemptionCoordinator, type PreemptionDecision } from "./PreemptionCoordinator.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -83,6 +84,8 @@ export interface ClusterPreemptionCoordinatorOptions {
   readonly livenessTimeoutMs?: number | undefined;
   /** The replica group's stop vote, when the tasks share a collective (a plain stop takes it). */
   readonly replicaStop?: ReplicaStop | undefined;
+  /** How the tasks stop (default `"agreedRun"`); see {@link PreemptionAgreement}. */
+  readonly agreement?: PreemptionAgreement | undefined;
   /**
    * Where this task's loop is now: runs completed, and whether a step is running. The watcher
    * answers a proposal at once from it (a task blocked in a step's collective cannot reach a
@@ -93,6 +96,19 @@ export interface ClusterPreemptionCoordinatorOptions {
   readonly logger: Logger;
   readonly emit?: ((e: AgreementEvent) => void) | undefined;
 }
+
+/**
+ * How the tasks of a cluster stop on a termination notice:
+ * - `"agreedRun"` (the default): TensorFlow's rule, every task saves at one agreed run (tasks
+ *   that step together: a data-parallel group, or workers at most a few steps apart).
+ * - `"chiefSaves"`: for tasks that share no step (each trains its own replica at its own pace,
+ *   and only the chief's values are kept, as `monitored-session run` does without data
+ *   parallelism): on a claim, each task stops at its own next step boundary; the chief saves
+ *   there; every other task waits until the chief's checkpoint is stored, then exits with the
+ *   preemption code, or with {@link CHIEF_LOST_EXIT_CODE} without a save when the chief is lost
+ *   first. An agreed run would hold the chief to the fastest task's count.
+ */
+export type PreemptionAgreement = "agreedRun" | "chiefSaves";
 
 /** A proposal or an agreed run, as stored. */
 interface RunValue {
@@ -113,6 +129,12 @@ const HoldJson: t.Decoder<unknown, { readonly hold: number; readonly run: number
   t.type({ hold: NonNegativeInt, run: NonNegativeInt }),
   '{"hold": an integer >= 0, "run": an integer >= 0}',
 );
+
+/** The chief's stored preemption checkpoint under `"chiefSaves"`: JSON `{"run": <the chief's run>}`. */
+const ChiefSavedJson: t.Decoder<unknown, { readonly run: number }> = JsonText.pipe(t.type({ run: NonNegativeInt }), '{"run": an integer >= 0}');
+
+/** The key of the chief's stored preemption checkpoint under `"chiefSaves"` ({@link ChiefSavedJson}, or {@link CLOSED} when it left without one). */
+const CHIEF_SAVED = "chief-saved";
 
 /** How long one wait for the claim lasts before it is asked again. */
 const CLAIM_WATCH_MS = 600_000;
@@ -184,12 +206,32 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   /** Who claimed the preemption, as this task heard it (data-parallel: the stop vote writes the claim too). */
   private claimSeen: string | undefined;
   private watching: Promise<void>;
+  /** `"chiefSaves"` (see {@link PreemptionAgreement}). */
+  private readonly chiefSaves: boolean;
+  /** `"chiefSaves"`, the chief: its own stop, decided as a single process decides (the next boundary, the grace period). */
+  private local: LocalPreemptionCoordinator | undefined;
+  /** `"chiefSaves"`, the chief: the run of the save it is making, and whether the process exits after it. */
+  private saving: { readonly run: number; readonly exit: boolean } | undefined;
+  /** `"chiefSaves"`, the chief: the insert of {@link CHIEF_SAVED} (settles once stored or failed). */
+  private published: Promise<void> | undefined;
+  /** `"chiefSaves"`, a non-chief: what it does once the chief's checkpoint is stored (or the chief lost). */
+  private chiefOutcome: Promise<PreemptionDecision> | undefined;
 
   constructor(options: ClusterPreemptionCoordinatorOptions) {
     this.o = options;
     this.prefix = `${PREFIX}/${options.store.generation ?? 0}`;
     this.graceMs = (options.gracePeriodSecs ?? 0) * 1000;
     this.me = options.workers[options.id] ?? `task ${options.id}`;
+    this.chiefSaves = options.agreement === "chiefSaves";
+    if (this.chiefSaves && options.replicaStop !== undefined) {
+      throw new ValueError('PreemptionCheckpointHandler: agreement "chiefSaves" is for tasks that share no step; a data-parallel group stops through its stop vote (leave agreement out)');
+    }
+    if (this.chiefSaves) {
+      // No proposal, no holds: each task hears the claim, and a non-chief the chief's save.
+      this.watching = Promise.resolve();
+      void this.watchClaim();
+      return;
+    }
     this.watching = this.watch();
     // A data-parallel group: a rank that freezes stops the stop vote's all-reduce, and the group
     // fails. Every live rank still learns that a preemption was under way: from the notice the
@@ -208,7 +250,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   // -------------------------------------------------------------------------------------------
 
   get terminationReceived(): boolean {
-    return this.noticeAtMs !== undefined || this.proposal !== undefined || this.agreed !== undefined;
+    return this.noticeAtMs !== undefined || this.proposal !== undefined || this.agreed !== undefined || (this.chiefSaves && this.claimSeen !== undefined);
   }
 
   get claimHeardFrom(): string | undefined {
@@ -224,6 +266,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     if (this.noticeAtMs !== undefined) return;
     this.noticeAtMs = nowMs;
     this.deadlineMs = deadlineMs;
+    if (this.chiefSaves) return this.claimAlone();
     const vote = this.o.replicaStop;
     // Every rank of the group hears of it now over the group's links, whatever the path below.
     vote?.announceNotice?.();
@@ -273,6 +316,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
 
   beforeStep(runCounter: number, estimatedRunTimeMs: number): PreemptionDecision | Promise<PreemptionDecision> {
     this.lastEstimateMs = estimatedRunTimeMs;
+    if (this.chiefSaves) return this.stopAlone(runCounter, estimatedRunTimeMs);
     const vote = this.o.replicaStop;
     if (vote?.stopAgreed === true && !this.voted) {
       // Data-parallel: the group agreed in the last step's all-reduce to stop after it.
@@ -349,6 +393,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   /** The save took `ms`: the deadline budget counts it for the next proposal. */
   saved(ms: number): void {
     this.lastSaveMs = ms;
+    // "chiefSaves": the chief's last save is stored; the others may go.
+    if (this.chiefSaves && this.saving?.exit === true) this.publishChiefSaved(this.saving.run);
   }
 
   /**
@@ -360,6 +406,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
    */
   async beforeExit(): Promise<void> {
     const timeoutMs = this.o.livenessTimeoutMs ?? DEFAULT_LIVENESS_MS;
+    // "chiefSaves": the others wait for this insert; it is stored before the chief goes.
+    if (this.published !== undefined) await this.bounded(this.published, timeoutMs);
     await Promise.all([this.untilAcknowledged(timeoutMs), this.o.isChief ? this.untilOthersAcknowledged(timeoutMs) : undefined]);
   }
 
@@ -379,8 +427,10 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     this.failAgreedWaiters(new Error("the preemption handler closed"));
     const r = this.round;
     const mark = (k: string): Promise<void> => this.o.store.insert(this.key(`round${r}/${k}/${this.o.id}`), CLOSED).catch(() => undefined);
+    // "chiefSaves": a chief that leaves without a preemption checkpoint (its training ended) tells the others not to wait for one.
+    const leaving = this.chiefSaves && this.o.isChief && this.published === undefined ? this.o.store.insert(this.key(CHIEF_SAVED), CLOSED).catch(() => undefined) : undefined;
     const ending = (async () => {
-      await Promise.all([mark("proposal"), mark("hold"), mark("step"), mark("ack")]);
+      await Promise.all(this.chiefSaves ? [mark("ack"), leaving] : [mark("proposal"), mark("hold"), mark("step"), mark("ack")]);
       await this.handOver();
       // A leader sees its round through: the others wait for the run it publishes.
       await this.leading;
@@ -598,13 +648,120 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     return this.saveNow(true);
   }
 
+  // -------------------------------------------------------------------------------------------
+  // "chiefSaves" (see PreemptionAgreement)
+  // -------------------------------------------------------------------------------------------
+
+  /** This task's notice under `"chiefSaves"`: the claim tells every other task (the first claimant's stays). */
+  private claimAlone(): void {
+    this.claimSeen ??= this.me;
+    this.o.store.insert(this.key("claim"), this.me).then(
+      () => {
+        this.o.logger.info(
+          `PreemptionCheckpointHandler: ${this.me} claimed the preemption; every task stops at its next step boundary, the chief saves there${this.o.isChief ? "" : ", and the others exit once its checkpoint is stored"}.`,
+        );
+        this.o.emit?.({ type: "preemptionClaimed", leader: this.me, task: this.me });
+      },
+      (e: unknown) => {
+        // Another task claimed first: the stop is the same.
+        if (!(e instanceof AlreadyExistsError)) this.onWatchError(e);
+      },
+    );
+  }
+
+  /** The check before a step under `"chiefSaves"`: the chief stops as a single process does; any other task waits for the chief's save. */
+  private stopAlone(runCounter: number, estimatedRunTimeMs: number): PreemptionDecision | Promise<PreemptionDecision> {
+    const lost = this.lostDuringAgreement;
+    if (lost !== undefined && !this.o.isChief && !lost.chief) {
+      // Another task lost: the cluster failed, and nobody can be asked any more. The chief was alive, and saves at its own boundary.
+      return this.leaveWithoutSave(`a task was lost while the tasks stopped (${lost.error.message}); ${this.me} cannot learn whether the chief saved, but the chief was alive and saves at its own step boundary`);
+    }
+    if (lost !== undefined) return this.afterLoss(runCounter);
+    if (this.failure !== undefined) throw this.failure;
+    if (this.claimSeen === undefined && this.noticeAtMs === undefined) return CONTINUE;
+    if (!this.o.isChief) return (this.chiefOutcome ??= this.untilChiefSaved(runCounter));
+    if (this.local === undefined) {
+      // No peer shares the chief's steps: it saves at the boundary where it learns of the notice.
+      this.local = new LocalPreemptionCoordinator({ gracePeriodSecs: this.graceMs / 1000, saveAtNextBoundary: true, clock: this.o.clock, logger: this.o.logger });
+      this.local.notifyTermination(this.noticeAtMs ?? this.o.clock.now(), this.deadlineMs);
+    }
+    const d = this.local.beforeStep(runCounter, estimatedRunTimeMs);
+    if (d.save) this.saving = { run: runCounter, exit: d.exit };
+    return d;
+  }
+
+  /** The chief's last save is durable: tells the others (they exit once they read it), and waits for their acknowledgements before it exits. */
+  private publishChiefSaved(run: number): void {
+    if (this.published !== undefined) return;
+    this.agreed = { step: run, exit: true };
+    this.published = this.o.store.insert(this.key(CHIEF_SAVED), JSON.stringify({ run })).catch((e: unknown) => {
+      if (e instanceof AlreadyExistsError) return;
+      this.o.logger.warn(`PreemptionCheckpointHandler: the chief could not tell the other tasks that its preemption checkpoint is stored (${describe(e)}); they learn of its exit from the coordination service.`);
+    });
+  }
+
+  /**
+   * A non-chief under `"chiefSaves"`, stopped at its boundary `runCounter`: waits until the chief's
+   * preemption checkpoint is stored (then exits with the preemption code, having acknowledged it),
+   * or the chief is lost (43, without a save: nobody can write the checkpoint). A live chief is
+   * waited for across the get's deadlines; a dead or frozen one is declared failed (or its service
+   * gone), which fails the wait.
+   */
+  private async untilChiefSaved(runCounter: number): Promise<PreemptionDecision> {
+    this.o.logger.info(`PreemptionCheckpointHandler: ${this.me} stopped at run ${runCounter}; it exits once the chief's preemption checkpoint is stored.`);
+    let stored: string;
+    try {
+      stored = await this.waitLong(CHIEF_SAVED, "the chief's preemption checkpoint");
+    } catch (e) {
+      if (this.losesChief(e)) {
+        return {
+          save: false,
+          exitWithoutSave: {
+            code: CHIEF_LOST_EXIT_CODE,
+            reason: `the chief was lost before its preemption checkpoint was stored (${describe(clusterFailureErrorOf(e) ?? e)}); nobody can write the checkpoint: exiting with ${CHIEF_LOST_EXIT_CODE} without saving (the restart resumes from the last checkpoint)`,
+          },
+        };
+      }
+      return this.leaveWithoutSave(`${this.me} cannot learn whether the chief saved (${describe(e)}), but the chief was alive and saves at its own step boundary`);
+    }
+    // Stored before this process goes (beforeExit waits for it): the chief waits for it before it goes.
+    void this.acknowledge(this.round, { step: runCounter, exit: true });
+    if (stored === CLOSED) return this.leaveWithoutSave(`the chief left the cluster before the notice (its training ended); a restart resumes from its last checkpoint`);
+    const { run } = this.decodeStored(ChiefSavedJson, CHIEF_SAVED, "the chief's stored preemption checkpoint", stored);
+    return this.leaveWithoutSave(`the chief stored its preemption checkpoint (at its run ${run})`);
+  }
+
+  /** A non-chief under `"chiefSaves"` exits with the preemption code, writing nothing (only the chief's checkpoint is kept). */
+  private leaveWithoutSave(why: string): PreemptionDecision {
+    return { save: false, exitWithoutSave: { code: PREEMPTION_EXIT_CODE, reason: `${why}: ${this.me} exits with the preemption code without saving (only the chief's checkpoint is kept)` } };
+  }
+
+  /** Whether `e` (a coordination call's) says this non-chief lost its chief: frozen, dead, its service gone, or failed with an error it reported. */
+  private losesChief(e: unknown): boolean {
+    const cause = clusterFailureErrorOf(e) ?? e;
+    if (this.o.isChiefLoss?.(cause) === true) return true;
+    const f = clusterFailureOf(e);
+    const chief = this.o.chiefTask;
+    return chief !== undefined && ((f?.kind === "peerLost" && f.task === chief) || (f?.kind === "reported" && f.reporter === chief) || (f?.kind === "declaredFailed" && f.tasks.includes(chief)));
+  }
+
+  /** `promise`, or nothing after `timeoutMs` (never rejects). */
+  private async bounded(promise: Promise<void>, timeoutMs: number): Promise<void> {
+    let timer: TimerHandle | undefined;
+    await Promise.race([promise.catch(() => undefined), new Promise<void>((ok) => (timer = this.o.clock.setTimer(timeoutMs, ok)))]);
+    timer?.cancel();
+  }
+
   /** Waits for the claim (a data-parallel group's stop vote writes it), again after each timeout, until this task closes or the cluster fails. */
   private async watchClaim(): Promise<void> {
     while (!this.closed && this.claimSeen === undefined) {
       try {
         this.claimFrom(await this.o.store.get(this.key("claim"), { timeoutMs: CLAIM_WATCH_MS }));
       } catch (e) {
-        if (!(e instanceof DeadlineExceededError)) return;
+        if (e instanceof DeadlineExceededError) continue;
+        // "chiefSaves": the claim's watch is the task's one pending call, which hears the cluster's failure (a group hears it in its collective).
+        if (this.chiefSaves) this.onWatchError(e);
+        return;
       }
     }
   }
@@ -619,7 +776,12 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   private heardClaim(claimant: string): void {
     if (this.heardFrom !== undefined || this.noticeAtMs !== undefined) return;
     this.heardFrom = claimant;
-    this.o.logger.info(`PreemptionCheckpointHandler: ${claimant} got a termination notice; ${this.me} stops where the tasks agree.`);
+    const where = !this.chiefSaves
+      ? "stops where the tasks agree"
+      : this.o.isChief
+        ? "saves at its next step boundary"
+        : "stops at its next step boundary and exits once the chief's checkpoint is stored";
+    this.o.logger.info(`PreemptionCheckpointHandler: ${claimant} got a termination notice; ${this.me} ${where}.`);
     this.o.emit?.({ type: "preemptionClaimHeard", claimant });
   }
 
@@ -708,7 +870,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     const untold = missing.filter((m) => m !== undefined);
     if (untold.length === 0) return;
     this.o.logger.warn(
-      `PreemptionCheckpointHandler: ${untold.map((m) => m.task).join(", ")} did not acknowledge the agreed run ${agreed.step}; the chief waited ${secs(this.o.clock.now() - startedMs)} s (${untold.map((m) => `${m.task}: ${m.why}`).join("; ")}) and exits all the same.`,
+      `PreemptionCheckpointHandler: ${untold.map((m) => m.task).join(", ")} did not acknowledge ${this.chiefSaves ? `the chief's preemption checkpoint (its run ${agreed.step})` : `the agreed run ${agreed.step}`}; the chief waited ${secs(this.o.clock.now() - startedMs)} s (${untold.map((m) => `${m.task}: ${m.why}`).join("; ")}) and exits all the same.`,
     );
   }
 
@@ -806,7 +968,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       if (e instanceof OpError && !isLoss(e)) this.o.logger.warn(`PreemptionCheckpointHandler: after the agreement, another task reported ${describe(e)}; ${this.me} saves at the agreed run ${this.agreed.step} all the same.`);
       return;
     }
-    const inAgreement = this.noticeAtMs !== undefined || this.proposal !== undefined || this.countdown;
+    const inAgreement = this.noticeAtMs !== undefined || this.proposal !== undefined || this.countdown || (this.chiefSaves && this.claimSeen !== undefined);
     if (inAgreement && !(e instanceof OpError && !isLoss(e))) {
       this.lostDuringAgreement ??= { chief: !this.o.isChief && this.o.isChiefLoss?.(e) === true, error };
     } else {

@@ -52,7 +52,7 @@ import { ResumableState } from "../creation/ResumableState.js";
 import type { VariableStore } from "../session/Session.js";
 import type { SessionEventOf } from "../hook/SessionEvent.js";
 import { tensor, type TensorValue } from "../session/Tensor.js";
-import { ClusterPreemptionCoordinator, type AgreementEvent } from "./ClusterPreemptionCoordinator.js";
+import { ClusterPreemptionCoordinator, type AgreementEvent, type PreemptionAgreement } from "./ClusterPreemptionCoordinator.js";
 import { PREEMPTION_EXIT_CODE } from "./TerminationConfig.js";
 import type { PreemptionClusterResolver } from "./PreemptionCluster.js";
 import { LocalPreemptionCoordinator, type PreemptionCoordinator, type PreemptionDecision } from "./PreemptionCoordinator.js";
@@ -112,6 +112,15 @@ export interface PreemptionCheckpointHandlerOptions {
    * handler is in local mode.
    */
   readonly clusterResolver?: PreemptionClusterResolver | undefined;
+  /**
+   * With a `clusterResolver`: how the tasks stop (default `"agreedRun"`, TensorFlow's: every task
+   * saves at one agreed run). `"chiefSaves"` is for tasks that share no step, each training its
+   * own replica at its own pace with only the chief's values kept: each stops at its own next
+   * step boundary, the chief saves there, and the others exit once the chief's checkpoint is
+   * stored (43 when the chief is lost first). Not for a data-parallel group (its stop vote
+   * decides).
+   */
+  readonly agreement?: PreemptionAgreement | undefined;
   /** The "at which run do we save" decision (default a {@link LocalPreemptionCoordinator}, or with a `clusterResolver` a {@link ClusterPreemptionCoordinator}). */
   readonly coordinator?: PreemptionCoordinator | undefined;
   /** Signals that mean "terminate soon" when there is no watcher (default `["SIGTERM"]`). */
@@ -285,6 +294,9 @@ export class PreemptionCheckpointHandler {
       );
     }
     if (options.store === undefined) throw new ValueError("PreemptionCheckpointHandler needs the store to save (e.g. session.variables)");
+    if (options.agreement === "chiefSaves" && options.clusterResolver?.replicaStop !== undefined) {
+      throw new ValueError('PreemptionCheckpointHandler: agreement "chiefSaves" is for tasks that share no step; a data-parallel group stops through its stop vote (leave agreement out)');
+    }
     const clock = options.clock ?? systemClock;
     // Its lines (and its coordinator's and manager's) go to `options.logger` until a session it
     // is forwarded to (`session.forwardEvents(handler)`) makes them that session's events.
@@ -321,9 +333,10 @@ export class PreemptionCheckpointHandler {
             isChief: cluster.isChief,
             gracePeriodSecs: config.gracePeriodSecs,
             isChiefLoss: cluster.resolver.isChiefLoss?.bind(cluster.resolver),
-            chiefTask: cluster.resolver.replicaStop === undefined ? undefined : cluster.resolver.chiefTaskName,
+            chiefTask: cluster.resolver.chiefTaskName,
             livenessTimeoutMs: cluster.resolver.livenessTimeoutMs,
             replicaStop: cluster.resolver.replicaStop,
+            agreement: options.agreement,
             position,
             clock,
             logger,
@@ -524,9 +537,14 @@ export class PreemptionCheckpointHandler {
     if (!d.save) {
       if (d.exitWithoutSave === undefined) return;
       const { code, reason } = d.exitWithoutSave;
-      this.logger.error(`PreemptionCheckpointHandler: ${reason}.`);
+      // The preemption code without a save: a task whose chief saves for it (not a failure).
+      const preempted = code === PREEMPTION_EXIT_CODE;
+      if (preempted) this.logger.info(`PreemptionCheckpointHandler: ${reason}.`);
+      else this.logger.error(`PreemptionCheckpointHandler: ${reason}.`);
       this.emit({ type: "preemptionExiting", time: this.clock.now(), code, saved: false, reason });
       this.stopWatching();
+      // Its acknowledgement is stored before the process goes (the chief waits for it).
+      if (preempted) await this.coordinator.beforeExit?.().catch(() => undefined);
       await this.removeWorkerTemp();
       this.exited = true;
       await this.config.exitFn(code);

@@ -17,7 +17,11 @@ import type { Logger } from "../Logger.js";
 export type PreemptionDecision =
   | {
       readonly save: false;
-      /** Exit now without saving (a multi-worker agreement whose chief was lost: nobody can write the checkpoint). */
+      /**
+       * Exit now without saving: with 43 (`CHIEF_LOST_EXIT_CODE`) when a multi-worker
+       * agreement lost its chief (nobody can write the checkpoint), or with the preemption code
+       * when the chief saves for this task (`"chiefSaves"`).
+       */
       readonly exitWithoutSave?: { readonly code: number; readonly reason: string } | undefined;
     }
   | {

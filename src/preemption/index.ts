@@ -18,7 +18,7 @@ export {
 } from "./PreemptionCoordinator.js";
 
 /* Multi-worker agreement */
-export { ClusterPreemptionCoordinator, type AgreementEvent, type ClusterPreemptionCoordinatorOptions } from "./ClusterPreemptionCoordinator.js";
+export { ClusterPreemptionCoordinator, type AgreementEvent, type ClusterPreemptionCoordinatorOptions, type PreemptionAgreement } from "./ClusterPreemptionCoordinator.js";
 export { CHIEF_LOST_EXIT_CODE, type PreemptionClusterResolver, type PreemptionKeyValueStore, type ReplicaStop } from "./PreemptionCluster.js";
 
 /* Handler */

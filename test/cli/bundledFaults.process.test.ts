@@ -4,7 +4,9 @@
  * coordination backends (etcd skipped with a message without its binary). A frozen chief (SIGSTOP)
  * while a worker gets SIGTERM ends in 43 on every worker with nothing saved; a frozen rank while another gets
  * SIGTERM ends in 42 with the chief's save of its last completed step, which the restart resumes,
- * and `launch` SIGKILLs the stopped rank at once instead of waiting out its kill delay. Causes and
+ * and `launch` SIGKILLs the stopped rank at once instead of waiting out its kill delay. Without
+ * data parallelism (each task its own replica), SIGTERM to a worker ends in 42 everywhere once the
+ * chief's save is stored, and with the chief frozen in 43 for the noticed worker. Causes and
  * outcomes only (exit codes, the lines that name them), never durations; every wait has a deadline.
  */
 import { readFileSync, writeFileSync } from "node:fs";
@@ -12,13 +14,22 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 
 import { etcdBinary, EtcdProcess } from "../cluster/coordination/etcdHarness.js";
-import { killLaunchTree, startCli, type CliChild } from "../util/cliChild.js";
+import { killLaunchTree, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
 import { exampleTree } from "../util/exampleTree.js";
 import { exitsOf, pidOf } from "../util/launchOutput.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
 const tempDir = useTempDirs("ms-bundled-faults-");
 const TASKS = ["chief:0", "worker:0", "worker:1"] as const;
+
+/** The step of the chief's preemption checkpoint, as its line in `out` says; asserts it went to the example's directory under `root`. */
+const chiefSave = (out: string, root: string): number => {
+  const saved = /^\[chief:0\] INFO Preemption checkpoint for step (\d+) saved: (\S+)\.$/m.exec(out);
+  expect(saved, out).not.toBeNull();
+  const step = Number(saved?.[1]);
+  expect(saved?.[2]).toBe(join(root, "runs/tfjs-classifier", `model.ckpt-${step}`));
+  return step;
+};
 
 const launched: CliChild[] = [];
 afterEach(async () => {
@@ -47,13 +58,30 @@ for (const backend of backends) {
       if (backend.name === "etcd") await etcd?.stop();
     });
 
-    /** Launches the example (its YAML edited by `edit`) in a fresh tree; once every rank trains. */
-    const launchTraining = async (root: string, edit: (yaml: string) => string = (y) => y): Promise<{ l: CliChild; yaml: string }> => {
-      const yaml = exampleTree(root, (y) => edit(y) + backend.cluster());
+    /**
+     * Launches the example (its YAML edited by `edit`) in a fresh tree; once every rank trains.
+     * `dataParallel: false`: each task trains its own replica (no group), and only the chief's save is kept.
+     */
+    const launchTraining = async (root: string, edit: (yaml: string) => string = (y) => y, dataParallel = true): Promise<{ l: CliChild; yaml: string }> => {
+      const cluster = backend.cluster();
+      const own = dataParallel ? "" : "  dataParallel: false\n";
+      const yaml = exampleTree(root, (y) => edit(y) + (own === "" ? cluster : cluster === "" ? `cluster:\n${own}` : cluster + own));
       const l = startCli(["launch", "--workers", "3", "--kill-after", "60", yaml], { env: { CI: "true" }, timeoutMs: 280_000 });
       launched.push(l);
       for (const task of TASKS) await l.waitFor(new RegExp(`^\\[${task}\\] step [1-9]\\d*/\\d+ `, "m"), 200_000);
       return { l, yaml };
+    };
+
+    /** Launches the example (with or without data parallelism), freezes the chief, SIGTERMs worker:1; asserts worker:1 exits 43. */
+    const frozenChiefThenNotice = async (dataParallel: boolean): Promise<{ r: CliRun; out: string; exits: Record<string, number> }> => {
+      const { l } = await launchTraining(tempDir(), undefined, dataParallel);
+      process.kill(pidOf(l.output(), "chief:0"), "SIGSTOP");
+      process.kill(pidOf(l.output(), "worker:1"), "SIGTERM");
+      const r = await l.done;
+      const out = l.output();
+      const exits = exitsOf(out);
+      expect(exits["worker:1"], out).toBe(43);
+      return { r, out, exits };
     };
 
     // Every task preempts through the agreement: worker:1's notice is its stop vote, its claim, and
@@ -61,13 +89,7 @@ for (const backend of backends) {
     // backend the frozen chief hosts the service, so the claim reaches nobody; on etcd the claim
     // comes too), so both workers know of the notice when they lose the chief: both exit 43.
     it("a frozen chief (SIGSTOP), then SIGTERM to a worker: every worker exits 43 without saving, launch SIGKILLs the chief and exits 43", { timeout: 300_000 }, async () => {
-      const { l } = await launchTraining(tempDir());
-      process.kill(pidOf(l.output(), "chief:0"), "SIGSTOP");
-      process.kill(pidOf(l.output(), "worker:1"), "SIGTERM");
-      const r = await l.done;
-      const out = l.output();
-      const exits = exitsOf(out);
-      expect(exits["worker:1"], out).toBe(43);
+      const { r, out, exits } = await frozenChiefThenNotice(true);
       expect(out).toMatch(/^\[worker:1\] ERROR Preempted \(SIGTERM\), and the chief was lost meanwhile .*: nobody can write the checkpoint; exiting with 43 without saving/m);
       expect(exits["worker:0"], out).toBe(43);
       expect(out).toMatch(/^\[worker:0\] INFO PreemptionCheckpointHandler: worker:1 got a termination notice/m);
@@ -87,10 +109,7 @@ for (const backend of backends) {
       const out = l.output();
       expect(r.code, out).toBe(42);
       expect(exitsOf(out), out).toEqual({ "chief:0": 42, "worker:0": 137, "worker:1": 42 });
-      const saved = /^\[chief:0\] INFO Preemption checkpoint for step (\d+) saved: (\S+)\.$/m.exec(out);
-      expect(saved, out).not.toBeNull();
-      const step = Number(saved?.[1]);
-      expect(saved?.[2]).toBe(join(root, "runs/tfjs-classifier", `model.ckpt-${step}`));
+      const step = chiefSave(out, root);
       // Killed for what it is (stopped, or lost), never waited out: no kill delay ran out.
       expect(out).toMatch(/^\[launch\] worker:0 (is stopped \(SIGSTOP\)|is lost|was declared failed).*: SIGKILL$/m);
       expect(out).not.toMatch(/still running (after|\d+ s after)/);
@@ -103,6 +122,45 @@ for (const backend of backends) {
       expect(r2.code, restart.output()).toBe(0);
       expect(restart.output()).toMatch(new RegExp(`^\\[chief:0\\] INFO Starting at global step ${step} \\(restored from \\S+model\\.ckpt-${step}\\)`, "m"));
       expect(restart.output()).toMatch(new RegExp(`^\\[chief:0\\] INFO Done at global step ${step + 2}\\.$`, "m"));
+    });
+
+    // Without data parallelism every task preempts through its handler's "chiefSaves" agreement:
+    // the noticed task's claim stops each task at its own next boundary, the chief saves there,
+    // and the workers exit once the chief's checkpoint is stored (the chief waits for their
+    // acknowledgements before it goes).
+    it("without data parallelism, SIGTERM to a worker: the chief saves at its own next step, every task exits 42 (the workers once the chief's checkpoint is stored), launch exits 42", { timeout: 300_000 }, async () => {
+      const root = tempDir();
+      const { l } = await launchTraining(root, undefined, false);
+      process.kill(pidOf(l.output(), "worker:1"), "SIGTERM");
+      const r = await l.done;
+      const out = l.output();
+      expect(r.code, out).toBe(42);
+      expect(exitsOf(out), out).toEqual({ "chief:0": 42, "worker:0": 42, "worker:1": 42 });
+      chiefSave(out, root);
+      for (const w of ["worker:0", "worker:1"]) {
+        expect(out).toMatch(new RegExp(`^\\[${w}\\] INFO PreemptionCheckpointHandler: the chief stored its preemption checkpoint \\(at its run \\d+\\): ${w} exits with the preemption code without saving`, "m"));
+      }
+      expect(out).toMatch(/^\[chief:0\] INFO PreemptionCheckpointHandler: worker:1 got a termination notice; chief:0 saves at its next step boundary\.$/m);
+      // Every acknowledgement was stored before its task went: the chief waited for nobody.
+      expect(out).not.toContain("did not acknowledge");
+      expect(out).toContain("[launch] worker:1 was preempted (exit 42)");
+    });
+
+    it("without data parallelism, a frozen chief (SIGSTOP), then SIGTERM to a worker: that worker exits 43 without saving (never 42: nobody saved), nothing is saved, launch exits 43", { timeout: 300_000 }, async () => {
+      const { r, out, exits } = await frozenChiefThenNotice(false);
+      expect(out).toMatch(/^\[worker:1\] ERROR PreemptionCheckpointHandler: the chief was lost before its preemption checkpoint was stored /m);
+      expect(out).toMatch(/^\[worker:1\] ERROR Preempted \(SIGTERM\), and the chief was lost meanwhile .*: nobody can write the checkpoint; exiting with 43 without saving/m);
+      if (backend.name === "etcd") {
+        // The claim reached worker:0 through etcd: it stopped too, and lost the chief while it waited.
+        expect(exits["worker:0"], out).toBe(43);
+        expect(out).toMatch(/^\[worker:0\] INFO PreemptionCheckpointHandler: worker:1 got a termination notice; worker:0 stops at its next step boundary/m);
+      } else {
+        // The frozen chief hosts the service: the claim reached nobody, and worker:0 fails for the lost chief (docs/distributed.md).
+        expect(exits["worker:0"], out).toBe(1);
+      }
+      expect(exits["chief:0"], out).toBe(137);
+      expect(r.code, out).toBe(43);
+      expect(out).not.toMatch(/Preemption checkpoint for step \d+ saved/);
     });
   });
 }

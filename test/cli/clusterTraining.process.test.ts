@@ -211,7 +211,7 @@ describe("run and launch as a cluster", { timeout: 180_000 }, () => {
 
   it("run with a hand-set TF_CONFIG: SIGKILL a worker and the others fail with UnavailableError naming it (exit 1); nobody hangs", () => killedWorkerIsNamed(""));
 
-  it("SIGTERM to one worker is reported to the cluster: every task exits 42 (the chief after its save) and launch exits 42", async () => {
+  it("SIGTERM to one worker: its claim stops every task, the chief saves at its own next step, every task exits 42 (the workers once the chief's checkpoint is stored) and launch exits 42", async () => {
     const dir = tempDir();
     const l = start(["launch", "--workers", "3", config(dir)], { CLUSTER_TEST_DIR: dir, CLUSTER_TEST_PLAN: JSON.stringify({ "chief:0": "train", "worker:0": "train", "worker:1": "train" }) });
     for (const task of ["chief:0", "worker:0", "worker:1"]) await l.waitFor(`[${task}] training ${task}`, 90_000);

@@ -94,12 +94,13 @@ describe("monitored-session launch", { timeout: 180_000 }, () => {
     expect(r.stderr).toMatch(/\[launch\] (chief:0|worker:[01]) exited with 1: exiting with 1/);
   });
 
-  it("a task is preempted (exits 42) before any other fails: its notice is reported to the cluster, every task exits 42, and launch exits 42", async () => {
+  it("a task is preempted (exits 42) before any other fails: its claim reaches the others through the coordination service, every task exits 42, and launch exits 42", async () => {
     const { run } = launch(["--workers", "2"], { "chief:0": "train", "worker:0": "preempt" });
     const r = await run.done;
     expect(r.code, r.stderr).toBe(42);
     expect(r.stderr).toContain("[worker:0] INFO Preempted (SIGTERM): a worker exits with 42 without saving (the chief saves).");
-    expect(r.stderr).toMatch(/\[chief:0\] INFO Preempted \((SIGTERM|cluster preemption: task worker:0 got a termination notice \(SIGTERM\))/);
+    expect(r.stderr).toContain("[chief:0] INFO PreemptionCheckpointHandler: worker:0 got a termination notice; chief:0 saves at its next step boundary.");
+    expect(r.stderr).toMatch(/\[chief:0\] INFO Preempted \((SIGTERM|worker:0's termination notice)\)/);
     expect(r.stderr).toContain("[launch] worker:0 exited with 42");
     expect(r.stderr).toContain("[launch] chief:0 exited with 42");
   });
@@ -166,9 +167,8 @@ describe("monitored-session launch", { timeout: 180_000 }, () => {
     expect(r.code, r.stderr).toBe(42);
     expect(r.stderr).toMatch(new RegExp(`\\[launch\\] ${signal}: forwarding ${signal} to `));
     for (const task of ["chief:0", "worker:0", "worker:1"]) {
-      // Its own forwarded signal, or another task's notice reported to the cluster, whichever
-      // reaches it first: both end in 42.
-      expect(r.stderr).toMatch(new RegExp(`\\[${task}\\] INFO Preempted \\((${signal}|cluster preemption: task (chief|worker):\\d+ got a termination notice \\(${signal}\\))`));
+      // Its own forwarded signal, or another task's claim, whichever reaches it first: both end in 42.
+      expect(r.stderr).toMatch(new RegExp(`\\[${task}\\] INFO Preempted \\((${signal}|(chief|worker):\\d+'s termination notice)\\)`));
       expect(r.stderr).toContain(`[launch] ${task} exited with 42`);
     }
     expect(r.stderr).not.toContain("restarting");

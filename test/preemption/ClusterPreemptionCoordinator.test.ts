@@ -923,3 +923,133 @@ describe("ClusterPreemptionCoordinator: a task alive to the service that never a
     await c.close();
   });
 });
+
+describe('PreemptionCheckpointHandler in a cluster, agreement "chiefSaves" (tasks that share no step: only the chief saves)', () => {
+  const chiefSaves = (): Partial<PreemptionCheckpointHandlerOptions> => ({ agreement: "chiefSaves" });
+  /** The chief's line that its save is stored, as a worker logs it when it exits. */
+  const storedLine = /the chief stored its preemption checkpoint \(at its run (\d+)\): worker:\d exits with the preemption code without saving/;
+
+  for (const victim of [0, 1, 2]) {
+    it(`SIGTERM to ${NAMES[victim]}, the tasks far apart: the chief saves once at its own next boundary (not held to the fastest task's count), the workers exit 42 without saving once it is stored`, async () => {
+      const c = await cluster({ handlerOptions: chiefSaves });
+      const [chief, w0, w1] = c.tasks as [Task, Task, Task];
+      // worker:1 trains far ahead alone: an agreed run would hold the chief until run 40.
+      await w1.train(40);
+      await trainAll(c.tasks, 1000, (t) => {
+        if (t === c.tasks[victim] && t.handler.totalRunCalls === (victim === 2 ? 41 : 5)) t.signals.emit("SIGTERM");
+      });
+      expect(c.tasks.map((t) => t.exit)).toEqual([42, 42, 42]);
+      expect(chief.saves).toHaveLength(1);
+      expect(chief.saves[0]).toBeLessThan(40);
+      expect([w0.saves, w1.saves]).toEqual([[], []]);
+      expect(await checkpointsIn(c.dir)).toHaveLength(1);
+      expect((await readdir(dirname(c.dir))).filter((f) => f.startsWith("workertemp_"))).toEqual([]);
+      for (const w of [w0, w1]) {
+        const line = w.logger.messages().map((l) => storedLine.exec(l)).find((m) => m !== null);
+        expect(Number(line?.[1]), w.name).toBe(chief.saves[0]);
+        expect(w.events.at(-1)).toMatchObject({ type: "preemptionExiting", code: 42, saved: false });
+        // A normal exit of a task the chief saves for: no error line.
+        expect(w.logger.messages("error")).toEqual([]);
+      }
+      expect(chief.events.at(-1)).toMatchObject({ type: "preemptionExiting", code: 42, saved: true });
+      // Every worker's acknowledgement was stored before it exited: the chief neither warns nor waits.
+      expect(chief.logger.messages().filter((l) => l.includes("did not acknowledge"))).toEqual([]);
+      if (victim !== 0) expect(chief.events.find((e) => e.type === "preemptionClaimHeard")).toMatchObject({ claimant: NAMES[victim] });
+      await c.close();
+    });
+  }
+
+  it("the chief lost (its heartbeats stop), then SIGTERM to a worker: every worker exits 43 without saving, and nothing is saved", async () => {
+    const c = await cluster({ handlerOptions: chiefSaves });
+    const [chief, w0, w1] = c.tasks as [Task, Task, Task];
+    await Promise.all([chief.train(5), w0.train(5), w1.train(5)]);
+    await c.clients[0]?.close();
+    w0.signals.emit("SIGTERM");
+    const training = Promise.all([w0.train(1000), w1.train(1000)]);
+    for (let i = 0; i < 15 && (w0.exit === undefined || w1.exit === undefined); i++) await c.clock.advanceSecs(1);
+    await training;
+    expect([w0.exit, w1.exit]).toEqual([CHIEF_LOST_EXIT_CODE, CHIEF_LOST_EXIT_CODE]);
+    expect([chief.saves, w0.saves, w1.saves]).toEqual([[], [], []]);
+    expect(w0.events.at(-1)).toMatchObject({ type: "preemptionExiting", code: 43, saved: false });
+    expect(w0.logger.messages().some((l) => l.includes("the chief was lost before its preemption checkpoint was stored"))).toBe(true);
+    await c.close();
+  });
+
+  it("a worker lost while the tasks stop: the chief saves at its boundary and exits 42, the other worker exits 42 without saving", async () => {
+    const c = await cluster({ handlerOptions: chiefSaves });
+    const [chief, w0, w1] = c.tasks as [Task, Task, Task];
+    await Promise.all([chief.train(5), w0.train(5), w1.train(5)]);
+    await c.clients[2]?.close();
+    w0.signals.emit("SIGTERM");
+    const training = Promise.all([chief.train(1000), w0.train(1000)]);
+    for (let i = 0; i < 15 && (chief.exit === undefined || w0.exit === undefined); i++) await c.clock.advanceSecs(1);
+    await training;
+    expect([chief.exit, w0.exit]).toEqual([42, 42]);
+    expect(chief.saves).toHaveLength(1);
+    expect(w0.saves).toEqual([]);
+    expect(await checkpointsIn(c.dir)).toHaveLength(1);
+    await c.close();
+  });
+
+  it("the chief finished before the notice: a worker's SIGTERM ends it with 42 at once, saying the restart resumes from the chief's last checkpoint", async () => {
+    const c = await cluster({ handlerOptions: chiefSaves });
+    const [chief, w0, w1] = c.tasks as [Task, Task, Task];
+    await Promise.all([chief.train(5), w0.train(5), w1.train(5)]);
+    await chief.handler.close();
+    w0.signals.emit("SIGTERM");
+    await Promise.all([w0.train(1000), w1.train(1000)]);
+    expect([w0.exit, w1.exit]).toEqual([42, 42]);
+    expect(w0.logger.messages().some((l) => l.includes("the chief left the cluster before the notice (its training ended)"))).toBe(true);
+    await c.close();
+  });
+
+  it("a grace period: the chief saves at once, trains on, saves last near the end; the workers wait for that last save, then exit 42", async () => {
+    const c = await cluster({ graceSecs: 10, handlerOptions: chiefSaves });
+    const [chief, w0, w1] = c.tasks as [Task, Task, Task];
+    await trainAll(c.tasks, 10_000, (t) => {
+      if (t === chief) c.clock.set(c.clock.now() + 100);
+      if (t === w1 && t.handler.totalRunCalls === 5) t.signals.emit("SIGTERM");
+    });
+    expect(c.tasks.map((t) => t.exit)).toEqual([42, 42, 42]);
+    expect(chief.saves).toHaveLength(2);
+    const [first, last] = chief.saves as [number, number];
+    expect(last).toBeGreaterThan(first + 10);
+    const stored = w0.logger.messages().map((l) => storedLine.exec(l)).find((m) => m !== null);
+    expect(Number(stored?.[1])).toBe(last);
+    expect([w0.saves, w1.saves]).toEqual([[], []]);
+    await c.close();
+  });
+
+  it("a malformed stored save of the chief (another version, a corrupted key) is a one-line DataLossError naming the key", async () => {
+    const c = await cluster({ handlerOptions: chiefSaves });
+    const [, w0] = c.tasks as [Task, Task, Task];
+    const prefix = `monitored-session/preemption/${c.clients[0]?.generation ?? 0}`;
+    await c.clients[2]?.insert(`${prefix}/chief-saved`, '{"run": -3}');
+    w0.signals.emit("SIGTERM");
+    await w0.train(1000);
+    expect(w0.error).toBeInstanceOf(DataLossError);
+    expect((w0.error as Error).message).toBe(
+      `PreemptionCheckpointHandler: the chief's stored preemption checkpoint at coordination key ${prefix}/chief-saved is malformed (written by another version of monitored-session, or corrupted): run: expected an integer >= 0, got -3`,
+    );
+    await c.close();
+  });
+
+  it('is refused beside a data-parallel group\'s stop vote, in one line, before anything is opened', async () => {
+    const vote = { requestStop: () => undefined, stopAgreed: false, votes: true };
+    const dir = join(tempDir(), "ckpt");
+    const resolver: PreemptionClusterResolver = {
+      clusterSpec: { jobs: ["chief", "worker"] },
+      taskType: "chief",
+      taskIndex: 0,
+      isChief: true,
+      numWorkers: 2,
+      idInCluster: 0,
+      coordination: { generation: 1, insert: () => Promise.resolve(), get: () => new Promise(() => undefined), reportErrorToCluster: () => Promise.resolve() },
+      replicaStop: vote,
+    };
+    await expect(PreemptionCheckpointHandler.create({ clusterResolver: resolver, checkpointDir: dir, store: model().variables, agreement: "chiefSaves" })).rejects.toThrow(
+      new ValueError('PreemptionCheckpointHandler: agreement "chiefSaves" is for tasks that share no step; a data-parallel group stops through its stop vote (leave agreement out)'),
+    );
+    expect(existsSync(dir)).toBe(false);
+  });
+});
