@@ -88,7 +88,7 @@ export {
 
 /* Events */
 export { describeCause, type HookTimingSpan, type SessionEvent, type SessionEventMap, type SessionEventOf } from "./hook/SessionEvent.js";
-export { eventLogger, loggerRelay, logObserver, type LoggerRelay, type SessionEventListener } from "./hook/logObserver.js";
+export { eventLogger, hookEnv, loggerRelay, logObserver, type HookEnvOptions, type LoggerRelay, type SessionEventListener } from "./hook/logObserver.js";
 
 /* Session targets */
 export {

@@ -6,9 +6,9 @@ import { describe, expect, it } from "vitest";
 
 import { NanTensorHook } from "../../hooks/NanTensorHook.js";
 import { StepCounterHook } from "../../hooks/StepCounterHook.js";
-import { eventLogger, logObserver, type SessionEventListener } from "../../src/hook/logObserver.js";
+import { eventLogger, hookEnv, logObserver, type SessionEventListener } from "../../src/hook/logObserver.js";
 import type { SessionEvent } from "../../src/hook/SessionEvent.js";
-import type { HookEnv, SessionRunHook } from "../../src/hook/SessionRunHook.js";
+import { SessionRunArgs, SessionRunContext, type HookEnv, type SessionRunHook } from "../../src/hook/SessionRunHook.js";
 import { MonitoredSession, type MonitoredSessionOptions } from "../../src/pipeline/MonitoredSession.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
@@ -185,5 +185,44 @@ describe("a log observer that throws", () => {
     expect(errors).toEqual([
       "monitored-session: a log observer threw on a log event (Error: disk full); the session goes on, and this observer's later errors are not reported",
     ]);
+  });
+});
+
+describe("hookEnv: hooks run outside a monitored session (TensorFlow's _HookedSession, a harness of one's own)", () => {
+  /** Runs `hook` around `runs` runs of `train` by hand, as TensorFlow's `_HookedSession` tests do, with `env`; advancing the clock 100 ms per run. */
+  const byHand = async (hook: SessionRunHook, env: HookEnv, clock: VirtualClock, runs: number, stepsPerRun: number): Promise<void> => {
+    const session = trainingGraph({ stepsPerRun }).session();
+    await session.variables.initialize();
+    await hook.begin?.(env);
+    await hook.afterCreateSession?.(session, undefined as never);
+    for (let i = 0; i < runs; i++) {
+      await clock.advance(100);
+      const ctx = new SessionRunContext(SessionRunArgs("train"), session);
+      const args = await hook.beforeRun?.(ctx);
+      const [, results] = (await session.run(["train", args?.fetches ?? "noop"])) as [unknown, unknown];
+      await hook.afterRun?.(ctx, { results: args === undefined ? null : results, options: {}, runMetadata: {} });
+    }
+    await hook.end?.(session);
+  };
+
+  it("every line of a hook reaches the logger: StepCounterHook's global_step/sec lines, and its warnings when the step does not increase", async () => {
+    const clock = new VirtualClock();
+    const logger = new RecordingLogger();
+    const heard: string[] = [];
+    await byHand(new StepCounterHook({ everyNSteps: 2 }), hookEnv({ logger, clock, onEvent: (e) => heard.push(e.type) }), clock, 5, 1);
+    expect(logger.messages("info")).toEqual(["global_step/sec: 10", "global_step/sec: 10"]);
+    expect(heard.filter((t) => t === "stepRate")).toHaveLength(2);
+
+    const frozen = new RecordingLogger();
+    await byHand(new StepCounterHook({ everyNSteps: 1 }), hookEnv({ logger: frozen, clock }), clock, 12, 0);
+    expect(frozen.messages("warn").length).toBeGreaterThan(0);
+    expect(frozen.messages("warn")[0]).toContain("It seems that global step (global_step) has not been increased.");
+  });
+
+  it("an environment whose emit drops events loses those lines (why hookEnv exists)", async () => {
+    const clock = new VirtualClock();
+    const logger = new RecordingLogger();
+    await byHand(new StepCounterHook({ everyNSteps: 2 }), { clock, logger, emit: () => undefined }, clock, 5, 1);
+    expect(logger.messages("info")).toEqual([]);
   });
 });
