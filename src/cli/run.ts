@@ -366,7 +366,11 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     if (n.count !== 1) return;
     // The agreement: the handler claims the preemption (a data-parallel rank's claim is its stop
     // vote too); one that came before the handler exists is delivered to it once it does.
-    if (agree) return noticeToHandler(n);
+    if (agree && !handlerClosing) return noticeToHandler(n);
+    // This task's training is over (a chief that serves the coordination service until the
+    // others leave): its handler is closed, and its client has left. The report, which the host
+    // sends through the service itself, tells the tasks still training.
+    if (agree) return void cluster?.reportPreemption(notices.describe(n));
     // Data-parallel: this rank's stop vote; the handler hears of it where the ranks agree (below).
     if (group !== undefined) group.requestStop();
     else noticeToHandler(n);

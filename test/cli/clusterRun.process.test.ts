@@ -51,8 +51,12 @@ const twoTasks = async (): Promise<{ chief: string[]; worker: string[] }> => {
 // A short shutdown barrier: the worker finishes long before the chief, which trains until SIGTERM.
 const SHORT_SHUTDOWN = "cluster:\n  timeouts:\n    shutdownTimeoutSecs: 2\n";
 
-/** A chief that makes 3 steps and a worker that trains until `dir/release` exists, short shutdown barrier. */
-const chiefFirst = async (): Promise<{ dir: string; chief: CliChild; worker: CliChild }> => {
+/**
+ * A chief that makes 3 steps and a worker that trains until `dir/release` exists, short shutdown
+ * barrier. `launched`: the tasks believe they run under `launch` (its environment variable), so
+ * they stop through their handlers' `"chiefSaves"` agreement instead of the report route.
+ */
+const chiefFirst = async (launched = false): Promise<{ dir: string; chief: CliChild; worker: CliChild }> => {
   const dir = tempDir();
   const file = config(dir, SHORT_SHUTDOWN);
   const cluster = await twoTasks();
@@ -60,6 +64,7 @@ const chiefFirst = async (): Promise<{ dir: string; chief: CliChild; worker: Cli
     TF_CONFIG: tfConfig(type, 0, cluster),
     CLUSTER_TEST_DIR: dir,
     CLUSTER_TEST_PLAN: JSON.stringify({ "chief:0": "ok", "worker:0": "late" }),
+    ...(launched ? { MONITORED_SESSION_LAUNCH_READY: "1" } : {}),
   });
   return { dir, chief: run(file, env("chief")), worker: run(file, env("worker")) };
 };
@@ -117,27 +122,41 @@ describe("run with a hand-set TF_CONFIG", { timeout: 120_000 }, () => {
     expect(lines(chief)).toEqual([`${file}: checkpoint.dir: ${join(dir, "ck")} is an existing file, not a directory: choose another directory, or move the file away (line 4, column 8)`]);
   });
 
-  it("a chief that finishes first keeps serving the coordination service until the worker leaves: both exit 0", async () => {
-    const { dir, chief, worker } = await chiefFirst();
-    await worker.waitFor("training");
-    // The chief's shutdown barrier timed out (the worker still trains): it keeps serving.
-    await chief.waitFor("Serving the coordination service until every other task has left");
-    writeFileSync(join(dir, "release"), "");
-    const w = await worker.done;
-    expect(w.code, w.stderr).toBe(0);
-    expect(w.stderr).not.toContain("UnavailableError");
-    const c = await chief.done;
-    expect(c.code, c.stderr).toBe(0);
-    expect(c.stderr).not.toContain("still in the cluster");
-  });
+  for (const launched of [false, true]) {
+    const how = launched ? " (as under launch: the handlers' agreement)" : "";
+    it(`a chief that finishes first keeps serving the coordination service until the worker leaves: both exit 0${how}`, async () => {
+      const { dir, chief, worker } = await chiefFirst(launched);
+      await worker.waitFor("training");
+      // The chief's shutdown barrier timed out (the worker still trains): it keeps serving.
+      await chief.waitFor("Serving the coordination service until every other task has left");
+      writeFileSync(join(dir, "release"), "");
+      const w = await worker.done;
+      expect(w.code, w.stderr).toBe(0);
+      expect(w.stderr).not.toContain("UnavailableError");
+      const c = await chief.done;
+      expect(c.code, c.stderr).toBe(0);
+      expect(c.stderr).not.toContain("still in the cluster");
+    });
 
-  it("a termination notice to a chief that serves a worker still training: the worker exits with the preemption code, the chief (done) exits 0", async () => {
-    const { chief, worker } = await chiefFirst();
+    it(`a termination notice to a chief that serves a worker still training: the worker exits with the preemption code, the chief (done) exits 0${how}`, async () => {
+      const { chief, worker } = await chiefFirst(launched);
+      await chief.waitFor("Serving the coordination service until every other task has left");
+      chief.process.kill("SIGTERM");
+      const w = await worker.done;
+      expect(w.code, w.stderr).toBe(42);
+      expect(w.stderr).toContain("task chief:0 got a termination notice");
+      const c = await chief.done;
+      expect(c.code, c.stderr).toBe(0);
+    });
+  }
+
+  it("as under launch, a termination notice to a worker whose chief finished first: no save to wait for, the worker exits 42 at once saying so, the chief (done) exits 0", async () => {
+    const { chief, worker } = await chiefFirst(true);
     await chief.waitFor("Serving the coordination service until every other task has left");
-    chief.process.kill("SIGTERM");
+    worker.process.kill("SIGTERM");
     const w = await worker.done;
     expect(w.code, w.stderr).toBe(42);
-    expect(w.stderr).toContain("task chief:0 got a termination notice");
+    expect(w.stderr).toContain("PreemptionCheckpointHandler: the chief left the cluster before the notice (its training ended); a restart resumes from its last checkpoint: worker:0 exits with the preemption code without saving");
     const c = await chief.done;
     expect(c.code, c.stderr).toBe(0);
   });
