@@ -146,6 +146,20 @@ for (const backend of backends) {
       expect(out).toContain("[launch] worker:1 was preempted (exit 42)");
     });
 
+    it("without data parallelism, a frozen worker (SIGSTOP worker:0), then SIGTERM to worker:1: the chief saves at its own next step, the live tasks exit 42, launch SIGKILLs the stopped worker at once", { timeout: 300_000 }, async () => {
+      const root = tempDir();
+      const { l } = await launchTraining(root, undefined, false);
+      process.kill(pidOf(l.output(), "worker:0"), "SIGSTOP");
+      process.kill(pidOf(l.output(), "worker:1"), "SIGTERM");
+      const r = await l.done;
+      const out = l.output();
+      expect(r.code, out).toBe(42);
+      expect(exitsOf(out), out).toEqual({ "chief:0": 42, "worker:0": 137, "worker:1": 42 });
+      chiefSave(out, root);
+      expect(out).toMatch(/^\[launch\] worker:0 (is stopped \(SIGSTOP\)|is lost|was declared failed).*: SIGKILL$/m);
+      expect(out).not.toMatch(/still running (after|\d+ s after)/);
+    });
+
     it("without data parallelism, a frozen chief (SIGSTOP), then SIGTERM to a worker: that worker exits 43 without saving (never 42: nobody saved), nothing is saved, launch exits 43", { timeout: 300_000 }, async () => {
       const { r, out, exits } = await frozenChiefThenNotice(false);
       expect(out).toMatch(/^\[worker:1\] ERROR PreemptionCheckpointHandler: the chief was lost before its preemption checkpoint was stored /m);

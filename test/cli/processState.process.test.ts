@@ -21,11 +21,11 @@ const until = async (check: () => boolean, tries = 2000): Promise<boolean> => {
   return check();
 };
 
-/** A fake `/proc/<pid>/stat` with `comm` and `state`. */
-const fakeProc = (comm: string, state: string): string => {
+/** A fake `/proc/<pid>/stat` with `comm`, `state` and the task flags `flags` (default a running Node's, 0x400100). */
+const fakeProc = (comm: string, state: string, flags = 4194560): string => {
   const root = tempDir();
   mkdirSync(join(root, "7"));
-  writeFileSync(join(root, "7", "stat"), `7 (${comm}) ${state} 1 7 7 0 -1 4194560`);
+  writeFileSync(join(root, "7", "stat"), `7 (${comm}) ${state} 1 7 7 0 -1 ${flags} 1234 0 0`);
   return root;
 };
 
@@ -73,6 +73,30 @@ describe("hasEnded", () => {
     expect(hasEnded(7, fakeProc("node", "Z"))).toBe(true);
     expect(hasEnded(7, fakeProc("a) T (b", "X"))).toBe(true);
     for (const state of ["R", "S", "D", "T", "t"]) expect(hasEnded(7, fakeProc("node", state)), state).toBe(false);
+  });
+
+  it("reads a process in its exit (PF_EXITING, 0x4, in the flags: a SIGKILL under way, its sockets closing before it is a zombie) as ended, in any state", () => {
+    for (const state of ["R", "D", "S"]) expect(hasEnded(7, fakeProc("a) 4 (b", state, 0x400104)), state).toBe(true);
+    expect(hasEnded(7, fakeProc("node", "R", 0x400100))).toBe(false);
+    // Flags that are not a number: not known to be exiting.
+    expect(hasEnded(7, fakeProc("node", "R", Number.NaN))).toBe(false);
+  });
+
+  it.skipIf(process.platform !== "linux")("is true for a process SIGKILLed, from the moment its sockets close (what a peer sees first)", async () => {
+    const { createServer } = await import("node:net");
+    const server = createServer();
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const port = (server.address() as { port: number }).port;
+    const child = spawn(process.execPath, ["-e", `require("net").connect(${port}, "127.0.0.1"); setInterval(() => {}, 1000)`], { stdio: "ignore" });
+    children.push(child);
+    const socket = await new Promise<import("node:net").Socket>((r) => server.once("connection", r));
+    const closed = new Promise<void>((r) => socket.on("close", () => r()).on("error", () => undefined));
+    expect(hasEnded(child.pid as number)).toBe(false);
+    child.kill("SIGKILL");
+    await closed;
+    // The peer saw the reset: the process is exiting or a zombie, never "running" to launch.
+    expect(hasEnded(child.pid as number)).toBe(true);
+    server.close();
   });
 
   it("is true for an entry gone while procfs is there, false where there is no procfs", () => {
