@@ -42,6 +42,14 @@
  * boundary they are at and exit, unless the chief is the one lost (nobody could write the
  * checkpoint): they exit with {@link CHIEF_LOST_EXIT_CODE} without saving.
  *
+ * Tasks that share no step take the `"chiefSaves"` agreement instead ({@link PreemptionAgreement}):
+ * no proposal and no holds. The claim stops each task at its own next boundary; the chief saves
+ * there, as a single process does, and once its last save is stored inserts `chief-saved`; each
+ * other task waits for that key, acknowledges it, and exits with the preemption code without
+ * saving, or with {@link CHIEF_LOST_EXIT_CODE} when the chief is lost first. A chief that closes
+ * without a preemption save inserts `chief-saved` as "closed", so that a later notice ends the
+ * others at once.
+ *
  * @module
  */
 
