@@ -830,7 +830,9 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       if (e instanceof AlreadyExistsError) return;
       this.warnAcknowledgement(
         round,
-        `PreemptionCheckpointHandler: ${this.me} could not acknowledge the agreed run ${agreed.step} (${describe(e)}); it saves there${agreed.exit ? " and exits" : ""} all the same.`,
+        this.chiefSaves
+          ? `PreemptionCheckpointHandler: ${this.me} could not acknowledge the chief's preemption checkpoint (${describe(e)}); it exits all the same.`
+          : `PreemptionCheckpointHandler: ${this.me} could not acknowledge the agreed run ${agreed.step} (${describe(e)}); it saves there${agreed.exit ? " and exits" : ""} all the same.`,
       );
     });
     this.acknowledgement = { round, run: agreed.step, stored };
@@ -852,7 +854,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     if (late) {
       this.warnAcknowledgement(
         ack.round,
-        `PreemptionCheckpointHandler: ${this.me}'s acknowledgement of the agreed run ${ack.run} was not stored within ${secs(timeoutMs)} s; it exits all the same (the chief waits for it up to its liveness deadline).`,
+        `PreemptionCheckpointHandler: ${this.me}'s acknowledgement of ${this.chiefSaves ? "the chief's preemption checkpoint" : `the agreed run ${ack.run}`} was not stored within ${secs(timeoutMs)} s; it exits all the same (the chief waits for it up to its liveness deadline).`,
       );
     }
   }

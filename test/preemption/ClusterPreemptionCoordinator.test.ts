@@ -455,13 +455,18 @@ describe("PreemptionCheckpointHandler in a cluster: every acknowledgement is sto
    * worker:1 at run 5; the tasks train with no pause between steps while virtual time passes,
    * 50 ms a turn (a task's real I/O, its manager's close, may take many turns: the bound is loose).
    */
-  const preempted = async (hop: (id: number, insert: () => Promise<void>, clock: VirtualClock) => Promise<void>, options: { heartbeatTimeoutMs?: number } = {}) => {
+  const preempted = async (
+    hop: (id: number, insert: () => Promise<void>, clock: VirtualClock) => Promise<void>,
+    options: { heartbeatTimeoutMs?: number; agreement?: PreemptionCheckpointHandlerOptions["agreement"] } = {},
+  ) => {
     const traffic: AckTraffic = { stored: new Set(), gets: [] };
     /** At each task's exit function: the time, and whether its acknowledgement was stored. */
     const exits = new Map<number, { readonly timeMs: number; readonly acknowledged: boolean }>();
     const box: { c?: Awaited<ReturnType<typeof cluster>> } = {};
+    const { agreement, ...clusterOptions } = options;
     const c = await cluster({
-      ...options,
+      ...clusterOptions,
+      ...(agreement === undefined ? {} : { handlerOptions: () => ({ agreement }) }),
       saveFn: () => undefined,
       resolver: (r, clock) => {
         const id = r.idInCluster as number;
@@ -527,6 +532,28 @@ describe("PreemptionCheckpointHandler in a cluster: every acknowledgement is sto
     expect(Number(m?.[3])).toBe(Math.round(waitedMs / 100) / 10);
     expect(waitedMs).toBeGreaterThan(0);
     expect(waitedMs).toBeLessThan(LIVENESS_MS);
+    await close();
+  });
+
+  it('"chiefSaves": the workers exit 42 once their acknowledgements of the chief\'s save are stored; one that fails says so in one line, and the chief names it alone', async () => {
+    const fine = await preempted((_, insert, clock) => clock.sleep(50).then(insert), { agreement: "chiefSaves" });
+    expect(fine.c.tasks.map((t) => t.exit)).toEqual([42, 42, 42]);
+    expect([fine.exits.get(1)?.acknowledged, fine.exits.get(2)?.acknowledged]).toEqual([true, true]);
+    expect(fine.c.tasks.flatMap((t) => t.logger.messages("warn"))).toEqual([]);
+    await fine.close();
+
+    const { c, close } = await preempted((id, insert) => (id === 1 ? Promise.reject(new UnavailableError("the coordination service did not answer")) : insert()), {
+      heartbeatTimeoutMs: 3_000,
+      agreement: "chiefSaves",
+    });
+    const [chief, w0] = c.tasks as [Task, Task, Task];
+    expect(c.tasks.map((t) => t.exit)).toEqual([42, 42, 42]);
+    expect(w0.logger.messages("warn")).toEqual([
+      "PreemptionCheckpointHandler: worker:0 could not acknowledge the chief's preemption checkpoint (UnavailableError: the coordination service did not answer); it exits all the same.",
+    ]);
+    const warned = chief.logger.messages("warn");
+    expect(warned).toHaveLength(1);
+    expect(warned[0]).toMatch(/^PreemptionCheckpointHandler: worker:0 did not acknowledge the chief's preemption checkpoint \(its run \d+\); the chief waited [\d.]+ s \(worker:0: /);
     await close();
   });
 
