@@ -340,7 +340,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
    * group through their stop vote and its claim; tasks without a group by the claim with the
    * `"chiefSaves"` agreement (each trains its own replica at its own pace, and only the chief's
    * save matters: each stops at its own next boundary, the chief saves there, and the others exit
-   * once its checkpoint is stored, or with 43 when the chief is lost first). A task started by
+   * once its save is done, or with 43 when the chief is lost first). A task started by
    * hand keeps the report route for now: it may outlive a peer (a worker waits for its restarted
    * chief, a group re-forms), and the agreement does not yet follow a task into a new generation.
    */

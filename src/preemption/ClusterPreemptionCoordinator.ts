@@ -112,7 +112,7 @@ export interface ClusterPreemptionCoordinatorOptions {
  * - `"chiefSaves"`: for tasks that share no step (each trains its own replica at its own pace,
  *   and only the chief's values are kept, as `monitored-session run` does without data
  *   parallelism): on a claim, each task stops at its own next step boundary; the chief saves
- *   there; every other task waits until the chief's checkpoint is stored, then exits with the
+ *   there; every other task waits until the chief's save is done, then exits with the
  *   preemption code, or with {@link CHIEF_LOST_EXIT_CODE} without a save when the chief is lost
  *   first. An agreed run would hold the chief to the fastest task's count.
  */
@@ -222,8 +222,14 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   private saving: { readonly run: number; readonly exit: boolean } | undefined;
   /** `"chiefSaves"`, the chief: the insert of {@link CHIEF_SAVED} (settles once stored or failed). */
   private published: Promise<void> | undefined;
-  /** `"chiefSaves"`, a non-chief: what it does once the chief's checkpoint is stored (or the chief lost). */
+  /** `"chiefSaves"`, a non-chief: what it does once the chief's save is done (or the chief lost). */
   private chiefOutcome: Promise<PreemptionDecision> | undefined;
+  /** `"chiefSaves"`, a non-chief: the chief's stored save as heard, watched from the moment the claim is known. */
+  private chiefSavedHeard: Promise<{ readonly stored: string } | { readonly error: unknown }> | undefined;
+  /** `"chiefSaves"`: the claim is known to be in the service (this task's insert, another's, or read from it). */
+  private claimStored = false;
+  /** `"chiefSaves"`: the task whose preemption report (the cluster's error, not a key) carried the claim. */
+  private reportedClaim: string | undefined;
 
   constructor(options: ClusterPreemptionCoordinatorOptions) {
     this.o = options;
@@ -261,12 +267,19 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     return this.noticeAtMs !== undefined || this.proposal !== undefined || this.agreed !== undefined || (this.chiefSaves && this.claimSeen !== undefined);
   }
 
+  /** `"chiefSaves"`: this task's own notice still counts after another's claim (its deadline bounds the chief's save). */
+  get ignoresNotices(): boolean {
+    return this.chiefSaves ? this.noticeAtMs !== undefined : this.terminationReceived;
+  }
+
   get claimHeardFrom(): string | undefined {
     return this.heardFrom;
   }
 
   /** The failure the next step raises, if any (another task's reported error, a lost task). */
   get pendingFailure(): Error | undefined {
+    // "chiefSaves": a non-chief that stops waits for the chief's save, whose wait decides (see untilChiefSaved).
+    if (this.chiefSaves && !this.o.isChief && (this.claimSeen !== undefined || this.noticeAtMs !== undefined)) return undefined;
     return this.lostDuringAgreement === undefined ? this.failure : undefined;
   }
 
@@ -274,6 +287,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     if (this.noticeAtMs !== undefined) return;
     this.noticeAtMs = nowMs;
     this.deadlineMs = deadlineMs;
+    // "chiefSaves": a chief already stopping for another task's claim keeps its own notice's deadline.
+    this.local?.tightenDeadline(deadlineMs);
     if (this.chiefSaves) return this.claimAlone();
     const vote = this.o.replicaStop;
     // Every rank of the group hears of it now over the group's links, whatever the path below.
@@ -416,7 +431,11 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     const timeoutMs = this.o.livenessTimeoutMs ?? DEFAULT_LIVENESS_MS;
     // "chiefSaves": the others wait for this insert; it is stored before the chief goes.
     if (this.published !== undefined) await this.bounded(this.published, timeoutMs);
-    await Promise.all([this.untilAcknowledged(timeoutMs), this.o.isChief ? this.untilOthersAcknowledged(timeoutMs) : undefined]);
+    // "chiefSaves": a live worker acknowledges as soon as its event loop turns, which a long
+    // synchronous step delays: three liveness deadlines (a frozen or dead one is declared failed
+    // within one, which ends the wait for it).
+    const othersMs = this.chiefSaves ? 3 * timeoutMs : timeoutMs;
+    await Promise.all([this.untilAcknowledged(timeoutMs), this.o.isChief ? this.untilOthersAcknowledged(othersMs) : undefined]);
   }
 
   /**
@@ -663,31 +682,37 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   /** This task's notice under `"chiefSaves"`: the claim tells every other task (the first claimant's stays). */
   private claimAlone(): void {
     this.claimSeen ??= this.me;
+    this.watchChiefSaved();
     this.o.store.insert(this.key("claim"), this.me).then(
       () => {
+        this.claimStored = true;
         this.o.logger.info(
-          `PreemptionCheckpointHandler: ${this.me} claimed the preemption; every task stops at its next step boundary, the chief saves there${this.o.isChief ? "" : ", and the others exit once its checkpoint is stored"}.`,
+          `PreemptionCheckpointHandler: ${this.me} claimed the preemption; every task stops at its next step boundary, the chief saves there${this.o.isChief ? "" : ", and the others exit once its save is done"}.`,
         );
         this.o.emit?.({ type: "preemptionClaimed", leader: this.me, task: this.me });
       },
       (e: unknown) => {
         // Another task claimed first: the stop is the same.
-        if (!(e instanceof AlreadyExistsError)) this.onWatchError(e);
+        if (e instanceof AlreadyExistsError) this.claimStored = true;
+        else this.onWatchError(e);
       },
     );
   }
 
   /** The check before a step under `"chiefSaves"`: the chief stops as a single process does; any other task waits for the chief's save. */
   private stopAlone(runCounter: number, estimatedRunTimeMs: number): PreemptionDecision | Promise<PreemptionDecision> {
-    const lost = this.lostDuringAgreement;
-    if (lost !== undefined && !this.o.isChief && !lost.chief) {
-      // Another task lost: the cluster failed, and nobody can be asked any more. The chief was alive, and saves at its own boundary.
-      return this.leaveWithoutSave(`a task was lost while the tasks stopped (${lost.error.message}); ${this.me} cannot learn whether the chief saved, but the chief was alive and saves at its own step boundary`);
+    const stopping = this.claimSeen !== undefined || this.noticeAtMs !== undefined;
+    if (!this.o.isChief) {
+      if (!stopping) {
+        if (this.failure !== undefined) throw this.failure;
+        return CONTINUE;
+      }
+      // What the chief's save became is watched since the claim was known: the answer decides.
+      return (this.chiefOutcome ??= this.untilChiefSaved(runCounter));
     }
-    if (lost !== undefined) return this.afterLoss(runCounter);
+    if (this.lostDuringAgreement !== undefined) return this.afterLoss(runCounter);
     if (this.failure !== undefined) throw this.failure;
-    if (this.claimSeen === undefined && this.noticeAtMs === undefined) return CONTINUE;
-    if (!this.o.isChief) return (this.chiefOutcome ??= this.untilChiefSaved(runCounter));
+    if (!stopping) return CONTINUE;
     if (this.local === undefined) {
       // No peer shares the chief's steps: it saves at the boundary where it learns of the notice.
       this.local = new LocalPreemptionCoordinator({ gracePeriodSecs: this.graceMs / 1000, saveAtNextBoundary: true, clock: this.o.clock, logger: this.o.logger });
@@ -701,42 +726,73 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   /** The chief's last save is durable: tells the others (they exit once they read it), and waits for their acknowledgements before it exits. */
   private publishChiefSaved(run: number): void {
     if (this.published !== undefined) return;
+    // A claim that came as a report (the cluster's error): nobody can be told through the service any more.
+    if (this.reportedClaim !== undefined) {
+      this.savedAfterLoss = true;
+      return;
+    }
     this.agreed = { step: run, exit: true };
     this.published = this.o.store.insert(this.key(CHIEF_SAVED), JSON.stringify({ run })).catch((e: unknown) => {
       if (e instanceof AlreadyExistsError) return;
-      this.o.logger.warn(`PreemptionCheckpointHandler: the chief could not tell the other tasks that its preemption checkpoint is stored (${describe(e)}); they learn of its exit from the coordination service.`);
+      this.o.logger.warn(`PreemptionCheckpointHandler: the chief could not tell the other tasks that its preemption save is done (${describe(e)}); they learn of its exit from the coordination service.`);
     });
   }
 
   /**
-   * A non-chief under `"chiefSaves"`, stopped at its boundary `runCounter`: waits until the chief's
-   * preemption checkpoint is stored (then exits with the preemption code, having acknowledged it),
-   * or the chief is lost (43, without a save: nobody can write the checkpoint). A live chief is
-   * waited for across the get's deadlines; a dead or frozen one is declared failed (or its service
-   * gone), which fails the wait.
+   * A non-chief under `"chiefSaves"`, from the moment it knows of the claim: waits for the
+   * chief's save (a live chief is waited for across the get's deadlines; a dead or frozen one is
+   * declared failed, or its service goes, which fails the wait), and acknowledges it as soon as
+   * it is heard, whether or not this task's loop is at a boundary, so that the chief need not
+   * wait for this task's step to end.
+   */
+  private watchChiefSaved(): void {
+    if (!this.chiefSaves || this.o.isChief || this.chiefSavedHeard !== undefined) return;
+    this.chiefSavedHeard = this.waitLong(CHIEF_SAVED, "the chief's preemption save").then(
+      (stored) => {
+        void this.acknowledge(this.round, { step: this.o.position?.()?.runCounter ?? 0, exit: true });
+        return { stored };
+      },
+      (error: unknown) => ({ error }),
+    );
+  }
+
+  /**
+   * A non-chief under `"chiefSaves"`, stopped at its boundary `runCounter`: once the chief's save
+   * is done, exits with the preemption code without saving (its acknowledgement stored first); when
+   * the chief is lost before this task heard of its save, 43 without a save; when the cluster
+   * failed for another reason after the claim was stored, the preemption code (the chief was alive
+   * and saves at its own boundary), and before that, the failure itself (nobody heard the claim).
    */
   private async untilChiefSaved(runCounter: number): Promise<PreemptionDecision> {
-    this.o.logger.info(`PreemptionCheckpointHandler: ${this.me} stopped at run ${runCounter}; it exits once the chief's preemption checkpoint is stored.`);
-    let stored: string;
-    try {
-      stored = await this.waitLong(CHIEF_SAVED, "the chief's preemption checkpoint");
-    } catch (e) {
+    this.o.logger.info(`PreemptionCheckpointHandler: ${this.me} stopped at run ${runCounter}; it exits once the chief's preemption save is done.`);
+    this.watchChiefSaved();
+    const heard = await (this.chiefSavedHeard as NonNullable<typeof this.chiefSavedHeard>);
+    if ("error" in heard) {
+      const e = heard.error;
       if (this.losesChief(e)) {
         return {
           save: false,
           exitWithoutSave: {
             code: CHIEF_LOST_EXIT_CODE,
-            reason: `the chief was lost before its preemption checkpoint was stored (${describe(clusterFailureErrorOf(e) ?? e)}); nobody can write the checkpoint: exiting with ${CHIEF_LOST_EXIT_CODE} without saving (the restart resumes from the last checkpoint)`,
+            reason: `the chief was lost before ${this.me} heard that its preemption save was done (${describe(clusterFailureErrorOf(e) ?? e)}); nobody can write the checkpoint: exiting with ${CHIEF_LOST_EXIT_CODE} without saving (the restart resumes from the last checkpoint)`,
           },
         };
       }
-      return this.leaveWithoutSave(`${this.me} cannot learn whether the chief saved (${describe(e)}), but the chief was alive and saves at its own step boundary`);
+      const reporter = this.reportedClaim;
+      if (reporter !== undefined) {
+        return this.leaveWithoutSave(
+          reporter === this.o.workers[0]
+            ? `the chief got a termination notice after its training ended (reported to the cluster): no preemption save; a restart resumes from its last checkpoint`
+            : `${reporter} got a termination notice after its training ended (reported to the cluster); the chief saves at its own step boundary`,
+        );
+      }
+      // The cluster failed before the claim reached the service: nobody stops for it, and the failure stands.
+      if (!this.claimStored) throw e;
+      return this.leaveWithoutSave(`${this.me} cannot learn whether the chief saved (${describe(e)}), but the chief had the claim and saves at its own step boundary`);
     }
-    // Stored before this process goes (beforeExit waits for it): the chief waits for it before it goes.
-    void this.acknowledge(this.round, { step: runCounter, exit: true });
-    if (stored === CLOSED) return this.leaveWithoutSave(`the chief left the cluster before the notice (its training ended); a restart resumes from its last checkpoint`);
-    const { run } = this.decodeStored(ChiefSavedJson, CHIEF_SAVED, "the chief's stored preemption checkpoint", stored);
-    return this.leaveWithoutSave(`the chief stored its preemption checkpoint (at its run ${run})`);
+    if (heard.stored === CLOSED) return this.leaveWithoutSave("the chief left the cluster without a preemption save (its training ended); a restart resumes from its last checkpoint");
+    const { run } = this.decodeStored(ChiefSavedJson, CHIEF_SAVED, "the chief's stored preemption save", heard.stored);
+    return this.leaveWithoutSave(`the chief's preemption save is done (at its run ${run})`);
   }
 
   /** A non-chief under `"chiefSaves"` exits with the preemption code, writing nothing (only the chief's checkpoint is kept). */
@@ -778,6 +834,11 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   private claimFrom(claimant: string): void {
     if (this.claimSeen === undefined && claimant !== this.me && !this.closed) this.heardClaim(claimant);
     this.claimSeen ??= claimant;
+    if (this.chiefSaves) {
+      // Read from the service (or carried by a report it holds): stored.
+      this.claimStored = true;
+      this.watchChiefSaved();
+    }
   }
 
   /** Another task's claim reached this one, without a notice of its own (its proposal, or the claim a stop vote writes): one line, one event. */
@@ -788,7 +849,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       ? "stops where the tasks agree"
       : this.o.isChief
         ? "saves at its next step boundary"
-        : "stops at its next step boundary and exits once the chief's checkpoint is stored";
+        : "stops at its next step boundary and exits once the chief's save is done";
     this.o.logger.info(`PreemptionCheckpointHandler: ${claimant} got a termination notice; ${this.me} ${where}.`);
     this.o.emit?.({ type: "preemptionClaimHeard", claimant });
   }
@@ -973,6 +1034,13 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   private onWatchError(e: unknown): void {
     if (this.closed) return;
     const error = e instanceof Error ? e : new Error(String(e));
+    const f = clusterFailureOf(e);
+    if (this.chiefSaves && f?.kind === "preemption") {
+      // A task whose handler had closed (its training over) reported its notice: a claim, which the service holds.
+      this.reportedClaim = f.reporter;
+      this.claimFrom(f.reporter);
+      return;
+    }
     // The agreed run is known: nothing more is needed from the cluster (a task that saved and exited is not a failure).
     if (this.agreed !== undefined && this.hold !== undefined) {
       if (e instanceof OpError && !isLoss(e)) this.o.logger.warn(`PreemptionCheckpointHandler: after the agreement, another task reported ${describe(e)}; ${this.me} saves at the agreed run ${this.agreed.step} all the same.`);

@@ -722,7 +722,7 @@ export class PreemptionCheckpointHandler {
   }
 
   private notice(source: string, deadlineMs?: number): void {
-    if (this.coordinator.terminationReceived) return;
+    if (this.coordinator.ignoresNotices ?? this.coordinator.terminationReceived) return;
     const time = this.clock.now();
     this.noticeTimeMs = time;
     this.coordinator.notifyTermination(time, deadlineMs);

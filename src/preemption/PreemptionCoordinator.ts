@@ -45,6 +45,12 @@ export interface PreemptionCoordinator {
   notifyTermination(nowMs: number, deadlineMs?: number): void;
   /** `true` once a notice was received (by this process, or for a multi-worker one, any peer). */
   readonly terminationReceived: boolean;
+  /**
+   * Whether a notice of this process's own would change nothing now (default
+   * {@link terminationReceived}): the handler then drops it. A coordinator that still acts on this
+   * process's own notice after hearing a peer's (its deadline, say) says `false` until it had one.
+   */
+  readonly ignoresNotices?: boolean;
   /** Multi-worker: the task whose termination notice reached this one without a notice of its own (its claim, its proposal, or its notice over the group's links). */
   readonly claimHeardFrom?: string | undefined;
   /**
@@ -120,6 +126,8 @@ export class LocalPreemptionCoordinator implements PreemptionCoordinator {
   private stepToCheckpoint: number | undefined;
   private countdown = false;
   private targetTimeMs = 0;
+  /** A later notice brought a deadline ({@link tightenDeadline}): the countdown's target is recomputed. */
+  private deadlineTightened = false;
 
   constructor(options: LocalPreemptionCoordinatorOptions) {
     this.graceMs = (options.gracePeriodSecs ?? 0) * 1000;
@@ -136,6 +144,16 @@ export class LocalPreemptionCoordinator implements PreemptionCoordinator {
     if (this.noticeAtMs !== undefined) return;
     this.noticeAtMs = nowMs;
     this.platformDeadlineMs = deadlineMs;
+  }
+
+  /**
+   * A later notice's deadline (a platform's), after the first notice had none or a later one:
+   * the grace period, and the save, end by it if it comes first.
+   */
+  tightenDeadline(deadlineMs: number | undefined): void {
+    if (deadlineMs === undefined || this.noticeAtMs === undefined) return;
+    this.platformDeadlineMs = this.platformDeadlineMs === undefined ? deadlineMs : Math.min(this.platformDeadlineMs, deadlineMs);
+    this.deadlineTightened = true;
   }
 
   /** When the grace period ends (`undefined` without one): the configured end or the platform's deadline, whichever is first. */
@@ -159,6 +177,8 @@ export class LocalPreemptionCoordinator implements PreemptionCoordinator {
     }
     if (this.noticeAtMs === undefined) return CONTINUE;
     if (this.countdown) {
+      const end = this.deadlineTightened ? this.graceEndMs() : undefined;
+      if (end !== undefined) this.targetTimeMs = Math.min(this.targetTimeMs, end - 3 * estimatedRunTimeMs * 2);
       if (this.targetTimeMs >= this.clock.now()) return CONTINUE;
       this.logger.info("PreemptionCheckpointHandler: grace period almost ended. Final call to save a checkpoint!");
     } else {

@@ -147,7 +147,7 @@ for (const backend of backends) {
       expect(exitsOf(out), out).toEqual({ "chief:0": 42, "worker:0": 42, "worker:1": 42 });
       chiefSave(out, root);
       for (const w of ["worker:0", "worker:1"]) {
-        expect(out).toMatch(new RegExp(`^\\[${w}\\] INFO PreemptionCheckpointHandler: the chief stored its preemption checkpoint \\(at its run \\d+\\): ${w} exits with the preemption code without saving`, "m"));
+        expect(out).toMatch(new RegExp(`^\\[${w}\\] INFO PreemptionCheckpointHandler: the chief's preemption save is done \\(at its run \\d+\\): ${w} exits with the preemption code without saving`, "m"));
       }
       expect(out).toMatch(/^\[chief:0\] INFO PreemptionCheckpointHandler: worker:1 got a termination notice; chief:0 saves at its next step boundary\.$/m);
       // Every acknowledgement was stored before its task went: the chief waited for nobody.
@@ -162,7 +162,7 @@ for (const backend of backends) {
 
     it("without data parallelism, a frozen chief (SIGSTOP), then SIGTERM to a worker: that worker exits 43 without saving (never 42: nobody saved), nothing is saved, launch exits 43", { timeout: 300_000 }, async () => {
       const { r, out, exits } = await frozenChiefThenNotice(false);
-      expect(out).toMatch(/^\[worker:1\] ERROR PreemptionCheckpointHandler: the chief was lost before its preemption checkpoint was stored /m);
+      expect(out).toMatch(/^\[worker:1\] ERROR PreemptionCheckpointHandler: the chief was lost before worker:1 heard that its preemption save was done /m);
       expect(out).toMatch(/^\[worker:1\] ERROR Preempted \(SIGTERM\), and the chief was lost meanwhile .*: nobody can write the checkpoint; exiting with 43 without saving/m);
       if (backend.name === "etcd") {
         // The claim reached worker:0 through etcd: it stopped too, and lost the chief while it waited.

@@ -156,7 +156,7 @@ describe("run with a hand-set TF_CONFIG", { timeout: 120_000 }, () => {
     worker.process.kill("SIGTERM");
     const w = await worker.done;
     expect(w.code, w.stderr).toBe(42);
-    expect(w.stderr).toContain("PreemptionCheckpointHandler: the chief left the cluster before the notice (its training ended); a restart resumes from its last checkpoint: worker:0 exits with the preemption code without saving");
+    expect(w.stderr).toContain("PreemptionCheckpointHandler: the chief left the cluster without a preemption save (its training ended); a restart resumes from its last checkpoint: worker:0 exits with the preemption code without saving");
     const c = await chief.done;
     expect(c.code, c.stderr).toBe(0);
   });

@@ -954,7 +954,7 @@ describe("ClusterPreemptionCoordinator: a task alive to the service that never a
 describe('PreemptionCheckpointHandler in a cluster, agreement "chiefSaves" (tasks that share no step: only the chief saves)', () => {
   const chiefSaves = (): Partial<PreemptionCheckpointHandlerOptions> => ({ agreement: "chiefSaves" });
   /** The chief's line that its save is stored, as a worker logs it when it exits. */
-  const storedLine = /the chief stored its preemption checkpoint \(at its run (\d+)\): worker:\d exits with the preemption code without saving/;
+  const storedLine = /the chief's preemption save is done \(at its run (\d+)\): worker:\d exits with the preemption code without saving/;
 
   for (const victim of [0, 1, 2]) {
     it(`SIGTERM to ${NAMES[victim]}, the tasks far apart: the chief saves once at its own next boundary (not held to the fastest task's count), the workers exit 42 without saving once it is stored`, async () => {
@@ -998,7 +998,7 @@ describe('PreemptionCheckpointHandler in a cluster, agreement "chiefSaves" (task
     expect([w0.exit, w1.exit]).toEqual([CHIEF_LOST_EXIT_CODE, CHIEF_LOST_EXIT_CODE]);
     expect([chief.saves, w0.saves, w1.saves]).toEqual([[], [], []]);
     expect(w0.events.at(-1)).toMatchObject({ type: "preemptionExiting", code: 43, saved: false });
-    expect(w0.logger.messages().some((l) => l.includes("the chief was lost before its preemption checkpoint was stored"))).toBe(true);
+    expect(w0.logger.messages().some((l) => l.includes("the chief was lost before worker:0 heard that its preemption save was done"))).toBe(true);
     await c.close();
   });
 
@@ -1026,7 +1026,7 @@ describe('PreemptionCheckpointHandler in a cluster, agreement "chiefSaves" (task
     w0.signals.emit("SIGTERM");
     await Promise.all([w0.train(1000), w1.train(1000)]);
     expect([w0.exit, w1.exit]).toEqual([42, 42]);
-    expect(w0.logger.messages().some((l) => l.includes("the chief left the cluster before the notice (its training ended)"))).toBe(true);
+    expect(w0.logger.messages().some((l) => l.includes("the chief left the cluster without a preemption save (its training ended)"))).toBe(true);
     await c.close();
   });
 
@@ -1056,8 +1056,69 @@ describe('PreemptionCheckpointHandler in a cluster, agreement "chiefSaves" (task
     await w0.train(1000);
     expect(w0.error).toBeInstanceOf(DataLossError);
     expect((w0.error as Error).message).toBe(
-      `PreemptionCheckpointHandler: the chief's stored preemption checkpoint at coordination key ${prefix}/chief-saved is malformed (written by another version of monitored-session, or corrupted): run: expected an integer >= 0, got -3`,
+      `PreemptionCheckpointHandler: the chief's stored preemption save at coordination key ${prefix}/chief-saved is malformed (written by another version of monitored-session, or corrupted): run: expected an integer >= 0, got -3`,
     );
+    await c.close();
+  });
+
+  it("a worker in a long step acknowledges the chief's save before its step ends: the chief goes without waiting for it, and the worker still exits 42 after the chief's service is gone", async () => {
+    const c = await cluster({ handlerOptions: chiefSaves });
+    const [chief, w0, w1] = c.tasks as [Task, Task, Task];
+    await Promise.all([chief.train(3), w0.train(3), w1.train(3)]);
+    // worker:1's next step does not end until released: a long synchronous step, whose loop still turns here.
+    let release: () => void = () => undefined;
+    const long = new Promise<void>((r) => (release = r));
+    const w1Training = w1.train(1000, () => (w1.handler.totalRunCalls === 3 ? long : Promise.resolve()));
+    chief.signals.emit("SIGTERM");
+    await Promise.all([chief.train(1000), w0.train(1000)]);
+    expect([chief.exit, w0.exit]).toEqual([42, 42]);
+    // The chief waited for nobody: worker:1 acknowledged while its step still ran.
+    expect(chief.logger.messages().filter((l) => l.includes("did not acknowledge"))).toEqual([]);
+    await c.clients[0]?.close();
+    release();
+    await w1Training;
+    expect(w1.exit).toBe(42);
+    expect(w1.logger.messages().some((l) => storedLine.test(l))).toBe(true);
+    await c.close();
+  });
+
+  it("a cluster that fails before the claim reaches the service: nobody stops for it, and the failure stands on every task (not a 42 with nothing saved)", async () => {
+    const c = await cluster({ handlerOptions: chiefSaves, heartbeatTimeoutMs: 3_000 });
+    const [chief, w0, w1] = c.tasks as [Task, Task, Task];
+    await Promise.all([chief.train(3), w0.train(3), w1.train(3)]);
+    // worker:1 is lost, and declared failed before worker:0's notice.
+    await c.clients[2]?.close();
+    await c.clock.advanceSecs(5);
+    w0.signals.emit("SIGTERM");
+    await Promise.all([chief.train(1000), w0.train(1000)]);
+    expect([chief.exit, w0.exit]).toEqual([undefined, undefined]);
+    for (const t of [chief, w0]) {
+      expect(t.error, t.name).toBeInstanceOf(UnavailableError);
+      expect((t.error as Error).message).toContain(TASKS[2] as string);
+    }
+    expect(chief.saves).toEqual([]);
+    await c.close();
+  });
+
+  it("the chief's own notice with a deadline, after another task's claim, ends its grace period by that deadline", async () => {
+    const c = await cluster({ graceSecs: 60, handlerOptions: chiefSaves });
+    const [chief, w0] = c.tasks as [Task, Task, Task];
+    let deadline = 0;
+    await trainAll(c.tasks, 10_000, (t) => {
+      if (t === chief) c.clock.set(c.clock.now() + 100);
+      if (t === w0 && t.handler.totalRunCalls === 5) t.signals.emit("SIGTERM");
+      if (t === chief && t.handler.totalRunCalls === 20 && deadline === 0) {
+        deadline = c.clock.now() + 3_000;
+        t.handler.noticeTermination("a platform's notice", { deadlineMs: deadline });
+      }
+    });
+    expect(chief.saves).toHaveLength(2);
+    const last = chief.events.filter((e) => e.type === "preemptionCheckpointSaved").at(-1) as { time: number };
+    // By the deadline, not the 60 s grace period: at the first boundary past the countdown's target
+    // (the deadline less 6 mean run times; the harness's 100 ms per step pass outside run(), so the
+    // mean is 0 and the save is at most one step past it).
+    expect(last.time - deadline).toBeLessThanOrEqual(100);
+    expect(c.tasks.map((t) => t.exit)).toEqual([42, 42, 42]);
     await c.close();
   });
 
