@@ -769,6 +769,12 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     const heard = await (this.chiefSavedHeard as NonNullable<typeof this.chiefSavedHeard>);
     if ("error" in heard) {
       const e = heard.error;
+      // A claim that came as a report: the chief's own (its training over, nothing to save, and its
+      // service may be gone by now), or a worker's (the chief saves, unless it is lost).
+      const reporter = this.reportedClaim;
+      if (reporter === this.o.workers[0]) {
+        return this.leaveWithoutSave("the chief got a termination notice after its training ended (reported to the cluster): no preemption save; a restart resumes from its last checkpoint");
+      }
       if (this.losesChief(e)) {
         return {
           save: false,
@@ -778,14 +784,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
           },
         };
       }
-      const reporter = this.reportedClaim;
-      if (reporter !== undefined) {
-        return this.leaveWithoutSave(
-          reporter === this.o.workers[0]
-            ? `the chief got a termination notice after its training ended (reported to the cluster): no preemption save; a restart resumes from its last checkpoint`
-            : `${reporter} got a termination notice after its training ended (reported to the cluster); the chief saves at its own step boundary`,
-        );
-      }
+      if (reporter !== undefined) return this.leaveWithoutSave(`${reporter} got a termination notice after its training ended (reported to the cluster); the chief saves at its own step boundary`);
       // The cluster failed before the claim reached the service: nobody stops for it, and the failure stands.
       if (!this.claimStored) throw e;
       return this.leaveWithoutSave(`${this.me} cannot learn whether the chief saved (${describe(e)}), but the chief had the claim and saves at its own step boundary`);
@@ -1037,8 +1036,9 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     const f = clusterFailureOf(e);
     if (this.chiefSaves && f?.kind === "preemption") {
       // A task whose handler had closed (its training over) reported its notice: a claim, which the service holds.
-      this.reportedClaim = f.reporter;
-      this.claimFrom(f.reporter);
+      const reporter = taskNameOf(f.reporter);
+      this.reportedClaim = reporter;
+      this.claimFrom(reporter);
       return;
     }
     // The agreed run is known: nothing more is needed from the cluster (a task that saved and exited is not a failure).
@@ -1062,6 +1062,12 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
 // ---------------------------------------------------------------------------------------------
 
 const CONTINUE: PreemptionDecision = Object.freeze({ save: false });
+
+/** `worker:1` for the coordination service's `/job:worker/replica:0/task:1` (the name a report carries); any other name as it is. */
+const taskNameOf = (coordinationName: string): string => {
+  const m = /^\/job:([^/]+)\/replica:\d+\/task:(\d+)$/.exec(coordinationName);
+  return m === null ? coordinationName : `${m[1] ?? ""}:${m[2] ?? ""}`;
+};
 
 /** Milliseconds as seconds, to a tenth: `6.4`, `10`. */
 const secs = (ms: number): string => String(Math.round(ms / 100) / 10);

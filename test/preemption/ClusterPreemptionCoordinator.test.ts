@@ -14,7 +14,7 @@ import { describe, expect, it } from "vitest";
 
 import { CheckpointManager } from "../../src/checkpoint/index.js";
 import { EmbeddedCoordinationClient, EmbeddedCoordinationService, inProcessTransport, taskName } from "../../src/cluster/coordination/index.js";
-import { DataLossError, OpError, ResourceExhaustedError, UnavailableError, UnimplementedError, ValueError } from "../../src/errors.js";
+import { CancelledError, DataLossError, OpError, ResourceExhaustedError, UnavailableError, UnimplementedError, ValueError } from "../../src/errors.js";
 import {
   CHIEF_LOST_EXIT_CODE,
   CHECKPOINTED_RUNS,
@@ -1079,6 +1079,23 @@ describe('PreemptionCheckpointHandler in a cluster, agreement "chiefSaves" (task
     await w1Training;
     expect(w1.exit).toBe(42);
     expect(w1.logger.messages().some((l) => storedLine.test(l))).toBe(true);
+    await c.close();
+  });
+
+  it("a notice reported to the cluster by a task whose handler had closed is taken as the claim: the chief's own report (its training over) ends the workers with 42 and no save, even once its service is gone", async () => {
+    const c = await cluster({ handlerOptions: chiefSaves });
+    const [chief, w0, w1] = c.tasks as [Task, Task, Task];
+    await Promise.all([chief.train(3), w0.train(3), w1.train(3)]);
+    await chief.handler.close();
+    await c.clients[0]?.reportErrorToCluster(
+      new CancelledError("cluster preemption: task chief:0 got a termination notice (SIGTERM)", { failure: { kind: "preemption", reporter: "chief:0", notice: "SIGTERM" } }),
+    );
+    await Promise.all([w0.train(1000), w1.train(1000)]);
+    expect([w0.exit, w1.exit], w0.logger.messages().join("\n")).toEqual([42, 42]);
+    for (const w of [w0, w1]) {
+      expect(w.logger.messages().some((l) => l.includes("the chief got a termination notice after its training ended (reported to the cluster): no preemption save"))).toBe(true);
+      expect(w.logger.messages("error")).toEqual([]);
+    }
     await c.close();
   });
 
