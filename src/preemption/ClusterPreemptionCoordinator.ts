@@ -61,6 +61,7 @@ import { AlreadyExistsError, clusterFailureErrorOf, clusterFailureOf, DataLossEr
 import type { Logger } from "../Logger.js";
 import { CHIEF_LOST_EXIT_CODE, type PreemptionKeyValueStore, type ReplicaStop } from "./PreemptionCluster.js";
 import { PREEMPTION_EXIT_CODE } from "./TerminationConfig.js";
+import { shortTaskName } from "../util/taskNames.js";
 import { LocalPreemptionCoordinator, type PreemptionCoordinator, type PreemptionDecision } from "./PreemptionCoordinator.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -1036,7 +1037,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     const f = clusterFailureOf(e);
     if (this.chiefSaves && f?.kind === "preemption") {
       // A task whose handler had closed (its training over) reported its notice: a claim, which the service holds.
-      const reporter = taskNameOf(f.reporter);
+      // A report names its reporter as the coordination service does (`/job:chief/replica:0/task:0`).
+      const reporter = shortTaskName(f.reporter);
       this.reportedClaim = reporter;
       this.claimFrom(reporter);
       return;
@@ -1062,12 +1064,6 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
 // ---------------------------------------------------------------------------------------------
 
 const CONTINUE: PreemptionDecision = Object.freeze({ save: false });
-
-/** `worker:1` for the coordination service's `/job:worker/replica:0/task:1` (the name a report carries); any other name as it is. */
-const taskNameOf = (coordinationName: string): string => {
-  const m = /^\/job:([^/]+)\/replica:\d+\/task:(\d+)$/.exec(coordinationName);
-  return m === null ? coordinationName : `${m[1] ?? ""}:${m[2] ?? ""}`;
-};
 
 /** Milliseconds as seconds, to a tenth: `6.4`, `10`. */
 const secs = (ms: number): string => String(Math.round(ms / 100) / 10);

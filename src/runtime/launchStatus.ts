@@ -86,7 +86,4 @@ export const decodeLaunchStatus = (line: string, task: string): LaunchStatus =>
   decodeOrThrow(JsonText.pipe(LaunchStatusCodec), line, (problems) => new DataLossError(`${task}'s status channel: ${problems}`));
 
 /** `launch`'s name of a coordination task name: `/job:worker/replica:0/task:1` → `worker:1` (others as they are). */
-export const launchTaskName = (coordinationName: string): string => {
-  const m = /^\/job:([^/]+)\/replica:\d+\/task:(\d+)$/.exec(coordinationName);
-  return m === null ? coordinationName : `${m[1] as string}:${m[2] as string}`;
-};
+export { shortTaskName as launchTaskName } from "../util/taskNames.js";
