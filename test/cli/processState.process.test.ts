@@ -99,6 +99,19 @@ describe("hasEnded", () => {
     server.close();
   });
 
+  it("a stat cut at every offset (a read that raced the process's exit) gives an answer, never an error", () => {
+    const full = `7 (a) b) R 1 7 7 0 -1 ${0x400104} 1234 0 0`;
+    const root = tempDir();
+    mkdirSync(join(root, "7"));
+    for (let i = 0; i <= full.length; i++) {
+      writeFileSync(join(root, "7", "stat"), full.slice(0, i));
+      expect(typeof hasEnded(7, root), `cut at ${i}`).toBe("boolean");
+      expect(isStopped(7, root), `cut at ${i}`).toBe(false);
+    }
+    // Whole, it is a process in its exit.
+    expect(hasEnded(7, root)).toBe(true);
+  });
+
   it("is true for an entry gone while procfs is there, false where there is no procfs", () => {
     const root = tempDir();
     mkdirSync(join(root, "self"));
