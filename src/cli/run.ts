@@ -41,6 +41,7 @@ import type { Logger, LogLevel } from "../Logger.js";
 import { withSession } from "../pipeline/MonitoredSession.js";
 import { monitoredTrainingSession, type MonitoredTrainingSessionOptions } from "../training/monitoredTrainingSession.js";
 import { PreemptionCheckpointHandler } from "../preemption/PreemptionCheckpointHandler.js";
+import { ChiefLostError } from "../preemption/PreemptionCluster.js";
 import { TerminationNotices, type NoticeProcess, type TerminationNotice } from "../preemption/TerminationNotices.js";
 import { createPlatformWatcher } from "../preemption/platforms/index.js";
 import type { Fetches } from "../session/Session.js";
@@ -334,17 +335,21 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     }
   };
   /**
-   * Under `launch`, whose tasks never outlive a peer, every task preempts through its multi-worker
-   * `PreemptionCheckpointHandler` (`ClusterPreemptionCoordinator`, the protocol of a program's own
-   * handler), never by reporting a notice as the cluster's error: the ranks of a data-parallel
-   * group through their stop vote and its claim; tasks without a group by the claim with the
-   * `"chiefSaves"` agreement (each trains its own replica at its own pace, and only the chief's
-   * save matters: each stops at its own next boundary, the chief saves there, and the others exit
-   * once its save is done, or with 43 when the chief is lost first). A task started by
-   * hand keeps the report route for now: it may outlive a peer (a worker waits for its restarted
-   * chief, a group re-forms), and the agreement does not yet follow a task into a new generation.
+   * Every task preempts through its multi-worker `PreemptionCheckpointHandler`
+   * (`ClusterPreemptionCoordinator`, the protocol of a program's own handler), never by reporting
+   * a notice as the cluster's error:
+   * - tasks without a data-parallel group (under `launch` or started by hand) by the claim with
+   *   the `"chiefSaves"` agreement: each trains its own replica at its own pace, and only the
+   *   chief's save matters; each stops at its own next boundary, the chief saves there, and the
+   *   others exit once its save is done, or with 43 when the chief is lost first. A worker started
+   *   by hand outlives its chief: the agreement follows it into the restarted chief's generation,
+   *   and a notice while it waits for the chief exits 43 (nobody can save);
+   * - the ranks of a data-parallel group under `launch` through their stop vote and its claim.
+   *
+   * A data-parallel group started by hand keeps the report route for now: it re-forms after a
+   * lost rank, and its agreement does not yet follow it into the new generation.
    */
-  const agree = cluster !== undefined && io.env[LAUNCH_READY_ENV] === "1";
+  const agree = cluster !== undefined && (group === undefined || io.env[LAUNCH_READY_ENV] === "1");
   const fetches: Fetches = job.fetches ?? "train";
   const lossOf = lossExtractor(fetches);
   const lastStep = lastStepOf(config, job);
@@ -365,7 +370,9 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
   const subscription = notices.notices$.subscribe((n) => {
     if (n.count !== 1) return;
     // The agreement: the handler claims the preemption (a data-parallel rank's claim is its stop
-    // vote too); one that came before the handler exists is delivered to it once it does.
+    // vote too); one that came before the handler exists is delivered to it once it does. A
+    // worker whose session waits for its lost chief meanwhile stops waiting: 43.
+    if (agree && !handlerClosing && handler === undefined && !isChief) cluster?.chiefRecovery?.noticed();
     if (agree && !handlerClosing) return noticeToHandler(n);
     // This task's training is over (a chief that serves the coordination service until the
     // others leave): its handler is closed, and its client has left. The report, which the host
@@ -479,12 +486,19 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
       if (cluster !== undefined && clusterFailure === undefined) await cluster.reportFailure(new ModelMismatchError(mismatch));
       return ExitCodes.usage;
     }
+    // A notice while this worker's session waited for its lost chief (before its handler existed).
+    const chiefLost = e instanceof ChiefLostError ? e : undefined;
+    if (chiefLost !== undefined) e = new PreemptedExit(ExitCodes.chiefLost, false);
     if (e instanceof PreemptedExit) {
       // The checkpoint is durable: a platform waiting for it (Azure) may go on.
       if (e.saved) await notices.acknowledge();
       if (e.exitCode === ExitCodes.chiefLost && !e.saved) {
         // What said the chief was lost: the collective's error, the failed step's, or the cluster's.
-        const loss = groupFailure ?? (stepFailure instanceof ReplicaGroupError ? stepFailure.cause : stepFailure) ?? clusterFailure;
+        const loss = groupFailure ?? (stepFailure instanceof ReplicaGroupError ? stepFailure.cause : stepFailure) ?? chiefLost ?? clusterFailure;
+        if (loss instanceof ChiefLostError) {
+          logger.error(`Preempted (${why()}): ${loss.message}; exiting with ${e.exitCode} without saving (the restart resumes from the last checkpoint).`);
+          return e.exitCode;
+        }
         logger.error(
           `Preempted (${why()}), and the chief was lost meanwhile (${loss === undefined ? "see above" : describeError(loss)}): nobody can write the checkpoint; exiting with ${e.exitCode} without saving (the restart resumes from the last checkpoint).`,
         );

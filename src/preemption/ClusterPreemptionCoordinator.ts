@@ -59,7 +59,7 @@ import { Bool, decodeOrThrow, JsonText, NonNegativeInt } from "../codec.js";
 import type { Clock, TimerHandle } from "../time/Clock.js";
 import { AlreadyExistsError, clusterFailureErrorOf, clusterFailureOf, DataLossError, DeadlineExceededError, OpError, ValueError } from "../errors.js";
 import type { Logger } from "../Logger.js";
-import { CHIEF_LOST_EXIT_CODE, type PreemptionKeyValueStore, type ReplicaStop } from "./PreemptionCluster.js";
+import { CHIEF_LOST_EXIT_CODE, ChiefLostError, type ChiefLossRecovery, type PreemptionKeyValueStore, type ReplicaStop } from "./PreemptionCluster.js";
 import { PREEMPTION_EXIT_CODE } from "./TerminationConfig.js";
 import { shortTaskName } from "../util/taskNames.js";
 import { LocalPreemptionCoordinator, type PreemptionCoordinator, type PreemptionDecision } from "./PreemptionCoordinator.js";
@@ -93,6 +93,12 @@ export interface ClusterPreemptionCoordinatorOptions {
   readonly livenessTimeoutMs?: number | undefined;
   /** The replica group's stop vote, when the tasks share a collective (a plain stop takes it). */
   readonly replicaStop?: ReplicaStop | undefined;
+  /**
+   * `"chiefSaves"`, a worker that outlives the loss of its chief (see `ChiefLossRecovery`): its
+   * agreement follows it into the chief's next generation, and a notice while the chief is lost
+   * exits with {@link CHIEF_LOST_EXIT_CODE}.
+   */
+  readonly chiefRecovery?: ChiefLossRecovery | undefined;
   /** How the tasks stop (default `"agreedRun"`); see {@link PreemptionAgreement}. */
   readonly agreement?: PreemptionAgreement | undefined;
   /**
@@ -164,7 +170,8 @@ const PREFIX = "monitored-session/preemption";
 /** Agrees with the other tasks on the run every task saves at. */
 export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   private readonly o: ClusterPreemptionCoordinatorOptions;
-  private readonly prefix: string;
+  /** Where this generation's keys live (a worker that outlives its chief moves to the chief's next generation). */
+  private prefix: string;
   private readonly graceMs: number;
   private readonly me: string;
   private noticeAtMs: number | undefined;
@@ -231,6 +238,13 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   private claimStored = false;
   /** `"chiefSaves"`: the task whose preemption report (the cluster's error, not a key) carried the claim. */
   private reportedClaim: string | undefined;
+  /**
+   * `"chiefSaves"`, a worker: a termination notice came while it waited for its lost chief (the
+   * wait ended with this error): it exits with {@link CHIEF_LOST_EXIT_CODE} without a save.
+   */
+  private chiefLostOnNotice: ChiefLostError | undefined;
+  /** This task inserted its `restored/<id>` key (inserted again in each later generation it follows the chief into). */
+  private restoredOnce = false;
 
   constructor(options: ClusterPreemptionCoordinatorOptions) {
     this.o = options;
@@ -290,7 +304,17 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     this.deadlineMs = deadlineMs;
     // "chiefSaves": a chief already stopping for another task's claim keeps its own notice's deadline.
     this.local?.tightenDeadline(deadlineMs);
-    if (this.chiefSaves) return this.claimAlone();
+    if (this.chiefSaves) {
+      // A worker that waits for its lost chief: nobody can save, and the wait ends (a later loss
+      // is not waited out either). There is no chief to claim from.
+      const lost = this.o.isChief ? undefined : this.o.chiefRecovery?.noticed();
+      if (lost !== undefined) {
+        this.claimSeen ??= this.me;
+        this.chiefLostOnNotice = lost;
+        return;
+      }
+      return this.claimAlone();
+    }
     const vote = this.o.replicaStop;
     // Every rank of the group hears of it now over the group's links, whatever the path below.
     vote?.announceNotice?.();
@@ -386,9 +410,16 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
    * heard the claim the stop vote writes. The step applied nothing (gradients are applied only
    * after a complete all-reduce), so the values are those of the last completed run: the chief
    * saves them, every live task exits with the preemption code; with the chief lost, 43 without
-   * a save. Anything else: `undefined`, the step's error stands.
+   * a save. Under `"chiefSaves"`, a worker's step that waited for its lost chief when a notice
+   * came (it ends with `ChiefLostError`): 43 without a save. Anything else: `undefined`, the
+   * step's error stands.
    */
   afterStepFailure(error: unknown, runCounter: number): PreemptionDecision | undefined {
+    // "chiefSaves": a worker whose step waited for its lost chief when a notice came (the wait ended with ChiefLostError).
+    if (this.chiefSaves && !this.o.isChief && !this.closed) {
+      this.chiefLostOnNotice ??= error instanceof ChiefLostError ? error : undefined;
+      if (this.chiefLostOnNotice !== undefined) return this.exitChiefLost(this.chiefLostOnNotice);
+    }
     if (this.o.replicaStop === undefined || this.closed) return undefined;
     if (this.noticeAtMs === undefined && this.claimSeen === undefined) return undefined;
     const f = clusterFailureOf(error);
@@ -445,6 +476,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
    */
   async restored(): Promise<void> {
     await this.o.store.insert(this.key(`restored/${this.o.id}`), "1");
+    this.restoredOnce = true;
     await Promise.all(this.others().map((id) => this.waitLong(`restored/${id}`, `${this.o.workers[id] ?? id} to restore its checkpoint (create its PreemptionCheckpointHandler)`)));
   }
 
@@ -680,6 +712,11 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   // "chiefSaves" (see PreemptionAgreement)
   // -------------------------------------------------------------------------------------------
 
+  /** A worker that stopped for a notice while its chief was lost: exits with {@link CHIEF_LOST_EXIT_CODE}, nobody having saved. */
+  private exitChiefLost(lost: ChiefLostError): PreemptionDecision {
+    return { save: false, exitWithoutSave: { code: CHIEF_LOST_EXIT_CODE, reason: `${lost.message}: exiting with ${CHIEF_LOST_EXIT_CODE} without saving (the restart resumes from the last checkpoint)` } };
+  }
+
   /** This task's notice under `"chiefSaves"`: the claim tells every other task (the first claimant's stays). */
   private claimAlone(): void {
     this.claimSeen ??= this.me;
@@ -708,6 +745,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
         if (this.failure !== undefined) throw this.failure;
         return CONTINUE;
       }
+      // Stopped while its chief was lost (a notice during the wait for it): nobody saves.
+      if (this.chiefLostOnNotice !== undefined) return this.exitChiefLost(this.chiefLostOnNotice);
       // What the chief's save became is watched since the claim was known: the answer decides.
       return (this.chiefOutcome ??= this.untilChiefSaved(runCounter));
     }
@@ -819,15 +858,45 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   /** Waits for the claim (a data-parallel group's stop vote writes it), again after each timeout, until this task closes or the cluster fails. */
   private async watchClaim(): Promise<void> {
     while (!this.closed && this.claimSeen === undefined) {
+      const generation = this.o.store.generation;
       try {
         this.claimFrom(await this.o.store.get(this.key("claim"), { timeoutMs: CLAIM_WATCH_MS }));
       } catch (e) {
         if (e instanceof DeadlineExceededError) continue;
+        if (!this.chiefSaves) return;
+        // A worker that outlives its chief: the watch goes on in the chief's next generation.
+        const follow = this.o.isChief || this.claimSeen !== undefined || this.noticeAtMs !== undefined ? undefined : this.o.chiefRecovery?.follow(e, generation);
+        if (follow !== undefined && (await this.followedChief(follow))) continue;
         // "chiefSaves": the claim's watch is the task's one pending call, which hears the cluster's failure (a group hears it in its collective).
-        if (this.chiefSaves) this.onWatchError(e);
+        this.onWatchError(e);
         return;
       }
     }
+  }
+
+  /**
+   * `"chiefSaves"`, a worker whose chief was lost outside any preemption: waits with the task's
+   * recovery until it registered in the chief's next generation, then moves its keys there (its
+   * `restored/<id>` inserted again, since the restarted chief's handler waits for it). Whether it
+   * did; when the recovery failed, its failure is this coordinator's, unless a notice already
+   * decided (see {@link notifyTermination}).
+   */
+  private async followedChief(follow: Promise<void>): Promise<boolean> {
+    try {
+      await follow;
+    } catch (f) {
+      if (this.lostDuringAgreement === undefined) this.failure ??= f instanceof Error ? f : new Error(String(f));
+      return false;
+    }
+    // Moved before any notice can come (a signal waits for this turn's microtasks): a claim goes to the new generation.
+    const previous = this.prefix;
+    this.prefix = `${PREFIX}/${this.o.store.generation ?? 0}`;
+    if (this.prefix !== previous && this.restoredOnce) {
+      await this.o.store.insert(this.key(`restored/${this.o.id}`), "1").catch((e: unknown) => {
+        if (!(e instanceof AlreadyExistsError)) this.o.logger.warn(`PreemptionCheckpointHandler: ${this.me} could not tell the restarted chief that it restored (${describe(e)}).`);
+      });
+    }
+    return true;
   }
 
   /** `claimant`'s claim reached this task (the stored claim, or its notice over the group's links): the first one counts. */
@@ -835,6 +904,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     if (this.claimSeen === undefined && claimant !== this.me && !this.closed) this.heardClaim(claimant);
     this.claimSeen ??= claimant;
     if (this.chiefSaves) {
+      // A worker that knows of a preemption no longer waits out a loss of its chief: the chief's save decides.
+      if (!this.o.isChief) this.o.chiefRecovery?.noticed();
       // Read from the service (or carried by a report it holds): stored.
       this.claimStored = true;
       this.watchChiefSaved();

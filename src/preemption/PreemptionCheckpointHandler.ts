@@ -336,6 +336,7 @@ export class PreemptionCheckpointHandler {
             chiefTask: cluster.resolver.chiefTaskName,
             livenessTimeoutMs: cluster.resolver.livenessTimeoutMs,
             replicaStop: cluster.resolver.replicaStop,
+            chiefRecovery: cluster.resolver.chiefRecovery,
             agreement: options.agreement,
             position,
             clock,

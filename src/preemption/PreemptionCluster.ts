@@ -14,6 +14,7 @@
 
 import type { Observable } from "rxjs";
 
+import { CancelledError } from "../errors.js";
 import type { TerminationNotice } from "./TerminationNotices.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -56,6 +57,39 @@ export interface ReplicaStop {
   onNoticeHeard?(f: (task: string, rank: number) => void): void;
 }
 
+/**
+ * How a worker outlives the loss of its chief, where it does (a worker of a cluster without data
+ * parallelism, started by hand, whose monitored session is made from the task's session targets:
+ * it registers again in the restarted chief's generation and re-creates its session from the
+ * chief's values). The agreement follows the task into that generation; a termination notice
+ * while the chief is lost ends the wait, since nobody could write the checkpoint.
+ */
+export interface ChiefLossRecovery {
+  /**
+   * When `error` (seen by a coordination call made in `generation`) is a loss of the chief that
+   * this task waits out: a promise that resolves once the task registered in the chief's next
+   * generation and the chief's model is published there, and rejects when the wait fails (the
+   * chief did not come back within `maxWaitSecs`, a termination notice, the task leaving).
+   * `undefined` when the task does not wait `error` out.
+   */
+  follow(error: unknown, generation: number | undefined): Promise<void> | undefined;
+  /**
+   * This task got a termination notice: from now on a loss of the chief is not waited out. A wait
+   * under way ends with a {@link ChiefLostError}, which this returns (`undefined` when none was
+   * under way: a loss that comes later ends the same way at once).
+   */
+  noticed(): ChiefLostError | undefined;
+}
+
+/**
+ * A worker's wait for its lost chief ended by a termination notice (or a notice followed by the
+ * loss): nobody can write the checkpoint, and the task exits with {@link CHIEF_LOST_EXIT_CODE}
+ * without saving. Told apart by its class, never by its message.
+ */
+export class ChiefLostError extends CancelledError {
+  override readonly name: string = "ChiefLostError";
+}
+
 /** This task's place in the cluster, and (once joined) its handle on the coordination service. */
 export interface PreemptionClusterResolver {
   /** The cluster's jobs (a `ps` job is refused, as TensorFlow does). */
@@ -84,6 +118,8 @@ export interface PreemptionClusterResolver {
   untilErrorHeard?(): Promise<void>;
   /** The replica group's stop vote, when the job is data-parallel. */
   readonly replicaStop?: ReplicaStop | undefined;
+  /** How this task outlives the loss of its chief, where it does (see {@link ChiefLossRecovery}). */
+  readonly chiefRecovery?: ChiefLossRecovery | undefined;
   /**
    * The task's termination notices, watched since the task started (`startTask()`), for the
    * handler to act on instead of installing signal handlers of its own; a notice that came

@@ -25,6 +25,7 @@ import type { CoordinationClient } from "../cluster/coordination/CoordinationCli
 import { AbortedError, DeadlineExceededError, OpError, UnavailableError, UnknownError } from "../errors.js";
 import type { Logger } from "../Logger.js";
 import { hook, type SessionRunHook } from "../hook/SessionRunHook.js";
+import { ChiefLostError } from "../preemption/PreemptionCluster.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -72,6 +73,10 @@ export class ChiefRecovery {
   #reject: ((e: Error) => void) | undefined;
   /** Set once the worker gave up on the chief, or was told to leave: every later wait raises it. */
   #ended: Error | undefined;
+  /** The loss a recovery under way waits out (for messages). */
+  #cause: OpError | undefined;
+  /** Set once the task got a termination notice: a loss of the chief is no longer waited out. */
+  #noticed = false;
   /** The generation in which this task passed the start barrier. */
   #passed: number | undefined;
   /** The generation in which the chief's model was seen published. */
@@ -107,6 +112,11 @@ export class ChiefRecovery {
     // The task registered again since that call was made: that loss is over.
     if (generation !== this.o.client.generation) return Promise.resolve();
     const { clock, logger } = this.o;
+    if (this.#noticed) {
+      // Preempted, and the chief is gone: nobody can write the checkpoint, and nothing is waited out.
+      this.#ended = this.#chiefLost(cause);
+      return Promise.reject(this.#ended);
+    }
     if (!this.#inUse) {
       logger.warn(
         `${this.o.name} lost the chief ${this.o.chief} (${describe(cause)}): no session of this task is made from its session targets and hooks (a monitored session with the task's master), so none can be re-created from a restarted chief's values; the task fails with the loss.`,
@@ -116,6 +126,7 @@ export class ChiefRecovery {
     }
     const timeoutMs = this.o.maxWaitSecs * 1000;
     this.#epoch += 1;
+    this.#cause = cause;
     logger.warn(
       `${this.o.name} lost the chief ${this.o.chief} (${describe(cause)}): waiting up to ${this.o.maxWaitSecs} s (maxWaitSecs) for it to restart; this worker's session is then re-created from the chief's values.`,
     );
@@ -144,6 +155,21 @@ export class ChiefRecovery {
     const reject = this.#reject;
     reject?.(error);
     return reject !== undefined;
+  }
+
+  /**
+   * This task got a termination notice: from now on a loss of the chief ends at once, with a
+   * `ChiefLostError` (nobody could write the checkpoint). A recovery under way ends with it now,
+   * and it is returned; `undefined` when none was under way.
+   */
+  noticed(): ChiefLostError | undefined {
+    this.#noticed = true;
+    const reject = this.#reject;
+    if (reject === undefined || this.#ended !== undefined) return undefined;
+    const error = this.#chiefLost(this.#cause);
+    this.#ended = error;
+    reject(error);
+    return error;
   }
 
   /** The chief's model as the worker's session creator asks it: after a loss, only once the chief is back. */
@@ -257,6 +283,12 @@ export class ChiefRecovery {
   #gaveUp(last: unknown): DeadlineExceededError {
     return new DeadlineExceededError(
       `${this.o.name} lost the chief ${this.o.chief}, which did not come back within ${this.o.maxWaitSecs} s (maxWaitSecs): ${describe(last)}`,
+    );
+  }
+
+  #chiefLost(cause: OpError | undefined): ChiefLostError {
+    return new ChiefLostError(
+      `${this.o.name} stops for a termination notice while its chief ${this.o.chief} is lost${cause === undefined ? "" : ` (${describe(cause)})`}: nobody can write the checkpoint`,
     );
   }
 

@@ -377,6 +377,14 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     coordination: client,
     collective: group,
     replicaStop: group,
+    // The agreement of a worker that outlives its chief follows it into the chief's next generation.
+    chiefRecovery:
+      recovery === undefined
+        ? undefined
+        : {
+            follow: (e, generation) => (e instanceof OpError && recovery.isChiefLoss(e) ? recovery.recover(e, generation) : undefined),
+            noticed: () => recovery.noticed(),
+          },
     livenessTimeoutMs: timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs,
     isChiefLoss: (e) => isChiefLoss(e, chiefName),
     chiefTaskName: chiefName,

@@ -6,7 +6,9 @@
  * SIGTERM ends in 42 with the chief's save of its last completed step, which the restart resumes,
  * and `launch` SIGKILLs the stopped rank at once instead of waiting out its kill delay. Without
  * data parallelism (each task its own replica), SIGTERM to a worker ends in 42 everywhere once the
- * chief's save is stored, and with the chief frozen in 43 for the noticed worker. Causes and
+ * chief's save is stored, and with the chief frozen in 43 for the noticed worker. Started by hand
+ * (`run` with TF_CONFIG, no data parallelism), the same notice goes through the same agreement
+ * (no report to the cluster), and a worker waiting for its frozen chief exits 43 on a SIGTERM. Causes and
  * outcomes only (exit codes, the lines that name them), never durations; every wait has a deadline.
  */
 import { readFileSync, writeFileSync } from "node:fs";
@@ -14,7 +16,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 
 import { etcdBinary, EtcdProcess } from "../cluster/coordination/etcdHarness.js";
-import { killLaunchTree, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
+import { freePorts, killLaunchTree, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
 import { exampleTree } from "../util/exampleTree.js";
 import { exitsOf, pidOf } from "../util/launchOutput.js";
 import { useTempDirs } from "../util/tempDirs.js";
@@ -175,6 +177,72 @@ for (const backend of backends) {
       expect(exits["chief:0"], out).toBe(137);
       expect(r.code, out).toBe(43);
       expect(out).not.toMatch(/Preemption checkpoint for step \d+ saved/);
+    });
+  });
+
+  describe.skipIf(backend.skip)(`the bundled job, tasks started by hand (run, TF_CONFIG, no data parallelism), faults (${backend.name} coordination)`, () => {
+    beforeAll(async () => {
+      if (backend.name === "etcd") etcd = await EtcdProcess.start();
+    }, 60_000);
+    afterAll(async () => {
+      if (backend.name === "etcd") await etcd?.stop();
+    });
+
+    /** `run` of the example for each task, with a hand-set TF_CONFIG; resolves once every task trains. */
+    const startByHand = async (root: string): Promise<Record<(typeof TASKS)[number], CliChild>> => {
+      const cluster = backend.cluster();
+      const own = "  dataParallel: false\n";
+      const yaml = exampleTree(root, (y) => y + (cluster === "" ? `cluster:\n${own}` : cluster + own));
+      const ports = await freePorts(3);
+      const spec = { chief: [`127.0.0.1:${ports[0]}`], worker: [`127.0.0.1:${ports[1]}`, `127.0.0.1:${ports[2]}`] };
+      const start = (type: string, index: number): CliChild => {
+        const c = startCli(["run", yaml], { env: { CI: "true", TF_CONFIG: JSON.stringify({ cluster: spec, task: { type, index } }) }, timeoutMs: 280_000 });
+        launched.push(c);
+        return c;
+      };
+      const tasks = { "chief:0": start("chief", 0), "worker:0": start("worker", 0), "worker:1": start("worker", 1) };
+      for (const c of Object.values(tasks)) await c.waitFor(/^step [1-9]\d*\/\d+ /m, 200_000);
+      return tasks;
+    };
+
+    it("SIGTERM to a worker: its claim stops every task, the chief saves at its own next step, every task exits 42 (the workers once the chief's checkpoint is stored)", { timeout: 300_000 }, async () => {
+      const root = tempDir();
+      const tasks = await startByHand(root);
+      tasks["worker:1"].process.kill("SIGTERM");
+      const [chief, w0, w1] = await Promise.all([tasks["chief:0"].done, tasks["worker:0"].done, tasks["worker:1"].done]);
+      expect([chief.code, w0.code, w1.code], `${chief.stderr}\n${w0.stderr}\n${w1.stderr}`).toEqual([42, 42, 42]);
+      const saved = /^INFO Preemption checkpoint for step (\d+) saved: (\S+)\.$/m.exec(chief.stderr);
+      expect(saved, chief.stderr).not.toBeNull();
+      expect(saved?.[2]).toBe(join(root, "runs/tfjs-classifier", `model.ckpt-${saved?.[1]}`));
+      expect(chief.stderr).toMatch(/^INFO PreemptionCheckpointHandler: worker:1 got a termination notice; chief:0 saves at its next step boundary\.$/m);
+      for (const [w, r] of [["worker:0", w0], ["worker:1", w1]] as const) {
+        expect(r.stderr).toMatch(new RegExp(`^INFO PreemptionCheckpointHandler: the chief's preemption save is done \\(at its run \\d+\\): ${w} exits with the preemption code without saving`, "m"));
+      }
+      // The one protocol: no notice went to the cluster as its error, and nobody waited for an acknowledgement.
+      for (const r of [chief, w0, w1]) expect(r.stderr).not.toContain("cluster preemption:");
+      expect(chief.stderr).not.toContain("did not acknowledge");
+    });
+
+    it("a frozen chief (SIGSTOP): each worker waits for it; a SIGTERM to a waiting worker ends its wait with 43 and nothing saved, the line naming the task, the chief and the loss", { timeout: 300_000 }, async () => {
+      const tasks = await startByHand(tempDir());
+      const chief = tasks["chief:0"];
+      process.kill(chief.process.pid as number, "SIGSTOP");
+      try {
+        for (const w of ["worker:0", "worker:1"] as const) await tasks[w].waitFor(`${w} lost the chief /job:chief/replica:0/task:0`, 120_000);
+        for (const w of ["worker:0", "worker:1"] as const) {
+          tasks[w].process.kill("SIGTERM");
+          const r = await tasks[w].done;
+          expect(r.code, r.stderr).toBe(43);
+          expect(r.stderr).toMatch(
+            new RegExp(`^ERROR Preempted \\(SIGTERM\\): ${w} stops for a termination notice while its chief /job:chief/replica:0/task:0 is lost \\(\\w+Error: .*\\): nobody can write the checkpoint; exiting with 43 without saving`, "m"),
+          );
+          expect(r.stderr).not.toContain("Preemption checkpoint for step");
+        }
+      } finally {
+        chief.process.kill("SIGKILL");
+        process.kill(chief.process.pid as number, "SIGCONT");
+      }
+      expect((await chief.done).signal).toBe("SIGKILL");
     });
   });
 }

@@ -6,7 +6,7 @@
  * the same worker process (never restarted) re-registers, re-creates its session from the
  * restored values and both finish at the last step. A chief that never comes back makes the
  * worker exit 1 with one line naming the chief and `maxWaitSecs`; a termination notice while it
- * waits exits 42. Each test acts when a line appears, never after a fixed time, and asserts
+ * waits exits 43 (nobody can write the checkpoint). Each test acts when a line appears, never after a fixed time, and asserts
  * outcomes and named tasks only.
  */
 import { existsSync, writeFileSync } from "node:fs";
@@ -136,14 +136,17 @@ describe("a worker without data parallelism outlives its chief (run, hand-set TF
     ]);
   });
 
-  it("a termination notice while the worker waits for its chief: it exits 42 without saving", async () => {
+  it("a termination notice while the worker waits for its chief: nobody can save, it exits 43 with one line naming itself, the chief and the loss", async () => {
     const dir = tempDir();
     const { worker } = await killTheChief(config(dir), dir);
     await worker.waitFor("Session aborted", 60_000);
     worker.process.kill("SIGTERM");
     const r = await worker.done;
-    expect(r.code, r.stderr).toBe(42);
-    expect(r.stderr).toContain("Preempted (SIGTERM): a worker exits with 42 without saving");
+    expect(r.code, r.stderr).toBe(43);
+    expect(r.stderr).toMatch(
+      new RegExp(`^ERROR Preempted \\(SIGTERM\\): worker:0 stops for a termination notice while its chief ${CHIEF} is lost \\(\\w+Error: .*\\): nobody can write the checkpoint; exiting with 43 without saving \\(the restart resumes from the last checkpoint\\)\\.$`, "m"),
+    );
+    expect(r.stderr).not.toContain("cluster preemption:");
   });
 });
 
