@@ -372,7 +372,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     // The agreement: the handler claims the preemption (a data-parallel rank's claim is its stop
     // vote too); one that came before the handler exists is delivered to it once it does. A
     // worker whose session waits for its lost chief meanwhile stops waiting: 43.
-    if (agree && !handlerClosing && handler === undefined && !isChief) cluster?.chiefRecovery?.noticed();
+    if (agree && !handlerClosing && handler === undefined && !isChief) cluster?.chiefRecovery?.noticed("its termination notice");
     if (agree && !handlerClosing) return noticeToHandler(n);
     // This task's training is over (a chief that serves the coordination service until the
     // others leave): its handler is closed, and its client has left. The report, which the host
@@ -468,7 +468,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     if (groupFailure !== undefined && cluster !== undefined && !preempting()) await settledWithin(cluster.failed, WHY_A_PEER_LEFT_MS, clock);
     // Losing the chief while the group stopped for a notice: nobody can write the checkpoint (43).
     if (!agree && groupFailure !== undefined && preempting()) e = new PreemptedExit(losesChief(groupFailure) ? ExitCodes.chiefLost : exitCodeOf(config), false);
-    // A worker that waited for its lost chief and got a termination notice meanwhile.
+    // A preemption report that ended a wait of this task (a data-parallel group started by hand, re-forming after a lost rank).
     if (isPreemptionReport(e)) e = new PreemptedExit(exitCodeOf(config), false);
     // The replicas build different models: a configuration to fix, before any update. Found by
     // the replicas' signature check at the first step, or by a worker that cannot take the

@@ -307,7 +307,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     if (this.chiefSaves) {
       // A worker that waits for its lost chief: nobody can save, and the wait ends (a later loss
       // is not waited out either). There is no chief to claim from.
-      const lost = this.o.isChief ? undefined : this.o.chiefRecovery?.noticed();
+      const lost = this.o.isChief ? undefined : this.o.chiefRecovery?.noticed("its termination notice");
       if (lost !== undefined) {
         this.claimSeen ??= this.me;
         this.chiefLostOnNotice = lost;
@@ -475,8 +475,11 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
    * with `maxToKeep: 1` its save removes the checkpoint a worker may still be reading.
    */
   async restored(): Promise<void> {
-    await this.o.store.insert(this.key(`restored/${this.o.id}`), "1");
     this.restoredOnce = true;
+    // "chiefSaves": a worker never saves, so it waits for nobody; its key tells the chief, in
+    // each generation it follows the chief into.
+    if (this.chiefSaves && !this.o.isChief) return this.insertRestored();
+    await this.o.store.insert(this.key(`restored/${this.o.id}`), "1");
     await Promise.all(this.others().map((id) => this.waitLong(`restored/${id}`, `${this.o.workers[id] ?? id} to restore its checkpoint (create its PreemptionCheckpointHandler)`)));
   }
 
@@ -889,14 +892,42 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       return false;
     }
     // Moved before any notice can come (a signal waits for this turn's microtasks): a claim goes to the new generation.
-    const previous = this.prefix;
-    this.prefix = `${PREFIX}/${this.o.store.generation ?? 0}`;
-    if (this.prefix !== previous && this.restoredOnce) {
-      await this.o.store.insert(this.key(`restored/${this.o.id}`), "1").catch((e: unknown) => {
-        if (!(e instanceof AlreadyExistsError)) this.o.logger.warn(`PreemptionCheckpointHandler: ${this.me} could not tell the restarted chief that it restored (${describe(e)}).`);
+    if (this.moveToCurrentGeneration() && this.restoredOnce) {
+      // The restarted chief's handler waits for this key: without it, it would wait until this task is declared failed.
+      await this.insertRestored().catch((e: unknown) => {
+        this.failure ??= e instanceof Error ? e : new Error(String(e));
       });
     }
     return true;
+  }
+
+  /** Keys live under the coordination client's current generation from now on: whether they moved. */
+  private moveToCurrentGeneration(): boolean {
+    const next = `${PREFIX}/${this.o.store.generation ?? 0}`;
+    const moved = next !== this.prefix;
+    this.prefix = next;
+    return moved;
+  }
+
+  /**
+   * `"chiefSaves"`, a worker: inserts `restored/<id>` in the current generation. A loss of the
+   * chief on the way is waited out with the task's recovery, and the key inserted in the chief's
+   * next generation; any other failure (or a failed recovery) rejects.
+   */
+  private async insertRestored(): Promise<void> {
+    for (;;) {
+      const generation = this.o.store.generation;
+      try {
+        await this.o.store.insert(this.key(`restored/${this.o.id}`), "1");
+        return;
+      } catch (e) {
+        if (e instanceof AlreadyExistsError) return;
+        const follow = this.claimSeen !== undefined || this.noticeAtMs !== undefined ? undefined : this.o.chiefRecovery?.follow(e, generation);
+        if (follow === undefined) throw e;
+        await follow;
+        this.moveToCurrentGeneration();
+      }
+    }
   }
 
   /** `claimant`'s claim reached this task (the stored claim, or its notice over the group's links): the first one counts. */
@@ -905,7 +936,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     this.claimSeen ??= claimant;
     if (this.chiefSaves) {
       // A worker that knows of a preemption no longer waits out a loss of its chief: the chief's save decides.
-      if (!this.o.isChief) this.o.chiefRecovery?.noticed();
+      if (!this.o.isChief) this.o.chiefRecovery?.noticed(claimant === this.me ? "its termination notice" : `${claimant}'s termination notice`);
       // Read from the service (or carried by a report it holds): stored.
       this.claimStored = true;
       this.watchChiefSaved();

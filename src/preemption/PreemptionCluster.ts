@@ -74,11 +74,12 @@ export interface ChiefLossRecovery {
    */
   follow(error: unknown, generation: number | undefined): Promise<void> | undefined;
   /**
-   * This task got a termination notice: from now on a loss of the chief is not waited out. A wait
-   * under way ends with a {@link ChiefLostError}, which this returns (`undefined` when none was
-   * under way: a loss that comes later ends the same way at once).
+   * This task stops for a preemption (`why`: `its termination notice`, `worker:1's termination
+   * notice`): from now on a loss of the chief is not waited out. A wait under way ends with a
+   * {@link ChiefLostError}, which this returns (`undefined` when none was under way: a loss that
+   * comes later ends the same way at once).
    */
-  noticed(): ChiefLostError | undefined;
+  noticed(why: string): ChiefLostError | undefined;
 }
 
 /**

@@ -75,8 +75,8 @@ export class ChiefRecovery {
   #ended: Error | undefined;
   /** The loss a recovery under way waits out (for messages). */
   #cause: OpError | undefined;
-  /** Set once the task got a termination notice: a loss of the chief is no longer waited out. */
-  #noticed = false;
+  /** Set once the task stops for a preemption (what it stops for): a loss of the chief is no longer waited out. */
+  #noticed: string | undefined;
   /** The generation in which this task passed the start barrier. */
   #passed: number | undefined;
   /** The generation in which the chief's model was seen published. */
@@ -112,9 +112,9 @@ export class ChiefRecovery {
     // The task registered again since that call was made: that loss is over.
     if (generation !== this.o.client.generation) return Promise.resolve();
     const { clock, logger } = this.o;
-    if (this.#noticed) {
+    if (this.#noticed !== undefined) {
       // Preempted, and the chief is gone: nobody can write the checkpoint, and nothing is waited out.
-      this.#ended = this.#chiefLost(cause);
+      this.#ended = this.#chiefLost(this.#noticed, cause);
       return Promise.reject(this.#ended);
     }
     if (!this.#inUse) {
@@ -149,6 +149,11 @@ export class ChiefRecovery {
     return recovering;
   }
 
+  /** Whether a recovery is under way (the worker waits for its chief). */
+  get recovering(): boolean {
+    return this.#recovering !== undefined;
+  }
+
   /** Ends any recovery, now and later, with `error` (a termination notice, the task leaving). Whether one was under way. */
   cancel(error: Error): boolean {
     this.#ended ??= error;
@@ -158,15 +163,15 @@ export class ChiefRecovery {
   }
 
   /**
-   * This task got a termination notice: from now on a loss of the chief ends at once, with a
-   * `ChiefLostError` (nobody could write the checkpoint). A recovery under way ends with it now,
-   * and it is returned; `undefined` when none was under way.
+   * This task stops for a preemption (`why`: `its termination notice`): from now on a loss of the
+   * chief ends at once, with a `ChiefLostError` (nobody could write the checkpoint). A recovery
+   * under way ends with it now, and it is returned; `undefined` when none was under way.
    */
-  noticed(): ChiefLostError | undefined {
-    this.#noticed = true;
+  noticed(why: string): ChiefLostError | undefined {
+    this.#noticed ??= why;
     const reject = this.#reject;
     if (reject === undefined || this.#ended !== undefined) return undefined;
-    const error = this.#chiefLost(this.#cause);
+    const error = this.#chiefLost(this.#noticed, this.#cause);
     this.#ended = error;
     reject(error);
     return error;
@@ -286,9 +291,9 @@ export class ChiefRecovery {
     );
   }
 
-  #chiefLost(cause: OpError | undefined): ChiefLostError {
+  #chiefLost(why: string, cause: OpError | undefined): ChiefLostError {
     return new ChiefLostError(
-      `${this.o.name} stops for a termination notice while its chief ${this.o.chief} is lost${cause === undefined ? "" : ` (${describe(cause)})`}: nobody can write the checkpoint`,
+      `${this.o.name} stops for ${why} while its chief ${this.o.chief} is lost${cause === undefined ? "" : ` (${describe(cause)})`}: nobody can write the checkpoint`,
     );
   }
 

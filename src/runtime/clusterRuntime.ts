@@ -382,8 +382,10 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       recovery === undefined
         ? undefined
         : {
-            follow: (e, generation) => (e instanceof OpError && recovery.isChiefLoss(e) ? recovery.recover(e, generation) : undefined),
-            noticed: () => recovery.noticed(),
+            // Any error while a recovery is under way joins it (a call of a client that is between generations fails too).
+            follow: (e, generation) =>
+              recovery.recovering || (e instanceof OpError && recovery.isChiefLoss(e)) ? recovery.recover(e instanceof OpError ? e : new UnknownError(String(e)), generation) : undefined,
+            noticed: (why) => recovery.noticed(why),
           },
     livenessTimeoutMs: timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs,
     isChiefLoss: (e) => isChiefLoss(e, chiefName),

@@ -234,7 +234,7 @@ for (const backend of backends) {
           const r = await tasks[w].done;
           expect(r.code, r.stderr).toBe(43);
           expect(r.stderr).toMatch(
-            new RegExp(`^ERROR Preempted \\(SIGTERM\\): ${w} stops for a termination notice while its chief /job:chief/replica:0/task:0 is lost \\(\\w+Error: .*\\): nobody can write the checkpoint; exiting with 43 without saving`, "m"),
+            new RegExp(`^ERROR Preempted \\(SIGTERM\\): ${w} stops for its termination notice while its chief /job:chief/replica:0/task:0 is lost \\(\\w+Error: .*\\): nobody can write the checkpoint; exiting with 43 without saving`, "m"),
           );
           expect(r.stderr).not.toContain("Preemption checkpoint for step");
         }

@@ -144,7 +144,7 @@ describe("a worker without data parallelism outlives its chief (run, hand-set TF
     const r = await worker.done;
     expect(r.code, r.stderr).toBe(43);
     expect(r.stderr).toMatch(
-      new RegExp(`^ERROR Preempted \\(SIGTERM\\): worker:0 stops for a termination notice while its chief ${CHIEF} is lost \\(\\w+Error: .*\\): nobody can write the checkpoint; exiting with 43 without saving \\(the restart resumes from the last checkpoint\\)\\.$`, "m"),
+      new RegExp(`^ERROR Preempted \\(SIGTERM\\): worker:0 stops for its termination notice while its chief ${CHIEF} is lost \\(\\w+Error: .*\\): nobody can write the checkpoint; exiting with 43 without saving \\(the restart resumes from the last checkpoint\\)\\.$`, "m"),
     );
     expect(r.stderr).not.toContain("cluster preemption:");
   });

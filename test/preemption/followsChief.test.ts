@@ -56,16 +56,16 @@ const scriptedRecovery = () => {
   let settle: { ok: () => void; fail: (e: unknown) => void } | undefined;
   const r = {
     follows: [] as { error: unknown; generation: number | undefined }[],
-    notices: 0,
+    notices: [] as string[],
     follow: (error: unknown, generation: number | undefined): Promise<void> | undefined => {
       if (!(error instanceof AbortedError)) return undefined;
       r.follows.push({ error, generation });
       return new Promise<void>((ok, fail) => (settle = { ok, fail }));
     },
-    noticed: (): ChiefLostError | undefined => {
-      r.notices += 1;
+    noticed: (why: string): ChiefLostError | undefined => {
+      r.notices.push(why);
       if (settle === undefined) return undefined;
-      const lost = new ChiefLostError("worker:0 stops for a termination notice while its chief /job:chief/replica:0/task:0 is lost (AbortedError: generation 1 ended): nobody can write the checkpoint");
+      const lost = new ChiefLostError("worker:0 stops for its termination notice while its chief /job:chief/replica:0/task:0 is lost (AbortedError: generation 1 ended): nobody can write the checkpoint");
       settle.fail(lost);
       settle = undefined;
       return lost;
@@ -82,8 +82,8 @@ const scriptedRecovery = () => {
   return r satisfies ChiefLossRecovery;
 };
 
-/** worker:0 (id 1) under `"chiefSaves"`, restored in generation 1 (the others' restored keys are there). */
-const worker = async () => {
+/** worker:0 (id 1) under `"chiefSaves"`, in generation 1, before its handler's restore. */
+const setup = () => {
   const clock = new VirtualClock();
   const store = scriptedStore(clock);
   const recovery = scriptedRecovery();
@@ -100,11 +100,15 @@ const worker = async () => {
     clock,
     logger,
   });
-  await store.insert(`${PREFIX}/1/restored/0`, "1");
-  await store.insert(`${PREFIX}/1/restored/2`, "1");
-  await coordinator.restored();
-  await flush();
   return { clock, store, recovery, logger, coordinator };
+};
+
+/** {@link setup}, restored (the handler's creation done). */
+const worker = async () => {
+  const t = setup();
+  await t.coordinator.restored();
+  await flush();
+  return t;
 };
 
 const decide = async (d: PreemptionDecision | Promise<PreemptionDecision>): Promise<PreemptionDecision> => d;
@@ -130,7 +134,7 @@ describe('"chiefSaves": a worker that outlives its chief', () => {
     await flush();
     expect(coordinator.terminationReceived).toBe(true);
     expect(coordinator.claimHeardFrom).toBe("worker:1");
-    expect(recovery.notices).toBe(1);
+    expect(recovery.notices).toEqual(["worker:1's termination notice"]);
     await coordinator.close();
   });
 
@@ -140,10 +144,10 @@ describe('"chiefSaves": a worker that outlives its chief', () => {
     await flush();
     coordinator.notifyTermination(0);
     await flush();
-    expect(recovery.notices).toBe(1);
+    expect(recovery.notices).toEqual(["its termination notice"]);
     expect(store.inserted.filter((k) => k.endsWith("/claim"))).toEqual([]);
     expect(coordinator.terminationReceived).toBe(true);
-    const reason = `worker:0 stops for a termination notice while its chief /job:chief/replica:0/task:0 is lost (AbortedError: generation 1 ended): nobody can write the checkpoint: exiting with ${CHIEF_LOST_EXIT_CODE} without saving (the restart resumes from the last checkpoint)`;
+    const reason = `worker:0 stops for its termination notice while its chief /job:chief/replica:0/task:0 is lost (AbortedError: generation 1 ended): nobody can write the checkpoint: exiting with ${CHIEF_LOST_EXIT_CODE} without saving (the restart resumes from the last checkpoint)`;
     // The step that waited for the chief raises the recovery's ChiefLostError.
     expect(coordinator.afterStepFailure(new ChiefLostError("from the step"), 7)).toEqual({ save: false, exitWithoutSave: { code: CHIEF_LOST_EXIT_CODE, reason } });
     expect(await decide(coordinator.beforeStep(7, 10))).toEqual({ save: false, exitWithoutSave: { code: CHIEF_LOST_EXIT_CODE, reason } });
@@ -173,6 +177,30 @@ describe('"chiefSaves": a worker that outlives its chief', () => {
     expect(recovery.follows).toEqual([]);
     expect(coordinator.pendingFailure).toBe(declared);
     await coordinator.close();
+  });
+
+  it("a worker's restored() waits for nobody (it never saves); a loss of the chief while it inserts its key is followed, and the key inserted in the next generation", async () => {
+    const t = setup();
+    const insert = t.store.insert;
+    let lose = true;
+    t.store.insert = async (key: string, value: string): Promise<void> => {
+      if (lose && key === `${PREFIX}/1/restored/1`) {
+        lose = false;
+        throw new AbortedError("generation 1 ended");
+      }
+      return insert(key, value);
+    };
+    let done = false;
+    const restored = t.coordinator.restored().then(() => void (done = true));
+    await flush();
+    expect(t.recovery.follows).toHaveLength(1);
+    expect(done).toBe(false);
+    t.store.generation = 2;
+    t.recovery.back();
+    await restored;
+    // No other task restored, in either generation: the worker did not wait for them.
+    expect(t.store.inserted).toEqual([`${PREFIX}/2/restored/1`]);
+    await t.coordinator.close();
   });
 
   it("a step error that is not ChiefLostError, with no notice, is left to the step (no decision)", async () => {

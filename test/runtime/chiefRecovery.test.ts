@@ -196,14 +196,14 @@ describe("ChiefRecovery", () => {
     begin(recovery);
     const back = recovery.recover(new AbortedError("generation 1 ended"), 1).catch((e: unknown) => e);
     const pulled = recovery.chiefModel(chiefModel()).pull().catch((e: unknown) => e);
-    const lost = recovery.noticed();
+    const lost = recovery.noticed("its termination notice");
     expect(lost).toBeInstanceOf(ChiefLostError);
     expect(lost).toBeInstanceOf(CancelledError);
-    expect(lost?.message).toBe(`worker:0 stops for a termination notice while its chief ${CHIEF} is lost (AbortedError: generation 1 ended): nobody can write the checkpoint`);
+    expect(lost?.message).toBe(`worker:0 stops for its termination notice while its chief ${CHIEF} is lost (AbortedError: generation 1 ended): nobody can write the checkpoint`);
     expect(await back).toBe(lost);
     expect(await pulled).toBe(lost);
     // Said once: a second notice finds nothing under way.
-    expect(recovery.noticed()).toBeUndefined();
+    expect(recovery.noticed("its termination notice")).toBeUndefined();
   });
 
   it("noticed() with no recovery under way changes nothing now (the session's wait for the chief's model goes on); a later loss is not waited out but ends at once with ChiefLostError", async () => {
@@ -211,13 +211,13 @@ describe("ChiefRecovery", () => {
     const lines: string[] = [];
     const { recovery } = setup(() => clock.sleep(3_600_000), clock, { ...silentLogger, warn: (m: string) => void lines.push(m) });
     begin(recovery);
-    expect(recovery.noticed()).toBeUndefined();
+    expect(recovery.noticed("its termination notice")).toBeUndefined();
     // The chief is alive: its model is pulled as before.
     expect((await recovery.chiefModel(chiefModel()).pull()).ready).toBe(true);
     await createSession(recovery);
     const e = await recovery.recover(new UnavailableError("gone", EMBEDDED_GONE), 1).catch((f: unknown) => f);
     expect(e).toBeInstanceOf(ChiefLostError);
-    expect((e as Error).message).toBe(`worker:0 stops for a termination notice while its chief ${CHIEF} is lost (UnavailableError: gone): nobody can write the checkpoint`);
+    expect((e as Error).message).toBe(`worker:0 stops for its termination notice while its chief ${CHIEF} is lost (UnavailableError: gone): nobody can write the checkpoint`);
     // No wait began: the session is not re-created (its next step is not refused), and no line says it waits.
     expect(beforeRun(recovery)).toBeUndefined();
     expect(lines.join("\n")).not.toContain("waiting up to");
