@@ -287,6 +287,11 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     return this.chiefSaves ? this.noticeAtMs !== undefined : this.terminationReceived;
   }
 
+  get onNotice(): string {
+    if (!this.chiefSaves) return "the tasks agree on the run to save at";
+    return this.o.isChief ? "every task stops at its next step boundary, and the chief saves there" : "every task stops at its next step boundary; this one exits once the chief's save is done";
+  }
+
   get claimHeardFrom(): string | undefined {
     return this.heardFrom;
   }

@@ -728,7 +728,7 @@ export class PreemptionCheckpointHandler {
     this.noticeTimeMs = time;
     this.coordinator.notifyTermination(time, deadlineMs);
     this.logger.info(
-      `PreemptionCheckpointHandler: termination notice (${source}) ${this.at(this.runCounter)}${this.taskName === undefined ? "; a checkpoint is saved at the next step boundary" : ` on ${this.taskName}; the tasks agree on the run to save at`}.`,
+      `PreemptionCheckpointHandler: termination notice (${source}) ${this.at(this.runCounter)}${this.taskName === undefined ? "; a checkpoint is saved at the next step boundary" : ` on ${this.taskName}; ${this.coordinator.onNotice ?? "the tasks agree on the run to save at"}`}.`,
     );
     this.emit({ type: "terminationNoticed", time, source });
   }

@@ -51,6 +51,8 @@ export interface PreemptionCoordinator {
    * process's own notice after hearing a peer's (its deadline, say) says `false` until it had one.
    */
   readonly ignoresNotices?: boolean;
+  /** Multi-worker: what the tasks do on this task's notice, for its line (`the tasks agree on the run to save at`). */
+  readonly onNotice?: string;
   /** Multi-worker: the task whose termination notice reached this one without a notice of its own (its claim, its proposal, or its notice over the group's links). */
   readonly claimHeardFrom?: string | undefined;
   /**

@@ -982,6 +982,13 @@ describe('PreemptionCheckpointHandler in a cluster, agreement "chiefSaves" (task
       // Every worker's acknowledgement was stored before it exited: the chief neither warns nor waits.
       expect(chief.logger.messages().filter((l) => l.includes("did not acknowledge"))).toEqual([]);
       if (victim !== 0) expect(chief.events.find((e) => e.type === "preemptionClaimHeard")).toMatchObject({ claimant: NAMES[victim] });
+      // The noticed task's line says what this agreement does (no agreed run).
+      const noticed = c.tasks[victim] as Task;
+      expect(noticed.logger.messages().find((l) => l.includes("termination notice (SIGTERM)"))).toMatch(
+        victim === 0
+          ? /on chief:0; every task stops at its next step boundary, and the chief saves there\.$/
+          : new RegExp(`on ${NAMES[victim]}; every task stops at its next step boundary; this one exits once the chief's save is done\\.$`),
+      );
       await c.close();
     });
   }
