@@ -36,6 +36,8 @@
  * @module
  */
 
+// Its events are session events, declared beside it by augmentation.
+import "./events.js";
 import { Subject, type Observable, type Subscription } from "rxjs";
 
 import { loggerRelay, type LoggerRelay } from "../hook/logObserver.js";
