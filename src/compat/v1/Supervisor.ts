@@ -43,6 +43,7 @@ import { defaultInitOp, defaultLocalInitOp, defaultReadyOp, runScaffoldOp, type 
 import type { Fetches, Feeds, RunMetadata, RunOptions, Session } from "../../session/Session.js";
 import { SessionManager, type SessionFactory } from "../../creation/SessionManager.js";
 import { SessionRunArgs, SessionRunContext, type SessionRunHook } from "../../hook/SessionRunHook.js";
+import type { SessionEventOf } from "../../hook/SessionEvent.js";
 import { defaultSessionTargets, fromTask, type SessionTargetRegistry, type SessionTask } from "../../pipeline/SessionTarget.js";
 import { fileWriterCache } from "../../summary/FileWriterCache.js";
 import type { Summary, SummaryValue } from "../../summary/EventProto.js";
@@ -164,9 +165,7 @@ export interface SupervisorOptions {
 }
 
 /** What the standard services did: a checkpoint saved or summaries written. */
-export type SupervisorEvent =
-  | { readonly type: "checkpointSaved"; readonly step: number; readonly path: string }
-  | { readonly type: "summaryWritten"; readonly step: number };
+export type SupervisorEvent = SessionEventOf<"checkpointSaved" | "summaryWritten">;
 
 /** Options of {@link Supervisor.prepareOrWaitForSession}. */
 export interface PrepareOrWaitOptions {
@@ -497,10 +496,12 @@ export class Supervisor {
   async summaryComputed(sess: Session, summary: SummaryResult, globalStep?: number): Promise<void> {
     const writer = this.writer;
     if (writer === undefined) throw new RuntimeError("Writing a summary requires a summary writer.");
+    const started = this.clock.now();
     const values = summary instanceof Uint8Array ? decodeSummary(summary) : summary;
     const step = globalStep ?? (this.globalStep === undefined ? 0 : await this.currentStep(sess));
     writer.addSummary(values, step);
-    this.subject.next({ type: "summaryWritten", step });
+    const time = this.clock.now();
+    this.subject.next({ type: "summaryWritten", time, globalStep: step, durationMs: time - started, hook: "Supervisor" });
   }
 
   /**
@@ -591,11 +592,13 @@ export class Supervisor {
     const store = sess.variables;
     if (store === undefined || this.logdir === undefined || this.saver === undefined) return;
     const manager = (await this.checkpointManager()) as CheckpointManager;
+    const started = this.clock.now();
     const step = this.globalStep === undefined ? undefined : await this.currentStep(sess);
     const path = await manager.save(store, step === undefined ? {} : { checkpointNumber: step, step });
     if (path === null) return;
     this.writer?.addSessionLog("CHECKPOINT", step ?? 0, { checkpointPath: path });
-    this.subject.next({ type: "checkpointSaved", step: step ?? 0, path });
+    const time = this.clock.now();
+    this.subject.next({ type: "checkpointSaved", time, globalStep: step ?? 0, path, durationMs: time - started });
   }
 
   private async currentStep(sess: Session): Promise<number> {

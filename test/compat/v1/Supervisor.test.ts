@@ -45,7 +45,7 @@ describe("Supervisor", () => {
     const firstSave = firstValueFrom(sv.events$.pipe(filter((e) => e.type === "checkpointSaved")));
     const result = await sv.managedSession(async (sess) => {
       // The services' first iteration runs at once; let its checkpoint (real disk I/O) land.
-      expect(await firstSave).toMatchObject({ step: 0 });
+      expect(await firstSave).toMatchObject({ globalStep: 0, time: expect.any(Number) as unknown as number, durationMs: expect.any(Number) as unknown as number });
       for (let i = 0; i < 3; i++) {
         await sess.run("train");
         await clock.advanceSecs(10);
@@ -216,6 +216,8 @@ describe("Supervisor", () => {
     await sv.managedSession(async () => {
       await written;
     });
+    // A session event like the hooks': its time, step, duration and emitter.
+    expect(await written).toMatchObject({ type: "summaryWritten", hook: "Supervisor", time: clock.now() });
     const values = events(logdir).flatMap((e) => e.summary?.value ?? []);
     expect(values.map((v) => v.tag).filter((t) => t !== undefined && !t.endsWith("/sec"))).toEqual(["loss_summary", "accuracy"]);
 
