@@ -488,6 +488,42 @@ describe("CheckpointSaverHook async", () => {
     await saver.idle();
   });
 
+  it("the skip policy: a save while one runs is not made, and the session hears it as checkpointSkipped", async () => {
+    const saver = new GatedSaver();
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, saver, async: "skip" });
+    const { run, events, eventCount, end } = await bare(hook);
+    await run();
+    await saver.waitStarted(1);
+    await run();
+    expect(events.filter((e) => e.type === "checkpointSkipped")).toEqual([expect.objectContaining({ globalStep: 2 })]);
+    saver.release();
+    await eventCount("checkpointSaved", 1);
+    // The skipped last step is saved by end (the final step is always durable).
+    const ending = end();
+    await saver.waitStarted(2);
+    saver.release();
+    await ending;
+    expect(await savedStep()).toBe(2);
+  });
+
+  it("the coalesce policy: a pending save replaced by a newer one is not made, and the session hears it as checkpointCoalesced", async () => {
+    const saver = new GatedSaver();
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, saver, async: "coalesce" });
+    const { run, events, eventCount, end } = await bare(hook);
+    await run();
+    await saver.waitStarted(1);
+    await run();
+    await run();
+    await eventCount("checkpointCoalesced", 1);
+    expect(events.filter((e) => e.type === "checkpointCoalesced")).toEqual([expect.objectContaining({ globalStep: 2 })]);
+    saver.release();
+    await saver.waitStarted(2);
+    saver.release();
+    await eventCount("checkpointSaved", 2);
+    expect(events.filter((e) => e.type === "checkpointSaved").map((e) => e.type === "checkpointSaved" && e.globalStep)).toEqual([1, 3]);
+    await end();
+  });
+
   it("a truthy afterSave of a background save requests a stop at the next run", async () => {
     const saver = new GatedSaver();
     const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, saver, async: true, listeners: [new CountingListener(() => true)] });
