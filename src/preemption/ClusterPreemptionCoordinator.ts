@@ -309,17 +309,15 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     this.deadlineMs = deadlineMs;
     // "chiefSaves": a chief already stopping for another task's claim keeps its own notice's deadline.
     this.local?.tightenDeadline(deadlineMs);
-    if (this.chiefSaves) {
-      // A worker that waits for its lost chief: nobody can save, and the wait ends (a later loss
-      // is not waited out either). There is no chief to claim from.
-      const lost = this.o.isChief ? undefined : this.o.chiefRecovery?.noticed("its termination notice");
-      if (lost !== undefined) {
-        this.claimSeen ??= this.me;
-        this.chiefLostOnNotice = lost;
-        return;
-      }
-      return this.claimAlone();
+    // A worker that waits for its lost chief: nobody can save, and the wait ends (a later loss
+    // is not waited out either). There is no chief to claim from, nor to agree with.
+    const lost = this.o.isChief ? undefined : this.o.chiefRecovery?.noticed("its termination notice");
+    if (lost !== undefined) {
+      this.claimSeen ??= this.me;
+      this.chiefLostOnNotice = lost;
+      return;
     }
+    if (this.chiefSaves) return this.claimAlone();
     const vote = this.o.replicaStop;
     // Every rank of the group hears of it now over the group's links, whatever the path below.
     vote?.announceNotice?.();
@@ -369,6 +367,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
 
   beforeStep(runCounter: number, estimatedRunTimeMs: number): PreemptionDecision | Promise<PreemptionDecision> {
     this.lastEstimateMs = estimatedRunTimeMs;
+    if (this.chiefLostOnNotice !== undefined) return this.exitChiefLost(this.chiefLostOnNotice);
     if (this.chiefSaves) return this.stopAlone(runCounter, estimatedRunTimeMs);
     const vote = this.o.replicaStop;
     if (vote?.stopAgreed === true && !this.voted) {
@@ -420,8 +419,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
    * step's error stands.
    */
   afterStepFailure(error: unknown, runCounter: number): PreemptionDecision | undefined {
-    // "chiefSaves": a worker whose step waited for its lost chief when a notice came (the wait ended with ChiefLostError).
-    if (this.chiefSaves && !this.o.isChief && !this.closed) {
+    // A worker whose step waited for its lost chief when a notice came (the wait ended with ChiefLostError).
+    if (!this.o.isChief && !this.closed) {
       this.chiefLostOnNotice ??= error instanceof ChiefLostError ? error : undefined;
       if (this.chiefLostOnNotice !== undefined) return this.exitChiefLost(this.chiefLostOnNotice);
     }
@@ -753,8 +752,6 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
         if (this.failure !== undefined) throw this.failure;
         return CONTINUE;
       }
-      // Stopped while its chief was lost (a notice during the wait for it): nobody saves.
-      if (this.chiefLostOnNotice !== undefined) return this.exitChiefLost(this.chiefLostOnNotice);
       // What the chief's save became is watched since the claim was known: the answer decides.
       return (this.chiefOutcome ??= this.untilChiefSaved(runCounter));
     }
@@ -964,12 +961,15 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   /** One round of the watch: the proposal, then the agreed run, then the acknowledgement (see the module comment). */
   private async watch(): Promise<void> {
     const round = this.round;
+    const generation = this.o.store.generation;
     try {
       const proposal = await this.waitFor(`round${round}/proposal/${this.o.id}`);
       if (proposal === undefined || proposal === CLOSED || this.closed) return;
       if (round === this.round) {
         const proposed = this.decodeStored(RunValueJson, `round${round}/proposal/${this.o.id}`, `the preemption proposal for ${this.me}`, proposal);
         if (this.proposal === undefined && round === 0 && proposed.by !== undefined && proposed.by !== this.me) this.heardClaim(proposed.by);
+        // A worker that knows of a preemption no longer waits out a loss of its chief: the agreement decides.
+        if (this.proposal === undefined && !this.o.isChief) this.o.chiefRecovery?.noticed(proposed.by === undefined || proposed.by === this.me ? "its termination notice" : `${proposed.by}'s termination notice`);
         this.proposal ??= proposed;
         if (this.o.isChief) this.startLeading();
         // Answer now, from where the loop is: the boundary it reaches next.
@@ -987,6 +987,10 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       for (const w of this.agreedWaiters.splice(0)) w.ok();
       void this.acknowledge(round, value);
     } catch (e) {
+      // A worker that outlives its chief, outside any agreement: the watch goes on in the chief's next generation.
+      const outside = round === 0 && this.proposal === undefined && this.noticeAtMs === undefined && this.claimSeen === undefined && !this.o.isChief && !this.closed;
+      const follow = outside ? this.o.chiefRecovery?.follow(e, generation) : undefined;
+      if (follow !== undefined && (await this.followedChief(follow))) return this.closed ? undefined : this.watch();
       this.onWatchError(e);
     }
   }

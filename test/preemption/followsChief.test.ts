@@ -11,7 +11,7 @@ import { describe, expect, it } from "vitest";
 
 import { AbortedError, AlreadyExistsError, CancelledError, DeadlineExceededError, UnavailableError } from "../../src/errors.js";
 import { CHIEF_LOST_EXIT_CODE, ChiefLostError, type ChiefLossRecovery } from "../../src/preemption/PreemptionCluster.js";
-import { ClusterPreemptionCoordinator } from "../../src/preemption/ClusterPreemptionCoordinator.js";
+import { ClusterPreemptionCoordinator, type PreemptionAgreement } from "../../src/preemption/ClusterPreemptionCoordinator.js";
 import type { PreemptionDecision } from "../../src/preemption/PreemptionCoordinator.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { flush, VirtualClock } from "../../src/testing/VirtualClock.js";
@@ -82,8 +82,8 @@ const scriptedRecovery = () => {
   return r satisfies ChiefLossRecovery;
 };
 
-/** worker:0 (id 1) under `"chiefSaves"`, in generation 1, before its handler's restore. */
-const setup = () => {
+/** worker:0 (id 1) under `agreement` (default `"chiefSaves"`), in generation 1, before its handler's restore. */
+const setup = (agreement: PreemptionAgreement = "chiefSaves") => {
   const clock = new VirtualClock();
   const store = scriptedStore(clock);
   const recovery = scriptedRecovery();
@@ -93,7 +93,7 @@ const setup = () => {
     id: 1,
     workers: TASKS,
     isChief: false,
-    agreement: "chiefSaves",
+    agreement,
     chiefRecovery: recovery,
     isChiefLoss: (e) => e instanceof AbortedError,
     chiefTask: "/job:chief/replica:0/task:0",
@@ -109,6 +109,31 @@ const worker = async () => {
   await t.coordinator.restored();
   await flush();
   return t;
+};
+
+/**
+ * After the chief came back in generation 2: the worker's restored key is there and its watch
+ * waits on `key` there; `value`, written there by worker:1's notice, is heard, and the worker's
+ * recovery is told (a later loss is not waited out).
+ */
+const hearsInGeneration2 = async (t: Pick<ReturnType<typeof setup>, "store" | "recovery" | "coordinator">, key: string, value: string): Promise<void> => {
+  expect(t.store.inserted).toContain(`${PREFIX}/2/restored/1`);
+  expect(t.store.pending()).toEqual([`${PREFIX}/2/${key}`]);
+  await t.store.insert(`${PREFIX}/2/${key}`, value);
+  await flush();
+  expect(t.coordinator.terminationReceived).toBe(true);
+  expect(t.coordinator.claimHeardFrom).toBe("worker:1");
+  expect(t.recovery.notices).toEqual(["worker:1's termination notice"]);
+};
+
+/** The chief lost (a watch's call fails), then this task's notice: its recovery is told at once, and no claim is written anywhere. */
+const noticeWhileWaiting = async (t: Pick<ReturnType<typeof setup>, "store" | "recovery" | "coordinator">): Promise<void> => {
+  t.store.failPending(new AbortedError("generation 1 ended"));
+  await flush();
+  t.coordinator.notifyTermination(0);
+  await flush();
+  expect(t.recovery.notices).toEqual(["its termination notice"]);
+  expect(t.store.inserted.filter((k) => k.endsWith("/claim"))).toEqual([]);
 };
 
 const decide = async (d: PreemptionDecision | Promise<PreemptionDecision>): Promise<PreemptionDecision> => d;
@@ -127,25 +152,14 @@ describe('"chiefSaves": a worker that outlives its chief', () => {
     store.generation = 2;
     recovery.back();
     await flush();
-    expect(store.inserted).toContain(`${PREFIX}/2/restored/1`);
-    expect(store.pending()).toEqual([`${PREFIX}/2/claim`]);
     // worker:1 got a notice in the new generation: this worker hears it, and its recovery no longer waits out a loss.
-    await store.insert(`${PREFIX}/2/claim`, "worker:1");
-    await flush();
-    expect(coordinator.terminationReceived).toBe(true);
-    expect(coordinator.claimHeardFrom).toBe("worker:1");
-    expect(recovery.notices).toEqual(["worker:1's termination notice"]);
+    await hearsInGeneration2({ store, recovery, coordinator }, "claim", "worker:1");
     await coordinator.close();
   });
 
   it("a notice while it waits for the chief ends the wait: no claim anywhere, and 43 without a save, at the next boundary or from the step the wait was in", async () => {
     const { store, recovery, coordinator, logger } = await worker();
-    store.failPending(new AbortedError("generation 1 ended"));
-    await flush();
-    coordinator.notifyTermination(0);
-    await flush();
-    expect(recovery.notices).toEqual(["its termination notice"]);
-    expect(store.inserted.filter((k) => k.endsWith("/claim"))).toEqual([]);
+    await noticeWhileWaiting({ store, recovery, coordinator });
     expect(coordinator.terminationReceived).toBe(true);
     const reason = `worker:0 stops for its termination notice while its chief /job:chief/replica:0/task:0 is lost (AbortedError: generation 1 ended): nobody can write the checkpoint: exiting with ${CHIEF_LOST_EXIT_CODE} without saving (the restart resumes from the last checkpoint)`;
     // The step that waited for the chief raises the recovery's ChiefLostError.
@@ -206,6 +220,41 @@ describe('"chiefSaves": a worker that outlives its chief', () => {
   it("a step error that is not ChiefLostError, with no notice, is left to the step (no decision)", async () => {
     const { coordinator } = await worker();
     expect(coordinator.afterStepFailure(new CancelledError("something else"), 3)).toBeUndefined();
+    await coordinator.close();
+  });
+});
+
+describe('the default agreement ("agreedRun"): a worker that outlives its chief', () => {
+  /** worker:0 under "agreedRun", restored in generation 1 (it waits for the others' restores: they are there). */
+  const agreedWorker = async () => {
+    const t = setup("agreedRun");
+    await t.store.insert(`${PREFIX}/1/restored/0`, "1");
+    await t.store.insert(`${PREFIX}/1/restored/2`, "1");
+    await t.coordinator.restored();
+    await flush();
+    return t;
+  };
+
+  it("its watch follows the chief into the next generation: a proposal written there is heard, and a later loss is not waited out", async () => {
+    const { store, recovery, coordinator } = await agreedWorker();
+    expect(store.pending()).toEqual([`${PREFIX}/1/round0/proposal/1`]);
+    store.failPending(new AbortedError("generation 1 ended"));
+    await flush();
+    expect(recovery.follows).toHaveLength(1);
+    expect(coordinator.pendingFailure).toBeUndefined();
+    store.generation = 2;
+    recovery.back();
+    await flush();
+    await hearsInGeneration2({ store, recovery, coordinator }, "round0/proposal/1", JSON.stringify({ step: 9, exit: true, by: "worker:1" }));
+    await coordinator.close();
+  });
+
+  it("a notice while it waits for the chief: 43 without a claim or a save", async () => {
+    const { store, recovery, coordinator } = await agreedWorker();
+    await noticeWhileWaiting({ store, recovery, coordinator });
+    const exit43 = { save: false, exitWithoutSave: expect.objectContaining({ code: CHIEF_LOST_EXIT_CODE }) as unknown };
+    expect(await decide(coordinator.beforeStep(7, 10))).toEqual(exit43);
+    expect(coordinator.afterStepFailure(new ChiefLostError("from the step"), 7)).toEqual(exit43);
     await coordinator.close();
   });
 });
