@@ -10,7 +10,10 @@
  * its own seed's); only the chief writes checkpoints and summaries (the worker's directory is
  * never made). And the chief SIGKILLed and started again by hand (docs/distributed.md, "A worker
  * outlives its chief"): the same worker process waits for it, and its next session starts from
- * the restored checkpoint's values; both train on and exit 0.
+ * the restored checkpoint's values; both train on and exit 0. The same with a program's own
+ * `PreemptionCheckpointHandler` on the task (the default agreement), whose agreement follows the
+ * worker into the chief's new generation; and with it, a SIGTERM to the worker while it waits for
+ * its lost chief exits 43 at its next step, saving nothing.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
@@ -60,7 +63,7 @@ afterEach(async () => {
   }
 });
 
-type Api = "mts" | "supervisor";
+type Api = "mts" | "mts-handler" | "supervisor";
 
 /** Starts a task of `cluster` with its own TF_CONFIG, directory and seed. */
 const start = (api: Api, cluster: object, type: string, seed: number, dir: string): Task => {
@@ -168,6 +171,7 @@ const startBoth = async (api: Api): Promise<{ chief: Task; worker: Task; chiefDi
 
 const APIS: readonly { readonly api: Api; readonly name: string }[] = [
   { api: "mts", name: "monitoredTrainingSession({ task })" },
+  { api: "mts-handler", name: "monitoredTrainingSession({ task }) with a PreemptionCheckpointHandler on the task (the default agreement)" },
   { api: "supervisor", name: "Supervisor({ task }).managedSession" },
 ];
 
@@ -226,3 +230,20 @@ for (const { api, name } of APIS) {
     }, 6 * DEADLINE_MS);
   });
 }
+
+describe("a PreemptionCheckpointHandler on the task (the default agreement), the worker waiting for its lost chief", () => {
+  it("a SIGTERM to the waiting worker: nobody can save, it exits 43 at its next step, and never saves", async () => {
+    const { chief, worker } = await startBoth("mts-handler");
+    await worker.next(event("session"));
+    expect(await train(chief, 2)).toMatchObject({ step: 2 });
+    chief.child.kill("SIGKILL");
+    await withDeadline(chief.exited, "the chief's exit");
+    await worker.next(event("lost"));
+    worker.child.kill("SIGTERM");
+    worker.send("train 1");
+    const { code } = await withDeadline(worker.exited, "the worker's exit");
+    expect(code, worker.output()).toBe(43);
+    expect(worker.output()).toMatch(/ERROR PreemptionCheckpointHandler: worker:0 stops for its termination notice while its chief \/job:chief\/replica:0\/task:0 is lost \(.*\): nobody can write the checkpoint: exiting with 43 without saving/);
+    expect(worker.lines.filter(event("preemptionSave"))).toEqual([]);
+  }, 4 * DEADLINE_MS);
+});
