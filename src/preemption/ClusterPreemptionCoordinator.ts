@@ -288,6 +288,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   }
 
   get onNotice(): string {
+    if (this.chiefLostOnNotice !== undefined) return "its chief is lost, so nobody can save: it exits with 43 at its next step";
     if (!this.chiefSaves) return "the tasks agree on the run to save at";
     return this.o.isChief ? "every task stops at its next step boundary, and the chief saves there" : "every task stops at its next step boundary; this one exits once the chief's save is done";
   }
@@ -298,6 +299,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
 
   /** The failure the next step raises, if any (another task's reported error, a lost task). */
   get pendingFailure(): Error | undefined {
+    // A notice while the chief was lost: the next check exits with 43, whatever else failed meanwhile.
+    if (this.chiefLostOnNotice !== undefined) return undefined;
     // "chiefSaves": a non-chief that stops waits for the chief's save, whose wait decides (see untilChiefSaved).
     if (this.chiefSaves && !this.o.isChief && (this.claimSeen !== undefined || this.noticeAtMs !== undefined)) return undefined;
     return this.lostDuringAgreement === undefined ? this.failure : undefined;
@@ -483,7 +486,29 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     // "chiefSaves": a worker never saves, so it waits for nobody; its key tells the chief, in
     // each generation it follows the chief into.
     if (this.chiefSaves && !this.o.isChief) return this.insertRestored();
-    await this.o.store.insert(this.key(`restored/${this.o.id}`), "1");
+    const recovery = this.o.isChief ? undefined : this.o.chiefRecovery;
+    if (recovery === undefined) {
+      await this.o.store.insert(this.key(`restored/${this.o.id}`), "1");
+      return this.othersRestored();
+    }
+    // A worker that outlives its chief: a loss while it waits for the others is followed into the
+    // chief's next generation, where it inserts its key and waits again.
+    for (;;) {
+      await this.insertRestored();
+      const generation = this.o.store.generation;
+      try {
+        return await this.othersRestored();
+      } catch (e) {
+        const follow = this.noticeAtMs === undefined && this.claimSeen === undefined && !this.closed ? recovery.follow(e, generation) : undefined;
+        if (follow === undefined) throw e;
+        await follow;
+        this.moveToCurrentGeneration();
+      }
+    }
+  }
+
+  /** Waits until every other task inserted its `restored/<id>` key in the current generation. */
+  private async othersRestored(): Promise<void> {
     await Promise.all(this.others().map((id) => this.waitLong(`restored/${id}`, `${this.o.workers[id] ?? id} to restore its checkpoint (create its PreemptionCheckpointHandler)`)));
   }
 
@@ -894,7 +919,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       return false;
     }
     // Moved before any notice can come (a signal waits for this turn's microtasks): a claim goes to the new generation.
-    if (this.moveToCurrentGeneration() && this.restoredOnce) {
+    if (this.moveToCurrentGeneration() && this.restoredOnce && !this.closed) {
       // The restarted chief's handler waits for this key: without it, it would wait until this task is declared failed.
       await this.insertRestored().catch((e: unknown) => {
         this.failure ??= e instanceof Error ? e : new Error(String(e));
@@ -918,6 +943,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
    */
   private async insertRestored(): Promise<void> {
     for (;;) {
+      // A closed handler's task restores nothing more (the restarted chief learns of its exit).
+      if (this.closed) return;
       const generation = this.o.store.generation;
       try {
         await this.o.store.insert(this.key(`restored/${this.o.id}`), "1");
@@ -969,7 +996,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
         const proposed = this.decodeStored(RunValueJson, `round${round}/proposal/${this.o.id}`, `the preemption proposal for ${this.me}`, proposal);
         if (this.proposal === undefined && round === 0 && proposed.by !== undefined && proposed.by !== this.me) this.heardClaim(proposed.by);
         // A worker that knows of a preemption no longer waits out a loss of its chief: the agreement decides.
-        if (this.proposal === undefined && !this.o.isChief) this.o.chiefRecovery?.noticed(proposed.by === undefined || proposed.by === this.me ? "its termination notice" : `${proposed.by}'s termination notice`);
+        if (this.proposal === undefined && round === 0 && !this.o.isChief) this.o.chiefRecovery?.noticed(proposed.by === undefined || proposed.by === this.me ? "its termination notice" : `${proposed.by}'s termination notice`);
         this.proposal ??= proposed;
         if (this.o.isChief) this.startLeading();
         // Answer now, from where the loop is: the boundary it reaches next.

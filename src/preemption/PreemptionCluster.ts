@@ -67,10 +67,10 @@ export interface ReplicaStop {
 export interface ChiefLossRecovery {
   /**
    * When `error` (seen by a coordination call made in `generation`) is a loss of the chief that
-   * this task waits out: a promise that resolves once the task registered in the chief's next
-   * generation and the chief's model is published there, and rejects when the wait fails (the
-   * chief did not come back within `maxWaitSecs`, a termination notice, the task leaving).
-   * `undefined` when the task does not wait `error` out.
+   * this task waits out (or any error while it waits): a promise that resolves once the task
+   * registered in the chief's next generation (the chief's model may not be published yet), and
+   * rejects when the wait fails (the chief did not come back within `maxWaitSecs`, a termination
+   * notice, the task leaving). `undefined` when the task does not wait `error` out.
    */
   follow(error: unknown, generation: number | undefined): Promise<void> | undefined;
   /**

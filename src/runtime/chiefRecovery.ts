@@ -75,6 +75,8 @@ export class ChiefRecovery {
   #ended: Error | undefined;
   /** The loss a recovery under way waits out (for messages). */
   #cause: OpError | undefined;
+  /** Told once the recovery under way registered the task in the chief's next generation (before the chief's model is published). */
+  #onRegistered: (() => void)[] = [];
   /** Set once the task stops for a preemption (what it stops for): a loss of the chief is no longer waited out. */
   #noticed: string | undefined;
   /** The generation in which this task passed the start barrier. */
@@ -147,6 +149,22 @@ export class ChiefRecovery {
       this.#reject = undefined;
     });
     return recovering;
+  }
+
+  /**
+   * Starts (or joins) a recovery after `cause` as {@link recover} does, but resolves as soon as
+   * the task registered in the chief's next generation, before the chief's model is published:
+   * what depends on the generation alone (the preemption agreement's keys, which a restarted
+   * chief's handler may wait for before its session exists) moves there then. Rejects as the
+   * recovery does.
+   */
+  registered(cause: OpError, generation: number | undefined): Promise<void> {
+    const recovering = this.recover(cause, generation);
+    if (this.#recovering === undefined) return recovering;
+    return new Promise<void>((ok, fail) => {
+      this.#onRegistered.push(ok);
+      recovering.then(ok, fail);
+    });
   }
 
   /** Whether a recovery is under way (the worker waits for its chief). */
@@ -255,6 +273,7 @@ export class ChiefRecovery {
       try {
         await this.o.connect(Math.max(1, deadline - clock.now()));
         const generation = client.generation;
+        for (const registered of this.#onRegistered.splice(0)) registered();
         await client.get(MODEL_READY_KEY, { timeoutMs: Math.max(1, deadline - clock.now()) });
         this.#ready = generation;
         return;

@@ -384,7 +384,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
         : {
             // Any error while a recovery is under way joins it (a call of a client that is between generations fails too).
             follow: (e, generation) =>
-              recovery.recovering || (e instanceof OpError && recovery.isChiefLoss(e)) ? recovery.recover(e instanceof OpError ? e : new UnknownError(String(e)), generation) : undefined,
+              recovery.recovering || (e instanceof OpError && recovery.isChiefLoss(e)) ? recovery.registered(e instanceof OpError ? e : new UnknownError(String(e)), generation) : undefined,
             noticed: (why) => recovery.noticed(why),
           },
     livenessTimeoutMs: timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs,

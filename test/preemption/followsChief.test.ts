@@ -51,33 +51,30 @@ const scriptedStore = (clock: VirtualClock) => {
   return store;
 };
 
-/** A recovery the test drives: `follow` hands out one promise per loss; `noticed` ends the one under way. */
+/** A recovery the test drives: `follow` joins the one wait under way; `noticed` ends it. */
 const scriptedRecovery = () => {
-  let settle: { ok: () => void; fail: (e: unknown) => void } | undefined;
+  let waiting: { ok: () => void; fail: (e: unknown) => void }[] = [];
+  const settle = (f: (w: { ok: () => void; fail: (e: unknown) => void }) => void): boolean => {
+    const all = waiting;
+    waiting = [];
+    all.forEach(f);
+    return all.length > 0;
+  };
   const r = {
     follows: [] as { error: unknown; generation: number | undefined }[],
     notices: [] as string[],
     follow: (error: unknown, generation: number | undefined): Promise<void> | undefined => {
       if (!(error instanceof AbortedError)) return undefined;
       r.follows.push({ error, generation });
-      return new Promise<void>((ok, fail) => (settle = { ok, fail }));
+      return new Promise<void>((ok, fail) => void waiting.push({ ok, fail }));
     },
     noticed: (why: string): ChiefLostError | undefined => {
       r.notices.push(why);
-      if (settle === undefined) return undefined;
       const lost = new ChiefLostError("worker:0 stops for its termination notice while its chief /job:chief/replica:0/task:0 is lost (AbortedError: generation 1 ended): nobody can write the checkpoint");
-      settle.fail(lost);
-      settle = undefined;
-      return lost;
+      return settle((w) => w.fail(lost)) ? lost : undefined;
     },
-    back: (): void => {
-      settle?.ok();
-      settle = undefined;
-    },
-    failed: (e: unknown): void => {
-      settle?.fail(e);
-      settle = undefined;
-    },
+    back: (): void => void settle((w) => w.ok()),
+    failed: (e: unknown): void => void settle((w) => w.fail(e)),
   };
   return r satisfies ChiefLossRecovery;
 };
@@ -134,6 +131,8 @@ const noticeWhileWaiting = async (t: Pick<ReturnType<typeof setup>, "store" | "r
   await flush();
   expect(t.recovery.notices).toEqual(["its termination notice"]);
   expect(t.store.inserted.filter((k) => k.endsWith("/claim"))).toEqual([]);
+  // The ended wait is no failure of its own: the next check exits with 43.
+  expect(t.coordinator.pendingFailure).toBeUndefined();
 };
 
 const decide = async (d: PreemptionDecision | Promise<PreemptionDecision>): Promise<PreemptionDecision> => d;
@@ -247,6 +246,25 @@ describe('the default agreement ("agreedRun"): a worker that outlives its chief'
     await flush();
     await hearsInGeneration2({ store, recovery, coordinator }, "round0/proposal/1", JSON.stringify({ step: 9, exit: true, by: "worker:1" }));
     await coordinator.close();
+  });
+
+  it("a chief loss while its handler waits for the others' restores is followed: it restores again in the next generation, and waits for the others there", async () => {
+    const t = setup("agreedRun");
+    let done = false;
+    const restored = t.coordinator.restored().then(() => void (done = true));
+    await flush();
+    expect(t.store.inserted).toEqual([`${PREFIX}/1/restored/1`]);
+    t.store.failPending(new AbortedError("generation 1 ended"));
+    await flush();
+    t.store.generation = 2;
+    t.recovery.back();
+    await flush();
+    expect(t.store.inserted).toEqual([`${PREFIX}/1/restored/1`, `${PREFIX}/2/restored/1`]);
+    expect(done).toBe(false);
+    await t.store.insert(`${PREFIX}/2/restored/0`, "1");
+    await t.store.insert(`${PREFIX}/2/restored/2`, "1");
+    await restored;
+    await t.coordinator.close();
   });
 
   it("a notice while it waits for the chief: 43 without a claim or a save", async () => {

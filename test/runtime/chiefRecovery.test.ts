@@ -190,6 +190,29 @@ describe("ChiefRecovery", () => {
     await expect(recovery.recover(new AbortedError("generation 2 ended"), undefined)).rejects.toBe(notice);
   });
 
+  it("registered() resolves once the task registered in the chief's next generation, before the chief's model is published; the recovery itself still waits for the model", async () => {
+    const clock = new VirtualClock();
+    const { state, recovery } = setup(async () => {
+      state.generation = 2;
+    }, clock);
+    begin(recovery);
+    state.ready = false;
+    const cause = new AbortedError("generation 1 ended");
+    let recovered = false;
+    const back = recovery.recover(cause, 1).then(() => void (recovered = true));
+    await recovery.registered(cause, 1);
+    expect(state.generation).toBe(2);
+    expect(recovered).toBe(false);
+    expect(recovery.recovering).toBe(true);
+    // The chief publishes its model: the recovery's next look finds it.
+    state.ready = true;
+    await clock.advanceSecs(1);
+    await back;
+    expect(recovery.recovering).toBe(false);
+    // Nothing under way, and the loss was seen in generation 1: over at once.
+    await recovery.registered(cause, 1);
+  });
+
   it("noticed() during a recovery ends it with ChiefLostError naming the task, the chief and the loss; the session's wait raises the same", async () => {
     const clock = new VirtualClock();
     const { recovery } = setup(() => clock.sleep(3_600_000), clock);
