@@ -22,7 +22,7 @@ export const ExitCodes = {
   failure: 1,
   /** Bad usage or configuration, the checkpoint directory in use, replicas that build different models. */
   usage: 2,
-  /** Preempted (or `preemption.exitCode`): a checkpoint was saved at an agreed step, or training had not started. */
+  /** Preempted (or `preemption.exitCode`): the chief saved a checkpoint on the notice, or there was nothing to save. */
   preempted: PREEMPTION_EXIT_CODE,
   /** The chief was lost while a preemption was pending or being agreed: nothing was saved. */
   chiefLost: CHIEF_LOST_EXIT_CODE,
@@ -49,7 +49,7 @@ const ROWS: readonly ExitCodeRow[] = [
   { code: ExitCodes.usage, meaning: "bad usage or configuration (every problem is printed); the checkpoint directory in use; the replicas build different models" },
   {
     code: ExitCodes.preempted,
-    meaning: "preempted (or `preemption.exitCode`): a termination notice saved a checkpoint at an agreed step (only the chief writes), or training had not started; run again to resume",
+    meaning: "preempted (or `preemption.exitCode`): on a termination notice the chief saved a checkpoint (at one agreed step, or at its own next step when the tasks share no step; only the chief writes), or there was nothing to save (training had not started, or the chief had finished); run again to resume",
   },
   {
     code: ExitCodes.chiefLost,
