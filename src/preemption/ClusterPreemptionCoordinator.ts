@@ -517,12 +517,14 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     if (this.closed) return;
     this.closed = true;
     this.failAgreedWaiters(new Error("the preemption handler closed"));
-    const r = this.round;
-    const mark = (k: string): Promise<void> => this.o.store.insert(this.key(`round${r}/${k}/${this.o.id}`), CLOSED).catch(() => undefined);
     // "chiefSaves": a chief that leaves without a preemption checkpoint (its training ended) tells the others not to wait for one.
     const leaving = this.chiefSaves && this.o.isChief && this.published === undefined ? this.o.store.insert(this.key(CHIEF_SAVED), CLOSED).catch(() => undefined) : undefined;
+    // A worker that outlives its chief after its handler closed (its task goes on: an evaluation,
+    // the shutdown barrier): in each of the chief's next generations it answers for the closed
+    // handler there, or the restarted chief's handler would wait for it (its restore, its holds).
+    if (!this.o.isChief) this.o.chiefRecovery?.onRegistered?.(() => void this.closedIn(true));
     const ending = (async () => {
-      await Promise.all(this.chiefSaves ? [mark("ack"), leaving] : [mark("proposal"), mark("hold"), mark("step"), mark("ack")]);
+      await Promise.all([this.closedIn(false), leaving]);
       await this.handOver();
       // A leader sees its round through: the others wait for the run it publishes.
       await this.leading;
@@ -543,6 +545,22 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     ]);
     timer?.cancel();
     if (late) this.o.logger.warn(`PreemptionCheckpointHandler: ${this.me} closed before its coordination calls settled (none answered within ${secs(boundMs)} s).`);
+  }
+
+  /**
+   * Inserts this closed handler's marks of the current round, so that neither its watcher nor the
+   * leader waits for it; in a generation it followed the chief into (`moved`), its `restored/<id>`
+   * too, since the restarted chief waits for every task's. Never rejects.
+   */
+  private async closedIn(moved: boolean): Promise<void> {
+    if (moved) this.moveToCurrentGeneration();
+    const r = this.round;
+    const insert = (k: string, value: string): Promise<void> => this.o.store.insert(this.key(k), value).catch(() => undefined);
+    const mark = (k: string): Promise<void> => insert(`round${r}/${k}/${this.o.id}`, CLOSED);
+    await Promise.all([
+      ...(this.chiefSaves ? [mark("ack")] : [mark("proposal"), mark("hold"), mark("step"), mark("ack")]),
+      ...(moved ? [insert(`restored/${this.o.id}`, "1")] : []),
+    ]);
   }
 
   /**

@@ -77,9 +77,16 @@ export interface ChiefLossRecovery {
    * This task stops for a preemption (`why`: `its termination notice`, `worker:1's termination
    * notice`): from now on a loss of the chief is not waited out. A wait under way ends with a
    * {@link ChiefLostError}, which this returns (`undefined` when none was under way: a loss that
-   * comes later ends the same way at once).
+   * comes later ends the same way at once). `onChiefLost` is told of that error synchronously,
+   * before any wait raises it, now or at the later loss (the first listener given is kept).
    */
-  noticed(why: string): ChiefLostError | undefined;
+  noticed(why: string, onChiefLost?: (error: ChiefLostError) => void): ChiefLostError | undefined;
+  /**
+   * Calls `listener` each time this task registered in the chief's next generation (a recovery
+   * under way, whoever waits on it); returns the unsubscribe. A closed handler answers there for
+   * its task, which the restarted chief's handler would otherwise wait for.
+   */
+  onRegistered?(listener: () => void): () => void;
 }
 
 /**

@@ -79,6 +79,10 @@ export class ChiefRecovery {
   #onRegistered: (() => void)[] = [];
   /** Set once the task stops for a preemption (what it stops for): a loss of the chief is no longer waited out. */
   #noticed: string | undefined;
+  /** Told (synchronously, once) when a loss of the chief ends that stop: see {@link noticed}. */
+  #onChiefLost: ((error: ChiefLostError) => void) | undefined;
+  /** Told each time a recovery registered this task in the chief's next generation (see {@link onRegistered}). */
+  readonly #registeredListeners = new Set<() => void>();
   /** The generation in which this task passed the start barrier. */
   #passed: number | undefined;
   /** The generation in which the chief's model was seen published. */
@@ -116,8 +120,10 @@ export class ChiefRecovery {
     const { clock, logger } = this.o;
     if (this.#noticed !== undefined) {
       // Preempted, and the chief is gone: nobody can write the checkpoint, and nothing is waited out.
-      this.#ended = this.#chiefLost(this.#noticed, cause);
-      return Promise.reject(this.#ended);
+      const lost = this.#chiefLost(this.#noticed, cause);
+      this.#ended = lost;
+      this.#onChiefLost?.(lost);
+      return Promise.reject(lost);
     }
     if (!this.#inUse) {
       logger.warn(
@@ -184,15 +190,31 @@ export class ChiefRecovery {
    * This task stops for a preemption (`why`: `its termination notice`): from now on a loss of the
    * chief ends at once, with a `ChiefLostError` (nobody could write the checkpoint). A recovery
    * under way ends with it now, and it is returned; `undefined` when none was under way.
+   * `onChiefLost` (the first one given is kept) is told of that error synchronously, before any
+   * wait raises it, whether the loss was under way or comes later: the owner of the task's exit
+   * (`startTask()` before a handler took its notices over) exits 43 before the program sees it.
    */
-  noticed(why: string): ChiefLostError | undefined {
+  noticed(why: string, onChiefLost?: (error: ChiefLostError) => void): ChiefLostError | undefined {
     this.#noticed ??= why;
+    this.#onChiefLost ??= onChiefLost;
     const reject = this.#reject;
     if (reject === undefined || this.#ended !== undefined) return undefined;
     const error = this.#chiefLost(this.#noticed, this.#cause);
     this.#ended = error;
+    this.#onChiefLost?.(error);
     reject(error);
     return error;
+  }
+
+  /**
+   * Calls `listener` each time a recovery registered this task in the chief's next generation
+   * (before the chief's model is published), for what must be there in each generation whether
+   * or not anything of the task's waits (a closed preemption handler's keys). Returns the
+   * unsubscribe.
+   */
+  onRegistered(listener: () => void): () => void {
+    this.#registeredListeners.add(listener);
+    return () => this.#registeredListeners.delete(listener);
   }
 
   /** The chief's model as the worker's session creator asks it: after a loss, only once the chief is back. */
@@ -274,6 +296,7 @@ export class ChiefRecovery {
         await this.o.connect(Math.max(1, deadline - clock.now()));
         const generation = client.generation;
         for (const registered of this.#onRegistered.splice(0)) registered();
+        for (const listener of this.#registeredListeners) listener();
         await client.get(MODEL_READY_KEY, { timeoutMs: Math.max(1, deadline - clock.now()) });
         this.#ready = generation;
         return;

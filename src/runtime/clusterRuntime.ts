@@ -385,7 +385,8 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
             // Any error while a recovery is under way joins it (a call of a client that is between generations fails too).
             follow: (e, generation) =>
               recovery.recovering || (e instanceof OpError && recovery.isChiefLoss(e)) ? recovery.registered(e instanceof OpError ? e : new UnknownError(String(e)), generation) : undefined,
-            noticed: (why) => recovery.noticed(why),
+            noticed: (why, onChiefLost) => recovery.noticed(why, onChiefLost),
+            onRegistered: (listener) => recovery.onRegistered(listener),
           },
     livenessTimeoutMs: timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs,
     isChiefLoss: (e) => isChiefLoss(e, chiefName),

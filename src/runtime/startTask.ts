@@ -30,6 +30,7 @@ import type { Observable } from "rxjs";
 
 import { systemClock, type Clock } from "../time/Clock.js";
 import { PREEMPTION_EXIT_CODE } from "../preemption/TerminationConfig.js";
+import { CHIEF_LOST_EXIT_CODE, type ChiefLostError } from "../preemption/PreemptionCluster.js";
 import { TerminationNotices, type NoticeProcess, type TerminationNotice } from "../preemption/TerminationNotices.js";
 import type { ClusterConfig } from "../cluster/ClusterConfig.js";
 import { resolveTfConfig, type ResolvedCluster } from "../cluster/ClusterResolver.js";
@@ -189,10 +190,26 @@ const startOwningNotices = async (options: StartTaskOptions, env: NodeJS.Process
     return new Promise<never>(() => undefined);
   }
   let takenOver = false;
+  /**
+   * A held notice met a loss of the chief (a worker's session waits for it, or the loss came
+   * later): nobody can write the checkpoint. Told synchronously, before the program's wait raises
+   * the error, so the task exits 43 rather than with the program's failure; the chief is lost, so
+   * there is no cluster to leave.
+   */
+  const chiefLost = (lost: ChiefLostError): void => {
+    if (takenOver) return;
+    held.unsubscribe();
+    logger.info(`${task.name}: ${lost.message}: exiting with ${CHIEF_LOST_EXIT_CODE} without saving (start the same command again to resume from the last checkpoint).`);
+    notices.close();
+    toLaunch({ type: "exiting", code: CHIEF_LOST_EXIT_CODE, reason: "the chief was lost while a termination notice was held" });
+    exit(CHIEF_LOST_EXIT_CODE);
+  };
   const held = notices.notices$.subscribe((n) => {
     if (takenOver) return;
     if (n.count === 1) {
       logger.info(`${task.name}: termination notice (${notices.describe(n)}) held for the PreemptionCheckpointHandler created with clusterResolver: task, which saves at the agreed run; a second notice exits at once.`);
+      // A worker that outlives its chief stops waiting for it: a loss now or later is 43.
+      if (!runtime.isChief) runtime.chiefRecovery?.noticed("its termination notice", chiefLost);
       return;
     }
     void leaveOn(n, task.name, runtime, "again, before a preemption handler took the notices over");

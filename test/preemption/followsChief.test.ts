@@ -73,7 +73,16 @@ const scriptedRecovery = () => {
       const lost = new ChiefLostError("worker:0 stops for its termination notice while its chief /job:chief/replica:0/task:0 is lost (AbortedError: generation 1 ended): nobody can write the checkpoint");
       return settle((w) => w.fail(lost)) ? lost : undefined;
     },
-    back: (): void => void settle((w) => w.ok()),
+    listeners: new Set<() => void>(),
+    onRegistered: (listener: () => void): (() => void) => {
+      r.listeners.add(listener);
+      return () => r.listeners.delete(listener);
+    },
+    /** The chief is back: the task registered in its next generation (every listener told), and the wait under way resolves. */
+    back: (): void => {
+      settle((w) => w.ok());
+      for (const listener of r.listeners) listener();
+    },
     failed: (e: unknown): void => void settle((w) => w.fail(e)),
   };
   return r satisfies ChiefLossRecovery;
@@ -216,6 +225,36 @@ describe('"chiefSaves": a worker that outlives its chief', () => {
     await t.coordinator.close();
   });
 
+  it("a closed handler whose task goes on (an evaluation) answers in the chief's next generation: its restored key and its closed acknowledgement are there, so the restarted chief waits for neither", async () => {
+    const { store, recovery, coordinator } = await worker();
+    await coordinator.close();
+    expect(store.inserted).toEqual([`${PREFIX}/1/restored/1`, `${PREFIX}/1/round0/ack/1`]);
+    // The task's own recovery (its runtime's watch) registered it in generation 2.
+    store.generation = 2;
+    recovery.back();
+    await flush();
+    expect(store.inserted.slice(2).sort()).toEqual([`${PREFIX}/2/restored/1`, `${PREFIX}/2/round0/ack/1`]);
+    // And in each generation after that.
+    store.generation = 3;
+    recovery.back();
+    await flush();
+    expect(store.inserted.slice(4).sort()).toEqual([`${PREFIX}/3/restored/1`, `${PREFIX}/3/round0/ack/1`]);
+  });
+
+  it("a handler closed while its watch follows the chief answers in the generation the chief comes back in, not only in the one it left", async () => {
+    const { store, recovery, coordinator } = await worker();
+    store.failPending(new AbortedError("generation 1 ended"));
+    await flush();
+    expect(recovery.follows).toHaveLength(1);
+    await coordinator.close();
+    store.generation = 2;
+    recovery.back();
+    await flush();
+    expect(store.inserted.filter((k) => k.startsWith(`${PREFIX}/2/`)).sort()).toEqual([`${PREFIX}/2/restored/1`, `${PREFIX}/2/round0/ack/1`]);
+    // The watch ended with the close: nothing of this task waits in generation 2.
+    expect(store.pending()).toEqual([]);
+  });
+
   it("a step error that is not ChiefLostError, with no notice, is left to the step (no decision)", async () => {
     const { coordinator } = await worker();
     expect(coordinator.afterStepFailure(new CancelledError("something else"), 3)).toBeUndefined();
@@ -265,6 +304,16 @@ describe('the default agreement ("agreedRun"): a worker that outlives its chief'
     await t.store.insert(`${PREFIX}/2/restored/2`, "1");
     await restored;
     await t.coordinator.close();
+  });
+
+  it("a closed handler answers in the chief's next generation with every mark of its round and its restored key (the restarted chief leads rounds and waits for restores)", async () => {
+    const { store, recovery, coordinator } = await agreedWorker();
+    await coordinator.close();
+    const before = store.inserted.length;
+    store.generation = 2;
+    recovery.back();
+    await flush();
+    expect(store.inserted.slice(before).sort()).toEqual([`${PREFIX}/2/restored/1`, ...["ack", "hold", "proposal", "step"].map((k) => `${PREFIX}/2/round0/${k}/1`)]);
   });
 
   it("a notice while it waits for the chief: 43 without a claim or a save", async () => {

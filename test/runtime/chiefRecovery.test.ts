@@ -15,7 +15,7 @@ import { silentLogger, type Logger } from "../../src/Logger.js";
 import type { Session } from "../../src/session/Session.js";
 import type { HookEnv, SessionRunContext } from "../../src/hook/SessionRunHook.js";
 import type { Coordinator } from "../../src/coordinator/Coordinator.js";
-import { VirtualClock } from "../../src/testing/VirtualClock.js";
+import { flush, VirtualClock } from "../../src/testing/VirtualClock.js";
 import { ChiefLostError } from "../../src/preemption/PreemptionCluster.js";
 
 const CHIEF = "/job:chief/replica:0/task:0";
@@ -244,6 +244,50 @@ describe("ChiefRecovery", () => {
     // No wait began: the session is not re-created (its next step is not refused), and no line says it waits.
     expect(beforeRun(recovery)).toBeUndefined();
     expect(lines.join("\n")).not.toContain("waiting up to");
+  });
+
+  it("noticed()'s onChiefLost is told of the ChiefLostError before any wait raises it: during a recovery under way, and at a loss that comes later", async () => {
+    const clock = new VirtualClock();
+    const order: string[] = [];
+    const { recovery } = setup(() => clock.sleep(3_600_000), clock);
+    begin(recovery);
+    const back = recovery.recover(new AbortedError("generation 1 ended"), 1).catch((e: unknown) => void order.push(`wait raised ${(e as Error).name}`));
+    const told: ChiefLostError[] = [];
+    const lost = recovery.noticed("its termination notice", (e) => {
+      told.push(e);
+      order.push("told");
+    });
+    expect(told).toEqual([lost]);
+    await back;
+    expect(order).toEqual(["told", "wait raised ChiefLostError"]);
+
+    const later = setup(() => clock.sleep(3_600_000), clock).recovery;
+    begin(later);
+    const tellings: ChiefLostError[] = [];
+    expect(later.noticed("its termination notice", (e) => void tellings.push(e))).toBeUndefined();
+    // A second caller's listener is not kept: the first one owns the exit.
+    later.noticed("worker:1's termination notice", () => void tellings.push(new ChiefLostError("not this one")));
+    expect(tellings).toEqual([]);
+    const e = await later.recover(new UnavailableError("gone", EMBEDDED_GONE), 1).catch((f: unknown) => f);
+    expect(tellings).toEqual([e]);
+  });
+
+  it("onRegistered listeners are told at each registration in the chief's next generation, whoever waits on the recovery, until unsubscribed", async () => {
+    const clock = new VirtualClock({ autoAdvance: true });
+    const { state, recovery } = setup(async () => {
+      state.generation = (state.generation ?? 0) + 1;
+    }, clock);
+    begin(recovery);
+    const seen: (number | undefined)[] = [];
+    const stop = recovery.onRegistered(() => void seen.push(state.generation));
+    await recovery.recover(new AbortedError("generation 1 ended"), 1);
+    await flush();
+    await recovery.recover(new AbortedError("generation 2 ended"), 2);
+    await flush();
+    expect(seen).toEqual([2, 3]);
+    stop();
+    await recovery.recover(new AbortedError("generation 3 ended"), 3);
+    expect(seen).toEqual([2, 3]);
   });
 });
 

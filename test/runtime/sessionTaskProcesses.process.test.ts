@@ -13,7 +13,10 @@
  * the restored checkpoint's values; both train on and exit 0. The same with a program's own
  * `PreemptionCheckpointHandler` on the task (the default agreement), whose agreement follows the
  * worker into the chief's new generation; and with it, a SIGTERM to the worker while it waits for
- * its lost chief exits 43 at its next step, saving nothing.
+ * its lost chief exits 43 at its next step, saving nothing. Without a handler (startTask() holds
+ * the notice): a SIGTERM while the worker waits for its SIGKILLed chief, or a held SIGTERM and
+ * then the chief frozen, exits 43 at once. A worker whose handler closed while its session goes on
+ * answers for it in the restarted chief's generation, so that chief's handler does not wait.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
@@ -165,6 +168,17 @@ const startBoth = async (api: Api): Promise<{ chief: Task; worker: Task; chiefDi
   return { chief, worker, chiefDir: c.chiefDir, workerDir: c.workerDir, startChief: c.startChief };
 };
 
+/** Both tasks of `api` started, the chief trained 2 steps, then SIGKILLed; resolves once the worker says it lost it. */
+const chiefKilledAfterTwoSteps = async (api: Api): Promise<Awaited<ReturnType<typeof startBoth>>> => {
+  const both = await startBoth(api);
+  await both.worker.next(event("session"));
+  expect(await train(both.chief, 2)).toMatchObject({ step: 2 });
+  both.chief.child.kill("SIGKILL");
+  await withDeadline(both.chief.exited, "the chief's exit");
+  await both.worker.next(event("lost"));
+  return both;
+};
+
 // ---------------------------------------------------------------------------------------------
 // tests
 // ---------------------------------------------------------------------------------------------
@@ -233,17 +247,72 @@ for (const { api, name } of APIS) {
 
 describe("a PreemptionCheckpointHandler on the task (the default agreement), the worker waiting for its lost chief", () => {
   it("a SIGTERM to the waiting worker: nobody can save, it exits 43 at its next step, and never saves", async () => {
-    const { chief, worker } = await startBoth("mts-handler");
-    await worker.next(event("session"));
-    expect(await train(chief, 2)).toMatchObject({ step: 2 });
-    chief.child.kill("SIGKILL");
-    await withDeadline(chief.exited, "the chief's exit");
-    await worker.next(event("lost"));
+    const { worker } = await chiefKilledAfterTwoSteps("mts-handler");
     worker.child.kill("SIGTERM");
     worker.send("train 1");
     const { code } = await withDeadline(worker.exited, "the worker's exit");
     expect(code, worker.output()).toBe(43);
     expect(worker.output()).toMatch(/ERROR PreemptionCheckpointHandler: worker:0 stops for its termination notice while its chief \/job:chief\/replica:0\/task:0 is lost \(.*\): nobody can write the checkpoint: exiting with 43 without saving/);
     expect(worker.lines.filter(event("preemptionSave"))).toEqual([]);
+  }, 4 * DEADLINE_MS);
+});
+
+describe("a worker whose PreemptionCheckpointHandler closed, its session going on", () => {
+  it("the chief SIGKILLed and started again: the restarted chief's handler does not wait for the closed one (it answered in the new generation); both train on and exit 0", async () => {
+    const { chief, worker, startChief } = await startBoth("mts-handler");
+    await worker.next(event("session"));
+    expect(await train(chief, 2)).toMatchObject({ step: 2 });
+    await chief.next((l) => l.event === "saved" && l.step === 2);
+    let from = worker.lines.length;
+    worker.send("closeHandler");
+    await worker.next(event("handlerClosed"), from);
+    chief.child.kill("SIGKILL");
+    await withDeadline(chief.exited, "the chief's exit");
+    await worker.next(event("lost"));
+    const restarted = startChief(CHIEF_SEED + 1);
+    await worker.next(event("back"));
+    // The worker's next step re-creates its session from the restarted chief's values (the chief waits for that at its start barrier).
+    from = worker.lines.length;
+    expect(await train(worker, 1)).toMatchObject({ step: 3, w: CHIEF_SEED + 3.5 });
+    expect(await worker.next(event("session"), from)).toMatchObject({ step: 2, w: CHIEF_SEED + 2.5 });
+    // The restarted chief's handler waits for every task's restore before its first step: the closed handler answered for its task.
+    expect(await train(restarted, 1)).toMatchObject({ step: 3, w: CHIEF_SEED + 3.5 });
+    expect(restarted.output()).not.toContain("still waits for worker:0");
+    await closeAll(restarted, worker);
+  }, 6 * DEADLINE_MS);
+});
+
+describe("startTask() holds a notice for a handler that is not there yet: the worker whose chief is lost", () => {
+  const exits43 = async (worker: Task): Promise<void> => {
+    const { code } = await withDeadline(worker.exited, "the worker's exit");
+    expect(code, worker.output()).toBe(43);
+    expect(worker.output()).toMatch(/INFO worker:0: worker:0 stops for its termination notice while its chief \/job:chief\/replica:0\/task:0 is lost \(.*\): nobody can write the checkpoint: exiting with 43 without saving/);
+    expect(worker.lines.filter(event("error")), worker.output()).toEqual([]);
+  };
+
+  it("a SIGTERM while the worker waits for its SIGKILLed chief ends the wait: 43 at once, never the program's failure", async () => {
+    const { worker } = await chiefKilledAfterTwoSteps("mts");
+    worker.child.kill("SIGTERM");
+    await exits43(worker);
+  }, 4 * DEADLINE_MS);
+
+  it("a held SIGTERM, then the chief frozen (SIGSTOP): the loss is not waited out, 43", async () => {
+    const { chief, worker } = await startBoth("mts");
+    await worker.next(event("session"));
+    expect(await train(worker, 1)).toMatchObject({ step: 1 });
+    worker.child.kill("SIGTERM");
+    await withDeadline(
+      new Promise<void>((ok) => {
+        const check = setInterval(() => {
+          if (!worker.output().includes("held for the PreemptionCheckpointHandler")) return;
+          clearInterval(check);
+          ok();
+        }, 50);
+      }),
+      "the held notice's line",
+    );
+    chief.child.kill("SIGSTOP");
+    await exits43(worker);
+    expect(worker.lines.filter(event("lost")), "the loss was waited out").toEqual([]);
   }, 4 * DEADLINE_MS);
 });
