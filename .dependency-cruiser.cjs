@@ -24,9 +24,10 @@ const CORE_FLOORS = [
   ["time: Clock, ClockScheduler", "^src/time/"],
   ["the session contract: Session, Tensor, Graph, Collective; the codecs (codec.ts)", "^src/(?:session/|codec\\.ts$)"],
   ["coordinator: Coordinator, Looper", "^src/coordinator/"],
+  ["events: SessionEvent (the event map each component augments), the log observer", "^src/events/"],
   ["the services: checkpoint and summary", "^src/(?:checkpoint|summary)/"],
   ["creation: SessionManager, Scaffold, the session creators, ResumableState", "^src/creation/"],
-  ["the hook API: SessionRunHook, SessionEvent", "^src/hook/"],
+  ["the hook API: SessionRunHook, HookEnv, hookEnv", "^src/hook/"],
   ["the pipeline: MonitoredSession and its session layers, SessionTarget, EventLoopYield", "^src/pipeline/"],
 ];
 const CORE = CORE_FLOORS.map(([, path]) => path);

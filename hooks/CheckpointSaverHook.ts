@@ -59,23 +59,6 @@ import { globalStepNameOf, readGlobalStep, stepValue } from "./internal/globalSt
 import { hookServices, type OwnServices } from "./internal/services.js";
 import { SecondOrStepTimer } from "./SecondOrStepTimer.js";
 
-// The hook's background saves that do not happen, as session events (beside `checkpointSaved`
-// and `checkpointFailed`, which the core declares): declared here, where they are emitted.
-declare module "../src/hook/SessionEvent.js" {
-  interface SessionEventMap {
-    /**
-     * `async` saving, the `skip` policy: the save of `globalStep` was not made, since every save
-     * slot was busy (TensorFlow's asynchronous hook skips a save while one runs).
-     */
-    checkpointSkipped: { readonly globalStep: number };
-    /**
-     * `async` saving, the `coalesce` policy: the pending save of `globalStep` was replaced by a
-     * newer one before it began, so it is not made.
-     */
-    checkpointCoalesced: { readonly globalStep: number };
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // model
 // ---------------------------------------------------------------------------------------------
@@ -428,7 +411,6 @@ export class CheckpointSaverHook extends SessionRunHook {
     const checkpointer = await this.getCheckpointer();
     const startMs = this.clock.now();
     const result = await checkpointer.save(store, { checkpointNumber: step, step, checkInterval: false });
-    if (result.status === "skipped") this.env?.emit({ type: "checkpointSkipped", time: this.clock.now(), globalStep: step });
     if (result.status !== "started" && result.status !== "queued") return false;
     this.lastRequestedStep = step;
     this.logger.info(`Saving checkpoints for ${step} into ${this.savePath} (in the background${result.status === "queued" ? ", queued" : ""}).`, { step });
@@ -440,8 +422,6 @@ export class CheckpointSaverHook extends SessionRunHook {
         } else if (outcome.status === "failed") {
           this.checkpointerFailed = true;
           this.reportFailure(step, outcome.error, startMs, this.abandoned);
-        } else {
-          this.env?.emit({ type: "checkpointCoalesced", time: this.clock.now(), globalStep: step });
         }
       } catch (e) {
         // After `end` gave up waiting, nobody is left to raise it to: log it.
@@ -565,7 +545,14 @@ export class CheckpointSaverHook extends SessionRunHook {
 
   private async getCheckpointer(): Promise<AsyncCheckpointer> {
     const manager = await this.getManager();
-    this.checkpointer ??= new AsyncCheckpointer(manager, { policy: this.policy ?? "skip", clock: this.clock, logger: this.logger });
+    if (this.checkpointer === undefined) {
+      this.checkpointer = new AsyncCheckpointer(manager, { policy: this.policy ?? "skip", clock: this.clock, logger: this.logger });
+      // The saves the checkpointer does not make are the session's events too (its saves and
+      // failures the hook reports itself, after its TensorBoard marker and listeners).
+      this.checkpointer.events$.subscribe((e) => {
+        if (e.type === "checkpointSkipped" || e.type === "checkpointCoalesced") this.env?.emit(e);
+      });
+    }
     return this.checkpointer;
   }
 

@@ -14,7 +14,7 @@ import type { Subscription } from "rxjs";
 
 import { Bool, decodeOptions, defaulted, exactlyOneOf, optional, PositiveInt, PositiveNumber, struct } from "../src/codec.js";
 import type { Session } from "../src/session/Session.js";
-import type { HookTimingSpan, SessionEventOf } from "../src/hook/SessionEvent.js";
+import type { HookTimingSpan, SessionEventOf } from "../src/events/SessionEvent.js";
 import {
   SessionRunArgs,
   SessionRunHook,

@@ -87,8 +87,9 @@ export {
 } from "./hook/SessionRunHook.js";
 
 /* Events */
-export { describeCause, type HookTimingSpan, type SessionEvent, type SessionEventMap, type SessionEventOf } from "./hook/SessionEvent.js";
-export { eventLogger, hookEnv, loggerRelay, logObserver, type HookEnvOptions, type LoggerRelay, type SessionEventListener } from "./hook/logObserver.js";
+export { describeCause, type HookTimingSpan, type SessionEvent, type SessionEventMap, type SessionEventOf } from "./events/SessionEvent.js";
+export { eventLogger, loggerRelay, logObserver, type LoggerRelay, type SessionEventListener } from "./events/logObserver.js";
+export { hookEnv, type HookEnvOptions } from "./hook/hookEnv.js";
 
 /* Session targets */
 export {

@@ -16,7 +16,7 @@
  *
  * const manager = await CheckpointManager.create({ directory: "/tmp/run" });
  * const ckpt = new AsyncCheckpointer(manager, { policy: "coalesce" });
- * ckpt.events$.subscribe((e) => console.log(e.type, e.step));
+ * ckpt.events$.subscribe((e) => console.log(e.type, e.globalStep));
  * for (let step = 1; step <= 1000; step++) {
  *   await session.run("train");
  *   if (step % 100 === 0) await ckpt.save(session.variables, { checkpointNumber: step });
@@ -36,6 +36,7 @@ import { defaultLogger, type Logger } from "../Logger.js";
 import { copyTensor, type TensorValue } from "../session/Tensor.js";
 import type { CheckpointManager, CheckpointSaveOptions, PreparedSave } from "./CheckpointManager.js";
 import { isVariableStore, type SaveSource } from "./Saver.js";
+import type { SessionEventOf } from "../events/SessionEvent.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -62,19 +63,34 @@ export interface AsyncCheckpointerOptions {
   readonly logger?: Logger;
 }
 
-/** An event of {@link AsyncCheckpointer.events$}. `time` is the clock's epoch milliseconds. */
-export type CheckpointEvent =
-  | { readonly type: "checkpointStarted"; readonly time: number; readonly step: number; readonly path: string }
-  | { readonly type: "checkpointSaved"; readonly time: number; readonly step: number; readonly path: string }
-  | {
-      readonly type: "checkpointFailed";
-      readonly time: number;
-      readonly step: number;
-      readonly path: string;
-      readonly error: unknown;
-    }
-  | { readonly type: "checkpointSkipped"; readonly time: number; readonly step: number | null; readonly path: null }
-  | { readonly type: "checkpointCoalesced"; readonly time: number; readonly step: number; readonly path: string };
+// The checkpointer's own events, as session events (beside `checkpointSaved` and
+// `checkpointFailed`, which the core declares): declared here, where they are emitted.
+// `CheckpointSaverHook` with `async` forwards `checkpointSkipped` and `checkpointCoalesced` to its
+// session.
+declare module "../events/SessionEvent.js" {
+  interface SessionEventMap {
+    /** A background save of `globalStep` to `path` began writing (its snapshot was taken before). */
+    checkpointStarted: { readonly globalStep: number; readonly path: string };
+    /**
+     * The `skip` policy: a save was not made, since every save slot was busy (TensorFlow's
+     * asynchronous hook skips a save while one runs). `globalStep` is `null` when the save was
+     * skipped before its snapshot and the caller gave no `step`.
+     */
+    checkpointSkipped: { readonly globalStep: number | null };
+    /**
+     * The `coalesce` policy: the pending save of `globalStep` (to `path`) was replaced by a
+     * newer one before it began, so it is not made.
+     */
+    checkpointCoalesced: { readonly globalStep: number; readonly path: string };
+  }
+}
+
+/**
+ * An event of {@link AsyncCheckpointer.events$}: session events, the same types a
+ * `MonitoredSession`'s `events$` carries (`time` is the clock's epoch milliseconds; a
+ * `durationMs` counts from the save's start of writing).
+ */
+export type CheckpointEvent = SessionEventOf<"checkpointStarted" | "checkpointSaved" | "checkpointFailed" | "checkpointSkipped" | "checkpointCoalesced">;
 
 /** How a background save ended. */
 export type CheckpointOutcome =
@@ -193,7 +209,7 @@ export class AsyncCheckpointer {
     if (this.policy === "coalesce") {
       for (const old of this.queue.splice(0)) {
         this.manager.abandonSave(old.prepared);
-        this.emit({ type: "checkpointCoalesced", time: this.clock.now(), step: old.prepared.step, path: old.prepared.path });
+        this.emit({ type: "checkpointCoalesced", time: this.clock.now(), globalStep: old.prepared.step, path: old.prepared.path });
         old.settle({ status: "superseded" });
         old.started();
       }
@@ -254,7 +270,7 @@ export class AsyncCheckpointer {
 
   private skip(step: number | null): AsyncSaveResult {
     this.logger.info(`Checkpoint save skipped: ${this.running.size} save(s) still running (policy "skip").`, { step });
-    this.emit({ type: "checkpointSkipped", time: this.clock.now(), step, path: null });
+    this.emit({ type: "checkpointSkipped", time: this.clock.now(), globalStep: step });
     return { status: "skipped" };
   }
 
@@ -262,10 +278,12 @@ export class AsyncCheckpointer {
     this.running.add(job);
     job.started();
     const { step, path } = job.prepared;
-    this.emit({ type: "checkpointStarted", time: this.clock.now(), step, path });
+    const startMs = this.clock.now();
+    this.emit({ type: "checkpointStarted", time: startMs, globalStep: step, path });
     this.manager.commitSave(job.prepared).then(
       (p) => {
-        this.emit({ type: "checkpointSaved", time: this.clock.now(), step, path: p });
+        const time = this.clock.now();
+        this.emit({ type: "checkpointSaved", time, globalStep: step, path: p, durationMs: time - startMs });
         this.finish(job, { status: "saved", path: p });
       },
       (error: unknown) => {
@@ -274,7 +292,8 @@ export class AsyncCheckpointer {
           step,
           path,
         });
-        this.emit({ type: "checkpointFailed", time: this.clock.now(), step, path, error });
+        const time = this.clock.now();
+        this.emit({ type: "checkpointFailed", time, globalStep: step, error, durationMs: time - startMs });
         this.finish(job, { status: "failed", error });
       },
     );

@@ -15,7 +15,7 @@ import type { Observable, Subscription } from "rxjs";
 
 import type { Clock } from "../time/Clock.js";
 import type { Logger, LogLevel } from "../Logger.js";
-import type { SessionEvent } from "../hook/SessionEvent.js";
+import type { SessionEvent } from "../events/SessionEvent.js";
 // The preemption handler's events (`gracePeriodExceeded`) are declared there, by augmentation.
 import type {} from "../preemption/events.js";
 

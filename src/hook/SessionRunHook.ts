@@ -28,7 +28,7 @@ import type { Coordinator } from "../coordinator/Coordinator.js";
 import { ValueError } from "../errors.js";
 import type { Logger } from "../Logger.js";
 import type { Feeds, Fetches, RunMetadata, RunOptions, Session } from "../session/Session.js";
-import type { SessionEvent } from "./SessionEvent.js";
+import type { SessionEvent } from "../events/SessionEvent.js";
 import type { FileWriterCache } from "../summary/FileWriterCache.js";
 
 // ---------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@
 import type { Clock } from "../time/Clock.js";
 import { RuntimeError } from "../errors.js";
 import type { Feeds, Fetches, RunMetadata, RunOptions, Session } from "../session/Session.js";
-import type { HookTimingSpan } from "../hook/SessionEvent.js";
+import type { HookTimingSpan } from "../events/SessionEvent.js";
 import { hookName, SessionRunArgs, SessionRunContext, type SessionRunHook } from "../hook/SessionRunHook.js";
 import { compileHookDispatch, type HookDispatch } from "./hookDispatch.js";
 import type { HookTimingSwitch } from "./HookTimingSwitch.js";

@@ -13,8 +13,8 @@
 
 import { Observable, Subject, Subscription, type PartialObserver } from "rxjs";
 
-import type { SessionEventListener } from "../hook/logObserver.js";
-import { describeCause, type SessionEvent, type SessionEventOf } from "../hook/SessionEvent.js";
+import type { SessionEventListener } from "../events/logObserver.js";
+import { describeCause, type SessionEvent, type SessionEventOf } from "../events/SessionEvent.js";
 
 export class SessionEventStream {
   private readonly subject = new Subject<SessionEvent>();

@@ -40,7 +40,7 @@
 import "./events.js";
 import { Subject, type Observable, type Subscription } from "rxjs";
 
-import { loggerRelay, type LoggerRelay } from "../hook/logObserver.js";
+import { loggerRelay, type LoggerRelay } from "../events/logObserver.js";
 
 import { rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
@@ -52,7 +52,7 @@ import { DEFAULT_YIELD_INTERVAL_MS, EventLoopYield } from "../pipeline/EventLoop
 import { defaultLogger, type Logger } from "../Logger.js";
 import { ResumableState } from "../creation/ResumableState.js";
 import type { VariableStore } from "../session/Session.js";
-import type { SessionEventOf } from "../hook/SessionEvent.js";
+import type { SessionEventOf } from "../events/SessionEvent.js";
 import { tensor, type TensorValue } from "../session/Tensor.js";
 import { ClusterPreemptionCoordinator, type AgreementEvent, type PreemptionAgreement } from "./ClusterPreemptionCoordinator.js";
 import { PREEMPTION_EXIT_CODE } from "./TerminationConfig.js";

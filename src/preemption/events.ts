@@ -8,9 +8,9 @@
  */
 
 // A type-only module: the augmentation below needs the core's map in scope.
-import type {} from "../hook/SessionEvent.js";
+import type {} from "../events/SessionEvent.js";
 
-declare module "../hook/SessionEvent.js" {
+declare module "../events/SessionEvent.js" {
   interface SessionEventMap {
     /** A termination notice arrived (a signal, a watched file...); a checkpoint follows at the next step boundary. */
     terminationNoticed: { readonly source: string };

@@ -39,7 +39,7 @@ import { Scaffold } from "../creation/Scaffold.js";
 import { ChiefSessionCreator, WorkerSessionCreator } from "../creation/SessionCreators.js";
 import type { SessionFactory } from "../creation/SessionManager.js";
 import type { SessionRunHook } from "../hook/SessionRunHook.js";
-import { loggerRelay } from "../hook/logObserver.js";
+import { loggerRelay } from "../events/logObserver.js";
 import { defaultSessionTargets, fromTask, sessionsCreatedHook, type SessionTargetRegistry, type SessionTask } from "../pipeline/SessionTarget.js";
 import { USE_DEFAULT } from "../util/useDefault.js";
 

@@ -58,7 +58,9 @@ describe("AsyncCheckpointer", () => {
     expect(await r.done).toEqual({ status: "saved", path: join(dir, "ckpt-1") });
     expect((await readBundle(join(dir, "ckpt-1"))).values.get("w")?.data).toEqual(Float32Array.of(1, 1));
     expect(events.map((e) => e.type)).toEqual(["checkpointStarted", "checkpointSaved"]);
-    expect(events[1]).toMatchObject({ step: 1, path: join(dir, "ckpt-1"), time: clock.now() });
+    // Session events: the same types a MonitoredSession's events$ carries.
+    expect(events[0]).toEqual({ type: "checkpointStarted", time: expect.any(Number) as unknown, globalStep: 1, path: join(dir, "ckpt-1") });
+    expect(events[1]).toEqual({ type: "checkpointSaved", time: clock.now(), globalStep: 1, path: join(dir, "ckpt-1"), durationMs: clock.now() - (events[0]?.time ?? NaN) });
   });
 
   it("policy block: a save requested while one runs waits for it", async () => {
@@ -92,7 +94,7 @@ describe("AsyncCheckpointer", () => {
     await ckpt.waitForPending();
     expect(await ckpts()).toEqual(["ckpt-1.index"]);
     expect(events.map((e) => e.type)).toEqual(["checkpointStarted", "checkpointSkipped", "checkpointSaved"]);
-    expect(events[1]).toMatchObject({ step: 2, path: null });
+    expect(events[1]).toEqual({ type: "checkpointSkipped", time: clock.now(), globalStep: 2 });
     expect(logger.entries.some((l) => l.level === "info" && l.message.includes('policy "skip"'))).toBe(true);
   });
 
@@ -114,7 +116,10 @@ describe("AsyncCheckpointer", () => {
     await ckpt.waitForPending();
     expect(await ckpts()).toEqual(["ckpt-1.index", "ckpt-4.index"]);
     expect((await readBundle(join(dir, "ckpt-4"))).values.get("w")?.data).toEqual(Float32Array.of(4, 4));
-    expect(events.filter((e) => e.type === "checkpointCoalesced").map((e) => e.step)).toEqual([2, 3]);
+    expect(events.filter((e) => e.type === "checkpointCoalesced").map((e) => [e.globalStep, e.path])).toEqual([
+      [2, join(dir, "ckpt-2")],
+      [3, join(dir, "ckpt-3")],
+    ]);
     expect(manager.latestCheckpoint).toBe(join(dir, "ckpt-4"));
     expect(saver.started).toEqual([join(dir, "ckpt-1"), join(dir, "ckpt-4")]);
   });
@@ -140,7 +145,8 @@ describe("AsyncCheckpointer", () => {
     if (r.status !== "started") throw new Error("unreachable");
     expect((await r.done).status).toBe("failed");
     expect(events.map((e) => e.type)).toEqual(["checkpointStarted", "checkpointFailed"]);
-    expect(events[1]).toMatchObject({ step: 7, path: join(dir, "ckpt-7") });
+    expect(events[1]).toMatchObject({ type: "checkpointFailed", globalStep: 7, durationMs: expect.any(Number) as unknown });
+    expect(String((events[1] as { error?: unknown }).error)).toContain("injected failure writing");
     expect(logger.messages("error")[0]).toContain("Background checkpoint save of step 7");
     const next = ckpt.save(vars, { checkpointNumber: 8 });
     await expect(next).rejects.toThrow(CheckpointSaveError);

@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 
 import { createProgress, followSession } from "../../src/cli/progress.js";
 import { Coordinator } from "../../src/coordinator/Coordinator.js";
-import type { SessionEvent } from "../../src/hook/SessionEvent.js";
+import type { SessionEvent } from "../../src/events/SessionEvent.js";
 import { FakeSession } from "../../src/testing/FakeSession.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 

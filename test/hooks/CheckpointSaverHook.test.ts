@@ -12,7 +12,7 @@ import { CheckpointDirInUseError, CheckpointManager, CheckpointSaveError, latest
 import { AbortedError, DeadlineExceededError, ValueError } from "../../src/errors.js";
 import { Scaffold } from "../../src/creation/Scaffold.js";
 import type { Session } from "../../src/session/Session.js";
-import type { SessionEvent } from "../../src/hook/SessionEvent.js";
+import type { SessionEvent } from "../../src/events/SessionEvent.js";
 import { SessionRunArgs, SessionRunContext, type HookEnv } from "../../src/hook/SessionRunHook.js";
 import { fileWriterCache } from "../../src/summary/index.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
@@ -515,7 +515,8 @@ describe("CheckpointSaverHook async", () => {
     await run();
     await run();
     await eventCount("checkpointCoalesced", 1);
-    expect(events.filter((e) => e.type === "checkpointCoalesced")).toEqual([expect.objectContaining({ globalStep: 2 })]);
+    // The checkpointer's own event, forwarded: the replaced save's step and path.
+    expect(events.filter((e) => e.type === "checkpointCoalesced")).toEqual([expect.objectContaining({ globalStep: 2, path: join(dir, "model.ckpt-2") })]);
     saver.release();
     await saver.waitStarted(2);
     saver.release();

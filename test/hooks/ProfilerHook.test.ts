@@ -10,7 +10,7 @@ import { HookRegistry, type HookConfig } from "../../src/config/HookRegistry.js"
 import { parseConfigText } from "../../src/config/loadConfig.js";
 import { ValueError } from "../../src/errors.js";
 import { Scaffold } from "../../src/creation/Scaffold.js";
-import type { SessionEvent } from "../../src/hook/SessionEvent.js";
+import type { SessionEvent } from "../../src/events/SessionEvent.js";
 import { silentLogger } from "../../src/Logger.js";
 import { SessionRunArgs, SessionRunContext, type HookEnv, type SessionRunHook } from "../../src/hook/SessionRunHook.js";
 import { FakeSession } from "../../src/testing/FakeSession.js";

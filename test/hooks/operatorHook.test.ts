@@ -5,7 +5,7 @@ import { operatorHook } from "../../hooks/operatorHook.js";
 import { RuntimeError, ValueError } from "../../src/errors.js";
 import { silentLogger } from "../../src/Logger.js";
 import { withSession } from "../../src/pipeline/MonitoredSession.js";
-import type { SessionEvent } from "../../src/hook/SessionEvent.js";
+import type { SessionEvent } from "../../src/events/SessionEvent.js";
 import { FakeSession, FakeSessionCreator } from "../../src/testing/index.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { driveHooks, trainingGraph } from "../util/driveHooks.js";

@@ -14,7 +14,7 @@ import { MonitoredSession, SingularMonitoredSession, withSession, type StepConte
 import { Coordinator, type CoordinatorOptions } from "../../src/coordinator/Coordinator.js";
 import { Graph } from "../../src/session/Graph.js";
 import { SessionRunArgs, SessionRunHook, hook, type SessionRunContext } from "../../src/hook/SessionRunHook.js";
-import type { SessionEvent } from "../../src/hook/SessionEvent.js";
+import type { SessionEvent } from "../../src/events/SessionEvent.js";
 import { silentLogger } from "../../src/Logger.js";
 import { FakeSession, FakeSessionCreator, HookRecorder, RecordingLogger, VirtualClock } from "../../src/testing/index.js";
 

@@ -24,7 +24,7 @@ import { GatedSaver } from "../checkpoint/helpers.js";
 import { counterModel } from "./counterModel.js";
 import { useTempDirs } from "../util/tempDirs.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
-import type { SessionEvent } from "../../src/hook/SessionEvent.js";
+import type { SessionEvent } from "../../src/events/SessionEvent.js";
 import { MonitoredSession } from "../../src/pipeline/MonitoredSession.js";
 import { trainingGraph } from "../util/driveHooks.js";
 

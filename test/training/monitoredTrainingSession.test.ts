@@ -10,7 +10,7 @@ import { Graph } from "../../src/session/Graph.js";
 import { silentLogger } from "../../src/Logger.js";
 import { withSession } from "../../src/pipeline/MonitoredSession.js";
 import { monitoredTrainingSession, resolveCadences } from "../../src/training/monitoredTrainingSession.js";
-import type { SessionEvent } from "../../src/hook/SessionEvent.js";
+import type { SessionEvent } from "../../src/events/SessionEvent.js";
 import { defaultSessionTargets } from "../../src/pipeline/SessionTarget.js";
 import { USE_DEFAULT } from "../../src/util/useDefault.js";
 import { FakeSession, HookRecorder, RecordingLogger, VirtualClock } from "../../src/testing/index.js";

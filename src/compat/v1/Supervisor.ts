@@ -43,7 +43,7 @@ import { defaultInitOp, defaultLocalInitOp, defaultReadyOp, runScaffoldOp, type 
 import type { Fetches, Feeds, RunMetadata, RunOptions, Session } from "../../session/Session.js";
 import { SessionManager, type SessionFactory } from "../../creation/SessionManager.js";
 import { SessionRunArgs, SessionRunContext, type SessionRunHook } from "../../hook/SessionRunHook.js";
-import type { SessionEventOf } from "../../hook/SessionEvent.js";
+import type { SessionEventOf } from "../../events/SessionEvent.js";
 import { defaultSessionTargets, fromTask, type SessionTargetRegistry, type SessionTask } from "../../pipeline/SessionTarget.js";
 import { fileWriterCache } from "../../summary/FileWriterCache.js";
 import type { Summary, SummaryValue } from "../../summary/EventProto.js";

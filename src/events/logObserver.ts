@@ -32,10 +32,8 @@
  */
 
 import type { Logger, LogLevel } from "../Logger.js";
-import { systemClock, type Clock } from "../time/Clock.js";
 import { formatG } from "../util/formatG.js";
 import type { SessionEvent } from "./SessionEvent.js";
-import type { HookEnv } from "./SessionRunHook.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -88,45 +86,6 @@ export const logObserver =
         return;
     }
   };
-
-/** Options of {@link hookEnv}. */
-export interface HookEnvOptions {
-  /** Where every line of the hooks goes, their warnings and step rates included. */
-  readonly logger: Logger;
-  /** The hooks' clock (default the system clock). */
-  readonly clock?: Clock | undefined;
-  /** Hears every event the hooks emit (after `logger` got its line, for those that have one). */
-  readonly onEvent?: SessionEventListener | undefined;
-}
-
-/**
- * The environment to give hooks run outside a monitored session (a harness of your own, or
- * TensorFlow's `_HookedSession` tests ported): whoever hands hooks their environment decides
- * how their lines are printed, and this one prints every line through `logger`, `warning` and
- * `stepRate` events included ({@link logObserver}), as a session's log observer would. An
- * environment whose `emit` drops events would lose a hook's warnings and its step-rate lines.
- *
- * @example
- * ```ts
- * import { consoleLogger, hookEnv } from "monitored-session";
- * import { StepCounterHook } from "monitored-session/hooks";
- *
- * const hook = new StepCounterHook({ everyNSteps: 10 });
- * hook.begin(hookEnv({ logger: consoleLogger("info") }));
- * ```
- */
-export const hookEnv = (options: HookEnvOptions): HookEnv => {
-  const print = logObserver(options.logger);
-  const hear = options.onEvent;
-  return {
-    clock: options.clock ?? systemClock,
-    logger: options.logger,
-    emit: (e) => {
-      print(e);
-      hear?.(e);
-    },
-  };
-};
 
 /** A logger that writes to `fallback` until {@link LoggerRelay.attach} points it at another. */
 export interface LoggerRelay {

@@ -6,8 +6,9 @@ import { describe, expect, it } from "vitest";
 
 import { NanTensorHook } from "../../hooks/NanTensorHook.js";
 import { StepCounterHook } from "../../hooks/StepCounterHook.js";
-import { eventLogger, hookEnv, logObserver, type SessionEventListener } from "../../src/hook/logObserver.js";
-import type { SessionEvent } from "../../src/hook/SessionEvent.js";
+import { eventLogger, logObserver, type SessionEventListener } from "../../src/events/logObserver.js";
+import { hookEnv } from "../../src/hook/hookEnv.js";
+import type { SessionEvent } from "../../src/events/SessionEvent.js";
 import { SessionRunArgs, SessionRunContext, type HookEnv, type SessionRunHook } from "../../src/hook/SessionRunHook.js";
 import { MonitoredSession, type MonitoredSessionOptions } from "../../src/pipeline/MonitoredSession.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";

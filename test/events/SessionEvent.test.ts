@@ -4,7 +4,7 @@ import { Subject } from "rxjs";
 import { AbortedError } from "../../src/errors.js";
 import { silentLogger } from "../../src/Logger.js";
 import { MonitoredSession } from "../../src/pipeline/MonitoredSession.js";
-import { describeCause, type SessionEvent, type SessionEventOf } from "../../src/hook/SessionEvent.js";
+import { describeCause, type SessionEvent, type SessionEventOf } from "../../src/events/SessionEvent.js";
 import type { HookEnv, SessionRunHook } from "../../src/hook/SessionRunHook.js";
 import { FakeSession, FakeSessionCreator, VirtualClock } from "../../src/testing/index.js";
 
