@@ -12,6 +12,12 @@
  */
 
 /* Timers */
+
+// The checkpointer's session events (`checkpointSkipped`, `checkpointCoalesced`,
+// `checkpointStarted`) are declared beside it by augmentation of `SessionEventMap`: importing it
+// here makes them part of `SessionEvent` for whoever imports this entry point.
+import "../src/checkpoint/AsyncCheckpointer.js";
+
 export {
   NeverTriggerTimer,
   SecondOrStepTimer,

@@ -19,7 +19,13 @@
  * @module
  */
 
+// The checkpointer's session events (`checkpointSkipped`, `checkpointCoalesced`,
+// `checkpointStarted`) are declared beside it by augmentation of `SessionEventMap`: importing it
+// here makes them part of `SessionEvent` for whoever imports this entry point.
+import "./checkpoint/AsyncCheckpointer.js";
+
 /* Sessions */
+
 export {
   MonitoredSession,
   SingularMonitoredSession,

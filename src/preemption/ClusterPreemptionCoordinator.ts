@@ -163,6 +163,13 @@ const DEFAULT_LIVENESS_MS = 10_000;
 /** Where the agreement's keys live (under the generation). */
 const PREFIX = "monitored-session/preemption";
 
+/**
+ * The newest coordinator of each task, keyed by the task's recovery: a closed one answers for its
+ * task in the chief's next generations only while no newer handler was created on the task (that
+ * one answers, or takes part, itself).
+ */
+const newestOfTask = new WeakMap<ChiefLossRecovery, ClusterPreemptionCoordinator>();
+
 // ---------------------------------------------------------------------------------------------
 // constructors
 // ---------------------------------------------------------------------------------------------
@@ -249,6 +256,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   constructor(options: ClusterPreemptionCoordinatorOptions) {
     this.o = options;
     this.prefix = `${PREFIX}/${options.store.generation ?? 0}`;
+    if (options.chiefRecovery !== undefined) newestOfTask.set(options.chiefRecovery, this);
     this.graceMs = (options.gracePeriodSecs ?? 0) * 1000;
     this.me = options.workers[options.id] ?? `task ${options.id}`;
     this.chiefSaves = options.agreement === "chiefSaves";
@@ -522,9 +530,19 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     // A worker that outlives its chief after its handler closed (its task goes on: an evaluation,
     // the shutdown barrier): in each of the chief's next generations it answers for the closed
     // handler there, or the restarted chief's handler would wait for it (its restore, its holds).
-    if (!this.o.isChief) this.o.chiefRecovery?.onRegistered?.(() => void this.closedIn(true));
+    const recovery = this.o.isChief ? undefined : this.o.chiefRecovery;
+    if (recovery?.onRegistered !== undefined) {
+      const stop = recovery.onRegistered(() => {
+        if (newestOfTask.get(recovery) === this) void this.closedIn(true);
+        else stop();
+      });
+    }
+    // The task may have registered in the chief's next generation before this handler's own
+    // follower moved its keys there (its continuation not yet run): the marks go there, with the
+    // restored key the restarted chief waits for.
+    const moved = recovery !== undefined && this.moveToCurrentGeneration();
     const ending = (async () => {
-      await Promise.all([this.closedIn(false), leaving]);
+      await Promise.all([this.closedIn(moved), leaving]);
       await this.handOver();
       // A leader sees its round through: the others wait for the run it publishes.
       await this.leading;

@@ -296,7 +296,14 @@ export class ChiefRecovery {
         await this.o.connect(Math.max(1, deadline - clock.now()));
         const generation = client.generation;
         for (const registered of this.#onRegistered.splice(0)) registered();
-        for (const listener of this.#registeredListeners) listener();
+        for (const listener of this.#registeredListeners) {
+          // A listener's failure is its own: the recovery goes on.
+          try {
+            listener();
+          } catch (e) {
+            this.o.logger.warn(`${this.o.name}: a listener of the registration in generation ${generation ?? "?"} failed: ${describe(e)}`);
+          }
+        }
         await client.get(MODEL_READY_KEY, { timeoutMs: Math.max(1, deadline - clock.now()) });
         this.#ready = generation;
         return;

@@ -26,7 +26,7 @@
  * @module
  */
 
-import type { Observable } from "rxjs";
+import { defer, type Observable } from "rxjs";
 
 import { systemClock, type Clock } from "../time/Clock.js";
 import { PREEMPTION_EXIT_CODE } from "../preemption/TerminationConfig.js";
@@ -199,7 +199,10 @@ const startOwningNotices = async (options: StartTaskOptions, env: NodeJS.Process
   const chiefLost = (lost: ChiefLostError): void => {
     if (takenOver) return;
     held.unsubscribe();
-    logger.info(`${task.name}: ${lost.message}: exiting with ${CHIEF_LOST_EXIT_CODE} without saving (start the same command again to resume from the last checkpoint).`);
+    // As the handler says it (an error: nothing is saved). No leave: with the embedded backend
+    // the service went with the chief; with etcd the others learn of the exit from the missing
+    // heartbeats, as after any exit without a leave.
+    logger.error(`${task.name}: ${lost.message}: exiting with ${CHIEF_LOST_EXIT_CODE} without saving (start the same command again to resume from the last checkpoint).`);
     notices.close();
     toLaunch({ type: "exiting", code: CHIEF_LOST_EXIT_CODE, reason: "the chief was lost while a termination notice was held" });
     exit(CHIEF_LOST_EXIT_CODE);
@@ -221,11 +224,14 @@ const startOwningNotices = async (options: StartTaskOptions, env: NodeJS.Process
   };
   return {
     ...runtime,
-    takeOverNotices: () => {
-      takenOver = true;
-      held.unsubscribe();
-      return notices.notices$;
-    },
+    // Taken over when the handler subscribes (after its restore), not when it asks: until then a
+    // held notice still ends a wait for a lost chief here (43), and a second one exits 42.
+    takeOverNotices: () =>
+      defer(() => {
+        takenOver = true;
+        held.unsubscribe();
+        return notices.notices$;
+      }),
     finish,
     close: () => finish(true),
     [Symbol.asyncDispose]: async () => {

@@ -255,6 +255,42 @@ describe('"chiefSaves": a worker that outlives its chief', () => {
     expect(store.pending()).toEqual([]);
   });
 
+  it("a handler closed after its task registered in the chief's next generation, before its own follower moved its keys there: it answers there", async () => {
+    const { store, recovery, coordinator } = await worker();
+    store.failPending(new AbortedError("generation 1 ended"));
+    await flush();
+    store.generation = 2;
+    // Registered: the wait resolves, but the follower's continuation has not run yet when the program closes the handler.
+    recovery.back();
+    const closing = coordinator.close();
+    await flush();
+    await closing;
+    expect(store.inserted.filter((k) => k.startsWith(`${PREFIX}/2/`)).sort()).toEqual([`${PREFIX}/2/restored/1`, `${PREFIX}/2/round0/ack/1`]);
+  });
+
+  it("a closed handler no longer answers for its task once a newer handler was created on it (that one answers for itself)", async () => {
+    const first = await worker();
+    await first.coordinator.close();
+    const newer = new ClusterPreemptionCoordinator({
+      store: first.store,
+      id: 1,
+      workers: TASKS,
+      isChief: false,
+      agreement: "chiefSaves",
+      chiefRecovery: first.recovery,
+      isChiefLoss: (e) => e instanceof AbortedError,
+      clock: first.clock,
+      logger: first.logger,
+    });
+    first.store.generation = 2;
+    first.recovery.back();
+    await flush();
+    expect(first.store.inserted.filter((k) => k.startsWith(`${PREFIX}/2/`))).toEqual([]);
+    // And its listener is gone.
+    expect(first.recovery.listeners.size).toBe(0);
+    await newer.close();
+  });
+
   it("a step error that is not ChiefLostError, with no notice, is left to the step (no decision)", async () => {
     const { coordinator } = await worker();
     expect(coordinator.afterStepFailure(new CancelledError("something else"), 3)).toBeUndefined();

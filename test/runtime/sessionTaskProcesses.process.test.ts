@@ -286,7 +286,7 @@ describe("startTask() holds a notice for a handler that is not there yet: the wo
   const exits43 = async (worker: Task): Promise<void> => {
     const { code } = await withDeadline(worker.exited, "the worker's exit");
     expect(code, worker.output()).toBe(43);
-    expect(worker.output()).toMatch(/INFO worker:0: worker:0 stops for its termination notice while its chief \/job:chief\/replica:0\/task:0 is lost \(.*\): nobody can write the checkpoint: exiting with 43 without saving/);
+    expect(worker.output()).toMatch(/ERROR worker:0: worker:0 stops for its termination notice while its chief \/job:chief\/replica:0\/task:0 is lost \(.*\): nobody can write the checkpoint: exiting with 43 without saving/);
     expect(worker.lines.filter(event("error")), worker.output()).toEqual([]);
   };
 

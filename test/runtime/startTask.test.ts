@@ -3,11 +3,14 @@
  * sees for a missing or bad TF_CONFIG and MONITORED_SESSION_CLUSTER, and a one-task cluster
  * started from a resolver, joined, and closed (its process would exit: nothing left behind).
  */
+import { EventEmitter } from "node:events";
+
 import { describe, expect, it } from "vitest";
 
 import { resolveCluster } from "../../src/cluster/ClusterResolver.js";
 import { ValueError } from "../../src/errors.js";
 import { silentLogger } from "../../src/Logger.js";
+import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { PreemptionCheckpointHandler } from "../../src/preemption/index.js";
 import { CLUSTER_SETTINGS_ENV, clusterSettingsEnv, clusterSettingsFromEnv, startTask } from "../../src/runtime/index.js";
 import { Graph } from "../../src/session/Graph.js";
@@ -56,6 +59,30 @@ describe("startTask", () => {
       await handler.run(() => undefined);
       expect(handler.totalRunCalls).toBe(1);
       await handler.close();
+    } finally {
+      expect(await task.close()).toBeUndefined();
+    }
+  });
+
+  it("the notices are taken over when the handler subscribes, not when it asks: a notice in between is held by the task (its line), then delivered to the subscriber", async () => {
+    const [port] = await freePorts(1);
+    const resolver = resolveCluster({ TF_CONFIG: JSON.stringify({ cluster: { chief: [`127.0.0.1:${port as number}`] }, task: { type: "chief", index: 0 } }) });
+    const proc = Object.assign(new EventEmitter(), { ppid: process.ppid });
+    const logger = new RecordingLogger();
+    const exits: number[] = [];
+    const task = await startTask({ env: {}, resolver, logger, noticeProcess: proc, exit: (code) => void exits.push(code) });
+    try {
+      const taken = task.takeOverNotices();
+      // The handler asked, but restores before it subscribes: the task still holds this notice.
+      proc.emit("SIGTERM");
+      expect(logger.messages("info").filter((m) => m.includes("held for the PreemptionCheckpointHandler"))).toHaveLength(1);
+      const heard: string[] = [];
+      const subscription = taken.subscribe((n) => void heard.push(n.source));
+      expect(heard).toEqual(["SIGTERM"]);
+      // From now on the handler's: a second notice is not the task's (no exit).
+      proc.emit("SIGTERM");
+      expect(exits).toEqual([]);
+      subscription.unsubscribe();
     } finally {
       expect(await task.close()).toBeUndefined();
     }
