@@ -61,6 +61,7 @@ import { decodeLaunchStatus, LAUNCH_STATUS_FD_ENV, launchTaskName, type LaunchSt
 import { ExitCodes } from "../runtime/exitCodes.js";
 import { hasEnded, isStopped } from "./processState.js";
 import { watchNotices, type CliIo } from "./run.js";
+import { jsonLine, jsonLogLine, taskJsonLine, type LogFormat } from "./logFormat.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -78,6 +79,12 @@ export interface LaunchOptions {
   readonly runArgs?: readonly string[];
   /** What the settings flags' relative paths are relative to (default the working directory). */
   readonly cwd?: string;
+  /**
+   * `json`: launch's own lines and its tasks' are JSON objects, each with its `task` (`launch`
+   * for launch's own); a task's line that is not one becomes an `info` record (src/cli/logFormat.ts).
+   * The config form also passes `--log-format json` to each task's `run`. Default `text`.
+   */
+  readonly logFormat?: LogFormat | undefined;
 }
 
 /** How `launch` starts a task: this program's `run` (default: the running node, its flags and script). */
@@ -208,12 +215,12 @@ export const CLUSTER_FLAGS: readonly ClusterFlag[] = [
 /** Runs `launch <config>`; resolves with its exit code. `io.err` gets launch's own lines (`[launch] …`). */
 export const launchCommand = async (configPath: string, options: LaunchOptions, io: CliIo, command: TaskCommand = thisCommand()): Promise<number> => {
   if (!existsSync(configPath)) {
-    io.err.write(`monitored-session launch: the configuration file ${configPath} does not exist\n`);
+    usageLine(io, options, `monitored-session launch: the configuration file ${configPath} does not exist`);
     return ExitCodes.usage;
   }
   const program: TaskProgram = {
     file: command.execPath,
-    args: [...command.args, "run", configPath, ...(options.runArgs ?? [])],
+    args: [...command.args, "run", configPath, ...(options.runArgs ?? []), ...(options.logFormat === "json" ? ["--log-format", "json"] : [])],
     env: {},
     holdSignalsUntilReady: true,
     preemptionCode: preemptionCodeOf(configPath),
@@ -229,12 +236,12 @@ export const launchCommand = async (configPath: string, options: LaunchOptions, 
 export const launchProgram = async (argv: readonly string[], flags: ClusterFlags, options: LaunchOptions, io: CliIo): Promise<number> => {
   const [file, ...args] = argv;
   if (file === undefined || file === "") {
-    io.err.write("monitored-session launch: no command after --; give one: launch --workers <n> -- <command> [args...]\n");
+    usageLine(io, options, "monitored-session launch: no command after --; give one: launch --workers <n> -- <command> [args...]");
     return ExitCodes.usage;
   }
   const settings = clusterSettingsOf(flags, options.cwd ?? process.cwd());
   if (isLeft(settings)) {
-    for (const line of settings.left) io.err.write(`monitored-session launch: ${line}\n`);
+    for (const line of settings.left) usageLine(io, options, `monitored-session launch: ${line}`);
     return ExitCodes.usage;
   }
   return superviseGroups({ file, args, env: clusterSettingsEnv(settings.right), holdSignalsUntilReady: false, preemptionCode: PREEMPTION_EXIT_CODE }, options, io);
@@ -271,7 +278,10 @@ const clusterSettingsOf = (flags: ClusterFlags, cwd: string): Either<string[], C
 const superviseGroups = async (program: TaskProgram, options: LaunchOptions, io: CliIo): Promise<number> => {
   const clock = io.clock ?? systemClock;
   const notices = watchNotices(io, clock);
-  const say = (line: string): void => void io.err.write(`[launch] ${line}\n`);
+  const json = options.logFormat === "json";
+  const say = (line: string): void => void io.err.write(json ? jsonLine(clock.now(), { task: "launch", level: "info", message: line }) : `[launch] ${line}\n`);
+  // A task's line: behind its name, or (JSON) as a record that names it.
+  const lineOf = (task: string, line: string): string => (json ? taskJsonLine(task, line, () => clock.now()) : `[${task}] ${line}\n`);
   try {
     const maxRestarts = options.maxRestarts ?? 0;
     const killAfterMs = (options.killAfterSecs ?? DEFAULT_KILL_AFTER_SECS) * 1000;
@@ -284,7 +294,7 @@ const superviseGroups = async (program: TaskProgram, options: LaunchOptions, io:
         return program.preemptionCode;
       }
       ports = await groupPorts(tasks.length, ports, say);
-      const outcome = await runGroup(tasks, program, ports.map((p) => `127.0.0.1:${p}`), { io, clock, notices, killAfterMs, say });
+      const outcome = await runGroup(tasks, program, ports.map((p) => `127.0.0.1:${p}`), { io, clock, notices, killAfterMs, say, lineOf });
       if (outcome.code === ExitCodes.done) {
         say("every task exited 0");
         return ExitCodes.done;
@@ -353,6 +363,8 @@ interface GroupContext {
   readonly notices: TerminationNotices;
   readonly killAfterMs: number;
   readonly say: (line: string) => void;
+  /** How task `task`'s output line is written (its newline included). */
+  readonly lineOf: (task: string, line: string) => string;
 }
 
 /**
@@ -361,7 +373,7 @@ interface GroupContext {
  * notice to `launch` is forwarded to every task.
  */
 const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses: readonly string[], ctx: GroupContext): Promise<GroupOutcome> => {
-  const { io, clock, notices, killAfterMs, say } = ctx;
+  const { io, clock, notices, killAfterMs, say, lineOf } = ctx;
   const tfConfigs = tfConfigsOf(tasks, addresses);
   const live = new Map<string, ChildProcess>();
   // A `run` task handles signals once it has said so (launchReady.ts); until then a signal for it waits.
@@ -496,8 +508,8 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
           badStatus = true;
         }
       }),
-      prefixLines(child.stdout, io.out, `[${task.name}] `),
-      prefixLines(child.stderr, io.err, `[${task.name}] `, (line) => {
+      copyLines(child.stdout, io.out, (line) => lineOf(task.name, line)),
+      copyLines(child.stderr, io.err, (line) => lineOf(task.name, line), (line) => {
         if (line !== LAUNCH_READY_LINE) return false;
         markReady(child);
         return true;
@@ -590,17 +602,21 @@ const preemptionCodeOf = (path: string): number => {
 };
 
 /**
- * Copies `input` to `out` line by line, each behind `prefix`, except the lines `consume` takes;
- * resolves when `input` ends.
+ * Copies `input` to `out` line by line, each as `format` writes it, except the lines `consume`
+ * takes; resolves when `input` ends.
  */
-const prefixLines = (input: NodeJS.ReadableStream | null, out: NodeJS.WritableStream, prefix: string, consume?: (line: string) => boolean): Promise<void> => {
+const copyLines = (input: NodeJS.ReadableStream | null, out: NodeJS.WritableStream, format: (line: string) => string, consume?: (line: string) => boolean): Promise<void> => {
   if (input === null) return Promise.resolve();
   const lines = createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY });
   lines.on("line", (line) => {
-    if (consume?.(line) !== true) out.write(`${prefix}${line}\n`);
+    if (consume?.(line) !== true) out.write(format(line));
   });
   return new Promise((resolve) => lines.once("close", resolve));
 };
+
+/** A usage problem found before anything started: one line, or (JSON) one error record. */
+const usageLine = (io: CliIo, options: LaunchOptions, line: string): void =>
+  void io.err.write(options.logFormat === "json" ? jsonLogLine((io.clock ?? systemClock).now(), "error", line) : `${line}\n`);
 
 /** `record` with the dotted `key` set to `value` (the objects on the way copied, or made when absent or not objects). */
 const withKey = (record: Readonly<Record<string, unknown>>, key: string, value: unknown): Record<string, unknown> => {

@@ -20,16 +20,21 @@
 import { ExitCodes } from "../runtime/exitCodes.js";
 import { LAUNCH_READY_ENV, LAUNCH_READY_LINE } from "../runtime/launchReady.js";
 import { failureMessage } from "./faults.js";
+import { jsonLogLine } from "./logFormat.js";
+import { systemClock } from "../time/Clock.js";
 
 const argv = process.argv.slice(2);
 // The command's own flags: a task command's, after `launch … --`, are not ours.
-const verbose = (argv.includes("--") ? argv.slice(0, argv.indexOf("--")) : argv).includes("--verbose");
+const ownFlags = argv.includes("--") ? argv.slice(0, argv.indexOf("--")) : argv;
+const verbose = ownFlags.includes("--verbose");
+const json = ownFlags.some((a, i) => a === "--log-format=json" || (a === "--log-format" && ownFlags[i + 1] === "json"));
 /** Reports an error nothing caught; returns the exit code. */
 const unexpected = (e: unknown): number => {
   const withStack = failureMessage(e, true, "monitored-session");
   // Only run and launch take --verbose: the line offers it there alone.
   const line = argv[0] === "run" || argv[0] === "launch" ? failureMessage(e, false, "monitored-session") : `${withStack.split("\n")[0] ?? ""}\n`;
-  process.stderr.write(verbose ? withStack : line);
+  const text = verbose ? withStack : line;
+  process.stderr.write(json ? jsonLogLine(systemClock.now(), "error", text.trimEnd()) : text);
   return ExitCodes.failure;
 };
 // An unhandled rejection comes here too (Node raises it as an uncaught exception).

@@ -15,6 +15,7 @@ import { DEFAULT_RESOURCES } from "../kubernetes/KubernetesManifest.js";
 import { MANIFEST_DEFAULTS, manifestCommand, type ManifestFlags } from "./manifest.js";
 import { CLUSTER_FLAGS, launchCommand, launchProgram, type ClusterFlags } from "./launch.js";
 import { runCommand, type CliIo } from "./run.js";
+import { LOG_FORMATS, type LogFormat } from "./logFormat.js";
 
 /** Parses `argv` (without `node` and the script) and runs the command; resolves with the exit code. */
 export const main = async (argv: readonly string[], io: CliIo): Promise<number> => {
@@ -41,20 +42,21 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     .option("--no-progress", "plain log lines even on a terminal")
     .option("--verbose", "print the stack trace of a failure (default: one line naming the problem and the fix)")
     .addOption(new Option("--log-level <level>", "library log messages at or above this level").choices(["debug", "info", "warn", "error"]).default("info"))
+    .addOption(new Option("--log-format <format>", "text: lines for people; json: one JSON object a line (log records on stderr, progress records on stdout)").choices(LOG_FORMATS).default("text"))
     .option("--board [port]", "serve `monitored-session board` on the summaries beside training (the chief; default port 6006, 0 for a free one)")
     .addHelpText(
       "after",
       `\nOn a terminal a progress bar shows the step, steps/sec, loss (from a "loss" fetch) and ETA (when the last step is known); in a pipe or with CI=true, plain lines.\n\nBefore anything is written, the file, its plugins, the module, the output directories and every fetch and tensor name are checked. A TypeScript module (.ts, .mts, .cts) is loaded through tsx when the project has it (npm i -D tsx).\n\n${exitCodesHelp}`,
     )
     .exitOverride()
-    .action(async (config: string, opts: { progress: boolean; verbose?: boolean; logLevel: "debug" | "info" | "warn" | "error"; board?: string | true }) => {
+    .action(async (config: string, opts: { progress: boolean; verbose?: boolean; logLevel: "debug" | "info" | "warn" | "error"; logFormat: LogFormat; board?: string | true }) => {
       const board = opts.board === undefined ? undefined : opts.board === true ? 6006 : Number(opts.board);
       if (board !== undefined && !(Number.isInteger(board) && board >= 0 && board <= 65535)) {
         io.err.write(`monitored-session run: --board ${String(opts.board)}: expected a port from 0 to 65535 (0 picks a free one)\n`);
         code = ExitCodes.usage;
         return;
       }
-      code = await runCommand(config, { progress: opts.progress, logLevel: opts.logLevel, verbose: opts.verbose === true, board }, io);
+      code = await runCommand(config, { progress: opts.progress, logLevel: opts.logLevel, logFormat: opts.logFormat, verbose: opts.verbose === true, board }, io);
     });
 
   const launch = program
@@ -69,6 +71,9 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     .option("--kill-after <secs>", "seconds between the SIGTERM that stops a task and its SIGKILL", positiveNumber, 30)
     .option("--verbose", "passed to each task's run (<config> only)")
     .addOption(new Option("--log-level <level>", "passed to each task's run (<config> only)").choices(["debug", "info", "warn", "error"]))
+    .addOption(
+      new Option("--log-format <format>", "text: each task's lines behind its name; json: one JSON object a line, each with its task (with <config>, passed to each task's run)").choices(LOG_FORMATS).default("text"),
+    )
     .optionsGroup("Cluster settings (-- <command> only; with <config>, its cluster: section holds them):");
   for (const f of CLUSTER_FLAGS) launch.option(f.flags, f.help);
   launch
@@ -82,7 +87,7 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     .configureOutput({ outputError: (s) => (launchError = s) })
     .exitOverride()
     .action(async (config: string | undefined, opts: LaunchFlags) => {
-      const options = { workers: opts.workers, maxRestarts: opts.maxRestarts, killAfterSecs: opts.killAfter };
+      const options = { workers: opts.workers, maxRestarts: opts.maxRestarts, killAfterSecs: opts.killAfter, logFormat: opts.logFormat };
       const settingsFlags = [...CLUSTER_FLAGS.filter((f) => opts[f.name] !== undefined).map((f) => f.flags.split(" ")[0] as string), ...(opts.clusterConfig === undefined ? [] : ["--cluster-config"])];
       const runFlags = [...(opts.verbose === true ? ["--verbose"] : []), ...(opts.logLevel === undefined ? [] : ["--log-level"])];
       const usage = (line: string): void => {
@@ -228,6 +233,7 @@ interface LaunchFlags extends ClusterFlags {
   readonly killAfter: number;
   readonly verbose?: boolean;
   readonly logLevel?: string;
+  readonly logFormat: LogFormat;
 }
 
 /** A commander parser of integers >= `min`. */

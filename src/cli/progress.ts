@@ -16,6 +16,7 @@ import type { Observable, Subscription } from "rxjs";
 import type { Clock } from "../time/Clock.js";
 import type { Logger, LogLevel } from "../Logger.js";
 import type { SessionEvent } from "../events/SessionEvent.js";
+import { jsonLine, jsonLogLine, type LogFormat } from "./logFormat.js";
 // The preemption handler's events (`gracePeriodExceeded`) are declared there, by augmentation.
 import type {} from "../preemption/events.js";
 
@@ -34,6 +35,8 @@ export interface ProgressOptions {
   readonly lineIntervalMs?: number;
   /** Log messages below this level are dropped (default `info`). */
   readonly logLevel?: LogLevel;
+  /** `json`: log records on `err` and progress records on `out`, one JSON object a line, never a bar (default `text`). */
+  readonly format?: LogFormat;
 }
 
 /** The progress display of one run. */
@@ -61,19 +64,74 @@ export interface Progress {
 // constructors
 // ---------------------------------------------------------------------------------------------
 
-/** A bar on a terminal, else plain lines. */
-export const createProgress = (options: ProgressOptions): Progress => (options.tty ? barProgress(options) : lineProgress(options));
+/** JSON records with `format: "json"`; else a bar on a terminal, plain lines elsewhere. */
+export const createProgress = (options: ProgressOptions): Progress =>
+  options.format === "json" ? lineProgress(options, jsonStyle(options)) : options.tty ? barProgress(options) : lineProgress(options, textStyle(options));
 
 const rank: Record<LogLevel, number> = { debug: 0, info: 1, warn: 2, error: 3 };
 
-const makeLogger = (level: LogLevel, write: (line: string) => void): Logger => {
+type Fields = Readonly<Record<string, unknown>>;
+
+const makeLogger = (level: LogLevel, write: (level: LogLevel, message: string, fields: Fields | undefined) => void): Logger => {
   const at =
     (l: LogLevel) =>
-    (message: string): void => {
-      if (rank[l] >= rank[level]) write(`${l.toUpperCase()} ${message}`);
+    (message: string, fields?: Fields): void => {
+      if (rank[l] >= rank[level]) write(l, message, fields);
     };
   return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
 };
+
+/** What one progress line says. */
+interface ProgressFigures {
+  readonly step: number;
+  readonly lastStep: number | undefined;
+  readonly stepsPerSec: number | undefined;
+  readonly loss: number | undefined;
+  readonly warnings: number;
+}
+
+/** How the plain display writes its log lines and its progress lines. */
+interface LineStyle {
+  readonly logger: Logger;
+  progress(f: ProgressFigures): void;
+}
+
+/** `INFO <message>` lines on `err`, `step 3/10 | 5.0 steps/s | …` lines on `out`. */
+const textStyle = (o: ProgressOptions): LineStyle => ({
+  logger: makeLogger(o.logLevel ?? "info", (l, message) => o.err.write(`${l.toUpperCase()} ${message}\n`)),
+  progress: (f) => {
+    const parts = [`step ${f.step}${f.lastStep === undefined ? "" : `/${f.lastStep}`}`, `${fmtRate(f.stepsPerSec)} steps/s`];
+    if (f.loss !== undefined) parts.push(`loss ${fmtLoss(f.loss)}`);
+    if (f.lastStep !== undefined) parts.push(`eta ${fmtEta(etaSecs(f))}`);
+    o.out.write(`${parts.join(" | ")}${warningsPart(f.warnings)}\n`);
+  },
+});
+
+/** One JSON object a line (src/cli/logFormat.ts): log records on `err`, progress records on `out`. */
+const jsonStyle = (o: ProgressOptions): LineStyle => ({
+  logger: makeLogger(o.logLevel ?? "info", (l, message, fields) => o.err.write(jsonLogLine(o.clock.now(), l, message, fields))),
+  progress: (f) => {
+    const eta = etaSecs(f);
+    o.out.write(
+      jsonLine(o.clock.now(), {
+        type: "progress",
+        step: f.step,
+        ...(f.lastStep === undefined ? {} : { lastStep: f.lastStep }),
+        ...(f.stepsPerSec === undefined ? {} : { stepsPerSec: f.stepsPerSec }),
+        ...(f.loss === undefined ? {} : { loss: f.loss }),
+        ...(eta === undefined || !Number.isFinite(eta) ? {} : { etaSecs: Math.max(0, Math.round(eta)) }),
+        warnings: f.warnings,
+      }),
+    );
+  },
+});
+
+/** Seconds to the last step at the current rate, when both are known. */
+const etaSecs = (f: ProgressFigures): number | undefined =>
+  f.lastStep === undefined || f.stepsPerSec === undefined || f.stepsPerSec <= 0 ? undefined : (f.lastStep - f.step) / f.stepsPerSec;
+
+/** ` | 2 warnings` once there are some, for the end of a line. */
+const warningsPart = (warnings: number): string => (warnings === 0 ? "" : ` | ${warnings} warning${warnings === 1 ? "" : "s"}`);
 
 /** Steps per second over the last few seconds. */
 class Rate {
@@ -118,13 +176,17 @@ class Status {
     stepRate: (r) => void (this.hookRate = r),
     warning: () => void this.warnings++,
   };
+  /** The warnings counted so far. */
+  get warningCount(): number {
+    return this.warnings;
+  }
   /** ` | 2 warnings` once there are some, for the end of the line. */
   get warningsPart(): string {
-    return this.warnings === 0 ? "" : ` | ${this.warnings} warning${this.warnings === 1 ? "" : "s"}`;
+    return warningsPart(this.warnings);
   }
 }
 
-const lineProgress = (o: ProgressOptions): Progress => {
+const lineProgress = (o: ProgressOptions, style: LineStyle): Progress => {
   const interval = o.lineIntervalMs ?? 1000;
   const rate = new Status();
   let lastStep: number | undefined;
@@ -133,16 +195,12 @@ const lineProgress = (o: ProgressOptions): Progress => {
   let loss: number | undefined;
   let printed = -1;
   const print = (): void => {
-    const r = rate.value;
-    const parts = [`step ${step}${lastStep === undefined ? "" : `/${lastStep}`}`, `${fmtRate(r)} steps/s`];
-    if (loss !== undefined) parts.push(`loss ${fmtLoss(loss)}`);
-    if (lastStep !== undefined) parts.push(`eta ${fmtEta(r === undefined || r <= 0 ? undefined : (lastStep - step) / r)}`);
-    o.out.write(`${parts.join(" | ")}${rate.warningsPart}\n`);
+    style.progress({ step, lastStep, stepsPerSec: rate.value, loss, warnings: rate.warningCount });
     printed = step;
     lastLine = o.clock.now();
   };
   return {
-    logger: makeLogger(o.logLevel ?? "info", (line) => o.err.write(`${line}\n`)),
+    logger: style.logger,
     start(s, last) {
       step = s;
       lastStep = last;
@@ -183,7 +241,11 @@ const barProgress = (o: ProgressOptions): Progress => {
   let bar: cliProgress.SingleBar | undefined;
   let loss: number | undefined;
   return {
-    logger: makeLogger(o.logLevel ?? "info", (line) => (bar === undefined ? o.err.write(`${line}\n`) : multi.log(`${line}\n`))),
+    logger: makeLogger(o.logLevel ?? "info", (l, message) => {
+      const line = `${l.toUpperCase()} ${message}\n`;
+      if (bar === undefined) o.err.write(line);
+      else multi.log(line);
+    }),
     start(s, last) {
       lastStep = last;
       rate.add(o.clock.now(), s);

@@ -56,6 +56,7 @@ import { failureMessage } from "./faults.js";
 import { exitOnRepeatedNotice } from "./forcedExit.js";
 import { prepareRun, printIssues } from "./preflight.js";
 import { createProgress, followSession, type Following } from "./progress.js";
+import { jsonLineStream, jsonLogLine, type LogFormat } from "./logFormat.js";
 import { raceCreation, settledWithin, startCluster } from "./clusterJoin.js";
 import { createPreemptionHandler, exitCodeOf, PreemptedExit, readStep } from "./runPreemption.js";
 import { startBoardBeside } from "./runBoard.js";
@@ -91,6 +92,8 @@ export interface RunCommandOptions {
   readonly verbose?: boolean;
   /** Serve `monitored-session board` on the summaries beside training (the chief), on this port (0: a free one). */
   readonly board?: number | undefined;
+  /** `json`: every line on stderr and stdout is one JSON object (src/cli/logFormat.ts); default `text`. */
+  readonly logFormat?: LogFormat | undefined;
 }
 
 /** What {@link planRun} gathered and checked, for {@link train}. */
@@ -124,13 +127,24 @@ interface RunPlan {
  */
 export const runCommand = async (configPath: string, options: RunCommandOptions, io: CliIo): Promise<number> => {
   const clock = io.clock ?? systemClock;
-  const notices = watchNotices(io, clock);
+  // JSON lines: the log and the progress write their own records to the streams; every other
+  // line (a configuration problem, a failure) becomes an error record.
+  const json = options.logFormat === "json";
+  const runIo = json ? { ...io, err: jsonLineStream(io.err, () => clock.now(), "error") } : io;
+  const notices = watchNotices(runIo, clock);
   try {
-    return await runWithNotices(configPath, options, io, clock, notices);
+    return await runWithNotices(configPath, options, runIo, clock, notices, json ? { format: "json", out: io.out, err: io.err } : { format: "text", out: io.out, err: runIo.err });
   } finally {
     notices.close();
   }
 };
+
+/** Where `run`'s log and progress write, in which format (the streams unwrapped for JSON records). */
+interface LogSink {
+  readonly format: LogFormat;
+  readonly out: NodeJS.WritableStream;
+  readonly err: NodeJS.WritableStream;
+}
 
 /**
  * Starts watching the command's termination notices (signals, replaying the early ones, and the
@@ -151,8 +165,8 @@ export const watchNotices = (io: CliIo, clock: Clock): TerminationNotices => {
   return notices;
 };
 
-const runWithNotices = async (configPath: string, options: RunCommandOptions, io: CliIo, clock: Clock, notices: TerminationNotices): Promise<number> => {
-  const plan = await planRun(configPath, options, io, clock, notices);
+const runWithNotices = async (configPath: string, options: RunCommandOptions, io: CliIo, clock: Clock, notices: TerminationNotices, sink: LogSink): Promise<number> => {
+  const plan = await planRun(configPath, options, io, clock, notices, sink);
   return typeof plan === "number" ? plan : train(plan, io, clock, notices);
 };
 
@@ -162,7 +176,7 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
  * watches. Every exit 2 for bad input is here; a notice that came meanwhile ends it with the
  * preemption code, nothing created.
  */
-const planRun = async (configPath: string, options: RunCommandOptions, io: CliIo, clock: Clock, notices: TerminationNotices): Promise<RunPlan | number> => {
+const planRun = async (configPath: string, options: RunCommandOptions, io: CliIo, clock: Clock, notices: TerminationNotices, sink: LogSink): Promise<RunPlan | number> => {
   const verbose = options.verbose === true;
   // The cluster comes from the environment: checked first, before the module loads.
   const read = readTfConfig(io.env);
@@ -181,7 +195,8 @@ const planRun = async (configPath: string, options: RunCommandOptions, io: CliIo
     }
     if (pod.right !== undefined) {
       try {
-        tfConfig = await waitForPodTfConfig({ env: io.env, clock, log: (line) => io.err.write(`${line}\n`) });
+        const log = (line: string): void => void (sink.format === "json" ? sink.err.write(jsonLogLine(clock.now(), "info", line)) : io.err.write(`${line}\n`));
+        tfConfig = await waitForPodTfConfig({ env: io.env, clock, log });
       } catch (e) {
         if (!(e instanceof PeerNotResolvedError || e instanceof ValueError)) throw e;
         io.err.write(`${e.message}\n`);
@@ -222,9 +237,10 @@ const planRun = async (configPath: string, options: RunCommandOptions, io: CliIo
   const ci = io.env["CI"] !== undefined && io.env["CI"] !== "" && io.env["CI"] !== "false" && io.env["CI"] !== "0";
   const progress = createProgress({
     tty: io.isTTY && !ci && options.progress !== false,
-    out: io.out,
-    err: io.err,
+    out: sink.out,
+    err: sink.err,
     clock,
+    format: sink.format,
     ...(options.logLevel === undefined ? {} : { logLevel: options.logLevel }),
   });
   const logger = progress.logger;

@@ -79,6 +79,19 @@ describe("monitored-session launch", { timeout: 180_000 }, () => {
     expect(r.stderr).toContain("[launch] every task exited 0");
   });
 
+  it("--log-format json: every line of launch and of its tasks is one JSON object naming its task; a task's own lines (not JSON) become its info records", async () => {
+    const { run } = launch(["--workers", "2", "--log-format", "json"]);
+    const r = await run.done;
+    expect(r.code, r.stderr).toBe(0);
+    const records = [...lines(r.stdout), ...lines(r.stderr)].map((l) => JSON.parse(l) as Record<string, unknown>);
+    for (const rec of records) expect(["launch", "chief:0", "worker:0"]).toContain(rec["task"]);
+    // The job's console.log, and run's own log records (run got --log-format json).
+    expect(records).toContainEqual(expect.objectContaining({ task: "worker:0", level: "info", message: expect.stringMatching(/^task worker:0 up /) as unknown }));
+    expect(records).toContainEqual(expect.objectContaining({ task: "chief:0", level: "info", message: expect.stringMatching(/^Cluster task chief:0, the chief of 2 training tasks/) as unknown }));
+    expect(records).toContainEqual(expect.objectContaining({ task: "launch", level: "info", message: "every task exited 0" }));
+    expect(records.filter((rec) => rec["task"] !== "launch" && rec["type"] === "progress").length).toBeGreaterThan(0);
+  });
+
   it("a task fails: the others stop too (on its reported error, naming it, or on launch's SIGTERM) and launch exits with the failure's code, 1", async () => {
     const { run } = launch(["--workers", "3"], { "chief:0": "train", "worker:0": "fail", "worker:1": "train" });
     const r = await run.done;
