@@ -21,7 +21,8 @@ import { parse as parseYaml } from "yaml";
 import { ClusterConfigCodec } from "../cluster/ClusterConfig.js";
 import { decode, formatIssue } from "../codec.js";
 import { CheckpointConfigCodec, MAX_ALIAS_COUNT, PreemptionConfigCodec, SummariesConfigCodec } from "../config/index.js";
-import { DEFAULT_CLI, DEFAULT_PORT, DEFAULT_RESOURCES, kubernetesManifest, renderManifest, type CheckpointVolume, type PodProgram } from "../kubernetes/KubernetesManifest.js";
+import { kubernetesManifest, renderManifest, type CheckpointVolume, type PodProgram } from "../kubernetes/KubernetesManifest.js";
+import { DEFAULT_RESOURCES } from "../kubernetes/manifestDefaults.js";
 import { MIN_JOBSET_VERSION, MIN_KUBERNETES_VERSION } from "../kubernetes/failurePolicy.js";
 import { terminationGracePeriod } from "../kubernetes/gracePeriod.js";
 import { podClusterSettings, podConfigText } from "../kubernetes/podConfig.js";
@@ -252,5 +253,3 @@ const defaultName = (stem: string): string => {
   return label === "" ? "training" : label;
 };
 
-/** The default `--port`, `--workdir` and `--cli`, for the command's help. */
-export const MANIFEST_DEFAULTS = { port: DEFAULT_PORT, workdir: "/app", cli: DEFAULT_CLI } as const;

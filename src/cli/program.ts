@@ -2,19 +2,20 @@
  * The `monitored-session` command line: `run <config>`, `launch --workers N <config>`,
  * `launch --workers N [cluster settings] -- <command> [args…]`, `manifest kubernetes <config>`
  * (or `-- <command>`), `inspect <checkpointDir>` and `board <logdir>`, built with commander. Usage errors exit 2; see {@link ExitCodes}.
+ * Each command's module loads when that command runs: `run` starts without the modules of
+ * `launch`, `manifest` and the board (docs/performance.md, "Process start to first step").
  *
  * @module
  */
 
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 
-import { boardCommand } from "./board.js";
 import { ExitCodes, exitCodesHelp } from "../runtime/exitCodes.js";
 import { addInspectCommand } from "./inspect.js";
-import { DEFAULT_RESOURCES } from "../kubernetes/KubernetesManifest.js";
-import { MANIFEST_DEFAULTS, manifestCommand, type ManifestFlags } from "./manifest.js";
-import { CLUSTER_FLAGS, launchCommand, launchProgram, type ClusterFlags } from "./launch.js";
-import { runCommand, type CliIo } from "./run.js";
+import { DEFAULT_RESOURCES, MANIFEST_DEFAULTS } from "../kubernetes/manifestDefaults.js";
+import type { ManifestFlags } from "./manifest.js";
+import { CLUSTER_FLAGS, type ClusterFlags } from "./clusterFlags.js";
+import type { CliIo } from "./run.js";
 import { LOG_FORMATS, type LogFormat } from "./logFormat.js";
 
 /** Parses `argv` (without `node` and the script) and runs the command; resolves with the exit code. */
@@ -56,7 +57,7 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
         code = ExitCodes.usage;
         return;
       }
-      code = await runCommand(config, { progress: opts.progress, logLevel: opts.logLevel, logFormat: opts.logFormat, verbose: opts.verbose === true, board }, io);
+      code = await (await import("./run.js")).runCommand(config, { progress: opts.progress, logLevel: opts.logLevel, logFormat: opts.logFormat, verbose: opts.verbose === true, board }, io);
     });
 
   const launch = program
@@ -100,12 +101,12 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
           return usage(`monitored-session launch: ${settingsFlags.join(", ")} ${settingsFlags.length === 1 ? "is" : "are"} for launch -- <command>; with a configuration file, put the settings in its cluster: section (${config})`);
         }
         const runArgs = [...(opts.verbose === true ? ["--verbose"] : []), ...(opts.logLevel === undefined ? [] : ["--log-level", opts.logLevel])];
-        code = await launchCommand(config, { ...options, runArgs }, io);
+        code = await (await import("./launch.js")).launchCommand(config, { ...options, runArgs }, io);
         return;
       }
       if (config !== undefined) return usage(`monitored-session launch: give either <config> or -- <command> [args...], not both (${config} is before --)`);
       if (runFlags.length > 0) return usage(`monitored-session launch: ${runFlags.join(" and ")} ${runFlags.length === 1 ? "is" : "are"} passed to each task's run (<config> only); after --, give your command its own flags`);
-      code = await launchProgram(taskCommand, opts, options, io);
+      code = await (await import("./launch.js")).launchProgram(taskCommand, opts, options, io);
     });
 
   const manifest = program
@@ -146,7 +147,7 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     .showHelpAfterError(false)
     .exitOverride()
     .action(async (config: string | undefined, opts: ManifestFlags) => {
-      code = await manifestCommand(config, taskCommand, opts, io);
+      code = await (await import("./manifest.js")).manifestCommand(config, taskCommand, opts, io);
     });
 
   addInspectCommand(program, io, (c) => {
@@ -169,7 +170,7 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     )
     .exitOverride()
     .action(async (logdir: string, opts: { port: number; host?: string; token?: string; imageMibPerTag: number; histogramMibPerTag: number; textMibPerTag: number }) => {
-      code = await boardCommand(logdir, opts, io);
+      code = await (await import("./board.js")).boardCommand(logdir, opts, io);
     });
 
   if (argv.length === 0) {

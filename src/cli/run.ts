@@ -46,18 +46,18 @@ import { TerminationNotices, type NoticeProcess, type TerminationNotice } from "
 import { createPlatformWatcher } from "../preemption/platforms/index.js";
 import type { Fetches } from "../session/Session.js";
 import { fileWriterCache } from "../summary/index.js";
-import { clusterTaskOf, readTfConfig, type ClusterTask } from "../runtime/index.js";
-import { isPreemptionReport, reportsNoticeOf, type ClusterRuntime } from "../runtime/index.js";
+import { clusterTaskOf, readTfConfig, type ClusterTask } from "../runtime/clusterTask.js";
+import type { ClusterRuntime } from "../runtime/index.js";
+import { isPreemptionReport, reportsNoticeOf } from "../runtime/preemptionReport.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
 import { launchStatusWriter } from "../runtime/launchStatus.js";
 import { LAUNCH_READY_ENV } from "../runtime/launchReady.js";
-import { ReplicaGroup, ReplicaGroupError } from "../runtime/index.js";
+import { ReplicaGroup, ReplicaGroupError } from "../runtime/replicaGroup.js";
 import { failureMessage } from "./faults.js";
 import { exitOnRepeatedNotice } from "./forcedExit.js";
 import { prepareRun, printIssues } from "./preflight.js";
 import { createProgress, followSession, type Following } from "./progress.js";
 import { jsonLineStream, jsonLogLine, type LogFormat } from "./logFormat.js";
-import { raceCreation, settledWithin, startCluster } from "./clusterJoin.js";
 import { createPreemptionHandler, exitCodeOf, PreemptedExit, readStep } from "./runPreemption.js";
 import { startBoardBeside } from "./runBoard.js";
 
@@ -328,8 +328,13 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     sessionOptions = { ...rest, checkpointManager: manager };
   }
   // Then the task's server and its registration with the cluster (every task, before training).
+  // The cluster's modules (gRPC, the coordination service) load only here: a process that is no
+  // task of a cluster starts without them (docs/performance.md, "Process start to first step").
   let cluster: ClusterRuntime | undefined;
+  let join: Pick<typeof import("./clusterJoin.js"), "raceCreation" | "settledWithin"> | undefined;
   if (task !== undefined) {
+    const { startCluster, raceCreation, settledWithin } = await import("./clusterJoin.js");
+    join = { raceCreation, settledWithin };
     const started = await startCluster(task, io, logger, clock, notices, group, config.maxWaitSecs);
     if (typeof started === "number") {
       await manager?.close();
@@ -481,7 +486,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     if (groupFailure !== undefined && isPreemptionReport(groupFailure)) clusterPreemption ??= groupFailure;
     // A peer that leaves the group for a termination notice looks like a peer gone: the
     // coordination service says which, shortly after (its report, or the failure it declares).
-    if (groupFailure !== undefined && cluster !== undefined && !preempting()) await settledWithin(cluster.failed, WHY_A_PEER_LEFT_MS, clock);
+    if (groupFailure !== undefined && cluster !== undefined && join !== undefined && !preempting()) await join.settledWithin(cluster.failed, WHY_A_PEER_LEFT_MS, clock);
     // Losing the chief while the group stopped for a notice: nobody can write the checkpoint (43).
     if (!agree && groupFailure !== undefined && preempting()) e = new PreemptedExit(losesChief(groupFailure) ? ExitCodes.chiefLost : exitCodeOf(config), false);
     // A preemption report that ended a wait of this task (a data-parallel group started by hand, re-forming after a lost rank).
@@ -553,7 +558,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
             return created;
           });
     // Under the agreement, a worker's notice waits for its handler (the others learn of it there).
-    const sess = await (cluster === undefined ? creating : raceCreation(creating, clusterFailed, notices, isChief || agree, exitCodeOf(config)));
+    const sess = await (cluster === undefined || join === undefined ? creating : join.raceCreation(creating, clusterFailed, notices, isChief || agree, exitCodeOf(config)));
     handler =
       agree && cluster !== undefined
         ? await createPreemptionHandler(sess, config, manager, logger, clock, { resolver: cluster, agreement: group === undefined ? "chiefSaves" : "agreedRun" })

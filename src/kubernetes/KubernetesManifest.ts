@@ -16,6 +16,7 @@
  * @module
  */
 
+import { DEFAULT_RESOURCES } from "./manifestDefaults.js";
 import { isLeft, left, right, type Either } from "fp-ts/lib/Either.js";
 import { posix } from "node:path";
 import { stringify } from "yaml";
@@ -118,22 +119,6 @@ const TOKEN_DIR = "/etc/monitored-session/token";
 export const TOKEN_FILE = `${TOKEN_DIR}/token`;
 /** Where the TLS Secret is mounted. */
 export const TLS_DIR = "/etc/monitored-session/tls";
-
-/** Where the CLI is in an image that installed the package (`--cli` otherwise). */
-export const DEFAULT_CLI = "node_modules/monitored-session/dist/src/cli/main.js";
-
-/** The default port of a task's server (TensorFlow's TFJob uses the same). */
-export const DEFAULT_PORT = 2222;
-
-/**
- * Each pod's requests unless `cpu`, `memory` or `bestEffort` say otherwise. One CPU: a task's
- * step runs on Node's one JavaScript thread (TensorFlow.js's cpu and wasm backends compute
- * there), so a step uses about one core; with no CPU limit the pod still borrows idle cores for
- * the garbage collector and I/O. 2Gi: Node itself (about 100 MB), TensorFlow.js with the model,
- * its gradients and optimizer slots, the data held in memory, and the copy of every variable a
- * checkpoint save makes; the bundled job needs far less, and a bigger model asks for more.
- */
-export const DEFAULT_RESOURCES = { cpu: "1", memory: "2Gi" } as const;
 
 /** The user (and group) the containers run as: the `node` user of the official Node.js images, by number (`runAsNonRoot` cannot check a name). */
 const RUN_AS_USER = 1000;

@@ -46,6 +46,7 @@ import type { PreemptionClusterResolver } from "../preemption/PreemptionCluster.
 import { TerminationNotices } from "../preemption/TerminationNotices.js";
 import { defaultSessionTargets, type SessionTargetRegistry, type SessionTargetResolver } from "../pipeline/SessionTarget.js";
 import { ChiefRecovery, isChiefLoss, MODEL_READY_KEY } from "./chiefRecovery.js";
+import { isPreemptionReport } from "./preemptionReport.js";
 import { chiefAddressOf, chiefTaskOf, connectCurrent, defaultEtcdPrefix, timeoutsOf } from "./coordinationSetup.js";
 import { LAUNCH_READY_ENV } from "./launchReady.js";
 import { launchStatusWriter, launchTaskName } from "./launchStatus.js";
@@ -145,12 +146,6 @@ const WATCH_KEY = "monitored-session/run/watch";
 // ---------------------------------------------------------------------------------------------
 // operations
 // ---------------------------------------------------------------------------------------------
-
-/** Whether `e` is another task's (or this task's) preemption report, as the coordination service returns it (its failure says so). */
-export const isPreemptionReport = (e: unknown): e is CancelledError => e instanceof CancelledError && e.failure?.kind === "preemption";
-
-/** Whether preemption report `e` is of `task`'s own notice (see {@link isPreemptionReport}). */
-export const reportsNoticeOf = (e: CancelledError, task: string): boolean => e.failure?.kind === "preemption" && e.failure.reporter === task;
 
 /**
  * Starts `task`'s server and registers it with the coordination service (waiting for every task

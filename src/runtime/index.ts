@@ -9,7 +9,8 @@
 
 /* The task */
 export { startTask, type StartTaskOptions, type TaskRuntime } from "./startTask.js";
-export { ClusterStartError, isPreemptionReport, reportsNoticeOf, startClusterTask, type ClusterRuntime, type StartClusterOptions } from "./clusterRuntime.js";
+export { ClusterStartError, startClusterTask, type ClusterRuntime, type StartClusterOptions } from "./clusterRuntime.js";
+export { isPreemptionReport, reportsNoticeOf } from "./preemptionReport.js";
 export { clusterTaskOf, readTfConfig, type ClusterTask } from "./clusterTask.js";
 
 /* Data-parallel training */

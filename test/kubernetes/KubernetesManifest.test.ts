@@ -3,7 +3,8 @@ import { describe, expect, it } from "vitest";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
 
 import { decodePodEnvironment, POD_ENV, podTfConfigOf } from "../../src/cluster/PodClusterResolver.js";
-import { DEFAULT_RESOURCES, kubernetesManifest, type KubernetesManifestOptions } from "../../src/kubernetes/KubernetesManifest.js";
+import { kubernetesManifest, type KubernetesManifestOptions } from "../../src/kubernetes/KubernetesManifest.js";
+import { DEFAULT_RESOURCES } from "../../src/kubernetes/manifestDefaults.js";
 import { CLUSTER_SETTINGS_ENV } from "../../src/runtime/index.js";
 import { cliInProcess } from "../util/cli.js";
 import { checkManifest, jobSetSchema, podTemplates, qosClass, unknownFields } from "./manifestChecks.js";

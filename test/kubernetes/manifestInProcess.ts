@@ -6,7 +6,8 @@
 import { Writable } from "node:stream";
 import { parseAllDocuments } from "yaml";
 
-import { MANIFEST_DEFAULTS, manifestCommand, type ManifestFlags } from "../../src/cli/manifest.js";
+import { manifestCommand, type ManifestFlags } from "../../src/cli/manifest.js";
+import { MANIFEST_DEFAULTS } from "../../src/kubernetes/manifestDefaults.js";
 
 type Json = Record<string, unknown>;
 

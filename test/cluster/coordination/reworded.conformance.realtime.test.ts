@@ -11,7 +11,7 @@ import { type CoordinationClient, EmbeddedCoordinationClient } from "../../../sr
 import { fromStatus, toStatus } from "../../../src/cluster/coordination/status.js";
 import { CancelledError, OpError, ResourceExhaustedError, UnavailableError } from "../../../src/errors.js";
 import { isChiefLoss } from "../../../src/runtime/chiefRecovery.js";
-import { isPreemptionReport, reportsNoticeOf } from "../../../src/runtime/clusterRuntime.js";
+import { isPreemptionReport, reportsNoticeOf } from "../../../src/runtime/preemptionReport.js";
 import { chief, connectAll, rejection, tasks, untilRejected, within, worker1, worker2 } from "./conformance.js";
 import { startServiceThread, type ServiceThread } from "./serviceThread.js";
 
