@@ -90,7 +90,7 @@ const startOnce = async (way: Way): Promise<Start> => {
     createInterface({ input: child.stderr }).on("line", (line) => {
       firstLineMs ??= performance.now() - t0;
       output += `${line}\n`;
-      if (line.includes(`Done at global step ${LAST_STEP}`)) done = true;
+      if (line.endsWith(`Done at global step ${LAST_STEP}.`)) done = true;
     });
     createInterface({ input: child.stdout }).on("line", (line) => {
       output += `${line}\n`;
@@ -132,17 +132,20 @@ const measure = async (): Promise<Record<string, unknown>> => {
 export default async (): Promise<Record<string, unknown>> => {
   const build = spawnSync("npm", ["run", "--silent", "build"], { cwd: repoRoot, encoding: "utf8" });
   if (build.status !== 0) throw new Error(`startup benchmark: npm run build failed:\n${build.stdout}${build.stderr}`);
-  // A first start of each way warms the filesystem cache (and tsx's), as any start after the first finds it.
-  await startOnce("clone");
-  await startOnce("compiled");
-  const idle = await measure();
-  const stop = burn();
-  let loaded: Record<string, unknown>;
   try {
-    loaded = await measure();
+    // A first start of each way warms the filesystem cache (and tsx's), as any start after the first finds it.
+    await startOnce("clone");
+    await startOnce("compiled");
+    const idle = await measure();
+    const stop = burn();
+    let loaded: Record<string, unknown>;
+    try {
+      loaded = await measure();
+    } finally {
+      stop();
+    }
+    return { job: "examples/tfjs-classifier.yaml (wasm)", lastStep: LAST_STEP, runs: RUNS, burners: BURNERS, idle, loaded };
   } finally {
-    stop();
     rmSync(JOB_DIR, { recursive: true, force: true });
   }
-  return { job: "examples/tfjs-classifier.yaml (wasm)", lastStep: LAST_STEP, runs: RUNS, burners: BURNERS, idle, loaded };
 };

@@ -394,6 +394,36 @@ the path and the fix (\`permission denied writing <path> (EACCES): make the dire
 \`--verbose\` adds the stack trace. An error that nothing caught (thrown in a timer of the job, or
 a rejected promise nobody awaits) is one line too, \`monitored-session: Error: ...\`, and exit 1,
 on both TensorFlow.js backends; \`--verbose\` adds its stack.
+
+### JSON lines: \`--log-format json\`
+
+For a log collector (Loki, Elasticsearch, Cloud Logging), \`run --log-format json\` prints every
+line as one JSON object, and never a bar:
+
+- stderr, a log record: \`time\` (ISO 8601), \`level\` (\`debug\`, \`info\`, \`warn\`, \`error\`), \`message\`,
+  and \`fields\` when the line has structured ones (\`{"step": 5}\` on a save);
+- stdout, a progress record at most once a second: \`{"time": …, "type": "progress", "step": 120,
+  "lastStep": 1000, "stepsPerSec": 48.2, "loss": 0.31, "etaSecs": 18, "warnings": 0}\` (a figure
+  that is not known yet is left out);
+- what is written outside the log (a configuration problem, a usage error, a failure, an error
+  nothing caught) is an \`error\` record, one per message (a stack trace with \`--verbose\` stays
+  one record);
+- while \`run\` runs, the global \`console\` writes records too: a job's \`console.log\` is an \`info\`
+  record on stdout, a library's \`console.warn\` (TensorFlow.js's notice on the \`cpu\` backend) a
+  \`warn\` record on stderr;
+- a number that is not finite (a diverged \`loss\`) is \`null\`, so a field keeps its type.
+
+\`\`\`sh
+monitored-session run --log-format json train.yaml 2>log.jsonl
+\`\`\`
+
+\`launch --log-format json\` does the same for the cluster: its own records carry \`"task":
+"launch"\` (a task that failed, was lost or was killed is a \`warn\` or \`error\` record), every
+task's records carry its task (\`"task": "worker:1"\`; a record's own \`task\` is kept as
+\`recordTask\`), and a task's line that is not a JSON object (a program's own \`console.log\`)
+becomes an \`info\` record of that task. With a
+configuration file, each task's \`run\` gets \`--log-format json\`; after \`--\`, your program's JSON
+lines gain their task, and its other lines are wrapped.
 `;
 };
 

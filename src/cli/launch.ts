@@ -61,7 +61,8 @@ import { decodeLaunchStatus, LAUNCH_STATUS_FD_ENV, launchTaskName, type LaunchSt
 import { ExitCodes } from "../runtime/exitCodes.js";
 import { hasEnded, isStopped } from "./processState.js";
 import { watchNotices, type CliIo } from "./run.js";
-import { jsonLine, jsonLogLine, taskJsonLine, type LogFormat } from "./logFormat.js";
+import { jsonLine, jsonLogger, taskJsonLine, type LogFormat } from "./logFormat.js";
+import type { LogLevel } from "../Logger.js";
 import { CLUSTER_FLAGS, type ClusterFlag, type ClusterFlags } from "./clusterFlags.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -201,9 +202,10 @@ const clusterSettingsOf = (flags: ClusterFlags, cwd: string): Either<string[], C
 /** Runs groups until one ends the launch (restarting per `maxRestarts`); resolves with the exit code. */
 const superviseGroups = async (program: TaskProgram, options: LaunchOptions, io: CliIo): Promise<number> => {
   const clock = io.clock ?? systemClock;
-  const notices = watchNotices(io, clock);
+  const notices = watchNotices(io, clock, options.logFormat === "json" ? jsonLogger(io.err, () => clock.now()) : undefined);
   const json = options.logFormat === "json";
-  const say = (line: string): void => void io.err.write(json ? jsonLine(clock.now(), { task: "launch", level: "info", message: line }) : `[launch] ${line}\n`);
+  // `level` for JSON records: a failure of the group is an `error` a collector can alert on.
+  const say = (line: string, level: LogLevel = "info"): void => void io.err.write(json ? jsonLine(clock.now(), { task: "launch", level, message: line }) : `[launch] ${line}\n`);
   // A task's line: behind its name, or (JSON) as a record that names it.
   const lineOf = (task: string, line: string): string => (json ? taskJsonLine(task, line, () => clock.now()) : `[${task}] ${line}\n`);
   try {
@@ -237,11 +239,11 @@ const superviseGroups = async (program: TaskProgram, options: LaunchOptions, io:
         continue;
       }
       if (preempted || restarts >= maxRestarts) {
-        say(`${why}: exiting with ${outcome.code}${maxRestarts > 0 && !preempted ? ` after ${restarts} restart${restarts === 1 ? "" : "s"}` : ""}`);
+        say(`${why}: exiting with ${outcome.code}${maxRestarts > 0 && !preempted ? ` after ${restarts} restart${restarts === 1 ? "" : "s"}` : ""}`, preempted ? "warn" : "error");
         return outcome.code;
       }
       restarts += 1;
-      say(`${why}: restarting the group (restart ${restarts} of ${maxRestarts})`);
+      say(`${why}: restarting the group (restart ${restarts} of ${maxRestarts})`, "error");
     }
   } finally {
     notices.close();
@@ -286,7 +288,7 @@ interface GroupContext {
   readonly clock: Clock;
   readonly notices: TerminationNotices;
   readonly killAfterMs: number;
-  readonly say: (line: string) => void;
+  readonly say: (line: string, level?: LogLevel) => void;
   /** How task `task`'s output line is written (its newline included). */
   readonly lineOf: (task: string, line: string) => string;
 }
@@ -332,7 +334,7 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
   const armKill = (): void => {
     killTimer ??= clock.setTimer(killAfterMs, () => {
       if (live.size === 0) return;
-      say(`${[...live.keys()].join(", ")} still running after ${killAfterMs / 1000} s: SIGKILL`);
+      say(`${[...live.keys()].join(", ")} still running after ${killAfterMs / 1000} s: SIGKILL`, "warn");
       for (const child of live.values()) signal(child, "SIGKILL");
     });
   };
@@ -344,7 +346,7 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     for (const [name, child] of live) {
       if (killedAsLost.has(name) || child.pid === undefined || !isStopped(child.pid)) continue;
       killedAsLost.add(name);
-      say(`${name} is stopped (SIGSTOP): it can neither save nor exit: SIGKILL`);
+      say(`${name} is stopped (SIGSTOP): it can neither save nor exit: SIGKILL`, "warn");
       signal(child, "SIGKILL");
     }
   };
@@ -352,7 +354,7 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     killStopped();
     // Stopping already: the SIGKILL is armed.
     if (live.size === 0 || killTimer !== undefined) return;
-    say(`${reason}: stopping ${[...live.keys()].join(", ")} (SIGTERM, SIGKILL after ${killAfterMs / 1000} s)`);
+    say(`${reason}: stopping ${[...live.keys()].join(", ")} (SIGTERM, SIGKILL after ${killAfterMs / 1000} s)`, "warn");
     for (const child of live.values()) signal(child, "SIGTERM");
     armKill();
   };
@@ -399,7 +401,7 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
       if (child === undefined || child.exitCode !== null || child.signalCode !== null || name === task.name || killedAsLost.has(name) || leaving.has(name)) continue;
       if (child.pid !== undefined && hasEnded(child.pid)) continue;
       killedAsLost.add(name);
-      say(`${name} ${status.why === "declaredFailed" ? "was declared failed by the coordination service" : "is lost: the coordination service it hosts stopped answering"} (${task.name} says so): SIGKILL`);
+      say(`${name} ${status.why === "declaredFailed" ? "was declared failed by the coordination service" : "is lost: the coordination service it hosts stopped answering"} (${task.name} says so): SIGKILL`, "error");
       signal(child, "SIGKILL");
     }
   };
@@ -428,7 +430,7 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
           heard(task, decodeLaunchStatus(line, task.name), child);
         } catch (e) {
           // Once per task: a program that writes to fd 3 for its own reasons is not launch's concern.
-          if (!badStatus) say(`${(e as Error).message} (ignored from now on)`);
+          if (!badStatus) say(`${(e as Error).message} (ignored from now on)`, "warn");
           badStatus = true;
         }
       }),
@@ -441,7 +443,7 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     ];
     const exited = new Promise<number>((resolve) => {
       child.once("error", (e) => {
-        say(`${task.name} could not start: ${e.message}`);
+        say(`${task.name} could not start: ${e.message}`, "error");
         resolve(ExitCodes.failure);
       });
       child.once("exit", (code, signal) => resolve(code ?? 128 + (signal === null ? 0 : (constants.signals[signal] ?? 0))));
@@ -449,7 +451,7 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     return Promise.all([exited, ...streamed]).then(([code]) => {
       live.delete(task.name);
       const signalled = child.signalCode === null ? "" : ` (killed by ${child.signalCode})`;
-      say(`${task.name} exited with ${code}${signalled}`);
+      say(`${task.name} exited with ${code}${signalled}`, code === 0 ? "info" : "warn");
       exitsSeen.push({ task: task.name, code });
       if (code === 0 || notices.first !== undefined) return;
       if (code === program.preemptionCode || code === ExitCodes.chiefLost) awaitOthers(task.name, code);
@@ -540,7 +542,7 @@ const copyLines = (input: NodeJS.ReadableStream | null, out: NodeJS.WritableStre
 
 /** A usage problem found before anything started: one line, or (JSON) one error record. */
 const usageLine = (io: CliIo, options: LaunchOptions, line: string): void =>
-  void io.err.write(options.logFormat === "json" ? jsonLogLine((io.clock ?? systemClock).now(), "error", line) : `${line}\n`);
+  void io.err.write(options.logFormat === "json" ? jsonLine((io.clock ?? systemClock).now(), { task: "launch", level: "error", message: line }) : `${line}\n`);
 
 /** `record` with the dotted `key` set to `value` (the objects on the way copied, or made when absent or not objects). */
 const withKey = (record: Readonly<Record<string, unknown>>, key: string, value: unknown): Record<string, unknown> => {

@@ -6,8 +6,11 @@
  *   structured `fields` (`step`, `path`, …) when the line has some.
  * - A progress line of `run` (stdout): `{"time":…,"type":"progress","step":…,"lastStep":…,
  *   "stepsPerSec":…,"loss":…,"etaSecs":…,"warnings":…}` (absent figures left out).
- * - A line the command writes outside its logger (a configuration problem, a failure) is an
- *   `error` record of the same shape.
+ * - What the command writes outside its logger (a configuration problem, a failure, a usage
+ *   error) is an `error` record of the same shape, one per message (a stack trace stays one).
+ * - While `run` runs, the global `console` writes records too: a job's `console.log` is an
+ *   `info` record on stdout, a library's `console.warn` a `warn` record on stderr.
+ * - A non-finite number (a diverged `loss`) is `null`.
  * - Under `launch`, a task's records gain `"task":"worker:1"`; `launch`'s own, `"task":"launch"`.
  *   A line of a task that is not a JSON object (a program's own `console.log`) becomes the
  *   `message` of an `info` record of that task.
@@ -15,9 +18,10 @@
  * @module
  */
 
+import { Console } from "node:console";
 import { Writable } from "node:stream";
 
-import type { LogLevel } from "../Logger.js";
+import type { Logger, LogLevel } from "../Logger.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -41,28 +45,51 @@ export const jsonLogLine = (timeMs: number, level: LogLevel, message: string, fi
   jsonLine(timeMs, fields === undefined || Object.keys(fields).length === 0 ? { level, message } : { level, message, fields });
 
 /**
- * A stream that writes each complete line written to it to `out` as a `level` record
- * ({@link jsonLogLine}), stamped with `now()`: for the lines a command writes outside its logger.
- * A last line without its newline is written when the stream ends.
+ * A stream that writes what each `write()` call gives it to `out` as one `level` record
+ * ({@link jsonLogLine}, after `extra`'s keys), its final newline dropped, stamped with `now()`:
+ * for the lines a command writes outside its logger. A message of several lines (a stack trace, a list of problems
+ * written at once) stays one record.
  */
-export const jsonLineStream = (out: NodeJS.WritableStream, now: () => number, level: LogLevel): Writable => {
-  let pending = "";
-  const emit = (line: string): void => {
-    if (line !== "") out.write(jsonLogLine(now(), level, line));
-  };
-  return new Writable({
+export const jsonLineStream = (out: NodeJS.WritableStream, now: () => number, level: LogLevel, extra: Readonly<Record<string, unknown>> = {}): Writable =>
+  new Writable({
     write(chunk: Buffer | string, _encoding, done) {
-      const lines = (pending + String(chunk)).split("\n");
-      pending = lines.pop() ?? "";
-      for (const line of lines) emit(line);
-      done();
-    },
-    final(done) {
-      emit(pending);
-      pending = "";
+      const message = String(chunk).replace(/\r?\n$/, "");
+      if (message !== "") out.write(jsonLine(now(), { ...extra, level, message }));
       done();
     },
   });
+
+/** A `Logger` that writes {@link jsonLogLine} records to `out`, dropping those below `minLevel` (default `info`). */
+export const jsonLogger = (out: NodeJS.WritableStream, now: () => number, minLevel: LogLevel = "info"): Logger => {
+  const at =
+    (level: LogLevel) =>
+    (message: string, fields?: Readonly<Record<string, unknown>>): void => {
+      if (RANK[level] >= RANK[minLevel]) out.write(jsonLogLine(now(), level, message, fields));
+    };
+  return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
+};
+
+/**
+ * While `body` runs, the global `console` writes JSON records: `console.log`/`info`/`debug` as
+ * `info` records on `out`, `console.warn` as `warn` and `console.error` as `error` records on
+ * `err` (a job's own lines, a library's notices). Restored afterwards.
+ */
+export const withJsonConsole = async <T>(out: NodeJS.WritableStream, err: NodeJS.WritableStream, now: () => number, body: () => Promise<T>): Promise<T> => {
+  const saved = globalThis.console;
+  const info = new Console({ stdout: jsonLineStream(out, now, "info"), stderr: jsonLineStream(err, now, "error") });
+  const warn = new Console({ stdout: jsonLineStream(err, now, "warn"), stderr: jsonLineStream(err, now, "warn") });
+  globalThis.console = Object.assign(Object.create(saved) as Console, {
+    log: info.log.bind(info),
+    info: info.info.bind(info),
+    debug: info.debug.bind(info),
+    warn: warn.warn.bind(warn),
+    error: info.error.bind(info),
+  });
+  try {
+    return await body();
+  } finally {
+    globalThis.console = saved;
+  }
 };
 
 /**
@@ -72,8 +99,10 @@ export const jsonLineStream = (out: NodeJS.WritableStream, now: () => number, le
 export const taskJsonLine = (task: string, line: string, now: () => number): string => {
   const record = parseObject(line);
   if (record === undefined) return jsonLine(now(), { task, level: "info", message: line });
-  // `time` first, as in launch's own records, when the task's record has one.
-  return `${JSON.stringify({ ...("time" in record ? { time: record["time"] } : {}), task, ...record }, jsonSafe)}\n`;
+  // `time` first, as in launch's own records; launch's `task` wins (a record's own, when it
+  // differs, is kept as `recordTask`), so that no task's line passes for another's or launch's.
+  const own = record["task"];
+  return `${JSON.stringify({ ...("time" in record ? { time: record["time"] } : {}), ...record, task, ...(own === undefined || own === task ? {} : { recordTask: own }) }, jsonSafe)}\n`;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -91,10 +120,17 @@ const parseObject = (line: string): Record<string, unknown> | undefined => {
   }
 };
 
-/** JSON.stringify's replacer: what JSON cannot say (a bigint, an error, a non-finite number) as text. */
+/** The levels in order. */
+const RANK: Record<LogLevel, number> = { debug: 0, info: 1, warn: 2, error: 3 };
+
+/**
+ * JSON.stringify's replacer: what JSON cannot say as text (a bigint, an error), a non-finite
+ * number as `null` (a field keeps its type: a collector that maps `loss` as a float takes `null`,
+ * not `"NaN"`; the message says which).
+ */
 const jsonSafe = (_key: string, value: unknown): unknown => {
   if (typeof value === "bigint") return value.toString();
-  if (typeof value === "number" && !Number.isFinite(value)) return String(value);
+  if (typeof value === "number" && !Number.isFinite(value)) return null;
   if (value instanceof Error) return `${value.name}: ${value.message}`;
   return value;
 };

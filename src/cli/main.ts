@@ -20,7 +20,7 @@
 import { ExitCodes } from "../runtime/exitCodes.js";
 import { LAUNCH_READY_ENV, LAUNCH_READY_LINE } from "../runtime/launchReady.js";
 import { failureMessage } from "./faults.js";
-import { jsonLogLine } from "./logFormat.js";
+import { jsonLine } from "./logFormat.js";
 import { systemClock } from "../time/Clock.js";
 
 const argv = process.argv.slice(2);
@@ -34,7 +34,7 @@ const unexpected = (e: unknown): number => {
   // Only run and launch take --verbose: the line offers it there alone.
   const line = argv[0] === "run" || argv[0] === "launch" ? failureMessage(e, false, "monitored-session") : `${withStack.split("\n")[0] ?? ""}\n`;
   const text = verbose ? withStack : line;
-  process.stderr.write(json ? jsonLogLine(systemClock.now(), "error", text.trimEnd()) : text);
+  process.stderr.write(json ? jsonLine(systemClock.now(), { ...(argv[0] === "launch" ? { task: "launch" } : {}), level: "error", message: text.trimEnd() }) : text);
   return ExitCodes.failure;
 };
 // An unhandled rejection comes here too (Node raises it as an uncaught exception).

@@ -2,8 +2,9 @@
  * The `monitored-session` command line: `run <config>`, `launch --workers N <config>`,
  * `launch --workers N [cluster settings] -- <command> [args…]`, `manifest kubernetes <config>`
  * (or `-- <command>`), `inspect <checkpointDir>` and `board <logdir>`, built with commander. Usage errors exit 2; see {@link ExitCodes}.
- * Each command's module loads when that command runs: `run` starts without the modules of
- * `launch`, `manifest` and the board (docs/performance.md, "Process start to first step").
+ * Each command's module, `inspect`'s excepted, loads when that command runs: `run` starts
+ * without the modules of `launch`, `manifest` and the board (docs/performance.md, "Process start
+ * to first step").
  *
  * @module
  */
@@ -16,7 +17,8 @@ import { DEFAULT_RESOURCES, MANIFEST_DEFAULTS } from "../kubernetes/manifestDefa
 import type { ManifestFlags } from "./manifest.js";
 import { CLUSTER_FLAGS, type ClusterFlags } from "./clusterFlags.js";
 import type { CliIo } from "./run.js";
-import { LOG_FORMATS, type LogFormat } from "./logFormat.js";
+import { jsonLineStream, LOG_FORMATS, type LogFormat } from "./logFormat.js";
+import { systemClock } from "../time/Clock.js";
 
 /** Parses `argv` (without `node` and the script) and runs the command; resolves with the exit code. */
 export const main = async (argv: readonly string[], io: CliIo): Promise<number> => {
@@ -27,12 +29,15 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
   const dashDash = argv[0] === "launch" || argv[0] === "manifest" ? argv.indexOf("--") : -1;
   const taskCommand = dashDash < 0 ? undefined : argv.slice(dashDash + 1);
   const ownArgv = dashDash < 0 ? argv : argv.slice(0, dashDash);
+  // `--log-format json`: a usage error is an error record too (launch's name `launch` as their task).
+  const json = ownArgv.some((a, i) => a === "--log-format=json" || (a === "--log-format" && ownArgv[i + 1] === "json"));
+  const usageErr = json ? jsonLineStream(io.err, () => (io.clock ?? systemClock).now(), "error", argv[0] === "launch" ? { task: "launch" } : {}) : io.err;
   /** A usage error of `launch`, as commander wrote it (printed by the catch below, or replaced). */
   let launchError: string | undefined;
   const program = new Command("monitored-session")
     .description("Run a training job described by a configuration file, launch it as a local cluster or print its Kubernetes manifests, inspect its checkpoints, and serve its summaries.")
     .exitOverride()
-    .configureOutput({ writeOut: (s) => io.out.write(s), writeErr: (s) => io.err.write(s) })
+    .configureOutput({ writeOut: (s) => io.out.write(s), writeErr: (s) => usageErr.write(s) })
     .showHelpAfterError("(run with --help for usage)")
     .addHelpText("after", `\n${exitCodesHelp}\n\nConfiguration reference: docs/configuration.md`);
 
@@ -53,7 +58,7 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     .action(async (config: string, opts: { progress: boolean; verbose?: boolean; logLevel: "debug" | "info" | "warn" | "error"; logFormat: LogFormat; board?: string | true }) => {
       const board = opts.board === undefined ? undefined : opts.board === true ? 6006 : Number(opts.board);
       if (board !== undefined && !(Number.isInteger(board) && board >= 0 && board <= 65535)) {
-        io.err.write(`monitored-session run: --board ${String(opts.board)}: expected a port from 0 to 65535 (0 picks a free one)\n`);
+        usageErr.write(`monitored-session run: --board ${String(opts.board)}: expected a port from 0 to 65535 (0 picks a free one)\n`);
         code = ExitCodes.usage;
         return;
       }
@@ -81,7 +86,7 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     .option("--cluster-config <file>", "a JSON or YAML file with the cluster: section's keys at top level (the flags above override them)")
     .addHelpText(
       "after",
-      `\nEach task gets TF_CONFIG (its task in a chief job of 1 and a worker job of n-1 on free loopback ports) and MONITORED_SESSION_LAUNCH_READY=1; a -- <command> also gets MONITORED_SESSION_CLUSTER, the cluster settings as JSON. Each task's lines are prefixed with its name ([chief:0], [worker:1], ...). Each task also gets a status channel on fd 3 (MONITORED_SESSION_LAUNCH_STATUS_FD) where it says which termination notice it got and which tasks it found lost. When a task fails the others get SIGTERM, then SIGKILL after --kill-after seconds; a task found lost (declared failed, or a chief whose service stopped answering) is SIGKILLed at once; when one is preempted (exits ${ExitCodes.preempted} or ${ExitCodes.chiefLost}) the others stop on its notice, and get SIGTERM only if still running --kill-after seconds later. SIGINT, SIGTERM and SIGHUP are forwarded to every task: to a run task once it reports that it handles signals, to a -- <command> at once. See docs/distributed.md.\n\nExit codes: 0 every task exited 0; the code of the task whose own termination notice started a preemption (${ExitCodes.preempted}, or preemption.exitCode, or ${ExitCodes.chiefLost}); else ${ExitCodes.chiefLost} if a task exited with it; otherwise the first other non-zero exit code of a task (after --max-restarts restarts; 1 when a command cannot be started); ${ExitCodes.usage} bad usage or cluster settings.`,
+      `\nEach task gets TF_CONFIG (its task in a chief job of 1 and a worker job of n-1 on free loopback ports) and MONITORED_SESSION_LAUNCH_READY=1; a -- <command> also gets MONITORED_SESSION_CLUSTER, the cluster settings as JSON. Each task's lines are prefixed with its name ([chief:0], [worker:1], ...); with --log-format json, every line is a JSON object naming its task. Each task also gets a status channel on fd 3 (MONITORED_SESSION_LAUNCH_STATUS_FD) where it says which termination notice it got and which tasks it found lost. When a task fails the others get SIGTERM, then SIGKILL after --kill-after seconds; a task found lost (declared failed, or a chief whose service stopped answering) is SIGKILLed at once; when one is preempted (exits ${ExitCodes.preempted} or ${ExitCodes.chiefLost}) the others stop on its notice, and get SIGTERM only if still running --kill-after seconds later. SIGINT, SIGTERM and SIGHUP are forwarded to every task: to a run task once it reports that it handles signals, to a -- <command> at once. See docs/distributed.md.\n\nExit codes: 0 every task exited 0; the code of the task whose own termination notice started a preemption (${ExitCodes.preempted}, or preemption.exitCode, or ${ExitCodes.chiefLost}); else ${ExitCodes.chiefLost} if a task exited with it; otherwise the first other non-zero exit code of a task (after --max-restarts restarts; 1 when a command cannot be started); ${ExitCodes.usage} bad usage or cluster settings.`,
     )
     .showHelpAfterError(false)
     // Held until the error is known: an operand or option too many is a command without `--`.
@@ -92,7 +97,7 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
       const settingsFlags = [...CLUSTER_FLAGS.filter((f) => opts[f.name] !== undefined).map((f) => f.flags.split(" ")[0] as string), ...(opts.clusterConfig === undefined ? [] : ["--cluster-config"])];
       const runFlags = [...(opts.verbose === true ? ["--verbose"] : []), ...(opts.logLevel === undefined ? [] : ["--log-level"])];
       const usage = (line: string): void => {
-        io.err.write(`${line}\n`);
+        usageErr.write(`${line}\n`);
         code = ExitCodes.usage;
       };
       if (taskCommand === undefined) {
@@ -188,7 +193,7 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
   } catch (e) {
     if (e instanceof CommanderError) {
       if (e.code === "commander.helpDisplayed" || e.code === "commander.version" || e.code === "commander.help") return ExitCodes.done;
-      if (launchError !== undefined) io.err.write(commandWithoutDashDash(e, ownArgv, launch.args) ?? launchError);
+      if (launchError !== undefined) usageErr.write(commandWithoutDashDash(e, ownArgv, launch.args) ?? launchError);
       return ExitCodes.usage;
     }
     throw e;

@@ -57,7 +57,7 @@ import { failureMessage } from "./faults.js";
 import { exitOnRepeatedNotice } from "./forcedExit.js";
 import { prepareRun, printIssues } from "./preflight.js";
 import { createProgress, followSession, type Following } from "./progress.js";
-import { jsonLineStream, jsonLogLine, type LogFormat } from "./logFormat.js";
+import { jsonLineStream, jsonLogger, jsonLogLine, withJsonConsole, type LogFormat } from "./logFormat.js";
 import { createPreemptionHandler, exitCodeOf, PreemptedExit, readStep } from "./runPreemption.js";
 import { startBoardBeside } from "./runBoard.js";
 
@@ -130,10 +130,21 @@ export const runCommand = async (configPath: string, options: RunCommandOptions,
   // JSON lines: the log and the progress write their own records to the streams; every other
   // line (a configuration problem, a failure) becomes an error record.
   const json = options.logFormat === "json";
-  const runIo = json ? { ...io, err: jsonLineStream(io.err, () => clock.now(), "error") } : io;
-  const notices = watchNotices(runIo, clock);
+  if (!json) {
+    const notices = watchNotices(io, clock);
+    try {
+      return await runWithNotices(configPath, options, io, clock, notices, { format: "text", out: io.out, err: io.err });
+    } finally {
+      notices.close();
+    }
+  }
+  const now = (): number => clock.now();
+  const runIo = { ...io, err: jsonLineStream(io.err, now, "error") };
+  // The notices' own lines (a platform's poller, a watched file) and the global console (a job's
+  // own lines, a library's notices) write records too.
+  const notices = watchNotices(runIo, clock, jsonLogger(io.err, now, options.logLevel));
   try {
-    return await runWithNotices(configPath, options, runIo, clock, notices, json ? { format: "json", out: io.out, err: io.err } : { format: "text", out: io.out, err: runIo.err });
+    return await withJsonConsole(io.out, io.err, now, () => runWithNotices(configPath, options, runIo, clock, notices, { format: "json", out: io.out, err: io.err }));
   } finally {
     notices.close();
   }
@@ -150,9 +161,10 @@ interface LogSink {
  * Starts watching the command's termination notices (signals, replaying the early ones, and the
  * parent's death), then tells the entry point to drop its early handlers.
  */
-export const watchNotices = (io: CliIo, clock: Clock): TerminationNotices => {
+export const watchNotices = (io: CliIo, clock: Clock, logger?: Logger): TerminationNotices => {
   const notices = TerminationNotices.start({
     clock,
+    ...(logger === undefined ? {} : { logger }),
     earlier: io.earlySignals,
     ...(io.noticeProcess === undefined ? {} : { process: io.noticeProcess }),
   });
@@ -333,7 +345,11 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
   let cluster: ClusterRuntime | undefined;
   let join: Pick<typeof import("./clusterJoin.js"), "raceCreation" | "settledWithin"> | undefined;
   if (task !== undefined) {
-    const { startCluster, raceCreation, settledWithin } = await import("./clusterJoin.js");
+    // A failed load (a broken install) releases the directory's lock first, as any failure here does.
+    const { startCluster, raceCreation, settledWithin } = await import("./clusterJoin.js").catch(async (e: unknown) => {
+      await manager?.close();
+      throw e;
+    });
     join = { raceCreation, settledWithin };
     const started = await startCluster(task, io, logger, clock, notices, group, config.maxWaitSecs);
     if (typeof started === "number") {

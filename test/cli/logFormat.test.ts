@@ -11,7 +11,7 @@ import { Writable } from "node:stream";
 
 import { describe, expect, it } from "vitest";
 
-import { jsonLine, jsonLineStream, jsonLogLine, taskJsonLine } from "../../src/cli/logFormat.js";
+import { jsonLine, jsonLineStream, jsonLogLine, taskJsonLine, withJsonConsole } from "../../src/cli/logFormat.js";
 import { createProgress } from "../../src/cli/progress.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { cliInProcess, linearJob } from "../util/cli.js";
@@ -45,32 +45,52 @@ describe("JSON lines", () => {
     expect(jsonLogLine(T0, "warn", "slow", {})).toBe(`{"time":"2026-11-30T02:30:00.000Z","level":"warn","message":"slow"}\n`);
   });
 
-  it("what JSON cannot say is written as text: a bigint, an error, a non-finite number; a message with a newline stays one line", () => {
+  it("what JSON cannot say: a bigint and an error as text, a non-finite number as null; a message with a newline stays one line", () => {
     const line = jsonLine(T0, { n: 2n ** 64n, error: new RangeError("too far"), loss: Number.NaN, message: "a\nb" });
     expect(line.split("\n")).toHaveLength(2);
-    expect(JSON.parse(line)).toEqual({ time: "2026-11-30T02:30:00.000Z", n: "18446744073709551616", error: "RangeError: too far", loss: "NaN", message: "a\nb" });
+    expect(JSON.parse(line)).toEqual({ time: "2026-11-30T02:30:00.000Z", n: "18446744073709551616", error: "RangeError: too far", loss: null, message: "a\nb" });
   });
 
-  it("a stream of lines written outside the logger: each complete line one record, across chunks; the last one without its newline at the end", async () => {
+  it("a stream of what is written outside the logger: each write one record, its final newline dropped, a multi-line message (a stack) one record", () => {
     const out = sink();
-    const s = jsonLineStream(out, () => T0, "error");
-    s.write("config.yaml: lastStep: expected a po");
-    s.write("sitive integer\nsecond line\n\nthird");
-    expect(records(out.text()).map((r) => r["message"])).toEqual(["config.yaml: lastStep: expected a positive integer", "second line"]);
-    await new Promise<void>((done) => s.end(done));
+    const s = jsonLineStream(out, () => T0, "error", { task: "launch" });
+    s.write("config.yaml: lastStep: expected a positive integer\n");
+    s.write("Training failed: Error: boom\n    at step (job.ts:3:9)\n");
+    s.write("");
     expect(records(out.text())).toEqual([
-      { time: "2026-11-30T02:30:00.000Z", level: "error", message: "config.yaml: lastStep: expected a positive integer" },
-      { time: "2026-11-30T02:30:00.000Z", level: "error", message: "second line" },
-      { time: "2026-11-30T02:30:00.000Z", level: "error", message: "third" },
+      { time: "2026-11-30T02:30:00.000Z", task: "launch", level: "error", message: "config.yaml: lastStep: expected a positive integer" },
+      { time: "2026-11-30T02:30:00.000Z", task: "launch", level: "error", message: "Training failed: Error: boom\n    at step (job.ts:3:9)" },
     ]);
   });
 
   it("a task's line under launch: a JSON object gains its task (time kept first); anything else, arrays and broken JSON included, becomes an info record", () => {
     const now = (): number => T0;
-    expect(taskJsonLine("worker:1", `{"time":"x","level":"warn","message":"m"}`, now)).toBe(`{"time":"x","task":"worker:1","level":"warn","message":"m"}\n`);
+    expect(taskJsonLine("worker:1", `{"time":"x","level":"warn","message":"m"}`, now)).toBe(`{"time":"x","level":"warn","message":"m","task":"worker:1"}\n`);
     for (const line of ["hello from console.log", "[1,2]", `{"broken":`, ""]) {
       expect(JSON.parse(taskJsonLine("chief:0", line, now))).toEqual({ time: "2026-11-30T02:30:00.000Z", task: "chief:0", level: "info", message: line });
     }
+  });
+
+  it("a task's record cannot pass for another task's or launch's: launch's task wins, the record's own is kept as recordTask", () => {
+    expect(JSON.parse(taskJsonLine("worker:1", `{"task":"launch","level":"error","message":"m"}`, () => T0))).toEqual({ task: "worker:1", recordTask: "launch", level: "error", message: "m" });
+    expect(JSON.parse(taskJsonLine("worker:1", `{"task":"worker:1","message":"m"}`, () => T0))).toEqual({ task: "worker:1", message: "m" });
+  });
+
+  it("while run runs, the global console writes records: log on out (info), warn and error on err; the console is restored after", async () => {
+    const out = sink();
+    const err = sink();
+    const saved = globalThis.console;
+    await withJsonConsole(out, err, () => T0, async () => {
+      console.log("from the job");
+      console.warn("Hi, looks like you are running TensorFlow.js in Node.js");
+      console.error("a library's error");
+    });
+    expect(globalThis.console).toBe(saved);
+    expect(records(out.text())).toEqual([{ time: "2026-11-30T02:30:00.000Z", level: "info", message: "from the job" }]);
+    expect(records(err.text()).map((r) => [r["level"], r["message"]])).toEqual([
+      ["warn", "Hi, looks like you are running TensorFlow.js in Node.js"],
+      ["error", "a library's error"],
+    ]);
   });
 });
 
@@ -125,5 +145,15 @@ describe("run --log-format json", () => {
     const r = await cliInProcess(["run", "c.yaml", "--log-format", "xml"]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("error: option '--log-format <format>' argument 'xml' is invalid. Allowed choices are text, json.");
+  });
+
+  it("with --log-format json, a usage error is an error record too (launch's name their task)", async () => {
+    const r = await cliInProcess(["run", "c.yaml", "--log-format", "json", "--log-level", "loud"]);
+    expect(r.code).toBe(2);
+    const log = records(r.stderr);
+    expect(log[0]).toMatchObject({ level: "error", message: expect.stringContaining("error: option '--log-level <level>' argument 'loud' is invalid.") as unknown });
+    const l = await cliInProcess(["launch", "--workers", "2", "--log-format", "json", "--verbose", "--", "node", "x.js"]);
+    expect(l.code).toBe(2);
+    expect(records(l.stderr)).toEqual([expect.objectContaining({ task: "launch", level: "error", message: expect.stringContaining("--verbose is passed to each task's run") as unknown })]);
   });
 });
