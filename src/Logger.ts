@@ -21,28 +21,31 @@ const parseLevel = (s: string | undefined): LogLevel | undefined =>
 
 const rank: Record<LogLevel, number> = { debug: 0, info: 1, warn: 2, error: 3 };
 
+/** A `Logger` whose calls at or above `level` go to `write`; those below are dropped. */
+export const levelLogger = (level: LogLevel, write: (level: LogLevel, message: string, fields: Readonly<Record<string, unknown>> | undefined) => void): Logger => {
+  const min = rank[level];
+  const at =
+    (l: LogLevel) =>
+    (message: string, fields?: Readonly<Record<string, unknown>>): void => {
+      if (rank[l] >= min) write(l, message, fields);
+    };
+  return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
+};
+
+/** Where `console` prints each level. */
+const consoleSinks: Record<LogLevel, (s: string) => void> = {
+  debug: (s) => console.debug(s),
+  info: (s) => console.info(s),
+  warn: (s) => console.warn(s),
+  error: (s) => console.error(s),
+};
+
 /**
  * A console logger that prints `LEVEL message` lines at or above `level`
  * (default: `MONITORED_SESSION_LOG_LEVEL`, else `info`).
  */
-export const consoleLogger = (
-  level: LogLevel = parseLevel(process.env["MONITORED_SESSION_LOG_LEVEL"]) ?? "info",
-): Logger => {
-  const min = rank[level];
-  const line =
-    (l: LogLevel, sink: (s: string) => void) =>
-    (message: string, fields?: Readonly<Record<string, unknown>>): void => {
-      if (rank[l] < min) return;
-      const extra = fields === undefined ? "" : ` ${JSON.stringify(fields)}`;
-      sink(`${l.toUpperCase()} ${message}${extra}`);
-    };
-  return {
-    debug: line("debug", (s) => console.debug(s)),
-    info: line("info", (s) => console.info(s)),
-    warn: line("warn", (s) => console.warn(s)),
-    error: line("error", (s) => console.error(s)),
-  };
-};
+export const consoleLogger = (level: LogLevel = parseLevel(process.env["MONITORED_SESSION_LOG_LEVEL"]) ?? "info"): Logger =>
+  levelLogger(level, (l, message, fields) => consoleSinks[l](`${l.toUpperCase()} ${message}${fields === undefined ? "" : ` ${JSON.stringify(fields)}`}`));
 
 /** A logger that drops everything. */
 export const silentLogger: Logger = {

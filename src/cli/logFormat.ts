@@ -21,7 +21,7 @@
 import { Console } from "node:console";
 import { Writable } from "node:stream";
 
-import type { Logger, LogLevel } from "../Logger.js";
+import { levelLogger, type Logger, type LogLevel } from "../Logger.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -60,14 +60,8 @@ export const jsonLineStream = (out: NodeJS.WritableStream, now: () => number, le
   });
 
 /** A `Logger` that writes {@link jsonLogLine} records to `out`, dropping those below `minLevel` (default `info`). */
-export const jsonLogger = (out: NodeJS.WritableStream, now: () => number, minLevel: LogLevel = "info"): Logger => {
-  const at =
-    (level: LogLevel) =>
-    (message: string, fields?: Readonly<Record<string, unknown>>): void => {
-      if (RANK[level] >= RANK[minLevel]) out.write(jsonLogLine(now(), level, message, fields));
-    };
-  return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
-};
+export const jsonLogger = (out: NodeJS.WritableStream, now: () => number, minLevel: LogLevel = "info"): Logger =>
+  levelLogger(minLevel, (level, message, fields) => out.write(jsonLogLine(now(), level, message, fields)));
 
 /**
  * While `body` runs, the global `console` writes JSON records: `console.log`/`info`/`debug` as
@@ -119,9 +113,6 @@ const parseObject = (line: string): Record<string, unknown> | undefined => {
     return undefined;
   }
 };
-
-/** The levels in order. */
-const RANK: Record<LogLevel, number> = { debug: 0, info: 1, warn: 2, error: 3 };
 
 /**
  * JSON.stringify's replacer: what JSON cannot say as text (a bigint, an error), a non-finite

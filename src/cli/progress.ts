@@ -14,9 +14,9 @@ import cliProgress from "cli-progress";
 import type { Observable, Subscription } from "rxjs";
 
 import type { Clock } from "../time/Clock.js";
-import type { Logger, LogLevel } from "../Logger.js";
+import { levelLogger, type Logger, type LogLevel } from "../Logger.js";
 import type { SessionEvent } from "../events/SessionEvent.js";
-import { jsonLine, jsonLogLine, type LogFormat } from "./logFormat.js";
+import { jsonLine, jsonLogger, type LogFormat } from "./logFormat.js";
 // The preemption handler's events (`gracePeriodExceeded`) are declared there, by augmentation.
 import type {} from "../preemption/events.js";
 
@@ -68,19 +68,6 @@ export interface Progress {
 export const createProgress = (options: ProgressOptions): Progress =>
   options.format === "json" ? lineProgress(options, jsonStyle(options)) : options.tty ? barProgress(options) : lineProgress(options, textStyle(options));
 
-const rank: Record<LogLevel, number> = { debug: 0, info: 1, warn: 2, error: 3 };
-
-type Fields = Readonly<Record<string, unknown>>;
-
-const makeLogger = (level: LogLevel, write: (level: LogLevel, message: string, fields: Fields | undefined) => void): Logger => {
-  const at =
-    (l: LogLevel) =>
-    (message: string, fields?: Fields): void => {
-      if (rank[l] >= rank[level]) write(l, message, fields);
-    };
-  return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
-};
-
 /** What one progress line says. */
 interface ProgressFigures {
   readonly step: number;
@@ -98,7 +85,7 @@ interface LineStyle {
 
 /** `INFO <message>` lines on `err`, `step 3/10 | 5.0 steps/s | …` lines on `out`. */
 const textStyle = (o: ProgressOptions): LineStyle => ({
-  logger: makeLogger(o.logLevel ?? "info", (l, message) => o.err.write(`${l.toUpperCase()} ${message}\n`)),
+  logger: levelLogger(o.logLevel ?? "info", (l, message) => o.err.write(`${l.toUpperCase()} ${message}\n`)),
   progress: (f) => {
     const parts = [`step ${f.step}${f.lastStep === undefined ? "" : `/${f.lastStep}`}`, `${fmtRate(f.stepsPerSec)} steps/s`];
     if (f.loss !== undefined) parts.push(`loss ${fmtLoss(f.loss)}`);
@@ -109,7 +96,7 @@ const textStyle = (o: ProgressOptions): LineStyle => ({
 
 /** One JSON object a line (src/cli/logFormat.ts): log records on `err`, progress records on `out`. */
 const jsonStyle = (o: ProgressOptions): LineStyle => ({
-  logger: makeLogger(o.logLevel ?? "info", (l, message, fields) => o.err.write(jsonLogLine(o.clock.now(), l, message, fields))),
+  logger: jsonLogger(o.err, () => o.clock.now(), o.logLevel),
   progress: (f) => {
     const eta = etaSecs(f);
     o.out.write(
@@ -241,7 +228,7 @@ const barProgress = (o: ProgressOptions): Progress => {
   let bar: cliProgress.SingleBar | undefined;
   let loss: number | undefined;
   return {
-    logger: makeLogger(o.logLevel ?? "info", (l, message) => {
+    logger: levelLogger(o.logLevel ?? "info", (l, message) => {
       const line = `${l.toUpperCase()} ${message}\n`;
       if (bar === undefined) o.err.write(line);
       else multi.log(line);

@@ -130,21 +130,14 @@ export const runCommand = async (configPath: string, options: RunCommandOptions,
   // JSON lines: the log and the progress write their own records to the streams; every other
   // line (a configuration problem, a failure) becomes an error record.
   const json = options.logFormat === "json";
-  if (!json) {
-    const notices = watchNotices(io, clock);
-    try {
-      return await runWithNotices(configPath, options, io, clock, notices, { format: "text", out: io.out, err: io.err });
-    } finally {
-      notices.close();
-    }
-  }
   const now = (): number => clock.now();
-  const runIo = { ...io, err: jsonLineStream(io.err, now, "error") };
-  // The notices' own lines (a platform's poller, a watched file) and the global console (a job's
-  // own lines, a library's notices) write records too.
-  const notices = watchNotices(runIo, clock, jsonLogger(io.err, now, options.logLevel));
+  const runIo = json ? { ...io, err: jsonLineStream(io.err, now, "error") } : io;
+  // JSON: the notices' own lines (a platform's poller, a watched file) and the global console (a
+  // job's own lines, a library's notices) write records too.
+  const notices = watchNotices(runIo, clock, json ? jsonLogger(io.err, now, options.logLevel) : undefined);
+  const body = (): Promise<number> => runWithNotices(configPath, options, runIo, clock, notices, { format: json ? "json" : "text", out: io.out, err: io.err });
   try {
-    return await withJsonConsole(io.out, io.err, now, () => runWithNotices(configPath, options, runIo, clock, notices, { format: "json", out: io.out, err: io.err }));
+    return await (json ? withJsonConsole(io.out, io.err, now, body) : body());
   } finally {
     notices.close();
   }
