@@ -25,7 +25,7 @@ const CORE_FLOORS = [
   ["the session contract: Session, Tensor, Graph, Collective; the codecs (codec.ts)", "^src/(?:session/|codec\\.ts$)"],
   ["coordinator: Coordinator, Looper", "^src/coordinator/"],
   ["events: SessionEvent (the event map each component augments), the log observer", "^src/events/"],
-  ["the services: checkpoint and summary", "^src/(?:checkpoint|summary)/"],
+  ["the services: checkpoint, summary and goodput (the goodput log, its recorder, its summaries and its accounting)", "^src/(?:checkpoint|summary|goodput)/"],
   ["creation: SessionManager, Scaffold, the session creators, ResumableState", "^src/creation/"],
   ["the hook API: SessionRunHook, HookEnv, hookEnv", "^src/hook/"],
   ["the pipeline: MonitoredSession and its session layers, SessionTarget, EventLoopYield", "^src/pipeline/"],

@@ -411,17 +411,19 @@ export class CheckpointSaverHook extends SessionRunHook {
     const checkpointer = await this.getCheckpointer();
     const startMs = this.clock.now();
     const result = await checkpointer.save(store, { checkpointNumber: step, step, checkInterval: false });
+    /** What training waited for: the snapshot. */
+    const blockingMs = this.clock.now() - startMs;
     if (result.status !== "started" && result.status !== "queued") return false;
     this.lastRequestedStep = step;
     this.logger.info(`Saving checkpoints for ${step} into ${this.savePath} (in the background${result.status === "queued" ? ", queued" : ""}).`, { step });
     const done = result.done.then(async (outcome: CheckpointOutcome) => {
       try {
         if (outcome.status === "saved") {
-          this.reportSaved(step, outcome.path, startMs);
+          this.reportSaved(step, outcome.path, startMs, blockingMs);
           if (await this.callAfterSave(session, step)) this.pendingStop = true;
         } else if (outcome.status === "failed") {
           this.checkpointerFailed = true;
-          this.reportFailure(step, outcome.error, startMs, this.abandoned);
+          this.reportFailure(step, outcome.error, startMs, this.abandoned, blockingMs);
         }
       } catch (e) {
         // After `end` gave up waiting, nobody is left to raise it to: log it.
@@ -443,8 +445,8 @@ export class CheckpointSaverHook extends SessionRunHook {
     return stop;
   }
 
-  /** `startMs`: when the save began (for a background save, its snapshot), on the hook's clock. */
-  private reportSaved(step: number, path: string, startMs: number): void {
+  /** `startMs`: when the save began (for a background save, its snapshot), on the hook's clock; `blockingMs`: what training waited (default all of it). */
+  private reportSaved(step: number, path: string, startMs: number, blockingMs?: number): void {
     // A background save may finish after the writer was closed (the session ended): the
     // checkpoint is durable, only its TensorBoard marker is lost, which is worth a warning.
     try {
@@ -453,13 +455,13 @@ export class CheckpointSaverHook extends SessionRunHook {
       this.logger.warn(`Could not record SessionLog CHECKPOINT for step ${step} (${path}): ${messageOf(e)}`, { step });
     }
     const time = this.clock.now();
-    this.env?.emit({ type: "checkpointSaved", time, globalStep: step, path, durationMs: time - startMs });
+    this.env?.emit({ type: "checkpointSaved", time, globalStep: step, path, durationMs: time - startMs, blockingMs: blockingMs ?? time - startMs });
   }
 
-  private reportFailure(step: number, error: unknown, startMs: number, log = true): void {
+  private reportFailure(step: number, error: unknown, startMs: number, log = true, blockingMs?: number): void {
     if (log) this.logger.error(`Saving the checkpoint for step ${step} into ${this.savePath} failed: ${messageOf(error)}`, { step });
     const time = this.clock.now();
-    this.env?.emit({ type: "checkpointFailed", time, globalStep: step, error, durationMs: time - startMs });
+    this.env?.emit({ type: "checkpointFailed", time, globalStep: step, error, durationMs: time - startMs, blockingMs: blockingMs ?? time - startMs });
   }
 
   /** Throws the first background failure (a listener's error, or the checkpointer's). */

@@ -72,6 +72,7 @@ monitored-session run --verbose train.yaml   # stack traces of failures
 monitored-session launch --workers 3 train.yaml   # a local cluster: a chief and 2 workers (docs/distributed.md)
 monitored-session inspect runs/exp1          # list checkpoints, verify their checksums
 monitored-session inspect runs/exp1 --all-tensor-names   # the latest checkpoint's tensors (docs/checkpoints.md)
+monitored-session goodput runs/exp1          # where the run's time went, across restarts (docs/goodput.md)
 \`\`\`
 
 \`\`\`yaml

@@ -97,6 +97,22 @@ export { describeCause, type HookTimingSpan, type SessionEvent, type SessionEven
 export { eventLogger, loggerRelay, logObserver, type LoggerRelay, type SessionEventListener } from "./events/logObserver.js";
 export { hookEnv, type HookEnvOptions } from "./hook/hookEnv.js";
 
+/* Goodput */
+export { GoodputRecorder, type GoodputRecorderOptions } from "./goodput/GoodputRecorder.js";
+export {
+  BADPUT_BUCKETS,
+  GoodputRecordCodec,
+  goodputLogName,
+  parseGoodputLog,
+  readGoodputLogs,
+  type BadputBucket,
+  type GoodputLog,
+  type GoodputRecord,
+  type PhaseBucket,
+} from "./goodput/goodputLog.js";
+export { computeGoodput, describeGoodput, type Badput, type GoodputFigures, type RunGoodput, type TaskGoodput } from "./goodput/computeGoodput.js";
+export { badputTag, GOODPUT_TAG, goodputSummaries, type GoodputSummariesOptions } from "./goodput/goodputSummaries.js";
+
 /* Session targets */
 export {
   defaultSessionTargets,

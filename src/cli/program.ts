@@ -1,7 +1,7 @@
 /**
  * The `monitored-session` command line: `run <config>`, `launch --workers N <config>`,
  * `launch --workers N [cluster settings] -- <command> [args…]`, `manifest kubernetes <config>`
- * (or `-- <command>`), `inspect <checkpointDir>` and `board <logdir>`, built with commander. Usage errors exit 2; see {@link ExitCodes}.
+ * (or `-- <command>`), `inspect <checkpointDir>`, `board <logdir>` and `goodput <logdir>`, built with commander. Usage errors exit 2; see {@link ExitCodes}.
  * Each command's module, `inspect`'s excepted, loads when that command runs: `run` starts
  * without the modules of `launch`, `manifest` and the board (docs/performance.md, "Process start
  * to first step").
@@ -176,6 +176,17 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     .exitOverride()
     .action(async (logdir: string, opts: { port: number; host?: string; token?: string; imageMibPerTag: number; histogramMibPerTag: number; textMibPerTag: number }) => {
       code = await (await import("./board.js")).boardCommand(logdir, opts, io);
+    });
+
+  program
+    .command("goodput")
+    .description("Print where the time of the run logging to <logdir> went, across every restart of every task: productive step time and each badput bucket (from its goodput logs).")
+    .argument("<logdir>", "the run's log directory (summaries.dir, else checkpoint.dir), whose goodput/ folder `run` writes")
+    .option("--json", "one JSON document instead of the table")
+    .addHelpText("after", "\nThe figures are defined in docs/goodput.md.\n\nExit codes: 0 printed, 2 bad usage (no such logdir, no goodput logs, an unreadable log).")
+    .exitOverride()
+    .action(async (logdir: string, opts: { json?: boolean }) => {
+      code = (await import("./goodput.js")).goodputCommand(logdir, opts, io);
     });
 
   if (argv.length === 0) {

@@ -46,6 +46,11 @@ import { TerminationNotices, type NoticeProcess, type TerminationNotice } from "
 import { createPlatformWatcher } from "../preemption/platforms/index.js";
 import type { Fetches } from "../session/Session.js";
 import { fileWriterCache } from "../summary/index.js";
+import { describeGoodput, computeGoodput } from "../goodput/computeGoodput.js";
+import { readGoodputLogs } from "../goodput/goodputLog.js";
+import { GoodputRecorder } from "../goodput/GoodputRecorder.js";
+import { goodputSummaries } from "../goodput/goodputSummaries.js";
+import { logObserver } from "../events/logObserver.js";
 import { clusterTaskOf, readTfConfig, type ClusterTask } from "../runtime/clusterTask.js";
 import type { ClusterRuntime } from "../runtime/index.js";
 import { isPreemptionReport, reportsNoticeOf } from "../runtime/preemptionReport.js";
@@ -172,7 +177,32 @@ export const watchNotices = (io: CliIo, clock: Clock, logger?: Logger): Terminat
 
 const runWithNotices = async (configPath: string, options: RunCommandOptions, io: CliIo, clock: Clock, notices: TerminationNotices, sink: LogSink): Promise<number> => {
   const plan = await planRun(configPath, options, io, clock, notices, sink);
-  return typeof plan === "number" ? plan : train(plan, io, clock, notices);
+  if (typeof plan === "number") return plan;
+  const goodput: Accounting = { recorder: undefined, step: null };
+  const code = await train(plan, io, clock, notices, goodput);
+  endAccounting(goodput, code, plan.logger);
+  return code;
+};
+
+/** This process's goodput log, once `train` opened it, and the global step it last knew. */
+interface Accounting {
+  recorder: GoodputRecorder | undefined;
+  step: number | null;
+}
+
+/** Writes the goodput log's `end` record and prints the task's goodput across its restarts (one line). */
+const endAccounting = (goodput: Accounting, code: number, logger: Logger): void => {
+  const recorder = goodput.recorder;
+  if (recorder === undefined) return;
+  recorder.end(goodput.step, code);
+  try {
+    const dir = resolve(recorder.path, "..", "..");
+    const own = readGoodputLogs(dir).filter((l) => l.path === recorder.path);
+    const task = computeGoodput(own).tasks[0];
+    if (task !== undefined) logger.info(`${describeGoodput(task)} Every task: monitored-session goodput ${dir}`);
+  } catch (e) {
+    logger.warn(`The goodput summary could not be computed: ${e instanceof Error ? e.message : String(e)}`);
+  }
 };
 
 /**
@@ -295,7 +325,7 @@ const planRun = async (configPath: string, options: RunCommandOptions, io: CliIo
  * the cluster, creates the session, the preemption handler, and runs the job's fetches until
  * `shouldStop()`; resolves with the exit code.
  */
-const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: TerminationNotices): Promise<number> => {
+const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: TerminationNotices, goodput: Accounting): Promise<number> => {
   const { verbose, config, baseDir, job, task, isChief, group, progress, logger } = plan;
   let { sessionOptions } = plan;
   // The input is valid: from here on, things are created. First the checkpoint directory's one
@@ -332,6 +362,25 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     const { retentionPolicy: _applied, ...rest } = sessionOptions;
     sessionOptions = { ...rest, checkpointManager: manager };
   }
+  // The goodput log, in the log directory (after the chief took the directory: a second run on
+  // it appends nothing to this one's log). Accounting never stops training: a log that cannot be
+  // opened is a warning.
+  const logDir = config.summaries?.dir === undefined ? checkpointDir : resolve(baseDir, config.summaries.dir);
+  if (logDir !== undefined) {
+    try {
+      goodput.recorder = GoodputRecorder.open({ logDir, task: task?.name ?? "local", chief: isChief, clock, logger });
+    } catch (e) {
+      logger.warn(`No goodput log for this run: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }
+  const accounting = goodput.recorder;
+  // Its saves (the first one's, made while the session is created, included), step rates,
+  // summaries and recoveries: a log observer beside the one that prints (rare events, never per run).
+  // The chief also writes the group's goodput as summaries (goodput/fraction, badput/<bucket>_secs) at the summary cadence and at the end.
+  if (accounting !== undefined && logDir !== undefined) {
+    const summaries = isChief ? [goodputSummaries({ logDir, recorder: accounting, writer: () => fileWriterCache.getWriter(logDir), clock, logger })] : [];
+    sessionOptions = { ...sessionOptions, logObserver: [logObserver(sessionOptions.logger ?? logger), accounting.listener, ...summaries] };
+  }
   // Then the task's server and its registration with the cluster (every task, before training).
   // The cluster's modules (gRPC, the coordination service) load only here: a process that is no
   // task of a cluster starts without them (docs/performance.md, "Process start to first step").
@@ -344,7 +393,8 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
       throw e;
     });
     join = { raceCreation, settledWithin };
-    const started = await startCluster(task, io, logger, clock, notices, group, config.maxWaitSecs);
+    const joining = startCluster(task, io, logger, clock, notices, group, config.maxWaitSecs);
+    const started = accounting === undefined ? await joining : await accounting.timed("clusterJoin", () => joining);
     if (typeof started === "number") {
       await manager?.close();
       return started === ExitCodes.preempted ? exitCodeOf(config) : started;
@@ -352,7 +402,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     cluster = started;
     sessionOptions = { ...sessionOptions, sessionTargets: cluster.sessionTargets, hooks: [...cluster.hooks, ...(sessionOptions.hooks ?? [])] };
   }
-  const summaryDir = config.summaries?.dir === undefined ? checkpointDir : resolve(baseDir, config.summaries.dir);
+  const summaryDir = logDir;
   // The board beside training, in a process of its own (runBoard.ts): whatever happens to it is a warning, never the end of training.
   const board = plan.board === undefined || !isChief || summaryDir === undefined ? undefined : startBoardBeside(summaryDir, plan.board, logger, clock);
   const where = (): void => {
@@ -399,6 +449,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
   // SIGTERM gives the save at most the grace period, then exits without it.
   const subscription = notices.notices$.subscribe((n) => {
     if (n.count !== 1) return;
+    accounting?.notice();
     // The agreement: the handler claims the preemption (a data-parallel rank's claim is its stop
     // vote too); one that came before the handler exists is delivered to it once it does. A
     // worker whose session waits for its lost chief meanwhile stops waiting: 43.
@@ -421,6 +472,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
   const clusterFailed = cluster?.failed.then((e) => {
     if (isPreemptionReport(e)) {
       clusterPreemption = e;
+      accounting?.notice();
       // Why this task stops where it stops, when the notice went to another task.
       if (task === undefined || !reportsNoticeOf(e, task.name)) logger.info(`From the coordination service: ${e.message.replace(/^cluster preemption: /, "")}.`);
       if (group === undefined) handler?.noticeTermination(e.message);
@@ -567,7 +619,11 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
             return created;
           });
     // Under the agreement, a worker's notice waits for its handler (the others learn of it there).
+    const creationStart = clock.now();
     const sess = await (cluster === undefined || join === undefined ? creating : join.raceCreation(creating, clusterFailed, notices, isChief || agree, exitCodeOf(config)));
+    // Goodput: a restore is the restore's time; a worker's creation is its wait for the chief's model (joining the cluster); a fresh start is startup.
+    if (manager?.lastRestored != null) accounting?.phase("restore", clock.now() - creationStart);
+    else if (cluster !== undefined && !isChief) accounting?.phase("clusterJoin", clock.now() - creationStart);
     handler =
       agree && cluster !== undefined
         ? await createPreemptionHandler(sess, config, manager, logger, clock, { resolver: cluster, agreement: group === undefined ? "chiefSaves" : "agreedRun" })
@@ -580,6 +636,9 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     handler?.events$.subscribe((ev) => {
       // Where this task stopped (a worker of the group: where every rank did).
       if (ev.type === "preemptionCheckpointSaved" && ev.exit && group !== undefined && !isChief && stepFailure === undefined) groupStopStep = ev.globalStep;
+      // Another task's notice, agreed through the cluster, is this task's preemption too.
+      if (ev.type === "terminationNoticed") accounting?.notice();
+      if (ev.type === "preemptionCheckpointSaved" && ev.globalStep !== undefined) accounting?.mark(ev.globalStep, true);
     });
     // A notice that came while the session was being created (data-parallel: see stopForGroup).
     if (group === undefined || agree) {
@@ -589,6 +648,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     // What the chief actually restored (after falling back past corrupt checkpoints, say).
     const restoring = manager?.lastRestored ?? null;
     const startStep = await readStep(sess);
+    goodput.step = startStep ?? null;
     logger.info(
       `Starting at global step ${startStep ?? "(none)"}${restoring === null ? "" : ` (restored from ${restoring})`}${lastStep === undefined ? "" : `; last step ${lastStep}`}${task === undefined ? "" : `; task ${task.name} (${task.isChief ? "chief" : "worker"})`}.`,
     );
@@ -602,6 +662,8 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     }
     progress.start(startStep ?? 0, lastStep);
     started = true;
+    // Training begins: its saves, step rates, summaries and recoveries go to the goodput log (rare events, never per run).
+    accounting?.ready(startStep ?? null);
     // The display observes the session's events; the loop below only trains.
     following = followSession(progress, { events$: sess.events$, readStep: () => readStep(sess), lossOf });
     let finalStep: number | undefined;
@@ -651,6 +713,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
         if (job.onStep !== undefined) await job.onStep(result, { run });
       }
       finalStep = await readStep(s);
+      goodput.step = finalStep ?? goodput.step;
     });
     await following.settled();
     progress.update(finalStep ?? run, undefined);

@@ -98,10 +98,14 @@ export interface SessionEventMap {
 
   // --- checkpoints (CheckpointSaverHook) --------------------------------------------------------
 
-  /** A checkpoint of `globalStep` is durable at `path` and recorded in the state file; the save took `durationMs`. */
-  checkpointSaved: { readonly globalStep: number; readonly path: string; readonly durationMs: number };
-  /** A checkpoint save of `globalStep` failed (the error is also raised by the hook). */
-  checkpointFailed: { readonly globalStep: number; readonly error: unknown; readonly durationMs: number };
+  /**
+   * A checkpoint of `globalStep` is durable at `path` and recorded in the state file; the save
+   * took `durationMs`, of which training waited `blockingMs` (a background save: its snapshot;
+   * absent: all of it).
+   */
+  checkpointSaved: { readonly globalStep: number; readonly path: string; readonly durationMs: number; readonly blockingMs?: number };
+  /** A checkpoint save of `globalStep` failed (the error is also raised by the hook); `blockingMs` as for `checkpointSaved`. */
+  checkpointFailed: { readonly globalStep: number; readonly error: unknown; readonly durationMs: number; readonly blockingMs?: number };
 
   // --- summaries (SummarySaverHook, StepCounterHook) --------------------------------------------
 

@@ -58,7 +58,13 @@ describe("monitored-session CLI", () => {
     await writeFile(config, `module: ${job}\ncheckpoint:\n  dir: ckpt\n  saveSteps: 1000000000\nlastStep: 100000000\nlogStepCountSteps: 0\n`);
     const ckpt = join(dir, "ckpt");
     // The checkpoint files: the first run's event files grow as it trains (the summaries share the directory).
-    const snapshot = (): Map<string, string> => new Map(readdirSync(ckpt).filter((f) => !f.startsWith("events.out.tfevents.")).map((f) => [f, readFileSync(join(ckpt, f), "latin1")]));
+    // Its goodput log grows too (its own check is below).
+    const snapshot = (): Map<string, string> =>
+      new Map(
+        readdirSync(ckpt)
+          .filter((f) => !f.startsWith("events.out.tfevents.") && f !== "goodput")
+          .map((f) => [f, readFileSync(join(ckpt, f), "latin1")]),
+      );
     const first = startCli(["run", config]);
     await first.waitFor("Starting at global step 0");
     const before = snapshot();
@@ -78,6 +84,74 @@ describe("monitored-session CLI", () => {
     after.delete("checkpoint.lock");
     expect([...after.keys()].sort(), [...after.keys()].join(", ")).toEqual([...before.keys()].sort());
     expect(after).toEqual(before);
+    // The second run appended nothing to the first one's goodput log (it stopped at the lock).
+    expect(readdirSync(join(ckpt, "goodput"))).toEqual(["local.jsonl"]);
+    const goodput = readFileSync(join(ckpt, "goodput", "local.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { type: string; exitCode?: number });
+    expect(goodput.filter((r) => r.type === "start")).toHaveLength(1);
+    // The first run's SIGTERM: a notice, then its end with the preemption code.
+    expect(goodput.filter((r) => r.type === "notice" || r.type === "end").map((r) => [r.type, r.exitCode])).toEqual([
+      ["notice", undefined],
+      ["end", 42],
+    ]);
+  });
+
+  it("run: accounts for its time in <logdir>/goodput/local.jsonl and says its goodput at exit; `goodput <logdir>` recomputes it across restarts, as a table and as JSON", async () => {
+    const config = join(dir, "train.yaml");
+    const yaml = (lastStep: number): string => `module: ${job}\ncheckpoint:\n  dir: ckpt\n  saveSteps: 10\nlastStep: ${lastStep}\nlogStepCountSteps: 0\n`;
+    await writeFile(config, yaml(30));
+    const first = await cli(["run", config]);
+    expect(first.code, first.stderr).toBe(0);
+    const ckpt = join(dir, "ckpt");
+    expect(first.stderr).toMatch(new RegExp(`Goodput \\d+\\.\\d% of [\\d.]+s over 1 process \\(productive [\\d.]+s(; badput: [^)]*)?\\)\\. Every task: monitored-session goodput ${ckpt}\\n`));
+    // The same command with a later last step: a second process of the task, appended to its log.
+    await writeFile(config, yaml(60));
+    const second = await cli(["run", config]);
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stderr).toMatch(/Goodput \d+\.\d% of [\d.]+s over 2 processes /);
+    const records = readFileSync(join(ckpt, "goodput", "local.jsonl"), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { type: string; step?: number | null; exitCode?: number | null; bucket?: string });
+    expect(records.filter((r) => r.type === "start")).toHaveLength(2);
+    expect(records.filter((r) => r.type === "ready").map((r) => r.step)).toEqual([0, 30]);
+    expect(records.filter((r) => r.type === "end").map((r) => [r.step, r.exitCode])).toEqual([
+      [30, 0],
+      [60, 0],
+    ]);
+    // The second process restored model.ckpt-30; each process saved at its steps 0/10/20/30 (and 40/50/60).
+    expect(records.filter((r) => r.type === "phase" && r.bucket === "restore")).toHaveLength(1);
+    expect(records.filter((r) => r.type === "phase" && r.bucket === "checkpointSave").length).toBeGreaterThanOrEqual(7);
+
+    // The chief's summaries: the group's goodput and every bucket, at its first summary and at each end (steps 30 and 60).
+    const events = eventFiles(ckpt).flatMap((f) => readEvents(f));
+    const stepsOf = (tag: string) => events.filter((e) => (e.summary?.value ?? []).some((v) => v.tag === tag)).map((e) => Number(e.step ?? 0));
+    expect(stepsOf("goodput/fraction")).toContain(30);
+    expect(stepsOf("goodput/fraction")).toContain(60);
+    expect(stepsOf("badput/wastedProgress_secs")).toEqual(stepsOf("goodput/fraction"));
+    expect(stepsOf("badput/startup_secs")).toEqual(stepsOf("goodput/fraction"));
+
+    const table = await cli(["goodput", ckpt]);
+    expect(table.code, table.stderr).toBe(0);
+    const rows = table.stdout.trim().split("\n");
+    expect(rows[0]).toMatch(/^task\s+processes\s+total\s+goodput\s+productive\s+startup\s+clusterJoin\s+restore\s+checkpointSave\s+preemption\s+collectiveWait\s+wastedProgress\s+infrastructureRecovery\s+other$/);
+    expect(rows[1]).toMatch(/^local\s+2\s+/);
+    expect(rows[2]).toMatch(/^group \(local\)\s+2\s+/);
+    const json = await cli(["goodput", ckpt, "--json"]);
+    expect(json.code, json.stderr).toBe(0);
+    const run = JSON.parse(json.stdout) as { tasks: { task: string; processes: number; totalSecs: number; productiveSecs: number; badput: Record<string, number> }[]; group: { goodput: number } };
+    expect(run.tasks.map((t) => [t.task, t.processes])).toEqual([["local", 2]]);
+    const t = run.tasks[0] as (typeof run.tasks)[number];
+    expect(t.productiveSecs + Object.values(t.badput).reduce((a, b) => a + b, 0)).toBeCloseTo(t.totalSecs, 6);
+    expect(t.badput["restore"]).toBeGreaterThan(0);
+    expect(run.group.goodput).toBeGreaterThan(0);
+    expect(run.group.goodput).toBeLessThan(1);
+
+    const none = await cli(["goodput", dir]);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toBe(`monitored-session goodput: no goodput logs in ${dir}/goodput; \`monitored-session run\` writes them (a run of an older version wrote none)\n`);
+    const missing = await cli(["goodput", join(dir, "nope")]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/nope is not a directory; give the log directory of a run/);
   });
 
   it("run: a bad configuration exits 2, lists every problem, and creates nothing", async () => {

@@ -16,14 +16,17 @@
  * its lost chief exits 43 at its next step, saving nothing. Without a handler (startTask() holds
  * the notice): a SIGTERM while the worker waits for its SIGKILLed chief, or a held SIGTERM and
  * then the chief frozen, exits 43 at once. A worker whose handler closed while its session goes on
- * answers for it in the restarted chief's generation, so that chief's handler does not wait.
+ * answers for it in the restarted chief's generation, so that chief's handler does not wait. These
+ * paths of a lost chief run on both coordination backends (etcd skipped, with a message, without
+ * its binary).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 
+import { etcdBinary, EtcdProcess } from "../cluster/coordination/etcdHarness.js";
 import { freePorts, repoRoot } from "../util/cliChild.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
@@ -68,12 +71,16 @@ afterEach(async () => {
 
 type Api = "mts" | "mts-handler" | "supervisor";
 
-/** Starts a task of `cluster` with its own TF_CONFIG, directory and seed. */
-const start = (api: Api, cluster: object, type: string, seed: number, dir: string): Task => {
+/** A task's `cluster:` section (MONITORED_SESSION_CLUSTER); `undefined`: none (the embedded backend). */
+type Settings = Readonly<Record<string, unknown>> | undefined;
+
+/** Starts a task of `cluster` with its own TF_CONFIG, directory and seed; `settings`: the cluster: section (default: the embedded backend). */
+const start = (api: Api, cluster: object, type: string, seed: number, dir: string, settings: Settings): Task => {
   const env: NodeJS.ProcessEnv = { ...process.env, API: api, SEED: String(seed), DIR: dir, TF_CONFIG: JSON.stringify({ cluster, task: { type, index: 0 } }) };
   // Not under launch, not a replica group: a worker outlives its chief.
   delete env["MONITORED_SESSION_LAUNCH_READY"];
   delete env["MONITORED_SESSION_CLUSTER"];
+  if (settings !== undefined) env["MONITORED_SESSION_CLUSTER"] = JSON.stringify(settings);
   const child = spawn(process.execPath, ["--import", "tsx", FIXTURE], { cwd: repoRoot, env, stdio: ["pipe", "pipe", "pipe"] });
   children.push(child);
   const lines: Line[] = [];
@@ -145,7 +152,7 @@ const CHIEF_SEED = 7;
 const WORKER_SEED = 99;
 
 /** A chief and a worker on two free loopback ports, each with its own directory (`<dir>/chief`, `<dir>/worker`, not made). */
-const cluster = async (api: Api): Promise<{ chiefDir: string; workerDir: string; startChief: (seed?: number) => Task; startWorker: () => Task }> => {
+const cluster = async (api: Api, settings: Settings): Promise<{ chiefDir: string; workerDir: string; startChief: (seed?: number) => Task; startWorker: () => Task }> => {
   const [p0, p1] = await freePorts(2);
   const spec = { chief: [`127.0.0.1:${p0}`], worker: [`127.0.0.1:${p1}`] };
   const dir = tempDir();
@@ -154,14 +161,14 @@ const cluster = async (api: Api): Promise<{ chiefDir: string; workerDir: string;
   return {
     chiefDir,
     workerDir,
-    startChief: (seed = CHIEF_SEED) => start(api, spec, "chief", seed, chiefDir),
-    startWorker: () => start(api, spec, "worker", WORKER_SEED, workerDir),
+    startChief: (seed = CHIEF_SEED) => start(api, spec, "chief", seed, chiefDir, settings),
+    startWorker: () => start(api, spec, "worker", WORKER_SEED, workerDir, settings),
   };
 };
 
 /** The worker first, then, once its server is up (it waits for the chief), the chief. */
-const startBoth = async (api: Api): Promise<{ chief: Task; worker: Task; chiefDir: string; workerDir: string; startChief: (seed?: number) => Task }> => {
-  const c = await cluster(api);
+const startBoth = async (api: Api, settings: Settings = undefined): Promise<{ chief: Task; worker: Task; chiefDir: string; workerDir: string; startChief: (seed?: number) => Task }> => {
+  const c = await cluster(api, settings);
   const worker = c.startWorker();
   await worker.next(event("serving"));
   const chief = c.startChief();
@@ -169,8 +176,8 @@ const startBoth = async (api: Api): Promise<{ chief: Task; worker: Task; chiefDi
 };
 
 /** Both tasks of `api` started, the chief trained 2 steps, then SIGKILLed; resolves once the worker says it lost it. */
-const chiefKilledAfterTwoSteps = async (api: Api): Promise<Awaited<ReturnType<typeof startBoth>>> => {
-  const both = await startBoth(api);
+const chiefKilledAfterTwoSteps = async (api: Api, settings: Settings): Promise<Awaited<ReturnType<typeof startBoth>>> => {
+  const both = await startBoth(api, settings);
   await both.worker.next(event("session"));
   expect(await train(both.chief, 2)).toMatchObject({ step: 2 });
   both.chief.child.kill("SIGKILL");
@@ -245,74 +252,101 @@ for (const { api, name } of APIS) {
   });
 }
 
-describe("a PreemptionCheckpointHandler on the task (the default agreement), the worker waiting for its lost chief", () => {
-  it("a SIGTERM to the waiting worker: nobody can save, it exits 43 at its next step, and never saves", async () => {
-    const { worker } = await chiefKilledAfterTwoSteps("mts-handler");
-    worker.child.kill("SIGTERM");
-    worker.send("train 1");
-    const { code } = await withDeadline(worker.exited, "the worker's exit");
-    expect(code, worker.output()).toBe(43);
-    expect(worker.output()).toMatch(/ERROR PreemptionCheckpointHandler: worker:0 stops for its termination notice while its chief \/job:chief\/replica:0\/task:0 is lost \(.*\): nobody can write the checkpoint: exiting with 43 without saving/);
-    expect(worker.lines.filter(event("preemptionSave"))).toEqual([]);
-  }, 4 * DEADLINE_MS);
-});
+/**
+ * The paths of a lost chief on both coordination backends: on the embedded one the chief hosts the
+ * service (its loss is its service gone); on etcd the service outlives it (its loss is its lease
+ * expired, declared by the service). etcd is skipped, with a message, without its binary.
+ */
+let etcd: EtcdProcess | undefined;
+const backends: readonly { readonly name: string; readonly skip: boolean; readonly settings: () => Settings }[] = [
+  { name: "embedded", skip: false, settings: () => undefined },
+  {
+    name: "etcd",
+    skip: etcdBinary === undefined,
+    // A prefix of its own for each cluster; the shortest lease etcd allows, so that a lost chief is declared soon.
+    settings: () => ({ backend: "etcd", etcdEndpoints: [(etcd as EtcdProcess).endpoint], etcdPrefix: `session-task-${Math.random().toString(16).slice(2)}/`, timeouts: { heartbeatTimeoutSecs: 2 } }),
+  },
+];
 
-describe("a worker whose PreemptionCheckpointHandler closed, its session going on", () => {
-  it("the chief SIGKILLed and started again: the restarted chief's handler does not wait for the closed one (it answered in the new generation); both train on and exit 0", async () => {
-    const { chief, worker, startChief } = await startBoth("mts-handler");
-    await worker.next(event("session"));
-    expect(await train(chief, 2)).toMatchObject({ step: 2 });
-    await chief.next((l) => l.event === "saved" && l.step === 2);
-    let from = worker.lines.length;
-    worker.send("closeHandler");
-    await worker.next(event("handlerClosed"), from);
-    chief.child.kill("SIGKILL");
-    await withDeadline(chief.exited, "the chief's exit");
-    await worker.next(event("lost"));
-    const restarted = startChief(CHIEF_SEED + 1);
-    await worker.next(event("back"));
-    // The worker's next step re-creates its session from the restarted chief's values (the chief waits for that at its start barrier).
-    from = worker.lines.length;
-    expect(await train(worker, 1)).toMatchObject({ step: 3, w: CHIEF_SEED + 3.5 });
-    expect(await worker.next(event("session"), from)).toMatchObject({ step: 2, w: CHIEF_SEED + 2.5 });
-    // The restarted chief's handler waits for every task's restore before its first step: the closed handler answered for its task.
-    expect(await train(restarted, 1)).toMatchObject({ step: 3, w: CHIEF_SEED + 3.5 });
-    expect(restarted.output()).not.toContain("still waits for worker:0");
-    await closeAll(restarted, worker);
-  }, 6 * DEADLINE_MS);
-});
+for (const backend of backends) {
+  describe.skipIf(backend.skip)(`${backend.name} coordination`, () => {
+    beforeAll(async () => {
+      if (backend.name === "etcd") etcd = await EtcdProcess.start();
+    }, DEADLINE_MS);
+    afterAll(async () => {
+      if (backend.name === "etcd") await etcd?.stop();
+    }, DEADLINE_MS);
 
-describe("startTask() holds a notice for a handler that is not there yet: the worker whose chief is lost", () => {
-  const exits43 = async (worker: Task): Promise<void> => {
-    const { code } = await withDeadline(worker.exited, "the worker's exit");
-    expect(code, worker.output()).toBe(43);
-    expect(worker.output()).toMatch(/ERROR worker:0: worker:0 stops for its termination notice while its chief \/job:chief\/replica:0\/task:0 is lost \(.*\): nobody can write the checkpoint: exiting with 43 without saving/);
-    expect(worker.lines.filter(event("error")), worker.output()).toEqual([]);
-  };
+    describe("a PreemptionCheckpointHandler on the task (the default agreement), the worker waiting for its lost chief", () => {
+      it("a SIGTERM to the waiting worker: nobody can save, it exits 43 at its next step, and never saves", async () => {
+        const { worker } = await chiefKilledAfterTwoSteps("mts-handler", backend.settings());
+        worker.child.kill("SIGTERM");
+        worker.send("train 1");
+        const { code } = await withDeadline(worker.exited, "the worker's exit");
+        expect(code, worker.output()).toBe(43);
+        expect(worker.output()).toMatch(/ERROR PreemptionCheckpointHandler: worker:0 stops for its termination notice while its chief \/job:chief\/replica:0\/task:0 is lost \(.*\): nobody can write the checkpoint: exiting with 43 without saving/);
+        expect(worker.lines.filter(event("preemptionSave"))).toEqual([]);
+      }, 4 * DEADLINE_MS);
+    });
 
-  it("a SIGTERM while the worker waits for its SIGKILLed chief ends the wait: 43 at once, never the program's failure", async () => {
-    const { worker } = await chiefKilledAfterTwoSteps("mts");
-    worker.child.kill("SIGTERM");
-    await exits43(worker);
-  }, 4 * DEADLINE_MS);
+    describe("a worker whose PreemptionCheckpointHandler closed, its session going on", () => {
+      it("the chief SIGKILLed and started again: the restarted chief's handler does not wait for the closed one (it answered in the new generation); both train on and exit 0", async () => {
+        const { chief, worker, startChief } = await startBoth("mts-handler", backend.settings());
+        await worker.next(event("session"));
+        expect(await train(chief, 2)).toMatchObject({ step: 2 });
+        await chief.next((l) => l.event === "saved" && l.step === 2);
+        let from = worker.lines.length;
+        worker.send("closeHandler");
+        await worker.next(event("handlerClosed"), from);
+        chief.child.kill("SIGKILL");
+        await withDeadline(chief.exited, "the chief's exit");
+        await worker.next(event("lost"));
+        const restarted = startChief(CHIEF_SEED + 1);
+        await worker.next(event("back"));
+        // The worker's next step re-creates its session from the restarted chief's values (the chief waits for that at its start barrier).
+        from = worker.lines.length;
+        expect(await train(worker, 1)).toMatchObject({ step: 3, w: CHIEF_SEED + 3.5 });
+        expect(await worker.next(event("session"), from)).toMatchObject({ step: 2, w: CHIEF_SEED + 2.5 });
+        // The restarted chief's handler waits for every task's restore before its first step: the closed handler answered for its task.
+        expect(await train(restarted, 1)).toMatchObject({ step: 3, w: CHIEF_SEED + 3.5 });
+        expect(restarted.output()).not.toContain("still waits for worker:0");
+        await closeAll(restarted, worker);
+      }, 6 * DEADLINE_MS);
+    });
 
-  it("a held SIGTERM, then the chief frozen (SIGSTOP): the loss is not waited out, 43", async () => {
-    const { chief, worker } = await startBoth("mts");
-    await worker.next(event("session"));
-    expect(await train(worker, 1)).toMatchObject({ step: 1 });
-    worker.child.kill("SIGTERM");
-    await withDeadline(
-      new Promise<void>((ok) => {
-        const check = setInterval(() => {
-          if (!worker.output().includes("held for the PreemptionCheckpointHandler")) return;
-          clearInterval(check);
-          ok();
-        }, 50);
-      }),
-      "the held notice's line",
-    );
-    chief.child.kill("SIGSTOP");
-    await exits43(worker);
-    expect(worker.lines.filter(event("lost")), "the loss was waited out").toEqual([]);
-  }, 4 * DEADLINE_MS);
-});
+    describe("startTask() holds a notice for a handler that is not there yet: the worker whose chief is lost", () => {
+      const exits43 = async (worker: Task): Promise<void> => {
+        const { code } = await withDeadline(worker.exited, "the worker's exit");
+        expect(code, worker.output()).toBe(43);
+        expect(worker.output()).toMatch(/ERROR worker:0: worker:0 stops for its termination notice while its chief \/job:chief\/replica:0\/task:0 is lost \(.*\): nobody can write the checkpoint: exiting with 43 without saving/);
+        expect(worker.lines.filter(event("error")), worker.output()).toEqual([]);
+      };
+
+      it("a SIGTERM while the worker waits for its SIGKILLed chief ends the wait: 43 at once, never the program's failure", async () => {
+        const { worker } = await chiefKilledAfterTwoSteps("mts", backend.settings());
+        worker.child.kill("SIGTERM");
+        await exits43(worker);
+      }, 4 * DEADLINE_MS);
+
+      it("a held SIGTERM, then the chief frozen (SIGSTOP): the loss is not waited out, 43", async () => {
+        const { chief, worker } = await startBoth("mts", backend.settings());
+        await worker.next(event("session"));
+        expect(await train(worker, 1)).toMatchObject({ step: 1 });
+        worker.child.kill("SIGTERM");
+        await withDeadline(
+          new Promise<void>((ok) => {
+            const check = setInterval(() => {
+              if (!worker.output().includes("held for the PreemptionCheckpointHandler")) return;
+              clearInterval(check);
+              ok();
+            }, 50);
+          }),
+          "the held notice's line",
+        );
+        chief.child.kill("SIGSTOP");
+        await exits43(worker);
+        expect(worker.lines.filter(event("lost")), "the loss was waited out").toEqual([]);
+      }, 4 * DEADLINE_MS);
+    });
+  });
+}
