@@ -10,6 +10,8 @@
  *   ({@link answerTimelines}; the list kept, walked again when runs change or once it is
  *   `timelinesMaxAgeSecs` old), served only through `confineToLogdir`'s gate (each file opened
  *   once, without following a link, and checked to be the file resolved and a timeline);
+ * - `/board/goodput`, each run's goodput from its goodput logs ({@link answerGoodput}, through the
+ *   same gate);
  * - `/`, the board's page, and its assets ({@link pageAsset}; with a Content-Security-Policy), and
  *   `/board/series`, what the page draws of a series ({@link answerPageSeries}).
  *
@@ -41,6 +43,7 @@ import { pageAsset } from "./pageAssets.js";
 import { answerChartSeries, answerPageSeries } from "./pageSeries.js";
 import { HttpError, respond, respondError } from "./respond.js";
 import { answerTimelines, TimelineList } from "./timelines.js";
+import { answerGoodput, GoodputView } from "./goodputApi.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -117,6 +120,7 @@ export const startBoard = async (logdir: string, options: BoardOptions = {}): Pr
   const runsWatch = store.updates$.subscribe((u) => {
     if (u.runs !== undefined || u.loaded) timelines.invalidate();
   });
+  const goodput = new GoodputView(store, (m) => options.onIssue?.(m));
   const issues = store.issues$.subscribe((i) => options.onIssue?.(i.message));
   const notices = store.notices$.subscribe((m) => options.onIssue?.(m));
   const live = new LiveEvents(store, clock);
@@ -140,7 +144,10 @@ export const startBoard = async (logdir: string, options: BoardOptions = {}): Pr
           ? answerPageSeries(store, url.searchParams)
           : path === "/board/chart"
             ? answerChartSeries(store, url.searchParams)
-            : ((await pageAsset(path)) ?? (await answerTimelines(timelines, path)) ?? (await answerData(store, env, req, path, url.searchParams)));
+            : ((await pageAsset(path)) ??
+              (await answerTimelines(timelines, path)) ??
+              (await answerGoodput(goodput, path, url.searchParams)) ??
+              (await answerData(store, env, req, path, url.searchParams)));
       await respond(req, res, setCookie === undefined ? body : { ...body, headers: { ...body.headers, "Set-Cookie": setCookie } });
     } catch (e) {
       if (!(e instanceof HttpError)) throw e;

@@ -28,6 +28,7 @@
  */
 
 import { isLeft, right } from "fp-ts/lib/Either.js";
+import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 
 import { BundleSaver, CheckpointDirInUseError, openCheckpointDirectory, type CheckpointManager } from "../checkpoint/index.js";
@@ -179,9 +180,14 @@ const runWithNotices = async (configPath: string, options: RunCommandOptions, io
   const plan = await planRun(configPath, options, io, clock, notices, sink);
   if (typeof plan === "number") return plan;
   const goodput: Accounting = { recorder: undefined, step: null };
-  const code = await train(plan, io, clock, notices, goodput);
-  endAccounting(goodput, code, plan.logger);
-  return code;
+  let code: number | null = null;
+  try {
+    code = await train(plan, io, clock, notices, goodput);
+    return code;
+  } finally {
+    // Also when training threw (its exit code is then the entry point's: none recorded).
+    endAccounting(goodput, code, plan.logger);
+  }
 };
 
 /** This process's goodput log, once `train` opened it, and the global step it last knew. */
@@ -191,10 +197,11 @@ interface Accounting {
 }
 
 /** Writes the goodput log's `end` record and prints the task's goodput across its restarts (one line). */
-const endAccounting = (goodput: Accounting, code: number, logger: Logger): void => {
+const endAccounting = (goodput: Accounting, code: number | null, logger: Logger): void => {
   const recorder = goodput.recorder;
   if (recorder === undefined) return;
   recorder.end(goodput.step, code);
+  if (code === null) return;
   try {
     const dir = resolve(recorder.path, "..", "..");
     const own = readGoodputLogs(dir).filter((l) => l.path === recorder.path);
@@ -362,25 +369,22 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     const { retentionPolicy: _applied, ...rest } = sessionOptions;
     sessionOptions = { ...rest, checkpointManager: manager };
   }
-  // The goodput log, in the log directory (after the chief took the directory: a second run on
-  // it appends nothing to this one's log). Accounting never stops training: a log that cannot be
-  // opened is a warning.
+  // The goodput log, in the log directory. The chief opens it once it took the directory (a
+  // second run on it appends nothing to this one's log). A worker never makes the directory (only
+  // the chief writes there): it opens its log once it joined the cluster, when the chief has made
+  // the directory, and only if the directory is there (a file system it shares with the chief).
+  // Accounting never stops training: a log that cannot be opened is a warning.
   const logDir = config.summaries?.dir === undefined ? checkpointDir : resolve(baseDir, config.summaries.dir);
-  if (logDir !== undefined) {
+  const openAccounting = (): GoodputRecorder | undefined => {
+    if (logDir === undefined || (!isChief && !existsSync(logDir))) return undefined;
     try {
-      goodput.recorder = GoodputRecorder.open({ logDir, task: task?.name ?? "local", chief: isChief, clock, logger });
+      return GoodputRecorder.open({ logDir, task: task?.name ?? "local", chief: isChief, clock, logger });
     } catch (e) {
       logger.warn(`No goodput log for this run: ${e instanceof Error ? e.message : String(e)}`);
+      return undefined;
     }
-  }
-  const accounting = goodput.recorder;
-  // Its saves (the first one's, made while the session is created, included), step rates,
-  // summaries and recoveries: a log observer beside the one that prints (rare events, never per run).
-  // The chief also writes the group's goodput as summaries (goodput/fraction, badput/<bucket>_secs) at the summary cadence and at the end.
-  if (accounting !== undefined && logDir !== undefined) {
-    const summaries = isChief ? [goodputSummaries({ logDir, recorder: accounting, writer: () => fileWriterCache.getWriter(logDir), clock, logger })] : [];
-    sessionOptions = { ...sessionOptions, logObserver: [logObserver(sessionOptions.logger ?? logger), accounting.listener, ...summaries] };
-  }
+  };
+  goodput.recorder = isChief ? openAccounting() : undefined;
   // Then the task's server and its registration with the cluster (every task, before training).
   // The cluster's modules (gRPC, the coordination service) load only here: a process that is no
   // task of a cluster starts without them (docs/performance.md, "Process start to first step").
@@ -393,14 +397,25 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
       throw e;
     });
     join = { raceCreation, settledWithin };
-    const joining = startCluster(task, io, logger, clock, notices, group, config.maxWaitSecs);
-    const started = accounting === undefined ? await joining : await accounting.timed("clusterJoin", () => joining);
+    const joinStart = clock.now();
+    const started = await startCluster(task, io, logger, clock, notices, group, config.maxWaitSecs);
+    goodput.recorder ??= openAccounting();
+    goodput.recorder?.phase("clusterJoin", clock.now() - joinStart);
     if (typeof started === "number") {
       await manager?.close();
       return started === ExitCodes.preempted ? exitCodeOf(config) : started;
     }
     cluster = started;
     sessionOptions = { ...sessionOptions, sessionTargets: cluster.sessionTargets, hooks: [...cluster.hooks, ...(sessionOptions.hooks ?? [])] };
+  }
+  const accounting = goodput.recorder;
+  // Its saves (the first one's, made while the session is created, included), step rates,
+  // summaries and recoveries: a log observer beside the one that prints (rare events, never per
+  // run). The chief also writes the group's goodput as summaries (goodput/fraction,
+  // badput/<bucket>_secs) at the summary cadence and at the end.
+  if (accounting !== undefined && logDir !== undefined) {
+    const summaries = isChief ? [goodputSummaries({ logDir, recorder: accounting, writer: () => fileWriterCache.getWriter(logDir), clock, logger })] : [];
+    sessionOptions = { ...sessionOptions, logObserver: [logObserver(sessionOptions.logger ?? logger), accounting.listener, ...summaries] };
   }
   const summaryDir = logDir;
   // The board beside training, in a process of its own (runBoard.ts): whatever happens to it is a warning, never the end of training.
@@ -529,7 +544,11 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     clock,
     logger,
     exit: io.exit ?? ((code) => process.exit(code)),
-    beforeExit: () => progress.stop(),
+    beforeExit: () => {
+      progress.stop();
+      // A repeated notice exits at once: the goodput log still gets its end.
+      goodput.recorder?.end(goodput.step, exitCodeOf(config));
+    },
   });
   const toLaunch = launchStatusWriter(io.env);
   /** The exit code of training that ended with `e` (printing why, and telling the cluster when this task failed). */
@@ -606,6 +625,9 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     return ExitCodes.failure;
   };
   try {
+    const creationStart = clock.now();
+    /** The part of the creation spent waiting for the other tasks' sessions (joining the cluster, for goodput). */
+    let sessionsWaitMs = 0;
     // A worker waits for the chief's model here: a termination notice or a cluster failure ends the wait.
     const creating =
       cluster === undefined
@@ -613,17 +635,24 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
         : monitoredTrainingSession(sessionOptions).then(async (created) => {
             // Every task has its session before any trains on: the chief keeps its model
             // published until each worker took it, however short the run.
+            const waitStart = clock.now();
             await cluster.sessionsCreated().catch((e: unknown) => {
               throw isPreemptionReport(e) ? new PreemptedExit(exitCodeOf(config), false) : e;
             });
+            sessionsWaitMs = clock.now() - waitStart;
             return created;
           });
     // Under the agreement, a worker's notice waits for its handler (the others learn of it there).
-    const creationStart = clock.now();
     const sess = await (cluster === undefined || join === undefined ? creating : join.raceCreation(creating, clusterFailed, notices, isChief || agree, exitCodeOf(config)));
-    // Goodput: a restore is the restore's time; a worker's creation is its wait for the chief's model (joining the cluster); a fresh start is startup.
-    if (manager?.lastRestored != null) accounting?.phase("restore", clock.now() - creationStart);
-    else if (cluster !== undefined && !isChief) accounting?.phase("clusterJoin", clock.now() - creationStart);
+    // Goodput: a worker's creation is its wait for the chief's model (joining the cluster); the
+    // chief's is a restore when it restored (a fresh start is startup), less its wait for the
+    // workers' sessions (joining the cluster).
+    const creationMs = clock.now() - creationStart;
+    if (cluster !== undefined && !isChief) accounting?.phase("clusterJoin", creationMs);
+    else {
+      if (manager?.lastRestored != null) accounting?.phase("restore", Math.max(0, creationMs - sessionsWaitMs));
+      if (sessionsWaitMs > 0) accounting?.phase("clusterJoin", sessionsWaitMs);
+    }
     handler =
       agree && cluster !== undefined
         ? await createPreemptionHandler(sess, config, manager, logger, clock, { resolver: cluster, agreement: group === undefined ? "chiefSaves" : "agreedRun" })

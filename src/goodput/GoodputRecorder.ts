@@ -47,8 +47,8 @@ export interface GoodputRecorderOptions {
   readonly logger?: Logger | undefined;
 }
 
-/** Marks closer than this are not written (the log stays a few records a minute). */
-const MARK_INTERVAL_MS = 1_000;
+/** Marks closer than this are not written (a checkpoint's always is): the log stays a few records a minute. */
+const MARK_INTERVAL_MS = 10_000;
 
 // ---------------------------------------------------------------------------------------------
 // constructors
@@ -109,7 +109,7 @@ export class GoodputRecorder {
     this.write({ v: 1, type: "ready", t: this.clock.now(), step: validStep(step) });
   }
 
-  /** The global step is `step` now (at most one a second is written, unless `force`: a checkpoint's step). */
+  /** The global step is `step` now (at most one every 10 s is written, unless `force`: a checkpoint's step). */
   mark(step: number, force = false): void {
     const now = this.clock.now();
     if ((!force && now - this.lastMarkMs < MARK_INTERVAL_MS) || validStep(step) === null) return;
@@ -128,7 +128,7 @@ export class GoodputRecorder {
   end(step: number | null, exitCode: number | null): void {
     if (this.ended) return;
     this.ended = true;
-    this.write({ v: 1, type: "end", t: this.clock.now(), step: validStep(step), exitCode });
+    this.write({ v: 1, type: "end", t: this.clock.now(), pid: process.pid, step: validStep(step), exitCode });
     this.writer.close();
   }
 

@@ -115,13 +115,21 @@ type StartRecord = Extract<GoodputRecord, { type: "start" }>;
 /** The records of one process: its `start`, and what followed until the next `start`. */
 interface ProcessRecords {
   readonly start: StartRecord;
-  readonly records: readonly GoodputRecord[];
+  readonly records: GoodputRecord[];
 }
 
+/**
+ * The processes of a log. An `end` is the process's whose pid it names (a process may write its
+ * end after its successor started: the checkpoint directory's lock is released first).
+ */
 const splitProcesses = (records: readonly GoodputRecord[]): ProcessRecords[] => {
-  const out: { start: StartRecord; records: GoodputRecord[] }[] = [];
+  const out: ProcessRecords[] = [];
   for (const r of records) {
     if (r.type === "start") out.push({ start: r, records: [] });
+    else if (r.type === "end") {
+      const owner = [...out].reverse().find((p) => p.start.pid === r.pid) ?? out[out.length - 1];
+      owner?.records.push(r);
+    }
     // Records before the first start (a file cut at its head) belong to no process.
     else out[out.length - 1]?.records.push(r);
   }
@@ -132,31 +140,38 @@ const splitProcesses = (records: readonly GoodputRecord[]): ProcessRecords[] => 
 const stepPoints = (records: readonly GoodputRecord[]): { t: number; step: number }[] =>
   records.flatMap((r) => ((r.type === "ready" || r.type === "end") && r.step !== null) || r.type === "mark" ? [{ t: r.t, step: r.step as number }] : []);
 
+/** The largest of `values` (a loop: a log may hold more records than a call may have arguments). */
+const maxOf = (first: number, values: readonly number[]): number => {
+  let m = first;
+  for (const v of values) if (v > m) m = v;
+  return m;
+};
+
 const taskGoodput = (task: string, records: readonly GoodputRecord[]): TaskGoodput | undefined => {
   const processes = splitProcesses(records);
   const first = processes[0];
   if (first === undefined) return undefined;
   const badput = zeroBadput();
   let productiveMs = 0;
+  /** Where the previous process's window ended: windows never overlap (a clock set back, two processes at once). */
   let previousEnd: number | undefined;
   /** The highest step trained by the processes before the current one. */
   let highest: number | undefined;
-  let endMs = first.start.processStartMs;
   let exitCode: number | null = null;
   for (const p of processes) {
     const s = p.start.processStartMs;
-    const last = Math.max(s, p.start.t, ...p.records.map((r) => r.t));
+    const windowStart = previousEnd === undefined ? s : Math.max(s, previousEnd);
+    const windowEnd = maxOf(Math.max(windowStart, p.start.t), p.records.map((r) => r.t));
     // Downtime between processes: from the last record of one to its successor's start.
     if (previousEnd !== undefined) badput.infrastructureRecovery += Math.max(0, s - previousEnd);
-    const one = processFigures(p, s, last, highest);
+    const one = processFigures(p.records, windowStart, windowEnd, highest);
     productiveMs += one.productiveMs;
     for (const b of BADPUT_BUCKETS) badput[b] += one.badput[b] ?? 0;
     const steps = stepPoints(p.records).map((x) => x.step);
-    if (steps.length > 0) highest = Math.max(highest ?? 0, ...steps);
+    if (steps.length > 0) highest = maxOf(highest ?? 0, steps);
     const end = p.records.find((r) => r.type === "end");
     exitCode = end?.type === "end" ? end.exitCode : null;
-    previousEnd = Math.max(last, previousEnd ?? last);
-    endMs = Math.max(endMs, last);
+    previousEnd = windowEnd;
   }
   return {
     task,
@@ -164,44 +179,63 @@ const taskGoodput = (task: string, records: readonly GoodputRecord[]): TaskGoodp
     processes: processes.length,
     lastStep: highest ?? null,
     exitCode,
-    ...figures(first.start.processStartMs, endMs, productiveMs, badput),
+    ...figures(first.start.processStartMs, previousEnd ?? first.start.processStartMs, productiveMs, badput),
   };
 };
 
-/** One process's productive time and badput (ms), `highest` being the step its predecessors reached. */
-const processFigures = (p: ProcessRecords, s: number, last: number, highest: number | undefined): { productiveMs: number; badput: Partial<MutableBadput> } => {
-  const rs = p.records;
+/**
+ * One process's productive time and badput (ms) within its window `[from, to]`, `highest` being
+ * the step its predecessors reached. The window is cut in three, which add up to it exactly:
+ * before training (to `ready`, or to the notice if it came first), training (to the notice or
+ * the end), and the preemption (from the notice). Every time is clamped to its part, so no
+ * record can make a bucket negative or the buckets exceed the window.
+ */
+const processFigures = (rs: readonly GoodputRecord[], from: number, to: number, highest: number | undefined): { productiveMs: number; badput: Partial<MutableBadput> } => {
+  const clamp = (t: number): number => Math.min(to, Math.max(from, t));
   const ready = rs.find((r) => r.type === "ready");
   const notice = rs.find((r) => r.type === "notice");
-  const trainingEnd = notice === undefined ? last : Math.min(notice.t, last);
-  const phase = (bucket: string, until: number) => rs.reduce((n, r) => (r.type === "phase" && r.bucket === bucket && r.t <= until ? n + r.ms : n), 0);
-  const readyAt = ready?.t ?? trainingEnd;
-  const clusterJoin = phase("clusterJoin", readyAt);
-  const restore = phase("restore", readyAt);
-  const startup = Math.max(0, readyAt - s - clusterJoin - restore);
-  const preemption = notice === undefined ? 0 : Math.max(0, last - notice.t);
-  if (ready === undefined) return { productiveMs: 0, badput: { startup, clusterJoin, restore, preemption } };
-  // Saves during training (a save after the notice is the preemption's).
-  const checkpointSave = rs.reduce((n, r) => (r.type === "phase" && r.bucket === "checkpointSave" && r.t > readyAt && r.t <= trainingEnd ? n + r.ms : n), 0);
-  // A session that failed recoverably is down from its abort to its next `ready`.
+  const noticeAt = notice === undefined ? to : clamp(notice.t);
+  const readyAt = ready === undefined ? noticeAt : Math.min(clamp(ready.t), noticeAt);
+  const preemption = to - noticeAt;
+  // Before training: joining, the creation's saves (TensorFlow's first save), restoring; the rest is startup.
+  const before = readyAt - from;
+  const phase = (bucket: string, after: number, until: number) => rs.reduce((n, r) => (r.type === "phase" && r.bucket === bucket && r.t > after && r.t <= until ? n + r.ms : n), 0);
+  const clusterJoin = Math.min(phase("clusterJoin", Number.NEGATIVE_INFINITY, readyAt), before);
+  const earlySaves = Math.min(phase("checkpointSave", Number.NEGATIVE_INFINITY, readyAt), before - clusterJoin);
+  // The creation's saves happen inside the restore's time when it restored.
+  const restore = Math.min(Math.max(0, phase("restore", Number.NEGATIVE_INFINITY, readyAt) - earlySaves), before - clusterJoin - earlySaves);
+  const startup = before - clusterJoin - earlySaves - restore;
+  const span = noticeAt - readyAt;
+  if (ready === undefined || span <= 0) return { productiveMs: 0, badput: { startup, clusterJoin, restore, checkpointSave: earlySaves, preemption } };
+  // Training: a recoverable failure is down from its first `aborted` to the next `ready` (a save
+  // made while the session is re-created is the recovery's); the other saves are checkpointSave.
   let down = 0;
-  for (let i = 0; i < rs.length; i++) {
-    const a = rs[i] as GoodputRecord;
-    if (a.type !== "aborted" || a.t < readyAt || a.t >= trainingEnd) continue;
-    const back = rs.slice(i + 1).find((r) => r.type === "ready");
-    down += Math.max(0, Math.min(back?.t ?? trainingEnd, trainingEnd) - a.t);
+  let saves = 0;
+  let downSince: number | undefined;
+  for (const r of rs) {
+    if (r.t <= readyAt && r !== ready) continue;
+    if (r.type === "aborted") downSince ??= clamp(r.t);
+    else if (r.type === "ready" && r !== ready && downSince !== undefined) {
+      down += Math.max(0, Math.min(clamp(r.t), noticeAt) - Math.min(downSince, noticeAt));
+      downSince = undefined;
+    } else if (r.type === "phase" && r.bucket === "checkpointSave" && downSince === undefined && r.t <= noticeAt) saves += r.ms;
   }
-  const span = Math.max(0, trainingEnd - readyAt);
-  const raw = Math.max(0, span - checkpointSave - down);
+  if (downSince !== undefined) down += Math.max(0, noticeAt - Math.min(downSince, noticeAt));
+  down = Math.min(down, span);
+  saves = Math.min(saves, span - down);
+  const raw = span - down - saves;
   // Steps trained again: from the restored step up to the highest step trained before, the
   // share of the span until the step passed it (interpolated between the recorded steps).
   let wastedProgress = 0;
-  if (highest !== undefined && ready.step !== null && ready.step < highest && span > 0) {
+  if (highest !== undefined && ready.step !== null && ready.step < highest) {
     const crossing = crossingTime(stepPoints(rs), highest);
-    const wastedSpan = Math.min(span, Math.max(0, (crossing ?? trainingEnd) - readyAt));
+    const wastedSpan = Math.min(span, Math.max(0, (crossing ?? noticeAt) - readyAt));
     wastedProgress = raw * (wastedSpan / span);
   }
-  return { productiveMs: raw - wastedProgress, badput: { startup, clusterJoin, restore, checkpointSave, preemption, wastedProgress, infrastructureRecovery: down } };
+  return {
+    productiveMs: raw - wastedProgress,
+    badput: { startup, clusterJoin, restore, checkpointSave: earlySaves + saves, preemption, wastedProgress, infrastructureRecovery: down },
+  };
 };
 
 /** When the step first reached `target`, interpolated linearly between the two points around it; `undefined` if it never did. */

@@ -13,7 +13,7 @@
  * @module
  */
 
-import { closeSync, fstatSync, mkdirSync, openSync, readdirSync, readSync, writeSync } from "node:fs";
+import { closeSync, constants, fstatSync, mkdirSync, openSync, readdirSync, readSync, writeSync } from "node:fs";
 import { join } from "node:path";
 
 import * as E from "fp-ts/lib/Either.js";
@@ -37,7 +37,7 @@ export type BadputBucket = (typeof BADPUT_BUCKETS)[number];
 /** The directory of the goodput logs under a log directory. */
 export const GOODPUT_DIR = "goodput";
 
-/** The largest goodput log read (a run appends a few records a minute: this is years of them). */
+/** The largest goodput log read: about 1 million records, months of a task's run at a mark every 10 s and a save a minute. */
 export const MAX_GOODPUT_LOG_BYTES = 64 * 1024 * 1024;
 
 const Time = t.refinement(t.number, (n) => Number.isFinite(n) && n >= 0, "a time in ms");
@@ -55,7 +55,8 @@ const Step = t.refinement(t.number, (n) => Number.isSafeInteger(n) && n >= 0, "a
  * - `mark`: the global step was `step` at `t` (written at saves, step rates and summaries).
  * - `aborted`: the session failed recoverably; training is down until the next `ready`.
  * - `notice`: a termination notice (this task's, or the cluster's): what follows is preemption.
- * - `end`: the process ends at `t` with `exitCode`, the global step at `step` when known.
+ * - `end`: the process `pid` ends at `t` with `exitCode`, the global step at `step` when known
+ *   (its pid: it may be written after a successor's `start`, once the directory's lock is released).
  */
 export const GoodputRecordCodec = t.union([
   t.strict({ v: t.literal(1), type: t.literal("start"), t: Time, task: t.string, pid: t.number, chief: t.boolean, processStartMs: Time }),
@@ -64,7 +65,7 @@ export const GoodputRecordCodec = t.union([
   t.strict({ v: t.literal(1), type: t.literal("mark"), t: Time, step: Step }),
   t.strict({ v: t.literal(1), type: t.literal("aborted"), t: Time }),
   t.strict({ v: t.literal(1), type: t.literal("notice"), t: Time }),
-  t.strict({ v: t.literal(1), type: t.literal("end"), t: Time, step: t.union([Step, t.null]), exitCode: t.union([t.number, t.null]) }),
+  t.strict({ v: t.literal(1), type: t.literal("end"), t: Time, pid: t.number, step: t.union([Step, t.null]), exitCode: t.union([t.number, t.null]) }),
 ]);
 
 /** One record of a goodput log (see {@link GoodputRecordCodec}). */
@@ -120,16 +121,27 @@ export class GoodputLogWriter {
     try {
       writeSync(this.fd, `${JSON.stringify(record)}\n`);
     } catch (e) {
-      this.close();
+      const fd = this.fd;
+      this.fd = undefined;
+      try {
+        closeSync(fd);
+      } catch {
+        // The write's error is the one to report.
+      }
       this.onError(`the goodput log ${this.path} could not be written (${e instanceof Error ? e.message : String(e)}); this process records no more goodput (training goes on)`);
     }
   }
 
-  /** Closes the file; later writes do nothing. */
+  /** Closes the file; later writes do nothing. A failed close (EIO on a network file system) is reported like a failed write, never thrown. */
   close(): void {
     const fd = this.fd;
     this.fd = undefined;
-    if (fd !== undefined) closeSync(fd);
+    if (fd === undefined) return;
+    try {
+      closeSync(fd);
+    } catch (e) {
+      this.onError(`the goodput log ${this.path} could not be closed (${e instanceof Error ? e.message : String(e)}); its last records may be lost`);
+    }
   }
 }
 
@@ -162,53 +174,96 @@ export const parseGoodputLog = (text: string): { readonly records: GoodputRecord
  * directory gives none.
  *
  * @throws ValueError naming the file when one is larger than {@link MAX_GOODPUT_LOG_BYTES}, is not
- *   a regular file, or cannot be read.
+ *   a regular file (a directory, a FIFO), is a symbolic link, or cannot be read.
  */
-export const readGoodputLogs = (logDir: string): GoodputLog[] => {
-  const dir = join(logDir, GOODPUT_DIR);
-  let names: string[];
-  try {
-    names = readdirSync(dir).filter((n) => n.endsWith(".jsonl"));
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "ENOENT") return [];
-    throw new ValueError(`cannot list the goodput logs in ${dir}: ${(e as Error).message}`);
-  }
-  const logs = names.sort().map((name) => {
-    const path = join(dir, name);
-    const { records, skippedLines } = parseGoodputLog(readBounded(path));
-    const start = records.find((r) => r.type === "start");
-    return { task: start?.type === "start" ? start.task : name.replace(/\.jsonl$/, ""), path, records, skippedLines };
-  });
-  return logs;
-};
+export const readGoodputLogs = (logDir: string): GoodputLog[] => new GoodputLogFollower(logDir).read();
 
-// ---------------------------------------------------------------------------------------------
-// utils
-// ---------------------------------------------------------------------------------------------
+/**
+ * Follows the goodput logs of a log directory: each {@link read} reads only what was appended to
+ * each log since the last one (the logs only grow), so that reading them again during a long run
+ * costs what was written meanwhile, not the whole history. A file that shrank or was replaced is
+ * read again from its start.
+ */
+export class GoodputLogFollower {
+  private readonly files = new Map<string, FollowedFile>();
 
-/** The text of `path`, refusing what is not a regular file or is larger than the bound. */
-const readBounded = (path: string): string => {
-  let fd: number;
-  try {
-    fd = openSync(path, "r");
-  } catch (e) {
-    throw new ValueError(`cannot read the goodput log ${path}: ${(e as Error).message}`);
-  }
-  try {
-    const stat = fstatSync(fd);
-    if (!stat.isFile()) throw new ValueError(`the goodput log ${path} is not a regular file; remove it`);
-    if (stat.size > MAX_GOODPUT_LOG_BYTES) {
-      throw new ValueError(`the goodput log ${path} is ${stat.size} bytes, more than the ${MAX_GOODPUT_LOG_BYTES} a log can be; it is not one of ours, or it is damaged: move it away`);
+  constructor(readonly logDir: string) {}
+
+  /**
+   * Every task's log as it is now, sorted by task (see {@link readGoodputLogs}).
+   *
+   * @throws ValueError as {@link readGoodputLogs} does.
+   */
+  read(): GoodputLog[] {
+    const dir = join(this.logDir, GOODPUT_DIR);
+    let names: string[];
+    try {
+      names = readdirSync(dir).filter((n) => n.endsWith(".jsonl"));
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return [];
+      throw new ValueError(`cannot list the goodput logs in ${dir}: ${(e as Error).message}`);
     }
-    const buffer = Buffer.alloc(stat.size);
-    let read = 0;
-    while (read < buffer.length) {
-      const n = readSync(fd, buffer, read, buffer.length - read, read);
-      if (n === 0) break;
-      read += n;
-    }
-    return buffer.subarray(0, read).toString("utf8");
-  } finally {
-    closeSync(fd);
+    return names.sort().map((name) => {
+      const path = join(dir, name);
+      const f = this.follow(path);
+      const start = f.records.find((r) => r.type === "start");
+      return { task: start?.type === "start" ? start.task : name.replace(/\.jsonl$/, ""), path, records: f.records, skippedLines: f.skippedLines };
+    });
   }
-};
+
+  /** Reads what was appended to `path` since the last read (all of it the first time). */
+  private follow(path: string): FollowedFile {
+    let fd: number;
+    try {
+      // Non-blocking: a FIFO in a log's place opens at once (and is refused below) instead of
+      // waiting for a writer forever. A link in a log's place is not followed (ELOOP): a log is
+      // a file its task wrote, never a link to one.
+      fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ELOOP") throw new ValueError(`the goodput log ${path} is a symbolic link, which a log never is: remove it`);
+      throw new ValueError(`cannot read the goodput log ${path}: ${(e as Error).message}`);
+    }
+    try {
+      const stat = fstatSync(fd);
+      if (!stat.isFile()) throw new ValueError(`the goodput log ${path} is not a regular file; remove it`);
+      if (stat.size > MAX_GOODPUT_LOG_BYTES) {
+        throw new ValueError(`the goodput log ${path} is ${stat.size} bytes, more than the ${MAX_GOODPUT_LOG_BYTES} a log can be; it is not one of ours, or it is damaged: move it away`);
+      }
+      let f = this.files.get(path);
+      if (f === undefined || f.ino !== stat.ino || stat.size < f.offset) {
+        f = { ino: stat.ino, offset: 0, pending: Buffer.alloc(0), records: [], skippedLines: 0 };
+        this.files.set(path, f);
+      }
+      const chunk = Buffer.alloc(stat.size - f.offset);
+      let read = 0;
+      while (read < chunk.length) {
+        const n = readSync(fd, chunk, read, chunk.length - read, f.offset + read);
+        if (n === 0) break;
+        read += n;
+      }
+      f.offset += read;
+      const bytes = Buffer.concat([f.pending, chunk.subarray(0, read)]);
+      // Whole lines only: a line still being written is kept for the next read.
+      const lastNewline = bytes.lastIndexOf(0x0a);
+      f.pending = Buffer.from(bytes.subarray(lastNewline + 1));
+      const parsed = parseGoodputLog(bytes.subarray(0, lastNewline + 1).toString("utf8"));
+      for (const r of parsed.records) f.records.push(r);
+      f.skippedLines += parsed.skippedLines;
+      // A last line without its newline (a torn write of a killed process) counts as what it is, for this answer.
+      const tail = parseGoodputLog(f.pending.toString("utf8"));
+      return tail.records.length === 0 && tail.skippedLines === 0 ? f : { ...f, records: [...f.records, ...tail.records], skippedLines: f.skippedLines + tail.skippedLines };
+    } finally {
+      closeSync(fd);
+    }
+  }
+}
+
+/** What a {@link GoodputLogFollower} knows of one file. */
+interface FollowedFile {
+  readonly ino: number;
+  offset: number;
+  /** The bytes after the last newline read (a line not yet whole). */
+  pending: Buffer;
+  readonly records: GoodputRecord[];
+  skippedLines: number;
+}

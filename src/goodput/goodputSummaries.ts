@@ -13,7 +13,7 @@ import type { Logger } from "../Logger.js";
 import type { SummaryWriter } from "../summary/SummaryWriter.js";
 import type { Clock } from "../time/Clock.js";
 import { computeGoodput } from "./computeGoodput.js";
-import { BADPUT_BUCKETS, readGoodputLogs } from "./goodputLog.js";
+import { BADPUT_BUCKETS, GoodputLogFollower } from "./goodputLog.js";
 import type { GoodputRecorder } from "./GoodputRecorder.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -53,13 +53,15 @@ export const badputTag = (bucket: string): string => `badput/${bucket}_secs`;
  */
 export const goodputSummaries = (options: GoodputSummariesOptions): SessionEventListener => {
   const intervalMs = (options.intervalSecs ?? 60) * 1000;
+  // Each write reads only what the logs gained since the last one: its cost does not grow with the run.
+  const logs = new GoodputLogFollower(options.logDir);
   let lastWriteMs = Number.NEGATIVE_INFINITY;
   let step: number | undefined;
   let warned = false;
   const write = (at: number): void => {
     try {
       options.recorder.mark(at, true);
-      const group = computeGoodput(readGoodputLogs(options.logDir)).group;
+      const group = computeGoodput(logs.read()).group;
       if (group === null) return;
       const values: Record<string, number> = { [GOODPUT_TAG]: group.goodput };
       for (const b of BADPUT_BUCKETS) values[badputTag(b)] = group.badput[b];

@@ -7,6 +7,7 @@
 import { describe, expect, it } from "vitest";
 
 import { BADPUT_BUCKETS, computeGoodput, describeGoodput, type GoodputLog, type GoodputRecord } from "../../src/index.js";
+import { seededRandom } from "../util/seed.js";
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -15,11 +16,11 @@ import { BADPUT_BUCKETS, computeGoodput, describeGoodput, type GoodputLog, type 
 const T0 = 1_700_000_000_000;
 const at = (secs: number): number => T0 + secs * 1000;
 
-const start = (task: string, secs: number, chief = true): GoodputRecord => ({ v: 1, type: "start", t: at(secs), task, pid: 1, chief, processStartMs: at(secs) });
+const start = (task: string, secs: number, chief = true, pid = 1): GoodputRecord => ({ v: 1, type: "start", t: at(secs), task, pid, chief, processStartMs: at(secs) });
 const phase = (bucket: "clusterJoin" | "restore" | "checkpointSave", endSecs: number, secs: number): GoodputRecord => ({ v: 1, type: "phase", t: at(endSecs), bucket, ms: secs * 1000 });
 const ready = (secs: number, step: number | null): GoodputRecord => ({ v: 1, type: "ready", t: at(secs), step });
 const mark = (secs: number, step: number): GoodputRecord => ({ v: 1, type: "mark", t: at(secs), step });
-const end = (secs: number, step: number | null, exitCode: number | null = 0): GoodputRecord => ({ v: 1, type: "end", t: at(secs), step, exitCode });
+const end = (secs: number, step: number | null, exitCode: number | null = 0, pid = 1): GoodputRecord => ({ v: 1, type: "end", t: at(secs), pid, step, exitCode });
 
 const log = (task: string, records: GoodputRecord[]): GoodputLog => ({ task, path: `/logs/goodput/${task}.jsonl`, records, skippedLines: 0 });
 
@@ -136,6 +137,75 @@ describe("computeGoodput", () => {
     // The 2 s the worker ran beyond the chief's span are the group's `other`.
     expect(g?.badput.other).toBe(2);
     if (g !== null && g !== undefined) sumsToTotal(g);
+  });
+
+  it("an end written after the successor's start (the lock was released first) is its own process's, by pid", () => {
+    const t = only([start("local", 0, true, 10), ready(1, 0), mark(9, 90), start("local", 10, true, 11), end(10.5, 100, 42, 10), ready(12, 100), end(20, 180, 0, 11)]);
+    expect(t.processes).toBe(2);
+    expect(t.exitCode).toBe(0);
+    // The first process's window ends at its own end (10.5 s); the second's starts there (its start at 10 s overlaps).
+    expect(t.badput.infrastructureRecovery).toBe(0);
+    expect(t.productiveSecs).toBeCloseTo(9.5 + 8, 10);
+    sumsToTotal(t);
+  });
+
+  it("a notice before training was ready: startup to the notice, preemption from it, nothing counted twice", () => {
+    const t = only([start("local", 0), phase("clusterJoin", 3, 3), { v: 1, type: "notice", t: at(4) }, ready(7, 0), end(12, 0, 42)]);
+    expect(t.badput).toMatchObject({ clusterJoin: 3, startup: 1, preemption: 8 });
+    expect(t.productiveSecs).toBe(0);
+    sumsToTotal(t);
+  });
+
+  it("aborts in a row are one downtime until the next ready; a save while the session is re-created is the recovery's", () => {
+    const aborted = (secs: number): GoodputRecord => ({ v: 1, type: "aborted", t: at(secs) });
+    const t = only([start("local", 0), ready(0, 0), aborted(10), aborted(11), aborted(12), phase("checkpointSave", 13.5, 0.5), ready(14, null), phase("checkpointSave", 16, 1), end(20, 60)]);
+    expect(t.badput.infrastructureRecovery).toBe(4);
+    expect(t.badput.checkpointSave).toBe(1);
+    expect(t.productiveSecs).toBe(15);
+    sumsToTotal(t);
+  });
+
+  it("the save made as the session is created is checkpointSave, taken out of the restore it happened in", () => {
+    const t = only([start("local", 0), phase("checkpointSave", 2, 0.5), phase("restore", 3, 2), ready(3, 100), end(10, 150)]);
+    expect(t.badput).toMatchObject({ checkpointSave: 0.5, restore: 1.5, startup: 1 });
+    sumsToTotal(t);
+  });
+
+  it("any records, in any order, at any times (a clock set back, overlapping processes): buckets never negative, the sum is the wall time, goodput in [0, 1]", () => {
+    const random = seededRandom("computeGoodput invariants");
+    const int = (n: number): number => Math.floor(random.next() * n);
+    for (let i = 0; i < 2_000; i++) {
+      const records: GoodputRecord[] = [];
+      const n = 1 + int(30);
+      for (let k = 0; k < n; k++) {
+        const secs = int(100) - 10;
+        const kind = int(8);
+        if (kind === 0 || k === 0) records.push(start("local", Math.max(0, secs), int(2) === 0, 1 + int(3)));
+        else if (kind === 1) records.push(phase((["clusterJoin", "restore", "checkpointSave"] as const)[int(3)] ?? "restore", Math.max(0, secs), int(40)));
+        else if (kind === 2) records.push(ready(Math.max(0, secs), int(3) === 0 ? null : int(500)));
+        else if (kind === 3) records.push(mark(Math.max(0, secs), int(500)));
+        else if (kind === 4) records.push({ v: 1, type: "aborted", t: at(Math.max(0, secs)) });
+        else if (kind === 5) records.push({ v: 1, type: "notice", t: at(Math.max(0, secs)) });
+        else records.push(end(Math.max(0, secs), int(2) === 0 ? null : int(500), int(3) === 0 ? null : int(50), 1 + int(3)));
+      }
+      const run = computeGoodput([log("local", records), log("other", records.map((r) => (r.type === "start" ? { ...r, chief: false } : r)))]);
+      for (const f of [...run.tasks, ...(run.group === null ? [] : [run.group])]) {
+        for (const b of BADPUT_BUCKETS) expect(f.badput[b], `${b} of ${JSON.stringify(records)}`).toBeGreaterThanOrEqual(0);
+        expect(f.productiveSecs).toBeGreaterThanOrEqual(0);
+        expect(f.goodput).toBeGreaterThanOrEqual(0);
+        expect(f.goodput).toBeLessThanOrEqual(1);
+        sumsToTotal(f);
+      }
+    }
+  });
+
+  it("a log of a million records (weeks of a run): computed, no stack overflow", () => {
+    const records: GoodputRecord[] = [start("local", 0), ready(1, 0)];
+    for (let k = 0; k < 1_000_000; k++) records.push(mark(1 + k / 1000, k));
+    records.push(end(1_002, 1_000_000));
+    const t = only(records);
+    expect(t.lastStep).toBe(1_000_000);
+    sumsToTotal(t);
   });
 
   it("without records: no tasks and no group; records before a file's first start are ignored", () => {
