@@ -59,6 +59,33 @@ describe("termination notices on the bundled TensorFlow.js job", () => {
     expect(again.code, again.stderr).toBe(0);
     expect(again.stderr).toContain(`Starting at global step ${step} (restored from ${join(dir, "ck", `model.ckpt-${step}`)})`);
     expect(again.stderr).toContain(`Done at global step ${step + 3}.`);
+
+    // The goodput log of both processes: the SIGTERM is the first one's preemption (its notice,
+    // its save at step `step`, its end with 42); the second restored that step, so it trained
+    // nothing again (no wastedProgress), and its restore is a bucket of its own.
+    const records = readFileSync(join(dir, "ck", "goodput", "local.jsonl"), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { type: string; step?: number | null; exitCode?: number | null; bucket?: string });
+    expect(records.filter((x) => x.type === "start")).toHaveLength(2);
+    expect(records.filter((x) => x.type === "notice")).toHaveLength(1);
+    expect(records.filter((x) => x.type === "mark").map((x) => x.step)).toContain(step);
+    expect(records.filter((x) => x.type === "ready").map((x) => x.step)).toEqual([0, step]);
+    expect(records.filter((x) => x.type === "end").map((x) => x.exitCode)).toEqual([42, 0]);
+    // The first process: its notice, then (the preemption) its save's mark, then its end.
+    const first = records.slice(0, records.findIndex((x, i) => i > 0 && x.type === "start"));
+    expect(first.map((x) => x.type).filter((t) => t === "notice" || t === "end")).toEqual(["notice", "end"]);
+    expect(first.findIndex((x) => x.type === "mark" && x.step === step)).toBeGreaterThan(first.findIndex((x) => x.type === "notice"));
+    // The second: a restore before it was ready.
+    const second = records.slice(first.length);
+    expect(second.findIndex((x) => x.type === "phase" && x.bucket === "restore")).toBeLessThan(second.findIndex((x) => x.type === "ready"));
+    expect(second.findIndex((x) => x.type === "phase" && x.bucket === "restore")).toBeGreaterThan(0);
+    expect(again.stderr).toMatch(/Goodput \d+\.\d% of \S+ over 2 processes \(productive \S+(; badput: [^)]*)?\)\./);
+    const goodput = await startCli(["goodput", join(dir, "ck"), "--json"]).done;
+    expect(goodput.code, goodput.stderr).toBe(0);
+    const local = (JSON.parse(goodput.stdout) as { tasks: { task: string; processes: number; badput: Record<string, number> }[] }).tasks[0];
+    expect(local).toMatchObject({ task: "local", processes: 2 });
+    expect(local?.badput["wastedProgress"]).toBe(0);
   });
 
   it("SIGHUP (a closed terminal) and the watched file are notices too, without periodic saves", async () => {
