@@ -44,7 +44,10 @@ export const goodputCommand = (logdir: string, flags: GoodputFlags, io: Pick<Cli
     throw e;
   }
   if (run.group === null) return fail(`no goodput logs in ${logdir}/${GOODPUT_DIR}; \`monitored-session run\` writes them (a run of an older version wrote none)`);
-  if (run.skippedLines > 0) io.err.write(`monitored-session goodput: skipped ${run.skippedLines} line${run.skippedLines === 1 ? "" : "s"} that ${run.skippedLines === 1 ? "is" : "are"} not goodput records (a torn last line of a killed process is one)\n`);
+  if (run.skippedLines > 0) {
+    const what = run.skippedLines === 1 ? "1 line that is not a goodput record" : `${run.skippedLines} lines that are not goodput records`;
+    io.err.write(`monitored-session goodput: skipped ${what} (a torn last line of a killed process is one)\n`);
+  }
   io.out.write(flags.json === true ? `${JSON.stringify(run, null, 2)}\n` : table(run));
   return ExitCodes.done;
 };
