@@ -21,6 +21,7 @@
  * @module
  */
 
+import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 
 import { CheckpointSaverHook, type CheckpointSaverHookOptions } from "../../hooks/CheckpointSaverHook.js";
@@ -39,7 +40,8 @@ import { Scaffold } from "../creation/Scaffold.js";
 import { ChiefSessionCreator, WorkerSessionCreator } from "../creation/SessionCreators.js";
 import type { SessionFactory } from "../creation/SessionManager.js";
 import type { SessionRunHook } from "../hook/SessionRunHook.js";
-import { loggerRelay } from "../events/logObserver.js";
+import { loggerRelay, logObserver, type SessionEventListener } from "../events/logObserver.js";
+import { GoodputRecorder } from "../goodput/GoodputRecorder.js";
 import { defaultSessionTargets, fromTask, sessionsCreatedHook, type SessionTargetRegistry, type SessionTask } from "../pipeline/SessionTarget.js";
 import { USE_DEFAULT } from "../util/useDefault.js";
 
@@ -153,6 +155,15 @@ export interface MonitoredTrainingSessionOptions {
   readonly observer?: MonitoredSessionOptions["observer"];
   /** Replaces the session's log observer (`logObserver(logger)`); see `MonitoredSessionOptions.logObserver`. */
   readonly logObserver?: MonitoredSessionOptions["logObserver"];
+  /**
+   * Account for this task's time in a goodput log, `<summaryDir or checkpointDir>/goodput/<task>.jsonl`
+   * (docs/goodput.md; not in TensorFlow): the process's start, joining, restoring, saves, recoveries,
+   * training ready at its global step, and the session's close. The task is `task`'s name (a
+   * `startTask()` runtime's), else `local`. The chief opens it once it took the checkpoint
+   * directory; a worker writes one only into a directory that is there (the chief's, shared),
+   * never making it. Default `false` (`monitored-session run` writes one always).
+   */
+  readonly goodput?: boolean;
 }
 
 /** The cadences after TensorFlow's default resolution (`undefined` = disabled). */
@@ -205,17 +216,24 @@ export const monitoredTrainingSession = async (
     ...(options.clock === undefined ? {} : { clock: options.clock }),
     ...(options.logger === undefined ? {} : { logger: options.logger }),
   };
+  /** The goodput log's directory, when asked for one. */
+  const goodputDir = options.goodput === true ? (options.summaryDir ?? options.checkpointDir ?? options.checkpointManager?.directory ?? undefined) : undefined;
   if (!isChief) {
-    return MonitoredSession.create({
-      ...base,
-      sessionCreator: new WorkerSessionCreator({
-        ...common,
-        maxWaitSecs: options.maxWaitSecs ?? 7200,
-        recoveryWaitSecs: options.recoveryWaitSecs,
-        chiefModel: target.chiefModel,
+    const accounting = goodputDir !== undefined && existsSync(goodputDir) ? openGoodput(goodputDir, task, false, options) : undefined;
+    return accounted(
+      accounting,
+      MonitoredSession.create({
+        ...base,
+        ...withGoodput(accounting, options),
+        sessionCreator: new WorkerSessionCreator({
+          ...common,
+          maxWaitSecs: options.maxWaitSecs ?? 7200,
+          recoveryWaitSecs: options.recoveryWaitSecs,
+          chiefModel: target.chiefModel,
+        }),
+        hooks: [...taskHooks, ...(options.hooks ?? []), ...last],
       }),
-      hooks: [...taskHooks, ...(options.hooks ?? []), ...last],
-    });
+    );
   }
   const shared = options.checkpointManager;
   assertOneRetention("monitoredTrainingSession", options);
@@ -243,6 +261,8 @@ export const monitoredTrainingSession = async (
         }, "saver")
       : undefined;
   const manager = shared ?? owned;
+  // The chief's goodput log, once it holds the directory (a second run on it appends nothing).
+  const accounting = goodputDir === undefined ? undefined : openGoodput(goodputDir, task, true, options);
   // The target's hooks (a grpc:// chief's model service) come first: they see every step
   // boundary, and the model is published before anything waits on the cluster. Then the task's.
   const hooks: SessionRunHook[] = [...(target.chiefHooks ?? []), ...taskHooks, ...(options.chiefOnlyHooks ?? [])];
@@ -273,8 +293,9 @@ export const monitoredTrainingSession = async (
       );
     }
     hooks.push(...(options.hooks ?? []), ...last);
-    return await MonitoredSession.create({
+    return await accounted(accounting, MonitoredSession.create({
       ...base,
+      ...withGoodput(accounting, options),
       sessionCreator: new ChiefSessionCreator({
         ...common,
         ...(checkpointDir === undefined ? {} : { checkpointDir }),
@@ -287,11 +308,50 @@ export const monitoredTrainingSession = async (
       ...(owned === undefined ? {} : { ownedResources: [owned] }),
       // From now on, the manager's lines are the session's events.
       ...(relay === undefined ? {} : { loggerRelays: [relay] }),
-    });
+    }));
   } catch (e) {
     await owned?.close();
     throw e;
   }
+};
+
+/** Opens the task's goodput log in `dir`; a log that cannot be opened is a warning, never the end of training. */
+const openGoodput = (dir: string, task: SessionTask | undefined, chief: boolean, options: MonitoredTrainingSessionOptions): GoodputRecorder | undefined => {
+  const name = (task as { readonly name?: unknown } | undefined)?.name;
+  const logger = options.logger ?? defaultLogger;
+  try {
+    return GoodputRecorder.open({ logDir: dir, task: typeof name === "string" ? name : "local", chief, clock: options.clock, logger });
+  } catch (e) {
+    logger.warn(`No goodput log for this session: ${e instanceof Error ? e.message : String(e)}`);
+    return undefined;
+  }
+};
+
+/** The session's log observers with the goodput log's listener beside them (it hears no run), and its end at close. */
+const withGoodput = (accounting: GoodputRecorder | undefined, options: MonitoredTrainingSessionOptions): Pick<MonitoredSessionOptions, "logObserver"> => {
+  if (accounting === undefined) return options.logObserver === undefined ? {} : { logObserver: options.logObserver };
+  const printing = options.logObserver === undefined ? [logObserver(options.logger ?? defaultLogger)] : options.logObserver === null ? [] : [options.logObserver].flat();
+  const end: SessionEventListener = (e) => {
+    if (e.type === "closed") accounting.end(null, null);
+  };
+  return { logObserver: [...printing, accounting.listener, end] };
+};
+
+/** The session once created, its training marked ready in the goodput log at its global step; a failed creation ends the log. */
+const accounted = async (accounting: GoodputRecorder | undefined, creating: Promise<MonitoredSession>): Promise<MonitoredSession> => {
+  if (accounting === undefined) return creating;
+  let sess: MonitoredSession;
+  try {
+    sess = await creating;
+  } catch (e) {
+    accounting.end(null, null);
+    throw e;
+  }
+  const raw = sess.rawSession;
+  const name = raw?.globalStepName;
+  const step = raw === undefined || name === undefined ? undefined : await raw.run(name).catch(() => undefined);
+  accounting.ready(typeof step === "number" || typeof step === "bigint" ? Number(step) : null);
+  return sess;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { CheckpointSaverHook } from "../../hooks/CheckpointSaverHook.js";
@@ -15,6 +15,7 @@ import { defaultSessionTargets } from "../../src/pipeline/SessionTarget.js";
 import { USE_DEFAULT } from "../../src/util/useDefault.js";
 import { FakeSession, HookRecorder, RecordingLogger, VirtualClock } from "../../src/testing/index.js";
 import { fakeTask } from "../util/fakeTask.js";
+import { computeGoodput, readGoodputLogs } from "../../src/index.js";
 import { useTempDirs } from "../util/tempDirs.js";
 import { eventFiles, readEvents } from "../summary/decoder.js";
 
@@ -125,6 +126,40 @@ describe("monitoredTrainingSession", () => {
     await withSession(monitoredTrainingSession({ ...opts, graph: model() }), train(2));
     const step = await withSession(monitoredTrainingSession({ ...opts, graph: model() }), (s) => s.run("global_step"));
     expect(step).toBe(2);
+  });
+
+  it("goodput: true (not in TensorFlow): the chief appends its goodput log beside the checkpoints, a process per session, ready at its restored step, ended at close; without it, none", async () => {
+    const dir = tempDir();
+    const clock = new VirtualClock();
+    const opts = { checkpointDir: dir, saveCheckpointSteps: 2, clock, logger: silentLogger, goodput: true };
+    await withSession(monitoredTrainingSession({ ...opts, graph: model() }), train(4));
+    await withSession(monitoredTrainingSession({ ...opts, graph: model() }), train(2));
+    const records = readGoodputLogs(dir)[0]?.records ?? [];
+    expect(readGoodputLogs(dir).map((l) => l.task)).toEqual(["local"]);
+    expect(records.filter((r) => r.type === "start")).toHaveLength(2);
+    expect(records.filter((r) => r.type === "ready").map((r) => r.type === "ready" && r.step)).toEqual([0, 4]);
+    expect(records.filter((r) => r.type === "end").map((r) => r.type === "end" && r.exitCode)).toEqual([null, null]);
+    // The saves (steps 0, 2, 4, then 4 and 6) are their blocking part and marks of their steps.
+    expect(records.filter((r) => r.type === "mark").map((r) => r.type === "mark" && r.step)).toEqual([0, 2, 4, 4, 6]);
+    expect(records.filter((r) => r.type === "phase" && r.bucket === "checkpointSave")).toHaveLength(5);
+    const run = computeGoodput(readGoodputLogs(dir));
+    expect(run.tasks[0]).toMatchObject({ task: "local", chief: true, processes: 2, lastStep: 6 });
+    // Without the option: no goodput folder.
+    const plain = tempDir();
+    await withSession(monitoredTrainingSession({ ...opts, checkpointDir: plain, goodput: false, graph: model() }), train(1));
+    expect(readdirSync(plain)).not.toContain("goodput");
+  });
+
+  it("goodput: true on a worker writes only into a log directory that is there (the chief's), never making it; it names the task", async () => {
+    const missing = join(tempDir(), "not-made");
+    const worker = await monitoredTrainingSession({ isChief: false, sessionFactory: () => new FakeSession(), checkpointDir: missing, logger: silentLogger, goodput: true });
+    await worker.close();
+    expect(existsSync(missing)).toBe(false);
+    const shared = tempDir();
+    const task = { ...fakeTask({ isChief: false, log: [] }), name: "worker:1" };
+    const w = await monitoredTrainingSession({ task, sessionFactory: () => new FakeSession(), checkpointDir: shared, logger: silentLogger, goodput: true });
+    await w.close();
+    expect(readGoodputLogs(shared).map((l) => [l.task, l.records.map((r) => r.type)])).toEqual([["worker:1", ["start", "ready", "end"]]]);
   });
 
   it("sessionCreated events say which checkpoint a session was restored from", async () => {
