@@ -7,17 +7,20 @@
  * | `/board/goodput` | `{run: {tasks, group, skippedLines}}` for every run of the logdir whose directory has goodput logs (`computeGoodput`'s figures: seconds, `goodput` a fraction) |
  * | `/board/goodput?run=<run>` | that run's `{tasks, group, skippedLines}`; 404 for a run that is none or has no goodput logs |
  *
- * A run's `goodput/` folder is read only through {@link confineToLogdir} (a link leading out of
- * the logdir is not followed), each log opened without following a link and read as hostile
- * input (`GoodputLogFollower`: a directory or FIFO in a log's place, or a log over the size
- * bound, is refused). A run whose logs cannot be read is left out (with `?run=`, 404), and said
- * once (`onIssue`), with why; the client learns nothing of the file system. Each run keeps its
- * follower, so a request reads only what the logs gained since the last one.
+ * A run's directory is found through {@link confineToLogdir}; its `goodput/` folder must be its
+ * own (a link, even one inside the logdir, is not followed); each log is opened without following
+ * a link, checked to really be in that folder once open (a folder swapped for a link meanwhile is
+ * caught), and read as hostile input (`GoodputLogFollower`: a directory or FIFO in a log's place,
+ * a log over the size bound, more logs than a run can have, are refused). A run whose logs cannot
+ * be read is left out (with `?run=`, 404), and said once (`onIssue`) until it can be read again;
+ * the client learns nothing of the file system. Each run keeps its follower, so a request reads
+ * only what the logs gained since the last one; the followers of runs that went are dropped.
  *
  * @module
  */
 
-import { dirname, join } from "node:path";
+import { realpath } from "node:fs/promises";
+import { join } from "node:path";
 
 import * as E from "fp-ts/lib/Either.js";
 
@@ -35,7 +38,10 @@ import { pyJson, pyRepr } from "./tensorBoardFormat.js";
 /** The goodput logs of a board's runs: one follower per run directory, kept across requests. */
 export class GoodputView {
   private readonly followers = new Map<string, GoodputLogFollower>();
+  /** The runs whose logs could not be read, each said once until they can be again. */
   private readonly reported = new Set<string>();
+  /** The run directories asked about since the last {@link prune}. */
+  private readonly touched = new Set<string>();
 
   constructor(
     private readonly store: Pick<BoardStore, "logdir" | "runs">,
@@ -44,24 +50,31 @@ export class GoodputView {
 
   /** `run`'s figures, or `undefined` when it has no goodput logs (or they cannot be read: said once). */
   async of(run: string): Promise<RunGoodput | undefined> {
-    const confined = await confineToLogdir(this.store.logdir, run === "." ? GOODPUT_DIR : `${encodeSegments(run)}/${GOODPUT_DIR}`);
-    if (E.isLeft(confined)) return undefined;
-    const runDir = dirname(confined.right);
-    let follower = this.followers.get(runDir);
+    const runDir = await confineToLogdir(this.store.logdir, run === "." ? "." : encodeSegments(run));
+    if (E.isLeft(runDir)) return undefined;
+    // The goodput folder must be the run's own, never a link (to the logdir itself, or out of it).
+    const folder = join(runDir.right, GOODPUT_DIR);
+    let real: string;
+    try {
+      real = await realpath(folder);
+    } catch {
+      return undefined;
+    }
+    if (real !== folder) return this.refuse(run, `${folder} is a link (to ${real}); not followed`);
+    this.touched.add(runDir.right);
+    let follower = this.followers.get(runDir.right);
     if (follower === undefined) {
-      follower = new GoodputLogFollower(runDir);
-      this.followers.set(runDir, follower);
+      // Every log must really be in that folder when it is read (a folder swapped for a link meanwhile is caught).
+      follower = new GoodputLogFollower(runDir.right, { within: real });
+      this.followers.set(runDir.right, follower);
     }
     try {
       const logs = follower.read();
+      this.reported.delete(run);
       return logs.length === 0 ? undefined : computeGoodput(logs);
     } catch (e) {
-      const message = `board: the goodput logs of run ${JSON.stringify(run)} cannot be read: ${e instanceof Error ? e.message : String(e)}`;
-      if (!this.reported.has(message)) {
-        this.reported.add(message);
-        this.onIssue(message);
-      }
-      return undefined;
+      this.followers.delete(runDir.right);
+      return this.refuse(run, e instanceof Error ? e.message : String(e));
     }
   }
 
@@ -69,6 +82,21 @@ export class GoodputView {
   runs(): readonly string[] {
     return this.store.runs();
   }
+
+  /** After a pass over every run: forgets the followers (and the records they hold) of directories that are no run any more. */
+  prune(): void {
+    for (const dir of this.followers.keys()) if (!this.touched.has(dir)) this.followers.delete(dir);
+    this.touched.clear();
+  }
+
+  /** Says once why `run`'s logs are not read; `undefined`. */
+  private refuse(run: string, why: string): undefined {
+    if (this.reported.has(run)) return undefined;
+    this.reported.add(run);
+    this.onIssue(`board: the goodput logs of run ${JSON.stringify(run)} cannot be read: ${why}`);
+    return undefined;
+  }
+
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -90,6 +118,8 @@ export const answerGoodput = async (view: GoodputView, path: string, query: URLS
     const figures = await view.of(r);
     if (figures !== undefined) all[r] = figures;
   }
+  // Runs that went: their followers go too.
+  view.prune();
   return { contentType: "application/json", body: pyJson(all) };
 };
 

@@ -48,7 +48,7 @@ import { createPlatformWatcher } from "../preemption/platforms/index.js";
 import type { Fetches } from "../session/Session.js";
 import { fileWriterCache } from "../summary/index.js";
 import { describeGoodput, computeGoodput } from "../goodput/computeGoodput.js";
-import { readGoodputLogs } from "../goodput/goodputLog.js";
+import { GoodputLogFollower } from "../goodput/goodputLog.js";
 import { GoodputRecorder } from "../goodput/GoodputRecorder.js";
 import { goodputSummaries } from "../goodput/goodputSummaries.js";
 import { logObserver } from "../events/logObserver.js";
@@ -204,8 +204,9 @@ const endAccounting = (goodput: Accounting, code: number | null, logger: Logger)
   if (code === null) return;
   try {
     const dir = resolve(recorder.path, "..", "..");
-    const own = readGoodputLogs(dir).filter((l) => l.path === recorder.path);
-    const task = computeGoodput(own).tasks[0];
+    // This task's log only: another task's (unreadable, say) is no concern of this line.
+    const own = new GoodputLogFollower(dir).readOne(recorder.path);
+    const task = computeGoodput(own === undefined ? [] : [own]).tasks[0];
     if (task !== undefined) logger.info(`${describeGoodput(task)} Every task: monitored-session goodput ${dir}`);
   } catch (e) {
     logger.warn(`The goodput summary could not be computed: ${e instanceof Error ? e.message : String(e)}`);

@@ -20,6 +20,7 @@
  * @module
  */
 
+import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 
 import type { SessionEventListener } from "../events/logObserver.js";
@@ -57,6 +58,8 @@ const MARK_INTERVAL_MS = 10_000;
 /** Appends this process's goodput records (see the module doc). */
 export class GoodputRecorder {
   private lastMarkMs = Number.NEGATIVE_INFINITY;
+  /** This process's name in the log (its `start` and `end`): random, since a pid repeats across restarts in containers. */
+  readonly proc: string = randomBytes(8).toString("hex");
   private noticed = false;
   private ended = false;
 
@@ -76,7 +79,7 @@ export class GoodputRecorder {
     const writer = GoodputLogWriter.open(options.logDir, options.task, (m) => logger.warn(m));
     const recorder = new GoodputRecorder(writer, clock);
     const processStartMs = Math.round(options.processStartMs ?? performance.timeOrigin);
-    recorder.write({ v: 1, type: "start", t: clock.now(), task: options.task, pid: process.pid, chief: options.chief, processStartMs });
+    recorder.write({ v: 1, type: "start", t: clock.now(), task: options.task, proc: recorder.proc, pid: process.pid, chief: options.chief, processStartMs });
     return recorder;
   }
 
@@ -128,7 +131,7 @@ export class GoodputRecorder {
   end(step: number | null, exitCode: number | null): void {
     if (this.ended) return;
     this.ended = true;
-    this.write({ v: 1, type: "end", t: this.clock.now(), pid: process.pid, step: validStep(step), exitCode });
+    this.write({ v: 1, type: "end", t: this.clock.now(), proc: this.proc, step: validStep(step), exitCode });
     this.writer.close();
   }
 

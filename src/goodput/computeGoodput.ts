@@ -119,15 +119,15 @@ interface ProcessRecords {
 }
 
 /**
- * The processes of a log. An `end` is the process's whose pid it names (a process may write its
- * end after its successor started: the checkpoint directory's lock is released first).
+ * The processes of a log. An `end` is the process's it names (`proc`: a process may write its
+ * end after its successor started, since the checkpoint directory's lock is released first).
  */
 const splitProcesses = (records: readonly GoodputRecord[]): ProcessRecords[] => {
   const out: ProcessRecords[] = [];
   for (const r of records) {
     if (r.type === "start") out.push({ start: r, records: [] });
     else if (r.type === "end") {
-      const owner = [...out].reverse().find((p) => p.start.pid === r.pid) ?? out[out.length - 1];
+      const owner = [...out].reverse().find((p) => p.start.proc === r.proc) ?? out[out.length - 1];
       owner?.records.push(r);
     }
     // Records before the first start (a file cut at its head) belong to no process.

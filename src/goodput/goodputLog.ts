@@ -13,8 +13,8 @@
  * @module
  */
 
-import { closeSync, constants, fstatSync, mkdirSync, openSync, readdirSync, readSync, writeSync } from "node:fs";
-import { join } from "node:path";
+import { closeSync, constants, fstatSync, mkdirSync, openSync, readdirSync, readlinkSync, readSync, realpathSync, writeSync } from "node:fs";
+import { basename, join, sep } from "node:path";
 
 import * as E from "fp-ts/lib/Either.js";
 import * as t from "io-ts";
@@ -48,24 +48,26 @@ const Step = t.refinement(t.number, (n) => Number.isSafeInteger(n) && n >= 0, "a
  * One record of a goodput log. `t` is the wall-clock time it was written (Unix epoch ms).
  *
  * - `start`: a process of the task began at `processStartMs` (the process's own start, before
- *   its modules loaded); `chief` says whether its figures are the group's.
+ *   its modules loaded); `proc` names the process uniquely (a pid repeats: every container's
+ *   first process is pid 1); `chief` says whether its figures are the group's.
  * - `phase`: the process spent `ms` in a phase (`clusterJoin`, `restore`, or the blocking part
  *   of a checkpoint save), ending at `t`.
  * - `ready`: training begins (or begins again after a recovery) at global step `step`.
  * - `mark`: the global step was `step` at `t` (written at saves, step rates and summaries).
  * - `aborted`: the session failed recoverably; training is down until the next `ready`.
  * - `notice`: a termination notice (this task's, or the cluster's): what follows is preemption.
- * - `end`: the process `pid` ends at `t` with `exitCode`, the global step at `step` when known
- *   (its pid: it may be written after a successor's `start`, once the directory's lock is released).
+ * - `end`: the process `proc` ends at `t` with `exitCode`, the global step at `step` when known
+ *   (it names its process: it may be written after a successor's `start`, once the directory's
+ *   lock is released).
  */
 export const GoodputRecordCodec = t.union([
-  t.strict({ v: t.literal(1), type: t.literal("start"), t: Time, task: t.string, pid: t.number, chief: t.boolean, processStartMs: Time }),
+  t.strict({ v: t.literal(1), type: t.literal("start"), t: Time, task: t.string, proc: t.string, pid: t.number, chief: t.boolean, processStartMs: Time }),
   t.strict({ v: t.literal(1), type: t.literal("phase"), t: Time, bucket: t.keyof({ clusterJoin: null, restore: null, checkpointSave: null }), ms: Ms }),
   t.strict({ v: t.literal(1), type: t.literal("ready"), t: Time, step: t.union([Step, t.null]) }),
   t.strict({ v: t.literal(1), type: t.literal("mark"), t: Time, step: Step }),
   t.strict({ v: t.literal(1), type: t.literal("aborted"), t: Time }),
   t.strict({ v: t.literal(1), type: t.literal("notice"), t: Time }),
-  t.strict({ v: t.literal(1), type: t.literal("end"), t: Time, pid: t.number, step: t.union([Step, t.null]), exitCode: t.union([t.number, t.null]) }),
+  t.strict({ v: t.literal(1), type: t.literal("end"), t: Time, proc: t.string, step: t.union([Step, t.null]), exitCode: t.union([t.number, t.null]) }),
 ]);
 
 /** One record of a goodput log (see {@link GoodputRecordCodec}). */
@@ -93,8 +95,11 @@ export const goodputLogName = (task: string): string => `${task.replace(/[^A-Za-
 
 /**
  * Appends records to one task's goodput log, one line per `write` (each line reaches the file
- * when written: a SIGKILL loses nothing written). A write that fails (a full disk) is reported
- * once through `onError` and the log stops: accounting never stops training.
+ * when written: a SIGKILL loses nothing written). A log that does not end with a newline (its
+ * last writer was killed in mid-line) gets one first, so that a torn line never swallows this
+ * process's records. A write that fails (a full disk), or a log that would grow past
+ * {@link MAX_GOODPUT_LOG_BYTES}, is reported once through `onError` and the log stops:
+ * accounting never stops training.
  */
 export class GoodputLogWriter {
   private fd: number | undefined;
@@ -102,6 +107,7 @@ export class GoodputLogWriter {
   private constructor(
     readonly path: string,
     fd: number,
+    private size: number,
     private readonly onError: (message: string) => void,
   ) {
     this.fd = fd;
@@ -112,23 +118,29 @@ export class GoodputLogWriter {
     const dir = join(logDir, GOODPUT_DIR);
     mkdirSync(dir, { recursive: true });
     const path = join(dir, goodputLogName(task));
-    return new GoodputLogWriter(path, openSync(path, "a"), onError);
+    const fd = openSync(path, "a+");
+    let size = 0;
+    try {
+      size = fstatSync(fd).size;
+      const last = Buffer.alloc(1);
+      if (size > 0 && readSync(fd, last, 0, 1, size - 1) === 1 && last[0] !== 0x0a) size += writeAll(fd, "\n");
+    } catch {
+      // A log that cannot even be looked at: the first write says so.
+    }
+    return new GoodputLogWriter(path, fd, size, onError);
   }
 
   /** Appends `record` as one line. */
   write(record: GoodputRecord): void {
     if (this.fd === undefined) return;
+    const line = `${JSON.stringify(record)}\n`;
+    if (this.size + line.length > MAX_GOODPUT_LOG_BYTES) {
+      return this.stop(`the goodput log ${this.path} reached ${MAX_GOODPUT_LOG_BYTES} bytes, as large as a log can be; this process records no more goodput (training goes on). Start the next run in a log directory of its own`);
+    }
     try {
-      writeSync(this.fd, `${JSON.stringify(record)}\n`);
+      this.size += writeAll(this.fd, line);
     } catch (e) {
-      const fd = this.fd;
-      this.fd = undefined;
-      try {
-        closeSync(fd);
-      } catch {
-        // The write's error is the one to report.
-      }
-      this.onError(`the goodput log ${this.path} could not be written (${e instanceof Error ? e.message : String(e)}); this process records no more goodput (training goes on)`);
+      this.stop(`the goodput log ${this.path} could not be written (${e instanceof Error ? e.message : String(e)}); this process records no more goodput (training goes on)`);
     }
   }
 
@@ -143,7 +155,27 @@ export class GoodputLogWriter {
       this.onError(`the goodput log ${this.path} could not be closed (${e instanceof Error ? e.message : String(e)}); its last records may be lost`);
     }
   }
+
+  /** Stops writing (closing quietly: `message` is what to report). */
+  private stop(message: string): void {
+    const fd = this.fd;
+    this.fd = undefined;
+    try {
+      if (fd !== undefined) closeSync(fd);
+    } catch {
+      // The reason to stop is the one to report.
+    }
+    this.onError(message);
+  }
 }
+
+/** Writes all of `text` at the end of `fd` (a short write goes on where it stopped); returns the bytes written. */
+const writeAll = (fd: number, text: string): number => {
+  const bytes = Buffer.from(text, "utf8");
+  let done = 0;
+  while (done < bytes.length) done += writeSync(fd, bytes, done, bytes.length - done);
+  return bytes.length;
+};
 
 // ---------------------------------------------------------------------------------------------
 // operations
@@ -178,21 +210,38 @@ export const parseGoodputLog = (text: string): { readonly records: GoodputRecord
  */
 export const readGoodputLogs = (logDir: string): GoodputLog[] => new GoodputLogFollower(logDir).read();
 
+/** The most goodput logs read from one directory (a task writes one: this is thousands of tasks). */
+export const MAX_GOODPUT_LOGS = 4096;
+
+/** Options of a {@link GoodputLogFollower}. */
+export interface GoodputLogFollowerOptions {
+  /**
+   * A real directory (symbolic links resolved) every log must really be in: a log whose open
+   * file is elsewhere (its folder swapped for a link after it was checked) is refused. On Linux
+   * the open file's own path is checked (`/proc/self/fd`); elsewhere the path's real location.
+   */
+  readonly within?: string | undefined;
+}
+
 /**
  * Follows the goodput logs of a log directory: each {@link read} reads only what was appended to
  * each log since the last one (the logs only grow), so that reading them again during a long run
- * costs what was written meanwhile, not the whole history. A file that shrank or was replaced is
- * read again from its start.
+ * costs what was written meanwhile, not the whole history. A file that shrank, was replaced, or
+ * was rewritten from its start is read again from its start; one that went is forgotten.
  */
 export class GoodputLogFollower {
   private readonly files = new Map<string, FollowedFile>();
 
-  constructor(readonly logDir: string) {}
+  constructor(
+    readonly logDir: string,
+    private readonly options: GoodputLogFollowerOptions = {},
+  ) {}
 
   /**
    * Every task's log as it is now, sorted by task (see {@link readGoodputLogs}).
    *
-   * @throws ValueError as {@link readGoodputLogs} does.
+   * @throws ValueError as {@link readGoodputLogs} does, and when the directory holds more than
+   *   {@link MAX_GOODPUT_LOGS} logs.
    */
   read(): GoodputLog[] {
     const dir = join(this.logDir, GOODPUT_DIR);
@@ -203,16 +252,34 @@ export class GoodputLogFollower {
       if ((e as NodeJS.ErrnoException).code === "ENOENT") return [];
       throw new ValueError(`cannot list the goodput logs in ${dir}: ${(e as Error).message}`);
     }
-    return names.sort().map((name) => {
+    if (names.length > MAX_GOODPUT_LOGS) throw new ValueError(`${dir} holds ${names.length} goodput logs, more than the ${MAX_GOODPUT_LOGS} a run can have; it is not a run's log directory`);
+    const present = new Set(names.map((n) => join(dir, n)));
+    for (const path of this.files.keys()) if (!present.has(path)) this.files.delete(path);
+    return names.sort().flatMap((name) => {
       const path = join(dir, name);
-      const f = this.follow(path);
-      const start = f.records.find((r) => r.type === "start");
-      return { task: start?.type === "start" ? start.task : name.replace(/\.jsonl$/, ""), path, records: f.records, skippedLines: f.skippedLines };
+      const f = this.readOne(path);
+      return f === undefined ? [] : [f];
     });
   }
 
-  /** Reads what was appended to `path` since the last read (all of it the first time). */
-  private follow(path: string): FollowedFile {
+  /**
+   * One log as it is now (`undefined` if it is gone), reading only what was appended since the
+   * last time. The records are a copy: a later read never changes what an earlier one returned.
+   *
+   * @throws ValueError as {@link readGoodputLogs} does.
+   */
+  readOne(path: string): GoodputLog | undefined {
+    const f = this.follow(path);
+    if (f === undefined) return undefined;
+    // A last line without its newline (a torn write of a killed process) counts as what it is, for this answer only.
+    const tail = f.pending.length === 0 ? { records: [], skippedLines: 0 } : parseGoodputLog(f.pending.toString("utf8"));
+    const records = [...f.records, ...tail.records];
+    const start = records.find((r) => r.type === "start");
+    return { task: start?.type === "start" ? start.task : basename(path).replace(/\.jsonl$/, ""), path, records, skippedLines: f.skippedLines + tail.skippedLines };
+  }
+
+  /** Reads what was appended to `path` since the last read (all of it the first time); `undefined` if it is gone. */
+  private follow(path: string): FollowedFile | undefined {
     let fd: number;
     try {
       // Non-blocking: a FIFO in a log's place opens at once (and is refused below) instead of
@@ -220,18 +287,26 @@ export class GoodputLogFollower {
       // a file its task wrote, never a link to one.
       fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "ELOOP") throw new ValueError(`the goodput log ${path} is a symbolic link, which a log never is: remove it`);
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === "ENOENT") {
+        this.files.delete(path);
+        return undefined;
+      }
+      if (code === "ELOOP") throw new ValueError(`the goodput log ${path} is a symbolic link, which a log never is: remove it`);
       throw new ValueError(`cannot read the goodput log ${path}: ${(e as Error).message}`);
     }
     try {
+      this.confine(fd, path);
       const stat = fstatSync(fd);
       if (!stat.isFile()) throw new ValueError(`the goodput log ${path} is not a regular file; remove it`);
       if (stat.size > MAX_GOODPUT_LOG_BYTES) {
-        throw new ValueError(`the goodput log ${path} is ${stat.size} bytes, more than the ${MAX_GOODPUT_LOG_BYTES} a log can be; it is not one of ours, or it is damaged: move it away`);
+        throw new ValueError(`the goodput log ${path} is larger than the ${MAX_GOODPUT_LOG_BYTES} bytes a log can be; it is not one of ours, or it is damaged: move it away`);
       }
       let f = this.files.get(path);
-      if (f === undefined || f.ino !== stat.ino || stat.size < f.offset) {
-        f = { ino: stat.ino, offset: 0, pending: Buffer.alloc(0), records: [], skippedLines: 0 };
+      // Replaced (another file), shrunk, or rewritten from its start (its first bytes differ): read again.
+      if (f !== undefined && (f.dev !== stat.dev || f.ino !== stat.ino || stat.size < f.offset || !startsWith(fd, f.head))) f = undefined;
+      if (f === undefined) {
+        f = { dev: stat.dev, ino: stat.ino, head: Buffer.alloc(0), offset: 0, pending: Buffer.alloc(0), records: [], skippedLines: 0 };
         this.files.set(path, f);
       }
       const chunk = Buffer.alloc(stat.size - f.offset);
@@ -241,6 +316,7 @@ export class GoodputLogFollower {
         if (n === 0) break;
         read += n;
       }
+      if (f.offset === 0) f.head = Buffer.from(chunk.subarray(0, Math.min(read, HEAD_BYTES)));
       f.offset += read;
       const bytes = Buffer.concat([f.pending, chunk.subarray(0, read)]);
       // Whole lines only: a line still being written is kept for the next read.
@@ -249,18 +325,42 @@ export class GoodputLogFollower {
       const parsed = parseGoodputLog(bytes.subarray(0, lastNewline + 1).toString("utf8"));
       for (const r of parsed.records) f.records.push(r);
       f.skippedLines += parsed.skippedLines;
-      // A last line without its newline (a torn write of a killed process) counts as what it is, for this answer.
-      const tail = parseGoodputLog(f.pending.toString("utf8"));
-      return tail.records.length === 0 && tail.skippedLines === 0 ? f : { ...f, records: [...f.records, ...tail.records], skippedLines: f.skippedLines + tail.skippedLines };
+      return f;
     } finally {
       closeSync(fd);
     }
   }
+
+  /** Refuses the open file `fd` unless it really is inside `within` (see {@link GoodputLogFollowerOptions.within}). */
+  private confine(fd: number, path: string): void {
+    const within = this.options.within;
+    if (within === undefined) return;
+    let real: string;
+    try {
+      real = process.platform === "linux" ? readlinkSync(`/proc/self/fd/${fd}`) : realpathSync(path);
+    } catch (e) {
+      throw new ValueError(`cannot tell where the goodput log ${path} is (${(e as Error).message}); not read`);
+    }
+    if (!real.startsWith(within.endsWith(sep) ? within : within + sep)) throw new ValueError(`the goodput log ${path} is really ${real}, outside ${within}; not read`);
+  }
 }
+
+/** How many first bytes of a log identify it (its `start` record's beginning). */
+const HEAD_BYTES = 64;
+
+/** Whether the file `fd` still starts with `head`. */
+const startsWith = (fd: number, head: Buffer): boolean => {
+  if (head.length === 0) return true;
+  const now = Buffer.alloc(head.length);
+  return readSync(fd, now, 0, head.length, 0) === head.length && now.equals(head);
+};
 
 /** What a {@link GoodputLogFollower} knows of one file. */
 interface FollowedFile {
+  readonly dev: number;
   readonly ino: number;
+  /** Its first bytes, as first read. */
+  head: Buffer;
   offset: number;
   /** The bytes after the last newline read (a line not yet whole). */
   pending: Buffer;

@@ -73,6 +73,11 @@ describe("/board/goodput", () => {
     symlinkSync(join(root, "outside", "goodput", "local.jsonl"), join(logdir, "filelink", "goodput", "local.jsonl"));
     await run(join(logdir, "dir"), clock, false);
     mkdirSync(join(logdir, "dir", "goodput", "local.jsonl"), { recursive: true });
+    // A goodput folder that is a link to the logdir itself (inside it, so the gate lets it by): the
+    // folder must be the run's own, or `<logdir>/../goodput` would be read.
+    await run(join(root, "."), clock);
+    await run(join(logdir, "up"), clock, false);
+    symlinkSync("..", join(logdir, "up", "goodput"));
     const issues: string[] = [];
     const board = await startBoard(logdir, { port: 0, clock, onIssue: (m) => issues.push(m) });
     boards.push(board);
@@ -80,10 +85,12 @@ describe("/board/goodput", () => {
     const base = `http://127.0.0.1:${board.port}`;
     expect(JSON.parse((await send(`${base}/board/goodput`)).text)).toEqual({});
     await send(`${base}/board/goodput`);
-    for (const r of ["linked", "filelink", "dir"]) expect((await send(`${base}/board/goodput?run=${r}`)).status, r).toBe(404);
+    for (const r of ["linked", "filelink", "dir", "up"]) expect((await send(`${base}/board/goodput?run=${r}`)).status, r).toBe(404);
     // (The reader of the event files says the links out too, in its own words.)
     const goodputIssues = issues.filter((m) => m.startsWith("board: the goodput logs"));
-    expect(goodputIssues, goodputIssues.join("\n")).toHaveLength(2);
+    expect(goodputIssues, goodputIssues.join("\n")).toHaveLength(4);
+    expect(goodputIssues.some((m) => m.includes('"up"') && m.includes("is a link"))).toBe(true);
+    expect(goodputIssues.some((m) => m.includes('"linked"') && m.includes("is a link"))).toBe(true);
     expect(goodputIssues.some((m) => m.includes('"filelink"') && m.includes("is a symbolic link, which a log never is: remove it"))).toBe(true);
     expect(goodputIssues.some((m) => m.includes('"dir"') && m.includes("is not a regular file"))).toBe(true);
   });

@@ -37,17 +37,17 @@ describe("monitored-session goodput", () => {
   it("prints a row per task and one for the group; --json gives the same figures", () => {
     const dir = tempDir();
     writeLog(dir, "chief:0", [
-      { v: 1, type: "start", t: at(0), task: "chief:0", pid: 1, chief: true, processStartMs: at(0) },
+      { v: 1, type: "start", t: at(0), task: "chief:0", proc: "c", pid: 1, chief: true, processStartMs: at(0) },
       { v: 1, type: "ready", t: at(10), step: 0 },
       { v: 1, type: "phase", t: at(50), bucket: "checkpointSave", ms: 5_000 },
-      { v: 1, type: "end", t: at(100), pid: 1, step: 900, exitCode: 0 },
+      { v: 1, type: "end", t: at(100), proc: "c", step: 900, exitCode: 0 },
     ]);
     writeLog(
       dir,
       "worker:0",
       [
-        { v: 1, type: "start", t: at(0), task: "worker:0", pid: 2, chief: false, processStartMs: at(0) },
-        { v: 1, type: "end", t: at(100), pid: 2, step: 900, exitCode: 0 },
+        { v: 1, type: "start", t: at(0), task: "worker:0", proc: "w", pid: 2, chief: false, processStartMs: at(0) },
+        { v: 1, type: "end", t: at(100), proc: "w", step: 900, exitCode: 0 },
       ],
       // A torn last line (a process killed in mid-write): skipped, and said.
       `{"v":1,"type":"ma`,
@@ -79,7 +79,7 @@ describe("monitored-session goodput", () => {
     mkdirSync(join(big, "goodput"));
     writeFileSync(join(big, "goodput", "local.jsonl"), "");
     truncateSync(join(big, "goodput", "local.jsonl"), MAX_GOODPUT_LOG_BYTES + 1);
-    cases.push([big, /^monitored-session goodput: the goodput log .*local\.jsonl is \d+ bytes, more than the \d+ a log can be; .*move it away\n$/]);
+    cases.push([big, /^monitored-session goodput: the goodput log .*local\.jsonl is larger than the \d+ bytes a log can be; .*move it away\n$/]);
     for (const [logdir, line] of cases) {
       const r = goodput(logdir);
       expect([r.code, r.out], logdir).toEqual([2, ""]);

@@ -16,11 +16,11 @@ import { seededRandom } from "../util/seed.js";
 const T0 = 1_700_000_000_000;
 const at = (secs: number): number => T0 + secs * 1000;
 
-const start = (task: string, secs: number, chief = true, pid = 1): GoodputRecord => ({ v: 1, type: "start", t: at(secs), task, pid, chief, processStartMs: at(secs) });
+const start = (task: string, secs: number, chief = true, proc = "p1"): GoodputRecord => ({ v: 1, type: "start", t: at(secs), task, proc, pid: 1, chief, processStartMs: at(secs) });
 const phase = (bucket: "clusterJoin" | "restore" | "checkpointSave", endSecs: number, secs: number): GoodputRecord => ({ v: 1, type: "phase", t: at(endSecs), bucket, ms: secs * 1000 });
 const ready = (secs: number, step: number | null): GoodputRecord => ({ v: 1, type: "ready", t: at(secs), step });
 const mark = (secs: number, step: number): GoodputRecord => ({ v: 1, type: "mark", t: at(secs), step });
-const end = (secs: number, step: number | null, exitCode: number | null = 0, pid = 1): GoodputRecord => ({ v: 1, type: "end", t: at(secs), pid, step, exitCode });
+const end = (secs: number, step: number | null, exitCode: number | null = 0, proc = "p1"): GoodputRecord => ({ v: 1, type: "end", t: at(secs), proc, step, exitCode });
 
 const log = (task: string, records: GoodputRecord[]): GoodputLog => ({ task, path: `/logs/goodput/${task}.jsonl`, records, skippedLines: 0 });
 
@@ -139,8 +139,8 @@ describe("computeGoodput", () => {
     if (g !== null && g !== undefined) sumsToTotal(g);
   });
 
-  it("an end written after the successor's start (the lock was released first) is its own process's, by pid", () => {
-    const t = only([start("local", 0, true, 10), ready(1, 0), mark(9, 90), start("local", 10, true, 11), end(10.5, 100, 42, 10), ready(12, 100), end(20, 180, 0, 11)]);
+  it("an end written after the successor's start (the lock was released first) is its own process's, by its name (both pid 1, as in containers)", () => {
+    const t = only([start("local", 0, true, "a"), ready(1, 0), mark(9, 90), start("local", 10, true, "b"), end(10.5, 100, 42, "a"), ready(12, 100), end(20, 180, 0, "b")]);
     expect(t.processes).toBe(2);
     expect(t.exitCode).toBe(0);
     // The first process's window ends at its own end (10.5 s); the second's starts there (its start at 10 s overlaps).
@@ -180,13 +180,13 @@ describe("computeGoodput", () => {
       for (let k = 0; k < n; k++) {
         const secs = int(100) - 10;
         const kind = int(8);
-        if (kind === 0 || k === 0) records.push(start("local", Math.max(0, secs), int(2) === 0, 1 + int(3)));
+        if (kind === 0 || k === 0) records.push(start("local", Math.max(0, secs), int(2) === 0, `p${int(3)}`));
         else if (kind === 1) records.push(phase((["clusterJoin", "restore", "checkpointSave"] as const)[int(3)] ?? "restore", Math.max(0, secs), int(40)));
         else if (kind === 2) records.push(ready(Math.max(0, secs), int(3) === 0 ? null : int(500)));
         else if (kind === 3) records.push(mark(Math.max(0, secs), int(500)));
         else if (kind === 4) records.push({ v: 1, type: "aborted", t: at(Math.max(0, secs)) });
         else if (kind === 5) records.push({ v: 1, type: "notice", t: at(Math.max(0, secs)) });
-        else records.push(end(Math.max(0, secs), int(2) === 0 ? null : int(500), int(3) === 0 ? null : int(50), 1 + int(3)));
+        else records.push(end(Math.max(0, secs), int(2) === 0 ? null : int(500), int(3) === 0 ? null : int(50), `p${int(3)}`));
       }
       const run = computeGoodput([log("local", records), log("other", records.map((r) => (r.type === "start" ? { ...r, chief: false } : r)))]);
       for (const f of [...run.tasks, ...(run.group === null ? [] : [run.group])]) {

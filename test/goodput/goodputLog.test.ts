@@ -12,7 +12,7 @@ import { describe, expect, it } from "vitest";
 
 import { GoodputRecorder, parseGoodputLog, readGoodputLogs, type GoodputRecord, type SessionEvent } from "../../src/index.js";
 import { ValueError } from "../../src/errors.js";
-import { GoodputLogFollower, MAX_GOODPUT_LOG_BYTES } from "../../src/goodput/goodputLog.js";
+import { GoodputLogFollower, MAX_GOODPUT_LOG_BYTES, MAX_GOODPUT_LOGS } from "../../src/goodput/goodputLog.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { seededRandom } from "../util/seed.js";
 import { useTempDirs } from "../util/tempDirs.js";
@@ -50,14 +50,14 @@ describe("the goodput log", () => {
     expect(r.path).toBe(join(dir, "goodput", "chief-0.jsonl"));
     const records = parseGoodputLog(readFileSync(r.path, "utf8")).records;
     expect(records).toEqual([
-      { v: 1, type: "start", t: t0, task: "chief:0", pid: process.pid, chief: true, processStartMs: t0 - 2_000 },
+      { v: 1, type: "start", t: t0, task: "chief:0", proc: r.proc, pid: process.pid, chief: true, processStartMs: t0 - 2_000 },
       { v: 1, type: "phase", t: t0 + 3_000, bucket: "clusterJoin", ms: 3_000 },
       { v: 1, type: "ready", t: t0 + 3_000, step: 0 },
       { v: 1, type: "phase", t: t0 + 13_000, bucket: "checkpointSave", ms: 40 },
       { v: 1, type: "mark", t: t0 + 13_000, step: 100 },
       { v: 1, type: "mark", t: t0 + 23_500, step: 120 },
       { v: 1, type: "notice", t: t0 + 23_500 },
-      { v: 1, type: "end", t: t0 + 24_500, pid: process.pid, step: 130, exitCode: 42 },
+      { v: 1, type: "end", t: t0 + 24_500, proc: r.proc, step: 130, exitCode: 42 },
     ] satisfies GoodputRecord[]);
   });
 
@@ -100,7 +100,7 @@ describe("the goodput log", () => {
     mkdirSync(join(dir, "goodput"));
     const path = join(dir, "goodput", "local.jsonl");
     const line = (r: GoodputRecord): string => `${JSON.stringify(r)}\n`;
-    const start: GoodputRecord = { v: 1, type: "start", t: 1, task: "local", pid: 7, chief: true, processStartMs: 0 };
+    const start = { v: 1, type: "start", t: 1, task: "local", proc: "a", pid: 7, chief: true, processStartMs: 0 } as const satisfies GoodputRecord;
     writeFileSync(path, line(start));
     const follower = new GoodputLogFollower(dir);
     expect(follower.read()[0]?.records).toEqual([start]);
@@ -115,6 +115,44 @@ describe("the goodput log", () => {
     rmSync(path);
     writeFileSync(path, line({ ...start, pid: 8 }));
     expect(follower.read()[0]?.records).toEqual([{ ...start, pid: 8 }]);
+  });
+
+  it("a directory with more logs than a run can have is refused, naming it (the board reads no unbounded number of files)", () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, "goodput"));
+    for (let i = 0; i <= MAX_GOODPUT_LOGS; i++) writeFileSync(join(dir, "goodput", `t${i}.jsonl`), "");
+    expect(() => readGoodputLogs(dir)).toThrow(new RegExp(`holds ${MAX_GOODPUT_LOGS + 1} goodput logs, more than the ${MAX_GOODPUT_LOGS} a run can have`));
+  });
+
+  it("a torn last line (a process killed in mid-write) is ended by the next process before it writes: only that line is lost", async () => {
+    const dir = tempDir();
+    const clock = new VirtualClock();
+    const first = GoodputRecorder.open({ logDir: dir, task: "local", chief: true, clock });
+    first.ready(0);
+    appendFileSync(first.path, `{"v":1,"type":"mark","t":`);
+    const second = GoodputRecorder.open({ logDir: dir, task: "local", chief: true, clock });
+    second.ready(5);
+    second.end(7, 0);
+    const log = readGoodputLogs(dir)[0];
+    expect(log?.skippedLines).toBe(1);
+    expect(log?.records.map((r) => r.type)).toEqual(["start", "ready", "start", "ready", "end"]);
+    expect(log?.records.filter((r) => r.type === "start").map((r) => r.type === "start" && r.proc)).toEqual([first.proc, second.proc]);
+  });
+
+  it("a follower's answers are its own: a later read never changes the records an earlier one returned; a log rewritten from its start is read again", () => {
+    const dir = tempDir();
+    const clock = new VirtualClock();
+    const r = GoodputRecorder.open({ logDir: dir, task: "local", chief: true, clock });
+    const follower = new GoodputLogFollower(dir);
+    const held = follower.read()[0]?.records ?? [];
+    expect(held).toHaveLength(1);
+    r.ready(0);
+    expect(follower.read()[0]?.records).toHaveLength(2);
+    expect(held).toHaveLength(1);
+    // Rewritten in place (same file, longer than before): another process's log now.
+    const other = { v: 1, type: "start", t: 9, task: "local", proc: "other", pid: 9, chief: true, processStartMs: 9 } as const satisfies GoodputRecord;
+    writeFileSync(r.path, `${JSON.stringify(other)}\n${JSON.stringify({ v: 1, type: "mark", t: 10, step: 1 })}\n${JSON.stringify({ v: 1, type: "mark", t: 11, step: 2 })}\n`);
+    expect(follower.read()[0]?.records.map((x) => x.type === "start" ? x.proc : x.type)).toEqual(["other", "mark", "mark"]);
   });
 
   it("cut at every byte offset: never throws, and the records read are exactly the whole lines before the cut", async () => {
@@ -166,7 +204,7 @@ describe("the goodput log", () => {
     const path = join(big, "goodput", "local.jsonl");
     writeFileSync(path, "");
     truncateSync(path, MAX_GOODPUT_LOG_BYTES + 1);
-    expect(() => readGoodputLogs(big)).toThrow(new RegExp(`local\\.jsonl is ${MAX_GOODPUT_LOG_BYTES + 1} bytes, more than the ${MAX_GOODPUT_LOG_BYTES} a log can be`));
+    expect(() => readGoodputLogs(big)).toThrow(new RegExp(`local\\.jsonl is larger than the ${MAX_GOODPUT_LOG_BYTES} bytes a log can be`));
   });
 
   it.skipIf(process.platform !== "linux")("a log that cannot be written (a full disk) is said once, and training's calls go on", () => {
