@@ -40,7 +40,7 @@ import { checkpointDirOf, ConfigError, lastStepOf, toMonitoredTrainingSessionOpt
 import { clusterFailureErrorOf, clusterFailureOf, InvalidArgumentError, ModelMismatchError, ValueError } from "../errors.js";
 import type { Logger, LogLevel } from "../Logger.js";
 import { withSession } from "../pipeline/MonitoredSession.js";
-import { monitoredTrainingSession, type MonitoredTrainingSessionOptions } from "../training/monitoredTrainingSession.js";
+import { monitoredTrainingSession, readStep, type MonitoredTrainingSessionOptions } from "../training/monitoredTrainingSession.js";
 import { PreemptionCheckpointHandler } from "../preemption/PreemptionCheckpointHandler.js";
 import { ChiefLostError } from "../preemption/PreemptionCluster.js";
 import { TerminationNotices, type NoticeProcess, type TerminationNotice } from "../preemption/TerminationNotices.js";
@@ -64,7 +64,7 @@ import { exitOnRepeatedNotice } from "./forcedExit.js";
 import { prepareRun, printIssues } from "./preflight.js";
 import { createProgress, followSession, type Following } from "./progress.js";
 import { jsonLineStream, jsonLogger, jsonLogLine, withJsonConsole, type LogFormat } from "./logFormat.js";
-import { createPreemptionHandler, exitCodeOf, PreemptedExit, readStep } from "./runPreemption.js";
+import { createPreemptionHandler, exitCodeOf, PreemptedExit } from "./runPreemption.js";
 import { startBoardBeside } from "./runBoard.js";
 
 // ---------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import { PREEMPTION_EXIT_CODE, TerminationConfig } from "../preemption/Terminati
 import type { PreemptionClusterResolver } from "../preemption/PreemptionCluster.js";
 import type { PreemptionAgreement } from "../preemption/ClusterPreemptionCoordinator.js";
 import type { VariableStore } from "../session/Session.js";
+import { readStep } from "../training/monitoredTrainingSession.js";
 import { isPromiseLike } from "../util/promise.js";
 import type { createProgress } from "./progress.js";
 
@@ -109,15 +110,6 @@ export const createPreemptionHandler = async (
 /** The configured preemption exit code (default 42). */
 export const exitCodeOf = (config: Parameters<typeof toMonitoredTrainingSessionOptions>[0]): number => config.preemption?.exitCode ?? PREEMPTION_EXIT_CODE;
 
-/** The global step of the current raw session, or `undefined` if it has none. */
-export const readStep = async (sess: MonitoredSession): Promise<number | undefined> => {
-  const raw = sess.rawSession;
-  if (raw === undefined) return undefined;
-  const name = raw.globalStepName;
-  if (name === undefined) return undefined;
-  const v = await raw.run(name);
-  return typeof v === "number" || typeof v === "bigint" ? Number(v) : undefined;
-};
 
 /** The global step read synchronously (from a snapshot of the variables), for log messages. */
 const globalStepNow = (sess: MonitoredSession): number | undefined => {

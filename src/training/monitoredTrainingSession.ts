@@ -347,11 +347,18 @@ const accounted = async (accounting: GoodputRecorder | undefined, creating: Prom
     accounting.end(null, null);
     throw e;
   }
-  const raw = sess.rawSession;
-  const name = raw?.globalStepName;
-  const step = raw === undefined || name === undefined ? undefined : await raw.run(name).catch(() => undefined);
-  accounting.ready(typeof step === "number" || typeof step === "bigint" ? Number(step) : null);
+  accounting.ready((await readStep(sess).catch(() => undefined)) ?? null);
   return sess;
+};
+
+/** The global step of `sess`'s current raw session, or `undefined` if it has none (read outside the hooks). */
+export const readStep = async (sess: MonitoredSession): Promise<number | undefined> => {
+  const raw = sess.rawSession;
+  if (raw === undefined) return undefined;
+  const name = raw.globalStepName;
+  if (name === undefined) return undefined;
+  const v = await raw.run(name);
+  return typeof v === "number" || typeof v === "bigint" ? Number(v) : undefined;
 };
 
 // ---------------------------------------------------------------------------------------------
