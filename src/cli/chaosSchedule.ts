@@ -1,8 +1,7 @@
 /**
- * The fault schedule of `launch --chaos <file>` (issue 36; work in progress, not wired into
- * `launch` yet): a YAML or JSON document decoded with the project's codecs, and the seeded
- * schedule it gives. The same document (the same seed) always gives the same faults, so a
- * recovery report can be compared between runs.
+ * The fault schedule of `launch --chaos <file>`: a YAML or JSON document decoded with the
+ * project's codecs, and the faults it gives. The same document (the same seed) always gives the
+ * same faults, so recovery reports compare between runs.
  *
  * ```yaml
  * seed: 1
@@ -12,13 +11,25 @@
  * freezeSecs: 15             # how long a `freeze` holds its task stopped (SIGSTOP, then SIGCONT)
  * ```
  *
+ * Or, to replay one scenario, the faults themselves (`seed` and `kinds` are then not needed):
+ *
+ * ```yaml
+ * faults:
+ *   - { atSecs: 0, kind: sigterm, target: worker:0 }
+ *   - { atSecs: 20, kind: sigkillChief }
+ * ```
+ *
  * @module
  */
 
-import * as E from "fp-ts/lib/Either.js";
+import { readFileSync, statSync } from "node:fs";
 
-import { decode, NonNegativeNumber, optional, PositiveNumber, required, SafeInt, struct, type Issue } from "../codec.js";
+import * as E from "fp-ts/lib/Either.js";
 import * as t from "io-ts";
+import { parseDocument } from "yaml";
+
+import { decode, formatIssue, NonNegativeNumber, optional, PositiveNumber, refined, required, SafeInt, show, struct, type Issue } from "../codec.js";
+import { MAX_ALIAS_COUNT } from "../config/index.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -30,6 +41,15 @@ export const FAULT_KINDS = ["sigterm", "sigkillWorker", "sigkillChief", "freeze"
 /** One kind of fault (see {@link FAULT_KINDS}). */
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
+/** The largest `--chaos` file read: a schedule is a few lines; anything larger is not one. */
+const MAX_SCHEDULE_BYTES = 1024 * 1024;
+
+/** The most faults a schedule may give (a mean interval far below the duration would flood the run). */
+const MAX_FAULTS = 10_000;
+
+/** Where {@link planFaults} stops drawing, whatever the schedule (a bound on its memory and time). */
+const PLAN_LIMIT = 1_000_000;
+
 const Weights = struct(
   "ChaosKinds",
   "The mix of fault kinds, as weights (they need not add up to 1; a kind left out never happens).",
@@ -38,24 +58,46 @@ const Weights = struct(
     sigkillWorker: optional(NonNegativeNumber, "SIGKILL to a random worker."),
     sigkillChief: optional(NonNegativeNumber, "SIGKILL to the chief."),
     freeze: optional(NonNegativeNumber, "SIGSTOP to a random task for freezeSecs, then SIGCONT."),
-    opError: optional(NonNegativeNumber, "An OpError raised in a random task's step."),
+    opError: optional(NonNegativeNumber, "An OpError (InternalError) raised in a random task's step."),
   },
   (w) => (FAULT_KINDS.some((k) => (w[k] ?? 0) > 0) ? [] : [{ message: "give at least one kind a weight above 0" }]),
 );
 
+/** A task of `launch`'s group: `chief:0` or `worker:<i>`. */
+const TaskName = refined("a task of the group (chief:0 or worker:<i>)", (u): u is string => typeof u === "string" && /^(?:chief:0|worker:(?:0|[1-9]\d{0,5}))$/.test(u));
+
+const Fault = struct("ChaosFault", "One fault of an explicit list.", {
+  atSecs: required(NonNegativeNumber, "Seconds from the run's start."),
+  kind: required(t.keyof(Object.fromEntries(FAULT_KINDS.map((k) => [k, null])) as Record<FaultKind, null>, "a fault kind (sigterm, sigkillWorker, sigkillChief, freeze, opError)"), "What happens."),
+  target: optional(TaskName, "The task it hits (sigkillChief: chief:0; sigkillWorker: a worker).", "a random task the kind may hit"),
+});
+
 /** The `--chaos` document's codec. */
-export const ChaosScheduleCodec = struct(
+const ChaosScheduleCodec = struct(
   "ChaosSchedule",
   "The faults `launch --chaos` injects.",
   {
-    seed: required(SafeInt, "The seed of the draws: the same seed gives the same faults."),
-    durationSecs: required(PositiveNumber, "Faults are drawn within this many seconds from the run's start."),
-    meanIntervalSecs: optional(PositiveNumber, "The mean gap between faults (exponential gaps). Give this or times."),
-    times: optional(t.array(NonNegativeNumber), "Explicit fault times, seconds from the run's start. Give this or meanIntervalSecs."),
-    kinds: required(Weights, "The mix of fault kinds."),
+    seed: optional(SafeInt, "The seed of the draws: the same seed gives the same faults.", "1"),
+    durationSecs: optional(PositiveNumber, "Faults are drawn within this many seconds from the run's start (with meanIntervalSecs or times)."),
+    meanIntervalSecs: optional(PositiveNumber, "The mean gap between faults (exponential gaps). Give this, times or faults."),
+    times: optional(t.array(NonNegativeNumber), "Fault times, seconds from the run's start, each of a kind drawn from kinds. Give this, meanIntervalSecs or faults."),
+    kinds: optional(Weights, "The mix of fault kinds (with meanIntervalSecs or times)."),
+    faults: optional(t.array(Fault), "The faults themselves, each with its time, kind and (optionally) target. Give this, meanIntervalSecs or times."),
     freezeSecs: optional(PositiveNumber, "How long a freeze holds its task stopped.", "15"),
   },
-  (v) => ((v.meanIntervalSecs === undefined) === (v.times === undefined) ? [{ key: "meanIntervalSecs", message: "give meanIntervalSecs or times, exactly one of them" }] : []),
+  (v) => {
+    const given = (["meanIntervalSecs", "times", "faults"] as const).filter((k) => v[k] !== undefined);
+    if (given.length !== 1) return [{ key: "meanIntervalSecs", message: `give exactly one of meanIntervalSecs, times and faults (${given.length === 0 ? "none is given" : `${given.join(" and ")} are given`})` }];
+    const out: { key?: string; message: string }[] = [];
+    if (v.faults === undefined && v.kinds === undefined) out.push({ key: "kinds", message: "is required with meanIntervalSecs or times: the mix of fault kinds, e.g. { sigterm: 1 }" });
+    if (v.meanIntervalSecs !== undefined && v.durationSecs === undefined) out.push({ key: "durationSecs", message: "is required with meanIntervalSecs: faults are drawn within it" });
+    if (v.faults !== undefined && v.kinds !== undefined) out.push({ key: "kinds", message: "is not used with faults (each fault names its kind); remove it" });
+    for (const [i, f] of (v.faults ?? []).entries()) {
+      if (f?.kind === "sigkillChief" && f.target !== undefined && f.target !== "chief:0") out.push({ key: `faults[${i}].target`, message: "sigkillChief hits chief:0; leave target out or use sigkillWorker" });
+      if (f?.kind === "sigkillWorker" && f.target === "chief:0") out.push({ key: `faults[${i}].target`, message: "sigkillWorker hits a worker; use sigkillChief for the chief" });
+    }
+    return out;
+  },
 );
 
 /** A decoded `--chaos` document. */
@@ -63,6 +105,8 @@ export type ChaosSchedule = t.TypeOf<typeof ChaosScheduleCodec>;
 
 /** One fault to inject. */
 export interface PlannedFault {
+  /** Its place in the schedule (0, 1, …), as the report and the tasks name it. */
+  readonly id: number;
   /** Milliseconds from the run's start. */
   readonly atMs: number;
   readonly kind: FaultKind;
@@ -80,26 +124,83 @@ export interface PlannedFault {
 export const decodeChaosSchedule = (u: unknown): E.Either<Issue[], ChaosSchedule> => decode(ChaosScheduleCodec, u);
 
 /**
- * The faults of `schedule` for a group of a chief and `workers` workers, in time order: the same
- * schedule and group always give the same list.
+ * Reads the `--chaos` file at `path` (JSON or YAML) and plans its faults for a group of a chief
+ * and `workers` workers. `Left`: one line per problem, each naming the file (and the key).
+ */
+export const readChaosSchedule = (path: string, workers: number): E.Either<string[], { readonly schedule: ChaosSchedule; readonly faults: readonly PlannedFault[] }> => {
+  const fix = "give a JSON or YAML file such as {seed: 1, durationSecs: 600, meanIntervalSecs: 60, kinds: {sigterm: 1}} (docs/goodput.md)";
+  let text: string;
+  try {
+    const st = statSync(path);
+    if (!st.isFile()) return E.left([`--chaos ${path} is not a regular file: ${fix}`]);
+    if (st.size > MAX_SCHEDULE_BYTES) return E.left([`--chaos ${path} is ${st.size} bytes, more than a schedule's ${MAX_SCHEDULE_BYTES}: ${fix}`]);
+    text = readFileSync(path, "utf8");
+  } catch (e) {
+    const why = (e as NodeJS.ErrnoException).code === "ENOENT" ? "does not exist" : `cannot be read (${(e as Error).message})`;
+    return E.left([`--chaos ${path} ${why}: ${fix}`]);
+  }
+  const doc = parseDocument(text, { prettyErrors: true });
+  if (doc.errors.length > 0) {
+    return E.left(
+      doc.errors.map((e) => {
+        const at = e.linePos?.[0];
+        const message = `YAML syntax error: ${(e.message.split("\n")[0] ?? e.code).replace(/ at line \d+, column \d+:?$/, "")}`;
+        return `--chaos ${path}: ${formatIssue({ path: "(file)", message, ...(at === undefined ? {} : { line: at.line, column: at.col }) })}`;
+      }),
+    );
+  }
+  let value: unknown;
+  try {
+    value = doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
+  } catch (e) {
+    return E.left([`--chaos ${path}: ${(e as Error).message}`]);
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return E.left([`--chaos ${path}: (root): expected a schedule object, got ${show(value)}: ${fix}`]);
+  const decoded = decodeChaosSchedule(value);
+  if (E.isLeft(decoded)) return E.left(decoded.left.map((i) => `--chaos ${path}: ${formatIssue(i)}`));
+  const schedule = decoded.right;
+  const problems: string[] = [];
+  for (const [i, f] of (schedule.faults ?? []).entries()) {
+    const m = /^worker:(\d+)$/.exec(f.target ?? "");
+    if (m !== null && Number(m[1]) >= workers) problems.push(`--chaos ${path}: faults[${i}].target: ${f.target as string} is not a task of this group (launch --workers ${workers + 1} has worker:0 to worker:${workers - 1})`);
+    if (f.kind === "sigkillWorker" && workers === 0) problems.push(`--chaos ${path}: faults[${i}].kind: sigkillWorker needs a worker (launch --workers 2 or more)`);
+  }
+  if (problems.length > 0) return E.left(problems);
+  const faults = planFaults(schedule, workers);
+  if (faults.length > MAX_FAULTS) return E.left([`--chaos ${path}: the schedule gives ${faults.length} faults, more than ${MAX_FAULTS}: raise meanIntervalSecs or lower durationSecs`]);
+  return E.right({ schedule, faults });
+};
+
+/**
+ * The faults of `schedule` for a group of a chief and `workers` workers, in time order (ties in
+ * the schedule's order): the same schedule and group always give the same list.
  */
 export const planFaults = (schedule: ChaosSchedule, workers: number): PlannedFault[] => {
-  const random = mulberry32(schedule.seed);
-  const durationMs = schedule.durationSecs * 1000;
+  const random = mulberry32(schedule.seed ?? 1);
+  const tasks = ["chief:0", ...Array.from({ length: workers }, (_, i) => `worker:${i}`)];
+  const pick = <T>(items: readonly T[]): T => items[Math.min(items.length - 1, Math.floor(random() * items.length))] as T;
+  const targetOf = (kind: FaultKind): string => (kind === "sigkillChief" ? "chief:0" : kind === "sigkillWorker" ? pick(tasks.slice(1)) : pick(tasks));
+  const freezeMs = (schedule.freezeSecs ?? 15) * 1000;
+  const fault = (id: number, atMs: number, kind: FaultKind, target: string): PlannedFault => (kind === "freeze" ? { id, atMs, kind, target, durationMs: freezeMs } : { id, atMs, kind, target });
+  if (schedule.faults !== undefined) {
+    const listed = schedule.faults.map((f, i) => ({ i, atMs: Math.round(f.atSecs * 1000), kind: f.kind, target: f.target }));
+    listed.sort((a, b) => a.atMs - b.atMs || a.i - b.i);
+    return listed.map((f, id) => fault(id, f.atMs, f.kind, f.target ?? targetOf(f.kind)));
+  }
+  const durationMs = (schedule.durationSecs ?? Number.POSITIVE_INFINITY) * 1000;
   const times: number[] = [];
   if (schedule.times !== undefined) {
-    for (const s of schedule.times) if (s * 1000 < durationMs) times.push(s * 1000);
+    for (const s of schedule.times) if (s * 1000 < durationMs) times.push(Math.round(s * 1000));
     times.sort((a, b) => a - b);
   } else {
     const meanMs = (schedule.meanIntervalSecs as number) * 1000;
-    // Exponential gaps: a Poisson process of faults, the same for the same seed.
-    for (let at = -meanMs * Math.log(1 - random()); at < durationMs; at += -meanMs * Math.log(1 - random())) times.push(Math.round(at));
+    // Exponential gaps: a Poisson process of faults, the same for the same seed (bounded: see MAX_FAULTS).
+    for (let at = -meanMs * Math.log(1 - random()); at < durationMs && times.length <= PLAN_LIMIT; at += -meanMs * Math.log(1 - random())) times.push(Math.round(at));
   }
-  const weights = FAULT_KINDS.map((k) => [k, schedule.kinds[k] ?? 0] as const).filter(([kind, w]) => w > 0 && (workers > 0 || kind !== "sigkillWorker"));
+  const weights = FAULT_KINDS.map((k) => [k, schedule.kinds?.[k] ?? 0] as const).filter(([kind, w]) => w > 0 && (workers > 0 || kind !== "sigkillWorker"));
   const total = weights.reduce((n, [, w]) => n + w, 0);
-  const tasks = ["chief:0", ...Array.from({ length: workers }, (_, i) => `worker:${i}`)];
-  const pick = <T>(items: readonly T[]): T => items[Math.min(items.length - 1, Math.floor(random() * items.length))] as T;
-  return times.map((atMs) => {
+  if (total === 0) return [];
+  return times.map((atMs, id) => {
     let r = random() * total;
     let kind: FaultKind = weights[weights.length - 1]?.[0] ?? "sigterm";
     for (const [k, w] of weights) {
@@ -109,8 +210,7 @@ export const planFaults = (schedule: ChaosSchedule, workers: number): PlannedFau
       }
       r -= w;
     }
-    const target = kind === "sigkillChief" ? "chief:0" : kind === "sigkillWorker" ? pick(tasks.slice(1)) : pick(tasks);
-    return kind === "freeze" ? { atMs, kind, target, durationMs: (schedule.freezeSecs ?? 15) * 1000 } : { atMs, kind, target };
+    return fault(id, atMs, kind, targetOf(kind));
   });
 };
 

@@ -40,7 +40,7 @@
  */
 
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { constants } from "node:os";
 import { dirname, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -64,6 +64,9 @@ import { watchNotices, type CliIo } from "./run.js";
 import { jsonLine, jsonLogger, taskJsonLine, type LogFormat } from "./logFormat.js";
 import type { LogLevel } from "../Logger.js";
 import { CLUSTER_FLAGS, type ClusterFlag, type ClusterFlags } from "./clusterFlags.js";
+import { ChaosRun, chaosLogDirOf, describeChaosReport, writeChaosReport, type ChaosGroup } from "./chaos.js";
+import type { PlannedFault } from "./chaosSchedule.js";
+import { CHAOS_GOODPUT_DIR_ENV, CHAOS_OP_ERRORS_ENV } from "../runtime/chaosOpErrors.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -87,6 +90,8 @@ export interface LaunchOptions {
    * The config form also passes `--log-format json` to each task's `run`. Default `text`.
    */
   readonly logFormat?: LogFormat | undefined;
+  /** `--chaos`: the faults to inject (chaos.ts), and where the recovery report goes (`--chaos-report`). */
+  readonly chaos?: { readonly faults: readonly PlannedFault[]; readonly reportPath: string } | undefined;
 }
 
 /** How `launch` starts a task: this program's `run` (default: the running node, its flags and script). */
@@ -117,6 +122,11 @@ interface TaskProgram {
   readonly holdSignalsUntilReady: boolean;
   /** The tasks' preemption exit code: the configuration's `preemption.exitCode` (`<config>`), else 42. */
   readonly preemptionCode: number;
+  /**
+   * Where the tasks' goodput logs are (the chaos report reads them): the configuration's log
+   * directory (`<config>`), or the directory `launch` names in the tasks' environment (`--`).
+   */
+  readonly logDir?: string | undefined;
 }
 
 /** How a group of tasks ended. */
@@ -149,6 +159,7 @@ export const launchCommand = async (configPath: string, options: LaunchOptions, 
     env: {},
     holdSignalsUntilReady: true,
     preemptionCode: preemptionCodeOf(configPath),
+    logDir: logDirOf(configPath),
   };
   return superviseGroups(program, options, io);
 };
@@ -169,7 +180,11 @@ export const launchProgram = async (argv: readonly string[], flags: ClusterFlags
     for (const line of settings.left) usageLine(io, options, `monitored-session launch: ${line}`);
     return ExitCodes.usage;
   }
-  return superviseGroups({ file, args, env: clusterSettingsEnv(settings.right), holdSignalsUntilReady: false, preemptionCode: PREEMPTION_EXIT_CODE }, options, io);
+  // Under --chaos, the tasks' sessions write their goodput logs where the report reads them.
+  const logDir = options.chaos === undefined ? undefined : chaosLogDirOf(resolve(options.cwd ?? process.cwd(), options.chaos.reportPath));
+  const env = { ...clusterSettingsEnv(settings.right), ...(logDir === undefined ? {} : { [CHAOS_GOODPUT_DIR_ENV]: logDir }) };
+  if (logDir !== undefined) mkdirSync(logDir, { recursive: true });
+  return superviseGroups({ file, args, env, holdSignalsUntilReady: false, preemptionCode: PREEMPTION_EXIT_CODE, logDir }, options, io);
 };
 
 /**
@@ -208,7 +223,34 @@ const superviseGroups = async (program: TaskProgram, options: LaunchOptions, io:
   const say = (line: string, level: LogLevel = "info"): void => void io.err.write(json ? jsonLine(clock.now(), { task: "launch", level, message: line }) : `[launch] ${line}\n`);
   // A task's line: behind its name, or (JSON) as a record that names it.
   const lineOf = (task: string, line: string): string => (json ? taskJsonLine(task, line, () => clock.now()) : `[${task}] ${line}\n`);
+  const chaos = options.chaos === undefined ? undefined : new ChaosRun({ faults: options.chaos.faults, clock, say });
+  let code: number = ExitCodes.failure;
   try {
+    code = await supervise(program, options, { io, clock, notices, say, lineOf, chaos });
+    return code;
+  } finally {
+    notices.close();
+    chaos?.stop();
+    if (chaos !== undefined && options.chaos !== undefined) {
+      const report = await chaos.report(code, program.logDir);
+      for (const line of describeChaosReport(report)) say(line);
+      try {
+        writeChaosReport(options.chaos.reportPath, report);
+        say(`chaos: the recovery report is in ${options.chaos.reportPath}`);
+      } catch (e) {
+        say(`chaos: the recovery report could not be written to ${options.chaos.reportPath} (${e instanceof Error ? e.message : String(e)}); give --chaos-report a writable path`, "error");
+      }
+    }
+  }
+};
+
+/** What {@link supervise} needs besides the program and the options. */
+interface SuperviseContext extends Omit<GroupContext, "killAfterMs"> {}
+
+/** The groups of {@link superviseGroups}, one after another; resolves with the exit code. */
+const supervise = async (program: TaskProgram, options: LaunchOptions, ctx: SuperviseContext): Promise<number> => {
+  const { io, clock, notices, say, lineOf, chaos } = ctx;
+  {
     const maxRestarts = options.maxRestarts ?? 0;
     const killAfterMs = (options.killAfterSecs ?? DEFAULT_KILL_AFTER_SECS) * 1000;
     const tasks = tasksOf(options.workers);
@@ -220,7 +262,8 @@ const superviseGroups = async (program: TaskProgram, options: LaunchOptions, io:
         return program.preemptionCode;
       }
       ports = await groupPorts(tasks.length, ports, say);
-      const outcome = await runGroup(tasks, program, ports.map((p) => `127.0.0.1:${p}`), { io, clock, notices, killAfterMs, say, lineOf });
+      const outcome = await runGroup(tasks, program, ports.map((p) => `127.0.0.1:${p}`), { io, clock, notices, killAfterMs, say, lineOf, chaos });
+      const injected = chaos?.groupEnded() === true;
       if (outcome.code === ExitCodes.done) {
         say("every task exited 0");
         return ExitCodes.done;
@@ -231,6 +274,11 @@ const superviseGroups = async (program: TaskProgram, options: LaunchOptions, io:
       if (notices.first !== undefined) {
         say(`stopped by a termination notice (${notices.describe(notices.first)}); ${why}: exiting with ${outcome.code}`);
         return outcome.code;
+      }
+      // A fault of the chaos schedule: the plan, not a failure; the group restarts.
+      if (injected) {
+        say(`chaos: ${why}, after a fault of the schedule: restarting the group (a fault of --chaos does not use up a restart)`, "warn");
+        continue;
       }
       // A preemption, or a chief lost during one: nothing the job did wrong, so no restart is used up.
       const preempted = outcome.code === program.preemptionCode || outcome.code === ExitCodes.chiefLost;
@@ -245,8 +293,6 @@ const superviseGroups = async (program: TaskProgram, options: LaunchOptions, io:
       restarts += 1;
       say(`${why}: restarting the group (restart ${restarts} of ${maxRestarts})`, "error");
     }
-  } finally {
-    notices.close();
   }
 };
 
@@ -291,6 +337,8 @@ interface GroupContext {
   readonly say: (line: string, level?: LogLevel) => void;
   /** How task `task`'s output line is written (its newline included). */
   readonly lineOf: (task: string, line: string) => string;
+  /** `--chaos`: the faults to inject into the group. */
+  readonly chaos?: ChaosRun | undefined;
 }
 
 /**
@@ -299,7 +347,7 @@ interface GroupContext {
  * notice to `launch` is forwarded to every task.
  */
 const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses: readonly string[], ctx: GroupContext): Promise<GroupOutcome> => {
-  const { io, clock, notices, killAfterMs, say, lineOf } = ctx;
+  const { io, clock, notices, killAfterMs, say, lineOf, chaos } = ctx;
   const tfConfigs = tfConfigsOf(tasks, addresses);
   const live = new Map<string, ChildProcess>();
   // A `run` task handles signals once it has said so (launchReady.ts); until then a signal for it waits.
@@ -313,11 +361,44 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     if (sig === "SIGKILL" || ready.has(child) || !program.holdSignalsUntilReady) child.kill(sig);
     else held.set(child, sig);
   };
+  /** A fault's SIGTERM held until its task handles signals, and what to tell the chaos run when it goes (or never can). */
+  const chaosHeld = new Map<ChildProcess, { readonly delivered: () => void; readonly undelivered: () => void }>();
   const markReady = (child: ChildProcess): void => {
     ready.add(child);
     const sig = held.get(child);
     held.delete(child);
+    const fault = chaosHeld.get(child);
+    chaosHeld.delete(child);
+    if (fault !== undefined) {
+      // A signal of launch's own that was held too goes first (it stops the group anyway).
+      child.kill("SIGTERM");
+      fault.delivered();
+      if (sig !== undefined && sig !== "SIGTERM") child.kill(sig);
+      return;
+    }
     if (sig !== undefined) child.kill(sig);
+  };
+  /**
+   * The chaos run's way into the group: a fault's signal, as the task's own notice (not one of
+   * launch's). A SIGTERM waits until the task handles signals; `delivered` says when it went.
+   */
+  const chaosGroup: ChaosGroup = {
+    isLive: (name) => {
+      const child = live.get(name);
+      return child !== undefined && child.pid !== undefined && child.exitCode === null && child.signalCode === null;
+    },
+    inject: (name, sig, delivery) => {
+      const child = live.get(name);
+      if (child === undefined || child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return false;
+      if (sig === "SIGTERM" && program.holdSignalsUntilReady && !ready.has(child)) {
+        if (chaosHeld.has(child)) return false;
+        chaosHeld.set(child, delivery);
+        return true;
+      }
+      child.kill(sig);
+      delivery.delivered();
+      return true;
+    },
   };
   /** Every exit so far, in order. */
   const exitsSeen: { task: string; code: number }[] = [];
@@ -381,6 +462,8 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
   };
   /** What a task says on its status channel (launchStatus.ts). */
   const heard = (task: Task, status: LaunchStatus, child: ChildProcess): void => {
+    chaos?.status(task.name, status);
+    if (status.type === "chaos") return;
     if (status.type === "notice") {
       // A notice launch sent (stopping the group after a failure, forwarding its own) started nothing.
       if (noticeFrom !== undefined || signalledByLaunch.has(child) || notices.first !== undefined) return;
@@ -414,9 +497,15 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
   };
 
   const children = new Map<string, ChildProcess>();
+  // The schedule's clock starts with the first group; each task gets the opError faults still to come that hit it.
+  chaos?.start();
+  const chaosEnvOf = (name: string): Record<string, string> => {
+    const faults = chaos?.opErrorsFor(name) ?? [];
+    return faults.length === 0 ? {} : { [CHAOS_OP_ERRORS_ENV]: JSON.stringify(faults) };
+  };
   const exits = tasks.map((task, i) => {
     const child = spawn(program.file, [...program.args], {
-      env: { ...io.env, ...program.env, TF_CONFIG: tfConfigs[i] as string, [LAUNCH_READY_ENV]: "1", [LAUNCH_STATUS_FD_ENV]: String(STATUS_FD) },
+      env: { ...io.env, ...program.env, ...chaosEnvOf(task.name), TF_CONFIG: tfConfigs[i] as string, [LAUNCH_READY_ENV]: "1", [LAUNCH_STATUS_FD_ENV]: String(STATUS_FD) },
       // fd 3: the task's status channel (launchStatus.ts).
       stdio: ["ignore", "pipe", "pipe", "pipe"],
     });
@@ -450,6 +539,10 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     });
     return Promise.all([exited, ...streamed]).then(([code]) => {
       live.delete(task.name);
+      chaos?.exited();
+      // A fault's SIGTERM that waited for this task: it never went; the fault waits for the next group.
+      chaosHeld.get(child)?.undelivered();
+      chaosHeld.delete(child);
       const signalled = child.signalCode === null ? "" : ` (killed by ${child.signalCode})`;
       say(`${task.name} exited with ${code}${signalled}`, code === 0 ? "info" : "warn");
       exitsSeen.push({ task: task.name, code });
@@ -458,6 +551,8 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
       else stopOthers(`${task.name} failed (exit ${code})`);
     });
   });
+  // The faults that waited for this group land now (a SIGTERM once its task handles signals).
+  chaos?.groupStarted(chaosGroup);
   // Notices before and during the group (a late subscriber gets the earlier ones first).
   const subscription = notices.notices$.subscribe(forward);
   try {
@@ -524,6 +619,21 @@ const preemptionCodeOf = (path: string): number => {
     return PreemptionExitCode.is(code) ? code : PREEMPTION_EXIT_CODE;
   } catch {
     return PREEMPTION_EXIT_CODE;
+  }
+};
+
+/**
+ * The log directory of the configuration at `path`, where its tasks write their goodput logs
+ * (`summaries.dir`, else `checkpoint.dir`, relative to the file), or `undefined` when it names
+ * none or cannot be read (the task's `run` reports a bad file itself).
+ */
+const logDirOf = (path: string): string | undefined => {
+  try {
+    const value = parseDocument(readFileSync(path, "utf8")).toJS({ maxAliasCount: MAX_ALIAS_COUNT }) as { summaries?: { dir?: unknown }; checkpoint?: { dir?: unknown } } | null;
+    const dir = value?.summaries?.dir ?? value?.checkpoint?.dir;
+    return typeof dir === "string" && dir !== "" ? resolve(dirname(resolve(path)), dir) : undefined;
+  } catch {
+    return undefined;
   }
 };
 

@@ -15,6 +15,7 @@ import { ExitCodes, exitCodesHelp } from "../runtime/exitCodes.js";
 import { addInspectCommand } from "./inspect.js";
 import { DEFAULT_RESOURCES, MANIFEST_DEFAULTS } from "../kubernetes/manifestDefaults.js";
 import type { ManifestFlags } from "./manifest.js";
+import type { PlannedFault } from "./chaosSchedule.js";
 import { CLUSTER_FLAGS, type ClusterFlags } from "./clusterFlags.js";
 import type { CliIo } from "./run.js";
 import { jsonLineStream, LOG_FORMATS, type LogFormat } from "./logFormat.js";
@@ -80,6 +81,8 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     .addOption(
       new Option("--log-format <format>", "text: each task's lines behind its name; json: one JSON object a line, each with its task (with <config>, passed to each task's run)").choices(LOG_FORMATS).default("text"),
     )
+    .option("--chaos <file>", "inject the faults of a schedule (JSON or YAML: seed, durationSecs, meanIntervalSecs or times, kinds, freezeSecs; or faults) and report each recovery; see docs/goodput.md")
+    .option("--chaos-report <path>", "where --chaos writes its recovery report (JSON)", "chaos-report.json")
     .optionsGroup("Cluster settings (-- <command> only; with <config>, its cluster: section holds them):");
   for (const f of CLUSTER_FLAGS) launch.option(f.flags, f.help);
   launch
@@ -93,7 +96,21 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     .configureOutput({ outputError: (s) => (launchError = s) })
     .exitOverride()
     .action(async (config: string | undefined, opts: LaunchFlags) => {
-      const options = { workers: opts.workers, maxRestarts: opts.maxRestarts, killAfterSecs: opts.killAfter, logFormat: opts.logFormat };
+      let chaos: { faults: readonly PlannedFault[]; reportPath: string } | undefined;
+      if (opts.chaos !== undefined) {
+        const read = (await import("./chaosSchedule.js")).readChaosSchedule(opts.chaos, opts.workers - 1);
+        if (read._tag === "Left") {
+          for (const line of read.left) usageErr.write(`monitored-session launch: ${line}\n`);
+          code = ExitCodes.usage;
+          return;
+        }
+        chaos = { faults: read.right.faults, reportPath: opts.chaosReport };
+      } else if (launch.getOptionValueSource("chaosReport") === "cli") {
+        usageErr.write("monitored-session launch: --chaos-report is the report of --chaos; give --chaos <file> too, or leave --chaos-report out\n");
+        code = ExitCodes.usage;
+        return;
+      }
+      const options = { workers: opts.workers, maxRestarts: opts.maxRestarts, killAfterSecs: opts.killAfter, logFormat: opts.logFormat, chaos };
       const settingsFlags = [...CLUSTER_FLAGS.filter((f) => opts[f.name] !== undefined).map((f) => f.flags.split(" ")[0] as string), ...(opts.clusterConfig === undefined ? [] : ["--cluster-config"])];
       const runFlags = [...(opts.verbose === true ? ["--verbose"] : []), ...(opts.logLevel === undefined ? [] : ["--log-level"])];
       const usage = (line: string): void => {
@@ -251,6 +268,8 @@ interface LaunchFlags extends ClusterFlags {
   readonly verbose?: boolean;
   readonly logLevel?: string;
   readonly logFormat: LogFormat;
+  readonly chaos?: string;
+  readonly chaosReport: string;
 }
 
 /** A commander parser of integers >= `min`. */

@@ -668,7 +668,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
       if (ev.type === "preemptionCheckpointSaved" && ev.exit && group !== undefined && !isChief && stepFailure === undefined) groupStopStep = ev.globalStep;
       // Another task's notice, agreed through the cluster, is this task's preemption too.
       if (ev.type === "terminationNoticed") accounting?.notice();
-      if (ev.type === "preemptionCheckpointSaved" && ev.globalStep !== undefined) accounting?.mark(ev.globalStep, true);
+      if (ev.type === "preemptionCheckpointSaved" && ev.globalStep !== undefined) accounting?.saved(ev.globalStep);
     });
     // A notice that came while the session was being created (data-parallel: see stopForGroup).
     if (group === undefined || agree) {

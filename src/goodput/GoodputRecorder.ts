@@ -112,12 +112,20 @@ export class GoodputRecorder {
     this.write({ v: 1, type: "ready", t: this.clock.now(), step: validStep(step) });
   }
 
-  /** The global step is `step` now (at most one every 10 s is written, unless `force`: a checkpoint's step). */
+  /** The global step is `step` now (at most one every 10 s is written, unless `force`). */
   mark(step: number, force = false): void {
     const now = this.clock.now();
     if ((!force && now - this.lastMarkMs < MARK_INTERVAL_MS) || validStep(step) === null) return;
     this.lastMarkMs = now;
     this.write({ v: 1, type: "mark", t: now, step });
+  }
+
+  /** A checkpoint of global step `step` was made durable now (a mark with `checkpoint: true`, always written). */
+  saved(step: number): void {
+    if (validStep(step) === null) return;
+    const now = this.clock.now();
+    this.lastMarkMs = now;
+    this.write({ v: 1, type: "mark", t: now, step, checkpoint: true });
   }
 
   /** A termination notice (the first one counts): from now on, the time is preemption's. */
@@ -145,7 +153,7 @@ export class GoodputRecorder {
       case "checkpointSaved":
       case "checkpointFailed":
         this.phase("checkpointSave", e.blockingMs ?? e.durationMs);
-        if (e.type === "checkpointSaved") this.mark(e.globalStep, true);
+        if (e.type === "checkpointSaved") this.saved(e.globalStep);
         return;
       case "stepRate":
       case "summaryWritten":

@@ -53,7 +53,8 @@ const Step = t.refinement(t.number, (n) => Number.isSafeInteger(n) && n >= 0, "a
  * - `phase`: the process spent `ms` in a phase (`clusterJoin`, `restore`, or the blocking part
  *   of a checkpoint save), ending at `t`.
  * - `ready`: training begins (or begins again after a recovery) at global step `step`.
- * - `mark`: the global step was `step` at `t` (written at saves, step rates and summaries).
+ * - `mark`: the global step was `step` at `t` (written at saves, step rates and summaries);
+ *   `checkpoint: true` when a checkpoint of that step was made durable at `t`.
  * - `aborted`: the session failed recoverably; training is down until the next `ready`.
  * - `notice`: a termination notice (this task's, or the cluster's): what follows is preemption.
  * - `end`: the process `proc` ends at `t` with `exitCode`, the global step at `step` when known
@@ -64,7 +65,7 @@ export const GoodputRecordCodec = t.union([
   t.strict({ v: t.literal(1), type: t.literal("start"), t: Time, task: t.string, proc: t.string, pid: t.number, chief: t.boolean, processStartMs: Time }),
   t.strict({ v: t.literal(1), type: t.literal("phase"), t: Time, bucket: t.keyof({ clusterJoin: null, restore: null, checkpointSave: null }), ms: Ms }),
   t.strict({ v: t.literal(1), type: t.literal("ready"), t: Time, step: t.union([Step, t.null]) }),
-  t.strict({ v: t.literal(1), type: t.literal("mark"), t: Time, step: Step }),
+  t.intersection([t.strict({ v: t.literal(1), type: t.literal("mark"), t: Time, step: Step }), t.exact(t.partial({ checkpoint: t.literal(true) }))]),
   t.strict({ v: t.literal(1), type: t.literal("aborted"), t: Time }),
   t.strict({ v: t.literal(1), type: t.literal("notice"), t: Time }),
   t.strict({ v: t.literal(1), type: t.literal("end"), t: Time, proc: t.string, step: t.union([Step, t.null]), exitCode: t.union([t.number, t.null]) }),

@@ -74,6 +74,11 @@ export interface SessionTask {
   /** Hooks the task's session runs before the caller's (a worker's recovery from the loss of its chief). */
   readonly hooks?: readonly SessionRunHook[] | undefined;
   /**
+   * A log directory that the task's session writes its goodput log to, whatever its options say
+   * (`launch --chaos` names one for a `-- <command>`, whose recovery report reads it).
+   */
+  readonly goodputDir?: string | undefined;
+  /**
    * The cluster's start barrier, called once the task's first session exists (on the chief, after
    * its model is published): no task trains on before every task has its session, so the chief
    * serves its model until each worker has taken it.

@@ -47,6 +47,7 @@ import { TerminationNotices } from "../preemption/TerminationNotices.js";
 import { defaultSessionTargets, type SessionTargetRegistry, type SessionTargetResolver } from "../pipeline/SessionTarget.js";
 import { ChiefRecovery, isChiefLoss, MODEL_READY_KEY } from "./chiefRecovery.js";
 import { isPreemptionReport } from "./preemptionReport.js";
+import { ChaosOpErrorHook, chaosGoodputDirOf, chaosOpErrorsOf } from "./chaosOpErrors.js";
 import { chiefAddressOf, chiefTaskOf, connectCurrent, defaultEtcdPrefix, timeoutsOf } from "./coordinationSetup.js";
 import { LAUNCH_READY_ENV } from "./launchReady.js";
 import { launchStatusWriter, launchTaskName } from "./launchStatus.js";
@@ -81,8 +82,13 @@ export interface ClusterRuntime extends PreemptionClusterResolver {
   isChiefLoss(error: unknown): boolean;
   /** The registry that resolves the task's `grpc://` master (on the chief, with its publisher). */
   readonly sessionTargets: SessionTargetRegistry;
-  /** Hooks the task's session runs first: a worker's recovery from the loss of its chief (none on the chief or a data-parallel rank). */
+  /**
+   * Hooks the task's session runs first: a worker's recovery from the loss of its chief (none on
+   * the chief or a data-parallel rank), and under `launch --chaos` the schedule's opError faults.
+   */
   readonly hooks: readonly SessionRunHook[];
+  /** Under `launch --chaos` with a `-- <command>`: where the task's session writes its goodput log (the report reads it). */
+  readonly goodputDir: string | undefined;
   /** Settles with the cluster's first failure (never resolves while the cluster is healthy). */
   readonly failed: Promise<OpError>;
   /**
@@ -159,6 +165,8 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   const clock = options.clock ?? systemClock;
   const o = task.options;
   const token = usage(() => loadClusterToken({ tokenFile: o.tokenFile, env: options.env }));
+  // Under launch --chaos: the schedule's opError faults that hit this task, raised in its steps.
+  const chaos = chaosOpErrorsOf(options.env);
   const tls = o.tls;
   const spec = task.clusterSpec;
   const tasks = spec.jobs.flatMap((job) => spec.taskIndices(job).map((i) => taskName(job, i)));
@@ -403,7 +411,8 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       await closing;
     },
     sessionTargets: defaultSessionTargets.with(recovery === undefined ? resolver : recovering(resolver, recovery)),
-    hooks: recovery === undefined ? [] : [recovery.hook],
+    goodputDir: chaosGoodputDirOf(options.env),
+    hooks: [...(recovery === undefined ? [] : [recovery.hook]), ...(chaos.length === 0 ? [] : [new ChaosOpErrorHook(chaos, task.name, clock, toLaunch)])],
     failed,
     sessionsCreated: async () => {
       // The chief's model is published: a worker that lost the chief waits for this key.

@@ -7,7 +7,9 @@
  *   platform's notice), so `launch` names the task whose notice started a preemption;
  * - `lost`: the coordination service declared `tasks` failed, or the embedded service (hosted by
  *   the chief) is gone: `launch` SIGKILLs those tasks at once instead of waiting out its kill delay;
- * - `exiting`: the exit code this task is about to exit with, and why.
+ * - `exiting`: the exit code this task is about to exit with, and why;
+ * - `chaos`: under `launch --chaos`, the task raises the schedule's `opError` fault now
+ *   (src/runtime/chaosOpErrors.ts), so that the recovery report times it.
  *
  * Each line is one write of less than `PIPE_BUF` bytes, so lines from a task never interleave.
  * A task that was not started by `launch` has no channel, and nothing is written. A channel that
@@ -34,7 +36,9 @@ export const LAUNCH_STATUS_FD_ENV = "MONITORED_SESSION_LAUNCH_STATUS_FD";
 export type LaunchStatus =
   | { readonly type: "notice"; readonly source: string }
   | { readonly type: "lost"; readonly tasks: readonly string[]; readonly why: "declaredFailed" | "serviceGone" }
-  | { readonly type: "exiting"; readonly code: number; readonly reason: string };
+  | { readonly type: "exiting"; readonly code: number; readonly reason: string }
+  /** Under `launch --chaos`: the task raises the schedule's fault `fault` (an OpError in its step) now. */
+  | { readonly type: "chaos"; readonly fault: number };
 
 /** Writes statuses to `launch`; a no-op where the task has no channel. */
 export type LaunchStatusWriter = (status: LaunchStatus) => void;
@@ -45,7 +49,7 @@ export type LaunchStatusWriter = (status: LaunchStatus) => void;
 
 const TaskName = NonEmptyString;
 
-const LaunchStatusCodec: t.Type<LaunchStatus, LaunchStatus, unknown> = oneOf('a launch status ({"type": "notice"|"lost"|"exiting", ...})', [
+const LaunchStatusCodec: t.Type<LaunchStatus, LaunchStatus, unknown> = oneOf('a launch status ({"type": "notice"|"lost"|"exiting"|"chaos", ...})', [
   t.exact(t.type({ type: t.literal("notice"), source: NonEmptyString })),
   t.exact(t.type({ type: t.literal("lost"), tasks: t.readonlyArray(TaskName), why: t.keyof({ declaredFailed: null, serviceGone: null }) })),
   t.exact(
@@ -55,6 +59,7 @@ const LaunchStatusCodec: t.Type<LaunchStatus, LaunchStatus, unknown> = oneOf('a 
       reason: t.string,
     }),
   ),
+  t.exact(t.type({ type: t.literal("chaos"), fault: refined("a fault's id (an integer >= 0)", (u): u is number => Number.isSafeInteger(u) && (u as number) >= 0) })),
 ]);
 
 // ---------------------------------------------------------------------------------------------

@@ -161,7 +161,8 @@ export interface MonitoredTrainingSessionOptions {
    * training ready at its global step, and the session's close. The task is `task`'s name (a
    * `startTask()` runtime's), else `local`. The chief opens it once it took the checkpoint
    * directory; a worker writes one only into a directory that is there (the chief's, shared),
-   * never making it. Default `false` (`monitored-session run` writes one always).
+   * never making it. Default `false` (`monitored-session run` writes one always). A `task` that
+   * names a goodput directory (`launch --chaos`, for the recovery report) writes there in any case.
    */
   readonly goodput?: boolean;
 }
@@ -217,7 +218,7 @@ export const monitoredTrainingSession = async (
     ...(options.logger === undefined ? {} : { logger: options.logger }),
   };
   /** The goodput log's directory, when asked for one. */
-  const goodputDir = options.goodput === true ? (options.summaryDir ?? options.checkpointDir ?? options.checkpointManager?.directory ?? undefined) : undefined;
+  const goodputDir = task?.goodputDir ?? (options.goodput === true ? (options.summaryDir ?? options.checkpointDir ?? options.checkpointManager?.directory ?? undefined) : undefined);
   if (!isChief) {
     const accounting = goodputDir !== undefined && existsSync(goodputDir) ? openGoodput(goodputDir, task, false, options) : undefined;
     return accounted(

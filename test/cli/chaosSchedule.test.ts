@@ -1,12 +1,17 @@
 /**
- * The `launch --chaos` schedule (work in progress): the document's codec (every problem with its
- * path), and the plan it gives: the same seed the same faults, in time order, within the
- * duration, each kind on the tasks it may hit, the weights respected over many draws.
+ * The `launch --chaos` schedule: the document's codec (every problem with its path), the file's
+ * reader (hostile input: one line per problem, naming the file), and the plan it gives: the same
+ * seed the same faults, in time order, within the duration, each kind on the tasks it may hit,
+ * the weights respected over many draws; an explicit list as written.
  */
 import * as E from "fp-ts/lib/Either.js";
 import { describe, expect, it } from "vitest";
 
-import { decodeChaosSchedule, FAULT_KINDS, planFaults, type ChaosSchedule } from "../../src/cli/chaosSchedule.js";
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+import { decodeChaosSchedule, FAULT_KINDS, planFaults, readChaosSchedule, type ChaosSchedule } from "../../src/cli/chaosSchedule.js";
 
 const valid = (u: unknown): ChaosSchedule => {
   const d = decodeChaosSchedule(u);
@@ -56,9 +61,65 @@ describe("the --chaos schedule", () => {
       const d = decodeChaosSchedule(u);
       return E.isLeft(d) ? d.left.map((i) => `${i.path}: ${i.message}`) : [];
     };
-    expect(issues({ seed: 1, durationSecs: 10, kinds: { sigterm: 1 } }).join("\n")).toMatch(/meanIntervalSecs: give meanIntervalSecs or times, exactly one of them/);
-    expect(issues({ seed: 1, durationSecs: 10, meanIntervalSecs: 1, times: [1], kinds: { sigterm: 1 } }).join("\n")).toMatch(/exactly one of them/);
+    expect(issues({ seed: 1, durationSecs: 10, kinds: { sigterm: 1 } }).join("\n")).toMatch(/meanIntervalSecs: give exactly one of meanIntervalSecs, times and faults \(none is given\)/);
+    expect(issues({ seed: 1, durationSecs: 10, meanIntervalSecs: 1, times: [1], kinds: { sigterm: 1 } }).join("\n")).toMatch(/exactly one of meanIntervalSecs, times and faults \(meanIntervalSecs and times are given\)/);
     expect(issues({ seed: 1, durationSecs: 10, meanIntervalSecs: 1, kinds: {} }).join("\n")).toMatch(/kinds.*give at least one kind a weight above 0/);
     expect(issues({ seed: 1.5, durationSecs: -1, meanIntervalSecs: 1, kinds: { sigterm: -1, boom: 1 } }).length).toBeGreaterThanOrEqual(3);
+  });
+
+  it("an explicit list of faults: in time order (ties as written), each with its id, a missing target drawn among the tasks its kind may hit", () => {
+    const plan = planFaults(
+      valid({ faults: [{ atSecs: 20, kind: "sigkillChief" }, { atSecs: 5, kind: "sigterm", target: "worker:1" }, { atSecs: 5, kind: "opError", target: "chief:0" }, { atSecs: 9, kind: "freeze" }], freezeSecs: 2 }),
+      2,
+    );
+    expect(plan.map((f) => [f.id, f.atMs, f.kind, f.target])).toEqual([
+      [0, 5000, "sigterm", "worker:1"],
+      [1, 5000, "opError", "chief:0"],
+      [2, 9000, "freeze", plan[2]?.target],
+      [3, 20_000, "sigkillChief", "chief:0"],
+    ]);
+    expect(plan[2]?.target).toMatch(/^(chief:0|worker:[01])$/);
+    expect(plan[2]?.durationMs).toBe(2000);
+  });
+
+  describe("the file", () => {
+    const dir = mkdtempSync(join(tmpdir(), "chaos-schedule-"));
+    const file = (name: string, text: string): string => {
+      const path = join(dir, name);
+      writeFileSync(path, text);
+      return path;
+    };
+    const lines = (path: string, workers = 2): string[] => {
+      const r = readChaosSchedule(path, workers);
+      return E.isLeft(r) ? r.left : [];
+    };
+
+    it("YAML or JSON gives the plan; the same file, the same faults", () => {
+      const yaml = file("ok.yaml", "seed: 3\ndurationSecs: 600\nmeanIntervalSecs: 60\nkinds: { sigterm: 1, sigkillWorker: 1 }\n");
+      const a = readChaosSchedule(yaml, 2);
+      const b = readChaosSchedule(file("ok.json", JSON.stringify({ seed: 3, durationSecs: 600, meanIntervalSecs: 60, kinds: { sigterm: 1, sigkillWorker: 1 } })), 2);
+      expect(E.isRight(a) && E.isRight(b) && a.right.faults.length > 0).toBe(true);
+      expect(E.isRight(a) ? a.right.faults : undefined).toEqual(E.isRight(b) ? b.right.faults : null);
+    });
+
+    it("hostile or wrong files: one line per problem, naming the file and the fix; never a throw", () => {
+      expect(lines(join(dir, "missing.yaml"))).toEqual([expect.stringMatching(/^--chaos .*missing\.yaml does not exist: give a JSON or YAML file/)]);
+      mkdirSync(join(dir, "a-dir"), { recursive: true });
+      expect(lines(join(dir, "a-dir"))[0]).toMatch(/is not a regular file/);
+      expect(lines(file("big.yaml", `# ${"x".repeat(1024 * 1024)}\n`))[0]).toMatch(/bytes, more than a schedule's 1048576/);
+      expect(lines(file("syntax.yaml", "seed: [1\n"))[0]).toMatch(/syntax\.yaml: .*YAML syntax error/);
+      expect(lines(file("list.yaml", "- 1\n- 2\n"))[0]).toMatch(/\(root\): expected a schedule object/);
+      expect(lines(file("empty.yaml", ""))[0]).toMatch(/\(root\): expected a schedule object/);
+      expect(lines(file("bomb.yaml", "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"))[0]).toMatch(/bomb\.yaml: /);
+      expect(lines(file("flood.yaml", "durationSecs: 100000\nmeanIntervalSecs: 1\nkinds: { sigterm: 1 }\n"))[0]).toMatch(/more than 10000: raise meanIntervalSecs or lower durationSecs/);
+      expect(lines(file("worker.yaml", "faults: [{ atSecs: 1, kind: sigterm, target: worker:5 }]\n"))[0]).toMatch(/faults\[0\]\.target: worker:5 is not a task of this group \(launch --workers 3 has worker:0 to worker:1\)/);
+      expect(lines(file("alone.yaml", "faults: [{ atSecs: 1, kind: sigkillWorker }]\n"), 0)[0]).toMatch(/sigkillWorker needs a worker/);
+      expect(lines(file("chief.yaml", "faults: [{ atSecs: 1, kind: sigkillChief, target: worker:0 }]\n")).join("\n")).toMatch(/sigkillChief hits chief:0/);
+      expect(lines(file("both.yaml", "faults: [{ atSecs: 1, kind: sigterm }]\nkinds: { sigterm: 1 }\n")).join("\n")).toMatch(/kinds: is not used with faults/);
+      expect(lines(file("nokinds.yaml", "times: [1]\n")).join("\n")).toMatch(/kinds: is required with meanIntervalSecs or times/);
+      expect(lines(file("noduration.yaml", "meanIntervalSecs: 5\nkinds: { sigterm: 1 }\n")).join("\n")).toMatch(/durationSecs: is required with meanIntervalSecs/);
+      expect(lines(file("badkind.yaml", "faults: [{ atSecs: 1, kind: boom }]\n")).join("\n")).toMatch(/faults\[0\]\.kind/);
+      rmSync(dir, { recursive: true, force: true });
+    });
   });
 });

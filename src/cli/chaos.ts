@@ -1,0 +1,362 @@
+/**
+ * `launch --chaos`: the faults of a schedule (chaosSchedule.ts) injected into the groups `launch`
+ * runs, and the recovery report of each.
+ *
+ * - **Injection.** A signal fault (`sigterm`, `sigkillWorker`, `sigkillChief`, `freeze`) fires at
+ *   its time, ms from the chaos run's start, on its target in the group that runs then: SIGTERM
+ *   once the task handles signals (a `run` task says so), SIGKILL and SIGSTOP at once (a freeze
+ *   ends with SIGCONT after its duration, if the task is still there). A fault whose time comes
+ *   while its target is not running (the group is stopping, or being restarted) lands on the
+ *   target of the next group as soon as it starts: a fault during another's recovery is counted
+ *   on its own. An `opError` cannot be injected from outside: `launch` hands each task, as its
+ *   group starts, the opError faults that hit it and are still to come
+ *   (src/runtime/chaosOpErrors.ts), and the task raises each in the first step that begins at or
+ *   after its time, telling `launch` on its status channel.
+ * - **Restarts.** A group that ends after a fault was injected into it is restarted without
+ *   using up `--max-restarts` (the fault was the plan); one that fails with no fault injected
+ *   counts as usual. The run ends when a group exits 0 (training done), or as without `--chaos`.
+ * - **The report** ({@link ChaosReport}), printed at the end and written as JSON: for each fault,
+ *   when it was injected, when the first sign of it reached `launch` (`detectMs`: a task's status
+ *   line, its own notice, a peer declaring it lost, or a task's exit), the first checkpoint made
+ *   durable after it and before training resumed (`savedMs`), the first time training resumed
+ *   after it (`firstStepMs`: the chief's next `ready` record), and the steps the restart trains
+ *   again (`stepsLost`). The last three, and the group's goodput, come from the goodput logs in
+ *   the run's log directory (src/goodput), read after the last group exited. docs/goodput.md
+ *   defines every figure.
+ *
+ * @module
+ */
+
+import { writeFileSync, renameSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+
+import type { Clock, TimerHandle } from "../time/Clock.js";
+import { computeGoodput, formatSecs, type GoodputFigures } from "../goodput/computeGoodput.js";
+import { readGoodputLogs, type GoodputLog, type GoodputRecord } from "../goodput/goodputLog.js";
+import { readEvents } from "../summary/readEvents.js";
+import type { LaunchStatus } from "../runtime/launchStatus.js";
+import type { ChaosOpError } from "../runtime/chaosOpErrors.js";
+import type { FaultKind, PlannedFault } from "./chaosSchedule.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** What a chaos run needs of the group that is running: its tasks, and a way to signal them. */
+export interface ChaosGroup {
+  /** Whether `task` runs in this group (started, not yet exited). */
+  isLive(task: string): boolean;
+  /**
+   * Sends `signal` to `task`, as the task's own fault (never one of `launch`'s): `delivered` is
+   * called once it went (a SIGTERM waits until the task handles signals), `undelivered` when the
+   * task exited first. `false` when the task is not running (or already has a fault waiting).
+   */
+  inject(task: string, signal: NodeJS.Signals, delivery: { readonly delivered: () => void; readonly undelivered: () => void }): boolean;
+}
+
+/** One fault of the report (times in ms; `null` where it did not happen or is not known). */
+export interface FaultReport {
+  readonly id: number;
+  readonly kind: FaultKind;
+  readonly target: string;
+  /** When the schedule put it, ms from the chaos run's start. */
+  readonly atMs: number;
+  /** When it was injected, ms from the chaos run's start (later than `atMs` when it waited for its target); `null`: never (the run ended first). */
+  readonly injectedMs: number | null;
+  /** From the injection to the first sign of it that reached `launch`. */
+  readonly detectMs: number | null;
+  /** From the injection to the first checkpoint made durable after it, before training resumed. */
+  readonly savedMs: number | null;
+  /** From the injection to the first time training resumed after it (the chief's `ready`). */
+  readonly firstStepMs: number | null;
+  /** Steps trained before the injection that the resumed training trains again (at least these: see docs/goodput.md). */
+  readonly stepsLost: number | null;
+}
+
+/** The recovery report of a chaos run (`--chaos-report`, JSON). */
+export interface ChaosReport {
+  readonly version: 1;
+  /** The chaos run's start, Unix epoch ms. */
+  readonly startMs: number;
+  /** Its length, ms. */
+  readonly durationMs: number;
+  /** `launch`'s exit code. */
+  readonly exitCode: number;
+  /** Groups started (1 + restarts). */
+  readonly groups: number;
+  /** The log directory whose goodput logs were read, `null` when none is known. */
+  readonly logDir: string | null;
+  readonly faults: readonly FaultReport[];
+  /** The group's goodput over the chaos run (its records only), `null` without goodput logs. */
+  readonly goodput: GoodputFigures | null;
+}
+
+/** Options of {@link ChaosRun}. */
+export interface ChaosRunOptions {
+  readonly faults: readonly PlannedFault[];
+  readonly clock: Clock;
+  /** `launch`'s own line. */
+  readonly say: (line: string, level?: "info" | "warn" | "error") => void;
+}
+
+interface FaultState {
+  readonly fault: PlannedFault;
+  /** Clock time of the injection. */
+  injectedAt?: number;
+  detectedAt?: number;
+  /** Waiting for its target in the next group. */
+  pending: boolean;
+  /** Handed to a group, not yet delivered (a SIGTERM waiting until its task handles signals). */
+  handed: boolean;
+  /** A freeze that ended (SIGCONT) with no sign of it: the group trained on, nothing to recover. */
+  absorbed: boolean;
+}
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/** The faults of one `launch --chaos` run, across its groups (see the module doc). */
+export class ChaosRun {
+  private readonly states: FaultState[];
+  private readonly timers: TimerHandle[] = [];
+  private group: ChaosGroup | undefined;
+  private startMs: number | undefined;
+  private groups = 0;
+  /** Whether a fault was injected into the group that runs (its end then restarts it for free). */
+  private injectedIntoGroup = false;
+
+  constructor(private readonly o: ChaosRunOptions) {
+    this.states = o.faults.map((fault) => ({ fault, pending: false, handed: false, absorbed: false }));
+  }
+
+  /** Starts the schedule's clock (once, as the first group starts). */
+  start(): void {
+    if (this.startMs !== undefined) return;
+    const now = this.o.clock.now();
+    this.startMs = now;
+    for (const s of this.states) {
+      if (s.fault.kind === "opError") continue;
+      this.timers.push(this.o.clock.setTimer(s.fault.atMs, () => this.fire(s)));
+    }
+  }
+
+  /**
+   * The environment of `task` in the next group: the opError faults that hit it and were not yet
+   * raised, with their times as Unix epoch ms.
+   */
+  opErrorsFor(task: string): readonly ChaosOpError[] {
+    const start = this.startMs ?? this.o.clock.now();
+    return this.states.filter((s) => s.fault.kind === "opError" && s.fault.target === task && s.injectedAt === undefined).map((s) => ({ fault: s.fault.id, atMs: start + s.fault.atMs }));
+  }
+
+  /** A group started: the faults that waited for it land on their targets. */
+  groupStarted(group: ChaosGroup): void {
+    this.groups += 1;
+    this.group = group;
+    this.injectedIntoGroup = false;
+    for (const s of this.states) if (s.pending) this.fire(s);
+  }
+
+  /** The group ended; `true` when a fault was injected into it (its restart uses up no `--max-restarts`). */
+  groupEnded(): boolean {
+    this.group = undefined;
+    return this.injectedIntoGroup;
+  }
+
+  /** A task's status line: the opError it raises now, and a sign of the faults injected before. */
+  status(task: string, status: LaunchStatus): void {
+    const now = this.o.clock.now();
+    if (status.type === "chaos") {
+      const s = this.states.find((x) => x.fault.id === status.fault && x.fault.kind === "opError" && x.fault.target === task);
+      if (s === undefined || s.injectedAt !== undefined) return;
+      s.injectedAt = now;
+      // The task that raised it knows at once.
+      s.detectedAt = now;
+      this.injectedIntoGroup = true;
+      this.o.say(`chaos: fault ${s.fault.id} (opError) raised in ${task}'s step`, "warn");
+      return;
+    }
+    this.detect(now);
+  }
+
+  /** A task of the group exited: a sign of every fault injected before that has none yet. */
+  exited(): void {
+    this.detect(this.o.clock.now());
+  }
+
+  /** Stops injecting (the run ended). */
+  stop(): void {
+    for (const t of this.timers) t.cancel();
+    this.timers.length = 0;
+    this.group = undefined;
+  }
+
+  /**
+   * The report of the run that ended with `exitCode`, its recovery figures from the goodput logs
+   * of `logDir` (none when `undefined`, or when it holds none).
+   */
+  async report(exitCode: number, logDir: string | undefined): Promise<ChaosReport> {
+    const startMs = this.startMs ?? this.o.clock.now();
+    const endMs = this.o.clock.now();
+    let logs: GoodputLog[] = [];
+    if (logDir !== undefined) {
+      try {
+        // Only this run's records: a log directory may hold earlier runs' (every record of this run's processes is written after it started).
+        logs = readGoodputLogs(logDir).map((l) => ({ ...l, records: l.records.filter((r) => r.t >= startMs) }));
+      } catch (e) {
+        this.o.say(`chaos: the goodput logs in ${logDir} could not be read (${e instanceof Error ? e.message : String(e)}): the report has no recovery figures`, "warn");
+      }
+    }
+    const chief = logs.find((l) => l.records.some((r) => r.type === "start" && r.chief))?.records ?? [];
+    // The chief's summaries name the global step every few steps (the goodput log's marks are seconds apart): where training was at each fault.
+    const summarySteps = logDir === undefined ? [] : await summaryStepsOf(logDir, startMs);
+    const faults = this.states.map((s) => faultReport(s, startMs, chief, summarySteps));
+    const group = computeGoodput(logs).group;
+    return {
+      version: 1,
+      startMs,
+      durationMs: endMs - startMs,
+      exitCode,
+      groups: this.groups,
+      logDir: logDir ?? null,
+      faults,
+      goodput: group === null ? null : { startMs: group.startMs, endMs: group.endMs, totalSecs: group.totalSecs, productiveSecs: group.productiveSecs, goodput: group.goodput, badput: group.badput },
+    };
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // internals
+  // -------------------------------------------------------------------------------------------
+
+  private fire(s: FaultState): void {
+    if (s.injectedAt !== undefined || s.handed) return;
+    const { fault } = s;
+    const group = this.group;
+    const wait = (): void => {
+      if (!s.pending) this.o.say(`chaos: fault ${fault.id} (${fault.kind} to ${fault.target}) waits for ${fault.target} to run again`);
+      s.pending = true;
+    };
+    if (group === undefined || !group.isLive(fault.target)) return wait();
+    const signal: NodeJS.Signals = fault.kind === "sigterm" ? "SIGTERM" : fault.kind === "freeze" ? "SIGSTOP" : "SIGKILL";
+    const delivered = (): void => {
+      s.handed = false;
+      s.injectedAt = this.o.clock.now();
+      this.injectedIntoGroup = true;
+      const start = this.startMs ?? s.injectedAt;
+      const late = s.injectedAt - (start + fault.atMs);
+      this.o.say(
+        `chaos: fault ${fault.id}: ${signal} to ${fault.target}${fault.kind === "freeze" ? ` for ${formatSecs((fault.durationMs ?? 0) / 1000)}` : ""} at ${formatSecs((s.injectedAt - start) / 1000)}${late >= 1000 ? ` (${formatSecs(late / 1000)} after its time: it waited for its target)` : ""}`,
+        "warn",
+      );
+      if (fault.kind !== "freeze") return;
+      this.timers.push(
+        this.o.clock.setTimer(fault.durationMs ?? 0, () => {
+          if (this.group !== group || !group.isLive(fault.target)) return;
+          // No sign of it reached launch: the service did not declare it failed, and the group trained on.
+          if (s.detectedAt === undefined) s.absorbed = true;
+          group.inject(fault.target, "SIGCONT", { delivered: () => undefined, undelivered: () => undefined });
+          this.o.say(`chaos: fault ${fault.id}: SIGCONT to ${fault.target}${s.absorbed ? " (the group trained on: nothing to recover)" : ""}`);
+        }),
+      );
+    };
+    const undelivered = (): void => {
+      s.handed = false;
+      wait();
+    };
+    if (!group.inject(fault.target, signal, { delivered, undelivered })) return wait();
+    s.pending = false;
+    if (s.injectedAt === undefined) s.handed = true;
+  }
+
+  private detect(now: number): void {
+    for (const s of this.states) if (s.injectedAt !== undefined && s.detectedAt === undefined) s.detectedAt = now;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// operations
+// ---------------------------------------------------------------------------------------------
+
+/** The report's lines for `launch` to print: one a fault, then the goodput. */
+export const describeChaosReport = (r: ChaosReport): string[] => {
+  const ms = (v: number | null): string => (v === null ? "-" : formatSecs(v / 1000));
+  const lines = r.faults.map(
+    (f) =>
+      `chaos: fault ${f.id} ${f.kind} to ${f.target}: ${f.injectedMs === null ? "not injected (the run ended first)" : `at ${ms(f.injectedMs)}; detected +${ms(f.detectMs)}, saved +${ms(f.savedMs)}, training again +${ms(f.firstStepMs)}, steps lost ${f.stepsLost ?? "-"}`}`,
+  );
+  lines.push(
+    r.goodput === null
+      ? `chaos: ${r.faults.length} fault${r.faults.length === 1 ? "" : "s"} over ${formatSecs(r.durationMs / 1000)} and ${r.groups} group${r.groups === 1 ? "" : "s"}; no goodput logs${r.logDir === null ? "" : ` in ${r.logDir}`}, so no recovery figures`
+      : `chaos: ${r.faults.length} fault${r.faults.length === 1 ? "" : "s"} over ${formatSecs(r.durationMs / 1000)} and ${r.groups} group${r.groups === 1 ? "" : "s"}: goodput ${(r.goodput.goodput * 100).toFixed(1)}% (productive ${formatSecs(r.goodput.productiveSecs)} of ${formatSecs(r.goodput.totalSecs)})`,
+  );
+  return lines;
+};
+
+/**
+ * The log directory `launch --chaos -- <command>` names for its tasks' goodput logs: beside the
+ * report, named after it (`chaos-report.json` → `chaos-report-logs`).
+ */
+export const chaosLogDirOf = (reportPath: string): string => join(dirname(reportPath), `${basename(reportPath).replace(/\.json$/i, "")}-logs`);
+
+/** Writes `report` to `path` as JSON, whole or not at all (a temporary file renamed over it). */
+export const writeChaosReport = (path: string, report: ChaosReport): void => {
+  const tmp = join(dirname(path), `.${process.pid}.chaos-report.tmp`);
+  writeFileSync(tmp, `${JSON.stringify(report, null, 2)}\n`);
+  renameSync(tmp, path);
+};
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+/** Steps with their times in the chief's records: `ready`, `mark` and `end` that carry one. */
+const stepPoints = (records: readonly GoodputRecord[]): { t: number; step: number }[] =>
+  records.flatMap((r) => ((r.type === "ready" || r.type === "end") && r.step !== null) || r.type === "mark" ? [{ t: r.t, step: r.step as number }] : []);
+
+/**
+ * The global steps the event files in `logDir` itself (the chief's summaries) name, with their
+ * times (ms), from `sinceMs` on. Unreadable records are skipped (every file is hostile input).
+ */
+const summaryStepsOf = async (logDir: string, sinceMs: number): Promise<{ t: number; step: number }[]> => {
+  const out: { t: number; step: number }[] = [];
+  try {
+    for await (const e of readEvents(logDir)) {
+      if (e.kind === "issue" || e.kind === "fileVersion" || e.run !== ".") continue;
+      const t = e.wallTime * 1000;
+      if (t >= sinceMs && Number.isSafeInteger(e.step) && e.step >= 0) out.push({ t, step: e.step });
+    }
+  } catch {
+    // A log directory that went: the goodput log's marks alone.
+  }
+  return out;
+};
+
+/** One fault's figures, from its state, the chief's goodput records and its summaries' steps. */
+const faultReport = (s: FaultState, startMs: number, chief: readonly GoodputRecord[], summarySteps: readonly { t: number; step: number }[]): FaultReport => {
+  const { fault } = s;
+  const base = { id: fault.id, kind: fault.kind, target: fault.target, atMs: fault.atMs };
+  if (s.injectedAt === undefined) return { ...base, injectedMs: null, detectMs: null, savedMs: null, firstStepMs: null, stepsLost: null };
+  const at = s.injectedAt;
+  if (s.absorbed) return { ...base, injectedMs: at - startMs, detectMs: null, savedMs: null, firstStepMs: null, stepsLost: 0 };
+  // Training resumes: the chief's first `ready` after the injection (a restarted process's, or a session re-created in the same one).
+  const ready = chief.find((r): r is Extract<GoodputRecord, { type: "ready" }> => r.type === "ready" && r.t >= at);
+  const resumedAt = ready?.t ?? Number.POSITIVE_INFINITY;
+  // A save of the chief process that ran at the injection (a restarted process's first save re-saves what it restored).
+  const lastStart = chief.reduce((i, r, k) => (r.type === "start" && r.t <= at ? k : i), -1);
+  const nextStart = chief.findIndex((r, k) => k > lastStart && r.type === "start");
+  const running = lastStart < 0 ? [] : chief.slice(lastStart, nextStart < 0 ? undefined : nextStart);
+  const saved = running.find((r) => r.type === "mark" && r.checkpoint === true && r.t >= at && r.t <= resumedAt);
+  // Where training was at the injection: the highest step known by then (nothing recorded: nothing trained).
+  let highest = 0;
+  for (const p of [...stepPoints(chief), ...summarySteps]) if (p.t <= at && p.step > highest) highest = p.step;
+  const stepsLost = ready === undefined || ready.step === null ? null : Math.max(0, highest - ready.step);
+  return {
+    ...base,
+    injectedMs: at - startMs,
+    detectMs: s.detectedAt === undefined ? null : s.detectedAt - at,
+    savedMs: saved === undefined ? null : saved.t - at,
+    firstStepMs: ready === undefined ? null : ready.t - at,
+    stepsLost,
+  };
+};
