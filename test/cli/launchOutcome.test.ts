@@ -61,7 +61,8 @@ describe("the status channel", () => {
       why: "serviceGone",
     });
     expect(decodeLaunchStatus('{"type":"exiting","code":43,"reason":"chief lost"}', "w")).toEqual({ type: "exiting", code: 43, reason: "chief lost" });
-    for (const bad of ["", "{", "[]", '{"type":"notice"}', '{"type":"lost","tasks":[1],"why":"declaredFailed"}', '{"type":"exiting","code":300,"reason":""}', '{"type":"reboot"}']) {
+    expect(decodeLaunchStatus('{"type":"chaos","fault":3}', "w")).toEqual({ type: "chaos", fault: 3 });
+    for (const bad of ["", "{", "[]", '{"type":"chaos","fault":-1}', '{"type":"chaos","fault":1.5}', '{"type":"notice"}', '{"type":"lost","tasks":[1],"why":"declaredFailed"}', '{"type":"exiting","code":300,"reason":""}', '{"type":"reboot"}']) {
       expect(() => decodeLaunchStatus(bad, "worker:1"), bad).toThrow(DataLossError);
     }
     expect(() => decodeLaunchStatus('{"type":"reboot"}', "worker:1")).toThrow(/^worker:1's status channel: /);

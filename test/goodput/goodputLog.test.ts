@@ -54,7 +54,7 @@ describe("the goodput log", () => {
       { v: 1, type: "phase", t: t0 + 3_000, bucket: "clusterJoin", ms: 3_000 },
       { v: 1, type: "ready", t: t0 + 3_000, step: 0 },
       { v: 1, type: "phase", t: t0 + 13_000, bucket: "checkpointSave", ms: 40 },
-      { v: 1, type: "mark", t: t0 + 13_000, step: 100 },
+      { v: 1, type: "mark", t: t0 + 13_000, step: 100, checkpoint: true },
       { v: 1, type: "mark", t: t0 + 23_500, step: 120 },
       { v: 1, type: "notice", t: t0 + 23_500 },
       { v: 1, type: "end", t: t0 + 24_500, proc: r.proc, step: 130, exitCode: 42 },
@@ -192,6 +192,11 @@ describe("the goodput log", () => {
     expect(parseGoodputLog(foreign)).toEqual({ records: [], skippedLines: 9 });
     // A field a later version adds is dropped, not an error (the log stays readable forward).
     expect(parseGoodputLog(`{"v":1,"type":"mark","t":1,"step":1,"later":true}`)).toEqual({ records: [{ v: 1, type: "mark", t: 1, step: 1 }], skippedLines: 0 });
+    // A checkpoint's mark says so; any other value there is not a record the writer makes.
+    expect(parseGoodputLog(`{"v":1,"type":"mark","t":1,"step":1,"checkpoint":true}\n{"v":1,"type":"mark","t":1,"step":1,"checkpoint":"yes"}`)).toEqual({
+      records: [{ v: 1, type: "mark", t: 1, step: 1, checkpoint: true }],
+      skippedLines: 1,
+    });
   });
 
   it("a directory in a log's place, or a log over the size bound, is a one-line ValueError naming it (a FIFO: goodputLog.process.test.ts)", () => {

@@ -1,0 +1,296 @@
+/**
+ * `launch --chaos`'s fault run, on the virtual clock with a stand-in for the group: each fault
+ * lands on its target at its time, waits for a target that is not running (to the next group),
+ * a SIGTERM counts from its delivery, a freeze ends with SIGCONT, the opErrors go to their tasks
+ * as the group starts; and the report's figures from goodput logs and summaries written here,
+ * each figure recomputed by hand from the records.
+ */
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+
+import { describe, expect, it } from "vitest";
+
+import { ChaosRun, chaosLogDirOf, describeChaosReport, writeChaosReport, type ChaosGroup } from "../../src/cli/chaos.js";
+import type { PlannedFault } from "../../src/cli/chaosSchedule.js";
+import { ChaosOpErrorHook, chaosGoodputDirOf, chaosOpErrorsOf, CHAOS_GOODPUT_DIR_ENV, CHAOS_OP_ERRORS_ENV } from "../../src/runtime/chaosOpErrors.js";
+import { LAUNCH_READY_ENV } from "../../src/runtime/launchReady.js";
+import { InternalError, ValueError } from "../../src/errors.js";
+import type { GoodputRecord } from "../../src/goodput/goodputLog.js";
+import { SummaryWriter } from "../../src/summary/SummaryWriter.js";
+import { VirtualClock } from "../../src/testing/VirtualClock.js";
+import { useTempDirs } from "../util/tempDirs.js";
+
+const tempDir = useTempDirs("ms-chaos-");
+
+/** A group stand-in: which tasks run, and every signal sent, with a SIGTERM held until `ready()`. */
+class FakeGroup implements ChaosGroup {
+  readonly sent: [string, NodeJS.Signals][] = [];
+  readonly held = new Map<string, { delivered: () => void; undelivered: () => void }>();
+  constructor(
+    readonly live: Set<string>,
+    private readonly holdTerm = false,
+  ) {}
+  isLive(task: string): boolean {
+    return this.live.has(task);
+  }
+  inject(task: string, signal: NodeJS.Signals, delivery: { delivered: () => void; undelivered: () => void }): boolean {
+    if (!this.live.has(task) || this.held.has(task)) return false;
+    if (signal === "SIGTERM" && this.holdTerm) {
+      this.held.set(task, delivery);
+      return true;
+    }
+    this.sent.push([task, signal]);
+    delivery.delivered();
+    return true;
+  }
+  ready(task: string): void {
+    const d = this.held.get(task);
+    this.held.delete(task);
+    this.sent.push([task, "SIGTERM"]);
+    d?.delivered();
+  }
+  exit(task: string): void {
+    this.live.delete(task);
+    this.held.get(task)?.undelivered();
+    this.held.delete(task);
+  }
+}
+
+const faults: PlannedFault[] = [
+  { id: 0, atMs: 1_000, kind: "sigterm", target: "worker:0" },
+  { id: 1, atMs: 3_000, kind: "opError", target: "chief:0" },
+  { id: 2, atMs: 5_000, kind: "sigkillChief", target: "chief:0" },
+  { id: 3, atMs: 8_000, kind: "freeze", target: "worker:0", durationMs: 2_000 },
+  { id: 4, atMs: 60_000, kind: "sigkillWorker", target: "worker:0" },
+];
+
+const line = (r: GoodputRecord): string => `${JSON.stringify(r)}\n`;
+
+describe("launch --chaos: the fault run", () => {
+  it("injects each fault on its target at its time, or as soon as its target runs again; the opErrors go to their tasks; a freeze with no sign of it is absorbed", async () => {
+    const clock = new VirtualClock();
+    const said: string[] = [];
+    const run = new ChaosRun({ faults, clock, say: (l) => said.push(l) });
+    run.start();
+    const t0 = clock.now();
+    expect(run.opErrorsFor("chief:0")).toEqual([{ fault: 1, atMs: t0 + 3_000 }]);
+    expect(run.opErrorsFor("worker:0")).toEqual([]);
+
+    const g1 = new FakeGroup(new Set(["chief:0", "worker:0"]), true);
+    run.groupStarted(g1);
+    await clock.advance(1_000);
+    // Held until the task handles signals: not yet injected.
+    expect(g1.held.has("worker:0")).toBe(true);
+    await clock.advance(500);
+    g1.ready("worker:0");
+    await clock.advance(100);
+    run.status("worker:0", { type: "notice", source: "SIGTERM" });
+    g1.exit("worker:0");
+    run.exited();
+    g1.exit("chief:0");
+    run.exited();
+    expect(run.groupEnded()).toBe(true);
+    // Between groups: the sigkillChief waits for the chief to run again.
+    await clock.advance(3_400); // t0 + 5000
+    expect(said.some((l) => /fault 2 \(sigkillChief to chief:0\) waits for chief:0 to run again/.test(l))).toBe(true);
+    await clock.advance(500);
+    const g2 = new FakeGroup(new Set(["chief:0", "worker:0"]));
+    // The opError not yet raised still goes to the next group's chief.
+    expect(run.opErrorsFor("chief:0")).toEqual([{ fault: 1, atMs: t0 + 3_000 }]);
+    run.groupStarted(g2);
+    expect(g2.sent).toEqual([["chief:0", "SIGKILL"]]);
+    // The chief raised its opError (it says so on its status channel); an unknown or repeated id is ignored.
+    run.status("chief:0", { type: "chaos", fault: 1 });
+    run.status("chief:0", { type: "chaos", fault: 1 });
+    run.status("worker:0", { type: "chaos", fault: 1 });
+    run.status("chief:0", { type: "chaos", fault: 99 });
+    expect(run.opErrorsFor("chief:0")).toEqual([]);
+    g2.exit("chief:0");
+    run.exited();
+    g2.exit("worker:0");
+    run.exited();
+    expect(run.groupEnded()).toBe(true);
+    const g3 = new FakeGroup(new Set(["chief:0", "worker:0"]));
+    run.groupStarted(g3);
+    await clock.advance(8_000 - 5_500);
+    expect(g3.sent).toEqual([["worker:0", "SIGSTOP"]]);
+    await clock.advance(2_000);
+    expect(g3.sent).toEqual([
+      ["worker:0", "SIGSTOP"],
+      ["worker:0", "SIGCONT"],
+    ]);
+    expect(said.some((l) => /fault 3: SIGCONT to worker:0 \(the group trained on: nothing to recover\)/.test(l))).toBe(true);
+    // The run ends before fault 4: it is never injected.
+    expect(run.groupEnded()).toBe(true);
+    run.stop();
+    const report = await run.report(0, undefined);
+    expect(report.faults.map((f) => [f.id, f.injectedMs, f.detectMs])).toEqual([
+      [0, 1_500, 100],
+      [1, 5_500, 0],
+      [2, 5_500, 0],
+      [3, 8_000, null],
+      [4, null, null],
+    ]);
+    expect(report.groups).toBe(3);
+    expect(report.goodput).toBeNull();
+    expect(report.faults[3]).toMatchObject({ firstStepMs: null, stepsLost: 0 });
+    expect(describeChaosReport(report).at(-1)).toMatch(/^chaos: 5 faults over 10\.0s and 3 groups; no goodput logs, so no recovery figures$/);
+    expect(describeChaosReport(report)[4]).toBe("chaos: fault 4 sigkillWorker to worker:0: not injected (the run ended first)");
+  });
+
+  it("a SIGTERM held for a task that exits before it handles signals was never delivered: it lands on the next group", async () => {
+    const clock = new VirtualClock();
+    const run = new ChaosRun({ faults: [{ id: 0, atMs: 0, kind: "sigterm", target: "worker:1" }], clock, say: () => undefined });
+    run.start();
+    const g1 = new FakeGroup(new Set(["chief:0", "worker:1"]), true);
+    run.groupStarted(g1);
+    await clock.advance(0);
+    expect(g1.held.has("worker:1")).toBe(true);
+    g1.exit("worker:1");
+    expect(run.groupEnded()).toBe(false);
+    const g2 = new FakeGroup(new Set(["chief:0", "worker:1"]));
+    await clock.advance(700);
+    run.groupStarted(g2);
+    expect(g2.sent).toEqual([["worker:1", "SIGTERM"]]);
+    expect((await run.report(42, undefined)).faults[0]?.injectedMs).toBe(700);
+  });
+
+  it("the report's recovery figures: the save of the process the fault hit, the chief's next ready, and the steps trained again (the summaries' steps between the goodput marks)", async () => {
+    const dir = tempDir();
+    const clock = new VirtualClock();
+    const run = new ChaosRun({
+      faults: [
+        { id: 0, atMs: 1_000, kind: "sigterm", target: "worker:0" },
+        { id: 1, atMs: 6_000, kind: "sigkillChief", target: "chief:0" },
+      ],
+      clock,
+      say: () => undefined,
+    });
+    const t0 = clock.now();
+    // An earlier run's records in the same directory: left out.
+    mkdirSync(join(dir, "goodput"), { recursive: true });
+    const old: GoodputRecord[] = [
+      { v: 1, type: "start", t: t0 - 60_000, task: "chief:0", proc: "old", pid: 1, chief: true, processStartMs: t0 - 61_000 },
+      { v: 1, type: "mark", t: t0 - 50_000, step: 9_999 },
+    ];
+    const a = "a";
+    const b = "b";
+    const records: GoodputRecord[] = [
+      ...old,
+      { v: 1, type: "start", t: t0 + 100, task: "chief:0", proc: a, pid: 2, chief: true, processStartMs: t0 },
+      { v: 1, type: "ready", t: t0 + 500, step: 0 },
+      { v: 1, type: "mark", t: t0 + 900, step: 40 },
+      // The preemption's save: 300 ms after the SIGTERM (delivered at t0 + 1000).
+      { v: 1, type: "mark", t: t0 + 1_300, step: 50, checkpoint: true },
+      { v: 1, type: "end", t: t0 + 1_400, proc: a, step: 50, exitCode: 42 },
+      { v: 1, type: "start", t: t0 + 2_500, task: "chief:0", proc: b, pid: 3, chief: true, processStartMs: t0 + 2_000 },
+      // The restarted process's first save re-saves what it restored: not the fault's.
+      { v: 1, type: "mark", t: t0 + 3_000, step: 50, checkpoint: true },
+      { v: 1, type: "ready", t: t0 + 3_200, step: 50 },
+      { v: 1, type: "mark", t: t0 + 4_000, step: 60, checkpoint: true },
+      { v: 1, type: "mark", t: t0 + 5_000, step: 90 },
+      // Killed at t0 + 6000: no end. The next process restores step 60.
+      { v: 1, type: "start", t: t0 + 7_000, task: "chief:0", proc: "c", pid: 4, chief: true, processStartMs: t0 + 6_500 },
+      { v: 1, type: "ready", t: t0 + 8_000, step: 60 },
+      { v: 1, type: "end", t: t0 + 9_000, proc: "c", step: 200, exitCode: 0 },
+    ];
+    writeFileSync(join(dir, "goodput", "chief-0.jsonl"), records.map(line).join(""));
+    writeFileSync(
+      join(dir, "goodput", "worker-0.jsonl"),
+      [
+        { v: 1, type: "start", t: t0 + 200, task: "worker:0", proc: "w", pid: 5, chief: false, processStartMs: t0 },
+        { v: 1, type: "end", t: t0 + 9_000, proc: "w", step: 200, exitCode: 0 },
+      ]
+        .map((r) => line(r as GoodputRecord))
+        .join("") + "not a record\n",
+    );
+    // The chief's summaries: step 110 at t0 + 5900, just before the SIGKILL (the marks say only 90).
+    const summaryClock = new VirtualClock({ startMs: t0 + 5_900 });
+    const writer = new SummaryWriter(dir, { clock: summaryClock });
+    writer.addScalar("loss", 0.5, 110);
+    await summaryClock.advance(2_000);
+    writer.addScalar("loss", 0.4, 150);
+    await writer.close();
+
+    run.start();
+    const g1 = new FakeGroup(new Set(["chief:0", "worker:0"]));
+    run.groupStarted(g1);
+    await clock.advance(1_000);
+    await clock.advance(50);
+    run.status("worker:0", { type: "notice", source: "SIGTERM" });
+    g1.exit("worker:0");
+    g1.exit("chief:0");
+    run.groupEnded();
+    const g2 = new FakeGroup(new Set(["chief:0", "worker:0"]));
+    run.groupStarted(g2);
+    await clock.advance(4_950);
+    expect(g2.sent).toEqual([["chief:0", "SIGKILL"]]);
+    await clock.advance(20);
+    run.exited();
+    await clock.advance(3_000);
+    run.stop();
+    const report = await run.report(0, dir);
+    expect(report.faults).toEqual([
+      { id: 0, kind: "sigterm", target: "worker:0", atMs: 1_000, injectedMs: 1_000, detectMs: 50, savedMs: 300, firstStepMs: 2_200, stepsLost: 0 },
+      // Highest before the kill: 110 (the summaries); training again from 60.
+      { id: 1, kind: "sigkillChief", target: "chief:0", atMs: 6_000, injectedMs: 6_000, detectMs: 20, savedMs: null, firstStepMs: 2_000, stepsLost: 50 },
+    ]);
+    // The group's goodput from this run's records only: the first start (t0) to the last end (t0 + 9000).
+    expect(report.goodput?.startMs).toBe(t0);
+    expect(report.goodput?.endMs).toBe(t0 + 9_000);
+    expect(report.goodput?.goodput).toBeGreaterThan(0);
+    expect(report.goodput?.goodput).toBeLessThan(1);
+    expect(report.logDir).toBe(dir);
+    const path = join(dir, "report.json");
+    writeChaosReport(path, report);
+    expect(JSON.parse(readFileSync(path, "utf8"))).toEqual(JSON.parse(JSON.stringify(report)));
+    expect(chaosLogDirOf("/x/y/chaos-report.json")).toBe("/x/y/chaos-report-logs");
+    expect(chaosLogDirOf("/x/y/report")).toBe("/x/y/report-logs");
+  });
+});
+
+describe("launch --chaos: the task's side", () => {
+  const launched = { [LAUNCH_READY_ENV]: "1" };
+
+  it("the opErrors and the goodput directory are read only under launch; a bad list is one line naming the variable", () => {
+    const list = JSON.stringify([
+      { fault: 4, atMs: 2_000 },
+      { fault: 1, atMs: 1_000 },
+    ]);
+    expect(chaosOpErrorsOf({ [CHAOS_OP_ERRORS_ENV]: list })).toEqual([]);
+    expect(chaosOpErrorsOf({ ...launched, [CHAOS_OP_ERRORS_ENV]: list })).toEqual([
+      { fault: 1, atMs: 1_000 },
+      { fault: 4, atMs: 2_000 },
+    ]);
+    expect(() => chaosOpErrorsOf({ ...launched, [CHAOS_OP_ERRORS_ENV]: '[{"fault": -1, "atMs": 0}]' })).toThrow(ValueError);
+    expect(() => chaosOpErrorsOf({ ...launched, [CHAOS_OP_ERRORS_ENV]: "not json" })).toThrow(/^invalid MONITORED_SESSION_CHAOS_OP_ERRORS \(set by launch --chaos\): .*; unset it, or run under launch --chaos$/);
+    expect(chaosGoodputDirOf({ [CHAOS_GOODPUT_DIR_ENV]: "/d" })).toBeUndefined();
+    expect(chaosGoodputDirOf({ ...launched, [CHAOS_GOODPUT_DIR_ENV]: "" })).toBeUndefined();
+    expect(chaosGoodputDirOf({ ...launched, [CHAOS_GOODPUT_DIR_ENV]: "/d" })).toBe("/d");
+  });
+
+  it("the hook raises each fault once, in the first step that begins at or after its time, telling launch first", async () => {
+    const clock = new VirtualClock();
+    const told: unknown[] = [];
+    const t0 = clock.now();
+    const hook = new ChaosOpErrorHook(
+      [
+        { fault: 1, atMs: t0 + 1_000 },
+        { fault: 4, atMs: t0 + 1_000 },
+      ],
+      "worker:1",
+      clock,
+      (s) => told.push(s),
+    );
+    expect(() => hook.beforeRun()).not.toThrow();
+    await clock.advance(1_000);
+    expect(() => hook.beforeRun()).toThrow(InternalError);
+    expect(told).toEqual([{ type: "chaos", fault: 1 }]);
+    expect(() => hook.beforeRun()).toThrow(/^worker:1: fault 4 of launch --chaos: an OpError injected in this step/);
+    expect(() => hook.beforeRun()).not.toThrow();
+    expect(told).toEqual([
+      { type: "chaos", fault: 1 },
+      { type: "chaos", fault: 4 },
+    ]);
+  });
+});
