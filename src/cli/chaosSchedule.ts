@@ -162,7 +162,7 @@ export const readChaosSchedule = (path: string, workers: number): E.Either<strin
   const problems: string[] = [];
   for (const [i, f] of (schedule.faults ?? []).entries()) {
     const m = /^worker:(\d+)$/.exec(f.target ?? "");
-    if (m !== null && Number(m[1]) >= workers) problems.push(`--chaos ${path}: faults[${i}].target: ${f.target as string} is not a task of this group (launch --workers ${workers + 1} has worker:0 to worker:${workers - 1})`);
+    if (m !== null && Number(m[1]) >= workers) problems.push(`--chaos ${path}: faults[${i}].target: ${f.target as string} is not a task of this group (launch --workers ${workers + 1} has ${workers === 0 ? "no worker" : workers === 1 ? "worker:0 only" : `worker:0 to worker:${workers - 1}`})`);
     if (f.kind === "sigkillWorker" && workers === 0) problems.push(`--chaos ${path}: faults[${i}].kind: sigkillWorker needs a worker (launch --workers 2 or more)`);
   }
   if (problems.length > 0) return E.left(problems);

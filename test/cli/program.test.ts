@@ -3,9 +3,15 @@
  * without `--` says where the command goes, in one line, and exits 2; other usage errors keep
  * commander's line.
  */
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+
 import { describe, expect, it } from "vitest";
 
 import { cliInProcess } from "../util/cli.js";
+import { useTempDirs } from "../util/tempDirs.js";
+
+const tempDir = useTempDirs("ms-program-");
 
 const hint = (launchArgs: string): string =>
   `monitored-session launch: a command to run on each task goes after --: monitored-session launch ${launchArgs}\n`;
@@ -51,5 +57,28 @@ describe("launch: a command without --", () => {
     const r = await cliInProcess(["run", "a.yaml", "b.yaml"]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("error: too many arguments for 'run'. Expected 1 argument but got 2.");
+  });
+});
+
+describe("launch --chaos: its usage errors, before anything starts", () => {
+  it("--chaos-report without --chaos: one line, exit 2", async () => {
+    const r = await cliInProcess(["launch", "--workers", "2", "--chaos-report", "r.json", "job.yaml"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe("monitored-session launch: --chaos-report is the report of --chaos; give --chaos <file> too, or leave --chaos-report out\n");
+  });
+
+  it("a schedule that is missing or wrong: one line per problem, naming the file and the key, exit 2", async () => {
+    const dir = tempDir();
+    const missing = await cliInProcess(["launch", "--workers", "2", "--chaos", join(dir, "none.yaml"), "job.yaml"]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/^monitored-session launch: --chaos .*none\.yaml does not exist: give a JSON or YAML file/);
+    const bad = join(dir, "bad.yaml");
+    writeFileSync(bad, "faults:\n  - { atSecs: -1, kind: sigterm, target: worker:3 }\n");
+    const r = await cliInProcess(["launch", "--workers", "2", "--chaos", bad, "--", "node", "train.js"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split("\n")).toEqual([expect.stringMatching(/^monitored-session launch: --chaos .*bad\.yaml: faults\[0\]\.atSecs: /)]);
+    writeFileSync(bad, "faults:\n  - { atSecs: 1, kind: sigterm, target: worker:3 }\n");
+    const r2 = await cliInProcess(["launch", "--workers", "2", "--chaos", bad, "--", "node", "train.js"]);
+    expect(r2.stderr).toMatch(/faults\[0\]\.target: worker:3 is not a task of this group \(launch --workers 2 has worker:0 only\)/);
   });
 });
