@@ -1,0 +1,95 @@
+/**
+ * `npm run bench -- chaos`: goodput and recovery under injected faults, on what users run. The
+ * bundled TensorFlow.js job (data-parallel, WASM) under `monitored-session launch --workers 3
+ * --chaos`, `saveSecs` 30, heartbeat timeout 4 s, with issue 36's schedule: seed 1, a fault every
+ * 60 s on average within the first `CHAOS_BENCH_SECS` seconds (default 600), weights sigterm 0.4,
+ * sigkillWorker 0.3, sigkillChief 0.1, freeze 0.1 (15 s), opError 0.1. The job's `lastStep` is
+ * `CHAOS_BENCH_STEPS` (default 90,000: about ten minutes of training on a 2-core machine, so that the faults of the window land while it trains).
+ *
+ * Figures (bench/results/chaos.json): the report's `goodput` and `badput`, every fault (kind,
+ * target, times, steps lost), `firstStepMsMedian` by kind, `stepsLostSigterm`, and beside them
+ * the same run's process start to first step for a fresh task (`freshStartToFirstStepMs`: the
+ * first group's chief, from its process's start to its `ready`).
+ *
+ * Equal work, or the benchmark fails: `launch` exits 0, the chief's last process ends at
+ * `lastStep`, every checkpoint left verifies (`inspect` exits 0), and the report's goodput is
+ * within 1 percentage point of a recomputation from the goodput logs.
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+import type { ChaosReport } from "../src/cli/chaos.js";
+import { computeGoodput } from "../src/goodput/computeGoodput.js";
+import { readGoodputLogs } from "../src/goodput/goodputLog.js";
+import { startCli } from "../test/util/cliChild.js";
+import { exampleTree } from "../test/util/exampleTree.js";
+import { median, round } from "./stats.js";
+
+const SECS = Number(process.env["CHAOS_BENCH_SECS"] ?? 600);
+const STEPS = Number(process.env["CHAOS_BENCH_STEPS"] ?? 90_000);
+
+const SCHEDULE = `seed: 1
+durationSecs: ${SECS}
+meanIntervalSecs: 60
+kinds: { sigterm: 0.4, sigkillWorker: 0.3, sigkillChief: 0.1, freeze: 0.1, opError: 0.1 }
+freezeSecs: 15
+`;
+
+export default async (): Promise<Record<string, unknown>> => {
+  if (!(SECS > 0) || !(STEPS > 0)) throw new Error("CHAOS_BENCH_SECS and CHAOS_BENCH_STEPS must be positive numbers");
+  const root = mkdtempSync(join(tmpdir(), "ms-bench-chaos-"));
+  try {
+    const yaml = exampleTree(root, (y) =>
+      `${y.replace(/^lastStep: \d+$/m, `lastStep: ${STEPS}`).replace(/^ {2}saveSteps: \d+.*$/m, "  saveSecs: 30")}cluster:\n  timeouts:\n    heartbeatTimeoutSecs: 4\n`,
+    );
+    const schedule = join(root, "chaos.yaml");
+    writeFileSync(schedule, SCHEDULE);
+    const reportPath = join(root, "report.json");
+    // Bounded: the faults' window, the training, and a restart per fault with room to spare.
+    const boundMs = (SECS + STEPS / 20 + 600) * 1000;
+    const l = startCli(["launch", "--workers", "3", "--kill-after", "30", "--chaos", schedule, "--chaos-report", reportPath, yaml], { timeoutMs: boundMs });
+    const r = await l.done;
+    const out = l.output();
+    if (r.code !== 0) throw new Error(`chaos: launch exited ${r.code} (equal work needs 0):\n${out.slice(-4000)}`);
+    const report = JSON.parse(readFileSync(reportPath, "utf8")) as ChaosReport;
+    const logDir = join(root, "runs/tfjs-classifier");
+    // Equal work: the last step reached, and every checkpoint left verifies.
+    const logs = readGoodputLogs(logDir).map((g) => ({ ...g, records: g.records.filter((x) => x.t >= report.startMs) }));
+    const chief = logs.find((g) => g.task === "chief:0");
+    const end = [...(chief?.records ?? [])].reverse().find((x) => x.type === "end");
+    if (end?.type !== "end" || end.step !== STEPS || end.exitCode !== 0) throw new Error(`chaos: the chief's last process did not end at step ${STEPS} with 0: ${JSON.stringify(end)}`);
+    const inspected = await startCli(["inspect", logDir], { timeoutMs: 120_000 }).done;
+    if (inspected.code !== 0) throw new Error(`chaos: inspect ${logDir} exited ${inspected.code}: a checkpoint does not verify:\n${inspected.stdout}${inspected.stderr}`);
+    // The report against a recomputation from the logs.
+    const recomputed = computeGoodput(logs).group;
+    if (report.goodput === null || recomputed === null) throw new Error("chaos: no goodput in the report or the logs");
+    const gap = Math.abs(report.goodput.goodput - recomputed.goodput);
+    if (gap > 0.01) throw new Error(`chaos: the report's goodput ${report.goodput.goodput} is ${gap} from the recomputation ${recomputed.goodput}`);
+    const kinds = ["sigterm", "sigkillWorker", "sigkillChief", "freeze", "opError"] as const;
+    const firstStepMsMedian = Object.fromEntries(
+      kinds.map((k) => {
+        const xs = report.faults.filter((f) => f.kind === k && f.firstStepMs !== null).map((f) => f.firstStepMs as number);
+        return [k, xs.length === 0 ? null : round(median(xs), 0)];
+      }),
+    );
+    const first = chief?.records.find((x) => x.type === "start");
+    const firstReady = chief?.records.find((x) => x.type === "ready");
+    return {
+      lastStep: STEPS,
+      faultWindowSecs: SECS,
+      wallSecs: round(report.durationMs / 1000, 1),
+      groups: report.groups,
+      goodput: round(report.goodput.goodput, 4),
+      recomputedGoodput: round(recomputed.goodput, 4),
+      badput: Object.fromEntries(Object.entries(report.goodput.badput).map(([k, v]) => [k, round(v, 1)])),
+      faults: report.faults,
+      firstStepMsMedian,
+      stepsLostSigterm: report.faults.filter((f) => f.kind === "sigterm").reduce((n, f) => n + (f.stepsLost ?? 0), 0),
+      freshStartToFirstStepMs: first?.type === "start" && firstReady !== undefined ? firstReady.t - first.processStartMs : null,
+      goals: { goodput: 0.9, firstStepMsMedianSigtermAndSigkillWorker: 3000, stepsLostSigterm: 0, reportVsRecomputation: 0.01 },
+    };
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+};
