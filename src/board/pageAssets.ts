@@ -46,6 +46,7 @@ const ASSETS = new Map<string, { readonly contentType: string; readonly file: ()
   ["/board/page/views.js", { contentType: "text/javascript", file: pageFile("views.js") }],
   ["/board/page/histograms.js", { contentType: "text/javascript", file: pageFile("histograms.js") }],
   ["/board/page/checkpoints.js", { contentType: "text/javascript", file: pageFile("checkpoints.js") }],
+  ["/board/page/goodput.js", { contentType: "text/javascript", file: pageFile("goodput.js") }],
   ["/board/page/colors.js", { contentType: "text/javascript", file: pageFile("colors.js") }],
   ["/board/page/requestQueue.js", { contentType: "text/javascript", file: pageFile("requestQueue.js") }],
   ["/board/page/tagGroups.js", { contentType: "text/javascript", file: pageFile("tagGroups.js") }],

@@ -283,7 +283,7 @@ export const describeChaosReport = (r: ChaosReport): string[] => {
   const ms = (v: number | null): string => (v === null ? "-" : formatSecs(v / 1000));
   const lines = r.faults.map(
     (f) =>
-      `chaos: fault ${f.id} ${f.kind} to ${f.target}: ${f.injectedMs === null ? "not injected (the run ended first)" : `at ${ms(f.injectedMs)}; detected +${ms(f.detectMs)}, saved +${ms(f.savedMs)}, training again +${ms(f.firstStepMs)}, steps lost ${f.stepsLost ?? "-"}`}`,
+      `chaos: fault ${f.id} ${f.kind} to ${f.target}: ${f.injectedMs === null ? (f.kind === "opError" ? "not injected (no step of its target began after its time: the run ended first, or the target's session does not run the task's hooks)" : "not injected (the run ended first)") : `at ${ms(f.injectedMs)}; detected +${ms(f.detectMs)}, saved +${ms(f.savedMs)}, training again +${ms(f.firstStepMs)}, steps lost ${f.stepsLost ?? "-"}`}`,
   );
   lines.push(
     r.goodput === null

@@ -43,6 +43,11 @@ export interface TaskGoodput extends GoodputFigures {
   readonly lastStep: number | null;
   /** The last process's exit code, `null` when it recorded none (killed, or still running). */
   readonly exitCode: number | null;
+  /**
+   * Each process after the first: when it started (Unix epoch ms, its `processStartMs`) and the
+   * global step its training resumed from (its `ready`; `null` when it never got there or did not know).
+   */
+  readonly restarts: readonly { readonly t: number; readonly step: number | null }[];
 }
 
 /** A run's figures: each task's, and the group's. */
@@ -173,10 +178,15 @@ const taskGoodput = (task: string, records: readonly GoodputRecord[]): TaskGoodp
     exitCode = end?.type === "end" ? end.exitCode : null;
     previousEnd = windowEnd;
   }
+  const restarts = processes.slice(1).map((p) => {
+    const ready = p.records.find((r) => r.type === "ready");
+    return { t: p.start.processStartMs, step: ready?.type === "ready" ? ready.step : null };
+  });
   return {
     task,
     chief: processes.some((p) => p.start.chief),
     processes: processes.length,
+    restarts,
     lastStep: highest ?? null,
     exitCode,
     ...figures(first.start.processStartMs, previousEnd ?? first.start.processStartMs, productiveMs, badput),

@@ -39,6 +39,7 @@ describe("the page and its assets, from the package (no CDN)", () => {
       ["/board/page/views.js", "text/javascript; charset=utf-8"],
       ["/board/page/histograms.js", "text/javascript; charset=utf-8"],
       ["/board/page/checkpoints.js", "text/javascript; charset=utf-8"],
+      ["/board/page/goodput.js", "text/javascript; charset=utf-8"],
       ["/board/page/colors.js", "text/javascript; charset=utf-8"],
       ["/board/page/requestQueue.js", "text/javascript; charset=utf-8"],
       ["/board/page/tagGroups.js", "text/javascript; charset=utf-8"],

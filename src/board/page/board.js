@@ -6,11 +6,14 @@
 // chart out of view that changes is marked stale and fetched when it comes back.
 // `window.__board` exposes what each chart holds, for the browser tests.
 // Each chart marks its runs' checkpoints (SessionLog CHECKPOINT, /board/checkpoints) with a thin
-// dashed vertical line, drawn on uPlot's canvas in its draw hook (no DOM, nothing inline).
+// dashed vertical line, and their restarts (/board/goodput) with a solid one, drawn on uPlot's
+// canvas in its draw hook (no DOM, nothing inline). The goodput view (goodput.js) draws each run's
+// time as a stacked bar of its buckets.
 // The views beyond scalars (histograms, images, text, timelines) are in views.js.
 // Every URL is relative to the page, so the board also works behind a reverse proxy that serves
 // it under a path (https://host/tb/ → /tb/data/runs, …).
 import { drawCheckpoints } from "./checkpoints.js";
+import { renderGoodput, restartMarks } from "./goodput.js";
 import { runColor } from "./colors.js";
 import { createRequestQueue } from "./requestQueue.js";
 import { layoutGroups, PAGE_SIZE } from "./tagGroups.js";
@@ -32,6 +35,8 @@ const CHART_HEIGHT = 260;
 const LOADING_REFRESH_MS = 1000;
 /** Without the live stream's `hello` within this time (a proxy holding the stream back), the page loads without it. */
 const HELLO_WAIT_MS = 2000;
+/** The goodput figures are asked for again, as scalars grow, at most this often (ms): the server recomputes them from the logs. */
+const GOODPUT_REFRESH_MS = 10_000;
 /** Chart requests in flight at most: enough to keep the server busy, few enough for any browser. */
 const CONCURRENT_FETCHES = 4;
 /** A chart within a screen's height above the view or two below counts as in view: what a scroll shows next is fetched ahead. */
@@ -56,6 +61,11 @@ const state = {
   choices: { open: new Map(), page: new Map() },
   /** Per run: [{step, wall_time, path}], by step. */
   checkpoints: {},
+  /** Per run: its goodput figures (/board/goodput), and its restarts as markers [{step, wall_time}]. */
+  goodput: {},
+  restarts: {},
+  /** When the goodput figures were last asked for (performance.now()), to ask at most every GOODPUT_REFRESH_MS. */
+  goodputAt: -Infinity,
   /** The server is still reading the logdir for the first time (from `hello` until `loaded`). */
   loading: true,
 };
@@ -80,6 +90,29 @@ const views = createViews(exposed, { getJson, q, colorOf, isHidden: (run) => sta
 const loadCheckpoints = async () => {
   state.checkpoints = await getJson("board/checkpoints");
   for (const chart of state.charts.values()) if (chart.uplot !== undefined) draw(chart);
+};
+
+/** The goodput view and the restart markers, from /board/goodput (hidden without goodput logs). One at a time. */
+const loadGoodput = coalesce(async () => {
+  state.goodputAt = performance.now();
+  state.goodput = await getJson("board/goodput");
+  const restarts = restartMarks(state.goodput);
+  const moved = JSON.stringify(restarts) !== JSON.stringify(state.restarts);
+  state.restarts = restarts;
+  showGoodput();
+  if (moved) for (const chart of state.charts.values()) if (chart.uplot !== undefined) draw(chart);
+});
+
+/** Draws the goodput view of the runs shown (hidden when none has figures). */
+const showGoodput = () => {
+  exposed.goodput = renderGoodput($("goodput"), state.goodput, state.runs.filter((run) => !state.hiddenRuns.has(run)));
+  $("goodput-view").hidden = Object.keys(exposed.goodput).length === 0;
+};
+
+/** Asks for the goodput figures again once GOODPUT_REFRESH_MS passed since the last time (scalars grew). */
+const refreshGoodput = () => {
+  if (performance.now() - state.goodputAt < GOODPUT_REFRESH_MS) return;
+  loadGoodput().catch((e) => ($("status").textContent = String(e)));
 };
 
 /** Every chart request; a failed one (the tag went away) is redrawn empty by fetchChart itself. */
@@ -122,7 +155,7 @@ const loadRuns = coalesce(async () => {
   $("empty").hidden = state.tags.length > 0;
   renderGroups();
   for (const chart of state.charts.values()) if (chart.runKey !== JSON.stringify(runsOf(chart.tag))) refresh(chart);
-  await Promise.all([views.load(), loadCheckpoints()]);
+  await Promise.all([views.load(), loadCheckpoints(), loadGoodput()]);
   exposed.ready = true;
 });
 
@@ -164,6 +197,7 @@ const renderRuns = () => {
         else state.hiddenRuns.add(run);
         refreshAll();
         views.load();
+        showGoodput();
       });
       const swatch = document.createElement("span");
       swatch.className = "swatch";
@@ -418,7 +452,16 @@ const options = (chart, series) => ({
       (u) => {
         const view = exposed.charts[chart.tag];
         const drawn = drawCheckpoints(u, state.xAxis, Object.fromEntries(Object.entries(chart.runs).map(([run, s]) => [run, { marks: state.checkpoints[run] ?? [], t0: s.wallTimes[0] ?? 0, color: colorOf(run) }])));
-        if (view !== undefined) view.markersDrawn = drawn;
+        const restarts = drawCheckpoints(
+          u,
+          state.xAxis,
+          Object.fromEntries(Object.entries(chart.runs).map(([run, s]) => [run, { marks: state.restarts[run] ?? [], t0: s.wallTimes[0] ?? 0, color: colorOf(run) }])),
+          { dash: [], width: 2 },
+        );
+        if (view !== undefined) {
+          view.markersDrawn = drawn;
+          view.restartsDrawn = restarts;
+        }
       },
     ],
   },
@@ -534,6 +577,8 @@ const connect = () => {
       const chart = state.charts.get(tag);
       if (chart !== undefined) refreshGrown(chart);
     }
+    // The run trains on: its goodput changed too (asked for at most every GOODPUT_REFRESH_MS).
+    refreshGoodput();
   });
   source.addEventListener("purge", (e) => {
     exposed.events++;
