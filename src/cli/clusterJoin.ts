@@ -12,6 +12,8 @@ import type { MonitoredSession } from "../pipeline/MonitoredSession.js";
 import type { TerminationNotices } from "../preemption/TerminationNotices.js";
 import { ClusterStartError, startClusterTask, type ClusterRuntime, type ClusterTask, type ReplicaGroup } from "../runtime/index.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
+import { isPreemptionReport } from "../runtime/preemptionReport.js";
+import { launchTaskName } from "../runtime/launchStatus.js";
 import { failureMessage } from "./faults.js";
 import { PreemptedExit } from "./runPreemption.js";
 
@@ -33,20 +35,31 @@ export const startCluster = async (
   group: ReplicaGroup | undefined,
   maxWaitSecs: number | undefined,
 ): Promise<ClusterRuntime | number> => {
-  const starting = startClusterTask(task, { env: io.env, logger, clock, group, maxWaitSecs });
-  let onNotice: (() => void) | undefined;
-  const noticed = new Promise<"notice">((ok) => {
-    onNotice = () => ok("notice");
+  let onNotice: ((what: string) => void) | undefined;
+  const noticed = new Promise<string>((ok) => {
+    onNotice = ok;
   });
-  const subscription = notices.notices$.subscribe(() => onNotice?.());
+  const subscription = notices.notices$.subscribe((n) => onNotice?.(notices.describe(n)));
+  // A notice while the task starts stops the start; once every task registered, the others hear of it.
+  const starting = startClusterTask(task, { env: io.env, logger, clock, group, maxWaitSecs, leave: noticed });
   try {
-    const first = await Promise.race([starting, noticed]);
+    const first = await Promise.race([starting, noticed.then(() => "notice" as const)]);
     if (first !== "notice") return first;
-    // The start goes on in the background; the process exits before it matters.
-    void starting.then((c) => c.finish(false), () => undefined);
+    // The start stops (telling the others when every task registered), within a bound; a start
+    // that finished meanwhile leaves the cluster.
+    await settledWithin(
+      starting.then((c) => c.finish(false)),
+      LEAVE_BOUND_MS,
+      clock,
+    );
     logger.info(`Termination notice (${notices.first === undefined ? "notice" : notices.describe(notices.first)}) while ${task.name} joined the cluster: exiting without saving (run the same command again to resume).`);
     return ExitCodes.preempted;
   } catch (e) {
+    // Another task left for its termination notice while this one started: nothing was trained.
+    if (isPreemptionReport(e)) {
+      logger.info(`${e.failure?.kind === "preemption" ? `${launchTaskName(e.failure.reporter)}'s termination notice (${e.failure.notice})` : "another task's termination notice"} while ${task.name} joined the cluster: exiting with ${ExitCodes.preempted} without saving (run the same command again to resume).`);
+      return ExitCodes.preempted;
+    }
     if (e instanceof ClusterStartError) {
       io.err.write(`${e.message}\n`);
       return ExitCodes.usage;
@@ -57,6 +70,9 @@ export const startCluster = async (
     subscription.unsubscribe();
   }
 };
+
+/** How long a task that leaves while it starts waits for its start to stop (its report to the others is bounded by the heartbeat timeout, three times). */
+const LEAVE_BOUND_MS = 60_000;
 
 /**
  * The session being created, unless the cluster fails first (its error) or, on a worker, a

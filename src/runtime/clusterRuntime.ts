@@ -130,8 +130,21 @@ export interface StartClusterOptions {
    * `launch -- <command>`: no orphan trains on when `launch` is killed. Polled every second.
    */
   readonly watchParent?: boolean | undefined;
+  /**
+   * Resolves with a termination notice's description when this task must leave while it starts
+   * (it registers, or joins its replica group): the start stops, and once every task registered
+   * the others are told (a preemption report naming this task), so that they leave with the
+   * preemption code rather than wait for this one until the heartbeat timeout declares it failed.
+   * The start then rejects with a `CancelledError` saying so.
+   */
+  readonly leave?: Promise<string> | undefined;
   readonly logger: Logger;
   readonly clock?: Clock;
+}
+
+/** The start of a task that left for a termination notice while it started (see `StartClusterOptions.leave`). */
+class StartLeftError extends CancelledError {
+  override readonly name: string = "StartLeftError";
 }
 
 /** The message every preemption report starts with. */
@@ -229,17 +242,50 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       throw e;
     }
   }
+  /** Whether this task registered (every task did): a leave then tells the others. */
+  let registered = false;
+  /** Whether the start is over (the runtime is the caller's): a leave then does nothing here. */
+  let started = false;
+  const others = tasks.filter((t) => t !== me);
+  /** How long a host that leaves waits for the others to hear its report before its service stops. */
+  const tellBoundMs = 3 * (timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs);
+  // A termination notice while the task starts: tell the others (once registered), then stop the start.
+  const leaving: Promise<never> =
+    options.leave === undefined
+      ? new Promise<never>(() => undefined)
+      : options.leave.then(async (what): Promise<never> => {
+          // Started already: the caller's runtime handles the notice.
+          if (started) return new Promise<never>(() => undefined);
+          if (registered) {
+            const report = preemptionReport(task.name, what);
+            // The host tells through its own service, and keeps it until the others heard (bounded).
+            if (reportAsHost !== undefined && tellOthers !== undefined) {
+              reportAsHost(report, { final: true });
+              await tellOthers(others, tellBoundMs);
+            } else await client.reportErrorToCluster(report, { final: true }).catch(() => undefined);
+          }
+          throw new StartLeftError(`${task.name} left the cluster while it started: termination notice (${what})`);
+        });
+  leaving.catch(() => undefined);
+  /** `p`, unless this task leaves first. */
+  const unlessLeaving = <T>(p: Promise<T>): Promise<T> => Promise.race([p, leaving]);
+  /** A host whose service holds a final report (another task's leave, say) keeps it until the others heard it, before it stops. */
+  const stopAfterTelling = async (): Promise<void> => {
+    if (tellOthers !== undefined && heardFinal?.() === true) await tellOthers(others, tellBoundMs).catch(() => undefined);
+    await stopServer();
+  };
   logger.info(
     `Server of ${task.name} serving ${task.master}; registering with the coordination service (${etcd ? `etcd at ${(o.etcdEndpoints ?? []).join(", ")}, keys under ${etcdPrefix}` : `embedded, hosted by the chief at grpc://${chiefAddressOf(spec)}`}): waiting for ${tasks.length} task${tasks.length === 1 ? "" : "s"}.`,
   );
   try {
-    await connectCurrent(client, timeouts.registrationTimeoutMs ?? defaultCoordinationTimeouts.registrationTimeoutMs, clock, logger);
+    await unlessLeaving(connectCurrent(client, timeouts.registrationTimeoutMs ?? defaultCoordinationTimeouts.registrationTimeoutMs, clock, logger));
   } catch (e) {
     await client.close().catch(() => undefined);
-    await stopServer();
+    await stopAfterTelling();
     if (e instanceof UnauthenticatedError) throw new ClusterStartError(`${task.name}: the coordination service rejected this task's cluster token (${e.message}); give every task the same token (cluster.tokenFile or MONITORED_SESSION_CLUSTER_TOKEN)`);
     throw e;
   }
+  registered = true;
   logger.info(`Every task of the cluster registered (generation ${client.generation ?? "?"}).`);
   // The chief's model is published: a waiting worker hears it at once (see `publishWatched`).
   announcePublished = () => void insertOnce(client, MODEL_READY_KEY, client.incarnation).catch(() => undefined);
@@ -249,15 +295,16 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   let collective: TcpCollective | undefined;
   if (group !== undefined) {
     try {
-      collective = await joinCollective(client, group, { address: task.address, token, tls, timeoutSecs: o.collectiveTimeoutSecs, clock, logger });
+      collective = await unlessLeaving(joinCollective(client, group, { address: task.address, token, tls, timeoutSecs: o.collectiveTimeoutSecs, clock, logger }));
     } catch (e) {
       group.abandon(e as Error);
       await client.close().catch(() => undefined);
-      await stopServer();
+      await stopAfterTelling();
       throw e;
     }
     group.attach(collective);
   }
+  started = true;
 
   // A worker that trains its own replica outlives its chief; a group outlives a lost worker.
   // Under `launch` no task restarts alone (launch restarts the group): nothing to wait for.
@@ -421,9 +468,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       if (recovery === undefined) await client.barrier(STARTED_BARRIER);
     },
     reportPreemption: async (what) => {
-      const report = new CancelledError(`${PREEMPTION_REPORT} task ${task.name} got a termination notice (${what}): every task exits with the preemption code`, {
-        failure: { kind: "preemption", reporter: task.name, notice: what },
-      });
+      const report = preemptionReport(task.name, what);
       // A worker waiting for its chief has nobody to tell: it stops waiting and exits with the preemption code.
       if (recovery?.cancel(report) === true) return;
       // A group waiting for a lost rank stops waiting: its ranks exit with the preemption code.
@@ -467,6 +512,12 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
 // ---------------------------------------------------------------------------------------------
 // utils
 // ---------------------------------------------------------------------------------------------
+
+/** The cluster's error that tells every task of `task`'s termination notice `what` (typed: its failure is a `preemption`). */
+const preemptionReport = (task: string, what: string): CancelledError =>
+  new CancelledError(`${PREEMPTION_REPORT} task ${task} got a termination notice (${what}): every task exits with the preemption code`, {
+    failure: { kind: "preemption", reporter: task, notice: what },
+  });
 
 /** The tasks the cluster's failure `e` finds lost: those declared failed; the chief (`chief`, on a worker) when the embedded service it hosts is gone. */
 const lostOf = (e: OpError, chief: string | undefined): readonly string[] => {

@@ -42,7 +42,8 @@ import { startClusterTask, type ClusterRuntime } from "./clusterRuntime.js";
 import { clusterSettingsFromEnv, withAbsolutePaths } from "./clusterSettings.js";
 import { clusterTaskFrom } from "./clusterTask.js";
 import { LAUNCH_READY_ENV, LAUNCH_READY_LINE } from "./launchReady.js";
-import { launchStatusWriter, type LaunchStatusWriter } from "./launchStatus.js";
+import { launchStatusWriter, launchTaskName, type LaunchStatusWriter } from "./launchStatus.js";
+import { isPreemptionReport } from "./preemptionReport.js";
 import { ReplicaGroup } from "./replicaGroup.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -173,13 +174,30 @@ const startOwningNotices = async (options: StartTaskOptions, env: NodeJS.Process
   const task = clusterTaskFrom(resolved, settings);
   const dataParallel = options.dataParallel ?? settings.dataParallel ?? false;
   const group = dataParallel ? ReplicaGroup.of(resolved) : undefined;
-  // Under launch: no orphan trains on if launch is killed.
-  const starting = startClusterTask(task, { env, group, maxWaitSecs: options.maxWaitSecs, logger, clock, watchParent: launched });
-  const raced = await Promise.race([starting.then((runtime) => ({ runtime })), firstNotice.then((notice) => ({ notice }))]);
+  // Under launch: no orphan trains on if launch is killed. A notice while the task starts stops
+  // the start; once every task registered, the others hear of it and leave too.
+  const starting = startClusterTask(task, { env, group, maxWaitSecs: options.maxWaitSecs, logger, clock, watchParent: launched, leave: firstNotice.then((n) => notices.describe(n)) });
+  let raced: { runtime: ClusterRuntime } | { notice: TerminationNotice };
+  try {
+    raced = await Promise.race([starting.then((runtime) => ({ runtime })), firstNotice.then((notice) => ({ notice }))]);
+  } catch (e) {
+    // Another task left for its termination notice while this one started: nothing was trained.
+    if (!isPreemptionReport(e)) throw e;
+    const who = e.failure?.kind === "preemption" ? `${launchTaskName(e.failure.reporter)}'s termination notice (${e.failure.notice})` : "another task's termination notice";
+    logger.info(`${task.name}: ${who} while it joined the cluster: exiting with ${PREEMPTION_EXIT_CODE} without saving (start the same command again to resume).`);
+    notices.close();
+    toLaunch({ type: "exiting", code: PREEMPTION_EXIT_CODE, reason: `${who} while it joined the cluster` });
+    exit(PREEMPTION_EXIT_CODE);
+    return new Promise<never>(() => undefined);
+  }
   if ("notice" in raced) {
-    // Registration, the barrier or the group may still be under way: a task that registered
-    // meanwhile leaves the cluster with its report; one that did not never joined it.
-    starting.then((runtime) => runtime.finish(false), () => undefined);
+    // The start stops (telling the others once every task registered), within a bound; a start
+    // that finished meanwhile leaves the cluster.
+    await settledWithin(
+      starting.then((runtime) => runtime.finish(false)),
+      LEAVE_BOUND_MS,
+      clock,
+    );
     await leaveOn(raced.notice, task.name, undefined, "while it joined the cluster");
     return new Promise<never>(() => undefined);
   }
@@ -238,4 +256,14 @@ const startOwningNotices = async (options: StartTaskOptions, env: NodeJS.Process
       await finish(true);
     },
   };
+};
+
+/** How long a task that leaves while it starts waits for its start to stop (its report to the others is bounded by three heartbeat timeouts). */
+const LEAVE_BOUND_MS = 60_000;
+
+/** Resolves once `p` settles, or after `ms`, whichever comes first (never rejects). */
+const settledWithin = async (p: Promise<unknown>, ms: number, clock: Clock): Promise<void> => {
+  let timer: { cancel(): void } | undefined;
+  await Promise.race([p.then(() => undefined, () => undefined), new Promise<void>((ok) => (timer = clock.setTimer(ms, ok)))]);
+  timer?.cancel();
 };

@@ -16,6 +16,7 @@ import { LAUNCH_READY_ENV, LAUNCH_READY_LINE } from "../../src/runtime/launchRea
 import { etcdBinary, EtcdProcess } from "../cluster/coordination/etcdHarness.js";
 import { freePorts, killLaunchTree, repoRoot, startCli, type CliChild } from "../util/cliChild.js";
 import { useTempDirs } from "../util/tempDirs.js";
+import { spawnBareWorker } from "../util/bareTask.js";
 import { exitsOf, pidOf } from "../util/launchOutput.js";
 
 const tempDir = useTempDirs("ms-fault-outcomes-");
@@ -223,7 +224,7 @@ for (const backend of backends) {
         expect(w.output()).toMatch(/worker:0: termination notice \(SIGTERM\) while it joined the cluster: leaving the cluster and exiting with 42/);
       }, 180_000);
 
-      it("while it joins the replica group (every task registered; one never joins)", async () => {
+      it("while it joins the replica group (every task registered; one never joins): the others hear of it and exit 42 too, never waiting out the heartbeat timeout", async () => {
         // chief:0 and worker:0 are the custom loop, data-parallel; worker:1 is a bare
         // coordination client that registers and never joins the group, so both wait in the join.
         const [chiefPort, workerPort, otherPort] = await freePorts(3);
@@ -234,21 +235,9 @@ for (const backend of backends) {
         const chief = spawnTask("chief", 0);
         const worker = spawnTask("worker", 0);
         const etcdSettings = settings as { etcdEndpoints?: string[]; etcdPrefix?: string };
-        const bare = spawn(
-          process.execPath,
-          [
-            "--import",
-            "tsx",
-            join(repoRoot, "test/fixtures/coordination/task.ts"),
-            JSON.stringify({
-              role: "worker",
-              index: 1,
-              scenario: "block",
-              heartbeatTimeoutMs: 10_000,
-              ...(backend.name === "etcd" ? { etcdHosts: etcdSettings.etcdEndpoints, prefix: etcdSettings.etcdPrefix } : { target: `grpc://127.0.0.1:${chiefPort}` }),
-            }),
-          ],
-          { cwd: repoRoot, stdio: ["ignore", "pipe", "pipe"] },
+        const bare = spawnBareWorker(
+          1,
+          backend.name === "etcd" ? { etcdEndpoints: etcdSettings.etcdEndpoints ?? [], etcdPrefix: etcdSettings.etcdPrefix ?? "" } : { chiefTarget: `grpc://127.0.0.1:${chiefPort}` },
         );
         children.push(bare);
         await until(worker.output, "Every task of the cluster registered", worker.exited);
@@ -257,9 +246,9 @@ for (const backend of backends) {
         worker.child.kill("SIGTERM");
         expect(await worker.exited, worker.output()).toBe(42);
         expect(worker.output()).toMatch(/worker:0: termination notice \(SIGTERM\) while it joined the cluster: leaving the cluster and exiting with 42/);
-        chief.child.kill("SIGTERM");
+        // Every task registered: the chief hears of worker:0's notice and leaves too, with no notice of its own.
         expect(await chief.exited, chief.output()).toBe(42);
-        expect(chief.output()).toMatch(/chief:0: termination notice \(SIGTERM\) while it joined the cluster: leaving the cluster and exiting with 42/);
+        expect(chief.output()).toMatch(/chief:0: worker:0's termination notice \(SIGTERM\) while it joined the cluster: exiting with 42 without saving/);
         expect(chief.output()).not.toContain("Joined the replica group");
       }, 180_000);
 
