@@ -27,14 +27,14 @@
  * @module
  */
 
-import { writeFileSync, renameSync } from "node:fs";
+import { readdirSync, renameSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 
 import type { Clock, TimerHandle } from "../time/Clock.js";
 import { computeGoodput, formatSecs, type GoodputFigures } from "../goodput/computeGoodput.js";
 import { readGoodputLogs, type GoodputLog, type GoodputRecord } from "../goodput/goodputLog.js";
 import { readEvents } from "../summary/readEvents.js";
-import type { LaunchStatus } from "../runtime/launchStatus.js";
+import { launchTaskName, type LaunchStatus } from "../runtime/launchStatus.js";
 import type { ChaosOpError } from "../runtime/chaosOpErrors.js";
 import type { FaultKind, PlannedFault } from "./chaosSchedule.js";
 
@@ -104,13 +104,20 @@ interface FaultState {
   /** Clock time of the injection. */
   injectedAt?: number;
   detectedAt?: number;
+  /** The group it was injected into (1, 2, …). */
+  group?: number;
   /** Waiting for its target in the next group. */
   pending: boolean;
   /** Handed to a group, not yet delivered (a SIGTERM waiting until its task handles signals). */
   handed: boolean;
   /** A freeze that ended (SIGCONT) with no sign of it: the group trained on, nothing to recover. */
   absorbed: boolean;
+  /** A freeze whose SIGCONT has not gone yet. */
+  frozen: boolean;
 }
+
+/** A sign of a fault that reached `launch`: a task's status line, or its exit. */
+type Sign = { readonly type: "status"; readonly task: string; readonly status: LaunchStatus } | { readonly type: "exit"; readonly task: string };
 
 // ---------------------------------------------------------------------------------------------
 // constructors
@@ -123,11 +130,15 @@ export class ChaosRun {
   private group: ChaosGroup | undefined;
   private startMs: number | undefined;
   private groups = 0;
-  /** Whether a fault was injected into the group that runs (its end then restarts it for free). */
-  private injectedIntoGroup = false;
+  /** The group stops (a task failed or was preempted, or launch got a notice): faults wait for the next one. */
+  private stopping = false;
+  /** When the running group's first task exited with a non-zero code (clock time). */
+  private firstFailureAt: number | undefined;
+  /** No more faults: launch got a termination notice, or the run ended. */
+  private stopped = false;
 
   constructor(private readonly o: ChaosRunOptions) {
-    this.states = o.faults.map((fault) => ({ fault, pending: false, handed: false, absorbed: false }));
+    this.states = o.faults.map((fault) => ({ fault, pending: false, handed: false, absorbed: false, frozen: false }));
   }
 
   /** Starts the schedule's clock (once, as the first group starts). */
@@ -146,6 +157,7 @@ export class ChaosRun {
    * raised, with their times as Unix epoch ms.
    */
   opErrorsFor(task: string): readonly ChaosOpError[] {
+    if (this.stopped) return [];
     const start = this.startMs ?? this.o.clock.now();
     return this.states.filter((s) => s.fault.kind === "opError" && s.fault.target === task && s.injectedAt === undefined).map((s) => ({ fault: s.fault.id, atMs: start + s.fault.atMs }));
   }
@@ -154,42 +166,60 @@ export class ChaosRun {
   groupStarted(group: ChaosGroup): void {
     this.groups += 1;
     this.group = group;
-    this.injectedIntoGroup = false;
+    this.stopping = false;
+    this.firstFailureAt = undefined;
     for (const s of this.states) if (s.pending) this.fire(s);
   }
 
-  /** The group ended; `true` when a fault was injected into it (its restart uses up no `--max-restarts`). */
-  groupEnded(): boolean {
-    this.group = undefined;
-    return this.injectedIntoGroup;
+  /**
+   * The group stops (a task failed or was preempted): a fault whose time comes now waits for the
+   * next group (a task still frozen is `launch`'s to SIGKILL, as any stopped task of a group that stops).
+   */
+  groupStopping(): void {
+    this.stopping = true;
   }
 
-  /** A task's status line: the opError it raises now, and a sign of the faults injected before. */
+  /**
+   * The group ended: `true` when its end came after a fault was injected into it (its restart uses
+   * up no `--max-restarts`). A freeze the group absorbed, or a fault injected after the failure
+   * that ended the group, does not count.
+   */
+  groupEnded(): boolean {
+    const failedAt = this.firstFailureAt ?? this.o.clock.now();
+    const index = this.groups;
+    this.group = undefined;
+    return this.states.some((s) => s.group === index && s.injectedAt !== undefined && !s.absorbed && s.injectedAt <= failedAt);
+  }
+
+  /** A task's status line: the opError it raises now, and a sign of a fault injected before. */
   status(task: string, status: LaunchStatus): void {
     const now = this.o.clock.now();
     if (status.type === "chaos") {
       const s = this.states.find((x) => x.fault.id === status.fault && x.fault.kind === "opError" && x.fault.target === task);
-      if (s === undefined || s.injectedAt !== undefined) return;
+      if (s === undefined || s.injectedAt !== undefined || this.stopped) return;
       s.injectedAt = now;
+      s.group = this.groups;
       // The task that raised it knows at once.
       s.detectedAt = now;
-      this.injectedIntoGroup = true;
       this.o.say(`chaos: fault ${s.fault.id} (opError) raised in ${task}'s step`, "warn");
       return;
     }
-    this.detect(now);
+    this.detect({ type: "status", task, status }, now);
   }
 
-  /** A task of the group exited: a sign of every fault injected before that has none yet. */
-  exited(): void {
-    this.detect(this.o.clock.now());
+  /** Task `task` of the group exited with `code`. */
+  exited(task: string, code: number): void {
+    const now = this.o.clock.now();
+    if (code !== 0) this.firstFailureAt ??= now;
+    this.detect({ type: "exit", task }, now);
   }
 
-  /** Stops injecting (the run ended). */
+  /** Stops injecting (launch got a termination notice, or the run ended); a frozen task is let go. */
   stop(): void {
+    this.stopped = true;
     for (const t of this.timers) t.cancel();
     this.timers.length = 0;
-    this.group = undefined;
+    this.thaw();
   }
 
   /**
@@ -211,7 +241,18 @@ export class ChaosRun {
     const chief = logs.find((l) => l.records.some((r) => r.type === "start" && r.chief))?.records ?? [];
     // The chief's summaries name the global step every few steps (the goodput log's marks are seconds apart): where training was at each fault.
     const summarySteps = logDir === undefined ? [] : await summaryStepsOf(logDir, startMs);
-    const faults = this.states.map((s) => faultReport(s, startMs, chief, summarySteps));
+    const each = this.states.map((s) => faultReport(s, startMs, chief, summarySteps));
+    // Faults whose recoveries end at the same first step share their lost steps: the first one injected has them.
+    const byInjection = [...each].filter((f) => f.injectedMs !== null).sort((a, b) => (a.injectedMs as number) - (b.injectedMs as number) || a.id - b.id);
+    const counted = new Set<number>();
+    const shared = new Set<number>();
+    for (const f of byInjection) {
+      if (f.firstStepMs === null) continue;
+      const resumed = (f.injectedMs as number) + f.firstStepMs;
+      if (counted.has(resumed)) shared.add(f.id);
+      counted.add(resumed);
+    }
+    const faults = each.map((f) => (shared.has(f.id) && f.stepsLost !== null ? { ...f, stepsLost: 0 } : f));
     const group = computeGoodput(logs).group;
     return {
       version: 1,
@@ -230,19 +271,20 @@ export class ChaosRun {
   // -------------------------------------------------------------------------------------------
 
   private fire(s: FaultState): void {
-    if (s.injectedAt !== undefined || s.handed) return;
+    if (s.injectedAt !== undefined || s.handed || this.stopped) return;
     const { fault } = s;
     const group = this.group;
     const wait = (): void => {
       if (!s.pending) this.o.say(`chaos: fault ${fault.id} (${fault.kind} to ${fault.target}) waits for ${fault.target} to run again`);
       s.pending = true;
     };
-    if (group === undefined || !group.isLive(fault.target)) return wait();
+    if (group === undefined || this.stopping || !group.isLive(fault.target)) return wait();
     const signal: NodeJS.Signals = fault.kind === "sigterm" ? "SIGTERM" : fault.kind === "freeze" ? "SIGSTOP" : "SIGKILL";
+    const index = this.groups;
     const delivered = (): void => {
       s.handed = false;
       s.injectedAt = this.o.clock.now();
-      this.injectedIntoGroup = true;
+      s.group = index;
       const start = this.startMs ?? s.injectedAt;
       const late = s.injectedAt - (start + fault.atMs);
       this.o.say(
@@ -250,15 +292,8 @@ export class ChaosRun {
         "warn",
       );
       if (fault.kind !== "freeze") return;
-      this.timers.push(
-        this.o.clock.setTimer(fault.durationMs ?? 0, () => {
-          if (this.group !== group || !group.isLive(fault.target)) return;
-          // No sign of it reached launch: the service did not declare it failed, and the group trained on.
-          if (s.detectedAt === undefined) s.absorbed = true;
-          group.inject(fault.target, "SIGCONT", { delivered: () => undefined, undelivered: () => undefined });
-          this.o.say(`chaos: fault ${fault.id}: SIGCONT to ${fault.target}${s.absorbed ? " (the group trained on: nothing to recover)" : ""}`);
-        }),
-      );
+      s.frozen = true;
+      this.timers.push(this.o.clock.setTimer(fault.durationMs ?? 0, () => this.release(s, group)));
     };
     const undelivered = (): void => {
       s.handed = false;
@@ -269,8 +304,40 @@ export class ChaosRun {
     if (s.injectedAt === undefined) s.handed = true;
   }
 
-  private detect(now: number): void {
-    for (const s of this.states) if (s.injectedAt !== undefined && s.detectedAt === undefined) s.detectedAt = now;
+  /** A freeze's end: SIGCONT to its task, if it is still there; with no sign of it by then, the group absorbed it. */
+  private release(s: FaultState, group: ChaosGroup): void {
+    if (!s.frozen) return;
+    s.frozen = false;
+    if (this.group !== group || !group.isLive(s.fault.target)) return;
+    if (s.detectedAt === undefined && !this.stopping) s.absorbed = true;
+    group.inject(s.fault.target, "SIGCONT", { delivered: () => undefined, undelivered: () => undefined });
+    this.o.say(`chaos: fault ${s.fault.id}: SIGCONT to ${s.fault.target}${s.absorbed ? " (the group trained on: nothing to recover)" : ""}`);
+  }
+
+  /** Every freeze not yet released gets its SIGCONT now. */
+  private thaw(): void {
+    const group = this.group;
+    if (group === undefined) return;
+    for (const s of this.states) if (s.frozen) this.release(s, group);
+  }
+
+  /**
+   * A sign of the faults injected before that have none yet, when it is of them: the target's own
+   * notice or exit, a task's `exiting` line about itself being the target, or a peer finding the
+   * target lost.
+   */
+  private detect(sign: Sign, now: number): void {
+    for (const s of this.states) {
+      if (s.injectedAt === undefined || s.detectedAt !== undefined) continue;
+      const target = s.fault.target;
+      const of =
+        sign.type === "exit"
+          ? sign.task === target
+          : sign.status.type === "lost"
+            ? sign.status.tasks.map(launchTaskName).includes(target)
+            : (sign.status.type === "notice" || sign.status.type === "exiting") && sign.task === target;
+      if (of) s.detectedAt = now;
+    }
   }
 }
 
@@ -315,19 +382,30 @@ const stepPoints = (records: readonly GoodputRecord[]): { t: number; step: numbe
   records.flatMap((r) => ((r.type === "ready" || r.type === "end") && r.step !== null) || r.type === "mark" ? [{ t: r.t, step: r.step as number }] : []);
 
 /**
- * The global steps the event files in `logDir` itself (the chief's summaries) name, with their
- * times (ms), from `sinceMs` on. Unreadable records are skipped (every file is hostile input).
+ * The global steps the event files in `logDir` itself (the chief's summaries; not its subruns')
+ * name, with their times (ms), from `sinceMs` on. Unreadable records are skipped (every file is
+ * hostile input).
  */
 const summaryStepsOf = async (logDir: string, sinceMs: number): Promise<{ t: number; step: number }[]> => {
   const out: { t: number; step: number }[] = [];
+  let files: string[];
   try {
-    for await (const e of readEvents(logDir)) {
-      if (e.kind === "issue" || e.kind === "fileVersion" || e.run !== ".") continue;
-      const t = e.wallTime * 1000;
-      if (t >= sinceMs && Number.isSafeInteger(e.step) && e.step >= 0) out.push({ t, step: e.step });
-    }
+    files = readdirSync(logDir, { withFileTypes: true })
+      .filter((d) => d.isFile() && d.name.includes("tfevents"))
+      .map((d) => join(logDir, d.name));
   } catch {
-    // A log directory that went: the goodput log's marks alone.
+    return out;
+  }
+  for (const file of files) {
+    try {
+      for await (const e of readEvents(file)) {
+        if (e.kind === "issue" || e.kind === "fileVersion") continue;
+        const t = e.wallTime * 1000;
+        if (t >= sinceMs && Number.isSafeInteger(e.step) && e.step >= 0) out.push({ t, step: e.step });
+      }
+    } catch {
+      // A file that went: the others, and the goodput log's marks.
+    }
   }
   return out;
 };
@@ -342,15 +420,25 @@ const faultReport = (s: FaultState, startMs: number, chief: readonly GoodputReco
   // Training resumes: the chief's first `ready` after the injection (a restarted process's, or a session re-created in the same one).
   const ready = chief.find((r): r is Extract<GoodputRecord, { type: "ready" }> => r.type === "ready" && r.t >= at);
   const resumedAt = ready?.t ?? Number.POSITIVE_INFINITY;
-  // A save of the chief process that ran at the injection (a restarted process's first save re-saves what it restored).
-  const lastStart = chief.reduce((i, r, k) => (r.type === "start" && r.t <= at ? k : i), -1);
+  // The chief process that ran at the injection (started by then: its process's start, not its log's
+  // first record, which waits for the checkpoint directory); a save of its after the injection is the
+  // fault's (a restarted process's first save re-saves what it restored).
+  const lastStart = chief.reduce((i, r, k) => (r.type === "start" && r.processStartMs <= at ? k : i), -1);
   const nextStart = chief.findIndex((r, k) => k > lastStart && r.type === "start");
   const running = lastStart < 0 ? [] : chief.slice(lastStart, nextStart < 0 ? undefined : nextStart);
   const saved = running.find((r) => r.type === "mark" && r.checkpoint === true && r.t >= at && r.t <= resumedAt);
-  // Where training was at the injection: the highest step known by then (nothing recorded: nothing trained).
-  let highest = 0;
-  for (const p of [...stepPoints(chief), ...summarySteps]) if (p.t <= at && p.step > highest) highest = p.step;
-  const stepsLost = ready === undefined || ready.step === null ? null : Math.max(0, highest - ready.step);
+  // The steps this fault cost: those trained since training last began (the running process's
+  // `ready` before the injection), beyond where it resumed. Training that was not running at the
+  // injection (a recovery under way, or a session down) loses nothing more: an earlier fault's
+  // figures have those steps.
+  const began = [...running].reverse().find((r) => (r.type === "ready" || r.type === "aborted") && r.t <= at);
+  let stepsLost: number | null = 0;
+  if (ready === undefined || ready.step === null) stepsLost = null;
+  else if (began?.type === "ready") {
+    let highest = began.step ?? 0;
+    for (const p of [...stepPoints(running), ...summarySteps]) if (p.t >= began.t && p.t <= at && p.step > highest) highest = p.step;
+    stepsLost = Math.max(0, highest - ready.step);
+  }
   return {
     ...base,
     injectedMs: at - startMs,

@@ -28,7 +28,7 @@ import * as E from "fp-ts/lib/Either.js";
 import * as t from "io-ts";
 import { parseDocument } from "yaml";
 
-import { decode, formatIssue, NonNegativeNumber, optional, PositiveNumber, refined, required, SafeInt, show, struct, type Issue } from "../codec.js";
+import { decode, formatIssue, NonNegativeNumber, optional, refined, required, SafeInt, show, struct, type Issue } from "../codec.js";
 import { MAX_ALIAS_COUNT } from "../config/index.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -63,11 +63,20 @@ const Weights = struct(
   (w) => (FAULT_KINDS.some((k) => (w[k] ?? 0) > 0) ? [] : [{ message: "give at least one kind a weight above 0" }]),
 );
 
+/** The longest time a schedule may name, in seconds: about 23 days (a timer's longest wait is 2^31 - 1 ms). */
+const MAX_SECS = 2_000_000;
+
+/** Seconds from 0 to {@link MAX_SECS}. */
+const Secs = refined(`a number of seconds from 0 to ${MAX_SECS}`, (u): u is number => typeof u === "number" && Number.isFinite(u) && u >= 0 && u <= MAX_SECS);
+
+/** Seconds above 0, to {@link MAX_SECS}. */
+const PositiveSecs = refined(`a number of seconds above 0, to ${MAX_SECS}`, (u): u is number => typeof u === "number" && Number.isFinite(u) && u > 0 && u <= MAX_SECS);
+
 /** A task of `launch`'s group: `chief:0` or `worker:<i>`. */
 const TaskName = refined("a task of the group (chief:0 or worker:<i>)", (u): u is string => typeof u === "string" && /^(?:chief:0|worker:(?:0|[1-9]\d{0,5}))$/.test(u));
 
 const Fault = struct("ChaosFault", "One fault of an explicit list.", {
-  atSecs: required(NonNegativeNumber, "Seconds from the run's start."),
+  atSecs: required(Secs, "Seconds from the run's start."),
   kind: required(t.keyof(Object.fromEntries(FAULT_KINDS.map((k) => [k, null])) as Record<FaultKind, null>, "a fault kind (sigterm, sigkillWorker, sigkillChief, freeze, opError)"), "What happens."),
   target: optional(TaskName, "The task it hits (sigkillChief: chief:0; sigkillWorker: a worker).", "a random task the kind may hit"),
 });
@@ -78,12 +87,12 @@ const ChaosScheduleCodec = struct(
   "The faults `launch --chaos` injects.",
   {
     seed: optional(SafeInt, "The seed of the draws: the same seed gives the same faults.", "1"),
-    durationSecs: optional(PositiveNumber, "Faults are drawn within this many seconds from the run's start (with meanIntervalSecs or times)."),
-    meanIntervalSecs: optional(PositiveNumber, "The mean gap between faults (exponential gaps). Give this, times or faults."),
-    times: optional(t.array(NonNegativeNumber), "Fault times, seconds from the run's start, each of a kind drawn from kinds. Give this, meanIntervalSecs or faults."),
+    durationSecs: optional(PositiveSecs, "Faults are drawn within this many seconds from the run's start (with meanIntervalSecs or times)."),
+    meanIntervalSecs: optional(PositiveSecs, "The mean gap between faults (exponential gaps). Give this, times or faults."),
+    times: optional(t.array(Secs), "Fault times, seconds from the run's start, each of a kind drawn from kinds. Give this, meanIntervalSecs or faults."),
     kinds: optional(Weights, "The mix of fault kinds (with meanIntervalSecs or times)."),
     faults: optional(t.array(Fault), "The faults themselves, each with its time, kind and (optionally) target. Give this, meanIntervalSecs or times."),
-    freezeSecs: optional(PositiveNumber, "How long a freeze holds its task stopped.", "15"),
+    freezeSecs: optional(PositiveSecs, "How long a freeze holds its task stopped.", "15"),
   },
   (v) => {
     const given = (["meanIntervalSecs", "times", "faults"] as const).filter((k) => v[k] !== undefined);
@@ -166,16 +175,20 @@ export const readChaosSchedule = (path: string, workers: number): E.Either<strin
     if (f.kind === "sigkillWorker" && workers === 0) problems.push(`--chaos ${path}: faults[${i}].kind: sigkillWorker needs a worker (launch --workers 2 or more)`);
   }
   if (problems.length > 0) return E.left(problems);
-  const faults = planFaults(schedule, workers);
+  if (schedule.kinds !== undefined && !FAULT_KINDS.some((k) => (schedule.kinds?.[k] ?? 0) > 0 && (workers > 0 || k !== "sigkillWorker"))) {
+    return E.left([`--chaos ${path}: kinds: only sigkillWorker has a weight, and this group has no worker (launch --workers 1): give another kind a weight, or launch --workers 2 or more`]);
+  }
+  const faults = planFaults(schedule, workers, MAX_FAULTS + 1);
   if (faults.length > MAX_FAULTS) return E.left([`--chaos ${path}: the schedule gives ${faults.length} faults, more than ${MAX_FAULTS}: raise meanIntervalSecs or lower durationSecs`]);
   return E.right({ schedule, faults });
 };
 
 /**
  * The faults of `schedule` for a group of a chief and `workers` workers, in time order (ties in
- * the schedule's order): the same schedule and group always give the same list.
+ * the schedule's order): the same schedule and group always give the same list. At most `limit`
+ * are drawn.
  */
-export const planFaults = (schedule: ChaosSchedule, workers: number): PlannedFault[] => {
+export const planFaults = (schedule: ChaosSchedule, workers: number, limit: number = PLAN_LIMIT): PlannedFault[] => {
   const random = mulberry32(schedule.seed ?? 1);
   const tasks = ["chief:0", ...Array.from({ length: workers }, (_, i) => `worker:${i}`)];
   const pick = <T>(items: readonly T[]): T => items[Math.min(items.length - 1, Math.floor(random() * items.length))] as T;
@@ -195,7 +208,7 @@ export const planFaults = (schedule: ChaosSchedule, workers: number): PlannedFau
   } else {
     const meanMs = (schedule.meanIntervalSecs as number) * 1000;
     // Exponential gaps: a Poisson process of faults, the same for the same seed (bounded: see MAX_FAULTS).
-    for (let at = -meanMs * Math.log(1 - random()); at < durationMs && times.length <= PLAN_LIMIT; at += -meanMs * Math.log(1 - random())) times.push(Math.round(at));
+    for (let at = -meanMs * Math.log(1 - random()); at < durationMs && times.length < limit; at += -meanMs * Math.log(1 - random())) times.push(Math.round(at));
   }
   const weights = FAULT_KINDS.map((k) => [k, schedule.kinds?.[k] ?? 0] as const).filter(([kind, w]) => w > 0 && (workers > 0 || kind !== "sigkillWorker"));
   const total = weights.reduce((n, [, w]) => n + w, 0);

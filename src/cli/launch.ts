@@ -183,7 +183,14 @@ export const launchProgram = async (argv: readonly string[], flags: ClusterFlags
   // Under --chaos, the tasks' sessions write their goodput logs where the report reads them.
   const logDir = options.chaos === undefined ? undefined : chaosLogDirOf(resolve(options.cwd ?? process.cwd(), options.chaos.reportPath));
   const env = { ...clusterSettingsEnv(settings.right), ...(logDir === undefined ? {} : { [CHAOS_GOODPUT_DIR_ENV]: logDir }) };
-  if (logDir !== undefined) mkdirSync(logDir, { recursive: true });
+  if (logDir !== undefined) {
+    try {
+      mkdirSync(logDir, { recursive: true });
+    } catch (e) {
+      usageLine(io, options, `monitored-session launch: --chaos-report ${options.chaos?.reportPath ?? ""}: the tasks' goodput log directory ${logDir} cannot be made (${(e as Error).message}); give --chaos-report a path in a writable directory`);
+      return ExitCodes.usage;
+    }
+  }
   return superviseGroups({ file, args, env, holdSignalsUntilReady: false, preemptionCode: PREEMPTION_EXIT_CODE, logDir }, options, io);
 };
 
@@ -235,7 +242,7 @@ const superviseGroups = async (program: TaskProgram, options: LaunchOptions, io:
       const report = await chaos.report(code, program.logDir);
       for (const line of describeChaosReport(report)) say(line);
       try {
-        writeChaosReport(options.chaos.reportPath, report);
+        writeChaosReport(resolve(options.cwd ?? process.cwd(), options.chaos.reportPath), report);
         say(`chaos: the recovery report is in ${options.chaos.reportPath}`);
       } catch (e) {
         say(`chaos: the recovery report could not be written to ${options.chaos.reportPath} (${e instanceof Error ? e.message : String(e)}); give --chaos-report a writable path`, "error");
@@ -244,55 +251,50 @@ const superviseGroups = async (program: TaskProgram, options: LaunchOptions, io:
   }
 };
 
-/** What {@link supervise} needs besides the program and the options. */
-interface SuperviseContext extends Omit<GroupContext, "killAfterMs"> {}
-
 /** The groups of {@link superviseGroups}, one after another; resolves with the exit code. */
-const supervise = async (program: TaskProgram, options: LaunchOptions, ctx: SuperviseContext): Promise<number> => {
+const supervise = async (program: TaskProgram, options: LaunchOptions, ctx: Omit<GroupContext, "killAfterMs">): Promise<number> => {
   const { io, clock, notices, say, lineOf, chaos } = ctx;
-  {
-    const maxRestarts = options.maxRestarts ?? 0;
-    const killAfterMs = (options.killAfterSecs ?? DEFAULT_KILL_AFTER_SECS) * 1000;
-    const tasks = tasksOf(options.workers);
-    let restarts = 0;
-    let ports: readonly number[] | undefined;
-    for (;;) {
-      if (notices.first !== undefined) {
-        say(`termination notice (${notices.describe(notices.first)}) before the tasks started: exiting with ${program.preemptionCode}`);
-        return program.preemptionCode;
-      }
-      ports = await groupPorts(tasks.length, ports, say);
-      const outcome = await runGroup(tasks, program, ports.map((p) => `127.0.0.1:${p}`), { io, clock, notices, killAfterMs, say, lineOf, chaos });
-      const injected = chaos?.groupEnded() === true;
-      if (outcome.code === ExitCodes.done) {
-        say("every task exited 0");
-        return ExitCodes.done;
-      }
-      const why =
-        (outcome.decidedBy === undefined ? `exit ${outcome.code}` : `${outcome.decidedBy} exited with ${outcome.code}`) +
-        (outcome.noticeFrom === undefined || outcome.noticeFrom === outcome.decidedBy ? "" : `; the preemption started with ${outcome.noticeFrom}'s termination notice`);
-      if (notices.first !== undefined) {
-        say(`stopped by a termination notice (${notices.describe(notices.first)}); ${why}: exiting with ${outcome.code}`);
-        return outcome.code;
-      }
-      // A fault of the chaos schedule: the plan, not a failure; the group restarts.
-      if (injected) {
-        say(`chaos: ${why}, after a fault of the schedule: restarting the group (a fault of --chaos does not use up a restart)`, "warn");
-        continue;
-      }
-      // A preemption, or a chief lost during one: nothing the job did wrong, so no restart is used up.
-      const preempted = outcome.code === program.preemptionCode || outcome.code === ExitCodes.chiefLost;
-      if (preempted && maxRestarts > 0) {
-        say(`preempted (${why}): restarting the group (a preemption does not use up a restart; ${maxRestarts - restarts} left)`);
-        continue;
-      }
-      if (preempted || restarts >= maxRestarts) {
-        say(`${why}: exiting with ${outcome.code}${maxRestarts > 0 && !preempted ? ` after ${restarts} restart${restarts === 1 ? "" : "s"}` : ""}`, preempted ? "warn" : "error");
-        return outcome.code;
-      }
-      restarts += 1;
-      say(`${why}: restarting the group (restart ${restarts} of ${maxRestarts})`, "error");
+  const maxRestarts = options.maxRestarts ?? 0;
+  const killAfterMs = (options.killAfterSecs ?? DEFAULT_KILL_AFTER_SECS) * 1000;
+  const tasks = tasksOf(options.workers);
+  let restarts = 0;
+  let ports: readonly number[] | undefined;
+  for (;;) {
+    if (notices.first !== undefined) {
+      say(`termination notice (${notices.describe(notices.first)}) before the tasks started: exiting with ${program.preemptionCode}`);
+      return program.preemptionCode;
     }
+    ports = await groupPorts(tasks.length, ports, say);
+    const outcome = await runGroup(tasks, program, ports.map((p) => `127.0.0.1:${p}`), { io, clock, notices, killAfterMs, say, lineOf, chaos });
+    const injected = chaos?.groupEnded() === true;
+    if (outcome.code === ExitCodes.done) {
+      say("every task exited 0");
+      return ExitCodes.done;
+    }
+    const why =
+      (outcome.decidedBy === undefined ? `exit ${outcome.code}` : `${outcome.decidedBy} exited with ${outcome.code}`) +
+      (outcome.noticeFrom === undefined || outcome.noticeFrom === outcome.decidedBy ? "" : `; the preemption started with ${outcome.noticeFrom}'s termination notice`);
+    if (notices.first !== undefined) {
+      say(`stopped by a termination notice (${notices.describe(notices.first)}); ${why}: exiting with ${outcome.code}`);
+      return outcome.code;
+    }
+    // A fault of the chaos schedule: the plan, not a failure; the group restarts.
+    if (injected) {
+      say(`chaos: ${why}, after a fault of the schedule: restarting the group (a fault of --chaos does not use up a restart)`, "warn");
+      continue;
+    }
+    // A preemption, or a chief lost during one: nothing the job did wrong, so no restart is used up.
+    const preempted = outcome.code === program.preemptionCode || outcome.code === ExitCodes.chiefLost;
+    if (preempted && maxRestarts > 0) {
+      say(`preempted (${why}): restarting the group (a preemption does not use up a restart; ${maxRestarts - restarts} left)`);
+      continue;
+    }
+    if (preempted || restarts >= maxRestarts) {
+      say(`${why}: exiting with ${outcome.code}${maxRestarts > 0 && !preempted ? ` after ${restarts} restart${restarts === 1 ? "" : "s"}` : ""}`, preempted ? "warn" : "error");
+      return outcome.code;
+    }
+    restarts += 1;
+    say(`${why}: restarting the group (restart ${restarts} of ${maxRestarts})`, "error");
   }
 };
 
@@ -389,13 +391,14 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     },
     inject: (name, sig, delivery) => {
       const child = live.get(name);
-      if (child === undefined || child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return false;
+      // Gone (its exit not yet read, or not yet reaped): nothing to signal.
+      if (child === undefined || child.pid === undefined || child.exitCode !== null || child.signalCode !== null || hasEnded(child.pid)) return false;
       if (sig === "SIGTERM" && program.holdSignalsUntilReady && !ready.has(child)) {
         if (chaosHeld.has(child)) return false;
         chaosHeld.set(child, delivery);
         return true;
       }
-      child.kill(sig);
+      if (!child.kill(sig)) return false;
       delivery.delivered();
       return true;
     },
@@ -432,6 +435,7 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     }
   };
   const stopOthers = (reason: string): void => {
+    chaos?.groupStopping();
     killStopped();
     // Stopping already: the SIGKILL is armed.
     if (live.size === 0 || killTimer !== undefined) return;
@@ -447,6 +451,7 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
    */
   let othersTimer: TimerHandle | undefined;
   const awaitOthers = (exited: string, code: number): void => {
+    chaos?.groupStopping();
     killStopped();
     if (live.size === 0 || othersTimer !== undefined) return;
     const preempted = noticeFrom ?? exited;
@@ -490,7 +495,10 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
   };
   const forward = (n: TerminationNotice): void => {
     const sig: NodeJS.Signals = n.source === "SIGINT" || n.source === "SIGHUP" ? n.source : "SIGTERM";
+    // No more faults; a task frozen (by a fault, or otherwise) can neither save nor exit.
+    chaos?.stop();
     if (live.size === 0) return;
+    killStopped();
     say(`${notices.describe(n)}: forwarding ${sig} to ${[...live.keys()].join(", ")}`);
     for (const child of live.values()) signal(child, sig);
     armKill();
@@ -505,7 +513,8 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
   };
   const exits = tasks.map((task, i) => {
     const child = spawn(program.file, [...program.args], {
-      env: { ...io.env, ...program.env, ...chaosEnvOf(task.name), TF_CONFIG: tfConfigs[i] as string, [LAUNCH_READY_ENV]: "1", [LAUNCH_STATUS_FD_ENV]: String(STATUS_FD) },
+      // launch's own chaos variables only: never ones it inherited (a task honours them under launch).
+      env: { ...withoutChaosEnv(io.env), ...program.env, ...chaosEnvOf(task.name), TF_CONFIG: tfConfigs[i] as string, [LAUNCH_READY_ENV]: "1", [LAUNCH_STATUS_FD_ENV]: String(STATUS_FD) },
       // fd 3: the task's status channel (launchStatus.ts).
       stdio: ["ignore", "pipe", "pipe", "pipe"],
     });
@@ -539,7 +548,7 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     });
     return Promise.all([exited, ...streamed]).then(([code]) => {
       live.delete(task.name);
-      chaos?.exited();
+      chaos?.exited(task.name, code);
       // A fault's SIGTERM that waited for this task: it never went; the fault waits for the next group.
       chaosHeld.get(child)?.undelivered();
       chaosHeld.delete(child);
@@ -620,6 +629,12 @@ const preemptionCodeOf = (path: string): number => {
   } catch {
     return PREEMPTION_EXIT_CODE;
   }
+};
+
+/** `env` without the variables `launch --chaos` sets for its tasks (see src/runtime/chaosOpErrors.ts). */
+const withoutChaosEnv = (env: NodeJS.ProcessEnv): NodeJS.ProcessEnv => {
+  const { [CHAOS_OP_ERRORS_ENV]: _ops, [CHAOS_GOODPUT_DIR_ENV]: _dir, ...rest } = env;
+  return rest;
 };
 
 /**

@@ -51,6 +51,7 @@ interface Raw {
   readonly step?: number | null;
   readonly chief?: boolean;
   readonly checkpoint?: boolean;
+  readonly processStartMs?: number;
 }
 
 const SCHEDULE = `# Four faults, a second apart: wherever each lands, the run must recover and finish.
@@ -125,13 +126,34 @@ for (const backend of backends) {
         const ready = chief.find((x) => x.type === "ready" && x.t >= at);
         expect(ready, `fault ${f.id}: the chief trained again after it`).toBeDefined();
         expect(f.firstStepMs).toBe((ready as Raw).t - at);
+        // The chief process running at the injection: the last to have started by then.
         const starts = chief.map((x, i) => [x, i] as const).filter(([x]) => x.type === "start");
-        const current = [...starts].reverse().find(([x]) => x.t <= at)?.[1] ?? -1;
+        const current = [...starts].reverse().find(([x]) => (x.processStartMs ?? x.t) <= at)?.[1] ?? -1;
         const next = starts.find(([, i]) => i > current)?.[1] ?? chief.length;
-        const saved = current < 0 ? undefined : chief.slice(current, next).find((x) => x.type === "mark" && x.checkpoint === true && x.t >= at && x.t <= (ready as Raw).t);
+        const running = current < 0 ? [] : chief.slice(current, next);
+        const saved = running.find((x) => x.type === "mark" && x.checkpoint === true && x.t >= at && x.t <= (ready as Raw).t);
         expect(f.savedMs).toBe(saved === undefined ? null : saved.t - at);
-        const highest = Math.max(0, ...chief.filter((x) => x.t <= at && typeof x.step === "number").map((x) => x.step as number), ...summarySteps.filter((p) => p.t <= at).map((p) => p.step));
-        expect(f.stepsLost).toBe((ready as Raw).step === null ? null : Math.max(0, highest - ((ready as Raw).step as number)));
+        // Steps lost: trained since the running process's last `ready` before the injection (none
+        // if a session failure came after it), beyond the step training resumed from; counted once
+        // among faults that resume at the same first step (the earliest injected has them).
+        const began = running.filter((x) => (x.type === "ready" || x.type === "aborted") && x.t <= at).at(-1);
+        const sharedWithEarlier = report.faults.some(
+          (g) => g.injectedMs !== null && g.firstStepMs !== null && (g.injectedMs < (f.injectedMs as number) || (g.injectedMs === f.injectedMs && g.id < f.id)) && g.injectedMs + g.firstStepMs === (f.injectedMs as number) + (f.firstStepMs as number),
+        );
+        const stepsLost =
+          (ready as Raw).step === null || (ready as Raw).step === undefined
+            ? null
+            : began?.type !== "ready" || sharedWithEarlier
+              ? 0
+              : Math.max(
+                  0,
+                  Math.max(
+                    (began.step as number | null) ?? 0,
+                    ...running.filter((x) => x.t >= began.t && x.t <= at && typeof x.step === "number").map((x) => x.step as number),
+                    ...summarySteps.filter((p) => p.t >= began.t && p.t <= at).map((p) => p.step),
+                  ) - ((ready as Raw).step as number),
+                );
+        expect(f.stepsLost, `fault ${f.id}`).toBe(stepsLost);
       }
       // The group's goodput over this run's records: within 1 percentage point of the accounting's.
       const logs = ["chief-0.jsonl", "worker-0.jsonl"].map((name) => {

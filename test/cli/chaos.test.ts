@@ -86,9 +86,9 @@ describe("launch --chaos: the fault run", () => {
     await clock.advance(100);
     run.status("worker:0", { type: "notice", source: "SIGTERM" });
     g1.exit("worker:0");
-    run.exited();
+    run.exited("worker:0", 42);
     g1.exit("chief:0");
-    run.exited();
+    run.exited("chief:0", 42);
     expect(run.groupEnded()).toBe(true);
     // Between groups: the sigkillChief waits for the chief to run again.
     await clock.advance(3_400); // t0 + 5000
@@ -106,9 +106,9 @@ describe("launch --chaos: the fault run", () => {
     run.status("chief:0", { type: "chaos", fault: 99 });
     expect(run.opErrorsFor("chief:0")).toEqual([]);
     g2.exit("chief:0");
-    run.exited();
+    run.exited("chief:0", 137);
     g2.exit("worker:0");
-    run.exited();
+    run.exited("worker:0", 1);
     expect(run.groupEnded()).toBe(true);
     const g3 = new FakeGroup(new Set(["chief:0", "worker:0"]));
     run.groupStarted(g3);
@@ -121,7 +121,7 @@ describe("launch --chaos: the fault run", () => {
     ]);
     expect(said.some((l) => /fault 3: SIGCONT to worker:0 \(the group trained on: nothing to recover\)/.test(l))).toBe(true);
     // The run ends before fault 4: it is never injected.
-    expect(run.groupEnded()).toBe(true);
+    expect(run.groupEnded()).toBe(false);
     run.stop();
     const report = await run.report(0, undefined);
     expect(report.faults.map((f) => [f.id, f.injectedMs, f.detectMs])).toEqual([
@@ -153,6 +153,91 @@ describe("launch --chaos: the fault run", () => {
     run.groupStarted(g2);
     expect(g2.sent).toEqual([["worker:1", "SIGTERM"]]);
     expect((await run.report(42, undefined)).faults[0]?.injectedMs).toBe(700);
+  });
+
+  it("a group that stops takes no fault (it waits for the next group); a failure before any fault is no free restart; only a sign of its own target detects a fault", async () => {
+    const clock = new VirtualClock();
+    const said: string[] = [];
+    const run = new ChaosRun({
+      faults: [
+        { id: 0, atMs: 1_000, kind: "sigkillWorker", target: "worker:1" },
+        { id: 1, atMs: 3_000, kind: "sigterm", target: "worker:0" },
+      ],
+      clock,
+      say: (l) => said.push(l),
+    });
+    run.start();
+    const g1 = new FakeGroup(new Set(["chief:0", "worker:0", "worker:1"]));
+    run.groupStarted(g1);
+    // A genuine failure first: the group stops; the fault's time comes while it stops.
+    await clock.advance(500);
+    g1.exit("worker:0");
+    run.exited("worker:0", 1);
+    run.groupStopping();
+    await clock.advance(500);
+    expect(g1.sent).toEqual([]);
+    expect(said.some((l) => /fault 0 \(sigkillWorker to worker:1\) waits for worker:1 to run again/.test(l))).toBe(true);
+    g1.exit("chief:0");
+    run.exited("chief:0", 143);
+    g1.exit("worker:1");
+    run.exited("worker:1", 143);
+    // No fault was injected into it: its failure counts (no free restart).
+    expect(run.groupEnded()).toBe(false);
+    const g2 = new FakeGroup(new Set(["chief:0", "worker:0", "worker:1"]));
+    run.groupStarted(g2);
+    expect(g2.sent).toEqual([["worker:1", "SIGKILL"]]);
+    // Another task's notice, or a peer lost that is not the target, is no sign of fault 0.
+    await clock.advance(10);
+    run.status("worker:0", { type: "notice", source: "SIGTERM" });
+    run.status("chief:0", { type: "lost", tasks: ["/job:worker/replica:0/task:0"], why: "declaredFailed" });
+    await clock.advance(30);
+    run.status("chief:0", { type: "lost", tasks: ["/job:worker/replica:0/task:1"], why: "declaredFailed" });
+    run.exited("worker:1", 137);
+    expect(run.groupEnded()).toBe(true);
+    run.stop();
+    // Fault 1's time comes after the run stopped: never injected.
+    await clock.advance(5_000);
+    const report = await run.report(0, undefined);
+    expect(report.faults.map((f) => [f.id, f.injectedMs, f.detectMs])).toEqual([
+      [0, 1_000, 40],
+      [1, null, null],
+    ]);
+  });
+
+  it("steps lost are counted once: a fault that lands while a recovery is under way (no training running) costs none of its own", async () => {
+    const dir = tempDir();
+    const clock = new VirtualClock();
+    const t0 = clock.now();
+    mkdirSync(join(dir, "goodput"), { recursive: true });
+    const records: GoodputRecord[] = [
+      { v: 1, type: "start", t: t0 + 10, task: "chief:0", proc: "a", pid: 2, chief: true, processStartMs: t0 },
+      { v: 1, type: "ready", t: t0 + 100, step: 0 },
+      { v: 1, type: "mark", t: t0 + 900, step: 80 },
+      // SIGKILLed at t0 + 1000; the second fault at t0 + 1500 lands before the restart trains.
+      { v: 1, type: "start", t: t0 + 2_100, task: "chief:0", proc: "b", pid: 3, chief: true, processStartMs: t0 + 2_000 },
+      { v: 1, type: "ready", t: t0 + 2_500, step: 0 },
+      { v: 1, type: "end", t: t0 + 4_000, proc: "b", step: 300, exitCode: 0 },
+    ];
+    writeFileSync(join(dir, "goodput", "chief-0.jsonl"), records.map(line).join(""));
+    const run = new ChaosRun({
+      faults: [
+        { id: 0, atMs: 1_000, kind: "sigkillChief", target: "chief:0" },
+        { id: 1, atMs: 1_500, kind: "sigkillWorker", target: "worker:0" },
+      ],
+      clock,
+      say: () => undefined,
+    });
+    run.start();
+    const g1 = new FakeGroup(new Set(["chief:0", "worker:0"]));
+    run.groupStarted(g1);
+    await clock.advance(1_000);
+    await clock.advance(500);
+    run.stop();
+    const report = await run.report(0, dir);
+    expect(report.faults.map((f) => [f.id, f.firstStepMs, f.stepsLost])).toEqual([
+      [0, 1_500, 80],
+      [1, 1_000, 0],
+    ]);
   });
 
   it("the report's recovery figures: the save of the process the fault hit, the chief's next ready, and the steps trained again (the summaries' steps between the goodput marks)", async () => {
@@ -226,7 +311,7 @@ describe("launch --chaos: the fault run", () => {
     await clock.advance(4_950);
     expect(g2.sent).toEqual([["chief:0", "SIGKILL"]]);
     await clock.advance(20);
-    run.exited();
+    run.exited("chief:0", 137);
     await clock.advance(3_000);
     run.stop();
     const report = await run.report(0, dir);

@@ -39,14 +39,14 @@ describe("the --chaos schedule", () => {
   });
 
   it("over many faults the kinds follow their weights, and the mean gap is the one asked for", () => {
-    const plan = planFaults(valid({ ...issue36, durationSecs: 6_000_000 }), 2);
+    const plan = planFaults(valid({ ...issue36, durationSecs: 2_000_000, meanIntervalSecs: 20 }), 2);
     expect(plan.length).toBeGreaterThan(90_000);
     const share = (k: string): number => plan.filter((f) => f.kind === k).length / plan.length;
     expect(share("sigterm")).toBeCloseTo(0.4, 1);
     expect(share("sigkillWorker")).toBeCloseTo(0.3, 1);
     for (const k of ["sigkillChief", "freeze", "opError"]) expect(share(k)).toBeCloseTo(0.1, 1);
     const meanGap = (plan[plan.length - 1]?.atMs ?? 0) / plan.length;
-    expect(meanGap / 60_000).toBeCloseTo(1, 1);
+    expect(meanGap / 20_000).toBeCloseTo(1, 1);
   });
 
   it("explicit times: those within the duration, sorted; without workers, no sigkillWorker", () => {
@@ -119,6 +119,10 @@ describe("the --chaos schedule", () => {
       expect(lines(file("nokinds.yaml", "times: [1]\n")).join("\n")).toMatch(/kinds: is required with meanIntervalSecs or times/);
       expect(lines(file("noduration.yaml", "meanIntervalSecs: 5\nkinds: { sigterm: 1 }\n")).join("\n")).toMatch(/durationSecs: is required with meanIntervalSecs/);
       expect(lines(file("badkind.yaml", "faults: [{ atSecs: 1, kind: boom }]\n")).join("\n")).toMatch(/faults\[0\]\.kind/);
+      // Past a timer's longest wait (or Infinity in ms): refused, never a fault that fires at once.
+      expect(lines(file("far.yaml", "faults: [{ atSecs: 3000000, kind: sigterm }]\n")).join("\n")).toMatch(/faults\[0\]\.atSecs: expected a number of seconds from 0 to 2000000/);
+      expect(lines(file("huge.yaml", "faults: [{ atSecs: 1e306, kind: sigterm }]\nfreezeSecs: 1e300\n")).length).toBe(2);
+      expect(lines(file("lone.yaml", "durationSecs: 60\nmeanIntervalSecs: 5\nkinds: { sigkillWorker: 1 }\n"), 0)[0]).toMatch(/kinds: only sigkillWorker has a weight, and this group has no worker/);
       rmSync(dir, { recursive: true, force: true });
     });
   });

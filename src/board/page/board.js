@@ -155,7 +155,8 @@ const loadRuns = coalesce(async () => {
   $("empty").hidden = state.tags.length > 0;
   renderGroups();
   for (const chart of state.charts.values()) if (chart.runKey !== JSON.stringify(runsOf(chart.tag))) refresh(chart);
-  await Promise.all([views.load(), loadCheckpoints(), loadGoodput()]);
+  // The goodput view is extra: a failure there is said, and the charts go on.
+  await Promise.all([views.load(), loadCheckpoints(), loadGoodput().catch((e) => ($("status").textContent = String(e)))]);
   exposed.ready = true;
 });
 
