@@ -162,6 +162,22 @@ describe("monitoredTrainingSession", () => {
     expect(readGoodputLogs(shared).map((l) => [l.task, l.records.map((r) => r.type)])).toEqual([["worker:1", ["start", "ready", "end"]]]);
   });
 
+  it("a task that names a goodput directory (launch --chaos, for its report) gets its log there, whatever the options say", async () => {
+    const chaosLogs = tempDir();
+    const ckpt = tempDir();
+    const chief = { ...fakeTask({ isChief: true, log: [] }), name: "chief:0", goodputDir: chaosLogs };
+    await withSession(monitoredTrainingSession({ task: chief, graph: model(), checkpointDir: ckpt, clock: new VirtualClock(), logger: silentLogger }), train(2));
+    const worker = { ...fakeTask({ isChief: false, log: [] }), name: "worker:0", goodputDir: chaosLogs };
+    const w = await monitoredTrainingSession({ task: worker, sessionFactory: () => new FakeSession(), logger: silentLogger, goodput: false });
+    await w.close();
+    expect(readGoodputLogs(chaosLogs).map((l) => [l.task, l.records.filter((r) => r.type === "start" || r.type === "end").map((r) => r.type)])).toEqual([
+      ["chief:0", ["start", "end"]],
+      ["worker:0", ["start", "end"]],
+    ]);
+    // Not beside the checkpoints: the task's directory wins.
+    expect(readdirSync(ckpt)).not.toContain("goodput");
+  });
+
   it("sessionCreated events say which checkpoint a session was restored from", async () => {
     const dir = tempDir();
     const seen: (string | null)[] = [];
