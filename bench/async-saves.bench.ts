@@ -16,7 +16,8 @@ import { join } from "node:path";
 
 import { readBundle } from "../src/checkpoint/index.js";
 import { repoRoot, startCli } from "../test/util/cliChild.js";
-import { mulberry32, round } from "./stats.js";
+import { round } from "./stats.js";
+import { mulberry32 } from "../src/util/mulberry32.js";
 
 const STEPS = 2000;
 const CADENCE = 50;

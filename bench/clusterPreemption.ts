@@ -39,7 +39,8 @@ import { silentLogger } from "../src/Logger.js";
 import { PreemptionCheckpointHandler, type PreemptionClusterResolver } from "../src/preemption/index.js";
 import { killLaunchTree, repoRoot, startCli, type CliChild } from "../test/util/cliChild.js";
 import type { LoopSteps } from "./preemptionLoop.js";
-import { median, mulberry32, round } from "./stats.js";
+import { median, round } from "./stats.js";
+import { mulberry32 } from "../src/util/mulberry32.js";
 
 // ---------------------------------------------------------------------------------------------
 // agreementSteps

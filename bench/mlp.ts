@@ -7,7 +7,7 @@
 
 import * as tf from "@tensorflow/tfjs";
 import type { InMemoryDataSourceOptions } from "../src/tfjs/index.js";
-import { mulberry32 } from "./stats.js";
+import { mulberry32 } from "../src/util/mulberry32.js";
 
 const MLP = { inputs: 128, hidden: 256, classes: 10 } as const;
 

@@ -43,7 +43,8 @@ import type { Session, VariableStore } from "../src/session/Session.js";
 import { repoRoot, startCli, type CliChild } from "../test/util/cliChild.js";
 import { agreementModes, measureAgreement, measureCheckOverhead } from "./clusterPreemption.js";
 import { measureFaults } from "./faultRecovery.js";
-import { median, mulberry32, round } from "./stats.js";
+import { median, round } from "./stats.js";
+import { mulberry32 } from "../src/util/mulberry32.js";
 
 // BENCH_PREEMPTION_RUNS: fewer runs for a quick check of the benchmark itself (results need ≥ 20).
 const RUNS = Number(process.env["BENCH_PREEMPTION_RUNS"] ?? 20);

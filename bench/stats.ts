@@ -18,15 +18,3 @@ export const elapsedMs = (start: bigint): number => Number(process.hrtime.bigint
 
 /** Rounds to `digits` significant decimals for readable JSON. */
 export const round = (x: number, digits = 4): number => Number(x.toFixed(digits));
-
-/** A small seeded generator (mulberry32) for random moments a benchmark can repeat from its printed seed. */
-export const mulberry32 = (seed: number): (() => number) => {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-};

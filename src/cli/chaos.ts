@@ -31,7 +31,7 @@ import { readdirSync, renameSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 
 import type { Clock, TimerHandle } from "../time/Clock.js";
-import { computeGoodput, formatSecs, type GoodputFigures } from "../goodput/computeGoodput.js";
+import { computeGoodput, formatSecs, stepPoints, type GoodputFigures } from "../goodput/computeGoodput.js";
 import { readGoodputLogs, type GoodputLog, type GoodputRecord } from "../goodput/goodputLog.js";
 import { readEvents } from "../summary/readEvents.js";
 import { launchTaskName, type LaunchStatus } from "../runtime/launchStatus.js";
@@ -376,10 +376,6 @@ export const writeChaosReport = (path: string, report: ChaosReport): void => {
 // ---------------------------------------------------------------------------------------------
 // utils
 // ---------------------------------------------------------------------------------------------
-
-/** Steps with their times in the chief's records: `ready`, `mark` and `end` that carry one. */
-const stepPoints = (records: readonly GoodputRecord[]): { t: number; step: number }[] =>
-  records.flatMap((r) => ((r.type === "ready" || r.type === "end") && r.step !== null) || r.type === "mark" ? [{ t: r.t, step: r.step as number }] : []);
 
 /**
  * The global steps the event files in `logDir` itself (the chief's summaries; not its subruns')

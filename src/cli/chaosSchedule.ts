@@ -30,6 +30,7 @@ import { parseDocument } from "yaml";
 
 import { decode, formatIssue, NonNegativeNumber, optional, refined, required, SafeInt, show, struct, type Issue } from "../codec.js";
 import { MAX_ALIAS_COUNT } from "../config/index.js";
+import { mulberry32 } from "../util/mulberry32.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -225,20 +226,4 @@ export const planFaults = (schedule: ChaosSchedule, workers: number, limit: numb
     }
     return fault(id, atMs, kind, targetOf(kind));
   });
-};
-
-// ---------------------------------------------------------------------------------------------
-// utils
-// ---------------------------------------------------------------------------------------------
-
-/** A deterministic generator of numbers in [0, 1) (mulberry32), from a 32-bit seed. */
-const mulberry32 = (seed: number): (() => number) => {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let x = state;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
 };

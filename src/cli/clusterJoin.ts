@@ -14,6 +14,7 @@ import { ClusterStartError, startClusterTask, type ClusterRuntime, type ClusterT
 import { ExitCodes } from "../runtime/exitCodes.js";
 import { isPreemptionReport } from "../runtime/preemptionReport.js";
 import { launchTaskName } from "../runtime/launchStatus.js";
+import { abandonStart } from "../runtime/startLeave.js";
 import { failureMessage } from "./faults.js";
 import { PreemptedExit } from "./runPreemption.js";
 
@@ -47,11 +48,7 @@ export const startCluster = async (
     if (first !== "notice") return first;
     // The start stops (telling the others when every task registered), within a bound; a start
     // that finished meanwhile leaves the cluster.
-    await settledWithin(
-      starting.then((c) => c.finish(false)),
-      LEAVE_BOUND_MS,
-      clock,
-    );
+    await abandonStart(starting, clock);
     logger.info(`Termination notice (${notices.first === undefined ? "notice" : notices.describe(notices.first)}) while ${task.name} joined the cluster: exiting without saving (run the same command again to resume).`);
     return ExitCodes.preempted;
   } catch (e) {
@@ -70,9 +67,6 @@ export const startCluster = async (
     subscription.unsubscribe();
   }
 };
-
-/** How long a task that leaves while it starts waits for its start to stop (its report to the others is bounded by the heartbeat timeout, three times). */
-const LEAVE_BOUND_MS = 60_000;
 
 /**
  * The session being created, unless the cluster fails first (its error) or, on a worker, a
@@ -102,11 +96,4 @@ export const raceCreation = async (
   } finally {
     subscription?.unsubscribe();
   }
-};
-
-/** Resolves once `p` settles, or after `ms`, whichever comes first (never rejects). */
-export const settledWithin = async (p: Promise<unknown>, ms: number, clock: Clock): Promise<void> => {
-  let timer: { cancel(): void } | undefined;
-  await Promise.race([p.then(() => undefined, () => undefined), new Promise<void>((ok) => (timer = clock.setTimer(ms, ok)))]);
-  timer?.cancel();
 };

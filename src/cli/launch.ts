@@ -354,31 +354,31 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
   const live = new Map<string, ChildProcess>();
   // A `run` task handles signals once it has said so (launchReady.ts); until then a signal for it waits.
   const ready = new Set<ChildProcess>();
-  const held = new Map<ChildProcess, NodeJS.Signals>();
+  /**
+   * What waits for a task to handle signals: launch's own signal, and a fault's SIGTERM with what
+   * to tell the chaos run when it goes (or never can).
+   */
+  const held = new Map<ChildProcess, { launch?: NodeJS.Signals; fault?: { readonly delivered: () => void; readonly undelivered: () => void } }>();
   const signal = (child: ChildProcess, sig: NodeJS.Signals): void => {
     // Not started (its spawn failed, or the failure is not reported yet): Node's kill() would
     // signal pid 0, launch's own process group.
     if (child.pid === undefined) return;
     if (sig !== "SIGKILL") signalledByLaunch.add(child);
     if (sig === "SIGKILL" || ready.has(child) || !program.holdSignalsUntilReady) child.kill(sig);
-    else held.set(child, sig);
+    else held.set(child, { ...held.get(child), launch: sig });
   };
-  /** A fault's SIGTERM held until its task handles signals, and what to tell the chaos run when it goes (or never can). */
-  const chaosHeld = new Map<ChildProcess, { readonly delivered: () => void; readonly undelivered: () => void }>();
   const markReady = (child: ChildProcess): void => {
     ready.add(child);
-    const sig = held.get(child);
+    const waiting = held.get(child);
     held.delete(child);
-    const fault = chaosHeld.get(child);
-    chaosHeld.delete(child);
-    if (fault !== undefined) {
+    if (waiting?.fault !== undefined) {
       // A signal of launch's own that was held too goes first (it stops the group anyway).
       child.kill("SIGTERM");
-      fault.delivered();
-      if (sig !== undefined && sig !== "SIGTERM") child.kill(sig);
+      waiting.fault.delivered();
+      if (waiting.launch !== undefined && waiting.launch !== "SIGTERM") child.kill(waiting.launch);
       return;
     }
-    if (sig !== undefined) child.kill(sig);
+    if (waiting?.launch !== undefined) child.kill(waiting.launch);
   };
   /**
    * The chaos run's way into the group: a fault's signal, as the task's own notice (not one of
@@ -394,8 +394,9 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
       // Gone (its exit not yet read, or not yet reaped): nothing to signal.
       if (child === undefined || child.pid === undefined || child.exitCode !== null || child.signalCode !== null || hasEnded(child.pid)) return false;
       if (sig === "SIGTERM" && program.holdSignalsUntilReady && !ready.has(child)) {
-        if (chaosHeld.has(child)) return false;
-        chaosHeld.set(child, delivery);
+        const waiting = held.get(child);
+        if (waiting?.fault !== undefined) return false;
+        held.set(child, { ...waiting, fault: delivery });
         return true;
       }
       if (!child.kill(sig)) return false;
@@ -550,8 +551,8 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
       live.delete(task.name);
       chaos?.exited(task.name, code);
       // A fault's SIGTERM that waited for this task: it never went; the fault waits for the next group.
-      chaosHeld.get(child)?.undelivered();
-      chaosHeld.delete(child);
+      held.get(child)?.fault?.undelivered();
+      held.delete(child);
       const signalled = child.signalCode === null ? "" : ` (killed by ${child.signalCode})`;
       say(`${task.name} exited with ${code}${signalled}`, code === 0 ? "info" : "warn");
       exitsSeen.push({ task: task.name, code });

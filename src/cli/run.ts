@@ -33,6 +33,7 @@ import { resolve } from "node:path";
 
 import { BundleSaver, CheckpointDirInUseError, openCheckpointDirectory, type CheckpointManager } from "../checkpoint/index.js";
 import { systemClock, type Clock } from "../time/Clock.js";
+import { settledWithin } from "../time/settledWithin.js";
 import { resolveTfConfig } from "../cluster/ClusterResolver.js";
 import { decodePodEnvironment, PeerNotResolvedError, waitForPodTfConfig } from "../cluster/PodClusterResolver.js";
 import { TF_CONFIG } from "../cluster/TfConfig.js";
@@ -390,14 +391,14 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
   // The cluster's modules (gRPC, the coordination service) load only here: a process that is no
   // task of a cluster starts without them (docs/performance.md, "Process start to first step").
   let cluster: ClusterRuntime | undefined;
-  let join: Pick<typeof import("./clusterJoin.js"), "raceCreation" | "settledWithin"> | undefined;
+  let join: Pick<typeof import("./clusterJoin.js"), "raceCreation"> | undefined;
   if (task !== undefined) {
     // A failed load (a broken install) releases the directory's lock first, as any failure here does.
-    const { startCluster, raceCreation, settledWithin } = await import("./clusterJoin.js").catch(async (e: unknown) => {
+    const { startCluster, raceCreation } = await import("./clusterJoin.js").catch(async (e: unknown) => {
       await manager?.close();
       throw e;
     });
-    join = { raceCreation, settledWithin };
+    join = { raceCreation };
     const joinStart = clock.now();
     const started = await startCluster(task, io, logger, clock, notices, group, config.maxWaitSecs);
     goodput.recorder ??= openAccounting();
@@ -567,7 +568,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     if (groupFailure !== undefined && isPreemptionReport(groupFailure)) clusterPreemption ??= groupFailure;
     // A peer that leaves the group for a termination notice looks like a peer gone: the
     // coordination service says which, shortly after (its report, or the failure it declares).
-    if (groupFailure !== undefined && cluster !== undefined && join !== undefined && !preempting()) await join.settledWithin(cluster.failed, WHY_A_PEER_LEFT_MS, clock);
+    if (groupFailure !== undefined && cluster !== undefined && !preempting()) await settledWithin(cluster.failed, WHY_A_PEER_LEFT_MS, clock);
     // Losing the chief while the group stopped for a notice: nobody can write the checkpoint (43).
     if (!agree && groupFailure !== undefined && preempting()) e = new PreemptedExit(losesChief(groupFailure) ? ExitCodes.chiefLost : exitCodeOf(config), false);
     // A preemption report that ended a wait of this task (a data-parallel group started by hand, re-forming after a lost rank).

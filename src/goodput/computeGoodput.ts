@@ -142,7 +142,7 @@ const splitProcesses = (records: readonly GoodputRecord[]): ProcessRecords[] => 
 };
 
 /** The steps named by `records`, with their times: `ready`, `mark` and `end` records that carry one. */
-const stepPoints = (records: readonly GoodputRecord[]): { t: number; step: number }[] =>
+export const stepPoints = (records: readonly GoodputRecord[]): { t: number; step: number }[] =>
   records.flatMap((r) => ((r.type === "ready" || r.type === "end") && r.step !== null) || r.type === "mark" ? [{ t: r.t, step: r.step as number }] : []);
 
 /** The largest of `values` (a loop: a log may hold more records than a call may have arguments). */

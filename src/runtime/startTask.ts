@@ -45,6 +45,7 @@ import { LAUNCH_READY_ENV, LAUNCH_READY_LINE } from "./launchReady.js";
 import { launchStatusWriter, launchTaskName, type LaunchStatusWriter } from "./launchStatus.js";
 import { isPreemptionReport } from "./preemptionReport.js";
 import { ReplicaGroup } from "./replicaGroup.js";
+import { abandonStart } from "./startLeave.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -193,11 +194,7 @@ const startOwningNotices = async (options: StartTaskOptions, env: NodeJS.Process
   if ("notice" in raced) {
     // The start stops (telling the others once every task registered), within a bound; a start
     // that finished meanwhile leaves the cluster.
-    await settledWithin(
-      starting.then((runtime) => runtime.finish(false)),
-      LEAVE_BOUND_MS,
-      clock,
-    );
+    await abandonStart(starting, clock);
     await leaveOn(raced.notice, task.name, undefined, "while it joined the cluster");
     return new Promise<never>(() => undefined);
   }
@@ -256,14 +253,4 @@ const startOwningNotices = async (options: StartTaskOptions, env: NodeJS.Process
       await finish(true);
     },
   };
-};
-
-/** How long a task that leaves while it starts waits for its start to stop (its report to the others is bounded by three heartbeat timeouts). */
-const LEAVE_BOUND_MS = 60_000;
-
-/** Resolves once `p` settles, or after `ms`, whichever comes first (never rejects). */
-const settledWithin = async (p: Promise<unknown>, ms: number, clock: Clock): Promise<void> => {
-  let timer: { cancel(): void } | undefined;
-  await Promise.race([p.then(() => undefined, () => undefined), new Promise<void>((ok) => (timer = clock.setTimer(ms, ok)))]);
-  timer?.cancel();
 };

@@ -40,7 +40,8 @@ import * as tf from "@tensorflow/tfjs";
 import { InvalidArgumentError, OutOfRangeError, ValueError } from "../errors.js";
 import { numElements, tensor, type TensorValue } from "../session/Tensor.js";
 import type { TfjsBatch, TfjsDataSource } from "./DataSource.js";
-import { Mulberry32, shuffledRange } from "./internal/rng.js";
+import { Mulberry32 } from "../util/mulberry32.js";
+import { shuffledRange } from "./internal/rng.js";
 
 // ---------------------------------------------------------------------------------------------
 // model

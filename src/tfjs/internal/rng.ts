@@ -1,39 +1,11 @@
 /**
- * A seeded random number generator whose whole state is one uint32, so that it can be saved in a
- * checkpoint and resumed bit-exactly. Internal: used by the in-memory data source to shuffle.
- *
- * The algorithm is mulberry32 (public domain, Tommy Ettinger): statistically fine for shuffling,
- * a period of 2^32, and trivially serializable. Hand-written because the state must be exposed
- * as a number; seedrandom's `state()` objects differ per algorithm and are not a declared
- * dependency of this package.
+ * Shuffling for the in-memory data source, with a {@link Mulberry32} generator whose state a
+ * checkpoint saves. Internal.
  *
  * @module
  */
 
-// ---------------------------------------------------------------------------------------------
-// model
-// ---------------------------------------------------------------------------------------------
-
-/** A mulberry32 generator. `state` is a uint32 (0 ≤ state < 2^32) that fully determines the sequence. */
-export class Mulberry32 {
-  constructor(public state: number) {
-    this.state = state >>> 0;
-  }
-
-  /** A float in [0, 1). Advances the state. */
-  next(): number {
-    this.state = (this.state + 0x6d2b79f5) >>> 0;
-    let t = this.state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  }
-
-  /** An integer in [0, n). */
-  nextInt(n: number): number {
-    return Math.floor(this.next() * n);
-  }
-}
+import type { Mulberry32 } from "../../util/mulberry32.js";
 
 // ---------------------------------------------------------------------------------------------
 // operations
