@@ -6,10 +6,15 @@
  * sigkillWorker 0.3, sigkillChief 0.1, freeze 0.1 (15 s), opError 0.1. The job's `lastStep` is
  * `CHAOS_BENCH_STEPS` (default 90,000: about ten minutes of training on a 2-core machine, so that the faults of the window land while it trains).
  *
- * Figures (bench/results/chaos.json): the report's `goodput` and `badput`, every fault (kind,
- * target, times, steps lost), `firstStepMsMedian` by kind, `stepsLostSigterm`, and beside them
- * the same run's process start to first step for a fresh task (`freshStartToFirstStepMs`: the
- * first group's chief, from its process's start to its `ready`).
+ * Two variants in the same run, one after the other, with the same schedule: `plain` (each
+ * restarted group is new processes) and `standby` (`launch --standby`: a restarted group starts
+ * from processes that loaded `run`'s modules while the group before trained).
+ *
+ * Figures per variant (bench/results/chaos.json): the report's `goodput` and `badput`, every
+ * fault (kind, target, times, steps lost), `firstStepMsMedian` by kind, `stepsLostSigterm`, and
+ * beside them the process start to first step for a fresh task (`freshStartToFirstStepMs`: the
+ * first group's chief, from its process's start to its `ready`); then `standbyVsPlain`, the
+ * ratio of the two variants' `firstStepMsMedian` for each kind.
  *
  * Equal work, or the benchmark fails: `launch` exits 0, the chief's last process ends at
  * `lastStep`, every checkpoint left verifies (`inspect` exits 0), and the report's goodput is
@@ -36,8 +41,29 @@ kinds: { sigterm: 0.4, sigkillWorker: 0.3, sigkillChief: 0.1, freeze: 0.1, opErr
 freezeSecs: 15
 `;
 
+const KINDS = ["sigterm", "sigkillWorker", "sigkillChief", "freeze", "opError"] as const;
+
 export default async (): Promise<Record<string, unknown>> => {
   if (!(SECS > 0) || !(STEPS > 0)) throw new Error("CHAOS_BENCH_SECS and CHAOS_BENCH_STEPS must be positive numbers");
+  const plain = await variant(false);
+  const standby = await variant(true);
+  const ratio = (k: (typeof KINDS)[number]): number | null => {
+    const a = plain.firstStepMsMedian[k];
+    const b = standby.firstStepMsMedian[k];
+    return a === null || b === null || a === undefined || b === undefined ? null : round(b / a, 3);
+  };
+  return {
+    lastStep: STEPS,
+    faultWindowSecs: SECS,
+    plain,
+    standby,
+    standbyVsPlain: Object.fromEntries(KINDS.map((k) => [k, ratio(k)])),
+    goals: { goodput: 0.9, firstStepMsMedianSigtermAndSigkillWorker: 3000, stepsLostSigterm: 0, reportVsRecomputation: 0.01 },
+  };
+};
+
+/** One launch under the schedule; `standby`: with `--standby`. Fails unless it did the whole work. */
+const variant = async (standby: boolean): Promise<{ firstStepMsMedian: Record<string, number | null> } & Record<string, unknown>> => {
   const root = mkdtempSync(join(tmpdir(), "ms-bench-chaos-"));
   try {
     const yaml = exampleTree(root, (y) =>
@@ -48,7 +74,7 @@ export default async (): Promise<Record<string, unknown>> => {
     const reportPath = join(root, "report.json");
     // Bounded: the faults' window, the training, and a restart per fault with room to spare.
     const boundMs = (SECS + STEPS / 20 + 600) * 1000;
-    const l = startCli(["launch", "--workers", "3", "--kill-after", "30", "--chaos", schedule, "--chaos-report", reportPath, yaml], { timeoutMs: boundMs });
+    const l = startCli(["launch", "--workers", "3", "--kill-after", "30", ...(standby ? ["--standby"] : []), "--chaos", schedule, "--chaos-report", reportPath, yaml], { timeoutMs: boundMs });
     const r = await l.done;
     const out = l.output();
     if (r.code !== 0) throw new Error(`chaos: launch exited ${r.code} (equal work needs 0):\n${out.slice(-4000)}`);
@@ -66,9 +92,10 @@ export default async (): Promise<Record<string, unknown>> => {
     if (report.goodput === null || recomputed === null) throw new Error("chaos: no goodput in the report or the logs");
     const gap = Math.abs(report.goodput.goodput - recomputed.goodput);
     if (gap > 0.01) throw new Error(`chaos: the report's goodput ${report.goodput.goodput} is ${gap} from the recomputation ${recomputed.goodput}`);
-    const kinds = ["sigterm", "sigkillWorker", "sigkillChief", "freeze", "opError"] as const;
+    const fromStandby = [...out.matchAll(/^\[launch\] started \S+ at \S+ \(pid \d+, its standby\)$/gm)].length;
+    if (standby && report.groups > 1 && fromStandby === 0) throw new Error("chaos: --standby, and no restarted task started from its standby");
     const firstStepMsMedian = Object.fromEntries(
-      kinds.map((k) => {
+      KINDS.map((k) => {
         const xs = report.faults.filter((f) => f.kind === k && f.firstStepMs !== null).map((f) => f.firstStepMs as number);
         return [k, xs.length === 0 ? null : round(median(xs), 0)];
       }),
@@ -76,8 +103,6 @@ export default async (): Promise<Record<string, unknown>> => {
     const first = chief?.records.find((x) => x.type === "start");
     const firstReady = chief?.records.find((x) => x.type === "ready");
     return {
-      lastStep: STEPS,
-      faultWindowSecs: SECS,
       wallSecs: round(report.durationMs / 1000, 1),
       groups: report.groups,
       goodput: round(report.goodput.goodput, 4),
@@ -87,7 +112,8 @@ export default async (): Promise<Record<string, unknown>> => {
       firstStepMsMedian,
       stepsLostSigterm: report.faults.filter((f) => f.kind === "sigterm").reduce((n, f) => n + (f.stepsLost ?? 0), 0),
       freshStartToFirstStepMs: first?.type === "start" && firstReady !== undefined ? firstReady.t - first.processStartMs : null,
-      goals: { goodput: 0.9, firstStepMsMedianSigtermAndSigkillWorker: 3000, stepsLostSigterm: 0, reportVsRecomputation: 0.01 },
+      // Restarts that started from a standby (launch's own lines say which).
+      fromStandby,
     };
   } finally {
     rmSync(root, { recursive: true, force: true });

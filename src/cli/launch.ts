@@ -67,6 +67,7 @@ import { CLUSTER_FLAGS, type ClusterFlag, type ClusterFlags } from "./clusterFla
 import { ChaosRun, chaosLogDirOf, describeChaosReport, writeChaosReport, type ChaosGroup } from "./chaos.js";
 import type { PlannedFault } from "./chaosSchedule.js";
 import { CHAOS_GOODPUT_DIR_ENV, CHAOS_OP_ERRORS_ENV } from "../runtime/chaosOpErrors.js";
+import { STANDBY_ENV, standbyGoLine } from "./standby.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -92,6 +93,12 @@ export interface LaunchOptions {
   readonly logFormat?: LogFormat | undefined;
   /** `--chaos`: the faults to inject (chaos.ts), and where the recovery report goes (`--chaos-report`). */
   readonly chaos?: { readonly faults: readonly PlannedFault[]; readonly reportPath: string } | undefined;
+  /**
+   * `--standby` (the config form): once a group trains, a standby process per task loads `run`'s
+   * modules and waits (src/cli/standby.ts); a restarted group starts from them instead of from
+   * new processes. Default `false`.
+   */
+  readonly standby?: boolean | undefined;
 }
 
 /** How `launch` starts a task: this program's `run` (default: the running node, its flags and script). */
@@ -120,6 +127,8 @@ interface TaskProgram {
    * reach it.
    */
   readonly holdSignalsUntilReady: boolean;
+  /** Whether the group may start from standbys (`--standby`, the config form: `run` reads {@link STANDBY_ENV}). */
+  readonly standby: boolean;
   /** The tasks' preemption exit code: the configuration's `preemption.exitCode` (`<config>`), else 42. */
   readonly preemptionCode: number;
   /**
@@ -158,6 +167,7 @@ export const launchCommand = async (configPath: string, options: LaunchOptions, 
     args: [...command.args, "run", configPath, ...(options.runArgs ?? []), ...(options.logFormat === "json" ? ["--log-format", "json"] : [])],
     env: {},
     holdSignalsUntilReady: true,
+    standby: options.standby === true,
     preemptionCode: preemptionCodeOf(configPath),
     logDir: logDirOf(configPath),
   };
@@ -191,7 +201,7 @@ export const launchProgram = async (argv: readonly string[], flags: ClusterFlags
       return ExitCodes.usage;
     }
   }
-  return superviseGroups({ file, args, env, holdSignalsUntilReady: false, preemptionCode: PREEMPTION_EXIT_CODE, logDir }, options, io);
+  return superviseGroups({ file, args, env, holdSignalsUntilReady: false, standby: false, preemptionCode: PREEMPTION_EXIT_CODE, logDir }, options, io);
 };
 
 /**
@@ -231,11 +241,13 @@ const superviseGroups = async (program: TaskProgram, options: LaunchOptions, io:
   // A task's line: behind its name, or (JSON) as a record that names it.
   const lineOf = (task: string, line: string): string => (json ? taskJsonLine(task, line, () => clock.now()) : `[${task}] ${line}\n`);
   const chaos = options.chaos === undefined ? undefined : new ChaosRun({ faults: options.chaos.faults, clock, say });
+  const standbys = program.standby ? new Standbys(program, io.env, say) : undefined;
   let code: number = ExitCodes.failure;
   try {
-    code = await supervise(program, options, { io, clock, notices, say, lineOf, chaos });
+    code = await supervise(program, options, { io, clock, notices, say, lineOf, chaos, standbys });
     return code;
   } finally {
+    await standbys?.close();
     notices.close();
     chaos?.stop();
     if (chaos !== undefined && options.chaos !== undefined) {
@@ -253,7 +265,7 @@ const superviseGroups = async (program: TaskProgram, options: LaunchOptions, io:
 
 /** The groups of {@link superviseGroups}, one after another; resolves with the exit code. */
 const supervise = async (program: TaskProgram, options: LaunchOptions, ctx: Omit<GroupContext, "killAfterMs">): Promise<number> => {
-  const { io, clock, notices, say, lineOf, chaos } = ctx;
+  const { io, clock, notices, say, lineOf, chaos, standbys } = ctx;
   const maxRestarts = options.maxRestarts ?? 0;
   const killAfterMs = (options.killAfterSecs ?? DEFAULT_KILL_AFTER_SECS) * 1000;
   const tasks = tasksOf(options.workers);
@@ -265,7 +277,7 @@ const supervise = async (program: TaskProgram, options: LaunchOptions, ctx: Omit
       return program.preemptionCode;
     }
     ports = await groupPorts(tasks.length, ports, say);
-    const outcome = await runGroup(tasks, program, ports.map((p) => `127.0.0.1:${p}`), { io, clock, notices, killAfterMs, say, lineOf, chaos });
+    const outcome = await runGroup(tasks, program, ports.map((p) => `127.0.0.1:${p}`), { io, clock, notices, killAfterMs, say, lineOf, chaos, standbys });
     const injected = chaos?.groupEnded() === true;
     if (outcome.code === ExitCodes.done) {
       say("every task exited 0");
@@ -341,6 +353,8 @@ interface GroupContext {
   readonly lineOf: (task: string, line: string) => string;
   /** `--chaos`: the faults to inject into the group. */
   readonly chaos?: ChaosRun | undefined;
+  /** `--standby`: the tasks' standbys, which the group starts from and refills once it trains. */
+  readonly standbys?: Standbys | undefined;
 }
 
 /**
@@ -349,7 +363,7 @@ interface GroupContext {
  * notice to `launch` is forwarded to every task.
  */
 const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses: readonly string[], ctx: GroupContext): Promise<GroupOutcome> => {
-  const { io, clock, notices, killAfterMs, say, lineOf, chaos } = ctx;
+  const { io, clock, notices, killAfterMs, say, lineOf, chaos, standbys } = ctx;
   const tfConfigs = tfConfigsOf(tasks, addresses);
   const live = new Map<string, ChildProcess>();
   // A `run` task handles signals once it has said so (launchReady.ts); until then a signal for it waits.
@@ -369,6 +383,8 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
   };
   const markReady = (child: ChildProcess): void => {
     ready.add(child);
+    // The group trains: the standbys for its restart load now, off its start.
+    if (ready.size === tasks.length) standbys?.fill(tasks);
     const waiting = held.get(child);
     held.delete(child);
     if (waiting?.fault !== undefined) {
@@ -513,15 +529,14 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     return faults.length === 0 ? {} : { [CHAOS_OP_ERRORS_ENV]: JSON.stringify(faults) };
   };
   const exits = tasks.map((task, i) => {
-    const child = spawn(program.file, [...program.args], {
-      // launch's own chaos variables only: never ones it inherited (a task honours them under launch).
-      env: { ...withoutChaosEnv(io.env), ...program.env, ...chaosEnvOf(task.name), TF_CONFIG: tfConfigs[i] as string, [LAUNCH_READY_ENV]: "1", [LAUNCH_STATUS_FD_ENV]: String(STATUS_FD) },
-      // fd 3: the task's status channel (launchStatus.ts).
-      stdio: ["ignore", "pipe", "pipe", "pipe"],
-    });
+    // The group's own variables; the rest is every group's (taskEnvOf).
+    const groupEnv = { ...chaosEnvOf(task.name), TF_CONFIG: tfConfigs[i] as string };
+    const standby = standbys?.take(task.name);
+    standby?.go(groupEnv);
+    const child = standby?.child ?? spawn(program.file, [...program.args], { env: { ...taskEnvOf(program, io.env), ...groupEnv }, stdio: TASK_STDIO });
     live.set(task.name, child);
     children.set(task.name, child);
-    say(`started ${task.name} at ${addresses[i] as string}${child.pid === undefined ? "" : ` (pid ${child.pid})`}`);
+    say(`started ${task.name} at ${addresses[i] as string}${child.pid === undefined ? "" : ` (pid ${child.pid}${standby === undefined ? "" : ", its standby"})`}`);
     let badStatus = false;
     const streamed = [
       readLines(child.stdio[STATUS_FD] as NodeJS.ReadableStream | null | undefined, (line) => {
@@ -540,13 +555,7 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
         return true;
       }),
     ];
-    const exited = new Promise<number>((resolve) => {
-      child.once("error", (e) => {
-        say(`${task.name} could not start: ${e.message}`, "error");
-        resolve(ExitCodes.failure);
-      });
-      child.once("exit", (code, signal) => resolve(code ?? 128 + (signal === null ? 0 : (constants.signals[signal] ?? 0))));
-    });
+    const exited = standby?.exited ?? exitCodeOf(child, (e) => say(`${task.name} could not start: ${e.message}`, "error"));
     return Promise.all([exited, ...streamed]).then(([code]) => {
       live.delete(task.name);
       chaos?.exited(task.name, code);
@@ -727,3 +736,86 @@ const readSettingsFile = (path: string, cwd: string): Either<string[], Record<st
 
 /** This program's own command line: the running node, its flags (`--import tsx`) and script. */
 const thisCommand = (): TaskCommand => ({ execPath: process.execPath, args: [...process.execArgv, process.argv[1] as string] });
+
+/** A task's stdio: stdin only for a standby's go, stdout and stderr, and fd 3, the status channel (launchStatus.ts). */
+const TASK_STDIO: ["ignore" | "pipe", "pipe", "pipe", "pipe"] = ["ignore", "pipe", "pipe", "pipe"];
+
+/** Every group's environment of a task: launch's own (without the chaos variables it inherited; a task honours them under launch), the program's, and launch's channel. */
+const taskEnvOf = (program: TaskProgram, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv => ({
+  ...withoutChaosEnv(env),
+  ...program.env,
+  [LAUNCH_READY_ENV]: "1",
+  [LAUNCH_STATUS_FD_ENV]: String(STATUS_FD),
+});
+
+/** The exit code of `child` (128 + the signal's number when a signal ended it; 1 when it could not start, after `onError`). Listens from the call on. */
+const exitCodeOf = (child: ChildProcess, onError: (e: Error) => void): Promise<number> =>
+  new Promise<number>((resolve) => {
+    child.once("error", (e) => {
+      onError(e);
+      resolve(ExitCodes.failure);
+    });
+    child.once("exit", (code, signal) => resolve(code ?? 128 + (signal === null ? 0 : (constants.signals[signal] ?? 0))));
+  });
+
+/** A task's standby (src/cli/standby.ts): `run` with its modules loaded, waiting for its go on stdin. */
+interface Standby {
+  readonly child: ChildProcess;
+  /** Its exit code (listened for from its spawn on: an exit before its group is not missed). */
+  readonly exited: Promise<number>;
+  /** Hands it the group's variables: from now on it is the task. */
+  go(groupEnv: Readonly<Record<string, string>>): void;
+}
+
+/**
+ * `--standby`: at most one standby per task, made once a group trains (so that loading them does
+ * not slow the group's own start), taken by the next group, and ended with `launch`.
+ */
+class Standbys {
+  readonly #waiting = new Map<string, Standby>();
+
+  constructor(
+    private readonly program: TaskProgram,
+    private readonly env: NodeJS.ProcessEnv,
+    private readonly say: (line: string, level?: LogLevel) => void,
+  ) {}
+
+  /** Makes a standby for each of `tasks` that has none. */
+  fill(tasks: readonly Task[]): void {
+    const made: string[] = [];
+    for (const task of tasks) {
+      if (this.#waiting.has(task.name)) continue;
+      const child = spawn(this.program.file, [...this.program.args], { env: { ...taskEnvOf(this.program, this.env), [STANDBY_ENV]: "1" }, stdio: ["pipe", "pipe", "pipe", "pipe"] });
+      // A go to a standby that died meanwhile: its exit is what the group sees.
+      child.stdin?.on("error", () => undefined);
+      const standby: Standby = {
+        child,
+        exited: exitCodeOf(child, (e) => this.say(`the standby for ${task.name} could not start: ${e.message}`, "warn")),
+        go: (groupEnv) => void child.stdin?.end(standbyGoLine(groupEnv)),
+      };
+      void standby.exited.then(() => {
+        if (this.#waiting.get(task.name) === standby) this.#waiting.delete(task.name);
+      });
+      this.#waiting.set(task.name, standby);
+      made.push(`${task.name}${child.pid === undefined ? "" : ` (pid ${child.pid})`}`);
+    }
+    if (made.length > 0) this.say(`standby for a restart: ${made.join(", ")} loading run's modules`);
+  }
+
+  /** The standby of `task`, if one is waiting and alive (it is no longer a standby). */
+  take(task: string): Standby | undefined {
+    const standby = this.#waiting.get(task);
+    this.#waiting.delete(task);
+    const child = standby?.child;
+    if (child === undefined || child.pid === undefined || child.exitCode !== null || child.signalCode !== null || hasEnded(child.pid)) return undefined;
+    return standby;
+  }
+
+  /** Ends every standby still waiting (they hold nothing) and waits for their exits. */
+  async close(): Promise<void> {
+    const waiting = [...this.#waiting.values()];
+    this.#waiting.clear();
+    for (const standby of waiting) standby.child.kill("SIGKILL");
+    await Promise.all(waiting.map((standby) => standby.exited));
+  }
+}

@@ -21,6 +21,7 @@ import { ExitCodes } from "../runtime/exitCodes.js";
 import { LAUNCH_READY_ENV, LAUNCH_READY_LINE } from "../runtime/launchReady.js";
 import { failureMessage } from "./faults.js";
 import { jsonLine } from "./logFormat.js";
+import { STANDBY_ENV, standBy } from "./standby.js";
 import { systemClock } from "../time/Clock.js";
 
 const argv = process.argv.slice(2);
@@ -39,6 +40,20 @@ const unexpected = (e: unknown): number => {
 };
 // An unhandled rejection comes here too (Node raises it as an uncaught exception).
 process.on("uncaughtException", (e) => process.exit(unexpected(e)));
+
+// A standby of `launch --standby` (src/cli/standby.ts): `run`'s modules load now, and the task
+// starts when launch hands it a group (or the process ends without a word when launch is done).
+let startMs: number | undefined;
+if (argv[0] === "run" && process.env[STANDBY_ENV] === "1") {
+  const outcome = await standBy(process.stdin, process.env, preloadRun, () => systemClock.now());
+  if (!outcome.go) {
+    if (outcome.line !== undefined) process.stderr.write(json ? jsonLine(systemClock.now(), { level: "error", message: outcome.line }) : `${outcome.line}\n`);
+    process.exit(outcome.code);
+  }
+  startMs = outcome.startMs;
+  // The go is the last thing launch writes there.
+  process.stdin.destroy();
+}
 
 const earlySignals: NodeJS.Signals[] = [];
 /** Whether the command has its own handlers (from then on, signals are its business). */
@@ -63,6 +78,7 @@ const code = await main(argv, {
   env: process.env,
   isTTY: process.stdout.isTTY === true,
   earlySignals,
+  ...(startMs === undefined ? {} : { processStartMs: startMs }),
   exit: (c) => process.exit(c),
   // The command installs its own handlers first; the early ones then only guard its last moments.
   onStarted: () => {
@@ -73,3 +89,13 @@ decided = code;
 // Exit once the output is flushed (a pipe may still hold it); background work is abandoned, as
 // after TensorFlow's exit_fn (checkpoint writes are atomic, leftovers are cleaned at the next start).
 process.stdout.write("", () => process.stderr.write("", () => process.exit(code)));
+
+/** What `run` loads before its first step, loaded by a standby while it waits (each failure is left for the start itself to report). */
+async function preloadRun(): Promise<unknown> {
+  return Promise.allSettled([
+    import("./program.js"),
+    import("./run.js"),
+    import("./clusterJoin.js"),
+    import("../tfjs/backend.js").then((b) => import(b.WASM_BACKEND_PACKAGE)),
+  ]);
+}

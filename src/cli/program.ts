@@ -83,6 +83,7 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     )
     .option("--chaos <file>", "inject the faults of a schedule (JSON or YAML: seed, durationSecs, meanIntervalSecs or times, kinds, freezeSecs; or faults) and report each recovery; see docs/goodput.md")
     .option("--chaos-report <path>", "where --chaos writes its recovery report (JSON)", "chaos-report.json")
+    .option("--standby", "<config> only: once the group trains, keep a process per task with run's modules loaded, so that a restart (--max-restarts, --chaos) starts from it instead of loading them again")
     .optionsGroup("Cluster settings (-- <command> only; with <config>, its cluster: section holds them):");
   for (const f of CLUSTER_FLAGS) launch.option(f.flags, f.help);
   launch
@@ -110,7 +111,7 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
         code = ExitCodes.usage;
         return;
       }
-      const options = { workers: opts.workers, maxRestarts: opts.maxRestarts, killAfterSecs: opts.killAfter, logFormat: opts.logFormat, chaos };
+      const options = { workers: opts.workers, maxRestarts: opts.maxRestarts, killAfterSecs: opts.killAfter, logFormat: opts.logFormat, chaos, standby: opts.standby === true };
       const settingsFlags = [...CLUSTER_FLAGS.filter((f) => opts[f.name] !== undefined).map((f) => f.flags.split(" ")[0] as string), ...(opts.clusterConfig === undefined ? [] : ["--cluster-config"])];
       const runFlags = [...(opts.verbose === true ? ["--verbose"] : []), ...(opts.logLevel === undefined ? [] : ["--log-level"])];
       const usage = (line: string): void => {
@@ -122,11 +123,15 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
         if (settingsFlags.length > 0) {
           return usage(`monitored-session launch: ${settingsFlags.join(", ")} ${settingsFlags.length === 1 ? "is" : "are"} for launch -- <command>; with a configuration file, put the settings in its cluster: section (${config})`);
         }
+        if (opts.standby === true && opts.maxRestarts === 0 && chaos === undefined) {
+          return usage("monitored-session launch: --standby keeps processes for a restart, and this launch never restarts its group; give --max-restarts <k> (a preemption then restarts it too) or --chaos <file>, or leave --standby out");
+        }
         const runArgs = [...(opts.verbose === true ? ["--verbose"] : []), ...(opts.logLevel === undefined ? [] : ["--log-level", opts.logLevel])];
         code = await (await import("./launch.js")).launchCommand(config, { ...options, runArgs }, io);
         return;
       }
       if (config !== undefined) return usage(`monitored-session launch: give either <config> or -- <command> [args...], not both (${config} is before --)`);
+      if (opts.standby === true) return usage("monitored-session launch: --standby is for launch <config> (a standby is run with its modules loaded); a command after -- starts as a new process each time");
       if (runFlags.length > 0) return usage(`monitored-session launch: ${runFlags.join(" and ")} ${runFlags.length === 1 ? "is" : "are"} passed to each task's run (<config> only); after --, give your command its own flags`);
       code = await (await import("./launch.js")).launchProgram(taskCommand, opts, options, io);
     });
@@ -270,6 +275,7 @@ interface LaunchFlags extends ClusterFlags {
   readonly logFormat: LogFormat;
   readonly chaos?: string;
   readonly chaosReport: string;
+  readonly standby?: boolean;
 }
 
 /** A commander parser of integers >= `min`. */

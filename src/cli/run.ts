@@ -88,6 +88,8 @@ export interface CliIo {
   readonly noticeProcess?: NoticeProcess;
   /** Called once the command watches for notices itself (the entry point drops its early handlers). */
   readonly onStarted?: () => void;
+  /** When this task's start began, Unix epoch ms, for its goodput log (default the process's start; a standby's go: src/cli/standby.ts). */
+  readonly processStartMs?: number;
 }
 
 /** Options of `run`. */
@@ -380,7 +382,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
   const openAccounting = (): GoodputRecorder | undefined => {
     if (logDir === undefined || (!isChief && !existsSync(logDir))) return undefined;
     try {
-      return GoodputRecorder.open({ logDir, task: task?.name ?? "local", chief: isChief, clock, logger });
+      return GoodputRecorder.open({ logDir, task: task?.name ?? "local", chief: isChief, clock, logger, processStartMs: io.processStartMs });
     } catch (e) {
       logger.warn(`No goodput log for this run: ${e instanceof Error ? e.message : String(e)}`);
       return undefined;

@@ -82,3 +82,19 @@ describe("launch --chaos: its usage errors, before anything starts", () => {
     expect(r2.stderr).toMatch(/faults\[0\]\.target: worker:3 is not a task of this group \(launch --workers 2 has worker:0 only\)/);
   });
 });
+
+describe("launch --standby: its usage errors, before anything starts", () => {
+  it("without --max-restarts or --chaos (nothing would restart): one line, exit 2", async () => {
+    const r = await cliInProcess(["launch", "--workers", "2", "--standby", "job.yaml"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(
+      "monitored-session launch: --standby keeps processes for a restart, and this launch never restarts its group; give --max-restarts <k> (a preemption then restarts it too) or --chaos <file>, or leave --standby out\n",
+    );
+  });
+
+  it("with -- <command>: one line, exit 2", async () => {
+    const r = await cliInProcess(["launch", "--workers", "2", "--standby", "--max-restarts", "1", "--", "node", "train.js"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe("monitored-session launch: --standby is for launch <config> (a standby is run with its modules loaded); a command after -- starts as a new process each time\n");
+  });
+});

@@ -121,9 +121,15 @@ export const alive = (pid: number): boolean => {
 /** Free loopback ports for tasks' addresses: the ones `launch` picks (below the ephemeral range, so no client socket takes them first). */
 export const freePorts = (n: number): Promise<number[]> => loopbackPorts(n);
 
-/** The task pids a `launch` printed (`[launch] started <task> at <address> (pid N)`). */
-export const launchedTaskPids = (output: string): number[] =>
-  [...output.matchAll(/^\[launch\] started \S+ at \S+ \(pid (\d+)\)$/gm)].map((m) => Number(m[1]));
+/** The task pids a `launch` printed (`[launch] started <task> at <address> (pid N)`), its standbys' included (`--standby`). */
+export const launchedTaskPids = (output: string): number[] => [
+  ...[...output.matchAll(/^\[launch\] started \S+ at \S+ \(pid (\d+)(?:, its standby)?\)$/gm)].map((m) => Number(m[1])),
+  ...standbyPids(output),
+];
+
+/** The standby pids a `launch --standby` printed (`[launch] standby for a restart: chief:0 (pid N), …`). */
+export const standbyPids = (output: string): number[] =>
+  [...output.matchAll(/^\[launch\] standby for a restart: (.*)$/gm)].flatMap((m) => [...(m[1] as string).matchAll(/\(pid (\d+)\)/g)].map((p) => Number(p[1])));
 
 /** SIGKILLs a `launch` child and every task it printed it started, and waits for it to close. */
 export const killLaunchTree = async (launch: CliChild): Promise<void> => {

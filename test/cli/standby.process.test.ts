@@ -1,0 +1,108 @@
+/**
+ * `launch --standby` on what users run: the bundled TensorFlow.js job (data-parallel, no delay
+ * between steps) under `monitored-session launch --workers 2 --standby --max-restarts 1`, on both
+ * coordination backends (etcd skipped with a message without its binary). Asserts causes and
+ * outcomes, never a duration (the time a standby saves is the chaos benchmark's).
+ *
+ * - Once the group trains, `launch` makes a standby per task; a SIGKILLed worker fails the group,
+ *   and the restarted group is the standbys (the same pids), which resume from the chief's
+ *   checkpoint and reach the last step: `launch` exits 0, with no standby left behind.
+ * - The restarted chief's goodput log counts its start from the go, not from the standby's spawn.
+ * - `launch` SIGKILLed: its standbys end by themselves (their stdin closes).
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+
+import { hasEnded } from "../../src/cli/processState.js";
+import { etcdBinary, EtcdProcess } from "../cluster/coordination/etcdHarness.js";
+import { waitFor } from "../util/cli.js";
+import { alive, killLaunchTree, standbyPids, startCli, type CliChild } from "../util/cliChild.js";
+import { exampleTree } from "../util/exampleTree.js";
+import { useTempDirs } from "../util/tempDirs.js";
+
+const tempDir = useTempDirs("ms-standby-");
+
+const launched: CliChild[] = [];
+afterEach(async () => {
+  for (const l of launched.splice(0)) await killLaunchTree(l);
+});
+
+if (etcdBinary === undefined) console.warn("standby: no etcd binary (apt-get install etcd-server): the etcd half of the launch --standby test is skipped");
+
+let etcd: EtcdProcess | undefined;
+const backends = [
+  { name: "embedded", skip: false, cluster: (): string => "" },
+  {
+    name: "etcd",
+    skip: etcdBinary === undefined,
+    cluster: (): string => `cluster:\n  backend: etcd\n  etcdEndpoints: [${(etcd as EtcdProcess).endpoint}]\n  etcdPrefix: standby-${Math.random().toString(16).slice(2)}/\n`,
+  },
+] as const;
+
+const STANDBY_LINE = /^\[launch\] standby for a restart: chief:0 \(pid (\d+)\), worker:0 \(pid (\d+)\) loading run's modules$/m;
+
+/** Whether `pid` is gone (or a zombie nobody reaped yet). */
+const gone = (pid: number): boolean => !alive(pid) || hasEnded(pid);
+
+for (const backend of backends) {
+  describe.skipIf(backend.skip)(`launch --standby on the bundled job (${backend.name} coordination)`, () => {
+    beforeAll(async () => {
+      if (backend.name === "etcd") etcd = await EtcdProcess.start();
+    }, 60_000);
+    afterAll(async () => {
+      if (backend.name === "etcd") await etcd?.stop();
+    });
+
+    it("a SIGKILLed worker: the group restarts from its standbys (the same pids), resumes and reaches the last step (exit 0), and no standby is left", { timeout: 300_000 }, async () => {
+      const root = tempDir();
+      const yaml = exampleTree(root, (y) => `${y.replace(/^lastStep: \d+$/m, "lastStep: 3000")}${backend.cluster()}`);
+      const l = startCli(["launch", "--workers", "2", "--standby", "--max-restarts", "1", "--kill-after", "20", yaml], { timeoutMs: 280_000 });
+      launched.push(l);
+      await l.waitFor(STANDBY_LINE, 120_000);
+      // A checkpoint past 0, so that the restart resumes from it.
+      await l.waitFor(/^\[chief:0\] INFO Checkpoint saved: \S+model\.ckpt-1000 /m, 120_000);
+      const [, chiefStandby, workerStandby] = STANDBY_LINE.exec(l.output()) as RegExpExecArray;
+      const worker = Number(/^\[launch\] started worker:0 at \S+ \(pid (\d+)\)$/m.exec(l.output())?.[1]);
+      const killedAt = Date.now();
+      process.kill(worker, "SIGKILL");
+      const r = await l.done;
+      const out = l.output();
+      expect(r.code, out).toBe(0);
+      expect(out).toMatch(/^\[launch\] worker:0 exited with 137 \(killed by SIGKILL\)$/m);
+      expect(out).toMatch(/: restarting the group \(restart 1 of 1\)$/m);
+      // The restarted group is the standbys.
+      expect(out).toMatch(new RegExp(`^\\[launch\\] started chief:0 at \\S+ \\(pid ${chiefStandby}, its standby\\)$`, "m"));
+      expect(out).toMatch(new RegExp(`^\\[launch\\] started worker:0 at \\S+ \\(pid ${workerStandby}, its standby\\)$`, "m"));
+      expect(out).toMatch(/^\[chief:0\] INFO Starting at global step [1-9]\d{3,} \(restored from /m);
+      expect(out).toMatch(/^\[launch\] every task exited 0$/m);
+      const logDir = join(root, "runs/tfjs-classifier");
+      expect(existsSync(join(logDir, "model.ckpt-3000.index"))).toBe(true);
+      // Every standby made (the restarted group's too) is gone once launch exited.
+      const standbys = standbyPids(out);
+      expect(standbys.length).toBe(4);
+      for (const pid of standbys) expect(gone(pid), `standby ${pid}`).toBe(true);
+      // The restarted chief counts its start from its go (after the kill), not from its spawn.
+      const starts = readFileSync(join(logDir, "goodput/chief-0.jsonl"), "utf8")
+        .split("\n")
+        .filter((x) => x !== "")
+        .map((x) => JSON.parse(x) as { type: string; pid?: number; processStartMs?: number })
+        .filter((x) => x.type === "start");
+      expect(starts.map((s) => s.pid)).toEqual([expect.any(Number), Number(chiefStandby)]);
+      expect(starts[1]?.processStartMs).toBeGreaterThanOrEqual(killedAt);
+    });
+
+    it.skipIf(backend.name === "etcd")("launch SIGKILLed: its standbys end by themselves", { timeout: 200_000 }, async () => {
+      const root = tempDir();
+      const yaml = exampleTree(root, (y) => `${y.replace(/^lastStep: \d+$/m, "lastStep: 1000000")}${backend.cluster()}`);
+      const l = startCli(["launch", "--workers", "2", "--standby", "--max-restarts", "1", yaml], { timeoutMs: 180_000 });
+      launched.push(l);
+      await l.waitFor(STANDBY_LINE, 120_000);
+      const standbys = standbyPids(l.output());
+      expect(standbys.length).toBe(2);
+      l.process.kill("SIGKILL");
+      await l.done;
+      await waitFor(() => standbys.every(gone), 60_000);
+    });
+  });
+}
