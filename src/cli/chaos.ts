@@ -97,6 +97,8 @@ export interface ChaosRunOptions {
   readonly clock: Clock;
   /** `launch`'s own line. */
   readonly say: (line: string, level?: "info" | "warn" | "error") => void;
+  /** Told as each fault is injected (at `t`, Unix epoch ms): `launch` records it in the run's log directory, where the board marks it. */
+  readonly injected?: ((fault: PlannedFault, t: number) => void) | undefined;
 }
 
 interface FaultState {
@@ -199,6 +201,7 @@ export class ChaosRun {
       if (s === undefined || s.injectedAt !== undefined || this.stopped) return;
       s.injectedAt = now;
       s.group = this.groups;
+      this.o.injected?.(s.fault, now);
       // The task that raised it knows at once.
       s.detectedAt = now;
       this.o.say(`chaos: fault ${s.fault.id} (opError) raised in ${task}'s step`, "warn");
@@ -285,6 +288,7 @@ export class ChaosRun {
       s.handed = false;
       s.injectedAt = this.o.clock.now();
       s.group = index;
+      this.o.injected?.(fault, s.injectedAt);
       const start = this.startMs ?? s.injectedAt;
       const late = s.injectedAt - (start + fault.atMs);
       this.o.say(

@@ -70,5 +70,13 @@ const table = (run: RunGoodput): string => {
   const rows = [header, ...run.tasks.map((t) => row(t.task, String(t.processes), t))];
   if (run.group !== null) rows.push(row(`group${run.group.chief === null ? " (no chief)" : ` (${run.group.chief})`}`, String(run.tasks.reduce((n, t) => n + t.processes, 0)), run.group));
   const widths = header.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
-  return rows.map((r) => r.map((cell, i) => (i === 0 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join("  ")).join("\n") + "\n";
+  const faults = run.faults.length === 0 ? "" : `${faultsLine(run.faults)}\n`;
+  return rows.map((r) => r.map((cell, i) => (i === 0 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join("  ")).join("\n") + "\n" + faults;
+};
+
+/** `Faults injected (launch --chaos): 3 (sigterm 2, sigkillChief 1)`. */
+const faultsLine = (faults: RunGoodput["faults"]): string => {
+  const counts = new Map<string, number>();
+  for (const f of faults) counts.set(f.kind, (counts.get(f.kind) ?? 0) + 1);
+  return `Faults injected (launch --chaos): ${faults.length} (${[...counts].map(([k, n]) => `${k} ${n}`).join(", ")})`;
 };

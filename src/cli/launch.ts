@@ -68,6 +68,7 @@ import { ChaosRun, chaosLogDirOf, describeChaosReport, writeChaosReport, type Ch
 import type { PlannedFault } from "./chaosSchedule.js";
 import { CHAOS_GOODPUT_DIR_ENV, CHAOS_OP_ERRORS_ENV } from "../runtime/chaosOpErrors.js";
 import { STANDBY_ENV, standbyGoLine } from "./standby.js";
+import { GoodputLogWriter, LAUNCH_LOG_TASK } from "../goodput/goodputLog.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -240,7 +241,21 @@ const superviseGroups = async (program: TaskProgram, options: LaunchOptions, io:
   const say = (line: string, level: LogLevel = "info"): void => void io.err.write(json ? jsonLine(clock.now(), { task: "launch", level, message: line }) : `[launch] ${line}\n`);
   // A task's line: behind its name, or (JSON) as a record that names it.
   const lineOf = (task: string, line: string): string => (json ? taskJsonLine(task, line, () => clock.now()) : `[${task}] ${line}\n`);
-  const chaos = options.chaos === undefined ? undefined : new ChaosRun({ faults: options.chaos.faults, clock, say });
+  // The faults injected, in launch's own goodput log of the run (the board marks them on its charts).
+  let faultLog: GoodputLogWriter | undefined;
+  let faultLogFailed = false;
+  const injected = (fault: PlannedFault, t: number): void => {
+    if (program.logDir === undefined || faultLogFailed) return;
+    try {
+      faultLog ??= GoodputLogWriter.open(program.logDir, LAUNCH_LOG_TASK, (m) => say(`chaos: ${m}`, "warn"));
+    } catch (e) {
+      faultLogFailed = true;
+      say(`chaos: the faults cannot be recorded in ${program.logDir} (${e instanceof Error ? e.message : String(e)}); the report still has them`, "warn");
+      return;
+    }
+    faultLog.write({ v: 1, type: "fault", t, id: fault.id, kind: fault.kind, target: fault.target });
+  };
+  const chaos = options.chaos === undefined ? undefined : new ChaosRun({ faults: options.chaos.faults, clock, say, injected });
   const standbys = program.standby ? new Standbys(program, io.env, say) : undefined;
   let code: number = ExitCodes.failure;
   try {
@@ -248,6 +263,7 @@ const superviseGroups = async (program: TaskProgram, options: LaunchOptions, io:
     return code;
   } finally {
     await standbys?.close();
+    faultLog?.close();
     notices.close();
     chaos?.stop();
     if (chaos !== undefined && options.chaos !== undefined) {

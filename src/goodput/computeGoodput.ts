@@ -50,11 +50,31 @@ export interface TaskGoodput extends GoodputFigures {
   readonly restarts: readonly { readonly t: number; readonly step: number | null }[];
 }
 
-/** A run's figures: each task's, and the group's. */
+/** A fault `launch --chaos` injected into the run (its `fault` record), placed on the chief's steps. */
+export interface RunFault {
+  /** When it was injected (Unix epoch ms). */
+  readonly t: number;
+  /** Its place in its schedule (the chaos report's `id`). */
+  readonly id: number;
+  /** The schedule's kind: `sigterm`, `sigkillWorker`, `sigkillChief`, `freeze`, `opError`. */
+  readonly kind: string;
+  /** The task it hit (`worker:0`). */
+  readonly target: string;
+  /**
+   * The chief's global step at `t`: interpolated between the steps its process running then
+   * recorded before and after (its last one recorded when none came after); `null` when that
+   * process recorded none by then, or no chief process ran.
+   */
+  readonly step: number | null;
+}
+
+/** A run's figures: each task's, the group's, and the faults injected into it. */
 export interface RunGoodput {
   readonly tasks: readonly TaskGoodput[];
   /** The group's figures (the chief's productive time over the whole run's span); `null` without records. */
   readonly group: (GoodputFigures & { readonly chief: string | null }) | null;
+  /** The faults `launch --chaos` injected (from `launch`'s own log), in time order; empty without. */
+  readonly faults: readonly RunFault[];
   /** Lines of the logs that were not valid records (skipped). */
   readonly skippedLines: number;
 }
@@ -67,7 +87,9 @@ export interface RunGoodput {
 export const computeGoodput = (logs: readonly GoodputLog[]): RunGoodput => {
   const tasks = logs.map((l) => taskGoodput(l.task, l.records)).filter((t): t is TaskGoodput => t !== undefined);
   const skippedLines = logs.reduce((n, l) => n + l.skippedLines, 0);
-  if (tasks.length === 0) return { tasks, group: null, skippedLines };
+  const chiefLog = logs.find((l) => l.records.some((r) => r.type === "start" && r.chief));
+  const faults = faultsOf(logs, chiefLog === undefined ? [] : splitProcesses(chiefLog.records));
+  if (tasks.length === 0) return { tasks, group: null, faults, skippedLines };
   const startMs = Math.min(...tasks.map((t) => t.startMs));
   const endMs = Math.max(...tasks.map((t) => t.endMs));
   const chief = tasks.find((t) => t.chief);
@@ -80,7 +102,7 @@ export const computeGoodput = (logs: readonly GoodputLog[]): RunGoodput => {
     // The time the group ran beyond the chief's own span (a worker that started first, or left last).
     badput.other += Math.max(0, totalMs - chief.totalSecs * 1000);
   } else badput.other = totalMs;
-  return { tasks, group: { chief: chief?.task ?? null, ...figures(startMs, endMs, productiveMs, badput) }, skippedLines };
+  return { tasks, group: { chief: chief?.task ?? null, ...figures(startMs, endMs, productiveMs, badput) }, faults, skippedLines };
 };
 
 /** The one-line summary `run` prints at exit: `Goodput 93.1% of 4m12s over 2 processes (badput: startup 6.2s, …)`. */
@@ -144,6 +166,35 @@ const splitProcesses = (records: readonly GoodputRecord[]): ProcessRecords[] => 
 /** The steps named by `records`, with their times: `ready`, `mark` and `end` records that carry one. */
 export const stepPoints = (records: readonly GoodputRecord[]): { t: number; step: number }[] =>
   records.flatMap((r) => ((r.type === "ready" || r.type === "end") && r.step !== null) || r.type === "mark" ? [{ t: r.t, step: r.step as number }] : []);
+
+/** The `fault` records of `logs`, in time order, each placed on the steps of the chief's process running at its time (`chief`: the chief log's processes). */
+const faultsOf = (logs: readonly GoodputLog[], chief: readonly ProcessRecords[]): RunFault[] => {
+  const out: RunFault[] = [];
+  for (const l of logs) {
+    for (const r of l.records) {
+      if (r.type !== "fault") continue;
+      const running = [...chief].reverse().find((p) => p.start.processStartMs <= r.t);
+      out.push({ t: r.t, id: r.id, kind: r.kind, target: r.target, step: running === undefined ? null : stepAt(stepPoints(running.records), r.t) });
+    }
+  }
+  return out.sort((a, b) => a.t - b.t || a.id - b.id);
+};
+
+/** The step at `t` on `points` (in time order): interpolated between the last point at or before `t` and the next; the last one when none comes after; `null` before the first. */
+const stepAt = (points: readonly { t: number; step: number }[], t: number): number | null => {
+  let before: { t: number; step: number } | undefined;
+  let after: { t: number; step: number } | undefined;
+  for (const p of points) {
+    if (p.t <= t) before = p;
+    else {
+      after = p;
+      break;
+    }
+  }
+  if (before === undefined) return null;
+  if (after === undefined || after.t === before.t || after.step < before.step) return before.step;
+  return Math.round(before.step + ((after.step - before.step) * (t - before.t)) / (after.t - before.t));
+};
 
 /** The largest of `values` (a loop: a log may hold more records than a call may have arguments). */
 const maxOf = (first: number, values: readonly number[]): number => {

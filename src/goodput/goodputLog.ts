@@ -43,6 +43,7 @@ export const MAX_GOODPUT_LOG_BYTES = 64 * 1024 * 1024;
 const Time = t.refinement(t.number, (n) => Number.isFinite(n) && n >= 0, "a time in ms");
 const Ms = t.refinement(t.number, (n) => Number.isFinite(n) && n >= 0, "a duration in ms");
 const Step = t.refinement(t.number, (n) => Number.isSafeInteger(n) && n >= 0, "a global step");
+const ShortName = t.refinement(t.string, (x) => x.length > 0 && x.length <= 64, "a name (1 to 64 characters)");
 
 /**
  * One record of a goodput log. `t` is the wall-clock time it was written (Unix epoch ms).
@@ -60,6 +61,9 @@ const Step = t.refinement(t.number, (n) => Number.isSafeInteger(n) && n >= 0, "a
  * - `end`: the process `proc` ends at `t` with `exitCode`, the global step at `step` when known
  *   (it names its process: it may be written after a successor's `start`, once the directory's
  *   lock is released).
+ * - `fault`: `launch --chaos` injected fault `id` (its schedule's `kind`, into `target`) at `t`.
+ *   Only `launch`'s own log ({@link LAUNCH_LOG_TASK}) holds these; it has no `start`, so it adds no
+ *   task to the figures.
  */
 export const GoodputRecordCodec = t.union([
   t.strict({ v: t.literal(1), type: t.literal("start"), t: Time, task: t.string, proc: t.string, pid: t.number, chief: t.boolean, processStartMs: Time }),
@@ -69,7 +73,11 @@ export const GoodputRecordCodec = t.union([
   t.strict({ v: t.literal(1), type: t.literal("aborted"), t: Time }),
   t.strict({ v: t.literal(1), type: t.literal("notice"), t: Time }),
   t.strict({ v: t.literal(1), type: t.literal("end"), t: Time, proc: t.string, step: t.union([Step, t.null]), exitCode: t.union([t.number, t.null]) }),
+  t.strict({ v: t.literal(1), type: t.literal("fault"), t: Time, id: Step, kind: ShortName, target: ShortName }),
 ]);
+
+/** The task name of `launch`'s own goodput log (`launch.jsonl`): the faults `launch --chaos` injected. */
+export const LAUNCH_LOG_TASK = "launch";
 
 /** One record of a goodput log (see {@link GoodputRecordCodec}). */
 export type GoodputRecord = t.TypeOf<typeof GoodputRecordCodec>;

@@ -5,7 +5,8 @@
  * segments the figures `computeGoodput` gives from the same logs (widths adding up to the bar),
  * says the goodput and the restart in words, and each chart marks the restart at the step the
  * chief resumed from (and at its process start on the wall-time axis), beside the checkpoint
- * markers, with a strict CSP and no error. A logdir without goodput logs shows no view.
+ * markers, and the faults of `launch`'s own log at the chief's step then, with a strict CSP and
+ * no error. A logdir without goodput logs shows no view.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -23,7 +24,10 @@ import { useBoardPages } from "./boardPageInChromium.js";
 interface Exposed {
   readonly ready: boolean;
   readonly goodput?: Record<string, { name: string; secs: number; px: number }[]>;
-  readonly charts: Record<string, { readonly restartsDrawn?: { run: string; step: number | null; px: number }[]; readonly renders: number }>;
+  readonly charts: Record<
+    string,
+    { readonly restartsDrawn?: { run: string; step: number | null; px: number }[]; readonly faultsDrawn?: { run: string; step: number | null; px: number }[]; readonly renders: number }
+  >;
 }
 
 const T0 = 1_700_000_000_000;
@@ -75,6 +79,12 @@ describe.skipIf(!haveChromium)("the board's goodput view (Chromium)", () => {
         .map((r) => line(r as GoodputRecord))
         .join(""),
     );
+    // launch --chaos's own log: two faults, one in each chief process.
+    const faults: GoodputRecord[] = [
+      { v: 1, type: "fault", t: T0 + 12_000, id: 0, kind: "sigkillChief", target: "chief:0" },
+      { v: 1, type: "fault", t: T0 + 20_000, id: 1, kind: "sigterm", target: "worker:0" },
+    ];
+    writeFileSync(join(dir, "goodput", "launch.jsonl"), faults.map(line).join(""));
     return dir;
   };
 
@@ -101,13 +111,19 @@ describe.skipIf(!haveChromium)("the board's goodput view (Chromium)", () => {
     expect(await page.locator('.goodput-row[data-run="."] canvas.goodput-bar').getAttribute("aria-label")).toMatch(/^\.: productive /);
     // The restart, at step 100 (where the chief resumed), on the loss chart.
     expect(b.charts.loss?.restartsDrawn?.map((m) => [m.run, m.step])).toEqual([[".", 100]]);
+    // The faults, at the chief's step then: between its marks of steps 100 and 140 (at 10 s and
+    // 14 s), and between the restarted process's ready at 100 (19 s) and its end at 300 (30 s).
+    expect(b.charts.loss?.faultsDrawn?.map((m) => [m.run, m.step])).toEqual([
+      [".", 120],
+      [".", 118],
+    ]);
     // On the wall-time axis: at the process's start.
     await page.selectOption("#x-axis", "wall");
     const wall = await exposed(
       page,
       (renders) => {
         const loss = (globalThis as Page$).__board?.charts.loss;
-        return loss?.restartsDrawn?.length === 1 && loss.renders > renders;
+        return loss?.restartsDrawn?.length === 1 && loss.faultsDrawn?.length === 2 && loss.renders > renders;
       },
       b.charts.loss?.renders ?? 0,
     );
@@ -127,6 +143,7 @@ describe.skipIf(!haveChromium)("the board's goodput view (Chromium)", () => {
     });
     expect(b.goodput).toEqual({});
     expect(b.charts.loss?.restartsDrawn).toEqual([]);
+    expect(b.charts.loss?.faultsDrawn).toEqual([]);
     expect(await page.locator("#goodput-view").isVisible()).toBe(false);
     expect(errors).toEqual([]);
   });

@@ -112,7 +112,15 @@ for (const backend of backends) {
           .filter((x) => x !== "")
           .map((x) => JSON.parse(x) as Raw)
           .filter((x) => x.t >= report.startMs);
-      expect(readdirSync(join(logDir, "goodput")).sort()).toEqual(["chief-0.jsonl", "worker-0.jsonl"]);
+      expect(readdirSync(join(logDir, "goodput")).sort()).toEqual(["chief-0.jsonl", "launch.jsonl", "worker-0.jsonl"]);
+      // launch's own log: each injected fault, at its injection (what the board marks).
+      const recorded = (lines("launch.jsonl") as unknown as { type: string; t: number; id: number; kind: string; target: string }[]).sort((a, b) => a.t - b.t || a.id - b.id);
+      expect(recorded).toEqual(
+        report.faults
+          .filter((f) => f.injectedMs !== null)
+          .map((f) => ({ v: 1, type: "fault", t: report.startMs + (f.injectedMs as number), id: f.id, kind: f.kind, target: f.target }))
+          .sort((a, b) => a.t - b.t || a.id - b.id),
+      );
       const chief = lines("chief-0.jsonl");
       const summarySteps: { t: number; step: number }[] = [];
       for await (const e of readEvents(logDir)) if (e.kind !== "issue" && e.kind !== "fileVersion" && e.run === "." && e.wallTime * 1000 >= report.startMs) summarySteps.push({ t: e.wallTime * 1000, step: e.step });
@@ -166,6 +174,34 @@ for (const backend of backends) {
       // Every fault has its line in launch's summary.
       for (const f of report.faults) expect(out).toMatch(new RegExp(`^\\[launch\\] chaos: fault ${f.id} ${f.kind} to ${f.target}: at `, "m"));
       expect(out).toMatch(/^\[launch\] chaos: 4 faults over \S+ and \d+ groups: goodput \d+\.\d% \(productive /m);
+    });
+
+    it("a freeze of the chief past the heartbeat timeout: found lost, SIGKILLed, the group restarted, the last step reached (exit 0)", { timeout: 400_000 }, async () => {
+      const root = tempDir();
+      const yaml = exampleTree(root, (y) => `${y.replace(/^lastStep: \d+$/m, "lastStep: 4000")}cluster:\n  timeouts:\n    heartbeatTimeoutSecs: 4\n${backend.cluster()}`);
+      const schedule = join(root, "chaos.yaml");
+      // Late enough to land while the group trains on an idle machine; wherever it lands, the run recovers.
+      writeFileSync(schedule, "faults:\n  - { atSecs: 12, kind: freeze, target: chief:0 }\nfreezeSecs: 30\n");
+      const reportPath = join(root, "report.json");
+      const l = startCli(["launch", "--workers", "2", "--kill-after", "20", "--chaos", schedule, "--chaos-report", reportPath, yaml], { timeoutMs: 380_000 });
+      launched.push(l);
+      const r = await l.done;
+      const out = l.output();
+      expect(r.code, out).toBe(0);
+      expect(out).toMatch(/^\[launch\] every task exited 0$/m);
+      const report = JSON.parse(readFileSync(reportPath, "utf8")) as ChaosReport;
+      const [freeze] = report.faults;
+      expect(freeze?.injectedMs, JSON.stringify(freeze)).not.toBeNull();
+      if (freeze?.firstStepMs === null) {
+        // Absorbed (it came before the chief registered): nothing to recover from.
+        expect(freeze.stepsLost).toBe(0);
+        return;
+      }
+      // Found lost by the worker (the service it hosts gone, or declared failed), or stopped when the group stopped: SIGKILLed, not waited out.
+      expect(out).toMatch(/^\[launch\] chief:0 (is lost: the coordination service it hosts stopped answering|was declared failed by the coordination service) \(worker:0 says so\): SIGKILL$|^\[launch\] chief:0 is stopped \(SIGSTOP\): it can neither save nor exit: SIGKILL$/m);
+      expect(out).toMatch(/^\[launch\] chaos: .*restarting the group/m);
+      expect(report.groups).toBe(2);
+      expect(freeze?.detectMs).not.toBeNull();
     });
   });
 }

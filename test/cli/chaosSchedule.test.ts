@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 import { decodeChaosSchedule, FAULT_KINDS, planFaults, readChaosSchedule, type ChaosSchedule } from "../../src/cli/chaosSchedule.js";
+import { mulberry32 } from "../../src/util/mulberry32.js";
 
 const valid = (u: unknown): ChaosSchedule => {
   const d = decodeChaosSchedule(u);
@@ -123,6 +124,47 @@ describe("the --chaos schedule", () => {
       expect(lines(file("far.yaml", "faults: [{ atSecs: 3000000, kind: sigterm }]\n")).join("\n")).toMatch(/faults\[0\]\.atSecs: expected a number of seconds from 0 to 2000000/);
       expect(lines(file("huge.yaml", "faults: [{ atSecs: 1e306, kind: sigterm }]\nfreezeSecs: 1e300\n")).length).toBe(2);
       expect(lines(file("lone.yaml", "durationSecs: 60\nmeanIntervalSecs: 5\nkinds: { sigkillWorker: 1 }\n"), 0)[0]).toMatch(/kinds: only sigkillWorker has a weight, and this group has no worker/);
+    });
+
+    it("every truncation and seeded byte flips of valid files (YAML and JSON, drawn and explicit): a plan of valid faults or one-line problems naming the file; never a throw", () => {
+      const texts = [
+        "seed: 1\ndurationSecs: 600\nmeanIntervalSecs: 60\nkinds: { sigterm: 0.4, sigkillWorker: 0.3, sigkillChief: 0.1, freeze: 0.1, opError: 0.1 }\nfreezeSecs: 15\n",
+        "faults:\n  - { atSecs: 30, kind: sigterm, target: worker:1 }\n  - { atSecs: 90, kind: sigkillChief }\n  - { atSecs: 95, kind: freeze, target: chief:0 }\nfreezeSecs: 5\n",
+        JSON.stringify({ seed: 7, durationSecs: 120, times: [5, 10, 60], kinds: { opError: 1, freeze: 2 } }),
+      ];
+      const tasks = new Set(["chief:0", "worker:0", "worker:1"]);
+      const random = mulberry32(36);
+      let cases = 0;
+      const check = (name: string, bytes: Uint8Array): void => {
+        const path = join(dir, name);
+        writeFileSync(path, bytes);
+        const r = readChaosSchedule(path, 2);
+        cases += 1;
+        if (E.isLeft(r)) {
+          expect(r.left.length, name).toBeGreaterThan(0);
+          for (const line of r.left) {
+            expect(line.startsWith(`--chaos ${path}`), line).toBe(true);
+            expect(line.includes("\n"), line).toBe(false);
+          }
+          return;
+        }
+        for (const f of r.right.faults) {
+          expect(Number.isFinite(f.atMs) && f.atMs >= 0 && f.atMs <= 2_000_000_000, JSON.stringify(f)).toBe(true);
+          expect(FAULT_KINDS).toContain(f.kind);
+          expect(tasks.has(f.target), JSON.stringify(f)).toBe(true);
+        }
+      };
+      for (const [i, text] of texts.entries()) {
+        const bytes = Buffer.from(text, "utf8");
+        for (let end = 0; end <= bytes.length; end++) check(`cut-${i}-${end}.yaml`, bytes.subarray(0, end));
+        for (let k = 0; k < 200; k++) {
+          const flipped = Buffer.from(bytes);
+          const at = Math.floor(random() * flipped.length);
+          flipped[at] = Math.floor(random() * 256);
+          check(`flip-${i}-${k}.yaml`, flipped);
+        }
+      }
+      expect(cases).toBeGreaterThan(800);
       rmSync(dir, { recursive: true, force: true });
     });
   });

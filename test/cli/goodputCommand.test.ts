@@ -52,11 +52,23 @@ describe("monitored-session goodput", () => {
       // A torn last line (a process killed in mid-write): skipped, and said.
       `{"v":1,"type":"ma`,
     );
+    // launch --chaos's faults: a line under the table.
+    writeFileSync(
+      join(dir, "goodput", "launch.jsonl"),
+      [
+        { v: 1, type: "fault", t: at(30), id: 0, kind: "sigterm", target: "worker:0" },
+        { v: 1, type: "fault", t: at(40), id: 1, kind: "sigkillChief", target: "chief:0" },
+        { v: 1, type: "fault", t: at(60), id: 2, kind: "sigterm", target: "chief:0" },
+      ]
+        .map((r) => `${JSON.stringify(r)}\n`)
+        .join(""),
+    );
     const table = goodput(dir);
     expect(table.code).toBe(0);
     expect(table.err).toBe("monitored-session goodput: skipped 1 line that is not a goodput record (a torn last line of a killed process is one)\n");
     const rows = table.out.trimEnd().split("\n");
-    expect(rows).toHaveLength(4);
+    expect(rows).toHaveLength(5);
+    expect(rows[4]).toBe("Faults injected (launch --chaos): 3 (sigterm 2, sigkillChief 1)");
     expect(rows[1]?.split(/\s{2,}/)).toEqual(["chief:0", "1", "1m40s", "85.0%", "1m25s", "10.0s", "0.0s", "0.0s", "5.0s", "0.0s", "0.0s", "0.0s", "0.0s", "0.0s"]);
     expect(rows[3]?.split(/\s{2,}/).slice(0, 5)).toEqual(["group (chief:0)", "2", "1m40s", "85.0%", "1m25s"]);
     const json = goodput(dir, true);

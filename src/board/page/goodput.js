@@ -1,8 +1,9 @@
 // The goodput view: per run, where its time went across every restart (/board/goodput, the
 // group's figures), as one stacked bar drawn on a canvas (nothing inline: the page's CSP stays
-// strict), with its figures in words beside it. And the runs' restarts as markers on the scalar
-// charts: a solid vertical line at each restart of the run's chief, at the step its training
-// resumed from (or, on the time axes, when its process started).
+// strict), with its figures in words beside it. And the runs' restarts and injected faults as
+// markers on the scalar charts: a solid vertical line at each restart of the run's chief, at the
+// step its training resumed from (or, on the time axes, when its process started); a dotted one
+// at each fault `launch --chaos` injected, at the chief's step then (or its time).
 
 /** The buckets, in the order the bar draws them after the productive time (docs/goodput.md). */
 export const BUCKETS = ["startup", "clusterJoin", "restore", "checkpointSave", "preemption", "collectiveWait", "wastedProgress", "infrastructureRecovery", "other"];
@@ -107,6 +108,15 @@ export const restartMarks = (goodput) =>
     Object.entries(goodput).flatMap(([run, figures]) => {
       const chief = (figures.tasks ?? []).find((t) => t.chief);
       const marks = (chief?.restarts ?? []).map((r) => ({ step: r.step, wall_time: r.t / 1000 }));
+      return marks.length === 0 ? [] : [[run, marks]];
+    }),
+  );
+
+/** Each run's injected faults (`launch --chaos`) as chart markers, `{run: [{step, wall_time, kind, target}]}` (`step` null: not known). */
+export const faultMarks = (goodput) =>
+  Object.fromEntries(
+    Object.entries(goodput).flatMap(([run, figures]) => {
+      const marks = (figures.faults ?? []).map((f) => ({ step: f.step, wall_time: f.t / 1000, kind: f.kind, target: f.target }));
       return marks.length === 0 ? [] : [[run, marks]];
     }),
   );
