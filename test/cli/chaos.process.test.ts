@@ -72,19 +72,28 @@ for (const backend of backends) {
       if (backend.name === "etcd") await etcd?.stop();
     });
 
-    it("injects every fault, restarts each group a fault ended, reaches the last step (exit 0), and reports each recovery as the logs say", { timeout: 600_000 }, async () => {
+    /**
+     * The bundled job to `lastStep` under `launch --workers 2 --chaos` with `schedule`, a heartbeat
+     * timeout (4 s) below the freezes, so that a frozen task is declared failed; asserts that every
+     * task exited 0 in the end.
+     */
+    const chaosRun = async (schedule: string, lastStep: number, timeoutMs: number): Promise<{ root: string; reportPath: string; out: string }> => {
       const root = tempDir();
-      // A short job; a heartbeat timeout below the freeze, so that a frozen task is declared failed.
-      const yaml = exampleTree(root, (y) => `${y.replace(/^lastStep: \d+$/m, "lastStep: 3000")}cluster:\n  timeouts:\n    heartbeatTimeoutSecs: 4\n${backend.cluster()}`);
-      const schedule = join(root, "chaos.yaml");
-      writeFileSync(schedule, SCHEDULE);
+      const yaml = exampleTree(root, (y) => `${y.replace(/^lastStep: \d+$/m, `lastStep: ${lastStep}`)}cluster:\n  timeouts:\n    heartbeatTimeoutSecs: 4\n${backend.cluster()}`);
+      const schedulePath = join(root, "chaos.yaml");
+      writeFileSync(schedulePath, schedule);
       const reportPath = join(root, "report.json");
-      const l = startCli(["launch", "--workers", "2", "--kill-after", "20", "--chaos", schedule, "--chaos-report", reportPath, yaml], { timeoutMs: 580_000 });
+      const l = startCli(["launch", "--workers", "2", "--kill-after", "20", "--chaos", schedulePath, "--chaos-report", reportPath, yaml], { timeoutMs });
       launched.push(l);
       const r = await l.done;
       const out = l.output();
       expect(r.code, out).toBe(0);
       expect(out).toMatch(/^\[launch\] every task exited 0$/m);
+      return { root, reportPath, out };
+    };
+
+    it("injects every fault, restarts each group a fault ended, reaches the last step (exit 0), and reports each recovery as the logs say", { timeout: 600_000 }, async () => {
+      const { root, reportPath, out } = await chaosRun(SCHEDULE, 3000, 580_000);
       expect(out).toMatch(new RegExp(`^\\[launch\\] chaos: the recovery report is in ${reportPath.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`, "m"));
       // Nothing the faults did used up a restart (there are none to use).
       expect(out).not.toMatch(/restart \d+ of/);
@@ -177,18 +186,8 @@ for (const backend of backends) {
     });
 
     it("a freeze of the chief past the heartbeat timeout: found lost, SIGKILLed, the group restarted, the last step reached (exit 0)", { timeout: 400_000 }, async () => {
-      const root = tempDir();
-      const yaml = exampleTree(root, (y) => `${y.replace(/^lastStep: \d+$/m, "lastStep: 4000")}cluster:\n  timeouts:\n    heartbeatTimeoutSecs: 4\n${backend.cluster()}`);
-      const schedule = join(root, "chaos.yaml");
       // Late enough to land while the group trains on an idle machine; wherever it lands, the run recovers.
-      writeFileSync(schedule, "faults:\n  - { atSecs: 12, kind: freeze, target: chief:0 }\nfreezeSecs: 30\n");
-      const reportPath = join(root, "report.json");
-      const l = startCli(["launch", "--workers", "2", "--kill-after", "20", "--chaos", schedule, "--chaos-report", reportPath, yaml], { timeoutMs: 380_000 });
-      launched.push(l);
-      const r = await l.done;
-      const out = l.output();
-      expect(r.code, out).toBe(0);
-      expect(out).toMatch(/^\[launch\] every task exited 0$/m);
+      const { reportPath, out } = await chaosRun("faults:\n  - { atSecs: 12, kind: freeze, target: chief:0 }\nfreezeSecs: 30\n", 4000, 380_000);
       const report = JSON.parse(readFileSync(reportPath, "utf8")) as ChaosReport;
       const [freeze] = report.faults;
       expect(freeze?.injectedMs, JSON.stringify(freeze)).not.toBeNull();
