@@ -397,10 +397,10 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     if (sig === "SIGKILL" || ready.has(child) || !program.holdSignalsUntilReady) child.kill(sig);
     else held.set(child, { ...held.get(child), launch: sig });
   };
+  /** Tasks of the group that said their training began (their status channel). */
+  const training = new Set<string>();
   const markReady = (child: ChildProcess): void => {
     ready.add(child);
-    // The group trains: the standbys for its restart load now, off its start.
-    if (ready.size === tasks.length) standbys?.fill(tasks);
     const waiting = held.get(child);
     held.delete(child);
     if (waiting?.fault !== undefined) {
@@ -502,6 +502,12 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
   const heard = (task: Task, status: LaunchStatus, child: ChildProcess): void => {
     chaos?.status(task.name, status);
     if (status.type === "chaos") return;
+    if (status.type === "training") {
+      training.add(task.name);
+      // The whole group trains: the standbys for its restart load now, off its start.
+      if (training.size === tasks.length) standbys?.fill(tasks);
+      return;
+    }
     if (status.type === "notice") {
       // A notice launch sent (stopping the group after a failure, forwarding its own) started nothing.
       if (noticeFrom !== undefined || signalledByLaunch.has(child) || notices.first !== undefined) return;

@@ -697,6 +697,8 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     started = true;
     // Training begins: its saves, step rates, summaries and recoveries go to the goodput log (rare events, never per run).
     accounting?.ready(startStep ?? null);
+    // Under launch: this task trains (launch --standby makes the next restart's standbys once every task does).
+    if (cluster !== undefined) toLaunch({ type: "training" });
     // The display observes the session's events; the loop below only trains.
     following = followSession(progress, { events$: sess.events$, readStep: () => readStep(sess), lossOf });
     let finalStep: number | undefined;

@@ -9,7 +9,9 @@
  *   the chief) is gone: `launch` SIGKILLs those tasks at once instead of waiting out its kill delay;
  * - `exiting`: the exit code this task is about to exit with, and why;
  * - `chaos`: under `launch --chaos`, the task raises the schedule's `opError` fault now
- *   (src/runtime/chaosOpErrors.ts), so that the recovery report times it.
+ *   (src/runtime/chaosOpErrors.ts), so that the recovery report times it;
+ * - `training`: the task's training began (its session exists): `launch --standby` starts the
+ *   next restart's standbys once every task of the group said so, off the group's own start.
  *
  * Each line is one write of less than `PIPE_BUF` bytes, so lines from a task never interleave.
  * A task that was not started by `launch` has no channel, and nothing is written. A channel that
@@ -38,7 +40,9 @@ export type LaunchStatus =
   | { readonly type: "lost"; readonly tasks: readonly string[]; readonly why: "declaredFailed" | "serviceGone" }
   | { readonly type: "exiting"; readonly code: number; readonly reason: string }
   /** Under `launch --chaos`: the task raises the schedule's fault `fault` (an OpError in its step) now. */
-  | { readonly type: "chaos"; readonly fault: number };
+  | { readonly type: "chaos"; readonly fault: number }
+  /** Training began (`run`'s first step is next). */
+  | { readonly type: "training" };
 
 /** Writes statuses to `launch`; a no-op where the task has no channel. */
 export type LaunchStatusWriter = (status: LaunchStatus) => void;
@@ -49,7 +53,7 @@ export type LaunchStatusWriter = (status: LaunchStatus) => void;
 
 const TaskName = NonEmptyString;
 
-const LaunchStatusCodec: t.Type<LaunchStatus, LaunchStatus, unknown> = oneOf('a launch status ({"type": "notice"|"lost"|"exiting"|"chaos", ...})', [
+const LaunchStatusCodec: t.Type<LaunchStatus, LaunchStatus, unknown> = oneOf('a launch status ({"type": "notice"|"lost"|"exiting"|"chaos"|"training", ...})', [
   t.exact(t.type({ type: t.literal("notice"), source: NonEmptyString })),
   t.exact(t.type({ type: t.literal("lost"), tasks: t.readonlyArray(TaskName), why: t.keyof({ declaredFailed: null, serviceGone: null }) })),
   t.exact(
@@ -60,6 +64,7 @@ const LaunchStatusCodec: t.Type<LaunchStatus, LaunchStatus, unknown> = oneOf('a 
     }),
   ),
   t.exact(t.type({ type: t.literal("chaos"), fault: refined("a fault's id (an integer >= 0)", (u): u is number => Number.isSafeInteger(u) && (u as number) >= 0) })),
+  t.exact(t.type({ type: t.literal("training") })),
 ]);
 
 // ---------------------------------------------------------------------------------------------
