@@ -762,9 +762,9 @@ const thisCommand = (): TaskCommand => ({ execPath: process.execPath, args: [...
 /** A task's stdio: stdin only for a standby's go, stdout and stderr, and fd 3, the status channel (launchStatus.ts). */
 const TASK_STDIO: ["ignore" | "pipe", "pipe", "pipe", "pipe"] = ["ignore", "pipe", "pipe", "pipe"];
 
-/** Every group's environment of a task: launch's own (without the chaos variables it inherited; a task honours them under launch), the program's, and launch's channel. */
+/** Every group's environment of a task: launch's own (without the chaos and standby variables it inherited; a task honours them under launch), the program's, and launch's channel. */
 const taskEnvOf = (program: TaskProgram, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv => ({
-  ...withoutChaosEnv(env),
+  ...withoutStandbyEnv(withoutChaosEnv(env)),
   ...program.env,
   [LAUNCH_READY_ENV]: "1",
   [LAUNCH_STATUS_FD_ENV]: String(STATUS_FD),
@@ -841,3 +841,9 @@ class Standbys {
     await Promise.all(waiting.map((standby) => standby.exited));
   }
 }
+
+/** `env` without {@link STANDBY_ENV}: only launch's own standbys are standbys. */
+const withoutStandbyEnv = (env: NodeJS.ProcessEnv): NodeJS.ProcessEnv => {
+  const { [STANDBY_ENV]: _standby, ...rest } = env;
+  return rest;
+};

@@ -44,7 +44,7 @@ process.on("uncaughtException", (e) => process.exit(unexpected(e)));
 // A standby of `launch --standby` (src/cli/standby.ts): `run`'s modules load now, and the task
 // starts when launch hands it a group (or the process ends without a word when launch is done).
 let startMs: number | undefined;
-if (argv[0] === "run" && process.env[STANDBY_ENV] === "1") {
+if (argv[0] === "run" && process.env[STANDBY_ENV] === "1" && process.env[LAUNCH_READY_ENV] === "1") {
   const outcome = await standBy(process.stdin, process.env, preloadRun, () => systemClock.now());
   if (!outcome.go) {
     if (outcome.line !== undefined) process.stderr.write(json ? jsonLine(systemClock.now(), { level: "error", message: outcome.line }) : `${outcome.line}\n`);
@@ -90,12 +90,12 @@ decided = code;
 // after TensorFlow's exit_fn (checkpoint writes are atomic, leftovers are cleaned at the next start).
 process.stdout.write("", () => process.stderr.write("", () => process.exit(code)));
 
-/** What `run` loads before its first step, loaded by a standby while it waits (each failure is left for the start itself to report). */
+/**
+ * What `run` loads before its first step, loaded by a standby while it waits (each failure is
+ * left for the start itself to report). TensorFlow.js itself, not its WASM backend: importing that
+ * registers it above `cpu`, so a job that does not name its backend would get another one than
+ * a fresh start gives it.
+ */
 async function preloadRun(): Promise<unknown> {
-  return Promise.allSettled([
-    import("./program.js"),
-    import("./run.js"),
-    import("./clusterJoin.js"),
-    import("../tfjs/backend.js").then((b) => import(b.WASM_BACKEND_PACKAGE)),
-  ]);
+  return Promise.allSettled([import("./program.js"), import("./run.js"), import("./clusterJoin.js"), import("../tfjs/backend.js")]);
 }

@@ -7,7 +7,8 @@
  *
  * The protocol, on the standby's stdin (a pipe only `launch` writes):
  * - `launch` spawns the standby with the task's command line and environment, and
- *   {@link STANDBY_ENV} set;
+ *   {@link STANDBY_ENV} set (honoured only beside `launch`'s own `MONITORED_SESSION_LAUNCH_READY`;
+ *   `launch` never passes on one it inherited);
  * - the standby loads its modules (a module that fails to load is left for the real start to
  *   report), then reads one line: {@link StandbyGo}, JSON, the variables of the group it joins
  *   (TF_CONFIG, the chaos schedule's faults for the task);
@@ -82,16 +83,16 @@ const decodeStandbyGo = (line: string): E.Either<string, StandbyGo> => {
 
 /**
  * The standby's wait: loads the modules (`preload`, whose failures are ignored) while it reads
- * the go line from `input`, then applies it to `env`. `now` stamps the start.
+ * the go line from `input`, then applies it to `env`. Returns at the go, loaded or not (a module
+ * still loading is waited for by the first import that needs it), so that the task's start is
+ * stamped (`now`) and its signal handlers installed at once.
  */
 export const standBy = async (input: NodeJS.ReadableStream, env: NodeJS.ProcessEnv, preload: () => Promise<unknown>, now: () => number): Promise<StandbyOutcome> => {
-  const loading = preload().catch(() => undefined);
+  void preload().catch(() => undefined);
   const line = await firstLine(input);
   if (line === undefined) return { go: false, code: 0 };
   const go = line === null ? E.left(`the go line is longer than ${MAX_GO_BYTES} bytes`) : decodeStandbyGo(line);
   if (E.isLeft(go)) return { go: false, code: 2, line: `monitored-session: standby (launch --standby): ${go.left}; this process only takes a go from launch` };
-  // The modules are loaded by now, or will be on the first import that needs them.
-  await loading;
   delete env[STANDBY_ENV];
   Object.assign(env, go.right.env);
   return { go: true, startMs: now() };

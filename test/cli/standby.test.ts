@@ -48,6 +48,13 @@ describe("a standby's go", () => {
     expect((await waitFor('{"env":{}}')).outcome).toEqual({ go: false, code: 0 });
   });
 
+  it("the go does not wait for the modules still loading (the start is stamped, and the task's handlers installed, at once)", async () => {
+    const stdin = new PassThrough();
+    const waiting = standBy(stdin, {}, () => new Promise<never>(() => undefined), () => NOW);
+    stdin.end(standbyGoLine({ TF_CONFIG: "x" }));
+    expect(await waiting).toEqual({ go: true, startMs: NOW });
+  });
+
   it("a module that fails to load is left for the start to report", async () => {
     const stdin = new PassThrough();
     const waiting = standBy(stdin, {}, () => Promise.reject(new Error("no tfjs")), () => NOW);
