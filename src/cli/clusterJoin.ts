@@ -1,7 +1,7 @@
 /**
  * The races of `run` (src/cli/run.ts) with the cluster: joining it (the task's server and its
  * registration) while a termination notice may come first, and creating the session while the
- * cluster may fail or, on a worker, a notice may come first.
+ * cluster may fail first.
  *
  * @module
  */
@@ -16,7 +16,6 @@ import { isPreemptionReport } from "../runtime/preemptionReport.js";
 import { launchTaskName } from "../runtime/launchStatus.js";
 import { abandonStart } from "../runtime/startLeave.js";
 import { failureMessage } from "./faults.js";
-import { PreemptedExit } from "./runPreemption.js";
 
 // ---------------------------------------------------------------------------------------------
 // operations
@@ -69,31 +68,8 @@ export const startCluster = async (
 };
 
 /**
- * The session being created, unless the cluster fails first (its error) or, on a worker, a
- * termination notice comes first (a {@link PreemptedExit} without a save: a worker waiting for the
- * chief has nothing to save).
+ * The session being created, unless the cluster fails first (its error). A termination notice
+ * meanwhile goes to the preemption handler once it exists (a worker's agreement tells the others).
  */
-export const raceCreation = async (
-  creating: Promise<MonitoredSession>,
-  clusterFailed: Promise<never> | undefined,
-  notices: TerminationNotices,
-  isChief: boolean,
-  exitCode: number,
-): Promise<MonitoredSession> => {
-  const stops: Promise<never>[] = clusterFailed === undefined ? [] : [clusterFailed];
-  let subscription: { unsubscribe(): void } | undefined;
-  if (!isChief) {
-    stops.push(
-      new Promise<never>((_, fail) => {
-        const stop = (): void => fail(new PreemptedExit(exitCode, false));
-        if (notices.first !== undefined) stop();
-        subscription = notices.notices$.subscribe(stop);
-      }),
-    );
-  }
-  try {
-    return await Promise.race([creating, ...stops]);
-  } finally {
-    subscription?.unsubscribe();
-  }
-};
+export const raceCreation = async (creating: Promise<MonitoredSession>, clusterFailed: Promise<never> | undefined): Promise<MonitoredSession> =>
+  clusterFailed === undefined ? creating : Promise.race([creating, clusterFailed]);

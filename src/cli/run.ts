@@ -38,7 +38,7 @@ import { resolveTfConfig } from "../cluster/ClusterResolver.js";
 import { decodePodEnvironment, PeerNotResolvedError, waitForPodTfConfig } from "../cluster/PodClusterResolver.js";
 import { TF_CONFIG } from "../cluster/TfConfig.js";
 import { checkpointDirOf, ConfigError, lastStepOf, toMonitoredTrainingSessionOptions, type Job, type JobContext, type SessionRole, type TrainingConfig } from "../config/index.js";
-import { clusterFailureErrorOf, clusterFailureOf, InvalidArgumentError, ModelMismatchError, ValueError } from "../errors.js";
+import { clusterFailureOf, InvalidArgumentError, ModelMismatchError, ValueError } from "../errors.js";
 import type { Logger, LogLevel } from "../Logger.js";
 import { withSession } from "../pipeline/MonitoredSession.js";
 import { monitoredTrainingSession, readStep, type MonitoredTrainingSessionOptions } from "../training/monitoredTrainingSession.js";
@@ -58,7 +58,6 @@ import type { ClusterRuntime } from "../runtime/index.js";
 import { isPreemptionReport, reportsNoticeOf } from "../runtime/preemptionReport.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
 import { launchStatusWriter } from "../runtime/launchStatus.js";
-import { LAUNCH_READY_ENV } from "../runtime/launchReady.js";
 import { ReplicaGroup, ReplicaGroupError } from "../runtime/replicaGroup.js";
 import { failureMessage } from "./faults.js";
 import { exitOnRepeatedNotice } from "./forcedExit.js";
@@ -443,12 +442,11 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
    *   others exit once its save is done, or with 43 when the chief is lost first. A worker started
    *   by hand outlives its chief: the agreement follows it into the restarted chief's generation,
    *   and a notice while it waits for the chief exits 43 (nobody can save);
-   * - the ranks of a data-parallel group under `launch` through their stop vote and its claim.
-   *
-   * A data-parallel group started by hand keeps the report route for now: it re-forms after a
-   * lost rank, and its agreement does not yet follow it into the new generation.
+   * - the ranks of a data-parallel group through their stop vote and its claim. A group started by
+   *   hand outlives a lost rank: the agreement follows it into its next generation, and a notice
+   *   while it waits for the rank ends the wait, told to every rank through the coordination
+   *   service (the chief saves its last completed step, every rank exits with the preemption code).
    */
-  const agree = cluster !== undefined && (group === undefined || io.env[LAUNCH_READY_ENV] === "1");
   const fetches: Fetches = job.fetches ?? "train";
   const lossOf = lossExtractor(fetches);
   const lastStep = lastStepOf(config, job);
@@ -472,16 +470,11 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     // The agreement: the handler claims the preemption (a data-parallel rank's claim is its stop
     // vote too); one that came before the handler exists is delivered to it once it does. A
     // worker whose session waits for its lost chief meanwhile stops waiting: 43.
-    if (agree && !handlerClosing && handler === undefined && !isChief) cluster?.chiefRecovery?.noticed("its termination notice");
-    if (agree && !handlerClosing) return noticeToHandler(n);
+    if (cluster !== undefined && !handlerClosing && handler === undefined && !isChief) cluster.chiefRecovery?.noticed("its termination notice");
+    if (cluster === undefined || !handlerClosing) return noticeToHandler(n);
     // This task's training is over (a chief that serves the coordination service until the
     // others leave): its handler is closed, and its client has left. The report, which the host
     // sends through the service itself, tells the tasks still training.
-    if (agree) return void cluster?.reportPreemption(notices.describe(n));
-    // Data-parallel: this rank's stop vote; the handler hears of it where the ranks agree (below).
-    if (group !== undefined) group.requestStop();
-    else noticeToHandler(n);
-    // Every task of the cluster exits with the preemption code: tell them.
     void cluster?.reportPreemption(notices.describe(n));
   });
   // The cluster's first failure: another task's preemption is this task's termination notice;
@@ -502,12 +495,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     throw e;
   });
   clusterFailed?.catch(() => undefined);
-  /** Whether `error` (a collective's or the coordination service's) says this worker lost its chief: frozen, dead, or its service gone. */
-  const losesChief = (error: unknown): boolean => {
-    if (cluster === undefined || isChief) return false;
-    const f = clusterFailureOf(error);
-    return cluster.isChiefLoss(clusterFailureErrorOf(error) ?? error) || (f?.kind === "peerLost" && f.task === cluster.chiefTaskName);
-  };
+
   const preempting = (): boolean => notices.first !== undefined || clusterPreemption !== undefined || group?.stopAgreed === true || handler?.terminationReceived === true;
   const why = (): string =>
     notices.first !== undefined
@@ -518,25 +506,8 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
           : group !== undefined
             ? "a stop the replica group agreed on (another rank's termination notice)"
             : "another task's termination notice, agreed through the coordination service"));
-  /**
-   * Data-parallel, on a notice (this task's, or another's report): the next step carries this
-   * rank's stop vote, and every rank stops after the first step in which any voted; the chief's
-   * handler then saves that step. A trainer that does not carry the vote (a custom job using the
-   * collective itself) stops at once, as without a group.
-   */
-  let groupStopping = false;
-  /** The global step where the replica group stopped. */
+  /** The global step where the replica group stopped (a worker's line says it). */
   let groupStopStep: number | undefined;
-  const stopForGroup = (): boolean => {
-    if (group === undefined || !preempting()) return false;
-    group.requestStop();
-    if (!group.stopAgreed && group.votes) return false;
-    if (!groupStopping) {
-      groupStopping = true;
-      handler?.noticeTermination(why(), { deadlineMs: notices.first?.deadline });
-    }
-    return true;
-  };
   let finished = false;
   /** The error of the step that failed, if one did (the agreement may turn it into a preemption). */
   let stepFailure: unknown;
@@ -571,8 +542,6 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     // A peer that leaves the group for a termination notice looks like a peer gone: the
     // coordination service says which, shortly after (its report, or the failure it declares).
     if (groupFailure !== undefined && cluster !== undefined && !preempting()) await settledWithin(cluster.failed, WHY_A_PEER_LEFT_MS, clock);
-    // Losing the chief while the group stopped for a notice: nobody can write the checkpoint (43).
-    if (!agree && groupFailure !== undefined && preempting()) e = new PreemptedExit(losesChief(groupFailure) ? ExitCodes.chiefLost : exitCodeOf(config), false);
     // A preemption report that ended a wait of this task (a data-parallel group started by hand, re-forming after a lost rank).
     if (isPreemptionReport(e)) e = new PreemptedExit(exitCodeOf(config), false);
     // The replicas build different models: a configuration to fix, before any update. Found by
@@ -612,7 +581,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
       logger.info(
         e.saved
           ? `Preempted: checkpoint saved; exiting with ${e.exitCode} (run the same command again to resume).`
-          : groupFailure !== undefined || (agree && group !== undefined && stepFailure !== undefined)
+          : groupFailure !== undefined || (group !== undefined && stepFailure !== undefined)
             ? `Preempted (${why()}) during a collective, which was cancelled: exiting with ${e.exitCode} without saving (the run resumes from the last checkpoint).`
             : task !== undefined && !isChief
             ? `Preempted (${why()}): a worker exits with ${e.exitCode}${groupStopStep === undefined ? "" : ` at global step ${groupStopStep}, where the replica group stopped,`} without saving (the chief saves).`
@@ -647,7 +616,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
             return created;
           });
     // Under the agreement, a worker's notice waits for its handler (the others learn of it there).
-    const sess = await (cluster === undefined || join === undefined ? creating : join.raceCreation(creating, clusterFailed, notices, isChief || agree, exitCodeOf(config)));
+    const sess = await (cluster === undefined || join === undefined ? creating : join.raceCreation(creating, clusterFailed));
     // Goodput: a worker's creation is its wait for the chief's model (joining the cluster); the
     // chief's is a restore when it restored (a fresh start is startup), less its wait for the
     // workers' sessions (joining the cluster).
@@ -658,7 +627,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
       if (sessionsWaitMs > 0) accounting?.phase("clusterJoin", sessionsWaitMs);
     }
     handler =
-      agree && cluster !== undefined
+      cluster !== undefined
         ? await createPreemptionHandler(sess, config, manager, logger, clock, { resolver: cluster, agreement: group === undefined ? "chiefSaves" : "agreedRun" })
         : manager === undefined
           ? undefined
@@ -673,11 +642,9 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
       if (ev.type === "terminationNoticed") accounting?.notice();
       if (ev.type === "preemptionCheckpointSaved" && ev.globalStep !== undefined) accounting?.saved(ev.globalStep);
     });
-    // A notice that came while the session was being created (data-parallel: see stopForGroup).
-    if (group === undefined || agree) {
-      if (notices.first !== undefined) handler?.noticeTermination(notices.describe(notices.first), { deadlineMs: notices.first.deadline });
-      else if (clusterPreemption !== undefined) handler?.noticeTermination(clusterPreemption.message);
-    }
+    // A notice that came while the session was being created.
+    if (notices.first !== undefined) handler?.noticeTermination(notices.describe(notices.first), { deadlineMs: notices.first.deadline });
+    else if (clusterPreemption !== undefined) handler?.noticeTermination(clusterPreemption.message);
     // What the chief actually restored (after falling back past corrupt checkpoints, say).
     const restoring = manager?.lastRestored ?? null;
     const startStep = await readStep(sess);
@@ -704,46 +671,28 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     let finalStep: number | undefined;
     await withSession(sess, async (s) => {
       while (!s.shouldStop()) {
-        // Without a preemption handler (no checkpoint directory, or preemption disabled) a
-        // notice still ends the run with the preemption exit code, without a save.
-        if (agree) {
-          // The handler decides (its agreement, the group's stop vote); the cluster's failures reach its steps.
-        } else if (group !== undefined && stopForGroup()) {
-          groupStopStep = await readStep(s);
-          if (handler === undefined) throw new PreemptedExit(exitCodeOf(config), false);
-        } else if (group === undefined && handler === undefined && preempting()) throw new PreemptedExit(exitCodeOf(config), false);
+        // Without a preemption handler (one process, no checkpoint directory or preemption
+        // disabled) a notice still ends the run with the preemption exit code, without a save. In
+        // a cluster the handler decides (its agreement, the group's stop vote); the cluster's
+        // failures reach its steps.
+        if (cluster === undefined && handler === undefined && preempting()) throw new PreemptedExit(exitCodeOf(config), false);
         if (clusterFailure !== undefined && !preempting()) throw clusterFailure;
         const feeds = typeof job.feeds === "function" ? job.feeds() : job.feeds;
         const plain = () => s.run(fetches, feeds);
-        // Under the agreement the handler may turn a failed step into a preemption: remember the step's error (off the other paths' per-step work).
-        const step = agree
-          ? async (): Promise<unknown> => {
-              try {
-                return await plain();
-              } catch (e) {
-                stepFailure = e;
-                throw e;
-              }
-            }
-          : plain;
-        let result: unknown;
-        try {
-          result = handler === undefined ? await step() : await handler.run(step);
-        } catch (e) {
-          if (agree) throw e;
-          // A notice while the chief's step waited in the replica group (re-forming after a lost
-          // rank, or cut short by a peer's exit): the step applied nothing (gradients are applied
-          // only after their all-reduce), so the chief's variables are those of the last completed
-          // step. Save them before exiting with the preemption code; only the data position is
-          // past the interrupted step's batch.
-          // Another rank's notice may be what ended the wait (its report is the group's failure).
-          if (e instanceof ReplicaGroupError && isPreemptionReport(e.cause)) clusterPreemption ??= e.cause;
-          if (handler !== undefined && group !== undefined && e instanceof ReplicaGroupError && preempting()) {
-            handler.noticeTermination(why(), { deadlineMs: notices.first?.deadline });
-            await handler.saveCheckpointIfPreempted();
-          }
-          throw e;
-        }
+        // In a cluster the handler may turn a failed step into a preemption: remember the step's
+        // error (off the other paths' per-step work).
+        const step =
+          cluster === undefined
+            ? plain
+            : async (): Promise<unknown> => {
+                try {
+                  return await plain();
+                } catch (e) {
+                  stepFailure = e;
+                  throw e;
+                }
+              };
+        const result = handler === undefined ? await step() : await handler.run(step);
         run += 1;
         if (job.onStep !== undefined) await job.onStep(result, { run });
       }

@@ -246,6 +246,16 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   /** `"chiefSaves"`: the task whose preemption report (the cluster's error, not a key) carried the claim. */
   private reportedClaim: string | undefined;
   /**
+   * A data-parallel group that outlives a lost rank: the preemption report that ended its wait
+   * for the rank (told through the coordination service, which reaches a rank in any generation).
+   * The next check saves at the boundary this task is at, its last completed step, and exits.
+   */
+  private stoppedByReport: { readonly reporter: string } | undefined;
+  /** The watches' epoch: a watch of an earlier one (an earlier generation of a re-formed group) ends quietly. */
+  private watchEpoch = 0;
+  /** Stops following the group's re-forms (see {@link followGroup}). */
+  private unfollowGroup: (() => void) | undefined;
+  /**
    * `"chiefSaves"`, a worker: a termination notice came while it waited for its lost chief (the
    * wait ended with this error): it exits with {@link CHIEF_LOST_EXIT_CODE} without a save.
    */
@@ -279,6 +289,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       // The group's ranks are the tasks' ids in the cluster: the claim's name for the rank.
       options.replicaStop.onNoticeHeard?.((task, rank) => this.claimFrom(options.workers[rank] ?? task));
       void this.watchClaim();
+      // A group that outlives a lost rank: the agreement follows it into its next generation.
+      this.unfollowGroup = options.replicaStop.onReformed?.(() => void this.followGroup());
     }
   }
 
@@ -330,8 +342,10 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     }
     if (this.chiefSaves) return this.claimAlone();
     const vote = this.o.replicaStop;
-    // Every rank of the group hears of it now over the group's links, whatever the path below.
+    // Every rank of the group hears of it now over the group's links, whatever the path below;
+    // a group that outlives a lost rank no longer waits for one (see ReplicaStop.preempted).
     vote?.announceNotice?.();
+    vote?.preempted?.("its termination notice");
     if (vote?.votes === true && this.graceMs <= 0 && deadlineMs === undefined) {
       // A plain stop of a data-parallel group: the vote rides the next step's all-reduce. The
       // claim is written too (off the step's path): if the group fails before the vote completes
@@ -388,6 +402,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       this.o.emit?.({ type: "preemptionStepAgreed", run: runCounter, round: 0, exit: true, leader: this.noticeAtMs !== undefined });
       return this.saveNow(true);
     }
+    if (this.stoppedByReport !== undefined && !this.voted) return this.afterReport(runCounter, this.stoppedByReport.reporter);
     if (this.lostDuringAgreement !== undefined) return this.afterLoss(runCounter);
     if (this.failure !== undefined && this.agreed === undefined) throw this.failure;
     const agreed = this.agreed;
@@ -436,9 +451,12 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       if (this.chiefLostOnNotice !== undefined) return this.exitChiefLost(this.chiefLostOnNotice);
     }
     if (this.o.replicaStop === undefined || this.closed) return undefined;
-    if (this.noticeAtMs === undefined && this.claimSeen === undefined) return undefined;
     const f = clusterFailureOf(error);
-    if (f === undefined || f.kind === "reported" || f.kind === "preemption") return undefined;
+    // A preemption told through the coordination service (a group re-forming after a lost rank
+    // cannot carry the stop vote): the step applied nothing; the chief saves the last completed run.
+    if (f?.kind === "preemption") return this.voted ? undefined : this.afterReport(runCounter, shortTaskName(f.reporter));
+    if (this.noticeAtMs === undefined && this.claimSeen === undefined) return undefined;
+    if (f === undefined || f.kind === "reported") return undefined;
     const cause = clusterFailureErrorOf(error) ?? error;
     const who = this.noticeAtMs !== undefined ? `${this.me}'s termination notice` : `${this.claimSeen ?? "a task"}'s termination notice`;
     if (!this.o.isChief && (this.o.isChiefLoss?.(cause) === true || (f.kind === "peerLost" && this.o.chiefTask !== undefined && f.task === this.o.chiefTask))) {
@@ -453,11 +471,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     this.o.logger.warn(
       `PreemptionCheckpointHandler: the replica group lost a rank while it stopped for ${who} (${describe(cause)}); ${this.me} saves at run ${runCounter}, its last completed step, and exits.`,
     );
-    this.failure = undefined;
-    this.agreed = { step: runCounter, exit: true };
-    this.hold = runCounter;
-    this.savedAfterLoss = true;
-    return this.saveNow(true);
+    return this.saveHereAndExit(runCounter);
   }
 
   /** The save took `ms`: the deadline budget counts it for the next proposal. */
@@ -524,6 +538,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.unfollowGroup?.();
     this.failAgreedWaiters(new Error("the preemption handler closed"));
     // "chiefSaves": a chief that leaves without a preemption checkpoint (its training ended) tells the others not to wait for one.
     const leaving = this.chiefSaves && this.o.isChief && this.published === undefined ? this.o.store.insert(this.key(CHIEF_SAVED), CLOSED).catch(() => undefined) : undefined;
@@ -755,6 +770,23 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     return { save: true, exit, deadlineMs };
   }
 
+  /**
+   * A data-parallel group that outlives a lost rank stopped for `reporter`'s termination notice,
+   * told through the coordination service (its report ended the group's wait, or came instead of
+   * the stop vote): this task saves at `runCounter`, its last completed step (the chief writes the
+   * checkpoint), and exits.
+   */
+  private afterReport(runCounter: number, reporter: string): PreemptionDecision {
+    this.claimFrom(reporter);
+    this.voted = true;
+    this.stoppedByReport = undefined;
+    this.o.logger.warn(
+      `PreemptionCheckpointHandler: the replica group stopped for ${reporter === this.me ? "this task's" : `${reporter}'s`} termination notice, told through the coordination service while the group could not step together; ${this.me} saves at run ${runCounter}, its last completed step, and exits.`,
+    );
+    this.o.emit?.({ type: "preemptionStepAgreed", run: runCounter, round: 0, exit: true, leader: reporter === this.me });
+    return this.saveHereAndExit(runCounter);
+  }
+
   /** After a peer was lost during an agreement: save here and exit, or exit without saving when the chief is lost. */
   private afterLoss(runCounter: number): PreemptionDecision {
     const lost = this.lostDuringAgreement as { chief: boolean; error: Error };
@@ -768,6 +800,11 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       };
     }
     this.o.logger.warn(`PreemptionCheckpointHandler: a task was lost during the preemption agreement (${lost.error.message}); ${this.me} saves at run ${runCounter}, the boundary it is at, and exits.`);
+    return this.saveHereAndExit(runCounter);
+  }
+
+  /** Saves at `runCounter`, this task's own boundary (nobody else acknowledges it), and exits; any failure or loss heard is settled by it. */
+  private saveHereAndExit(runCounter: number): PreemptionDecision {
     this.lostDuringAgreement = undefined;
     this.failure = undefined;
     this.agreed = { step: runCounter, exit: true };
@@ -922,14 +959,22 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   }
 
   /** Waits for the claim (a data-parallel group's stop vote writes it), again after each timeout, until this task closes or the cluster fails. */
-  private async watchClaim(): Promise<void> {
-    while (!this.closed && this.claimSeen === undefined) {
+  private async watchClaim(epoch = this.watchEpoch): Promise<void> {
+    while (!this.closed && this.claimSeen === undefined && epoch === this.watchEpoch) {
       const generation = this.o.store.generation;
       try {
-        this.claimFrom(await this.o.store.get(this.key("claim"), { timeoutMs: CLAIM_WATCH_MS }));
+        const claimant = await this.o.store.get(this.key("claim"), { timeoutMs: CLAIM_WATCH_MS });
+        if (epoch === this.watchEpoch) this.claimFrom(claimant);
       } catch (e) {
-        if (e instanceof DeadlineExceededError) continue;
-        if (!this.chiefSaves) return;
+        if (e instanceof DeadlineExceededError || epoch !== this.watchEpoch) continue;
+        if (!this.chiefSaves) {
+          // A group that outlives a lost rank: the re-form restarts the watch in the next generation (see followGroup).
+          const reform = this.outsideAgreement() ? this.o.replicaStop?.follow?.(e, generation) : undefined;
+          if (reform !== undefined) return this.untilReformed(reform);
+          // The failure reaches the group's steps through its collective; a preemption report is a claim.
+          if (clusterFailureOf(e)?.kind === "preemption") this.onWatchError(e);
+          return;
+        }
         // A worker that outlives its chief: the watch goes on in the chief's next generation.
         const follow = this.o.isChief || this.claimSeen !== undefined || this.noticeAtMs !== undefined ? undefined : this.o.chiefRecovery?.follow(e, generation);
         if (follow !== undefined && (await this.followedChief(follow))) continue;
@@ -962,6 +1007,39 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       });
     }
     return true;
+  }
+
+  /**
+   * A data-parallel group that outlives a lost rank: a watch's call failed as the group re-forms.
+   * The re-form restarts the watches ({@link followGroup}); one that fails is this coordinator's
+   * failure (a preemption report a claim).
+   */
+  private async untilReformed(reform: Promise<void>): Promise<void> {
+    await reform.catch((f: unknown) => this.onWatchError(f));
+  }
+
+  /**
+   * A data-parallel group that outlives a lost rank trains again in its next generation: outside
+   * any agreement, the keys move there, this task's `restored/<id>` is stored there (the
+   * returning rank's handler waits for every other task's restore), and the watches start again
+   * there; those of the old generation end quietly. Inside one, the agreement decides (a
+   * preemption ends any re-form, see `ReplicaStop.preempted`).
+   */
+  private async followGroup(): Promise<void> {
+    if (!this.outsideAgreement() || !this.moveToCurrentGeneration()) return;
+    this.watchEpoch += 1;
+    this.watching = this.watch();
+    void this.watchClaim();
+    if (this.restoredOnce) {
+      await this.o.store.insert(this.key(`restored/${this.o.id}`), "1").catch((e: unknown) => {
+        if (!(e instanceof AlreadyExistsError)) this.onWatchError(e);
+      });
+    }
+  }
+
+  /** No preemption is under way as far as this task knows (no notice, no claim, no proposal). */
+  private outsideAgreement(): boolean {
+    return this.proposal === undefined && this.noticeAtMs === undefined && this.claimSeen === undefined && this.stoppedByReport === undefined && !this.closed;
   }
 
   /** Keys live under the coordination client's current generation from now on: whether they moved. */
@@ -997,7 +1075,11 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
 
   /** `claimant`'s claim reached this task (the stored claim, or its notice over the group's links): the first one counts. */
   private claimFrom(claimant: string): void {
-    if (this.claimSeen === undefined && claimant !== this.me && !this.closed) this.heardClaim(claimant);
+    if (this.claimSeen === undefined && claimant !== this.me && !this.closed) {
+      this.heardClaim(claimant);
+      // A group that outlives a lost rank no longer waits for one (see ReplicaStop.preempted).
+      if (!this.chiefSaves) this.o.replicaStop?.preempted?.(`${claimant}'s termination notice`, claimant);
+    }
     this.claimSeen ??= claimant;
     if (this.chiefSaves) {
       // A worker that knows of a preemption no longer waits out a loss of its chief: the chief's save decides.
@@ -1022,12 +1104,12 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
   }
 
   /** One round of the watch: the proposal, then the agreed run, then the acknowledgement (see the module comment). */
-  private async watch(): Promise<void> {
+  private async watch(epoch = this.watchEpoch): Promise<void> {
     const round = this.round;
     const generation = this.o.store.generation;
     try {
       const proposal = await this.waitFor(`round${round}/proposal/${this.o.id}`);
-      if (proposal === undefined || proposal === CLOSED || this.closed) return;
+      if (proposal === undefined || proposal === CLOSED || this.closed || epoch !== this.watchEpoch) return;
       if (round === this.round) {
         const proposed = this.decodeStored(RunValueJson, `round${round}/proposal/${this.o.id}`, `the preemption proposal for ${this.me}`, proposal);
         if (this.proposal === undefined && round === 0 && proposed.by !== undefined && proposed.by !== this.me) this.heardClaim(proposed.by);
@@ -1040,7 +1122,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
         if (this.hold === undefined && at !== undefined) this.answer(at.runCounter + (at.inStep ? 1 : 0));
       }
       const agreed = await this.waitFor(`round${round}/step/${this.o.id}`);
-      if (agreed === undefined || agreed === CLOSED || this.closed) return;
+      if (agreed === undefined || agreed === CLOSED || this.closed || epoch !== this.watchEpoch) return;
       const value = this.decodeStored(RunValueJson, `round${round}/step/${this.o.id}`, `the agreed preemption run for ${this.me}`, agreed);
       if (round !== this.round) return;
       this.agreed = value;
@@ -1050,10 +1132,14 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       for (const w of this.agreedWaiters.splice(0)) w.ok();
       void this.acknowledge(round, value);
     } catch (e) {
+      if (epoch !== this.watchEpoch) return;
       // A worker that outlives its chief, outside any agreement: the watch goes on in the chief's next generation.
       const outside = round === 0 && this.proposal === undefined && this.noticeAtMs === undefined && this.claimSeen === undefined && !this.o.isChief && !this.closed;
       const follow = outside ? this.o.chiefRecovery?.follow(e, generation) : undefined;
       if (follow !== undefined && (await this.followedChief(follow))) return this.closed ? undefined : this.watch();
+      // A data-parallel group that outlives a lost rank, outside any agreement: the re-form restarts the watch in the next generation (see followGroup).
+      const reform = round === 0 && this.outsideAgreement() ? this.o.replicaStop?.follow?.(e, generation) : undefined;
+      if (reform !== undefined) return this.untilReformed(reform);
       this.onWatchError(e);
     }
   }
@@ -1215,6 +1301,13 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       const reporter = shortTaskName(f.reporter);
       this.reportedClaim = reporter;
       this.claimFrom(reporter);
+      return;
+    }
+    if (this.o.replicaStop !== undefined && f?.kind === "preemption") {
+      // A data-parallel group that outlives a lost rank stopped for a notice the service told
+      // (the group could not carry the stop vote): the next check saves where this task is.
+      if (!this.voted && this.agreed === undefined) this.stoppedByReport ??= { reporter: shortTaskName(f.reporter) };
+      for (const w of this.agreedWaiters.splice(0)) w.ok();
       return;
     }
     // The agreed run is known: nothing more is needed from the cluster (a task that saved and exited is not a failure).

@@ -55,6 +55,30 @@ export interface ReplicaStop {
   announceNotice?(): void;
   /** Calls `f` with the task name and rank (its id in the cluster) of each other rank whose notice reaches this one over the group's links, once per rank. */
   onNoticeHeard?(f: (task: string, rank: number) => void): void;
+  /**
+   * A group that outlives a lost rank (tasks started by hand, see `GroupRejoin` of the runtime):
+   * calls `listener` each time the group trains again in its next generation of the
+   * coordination service, where the agreement's keys then live; returns the unsubscribe.
+   */
+  onReformed?(listener: () => void): () => void;
+  /**
+   * Such a group: when `error`, seen by a coordination call made in `generation`, is part of a
+   * re-form (a lost rank, or the chief's next generation that ends the old one), a promise that
+   * resolves once the group trains again, and rejects when it cannot (the rank did not come back
+   * within `maxWaitSecs`, the chief lost, a preemption). `undefined` when the group does not
+   * wait `error` out.
+   */
+  follow?(error: unknown, generation: number | undefined): Promise<void> | undefined;
+  /**
+   * This rank knows of a preemption (`why`: `its termination notice`, `worker:1's termination
+   * notice`; `claimant`: the task whose notice it was, when not this one). A group that outlives
+   * a lost rank no longer waits for one: a wait under way or a later loss ends at once, and
+   * every rank is told through the coordination service, which
+   * reaches a rank in any generation (a rank waiting to register again hears nothing else). The
+   * step under way then raises the preemption, which {@link ReplicaStop} users save after
+   * (`afterStepFailure`). A group without a re-form ignores it: its vote stops it.
+   */
+  preempted?(why: string, claimant?: string): void;
 }
 
 /**

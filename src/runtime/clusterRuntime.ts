@@ -39,10 +39,10 @@ import { parseAddress } from "../cluster/TfConfig.js";
 import { DEFAULT_COLLECTIVE_TIMEOUT_SECS } from "../session/Collective.js";
 import type { SessionRunHook } from "../hook/SessionRunHook.js";
 import { TcpCollective } from "../cluster/collective/TcpCollective.js";
-import { AlreadyExistsError, CancelledError, clusterFailureOf, DeadlineExceededError, InvalidArgumentError, OpError, UnauthenticatedError, UnavailableError, UnknownError } from "../errors.js";
+import { AbortedError, AlreadyExistsError, CancelledError, clusterFailureOf, DeadlineExceededError, InvalidArgumentError, OpError, UnauthenticatedError, UnavailableError, UnknownError } from "../errors.js";
 import { fromStatus } from "../cluster/coordination/status.js";
 import type { Logger } from "../Logger.js";
-import type { PreemptionClusterResolver } from "../preemption/PreemptionCluster.js";
+import type { PreemptionClusterResolver, ReplicaStop } from "../preemption/PreemptionCluster.js";
 import { TerminationNotices } from "../preemption/TerminationNotices.js";
 import { defaultSessionTargets, type SessionTargetRegistry, type SessionTargetResolver } from "../pipeline/SessionTarget.js";
 import { ChiefRecovery, isChiefLoss, MODEL_READY_KEY } from "./chiefRecovery.js";
@@ -74,8 +74,11 @@ export interface ClusterRuntime extends PreemptionClusterResolver {
   readonly coordination: CoordinationClient;
   /** The data-parallel replica group (a `Collective` with its stop vote), when the task joined one. */
   readonly collective: ReplicaGroup | undefined;
-  /** The replica group's stop vote (the same object as {@link collective}). */
-  readonly replicaStop: ReplicaGroup | undefined;
+  /**
+   * The replica group's stop vote (the group itself; for a group that outlives a lost rank, a
+   * view of it that also lets the preemption agreement follow the group into its next generation).
+   */
+  readonly replicaStop: ReplicaStop | undefined;
   /** How long a silent task takes to be declared failed, ms. */
   readonly livenessTimeoutMs: number;
   /** Whether `error` from the coordination service says the chief is lost. */
@@ -313,6 +316,8 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   const maxWaitSecs = options.maxWaitSecs ?? DEFAULT_MAX_WAIT_SECS;
   /** This task's report of its termination notice, while its call is under way (bounded by the call's deadline). */
   let reporting: Promise<void> | undefined;
+  /** How long a rank goes on registering while nobody answers at the chief's service (the heartbeat timeout). */
+  const unreachableMs = timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs;
   const rejoin =
     group === undefined || launched
       ? undefined
@@ -322,7 +327,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           name: task.name,
           isChief: task.isChief,
           maxWaitSecs,
-          unreachableTimeoutMs: timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs,
+          unreachableTimeoutMs: unreachableMs,
           startBarrier: (timeoutMs) => client.barrier(STARTED_BARRIER, { timeoutMs }),
           join: () => joinCollective(client, group, { address: task.address, token, tls, timeoutSecs: o.collectiveTimeoutSecs, clock, logger }),
           // The returning worker asks for the chief's model while the chief's step waits for it.
@@ -330,7 +335,34 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           clock,
           logger,
         });
-  if (rejoin !== undefined) group?.rejoinWith(rejoin.rejoin);
+  /**
+   * A preemption this rank knows of (its notice, or another rank's claim heard): the group no
+   * longer waits for a lost rank. Told by the preemption agreement (ReplicaStop.preempted).
+   */
+  let preemption: { readonly why: string; readonly claimant: string | undefined } | undefined;
+  /** This rank told the others of the preemption through the service (once), or the cluster told it of one. */
+  let preemptionTold = false;
+  /**
+   * The group is re-forming (or about to) while a preemption is known: end the wait, and tell
+   * every rank through the coordination service, which reaches a rank in any generation (one
+   * waiting to register again hears nothing else). The report is final: this rank exits.
+   */
+  const tellGroupOfPreemption = (p: { readonly why: string; readonly claimant: string | undefined }): CancelledError => {
+    const report = preemptionReport(p.claimant ?? task.name, p.why);
+    rejoin?.cancel(report);
+    if (preemptionTold) return report;
+    preemptionTold = true;
+    if (reportAsHost !== undefined) reportAsHost(report, { final: true });
+    else reporting = client.reportErrorToCluster(report, { final: true }).catch(() => undefined);
+    return report;
+  };
+  if (rejoin !== undefined && group !== undefined) {
+    group.rejoinWith((cause) => {
+      // The group stopped (its vote agreed): a rank that leaves now is not waited for.
+      if (group.stopAgreed) return Promise.reject(cause);
+      return preemption === undefined ? rejoin.rejoin(cause) : Promise.reject(tellGroupOfPreemption(preemption));
+    });
+  }
   const recovery =
     group !== undefined || chief === undefined || launched
       ? undefined
@@ -359,6 +391,8 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           await group.reform(e);
         };
   const failed = watch(client, () => finishing, recovery, lost);
+  // Another rank's preemption report reached this one: nothing more to tell.
+  failed.then((e) => void (isPreemptionReport(e) && (preemptionTold = true)), () => undefined);
   // Nobody may be listening: the failure is read when the run loop asks.
   failed.catch(() => undefined);
   // A rank blocked in a collective hears of the cluster's failure at once, not at the collective's deadline.
@@ -426,7 +460,38 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     idInCluster: task.idInCluster,
     coordination: client,
     collective: group,
-    replicaStop: group,
+    replicaStop:
+      group === undefined || rejoin === undefined
+        ? group
+        : {
+            requestStop: () => group.requestStop(),
+            get stopAgreed() {
+              return group.stopAgreed;
+            },
+            get votes() {
+              return group.votes;
+            },
+            announceNotice: () => group.announceNotice(),
+            onNoticeHeard: (f) => group.onNoticeHeard(f),
+            // The agreement's keys follow the group into its next generation.
+            onReformed: (f) => group.onReformed(f),
+            follow: (e, generation) => {
+              if (group.state === "reforming") return group.reform(e instanceof Error ? e : new Error(String(e)));
+              if (group.state !== "ready") return undefined;
+              // Re-formed since the call was made: its keys are in the next generation already.
+              if (client.generation !== undefined && client.generation !== generation) return Promise.resolve();
+              if (rejoin.isLoss(e)) return group.reform(e as Error);
+              // A coordination call may fail before the group hears of the loss (the chief's
+              // service between generations says so in words of its own): the group's own word
+              // decides, within the heartbeat timeout; else the error stands.
+              return e instanceof UnavailableError || e instanceof AbortedError ? reformWithin(group, e, unreachableMs, clock) : undefined;
+            },
+            preempted: (why, claimant) => {
+              if (preemption !== undefined) return;
+              preemption = { why, claimant };
+              if (rejoin.waiting) tellGroupOfPreemption(preemption);
+            },
+          },
     // The agreement of a worker that outlives its chief follows it into the chief's next generation.
     chiefRecovery:
       recovery === undefined
@@ -525,6 +590,21 @@ const lostOf = (e: OpError, chief: string | undefined): readonly string[] => {
   if (f?.kind === "declaredFailed") return f.tasks;
   return f?.kind === "serviceGone" && f.backend === "embedded" && chief !== undefined ? [chief] : [];
 };
+
+/** Resolves as the group's next re-form does, if one starts within `ms`; else rejects with `error`. */
+const reformWithin = (group: ReplicaGroup, error: Error, ms: number, clock: Clock): Promise<void> =>
+  new Promise<void>((ok, fail) => {
+    let stop = (): void => undefined;
+    const timer = clock.setTimer(ms, () => {
+      stop();
+      fail(error);
+    });
+    stop = group.onReform(() => {
+      timer.cancel();
+      stop();
+      group.reform(error).then(ok, fail);
+    });
+  });
 
 /** Where each rank publishes its data-plane address and incarnation, per generation. */
 const COLLECTIVE_KEY = "monitored-session/run/collective";

@@ -87,6 +87,8 @@ export class ReplicaGroup implements Collective {
   /** The tasks whose notice reached this rank, on any transport (each told once). */
   #heard = new Set<string>();
   #noticeListeners: ((task: string, rank: number) => void)[] = [];
+  #reformListeners = new Set<() => void>();
+  #reformedListeners = new Set<() => void>();
 
   constructor(rank: number, tasks: readonly string[]) {
     this.rank = rank;
@@ -158,10 +160,24 @@ export class ReplicaGroup implements Collective {
       }
       this.#state = { kind: "ready", transport, epoch };
       this.#wire(transport);
+      for (const f of [...this.#reformedListeners]) f();
     })();
     next.catch(() => undefined);
     this.#state = { kind: "reforming", epoch, next };
+    for (const f of [...this.#reformListeners]) f();
     return next;
+  }
+
+  /** Calls `f` each time the group starts re-forming its ring; returns the unsubscribe. */
+  onReform(f: () => void): () => void {
+    this.#reformListeners.add(f);
+    return () => void this.#reformListeners.delete(f);
+  }
+
+  /** Calls `f` each time the group is ready again on its next ring (before its pending calls raise `CollectiveReformedError`); returns the unsubscribe. */
+  onReformed(f: () => void): () => void {
+    this.#reformedListeners.add(f);
+    return () => void this.#reformedListeners.delete(f);
   }
 
   /** The group's state, for logs and tests: `connecting`, `ready`, `reforming` or `failed`. */

@@ -39,8 +39,9 @@ afterEach(async () => {
   }
 });
 
-/** The coordination backend of the tests under way: its `cluster:` lines. */
+/** The coordination backend of the tests under way: its `cluster:` lines, and the same as `MONITORED_SESSION_CLUSTER` settings. */
 let backendLines = "";
+let backendSettings: Record<string, unknown> = {};
 
 /** A config of the job in `dir`, plus `extra` top-level lines. */
 const config = (dir: string, extra = ""): string => {
@@ -95,6 +96,9 @@ const killWorker1 = async (file: string, dir: string, signal: "SIGKILL" | "SIGST
   await chief.waitFor(`chief:0 lost ${W1}`, 60_000);
   return { chief, worker0, worker1, restart: () => run("worker", 1) };
 };
+
+/** The loop of examples/preemption-custom-loop.ts with the tests' knobs (startTask, a multi-worker PreemptionCheckpointHandler, no pause between steps). */
+const customLoop = "test/fixtures/preemption/customLoop.ts";
 
 const finalsOf = (r: CliRun): string[] => [...r.stdout.matchAll(/^final (\d) digest ([0-9a-f]{64})$/gm)].map((m) => `${m[1] as string} ${m[2] as string}`);
 
@@ -205,6 +209,38 @@ const suite = (etcd: boolean): void => {
     }
   });
 
+  it("a loop of your own (startTask with dataParallel, its PreemptionCheckpointHandler, no pause between steps): worker 1 SIGKILLed, then a termination notice to worker 0 while the group waits: the chief saves its last completed run, and both exit 42", async () => {
+    const dir = tempDir();
+    const ports = await freePorts(3);
+    const spec = { chief: [`127.0.0.1:${ports[0]}`], worker: [`127.0.0.1:${ports[1]}`, `127.0.0.1:${ports[2]}`] };
+    const settings = JSON.stringify({ ...backendSettings, timeouts: { heartbeatTimeoutSecs: 5 } });
+    const task = (type: string, index: number): CliChild => {
+      const c = startCli([], {
+        program: customLoop,
+        env: { TF_CONFIG: JSON.stringify({ cluster: spec, task: { type, index } }), MONITORED_SESSION_CLUSTER: settings, DATA_PARALLEL: "1", CHECKPOINT_DIR: join(dir, "ck") },
+        timeoutMs: 240_000,
+      });
+      started.push(c);
+      return c;
+    };
+    const [chief, worker0, worker1] = [task("chief", 0), task("worker", 0), task("worker", 1)];
+    await worker1.waitFor(/^worker:1: training$/m, 150_000);
+    worker1.process.kill("SIGKILL");
+    expect((await worker1.done).signal).toBe("SIGKILL");
+    await chief.waitFor(`chief:0 lost ${W1}`, 60_000);
+    await worker0.waitFor(`worker:0 lost ${W1}`, 60_000);
+    worker0.process.kill("SIGTERM");
+    const [c, w0] = await Promise.all([chief.done, worker0.done]);
+    expect(w0.code, w0.stderr + w0.stdout).toBe(42);
+    expect(c.code, c.stderr + c.stdout).toBe(42);
+    // The handler took the report as the claim: the step that waited applied nothing, and the chief saved the last one every rank completed.
+    expect(c.stderr).toMatch(/PreemptionCheckpointHandler: the replica group stopped for worker:0's termination notice, told through the coordination service while the group could not step together; chief:0 saves at run \d+, its last completed step, and exits\./);
+    const saved = [...c.stdout.matchAll(/^chief:0: event (\{.*"type":"preemptionCheckpointSaved".*\})$/gm)].map((m) => JSON.parse(m[1] as string) as { path?: string });
+    expect(saved.length, c.stdout).toBe(1);
+    expect(existsSync(`${saved[0]?.path ?? "(none)"}.index`), c.stdout).toBe(true);
+    for (const r of [c, w0]) expect(r.stdout).not.toMatch(/: error |: done at run/);
+  });
+
   it("a worker frozen past the heartbeat timeout (SIGSTOP) resumes (SIGCONT): the same process rejoins, all exit 0 with one digest", async () => {
     const dir = tempDir();
     const { chief, worker0, worker1 } = await killWorker1(config(dir), dir, "SIGSTOP");
@@ -231,9 +267,11 @@ describe.skipIf(etcdBinary === undefined)("a data-parallel group outlives a lost
   beforeAll(async () => {
     etcd = await EtcdProcess.start();
     backendLines = `  backend: etcd\n  etcdEndpoints: [${etcd.endpoint}]\n`;
+    backendSettings = { backend: "etcd", etcdEndpoints: [etcd.endpoint] };
   });
   afterAll(async () => {
     backendLines = "";
+    backendSettings = {};
     await etcd?.stop();
   });
   suite(true);

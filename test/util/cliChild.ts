@@ -41,12 +41,14 @@ export const startCli = (
     nodeArgs?: readonly string[];
     /** A compiled `main.js` to run with plain node (as the installed bin runs), instead of src/cli/main.ts through tsx; `launcher` "node" only. */
     compiledCli?: string;
+    /** A TypeScript program of the repository to run through tsx instead of src/cli/main.ts (a loop of your own); `launcher` "node" only. */
+    program?: string;
   } = {},
 ): CliChild => {
   const launcher = options.launcher ?? "node";
   const env = { ...process.env, CI: "true", ...options.env };
   const quoted = args.map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(" ");
-  const entry = options.compiledCli === undefined ? ["--import", "tsx", ...(options.nodeArgs ?? []), "src/cli/main.ts"] : [...(options.nodeArgs ?? []), options.compiledCli];
+  const entry = options.compiledCli === undefined ? ["--import", "tsx", ...(options.nodeArgs ?? []), options.program ?? "src/cli/main.ts"] : [...(options.nodeArgs ?? []), options.compiledCli];
   const child =
     launcher === "node"
       ? spawn(process.execPath, [...entry, ...args], { cwd: repoRoot, env, stdio: ["ignore", "pipe", "pipe"] })
