@@ -250,7 +250,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
    * for the rank (told through the coordination service, which reaches a rank in any generation).
    * The next check saves at the boundary this task is at, its last completed step, and exits.
    */
-  private stoppedByReport: { readonly reporter: string } | undefined;
+  private stoppedByReport: { readonly reporter: string; readonly notice: string } | undefined;
   /** The watches' epoch: a watch of an earlier one (an earlier generation of a re-formed group) ends quietly. */
   private watchEpoch = 0;
   /** Stops following the group's re-forms (see {@link followGroup}). */
@@ -326,7 +326,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     return this.lostDuringAgreement === undefined ? this.failure : undefined;
   }
 
-  notifyTermination(nowMs: number, deadlineMs?: number): void {
+  notifyTermination(nowMs: number, deadlineMs?: number, source?: string): void {
     if (this.noticeAtMs !== undefined) return;
     this.noticeAtMs = nowMs;
     this.deadlineMs = deadlineMs;
@@ -345,7 +345,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     // Every rank of the group hears of it now over the group's links, whatever the path below;
     // a group that outlives a lost rank no longer waits for one (see ReplicaStop.preempted).
     vote?.announceNotice?.();
-    vote?.preempted?.("its termination notice");
+    vote?.preempted?.(source ?? "a termination notice");
     if (vote?.votes === true && this.graceMs <= 0 && deadlineMs === undefined) {
       // A plain stop of a data-parallel group: the vote rides the next step's all-reduce. The
       // claim is written too (off the step's path): if the group fails before the vote completes
@@ -402,7 +402,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       this.o.emit?.({ type: "preemptionStepAgreed", run: runCounter, round: 0, exit: true, leader: this.noticeAtMs !== undefined });
       return this.saveNow(true);
     }
-    if (this.stoppedByReport !== undefined && !this.voted) return this.afterReport(runCounter, this.stoppedByReport.reporter);
+    if (this.stoppedByReport !== undefined && !this.voted) return this.afterReport(runCounter, this.stoppedByReport.reporter, this.stoppedByReport.notice);
     if (this.lostDuringAgreement !== undefined) return this.afterLoss(runCounter);
     if (this.failure !== undefined && this.agreed === undefined) throw this.failure;
     const agreed = this.agreed;
@@ -454,7 +454,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     const f = clusterFailureOf(error);
     // A preemption told through the coordination service (a group re-forming after a lost rank
     // cannot carry the stop vote): the step applied nothing; the chief saves the last completed run.
-    if (f?.kind === "preemption") return this.voted ? undefined : this.afterReport(runCounter, shortTaskName(f.reporter));
+    if (f?.kind === "preemption") return this.voted ? undefined : this.afterReport(runCounter, shortTaskName(f.reporter), f.notice);
     if (this.noticeAtMs === undefined && this.claimSeen === undefined) return undefined;
     if (f === undefined || f.kind === "reported") return undefined;
     const cause = clusterFailureErrorOf(error) ?? error;
@@ -776,12 +776,12 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
    * the stop vote): this task saves at `runCounter`, its last completed step (the chief writes the
    * checkpoint), and exits.
    */
-  private afterReport(runCounter: number, reporter: string): PreemptionDecision {
+  private afterReport(runCounter: number, reporter: string, notice: string): PreemptionDecision {
     this.claimFrom(reporter);
     this.voted = true;
     this.stoppedByReport = undefined;
     this.o.logger.warn(
-      `PreemptionCheckpointHandler: the replica group stopped for ${reporter === this.me ? "this task's" : `${reporter}'s`} termination notice, told through the coordination service while the group could not step together; ${this.me} saves at run ${runCounter}, its last completed step, and exits.`,
+      `PreemptionCheckpointHandler: the replica group stopped for ${reporter === this.me ? "this task's" : `${reporter}'s`} termination notice (${notice}), told through the coordination service while the group could not step together; ${this.me} saves at run ${runCounter}, its last completed step, and exits.`,
     );
     this.o.emit?.({ type: "preemptionStepAgreed", run: runCounter, round: 0, exit: true, leader: reporter === this.me });
     return this.saveHereAndExit(runCounter);
@@ -1026,15 +1026,23 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
    * preemption ends any re-form, see `ReplicaStop.preempted`).
    */
   private async followGroup(): Promise<void> {
-    if (!this.outsideAgreement() || !this.moveToCurrentGeneration()) return;
+    if (this.closed || !this.moveToCurrentGeneration()) return;
+    // A notice that came as the re-form ended (too late to end it): its claim goes to the new generation too.
+    if (!this.outsideAgreement()) {
+      if (this.claimed || (this.noticeAtMs !== undefined && this.claimSeen === this.me)) this.o.store.insert(this.key("claim"), this.me).catch(() => undefined);
+      return;
+    }
     this.watchEpoch += 1;
     this.watching = this.watch();
     void this.watchClaim();
-    if (this.restoredOnce) {
-      await this.o.store.insert(this.key(`restored/${this.o.id}`), "1").catch((e: unknown) => {
-        if (!(e instanceof AlreadyExistsError)) this.onWatchError(e);
-      });
-    }
+    if (!this.restoredOnce) return;
+    const generation = this.o.store.generation;
+    await this.o.store.insert(this.key(`restored/${this.o.id}`), "1").catch((e: unknown) => {
+      if (e instanceof AlreadyExistsError) return;
+      // Another loss as it stored it: the next re-form stores it again.
+      const reform = this.o.replicaStop?.follow?.(e, generation);
+      return reform === undefined ? this.onWatchError(e) : this.untilReformed(reform);
+    });
   }
 
   /** No preemption is under way as far as this task knows (no notice, no claim, no proposal). */
@@ -1306,7 +1314,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     if (this.o.replicaStop !== undefined && f?.kind === "preemption") {
       // A data-parallel group that outlives a lost rank stopped for a notice the service told
       // (the group could not carry the stop vote): the next check saves where this task is.
-      if (!this.voted && this.agreed === undefined) this.stoppedByReport ??= { reporter: shortTaskName(f.reporter) };
+      if (!this.voted && this.agreed === undefined) this.stoppedByReport ??= { reporter: shortTaskName(f.reporter), notice: f.notice };
       for (const w of this.agreedWaiters.splice(0)) w.ok();
       return;
     }

@@ -728,7 +728,7 @@ export class PreemptionCheckpointHandler {
     if (this.coordinator.ignoresNotices ?? this.coordinator.terminationReceived) return;
     const time = this.clock.now();
     this.noticeTimeMs = time;
-    this.coordinator.notifyTermination(time, deadlineMs);
+    this.coordinator.notifyTermination(time, deadlineMs, source);
     this.logger.info(
       `PreemptionCheckpointHandler: termination notice (${source}) ${this.at(this.runCounter)}${this.taskName === undefined ? "; a checkpoint is saved at the next step boundary" : ` on ${this.taskName}; ${this.coordinator.onNotice ?? "the tasks agree on the run to save at"}`}.`,
     );

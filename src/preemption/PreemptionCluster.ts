@@ -70,13 +70,14 @@ export interface ReplicaStop {
    */
   follow?(error: unknown, generation: number | undefined): Promise<void> | undefined;
   /**
-   * This rank knows of a preemption (`why`: `its termination notice`, `worker:1's termination
-   * notice`; `claimant`: the task whose notice it was, when not this one). A group that outlives
-   * a lost rank no longer waits for one: a wait under way or a later loss ends at once, and
-   * every rank is told through the coordination service, which
-   * reaches a rank in any generation (a rank waiting to register again hears nothing else). The
-   * step under way then raises the preemption, which {@link ReplicaStop} users save after
-   * (`afterStepFailure`). A group without a re-form ignores it: its vote stops it.
+   * This rank knows of a preemption: its own notice (`why`: what it was, `SIGTERM`), or a claim
+   * it heard from `claimant` (`why`: `worker:1's termination notice`). A group that outlives a
+   * lost rank then no longer waits for one. This rank's own notice ends a wait under way, or a
+   * later loss, at once, and every rank is told through the coordination service, which reaches
+   * a rank in any generation (a rank waiting to register again hears nothing else); the step
+   * under way raises that report, which the agreement takes as the claim (`afterStepFailure`).
+   * After a claim heard, a later loss fails the step as it is, which the agreement turns into the
+   * chief's save. A group without a re-form ignores it: its vote stops it.
    */
   preempted?(why: string, claimant?: string): void;
 }

@@ -40,9 +40,10 @@ export type PreemptionDecision =
 export interface PreemptionCoordinator {
   /**
    * Records that this process received a termination notice at `nowMs`; `deadlineMs` is when
-   * the platform kills it, when the notice says (it bounds the grace period).
+   * the platform kills it, when the notice says (it bounds the grace period); `source` says
+   * what it was (`SIGTERM`, a platform's notice), for what the coordinator tells others.
    */
-  notifyTermination(nowMs: number, deadlineMs?: number): void;
+  notifyTermination(nowMs: number, deadlineMs?: number, source?: string): void;
   /** `true` once a notice was received (by this process, or for a multi-worker one, any peer). */
   readonly terminationReceived: boolean;
   /**

@@ -345,22 +345,31 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   /**
    * The group is re-forming (or about to) while a preemption is known: end the wait, and tell
    * every rank through the coordination service, which reaches a rank in any generation (one
-   * waiting to register again hears nothing else). The report is final: this rank exits.
+   * waiting to register again hears nothing else). Only the rank whose notice it is tells: the
+   * service names the sender as the reporter. The report is final: this rank exits.
    */
   const tellGroupOfPreemption = (p: { readonly why: string; readonly claimant: string | undefined }): CancelledError => {
-    const report = preemptionReport(p.claimant ?? task.name, p.why);
+    const report = preemptionReport(task.name, p.why);
     rejoin?.cancel(report);
     if (preemptionTold) return report;
     preemptionTold = true;
     if (reportAsHost !== undefined) reportAsHost(report, { final: true });
-    else reporting = client.reportErrorToCluster(report, { final: true }).catch(() => undefined);
+    else {
+      reporting = client.reportErrorToCluster(report, { final: true }).catch((e: unknown) => {
+        logger.warn(`${task.name} could not tell the other ranks of its termination notice through the coordination service (${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}); they learn of its exit from its missing heartbeats.`);
+      });
+    }
     return report;
   };
   if (rejoin !== undefined && group !== undefined) {
     group.rejoinWith((cause) => {
       // The group stopped (its vote agreed): a rank that leaves now is not waited for.
       if (group.stopAgreed) return Promise.reject(cause);
-      return preemption === undefined ? rejoin.rejoin(cause) : Promise.reject(tellGroupOfPreemption(preemption));
+      if (preemption === undefined) return rejoin.rejoin(cause);
+      // A preemption is under way: the loss is not waited for. The chief lost is a loss as it is
+      // (nobody can save: 43); a claim heard from another rank fails the step with the loss, which
+      // the agreement turns into the chief's save (the rank whose notice it was tells the others).
+      return Promise.reject(rejoin.underPreemption(cause, preemption.claimant === undefined) === "tell" ? tellGroupOfPreemption(preemption) : cause);
     });
   }
   const recovery =
@@ -487,9 +496,11 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
               return e instanceof UnavailableError || e instanceof AbortedError ? reformWithin(group, e, unreachableMs, clock) : undefined;
             },
             preempted: (why, claimant) => {
-              if (preemption !== undefined) return;
+              // This rank's own notice counts over a claim heard before (it tells the others).
+              if (preemption !== undefined && (preemption.claimant === undefined || claimant !== undefined)) return;
               preemption = { why, claimant };
-              if (rejoin.waiting) tellGroupOfPreemption(preemption);
+              // Waiting for a lost rank (or ending the wait): this rank's notice ends it for every rank.
+              if (claimant === undefined && (rejoin.waiting || group.state === "reforming")) tellGroupOfPreemption(preemption);
             },
           },
     // The agreement of a worker that outlives its chief follows it into the chief's next generation.

@@ -114,6 +114,18 @@ export class GroupRejoin {
     }
   }
 
+  /**
+   * What a loss `cause` does while a preemption is under way (the group no longer waits for a
+   * rank): `"tell"` every rank through the coordination service that the group stops for this
+   * rank's own notice (`ownNotice`), or `"fail"` the step with the loss as it is: the chief lost
+   * (nobody can save: 43), a failure that is no loss, or a claim this rank only heard (the
+   * agreement turns the failed step into the chief's save; the rank whose notice it is tells).
+   */
+  underPreemption(cause: Error, ownNotice: boolean): "tell" | "fail" {
+    if (!ownNotice || !this.isLoss(cause)) return "fail";
+    return this.lostTask(cause) === this.o.group.tasks[0] ? "fail" : "tell";
+  }
+
   /** Waits for the lost rank and builds the next ring (see the module's steps); rejects if the group cannot go on. */
   readonly rejoin = (cause: Error): Promise<Collective> => {
     if (this.#ended !== undefined) return Promise.reject(this.#ended);

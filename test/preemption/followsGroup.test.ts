@@ -126,10 +126,10 @@ describe("a data-parallel group that outlives a lost rank: the agreement follows
 
   it("a notice votes, claims and tells the group (a wait for a lost rank ends there)", async () => {
     const { store, group, coordinator } = setup();
-    coordinator.notifyTermination(0);
+    coordinator.notifyTermination(0, undefined, "SIGTERM");
     await flush();
     expect(group.requested).toBe(true);
-    expect(group.preemptions).toEqual([{ why: "its termination notice", claimant: undefined }]);
+    expect(group.preemptions).toEqual([{ why: "SIGTERM", claimant: undefined }]);
     expect(store.inserted).toEqual([`${PREFIX}/1/claim`]);
     await coordinator.close();
   });
@@ -138,7 +138,7 @@ describe("a data-parallel group that outlives a lost rank: the agreement follows
     const chief = setup(0);
     expect(chief.coordinator.afterStepFailure(new ReplicaGroupError(report()), 17)).toMatchObject({ save: true, exit: true });
     expect(chief.logger.messages("warn").join("\n")).toContain(
-      "PreemptionCheckpointHandler: the replica group stopped for worker:1's termination notice, told through the coordination service while the group could not step together; chief:0 saves at run 17, its last completed step, and exits.",
+      "PreemptionCheckpointHandler: the replica group stopped for worker:1's termination notice (SIGTERM), told through the coordination service while the group could not step together; chief:0 saves at run 17, its last completed step, and exits.",
     );
     expect(chief.coordinator.claimHeardFrom).toBe("worker:1");
     // Once: the save that follows is not a second stop.

@@ -288,3 +288,20 @@ describe("a data-parallel group that loses a worker", () => {
     await expect(group.allReduce(new Float32Array(1), "sum")).rejects.toBe(e);
   });
 });
+
+describe("a loss while a preemption is under way (GroupRejoin.underPreemption)", () => {
+  it("this rank's own notice tells every rank of a lost worker; the chief lost, a failure that is no loss, or a claim only heard fail the step with the loss as it is", () => {
+    const { rejoin } = setup(1, []);
+    const lostWorker = new UnavailableError(`task ${W1} declared failed`, declared(W1));
+    const lostChief = new UnavailableError(`task ${CHIEF} declared failed`, declared(CHIEF));
+    const peerChief = new UnavailableError("rank 0 closed its connection", { failure: { kind: "peerLost", task: CHIEF } });
+    expect(rejoin.underPreemption(lostWorker, true)).toBe("tell");
+    expect(rejoin.underPreemption(new AbortedError("generation 1 ended"), true)).toBe("tell");
+    // Nobody can save: the agreement exits 43.
+    expect(rejoin.underPreemption(lostChief, true)).toBe("fail");
+    expect(rejoin.underPreemption(peerChief, true)).toBe("fail");
+    expect(rejoin.underPreemption(new UnknownError("a bug"), true)).toBe("fail");
+    // A claim heard from another rank: the rank whose notice it is tells.
+    expect(rejoin.underPreemption(lostWorker, false)).toBe("fail");
+  });
+});
