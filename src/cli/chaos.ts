@@ -99,6 +99,8 @@ export interface ChaosRunOptions {
   readonly say: (line: string, level?: "info" | "warn" | "error") => void;
   /** Told as each fault is injected (at `t`, Unix epoch ms): `launch` records it in the run's log directory, where the board marks it. */
   readonly injected?: ((fault: PlannedFault, t: number) => void) | undefined;
+  /** The schedule's `from: training`: its clock starts once every task of the first group trains ({@link ChaosRun.trainingBegan}), not as the group starts. */
+  readonly fromTraining?: boolean | undefined;
 }
 
 interface FaultState {
@@ -143,8 +145,19 @@ export class ChaosRun {
     this.states = o.faults.map((fault) => ({ fault, pending: false, handed: false, absorbed: false, frozen: false }));
   }
 
-  /** Starts the schedule's clock (once, as the first group starts). */
+  /** Starts the schedule's clock (once, as the first group starts; with `fromTraining`, once it trains). */
   start(): void {
+    if (this.o.fromTraining !== true) this.startClock();
+  }
+
+  /** Every task of the group trains: with `fromTraining`, the schedule's clock starts (once). */
+  trainingBegan(): void {
+    if (this.o.fromTraining !== true || this.startMs !== undefined || this.stopped) return;
+    this.o.say("chaos: every task trains: the schedule's clock starts (from: training)");
+    this.startClock();
+  }
+
+  private startClock(): void {
     if (this.startMs !== undefined) return;
     const now = this.o.clock.now();
     this.startMs = now;

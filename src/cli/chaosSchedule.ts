@@ -9,6 +9,7 @@
  * meanIntervalSecs: 60       # exponential gaps with this mean (or `times: [30, 90]`, in seconds)
  * kinds: { sigterm: 0.4, sigkillWorker: 0.3, sigkillChief: 0.1, freeze: 0.1, opError: 0.1 }
  * freezeSecs: 15             # how long a `freeze` holds its task stopped (SIGSTOP, then SIGCONT)
+ * from: training             # the clock starts once every task of the first group trains (default: launch)
  * ```
  *
  * Or, to replay one scenario, the faults themselves (`seed` and `kinds` are then not needed):
@@ -77,7 +78,7 @@ const PositiveSecs = refined(`a number of seconds above 0, to ${MAX_SECS}`, (u):
 const TaskName = refined("a task of the group (chief:0 or worker:<i>)", (u): u is string => typeof u === "string" && /^(?:chief:0|worker:(?:0|[1-9]\d{0,5}))$/.test(u));
 
 const Fault = struct("ChaosFault", "One fault of an explicit list.", {
-  atSecs: required(Secs, "Seconds from the run's start."),
+  atSecs: required(Secs, "Seconds from the schedule's start (see from)."),
   kind: required(t.keyof(Object.fromEntries(FAULT_KINDS.map((k) => [k, null])) as Record<FaultKind, null>, "a fault kind (sigterm, sigkillWorker, sigkillChief, freeze, opError)"), "What happens."),
   target: optional(TaskName, "The task it hits (sigkillChief: chief:0; sigkillWorker: a worker).", "a random task the kind may hit"),
 });
@@ -88,12 +89,17 @@ const ChaosScheduleCodec = struct(
   "The faults `launch --chaos` injects.",
   {
     seed: optional(SafeInt, "The seed of the draws: the same seed gives the same faults.", "1"),
-    durationSecs: optional(PositiveSecs, "Faults are drawn within this many seconds from the run's start (with meanIntervalSecs or times)."),
+    durationSecs: optional(PositiveSecs, "Faults are drawn within this many seconds from the schedule's start (with meanIntervalSecs or times)."),
     meanIntervalSecs: optional(PositiveSecs, "The mean gap between faults (exponential gaps). Give this, times or faults."),
-    times: optional(t.array(Secs), "Fault times, seconds from the run's start, each of a kind drawn from kinds. Give this, meanIntervalSecs or faults."),
+    times: optional(t.array(Secs), "Fault times, seconds from the schedule's start, each of a kind drawn from kinds. Give this, meanIntervalSecs or faults."),
     kinds: optional(Weights, "The mix of fault kinds (with meanIntervalSecs or times)."),
     faults: optional(t.array(Fault), "The faults themselves, each with its time, kind and (optionally) target. Give this, meanIntervalSecs or times."),
     freezeSecs: optional(PositiveSecs, "How long a freeze holds its task stopped.", "15"),
+    from: optional(
+      t.keyof({ launch: null, training: null }, "launch or training"),
+      "Where the schedule's clock starts: the first group's start (launch), or the moment every task of the first group trains (training: no fault lands while the tasks start).",
+      "launch",
+    ),
   },
   (v) => {
     const given = (["meanIntervalSecs", "times", "faults"] as const).filter((k) => v[k] !== undefined);
@@ -102,6 +108,9 @@ const ChaosScheduleCodec = struct(
     if (v.faults === undefined && v.kinds === undefined) out.push({ key: "kinds", message: "is required with meanIntervalSecs or times: the mix of fault kinds, e.g. { sigterm: 1 }" });
     if (v.meanIntervalSecs !== undefined && v.durationSecs === undefined) out.push({ key: "durationSecs", message: "is required with meanIntervalSecs: faults are drawn within it" });
     if (v.faults !== undefined && v.kinds !== undefined) out.push({ key: "kinds", message: "is not used with faults (each fault names its kind); remove it" });
+    // An opError's time is handed to its task as the task starts, before anyone trains.
+    const opErrors = (v.kinds?.opError ?? 0) > 0 || (v.faults ?? []).some((f) => f?.kind === "opError");
+    if (v.from === "training" && opErrors) out.push({ key: "from", message: "training does not take opError faults (their times are handed to the tasks as they start); use from: launch, or leave opError out" });
     for (const [i, f] of (v.faults ?? []).entries()) {
       if (f?.kind === "sigkillChief" && f.target !== undefined && f.target !== "chief:0") out.push({ key: `faults[${i}].target`, message: "sigkillChief hits chief:0; leave target out or use sigkillWorker" });
       if (f?.kind === "sigkillWorker" && f.target === "chief:0") out.push({ key: `faults[${i}].target`, message: "sigkillWorker hits a worker; use sigkillChief for the chief" });
@@ -117,7 +126,7 @@ export type ChaosSchedule = t.TypeOf<typeof ChaosScheduleCodec>;
 export interface PlannedFault {
   /** Its place in the schedule (0, 1, …), as the report and the tasks name it. */
   readonly id: number;
-  /** Milliseconds from the run's start. */
+  /** Milliseconds from the schedule's start (the first group's start, or its training with from: training). */
   readonly atMs: number;
   readonly kind: FaultKind;
   /** The task it hits: `chief:0` or `worker:<i>`. */

@@ -93,7 +93,7 @@ export interface LaunchOptions {
    */
   readonly logFormat?: LogFormat | undefined;
   /** `--chaos`: the faults to inject (chaos.ts), and where the recovery report goes (`--chaos-report`). */
-  readonly chaos?: { readonly faults: readonly PlannedFault[]; readonly reportPath: string } | undefined;
+  readonly chaos?: { readonly faults: readonly PlannedFault[]; readonly reportPath: string; readonly fromTraining?: boolean } | undefined;
   /**
    * `--standby` (the config form): once a group trains, a standby process per task loads `run`'s
    * modules and waits (src/cli/standby.ts); a restarted group starts from them instead of from
@@ -255,7 +255,7 @@ const superviseGroups = async (program: TaskProgram, options: LaunchOptions, io:
     }
     faultLog.write({ v: 1, type: "fault", t, id: fault.id, kind: fault.kind, target: fault.target });
   };
-  const chaos = options.chaos === undefined ? undefined : new ChaosRun({ faults: options.chaos.faults, clock, say, injected });
+  const chaos = options.chaos === undefined ? undefined : new ChaosRun({ faults: options.chaos.faults, clock, say, injected, fromTraining: options.chaos.fromTraining });
   const standbys = program.standby ? new Standbys(program, io.env, say) : undefined;
   let code: number = ExitCodes.failure;
   try {
@@ -504,8 +504,11 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     if (status.type === "chaos") return;
     if (status.type === "training") {
       training.add(task.name);
-      // The whole group trains: the standbys for its restart load now, off its start.
-      if (training.size === tasks.length) standbys?.fill(tasks);
+      // The whole group trains: the standbys for its restart load now, off its start; a schedule from training starts its clock.
+      if (training.size === tasks.length) {
+        standbys?.fill(tasks);
+        chaos?.trainingBegan();
+      }
       return;
     }
     if (status.type === "notice") {

@@ -97,7 +97,7 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     .configureOutput({ outputError: (s) => (launchError = s) })
     .exitOverride()
     .action(async (config: string | undefined, opts: LaunchFlags) => {
-      let chaos: { faults: readonly PlannedFault[]; reportPath: string } | undefined;
+      let chaos: { faults: readonly PlannedFault[]; reportPath: string; fromTraining: boolean } | undefined;
       if (opts.chaos !== undefined) {
         const read = (await import("./chaosSchedule.js")).readChaosSchedule(opts.chaos, opts.workers - 1);
         if (read._tag === "Left") {
@@ -105,7 +105,7 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
           code = ExitCodes.usage;
           return;
         }
-        chaos = { faults: read.right.faults, reportPath: opts.chaosReport };
+        chaos = { faults: read.right.faults, reportPath: opts.chaosReport, fromTraining: read.right.schedule.from === "training" };
       } else if (launch.getOptionValueSource("chaosReport") === "cli") {
         usageErr.write("monitored-session launch: --chaos-report is the report of --chaos; give --chaos <file> too, or leave --chaos-report out\n");
         code = ExitCodes.usage;
@@ -132,6 +132,9 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
       }
       if (config !== undefined) return usage(`monitored-session launch: give either <config> or -- <command> [args...], not both (${config} is before --)`);
       if (opts.standby === true) return usage("monitored-session launch: --standby is for launch <config> (a standby is run with its modules loaded); a command after -- starts as a new process each time");
+      if (chaos?.fromTraining === true) {
+        return usage(`monitored-session launch: --chaos ${opts.chaos ?? ""}: from: training is for launch <config> (its tasks say when they train); a command after -- does not say: use from: launch`);
+      }
       if (runFlags.length > 0) return usage(`monitored-session launch: ${runFlags.join(" and ")} ${runFlags.length === 1 ? "is" : "are"} passed to each task's run (<config> only); after --, give your command its own flags`);
       code = await (await import("./launch.js")).launchProgram(taskCommand, opts, options, io);
     });

@@ -62,8 +62,9 @@ export interface RunFault {
   readonly target: string;
   /**
    * The chief's global step at `t`: interpolated between the steps its process running then
-   * recorded before and after (its last one recorded when none came after); `null` when that
-   * process recorded none by then, or no chief process ran.
+   * recorded before and after (its last one recorded when none came after); while that process
+   * was starting (no step recorded yet), the last step an earlier chief process recorded; `null`
+   * when none did, or no chief process ran.
    */
   readonly step: number | null;
 }
@@ -173,11 +174,22 @@ const faultsOf = (logs: readonly GoodputLog[], chief: readonly ProcessRecords[])
   for (const l of logs) {
     for (const r of l.records) {
       if (r.type !== "fault") continue;
-      const running = [...chief].reverse().find((p) => p.start.processStartMs <= r.t);
-      out.push({ t: r.t, id: r.id, kind: r.kind, target: r.target, step: running === undefined ? null : stepAt(stepPoints(running.records), r.t) });
+      const i = chief.findLastIndex((p) => p.start.processStartMs <= r.t);
+      // Before the running process recorded a step (it was starting): the last step its predecessors recorded, where the restart resumes at best.
+      const step = i < 0 ? null : (stepAt(stepPoints((chief[i] as ProcessRecords).records), r.t) ?? lastStepBefore(chief.slice(0, i)));
+      out.push({ t: r.t, id: r.id, kind: r.kind, target: r.target, step });
     }
   }
   return out.sort((a, b) => a.t - b.t || a.id - b.id);
+};
+
+/** The last step that any of `processes` recorded (the latest process first), or `null`. */
+const lastStepBefore = (processes: readonly ProcessRecords[]): number | null => {
+  for (let i = processes.length - 1; i >= 0; i--) {
+    const points = stepPoints((processes[i] as ProcessRecords).records);
+    if (points.length > 0) return (points[points.length - 1] as { step: number }).step;
+  }
+  return null;
 };
 
 /** The step at `t` on `points` (in time order): interpolated between the last point at or before `t` and the next; the last one when none comes after; `null` before the first. */

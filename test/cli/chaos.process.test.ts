@@ -185,17 +185,14 @@ for (const backend of backends) {
       expect(out).toMatch(/^\[launch\] chaos: 4 faults over \S+ and \d+ groups: goodput \d+\.\d% \(productive /m);
     });
 
-    it("a freeze of the chief past the heartbeat timeout: found lost, SIGKILLed, the group restarted, the last step reached (exit 0)", { timeout: 400_000 }, async () => {
-      // Late enough to land while the group trains on an idle machine; wherever it lands, the run recovers.
-      const { reportPath, out } = await chaosRun("faults:\n  - { atSecs: 12, kind: freeze, target: chief:0 }\nfreezeSecs: 30\n", 4000, 380_000);
+    it("a freeze of the chief past the heartbeat timeout, once every task trains (from: training): found lost, SIGKILLed, the group restarted, the last step reached (exit 0)", { timeout: 400_000 }, async () => {
+      // The schedule's clock starts once both tasks train: the freeze lands in training, however loaded the machine.
+      const { reportPath, out } = await chaosRun("from: training\nfaults:\n  - { atSecs: 1, kind: freeze, target: chief:0 }\nfreezeSecs: 30\n", 6000, 380_000);
+      expect(out).toMatch(/^\[launch\] chaos: every task trains: the schedule's clock starts \(from: training\)$/m);
       const report = JSON.parse(readFileSync(reportPath, "utf8")) as ChaosReport;
       const [freeze] = report.faults;
       expect(freeze?.injectedMs, JSON.stringify(freeze)).not.toBeNull();
-      if (freeze?.firstStepMs === null) {
-        // Absorbed (it came before the chief registered): nothing to recover from.
-        expect(freeze.stepsLost).toBe(0);
-        return;
-      }
+      expect(freeze?.firstStepMs, JSON.stringify(freeze)).not.toBeNull();
       // Found lost by the worker (the service it hosts gone, or declared failed), or stopped when the group stopped: SIGKILLed, not waited out.
       expect(out).toMatch(/^\[launch\] chief:0 (is lost: the coordination service it hosts stopped answering|was declared failed by the coordination service) \(worker:0 says so\): SIGKILL$|^\[launch\] chief:0 is stopped \(SIGSTOP\): it can neither save nor exit: SIGKILL$/m);
       expect(out).toMatch(/^\[launch\] chaos: .*restarting the group/m);

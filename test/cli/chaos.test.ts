@@ -379,3 +379,40 @@ describe("launch --chaos: the task's side", () => {
     ]);
   });
 });
+
+describe("from: training", () => {
+  it("the schedule's clock starts once every task of the first group trains, not as the group starts; a later group's training does not move it", async () => {
+    const clock = new VirtualClock();
+    const said: string[] = [];
+    const run = new ChaosRun({ faults: [{ id: 0, atMs: 1_000, kind: "sigterm", target: "worker:0" }], clock, say: (l) => said.push(l), fromTraining: true });
+    run.start();
+    const g = new FakeGroup(new Set(["chief:0", "worker:0"]));
+    run.groupStarted(g);
+    // The tasks start for a minute: no fault lands meanwhile.
+    await clock.advance(60_000);
+    expect(g.sent).toEqual([]);
+    run.trainingBegan();
+    expect(said).toContain("chaos: every task trains: the schedule's clock starts (from: training)");
+    await clock.advance(999);
+    expect(g.sent).toEqual([]);
+    await clock.advance(1);
+    expect(g.sent).toEqual([["worker:0", "SIGTERM"]]);
+    run.trainingBegan();
+    expect(said.filter((l) => l.includes("clock starts"))).toHaveLength(1);
+    run.stop();
+    const report = await run.report(42, undefined);
+    expect(report.faults[0]?.injectedMs).toBe(1_000);
+  });
+
+  it("from: launch (the default) ignores the training signal: the clock started with the group", async () => {
+    const clock = new VirtualClock();
+    const run = new ChaosRun({ faults: [{ id: 0, atMs: 1_000, kind: "sigterm", target: "worker:0" }], clock, say: () => undefined });
+    run.start();
+    const g = new FakeGroup(new Set(["chief:0", "worker:0"]));
+    run.groupStarted(g);
+    await clock.advance(1_000);
+    expect(g.sent).toEqual([["worker:0", "SIGTERM"]]);
+    run.trainingBegan();
+    run.stop();
+  });
+});

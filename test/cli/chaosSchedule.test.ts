@@ -66,6 +66,11 @@ describe("the --chaos schedule", () => {
     expect(issues({ seed: 1, durationSecs: 10, meanIntervalSecs: 1, times: [1], kinds: { sigterm: 1 } }).join("\n")).toMatch(/exactly one of meanIntervalSecs, times and faults \(meanIntervalSecs and times are given\)/);
     expect(issues({ seed: 1, durationSecs: 10, meanIntervalSecs: 1, kinds: {} }).join("\n")).toMatch(/kinds.*give at least one kind a weight above 0/);
     expect(issues({ seed: 1.5, durationSecs: -1, meanIntervalSecs: 1, kinds: { sigterm: -1, boom: 1 } }).length).toBeGreaterThanOrEqual(3);
+    // from: training takes no opError (its time is handed to the task as it starts), and only its two values.
+    expect(issues({ from: "training", faults: [{ atSecs: 1, kind: "opError", target: "chief:0" }] }).join("\n")).toMatch(/from: training does not take opError faults .*use from: launch/);
+    expect(issues({ from: "training", durationSecs: 10, times: [1], kinds: { sigterm: 1, opError: 1 } }).join("\n")).toMatch(/from: training does not take opError faults/);
+    expect(issues({ from: "later", faults: [{ atSecs: 1, kind: "sigterm" }] }).join("\n")).toMatch(/from: .*launch or training/);
+    expect(issues({ from: "training", faults: [{ atSecs: 1, kind: "freeze", target: "chief:0" }] })).toEqual([]);
   });
 
   it("an explicit list of faults: in time order (ties as written), each with its id, a missing target drawn among the tasks its kind may hit", () => {

@@ -83,6 +83,16 @@ describe("launch --chaos: its usage errors, before anything starts", () => {
   });
 });
 
+describe("launch --chaos with from: training", () => {
+  it("with -- <command> (whose tasks do not say when they train): one line, exit 2", async () => {
+    const schedule = join(tempDir(), "chaos.yaml");
+    writeFileSync(schedule, "from: training\nfaults:\n  - { atSecs: 1, kind: sigterm, target: worker:0 }\n");
+    const r = await cliInProcess(["launch", "--workers", "2", "--chaos", schedule, "--", "node", "train.js"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`monitored-session launch: --chaos ${schedule}: from: training is for launch <config> (its tasks say when they train); a command after -- does not say: use from: launch\n`);
+  });
+});
+
 describe("launch --standby: its usage errors, before anything starts", () => {
   it("without --max-restarts or --chaos (nothing would restart): one line, exit 2", async () => {
     const r = await cliInProcess(["launch", "--workers", "2", "--standby", "job.yaml"]);

@@ -208,11 +208,11 @@ describe("computeGoodput", () => {
     sumsToTotal(t);
   });
 
-  it("launch's faults: in time order, each at the chief's step then (interpolated within the process running then), adding no task and changing no figure", () => {
+  it("launch's faults: in time order, each at the chief's step then (interpolated within the process running then; while a restarted chief starts, its predecessor's last step), adding no task and changing no figure", () => {
     const fault = (secs: number, id: number, kind: string, target: string): GoodputRecord => ({ v: 1, type: "fault", t: at(secs), id, kind, target });
     const chief = log("chief:0", [start("chief:0", 0), ready(10, 0), mark(20, 100), mark(30, 300), start("chief:0", 40, true, "p2"), ready(45, 200), end(60, 500, 0, "p2")]);
     const without = computeGoodput([chief]);
-    const run = computeGoodput([chief, log("launch", [fault(50, 2, "sigterm", "worker:0"), fault(5, 0, "freeze", "chief:0"), fault(25, 1, "sigkillChief", "chief:0"), fault(35, 3, "opError", "chief:0")])]);
+    const run = computeGoodput([chief, log("launch", [fault(50, 2, "sigterm", "worker:0"), fault(5, 0, "freeze", "chief:0"), fault(25, 1, "sigkillChief", "chief:0"), fault(35, 3, "opError", "chief:0"), fault(42, 4, "sigterm", "chief:0")])]);
     expect(run.tasks).toEqual(without.tasks);
     expect(run.group).toEqual(without.group);
     expect(run.faults).toEqual([
@@ -222,6 +222,8 @@ describe("computeGoodput", () => {
       { t: at(25), id: 1, kind: "sigkillChief", target: "chief:0", step: 200 },
       // After the first process's last record, before the next started: its last step.
       { t: at(35), id: 3, kind: "opError", target: "chief:0", step: 300 },
+      // The second process started (40 s) but recorded no step yet: the first one's last step.
+      { t: at(42), id: 4, kind: "sigterm", target: "chief:0", step: 300 },
       // A third of the way from 200 (45 s) to 500 (60 s).
       { t: at(50), id: 2, kind: "sigterm", target: "worker:0", step: 300 },
     ]);
