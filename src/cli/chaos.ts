@@ -76,9 +76,9 @@ export interface FaultReport {
 /** The recovery report of a chaos run (`--chaos-report`, JSON). */
 export interface ChaosReport {
   readonly version: 1;
-  /** The chaos run's start, Unix epoch ms. */
+  /** The schedule's clock start, Unix epoch ms: the first group's start, or (`from: training`) when every task first trained; fault times count from it. */
   readonly startMs: number;
-  /** Its length, ms. */
+  /** The run's length, ms, from the first group's start. */
   readonly durationMs: number;
   /** `launch`'s exit code. */
   readonly exitCode: number;
@@ -99,7 +99,7 @@ export interface ChaosRunOptions {
   readonly say: (line: string, level?: "info" | "warn" | "error") => void;
   /** Told as each fault is injected (at `t`, Unix epoch ms): `launch` records it in the run's log directory, where the board marks it. */
   readonly injected?: ((fault: PlannedFault, t: number) => void) | undefined;
-  /** The schedule's `from: training`: its clock starts once every task of the first group trains ({@link ChaosRun.trainingBegan}), not as the group starts. */
+  /** The schedule's `from: training`: its clock starts once every task of a group first trains ({@link ChaosRun.trainingBegan}), not as the group starts. */
   readonly fromTraining?: boolean | undefined;
 }
 
@@ -132,7 +132,10 @@ export class ChaosRun {
   private readonly states: FaultState[];
   private readonly timers: TimerHandle[] = [];
   private group: ChaosGroup | undefined;
+  /** When the schedule's clock started (fault times count from it). */
   private startMs: number | undefined;
+  /** When the first group started (the run's records count from it, also under `from: training`). */
+  private runStartMs: number | undefined;
   private groups = 0;
   /** The group stops (a task failed or was preempted, or launch got a notice): faults wait for the next one. */
   private stopping = false;
@@ -147,6 +150,7 @@ export class ChaosRun {
 
   /** Starts the schedule's clock (once, as the first group starts; with `fromTraining`, once it trains). */
   start(): void {
+    this.runStartMs ??= this.o.clock.now();
     if (this.o.fromTraining !== true) this.startClock();
   }
 
@@ -243,20 +247,22 @@ export class ChaosRun {
    * of `logDir` (none when `undefined`, or when it holds none).
    */
   async report(exitCode: number, logDir: string | undefined): Promise<ChaosReport> {
-    const startMs = this.startMs ?? this.o.clock.now();
     const endMs = this.o.clock.now();
+    const runStartMs = this.runStartMs ?? this.startMs ?? endMs;
+    // Fault times count from the schedule's clock (under `from: training`, later than the run's start).
+    const startMs = this.startMs ?? runStartMs;
     let logs: GoodputLog[] = [];
     if (logDir !== undefined) {
       try {
         // Only this run's records: a log directory may hold earlier runs' (every record of this run's processes is written after it started).
-        logs = readGoodputLogs(logDir).map((l) => ({ ...l, records: l.records.filter((r) => r.t >= startMs) }));
+        logs = readGoodputLogs(logDir).map((l) => ({ ...l, records: l.records.filter((r) => r.t >= runStartMs) }));
       } catch (e) {
         this.o.say(`chaos: the goodput logs in ${logDir} could not be read (${e instanceof Error ? e.message : String(e)}): the report has no recovery figures`, "warn");
       }
     }
     const chief = logs.find((l) => l.records.some((r) => r.type === "start" && r.chief))?.records ?? [];
     // The chief's summaries name the global step every few steps (the goodput log's marks are seconds apart): where training was at each fault.
-    const summarySteps = logDir === undefined ? [] : await summaryStepsOf(logDir, startMs);
+    const summarySteps = logDir === undefined ? [] : await summaryStepsOf(logDir, runStartMs);
     const each = this.states.map((s) => faultReport(s, startMs, chief, summarySteps));
     // Faults whose recoveries end at the same first step share their lost steps: the first one injected has them.
     const byInjection = [...each].filter((f) => f.injectedMs !== null).sort((a, b) => (a.injectedMs as number) - (b.injectedMs as number) || a.id - b.id);
@@ -273,7 +279,7 @@ export class ChaosRun {
     return {
       version: 1,
       startMs,
-      durationMs: endMs - startMs,
+      durationMs: endMs - runStartMs,
       exitCode,
       groups: this.groups,
       logDir: logDir ?? null,

@@ -9,7 +9,7 @@
  * meanIntervalSecs: 60       # exponential gaps with this mean (or `times: [30, 90]`, in seconds)
  * kinds: { sigterm: 0.4, sigkillWorker: 0.3, sigkillChief: 0.1, freeze: 0.1, opError: 0.1 }
  * freezeSecs: 15             # how long a `freeze` holds its task stopped (SIGSTOP, then SIGCONT)
- * from: training             # the clock starts once every task of the first group trains (default: launch)
+ * from: training             # the clock starts once every task of a group first trains (default: launch)
  * ```
  *
  * Or, to replay one scenario, the faults themselves (`seed` and `kinds` are then not needed):
@@ -97,7 +97,7 @@ const ChaosScheduleCodec = struct(
     freezeSecs: optional(PositiveSecs, "How long a freeze holds its task stopped.", "15"),
     from: optional(
       t.keyof({ launch: null, training: null }, "launch or training"),
-      "Where the schedule's clock starts: the first group's start (launch), or the moment every task of the first group trains (training: no fault lands while the tasks start).",
+      "Where the schedule's clock starts: the first group's start (launch), or the moment every task of a group first trains (training: no fault lands while the tasks start).",
       "launch",
     ),
   },

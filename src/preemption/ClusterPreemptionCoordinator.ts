@@ -781,7 +781,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     this.voted = true;
     this.stoppedByReport = undefined;
     this.o.logger.warn(
-      `PreemptionCheckpointHandler: the replica group stopped for ${reporter === this.me ? "this task's" : `${reporter}'s`} termination notice (${notice}), told through the coordination service while the group could not step together; ${this.me} saves at run ${runCounter}, its last completed step, and exits.`,
+      `PreemptionCheckpointHandler: the replica group stopped for a termination notice (${notice}), told through the coordination service by ${reporter === this.me ? "this task" : reporter} while the group could not step together; ${this.me} saves at run ${runCounter}, its last completed step, and exits.`,
     );
     this.o.emit?.({ type: "preemptionStepAgreed", run: runCounter, round: 0, exit: true, leader: reporter === this.me });
     return this.saveHereAndExit(runCounter);
@@ -1029,7 +1029,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     if (this.closed || !this.moveToCurrentGeneration()) return;
     // A notice that came as the re-form ended (too late to end it): its claim goes to the new generation too.
     if (!this.outsideAgreement()) {
-      if (this.claimed || (this.noticeAtMs !== undefined && this.claimSeen === this.me)) this.o.store.insert(this.key("claim"), this.me).catch(() => undefined);
+      if (this.leads || this.claimSeen === this.me) this.o.store.insert(this.key("claim"), this.me).catch(() => undefined);
       return;
     }
     this.watchEpoch += 1;

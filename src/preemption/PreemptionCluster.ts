@@ -72,12 +72,12 @@ export interface ReplicaStop {
   /**
    * This rank knows of a preemption: its own notice (`why`: what it was, `SIGTERM`), or a claim
    * it heard from `claimant` (`why`: `worker:1's termination notice`). A group that outlives a
-   * lost rank then no longer waits for one. This rank's own notice ends a wait under way, or a
-   * later loss, at once, and every rank is told through the coordination service, which reaches
-   * a rank in any generation (a rank waiting to register again hears nothing else); the step
-   * under way raises that report, which the agreement takes as the claim (`afterStepFailure`).
-   * After a claim heard, a later loss fails the step as it is, which the agreement turns into the
-   * chief's save. A group without a re-form ignores it: its vote stops it.
+   * lost rank then no longer waits for one: a wait under way, or a later loss, ends at once, and
+   * every rank is told through the coordination service, which reaches a rank in any generation
+   * (a rank waiting to register again hears nothing else); the step under way raises that
+   * report, which the agreement takes as the claim (`afterStepFailure`). A loss of the chief
+   * fails the step as it is (nobody can save). A group without a re-form ignores it: its vote
+   * stops it.
    */
   preempted?(why: string, claimant?: string): void;
 }

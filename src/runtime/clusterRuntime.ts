@@ -345,11 +345,12 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   /**
    * The group is re-forming (or about to) while a preemption is known: end the wait, and tell
    * every rank through the coordination service, which reaches a rank in any generation (one
-   * waiting to register again hears nothing else). Only the rank whose notice it is tells: the
-   * service names the sender as the reporter. The report is final: this rank exits.
+   * waiting to register again hears nothing else). The service names the sender as the
+   * reporter; a claim heard from another rank is its notice (`worker:1's termination notice`).
+   * The report is final: this rank exits.
    */
   const tellGroupOfPreemption = (p: { readonly why: string; readonly claimant: string | undefined }): CancelledError => {
-    const report = preemptionReport(task.name, p.why);
+    const report = p.claimant === undefined ? preemptionReport(task.name, p.why) : relayedPreemptionReport(task.name, p.why);
     rejoin?.cancel(report);
     if (preemptionTold) return report;
     preemptionTold = true;
@@ -369,7 +370,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       // A preemption is under way: the loss is not waited for. The chief lost is a loss as it is
       // (nobody can save: 43); a claim heard from another rank fails the step with the loss, which
       // the agreement turns into the chief's save (the rank whose notice it was tells the others).
-      return Promise.reject(rejoin.underPreemption(cause, preemption.claimant === undefined) === "tell" ? tellGroupOfPreemption(preemption) : cause);
+      return Promise.reject(rejoin.underPreemption(cause) === "tell" ? tellGroupOfPreemption(preemption) : cause);
     });
   }
   const recovery =
@@ -496,11 +497,13 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
               return e instanceof UnavailableError || e instanceof AbortedError ? reformWithin(group, e, unreachableMs, clock) : undefined;
             },
             preempted: (why, claimant) => {
-              // This rank's own notice counts over a claim heard before (it tells the others).
-              if (preemption !== undefined && (preemption.claimant === undefined || claimant !== undefined)) return;
+              if (preemption !== undefined) return;
               preemption = { why, claimant };
-              // Waiting for a lost rank (or ending the wait): this rank's notice ends it for every rank.
-              if (claimant === undefined && (rejoin.waiting || group.state === "reforming")) tellGroupOfPreemption(preemption);
+              // A wait under way ends: every rank is told, or (the chief lost) the step fails with the loss: 43.
+              const cause = rejoin.waitingFor;
+              if (cause === undefined) return;
+              if (rejoin.underPreemption(cause) === "tell") tellGroupOfPreemption(preemption);
+              else rejoin.cancel(cause);
             },
           },
     // The agreement of a worker that outlives its chief follows it into the chief's next generation.
@@ -592,6 +595,12 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
 /** The cluster's error that tells every task of `task`'s termination notice `what` (typed: its failure is a `preemption`). */
 const preemptionReport = (task: string, what: string): CancelledError =>
   new CancelledError(`${PREEMPTION_REPORT} task ${task} got a termination notice (${what}): every task exits with the preemption code`, {
+    failure: { kind: "preemption", reporter: task, notice: what },
+  });
+
+/** The cluster's error that tells every task that `task` stops for `what` (another task's termination notice) while its group waits for a lost rank. */
+const relayedPreemptionReport = (task: string, what: string): CancelledError =>
+  new CancelledError(`${PREEMPTION_REPORT} task ${task} stops for ${what} while its replica group waits for a lost rank: every task exits with the preemption code`, {
     failure: { kind: "preemption", reporter: task, notice: what },
   });
 

@@ -69,12 +69,18 @@ export class GroupRejoin {
   #reject: ((e: Error) => void) | undefined;
   #ended: Error | undefined;
   #lost: string | undefined;
+  #cause: Error | undefined;
 
   constructor(private readonly o: GroupRejoinOptions) {}
 
   /** Whether a wait is under way (from the loss until the ring is back or the wait failed). */
   get waiting(): boolean {
     return this.#reject !== undefined;
+  }
+
+  /** The loss the wait under way is for (`undefined` when none is under way). */
+  get waitingFor(): Error | undefined {
+    return this.#reject === undefined ? undefined : this.#cause;
   }
 
   /** The rank the last wait was for, when the loss named it. */
@@ -116,13 +122,12 @@ export class GroupRejoin {
 
   /**
    * What a loss `cause` does while a preemption is under way (the group no longer waits for a
-   * rank): `"tell"` every rank through the coordination service that the group stops for this
-   * rank's own notice (`ownNotice`), or `"fail"` the step with the loss as it is: the chief lost
-   * (nobody can save: 43), a failure that is no loss, or a claim this rank only heard (the
-   * agreement turns the failed step into the chief's save; the rank whose notice it is tells).
+   * rank): `"tell"` every rank through the coordination service that the group stops (a rank
+   * between generations hears nothing else), or `"fail"` the step with the loss as it is: the
+   * chief lost (nobody can save: 43), or a failure that is no loss.
    */
-  underPreemption(cause: Error, ownNotice: boolean): "tell" | "fail" {
-    if (!ownNotice || !this.isLoss(cause)) return "fail";
+  underPreemption(cause: Error): "tell" | "fail" {
+    if (!this.isLoss(cause)) return "fail";
     return this.lostTask(cause) === this.o.group.tasks[0] ? "fail" : "tell";
   }
 
@@ -134,6 +139,7 @@ export class GroupRejoin {
     if (!this.isLoss(cause)) return Promise.reject(cause);
     const lost = this.lostTask(cause);
     this.#lost = lost;
+    this.#cause = cause;
     // This task was declared failed (it froze, and resumed): it rejoins like any rank.
     const itself = lostTasksOf(cause).includes(group.tasks[group.rank] as string);
     const who = lost ?? (itself ? "its place in the replica group (it was declared failed)" : "a rank (the chief opened a new generation)");
@@ -163,6 +169,8 @@ export class GroupRejoin {
   cancel(error: Error): void {
     this.#ended ??= error;
     this.#reject?.(error);
+    // The wait is over now, though its registration loop notices at its next turn.
+    this.#reject = undefined;
   }
 
   // -------------------------------------------------------------------------------------------

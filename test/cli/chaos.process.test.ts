@@ -193,6 +193,9 @@ for (const backend of backends) {
       const [freeze] = report.faults;
       expect(freeze?.injectedMs, JSON.stringify(freeze)).not.toBeNull();
       expect(freeze?.firstStepMs, JSON.stringify(freeze)).not.toBeNull();
+      // The report read the first group's records (written before the schedule's clock started).
+      expect(freeze?.stepsLost, JSON.stringify(freeze)).not.toBeNull();
+      expect(report.goodput, JSON.stringify(report)).not.toBeNull();
       // Found lost by the worker (the service it hosts gone, or declared failed), or stopped when the group stopped: SIGKILLed, not waited out.
       expect(out).toMatch(/^\[launch\] chief:0 (is lost: the coordination service it hosts stopped answering|was declared failed by the coordination service) \(worker:0 says so\): SIGKILL$|^\[launch\] chief:0 is stopped \(SIGSTOP\): it can neither save nor exit: SIGKILL$/m);
       expect(out).toMatch(/^\[launch\] chaos: .*restarting the group/m);

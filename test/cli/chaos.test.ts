@@ -406,13 +406,76 @@ describe("from: training", () => {
 
   it("from: launch (the default) ignores the training signal: the clock started with the group", async () => {
     const clock = new VirtualClock();
-    const run = new ChaosRun({ faults: [{ id: 0, atMs: 1_000, kind: "sigterm", target: "worker:0" }], clock, say: () => undefined });
+    const said: string[] = [];
+    const run = new ChaosRun({ faults: [{ id: 0, atMs: 1_000, kind: "sigterm", target: "worker:0" }], clock, say: (l) => said.push(l) });
     run.start();
     const g = new FakeGroup(new Set(["chief:0", "worker:0"]));
     run.groupStarted(g);
     await clock.advance(1_000);
     expect(g.sent).toEqual([["worker:0", "SIGTERM"]]);
     run.trainingBegan();
+    expect(said.filter((l) => l.includes("clock starts"))).toEqual([]);
     run.stop();
+    expect((await run.report(0, undefined)).startMs).toBe(clock.now() - 1_000);
+  });
+
+  it("a first group that fails before it trains starts no clock; the next group's training does", async () => {
+    const clock = new VirtualClock();
+    const run = new ChaosRun({ faults: [{ id: 0, atMs: 500, kind: "sigkillWorker", target: "worker:0" }], clock, say: () => undefined, fromTraining: true });
+    run.start();
+    const g1 = new FakeGroup(new Set(["chief:0", "worker:0"]));
+    run.groupStarted(g1);
+    await clock.advance(5_000);
+    run.exited("worker:0", 1);
+    g1.exit("worker:0");
+    g1.exit("chief:0");
+    expect(run.groupEnded()).toBe(false);
+    expect(g1.sent).toEqual([]);
+    const g2 = new FakeGroup(new Set(["chief:0", "worker:0"]));
+    run.groupStarted(g2);
+    await clock.advance(2_000);
+    run.trainingBegan();
+    await clock.advance(500);
+    expect(g2.sent).toEqual([["worker:0", "SIGKILL"]]);
+    run.stop();
+  });
+
+  it("the report reads the run's records from the first group's start, not from the clock's: a fault in the first group finds the chief process it hit", async () => {
+    const dir = tempDir();
+    const clock = new VirtualClock();
+    const run = new ChaosRun({ faults: [{ id: 0, atMs: 1_000, kind: "sigkillChief", target: "chief:0" }], clock, say: () => undefined, fromTraining: true });
+    const t0 = clock.now();
+    mkdirSync(join(dir, "goodput"), { recursive: true });
+    const records: GoodputRecord[] = [
+      { v: 1, type: "start", t: t0 + 100, task: "chief:0", proc: "a", pid: 2, chief: true, processStartMs: t0 },
+      { v: 1, type: "ready", t: t0 + 500, step: 0 },
+      { v: 1, type: "mark", t: t0 + 1_000, step: 50, checkpoint: true },
+      { v: 1, type: "mark", t: t0 + 1_500, step: 100 },
+      // SIGKILLed at t0 + 1600 (the clock started at t0 + 600): no end. The next process restores step 50.
+      { v: 1, type: "start", t: t0 + 2_500, task: "chief:0", proc: "b", pid: 3, chief: true, processStartMs: t0 + 2_000 },
+      { v: 1, type: "ready", t: t0 + 3_000, step: 50 },
+      { v: 1, type: "end", t: t0 + 4_000, proc: "b", step: 200, exitCode: 0 },
+    ];
+    writeFileSync(join(dir, "goodput", "chief-0.jsonl"), records.map(line).join(""));
+    run.start();
+    const g1 = new FakeGroup(new Set(["chief:0", "worker:0"]));
+    run.groupStarted(g1);
+    await clock.advance(600);
+    run.trainingBegan();
+    await clock.advance(1_000);
+    expect(g1.sent).toEqual([["chief:0", "SIGKILL"]]);
+    await clock.advance(20);
+    run.exited("chief:0", 137);
+    g1.exit("chief:0");
+    g1.exit("worker:0");
+    run.groupEnded();
+    run.groupStarted(new FakeGroup(new Set(["chief:0", "worker:0"])));
+    await clock.advance(2_380);
+    run.stop();
+    const report = await run.report(0, dir);
+    expect(report.startMs).toBe(t0 + 600);
+    expect(report.durationMs).toBe(4_000);
+    expect(report.faults).toEqual([{ id: 0, kind: "sigkillChief", target: "chief:0", atMs: 1_000, injectedMs: 1_000, detectMs: 20, savedMs: null, firstStepMs: 1_400, stepsLost: 50 }]);
+    expect(report.goodput?.startMs).toBe(t0);
   });
 });

@@ -138,7 +138,7 @@ describe("a data-parallel group that outlives a lost rank: the agreement follows
     const chief = setup(0);
     expect(chief.coordinator.afterStepFailure(new ReplicaGroupError(report()), 17)).toMatchObject({ save: true, exit: true });
     expect(chief.logger.messages("warn").join("\n")).toContain(
-      "PreemptionCheckpointHandler: the replica group stopped for worker:1's termination notice (SIGTERM), told through the coordination service while the group could not step together; chief:0 saves at run 17, its last completed step, and exits.",
+      "PreemptionCheckpointHandler: the replica group stopped for a termination notice (SIGTERM), told through the coordination service by worker:1 while the group could not step together; chief:0 saves at run 17, its last completed step, and exits.",
     );
     expect(chief.coordinator.claimHeardFrom).toBe("worker:1");
     // Once: the save that follows is not a second stop.

@@ -289,19 +289,29 @@ describe("a data-parallel group that loses a worker", () => {
   });
 });
 
-describe("a loss while a preemption is under way (GroupRejoin.underPreemption)", () => {
-  it("this rank's own notice tells every rank of a lost worker; the chief lost, a failure that is no loss, or a claim only heard fail the step with the loss as it is", () => {
+describe("a loss while a preemption is under way (GroupRejoin.underPreemption, waitingFor)", () => {
+  it("a lost worker (or the chief's new generation): every rank is told; the chief lost, or a failure that is no loss: the step fails with it as it is", () => {
     const { rejoin } = setup(1, []);
     const lostWorker = new UnavailableError(`task ${W1} declared failed`, declared(W1));
     const lostChief = new UnavailableError(`task ${CHIEF} declared failed`, declared(CHIEF));
     const peerChief = new UnavailableError("rank 0 closed its connection", { failure: { kind: "peerLost", task: CHIEF } });
-    expect(rejoin.underPreemption(lostWorker, true)).toBe("tell");
-    expect(rejoin.underPreemption(new AbortedError("generation 1 ended"), true)).toBe("tell");
+    expect(rejoin.underPreemption(lostWorker)).toBe("tell");
+    expect(rejoin.underPreemption(new AbortedError("generation 1 ended"))).toBe("tell");
     // Nobody can save: the agreement exits 43.
-    expect(rejoin.underPreemption(lostChief, true)).toBe("fail");
-    expect(rejoin.underPreemption(peerChief, true)).toBe("fail");
-    expect(rejoin.underPreemption(new UnknownError("a bug"), true)).toBe("fail");
-    // A claim heard from another rank: the rank whose notice it is tells.
-    expect(rejoin.underPreemption(lostWorker, false)).toBe("fail");
+    expect(rejoin.underPreemption(lostChief)).toBe("fail");
+    expect(rejoin.underPreemption(peerChief)).toBe("fail");
+    expect(rejoin.underPreemption(new UnknownError("a bug"))).toBe("fail");
+  });
+
+  it("waitingFor: the loss of the wait under way, none before or after it", async () => {
+    const { rejoin, group } = setup(1, []);
+    expect(rejoin.waitingFor).toBeUndefined();
+    const lostWorker = new UnavailableError(`task ${W1} declared failed`, declared(W1));
+    const reform = group.reform(lostWorker);
+    await flush();
+    expect(rejoin.waitingFor).toBe(lostWorker);
+    rejoin.cancel(lostWorker);
+    await expect(reform).rejects.toBeInstanceOf(ReplicaGroupError);
+    expect(rejoin.waitingFor).toBeUndefined();
   });
 });

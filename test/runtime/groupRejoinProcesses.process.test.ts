@@ -234,7 +234,7 @@ const suite = (etcd: boolean): void => {
     expect(w0.code, w0.stderr + w0.stdout).toBe(42);
     expect(c.code, c.stderr + c.stdout).toBe(42);
     // The handler took the report as the claim: the step that waited applied nothing, and the chief saved the last one every rank completed.
-    expect(c.stderr).toMatch(/PreemptionCheckpointHandler: the replica group stopped for worker:0's termination notice \(SIGTERM\), told through the coordination service while the group could not step together; chief:0 saves at run \d+, its last completed step, and exits\./);
+    expect(c.stderr).toMatch(/PreemptionCheckpointHandler: the replica group stopped for a termination notice \(SIGTERM\), told through the coordination service by worker:0 while the group could not step together; chief:0 saves at run \d+, its last completed step, and exits\./);
     const saved = [...c.stdout.matchAll(/^chief:0: event (\{.*"type":"preemptionCheckpointSaved".*\})$/gm)].map((m) => JSON.parse(m[1] as string) as { path?: string });
     expect(saved.length, c.stdout).toBe(1);
     expect(existsSync(`${saved[0]?.path ?? "(none)"}.index`), c.stdout).toBe(true);
