@@ -499,11 +499,8 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
             preempted: (why, claimant) => {
               if (preemption !== undefined) return;
               preemption = { why, claimant };
-              // A wait under way ends: every rank is told, or (the chief lost) the step fails with the loss: 43.
-              const cause = rejoin.waitingFor;
-              if (cause === undefined) return;
-              if (rejoin.underPreemption(cause) === "tell") tellGroupOfPreemption(preemption);
-              else rejoin.cancel(cause);
+              // A wait under way (for a loss the group waits for: see underPreemption) ends, and every rank is told.
+              if (rejoin.waiting) tellGroupOfPreemption(preemption);
             },
           },
     // The agreement of a worker that outlives its chief follows it into the chief's next generation.
@@ -548,6 +545,11 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     },
     reportPreemption: async (what) => {
       const report = preemptionReport(task.name, what);
+      // This rank told the group already (or heard another's report): every rank knows.
+      if (preemptionTold) {
+        rejoin?.cancel(report);
+        return;
+      }
       // A worker waiting for its chief has nobody to tell: it stops waiting and exits with the preemption code.
       if (recovery?.cancel(report) === true) return;
       // A group waiting for a lost rank stops waiting: its ranks exit with the preemption code.

@@ -69,18 +69,12 @@ export class GroupRejoin {
   #reject: ((e: Error) => void) | undefined;
   #ended: Error | undefined;
   #lost: string | undefined;
-  #cause: Error | undefined;
 
   constructor(private readonly o: GroupRejoinOptions) {}
 
   /** Whether a wait is under way (from the loss until the ring is back or the wait failed). */
   get waiting(): boolean {
     return this.#reject !== undefined;
-  }
-
-  /** The loss the wait under way is for (`undefined` when none is under way). */
-  get waitingFor(): Error | undefined {
-    return this.#reject === undefined ? undefined : this.#cause;
   }
 
   /** The rank the last wait was for, when the loss named it. */
@@ -121,14 +115,16 @@ export class GroupRejoin {
   }
 
   /**
-   * What a loss `cause` does while a preemption is under way (the group no longer waits for a
-   * rank): `"tell"` every rank through the coordination service that the group stops (a rank
-   * between generations hears nothing else), or `"fail"` the step with the loss as it is: the
-   * chief lost (nobody can save: 43), or a failure that is no loss.
+   * What a failure `cause` of the group does while a preemption is under way (the group no longer
+   * waits for a rank): a loss the group would wait for (`"tell"`: every rank is told through the
+   * coordination service that the group stops; a rank between generations hears nothing else),
+   * or anything else, the chief's loss included (`"fail"`: the step fails with it as it is; with
+   * the chief lost nobody can save, 43). A dropped link to the chief is a loss the group waits
+   * for: the chief closes its ring to re-form it, and its loss is told by the service (declared
+   * failed, or gone).
    */
   underPreemption(cause: Error): "tell" | "fail" {
-    if (!this.isLoss(cause)) return "fail";
-    return this.lostTask(cause) === this.o.group.tasks[0] ? "fail" : "tell";
+    return this.isLoss(cause) ? "tell" : "fail";
   }
 
   /** Waits for the lost rank and builds the next ring (see the module's steps); rejects if the group cannot go on. */
@@ -139,7 +135,6 @@ export class GroupRejoin {
     if (!this.isLoss(cause)) return Promise.reject(cause);
     const lost = this.lostTask(cause);
     this.#lost = lost;
-    this.#cause = cause;
     // This task was declared failed (it froze, and resumed): it rejoins like any rank.
     const itself = lostTasksOf(cause).includes(group.tasks[group.rank] as string);
     const who = lost ?? (itself ? "its place in the replica group (it was declared failed)" : "a rank (the chief opened a new generation)");

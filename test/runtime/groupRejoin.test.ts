@@ -289,29 +289,30 @@ describe("a data-parallel group that loses a worker", () => {
   });
 });
 
-describe("a loss while a preemption is under way (GroupRejoin.underPreemption, waitingFor)", () => {
-  it("a lost worker (or the chief's new generation): every rank is told; the chief lost, or a failure that is no loss: the step fails with it as it is", () => {
+describe("a failure while a preemption is under way (GroupRejoin.underPreemption), and a cancelled wait", () => {
+  it("a loss the group waits for (a lost worker, the chief's new generation, a dropped link to the chief as it re-forms): every rank is told; the chief declared failed or anything else: the step fails with it as it is", () => {
     const { rejoin } = setup(1, []);
     const lostWorker = new UnavailableError(`task ${W1} declared failed`, declared(W1));
     const lostChief = new UnavailableError(`task ${CHIEF} declared failed`, declared(CHIEF));
     const peerChief = new UnavailableError("rank 0 closed its connection", { failure: { kind: "peerLost", task: CHIEF } });
     expect(rejoin.underPreemption(lostWorker)).toBe("tell");
     expect(rejoin.underPreemption(new AbortedError("generation 1 ended"))).toBe("tell");
+    // The chief closes its ring to re-form it: a live chief, not a loss of it.
+    expect(rejoin.underPreemption(peerChief)).toBe("tell");
     // Nobody can save: the agreement exits 43.
     expect(rejoin.underPreemption(lostChief)).toBe("fail");
-    expect(rejoin.underPreemption(peerChief)).toBe("fail");
     expect(rejoin.underPreemption(new UnknownError("a bug"))).toBe("fail");
   });
 
-  it("waitingFor: the loss of the wait under way, none before or after it", async () => {
+  it("cancel ends the wait at once, though its registration goes on until its next turn", async () => {
     const { rejoin, group } = setup(1, []);
-    expect(rejoin.waitingFor).toBeUndefined();
+    expect(rejoin.waiting).toBe(false);
     const lostWorker = new UnavailableError(`task ${W1} declared failed`, declared(W1));
     const reform = group.reform(lostWorker);
     await flush();
-    expect(rejoin.waitingFor).toBe(lostWorker);
+    expect(rejoin.waiting).toBe(true);
     rejoin.cancel(lostWorker);
+    expect(rejoin.waiting).toBe(false);
     await expect(reform).rejects.toBeInstanceOf(ReplicaGroupError);
-    expect(rejoin.waitingFor).toBeUndefined();
   });
 });
