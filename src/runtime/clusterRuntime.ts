@@ -343,7 +343,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   /** This rank told the others of the preemption through the service (once), or the cluster told it of one. */
   let preemptionTold = false;
   /**
-   * The group is re-forming (or about to) while a preemption is known: end the wait, and tell
+   * The group waits for a lost rank (or is about to) while a preemption is known: end the wait, and tell
    * every rank through the coordination service, which reaches a rank in any generation (one
    * waiting to register again hears nothing else). The service names the sender as the
    * reporter; a claim heard from another rank is its notice (`worker:1's termination notice`).
@@ -367,9 +367,9 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       // The group stopped (its vote agreed): a rank that leaves now is not waited for.
       if (group.stopAgreed) return Promise.reject(cause);
       if (preemption === undefined) return rejoin.rejoin(cause);
-      // A preemption is under way: the loss is not waited for. The chief lost is a loss as it is
-      // (nobody can save: 43); a claim heard from another rank fails the step with the loss, which
-      // the agreement turns into the chief's save (the rank whose notice it was tells the others).
+      // A preemption is under way: the loss is not waited for. A loss the group would wait for is
+      // told to every rank (this rank's notice, or the claim it heard); anything else, the chief's
+      // loss included, fails the step as it is (nobody can save: 43).
       return Promise.reject(rejoin.underPreemption(cause) === "tell" ? tellGroupOfPreemption(preemption) : cause);
     });
   }
