@@ -79,9 +79,9 @@ module.exports = {
       to: { path: [...CORE, HOOKS, MIDDLE, "^src/(?:runtime|config|cluster)/"], pathNot: ROOT_BARREL },
     },
     {
-      comment: "5. The CLI imports every layer below it (the runtime through its public index only, besides the exit codes, the tiny launchReady.ts, which the entry point reads before anything loads, the status channel launchStatus.ts, which launch reads and a task writes, and the light modules that run reads without loading the cluster's: clusterTask.ts, replicaGroup.ts, preemptionReport.ts, and startLeave.ts, how a start stopped by a notice ends), and its own folder.",
+      comment: "5. The CLI imports every layer below it (the runtime through its public index only, besides the exit codes, the tiny launchReady.ts, which the entry point reads before anything loads, the status channel launchStatus.ts, which launch reads and a task writes, and the light modules that run reads without loading the cluster's: clusterTask.ts and replicaGroup.ts; and startTask.ts, whose task object (joinAsTask) run shares with a program's own, loaded with the cluster's modules), and its own folder.",
       from: { path: "^src/cli/" },
-      to: { path: [...CORE, HOOKS, MIDDLE, "^src/(?:cli|config|cluster|board|kubernetes)/", "^src/runtime/(?:index|launchReady|launchStatus|chaosOpErrors|exitCodes|clusterTask|replicaGroup|preemptionReport|startLeave)\\.ts$"], pathNot: ROOT_BARREL },
+      to: { path: [...CORE, HOOKS, MIDDLE, "^src/(?:cli|config|cluster|board|kubernetes)/", "^src/runtime/(?:index|launchReady|launchStatus|chaosOpErrors|exitCodes|clusterTask|replicaGroup|startTask)\\.ts$"], pathNot: ROOT_BARREL },
     },
     {
       comment: "5. kubernetes (the manifests, beside the CLI) imports every layer below it (the runtime through its public index only), the exit codes (runtime/exitCodes.ts), and its own folder.",

@@ -10,11 +10,10 @@ import type { Clock } from "../time/Clock.js";
 import type { Logger } from "../Logger.js";
 import type { MonitoredSession } from "../pipeline/MonitoredSession.js";
 import type { TerminationNotices } from "../preemption/TerminationNotices.js";
-import { ClusterStartError, startClusterTask, type ClusterRuntime, type ClusterTask, type ReplicaGroup } from "../runtime/index.js";
+import { ClusterStartError, type ClusterTask, type ReplicaGroup, type TaskRuntime } from "../runtime/index.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
-import { isPreemptionReport } from "../runtime/preemptionReport.js";
-import { launchTaskName } from "../runtime/launchStatus.js";
-import { abandonStart } from "../runtime/startLeave.js";
+import { launchStatusWriter } from "../runtime/launchStatus.js";
+import { joinAsTask } from "../runtime/startTask.js";
 import { failureMessage } from "./faults.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -22,9 +21,10 @@ import { failureMessage } from "./faults.js";
 // ---------------------------------------------------------------------------------------------
 
 /**
- * Starts the task's server and registers it with the cluster: the runtime, or the exit code when
- * it cannot (2 for what the user fixes, with one line; 42 for a termination notice that came
- * while it waited for the other tasks; 1 for anything else).
+ * Starts the task's server and registers it with the cluster, as `startTask()` does (the same
+ * task object: src/runtime/startTask.ts): the task, or the exit code when it cannot (2 for what
+ * the user fixes, with one line; the preemption code for a termination notice while it joined,
+ * its own or another task's; 1 for anything else).
  */
 export const startCluster = async (
   task: ClusterTask,
@@ -34,36 +34,33 @@ export const startCluster = async (
   notices: TerminationNotices,
   group: ReplicaGroup | undefined,
   maxWaitSecs: number | undefined,
-): Promise<ClusterRuntime | number> => {
-  let onNotice: ((what: string) => void) | undefined;
-  const noticed = new Promise<string>((ok) => {
-    onNotice = ok;
-  });
-  const subscription = notices.notices$.subscribe((n) => onNotice?.(notices.describe(n)));
-  // A notice while the task starts stops the start; once every task registered, the others hear of it.
-  const starting = startClusterTask(task, { env: io.env, logger, clock, group, maxWaitSecs, leave: noticed });
+  exitCode: number,
+): Promise<TaskRuntime | number> => {
   try {
-    const first = await Promise.race([starting, noticed.then(() => "notice" as const)]);
-    if (first !== "notice") return first;
-    // The start stops (telling the others when every task registered), within a bound; a start
-    // that finished meanwhile leaves the cluster.
-    await abandonStart(starting, clock);
-    logger.info(`Termination notice (${notices.first === undefined ? "notice" : notices.describe(notices.first)}) while ${task.name} joined the cluster: exiting without saving (run the same command again to resume).`);
-    return ExitCodes.preempted;
+    const joined = await joinAsTask({
+      task,
+      group,
+      notices,
+      env: io.env,
+      maxWaitSecs,
+      logger,
+      clock,
+      // The parent's exit is one of `run`'s notices (a save, then the preemption code).
+      watchParent: false,
+      toLaunch: launchStatusWriter(io.env),
+      exitCode,
+      // A second notice is `run`'s (the grace period: src/cli/forcedExit.ts); a chief lost while the
+      // notice is held ends the session's wait for it (43).
+      held: { holder: "the preemption handler" },
+    });
+    return "runtime" in joined ? joined.runtime : joined.exitCode;
   } catch (e) {
-    // Another task left for its termination notice while this one started: nothing was trained.
-    if (isPreemptionReport(e)) {
-      logger.info(`${e.failure?.kind === "preemption" ? `${launchTaskName(e.failure.reporter)}'s termination notice (${e.failure.notice})` : "another task's termination notice"} while ${task.name} joined the cluster: exiting with ${ExitCodes.preempted} without saving (run the same command again to resume).`);
-      return ExitCodes.preempted;
-    }
     if (e instanceof ClusterStartError) {
       io.err.write(`${e.message}\n`);
       return ExitCodes.usage;
     }
     io.err.write(failureMessage(e, false, `${task.name} could not join the cluster`));
     return ExitCodes.failure;
-  } finally {
-    subscription.unsubscribe();
   }
 };
 

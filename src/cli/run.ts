@@ -54,8 +54,7 @@ import { GoodputRecorder } from "../goodput/GoodputRecorder.js";
 import { goodputSummaries } from "../goodput/goodputSummaries.js";
 import { logObserver } from "../events/logObserver.js";
 import { clusterTaskOf, readTfConfig, type ClusterTask } from "../runtime/clusterTask.js";
-import type { ClusterRuntime } from "../runtime/index.js";
-import { isPreemptionReport, reportsNoticeOf } from "../runtime/preemptionReport.js";
+import type { TaskRuntime } from "../runtime/index.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
 import { launchStatusWriter } from "../runtime/launchStatus.js";
 import { ReplicaGroup, ReplicaGroupError } from "../runtime/replicaGroup.js";
@@ -391,7 +390,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
   // Then the task's server and its registration with the cluster (every task, before training).
   // The cluster's modules (gRPC, the coordination service) load only here: a process that is no
   // task of a cluster starts without them (docs/performance.md, "Process start to first step").
-  let cluster: ClusterRuntime | undefined;
+  let cluster: TaskRuntime | undefined;
   let join: Pick<typeof import("./clusterJoin.js"), "raceCreation"> | undefined;
   if (task !== undefined) {
     // A failed load (a broken install) releases the directory's lock first, as any failure here does.
@@ -401,12 +400,12 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     });
     join = { raceCreation };
     const joinStart = clock.now();
-    const started = await startCluster(task, io, logger, clock, notices, group, config.maxWaitSecs);
+    const started = await startCluster(task, io, logger, clock, notices, group, config.maxWaitSecs, exitCodeOf(config));
     goodput.recorder ??= openAccounting();
     goodput.recorder?.phase("clusterJoin", clock.now() - joinStart);
     if (typeof started === "number") {
       await manager?.close();
-      return started === ExitCodes.preempted ? exitCodeOf(config) : started;
+      return started;
     }
     cluster = started;
     sessionOptions = { ...sessionOptions, sessionTargets: cluster.sessionTargets, hooks: [...cluster.hooks, ...(sessionOptions.hooks ?? [])] };
@@ -463,30 +462,27 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     if (!handlerClosing) handler?.noticeTermination(notices.describe(n), { deadlineMs: n.deadline });
   };
   // The first notice goes to the handler (a save at the next step boundary); a later Ctrl-C or
-  // SIGTERM gives the save at most the grace period, then exits without it.
+  // SIGTERM gives the save at most the grace period, then exits without it. In a cluster the task
+  // owns the notices, as a program's own task does (src/runtime/startTask.ts): it holds one that
+  // comes before the handler exists (a worker whose session waits for its lost chief stops
+  // waiting: 43), the handler takes them over for its agreement (a data-parallel rank's claim is
+  // its stop vote too), and once the handler closed the task tells the tasks still training.
   const subscription = notices.notices$.subscribe((n) => {
     if (n.count !== 1) return;
     accounting?.notice();
-    // The agreement: the handler claims the preemption (a data-parallel rank's claim is its stop
-    // vote too); one that came before the handler exists is delivered to it once it does. A
-    // worker whose session waits for its lost chief meanwhile stops waiting: 43.
-    if (cluster !== undefined && !handlerClosing && handler === undefined && !isChief) cluster.chiefRecovery?.noticed("its termination notice");
-    if (cluster === undefined || !handlerClosing) return noticeToHandler(n);
-    // This task's training is over (a chief that serves the coordination service until the
-    // others leave): its handler is closed, and its client has left. The report, which the host
-    // sends through the service itself, tells the tasks still training.
-    void cluster?.reportPreemption(notices.describe(n));
+    if (cluster === undefined) noticeToHandler(n);
   });
   // The cluster's first failure: another task's preemption is this task's termination notice;
   // anything else (a task declared failed, a reported error, the service gone) stops training.
   let clusterFailure: Error | undefined;
   let clusterPreemption: Error | undefined;
   const clusterFailed = cluster?.failed.then((e) => {
-    if (isPreemptionReport(e)) {
+    const f = clusterFailureOf(e);
+    if (f?.kind === "preemption") {
       clusterPreemption = e;
       accounting?.notice();
       // Why this task stops where it stops, when the notice went to another task.
-      if (task === undefined || !reportsNoticeOf(e, task.name)) logger.info(`From the coordination service: ${e.message.replace(/^cluster preemption: /, "")}.`);
+      if (task === undefined || f.reporter !== task.name) logger.info(`From the coordination service: ${e.message.replace(/^cluster preemption: /, "")}.`);
       if (group === undefined) handler?.noticeTermination(e.message);
       // While the session is being created: exit without saving (a worker has nothing to save).
       throw new PreemptedExit(exitCodeOf(config), false);
@@ -538,12 +534,12 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     // A collective's failure carries the collective's error.
     const groupFailure = e instanceof ReplicaGroupError ? e.cause : undefined;
     // Another task's termination notice that ended the group's wait for a lost rank.
-    if (groupFailure !== undefined && isPreemptionReport(groupFailure)) clusterPreemption ??= groupFailure;
+    if (groupFailure !== undefined && clusterFailureOf(groupFailure)?.kind === "preemption") clusterPreemption ??= groupFailure;
     // A peer that leaves the group for a termination notice looks like a peer gone: the
     // coordination service says which, shortly after (its report, or the failure it declares).
     if (groupFailure !== undefined && cluster !== undefined && !preempting()) await settledWithin(cluster.failed, WHY_A_PEER_LEFT_MS, clock);
     // A preemption report that ended a wait of this task (a data-parallel group started by hand, re-forming after a lost rank).
-    if (isPreemptionReport(e)) e = new PreemptedExit(exitCodeOf(config), false);
+    if (clusterFailureOf(e)?.kind === "preemption") e = new PreemptedExit(exitCodeOf(config), false);
     // The replicas build different models: a configuration to fix, before any update. Found by
     // the replicas' signature check at the first step, or by a worker that cannot take the
     // chief's values; the others learn it from the cluster (the reported error).
@@ -610,7 +606,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
             // published until each worker took it, however short the run.
             const waitStart = clock.now();
             await cluster.sessionsCreated().catch((e: unknown) => {
-              throw isPreemptionReport(e) ? new PreemptedExit(exitCodeOf(config), false) : e;
+              throw clusterFailureOf(e)?.kind === "preemption" ? new PreemptedExit(exitCodeOf(config), false) : e;
             });
             sessionsWaitMs = clock.now() - waitStart;
             return created;
@@ -642,8 +638,8 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
       if (ev.type === "terminationNoticed") accounting?.notice();
       if (ev.type === "preemptionCheckpointSaved" && ev.globalStep !== undefined) accounting?.saved(ev.globalStep);
     });
-    // A notice that came while the session was being created.
-    if (notices.first !== undefined) handler?.noticeTermination(notices.describe(notices.first), { deadlineMs: notices.first.deadline });
+    // A notice that came while the session was being created (in a cluster, the task delivers it as the handler takes its notices over).
+    if (cluster === undefined && notices.first !== undefined) handler?.noticeTermination(notices.describe(notices.first), { deadlineMs: notices.first.deadline });
     else if (clusterPreemption !== undefined) handler?.noticeTermination(clusterPreemption.message);
     // What the chief actually restored (after falling back past corrupt checkpoints, say).
     const restoring = manager?.lastRestored ?? null;

@@ -77,8 +77,9 @@ export const createPreemptionHandler = async (
     store,
     // The chief session creator restored the session already; a worker starts from the chief's values.
     restoreOnCreate: false,
-    // The command's TerminationNotices watch signals, the file and the parent, and tell the handler.
-    signals: [],
+    // The command's TerminationNotices watch signals, the file and the parent: one process tells
+    // the handler; a task of a cluster hands them over (the task's, as with `startTask()`).
+    ...(cluster === undefined ? { signals: [] } : {}),
     clock,
     logger,
     globalStep: () => globalStepNow(sess),

@@ -377,7 +377,7 @@ export class PreemptionCheckpointHandler {
     if (taken !== undefined) {
       const handler = h;
       handler.takenNotices = taken.subscribe((n) => {
-        if (!handler.closed) handler.notice(n.source, n.deadline);
+        if (!handler.closed) handler.notice(n.description ?? n.source, n.deadline);
       });
     }
     return h;

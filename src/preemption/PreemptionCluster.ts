@@ -158,7 +158,12 @@ export interface PreemptionClusterResolver {
    * handler to act on instead of installing signal handlers of its own; a notice that came
    * before is delivered first. Absent where the handler watches signals itself.
    */
-  takeOverNotices?(): Observable<TerminationNotice>;
+  takeOverNotices?(): Observable<TakenNotice>;
+}
+
+/** A notice a handler takes over from its task, with how people say it (`TerminationNotices.describe`: the file that appeared, the platform's detail). */
+export interface TakenNotice extends TerminationNotice {
+  readonly description?: string | undefined;
 }
 
 /** The exit code of a task whose chief was lost during a preemption agreement: nobody could write the checkpoint. */

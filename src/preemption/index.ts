@@ -19,7 +19,7 @@ export {
 
 /* Multi-worker agreement */
 export { ClusterPreemptionCoordinator, type AgreementEvent, type ClusterPreemptionCoordinatorOptions, type PreemptionAgreement } from "./ClusterPreemptionCoordinator.js";
-export { CHIEF_LOST_EXIT_CODE, ChiefLostError, type ChiefLossRecovery, type PreemptionClusterResolver, type PreemptionKeyValueStore, type ReplicaStop } from "./PreemptionCluster.js";
+export { CHIEF_LOST_EXIT_CODE, ChiefLostError, type ChiefLossRecovery, type PreemptionClusterResolver, type PreemptionKeyValueStore, type ReplicaStop, type TakenNotice } from "./PreemptionCluster.js";
 
 /* Handler */
 export {

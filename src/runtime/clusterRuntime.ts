@@ -9,8 +9,9 @@
  * While training, a blocking call on the coordination service watches the cluster: a peer
  * declared failed, a reported error or a lost service ends it, and {@link ClusterRuntime.failed}
  * settles with that error (UnavailableError naming the task, or the reported error naming the
- * reporter). A task's termination notice is reported to the cluster as a preemption
- * ({@link isPreemptionReport}), so that every task exits with the preemption code.
+ * reporter). A termination notice that no preemption agreement can carry (one while the task
+ * starts, or after its handler closed) is reported to the cluster as a preemption (a typed
+ * status: its failure's kind is `preemption`), so that every task exits with the preemption code.
  *
  * A data-parallel group not started by `launch` (which restarts the whole group) outlives a lost
  * worker (src/runtime/groupRejoin.ts): the watch hands the loss to the group, which waits for the
@@ -46,7 +47,6 @@ import type { PreemptionClusterResolver, ReplicaStop } from "../preemption/Preem
 import { TerminationNotices } from "../preemption/TerminationNotices.js";
 import { defaultSessionTargets, type SessionTargetRegistry, type SessionTargetResolver } from "../pipeline/SessionTarget.js";
 import { ChiefRecovery, isChiefLoss, MODEL_READY_KEY } from "./chiefRecovery.js";
-import { isPreemptionReport } from "./preemptionReport.js";
 import { ChaosOpErrorHook, chaosGoodputDirOf, chaosOpErrorsOf } from "./chaosOpErrors.js";
 import { chiefAddressOf, chiefTaskOf, connectCurrent, defaultEtcdPrefix, timeoutsOf } from "./coordinationSetup.js";
 import { LAUNCH_READY_ENV } from "./launchReady.js";
@@ -402,7 +402,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
         };
   const failed = watch(client, () => finishing, recovery, lost);
   // Another rank's preemption report reached this one: nothing more to tell.
-  failed.then((e) => void (isPreemptionReport(e) && (preemptionTold = true)), () => undefined);
+  failed.then((e) => void (clusterFailureOf(e)?.kind === "preemption" && (preemptionTold = true)), () => undefined);
   // Nobody may be listening: the failure is read when the run loop asks.
   failed.catch(() => undefined);
   // A rank blocked in a collective hears of the cluster's failure at once, not at the collective's deadline.
@@ -698,7 +698,7 @@ const joinCollective = async (client: CoordinationClient, group: ReplicaGroup, o
  * UnavailableError naming the failed task (the first rank the message names, else the message itself).
  */
 const failGroup = (group: ReplicaGroup, e: Error): void => {
-  if (isPreemptionReport(e)) {
+  if (clusterFailureOf(e)?.kind === "preemption") {
     // Every rank trains: the next step's vote stops them all at one boundary (the chief saves).
     // Before that, the reporter may leave without ever stepping: cancel instead.
     if (group.joined) group.requestStop();
@@ -737,7 +737,7 @@ const watch = async (
       if (finishing()) return new Promise<OpError>(() => undefined);
       let error = e;
       // A group that waits for its lost ranks: watch again once it re-formed (a new generation).
-      if (lost !== undefined && !isPreemptionReport(e) && e instanceof OpError) {
+      if (lost !== undefined && clusterFailureOf(e)?.kind !== "preemption" && e instanceof OpError) {
         try {
           await lost(e);
           continue;

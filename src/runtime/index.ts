@@ -10,7 +10,6 @@
 /* The task */
 export { startTask, type StartTaskOptions, type TaskRuntime } from "./startTask.js";
 export { ClusterStartError, startClusterTask, type ClusterRuntime, type StartClusterOptions } from "./clusterRuntime.js";
-export { isPreemptionReport, reportsNoticeOf } from "./preemptionReport.js";
 export { clusterTaskOf, readTfConfig, type ClusterTask } from "./clusterTask.js";
 
 /* Data-parallel training */

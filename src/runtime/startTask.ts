@@ -26,24 +26,23 @@
  * @module
  */
 
-import { defer, type Observable } from "rxjs";
+import { defer, finalize, map, type Observable } from "rxjs";
 
 import { systemClock, type Clock } from "../time/Clock.js";
 import { PREEMPTION_EXIT_CODE } from "../preemption/TerminationConfig.js";
-import { CHIEF_LOST_EXIT_CODE, type ChiefLostError } from "../preemption/PreemptionCluster.js";
+import { CHIEF_LOST_EXIT_CODE, type ChiefLostError, type TakenNotice } from "../preemption/PreemptionCluster.js";
 import { TerminationNotices, type NoticeProcess, type TerminationNotice } from "../preemption/TerminationNotices.js";
 import type { ClusterConfig } from "../cluster/ClusterConfig.js";
 import { resolveTfConfig, type ResolvedCluster } from "../cluster/ClusterResolver.js";
 import { waitForPodTfConfig } from "../cluster/PodClusterResolver.js";
 import { TF_CONFIG } from "../cluster/TfConfig.js";
-import { ValueError } from "../errors.js";
+import { clusterFailureOf, ValueError } from "../errors.js";
 import { defaultLogger, type Logger } from "../Logger.js";
 import { startClusterTask, type ClusterRuntime } from "./clusterRuntime.js";
 import { clusterSettingsFromEnv, withAbsolutePaths } from "./clusterSettings.js";
-import { clusterTaskFrom } from "./clusterTask.js";
+import { clusterTaskFrom, type ClusterTask } from "./clusterTask.js";
 import { LAUNCH_READY_ENV, LAUNCH_READY_LINE } from "./launchReady.js";
 import { launchStatusWriter, launchTaskName, type LaunchStatusWriter } from "./launchStatus.js";
-import { isPreemptionReport } from "./preemptionReport.js";
 import { ReplicaGroup } from "./replicaGroup.js";
 import { abandonStart } from "./startLeave.js";
 
@@ -63,7 +62,7 @@ export interface TaskRuntime extends ClusterRuntime {
    * with a line saying so, and a second one (Ctrl-C again) leaves the cluster and exits with the
    * preemption code at once. The handler's own signal handlers are then not installed.
    */
-  takeOverNotices(): Observable<TerminationNotice>;
+  takeOverNotices(): Observable<TakenNotice>;
 }
 
 /** Options of {@link startTask}. */
@@ -126,7 +125,39 @@ export const startTask = async (options: StartTaskOptions = {}): Promise<TaskRun
     if (n.count === 1) toLaunch({ type: "notice", source: notices.describe(n) });
   });
   try {
-    return await startOwningNotices(options, env, notices, { logger, clock, exit, launched, toLaunch });
+    // TF_CONFIG wins; without it, a pod of a generated manifest finds its cluster in its own
+    // environment once its peers' DNS names resolve (docs/kubernetes.md).
+    const tfConfig = options.resolver === undefined ? await waitForPodTfConfig({ env, clock, log: (line) => logger.info(line) }) : undefined;
+    if (options.resolver === undefined && tfConfig === undefined) {
+      throw new ValueError(
+        `startTask: ${TF_CONFIG} is not set, so this process is not a task of a cluster; run it under \`monitored-session launch --workers N -- <command>\`, set ${TF_CONFIG} on each task (docs/distributed.md), or start it from \`monitored-session manifest kubernetes\` (docs/kubernetes.md)`,
+      );
+    }
+    const settings = options.settings === undefined ? (clusterSettingsFromEnv(env) ?? {}) : withAbsolutePaths(options.settings, process.cwd());
+    const resolved = options.resolver ?? resolveTfConfig(tfConfig as NonNullable<typeof tfConfig>);
+    const dataParallel = options.dataParallel ?? settings.dataParallel ?? false;
+    const joined = await joinAsTask({
+      task: clusterTaskFrom(resolved, settings),
+      group: dataParallel ? ReplicaGroup.of(resolved) : undefined,
+      notices,
+      env,
+      maxWaitSecs: options.maxWaitSecs,
+      logger,
+      clock,
+      // Under launch: no orphan trains on if launch is killed.
+      watchParent: launched,
+      toLaunch,
+      exitCode: PREEMPTION_EXIT_CODE,
+      held: { holder: "the PreemptionCheckpointHandler created with clusterResolver: task", exit },
+      onFinish: () => {
+        reported.unsubscribe();
+        notices.close();
+      },
+    });
+    if ("runtime" in joined) return joined.runtime;
+    notices.close();
+    exit(joined.exitCode);
+    return new Promise<never>(() => undefined);
   } catch (e) {
     reported.unsubscribe();
     notices.close();
@@ -134,27 +165,55 @@ export const startTask = async (options: StartTaskOptions = {}): Promise<TaskRun
   }
 };
 
-/** What {@link startTask} decided before it started anything. */
-interface Owner {
+/** What {@link joinAsTask} needs: the task, its notices and how it exits. */
+export interface JoinAsTaskOptions {
+  readonly task: ClusterTask;
+  readonly group: ReplicaGroup | undefined;
+  /** The process's notices, watched since it started (the caller closes them). */
+  readonly notices: TerminationNotices;
+  readonly env: NodeJS.ProcessEnv;
+  readonly maxWaitSecs: number | undefined;
   readonly logger: Logger;
   readonly clock: Clock;
-  readonly exit: (code: number) => void;
-  readonly launched: boolean;
+  /** End the task when its parent exits (under `launch`, where the parent is no notice source). */
+  readonly watchParent: boolean;
   readonly toLaunch: LaunchStatusWriter;
+  /** The preemption exit code (`run`: the configuration's `preemption.exitCode`). */
+  readonly exitCode: number;
+  /**
+   * A notice held for the handler: who will take it over, and (for a program of its own) how it
+   * exits at once on a second notice or with 43 when the chief is lost meanwhile. Without `exit`
+   * (`run`), a second notice is the caller's, and a lost chief ends the session's wait for it.
+   */
+  readonly held: { readonly holder: string; readonly exit?: ((code: number) => void) | undefined };
+  /** Called as the task finishes (`startTask()` closes its notices there). */
+  readonly onFinish?: (() => void) | undefined;
 }
 
-const startOwningNotices = async (options: StartTaskOptions, env: NodeJS.ProcessEnv, notices: TerminationNotices, owner: Owner): Promise<TaskRuntime> => {
-  const { logger, clock, exit, launched, toLaunch } = owner;
+/** How {@link joinAsTask} ended: the started task, or the preemption exit before training (said, and told to `launch`). */
+export type JoinedTask = { readonly runtime: TaskRuntime } | { readonly exitCode: number };
+
+/**
+ * Joins the cluster as `task`, owning `notices` (the task object of {@link startTask}, and of
+ * `run`): a notice while the task starts leaves the cluster (telling the others once every task
+ * registered) and ends with the preemption code, nothing saved; once started, a notice is held for
+ * the preemption handler that takes the notices over ({@link TaskRuntime.takeOverNotices}); once
+ * that handler closed, the first notice is told to the tasks still training (a chief that serves
+ * them after its own training ended).
+ *
+ * @throws what `startClusterTask` throws.
+ */
+export const joinAsTask = async (o: JoinAsTaskOptions): Promise<JoinedTask> => {
+  const { task, notices, logger, clock, toLaunch, exitCode } = o;
   /** The preemption exit before training: nothing was trained, nothing is saved. */
-  const leaveOn = async (n: TerminationNotice, name: string, runtime: ClusterRuntime | undefined, when: string): Promise<void> => {
-    logger.info(`${name}: termination notice (${notices.describe(n)}) ${when}: leaving the cluster and exiting with ${PREEMPTION_EXIT_CODE} without saving (start the same command again to resume).`);
+  const leave = async (n: TerminationNotice, runtime: ClusterRuntime | undefined, when: string): Promise<JoinedTask> => {
+    logger.info(`${task.name}: termination notice (${notices.describe(n)}) ${when}: leaving the cluster and exiting with ${exitCode} without saving (start the same command again to resume).`);
     if (runtime !== undefined) {
       await runtime.reportPreemption(notices.describe(n));
       await runtime.finish(false);
     }
-    notices.close();
-    toLaunch({ type: "exiting", code: PREEMPTION_EXIT_CODE, reason: `termination notice ${when}` });
-    exit(PREEMPTION_EXIT_CODE);
+    toLaunch({ type: "exiting", code: exitCode, reason: `termination notice ${when}` });
+    return { exitCode };
   };
   const firstNotice = new Promise<TerminationNotice>((resolve) => {
     const s = notices.notices$.subscribe((n) => {
@@ -162,48 +221,41 @@ const startOwningNotices = async (options: StartTaskOptions, env: NodeJS.Process
       queueMicrotask(() => s.unsubscribe());
     });
   });
-  // TF_CONFIG wins; without it, a pod of a generated manifest finds its cluster in its own
-  // environment once its peers' DNS names resolve (docs/kubernetes.md).
-  const tfConfig = options.resolver === undefined ? await waitForPodTfConfig({ env, clock, log: (line) => logger.info(line) }) : undefined;
-  if (options.resolver === undefined && tfConfig === undefined) {
-    throw new ValueError(
-      `startTask: ${TF_CONFIG} is not set, so this process is not a task of a cluster; run it under \`monitored-session launch --workers N -- <command>\`, set ${TF_CONFIG} on each task (docs/distributed.md), or start it from \`monitored-session manifest kubernetes\` (docs/kubernetes.md)`,
-    );
-  }
-  const settings = options.settings === undefined ? (clusterSettingsFromEnv(env) ?? {}) : withAbsolutePaths(options.settings, process.cwd());
-  const resolved = options.resolver ?? resolveTfConfig(tfConfig as NonNullable<typeof tfConfig>);
-  const task = clusterTaskFrom(resolved, settings);
-  const dataParallel = options.dataParallel ?? settings.dataParallel ?? false;
-  const group = dataParallel ? ReplicaGroup.of(resolved) : undefined;
-  // Under launch: no orphan trains on if launch is killed. A notice while the task starts stops
-  // the start; once every task registered, the others hear of it and leave too.
-  const starting = startClusterTask(task, { env, group, maxWaitSecs: options.maxWaitSecs, logger, clock, watchParent: launched, leave: firstNotice.then((n) => notices.describe(n)) });
+  // A notice while the task starts stops the start; once every task registered, the others hear of it and leave too.
+  const starting = startClusterTask(task, { env: o.env, group: o.group, maxWaitSecs: o.maxWaitSecs, logger, clock, watchParent: o.watchParent, leave: firstNotice.then((n) => notices.describe(n)) });
   let raced: { runtime: ClusterRuntime } | { notice: TerminationNotice };
   try {
     raced = await Promise.race([starting.then((runtime) => ({ runtime })), firstNotice.then((notice) => ({ notice }))]);
   } catch (e) {
     // Another task left for its termination notice while this one started: nothing was trained.
-    if (!isPreemptionReport(e)) throw e;
-    const who = e.failure?.kind === "preemption" ? `${launchTaskName(e.failure.reporter)}'s termination notice (${e.failure.notice})` : "another task's termination notice";
-    logger.info(`${task.name}: ${who} while it joined the cluster: exiting with ${PREEMPTION_EXIT_CODE} without saving (start the same command again to resume).`);
-    notices.close();
-    toLaunch({ type: "exiting", code: PREEMPTION_EXIT_CODE, reason: `${who} while it joined the cluster` });
-    exit(PREEMPTION_EXIT_CODE);
-    return new Promise<never>(() => undefined);
+    const f = clusterFailureOf(e);
+    if (f?.kind !== "preemption") throw e;
+    const who = `${launchTaskName(f.reporter)}'s termination notice (${f.notice})`;
+    logger.info(`${task.name}: ${who} while it joined the cluster: exiting with ${exitCode} without saving (start the same command again to resume).`);
+    toLaunch({ type: "exiting", code: exitCode, reason: `${who} while it joined the cluster` });
+    return { exitCode };
   }
   if ("notice" in raced) {
     // The start stops (telling the others once every task registered), within a bound; a start
     // that finished meanwhile leaves the cluster.
     await abandonStart(starting, clock);
-    await leaveOn(raced.notice, task.name, undefined, "while it joined the cluster");
-    return new Promise<never>(() => undefined);
+    return leave(raced.notice, undefined, "while it joined the cluster");
   }
   const { runtime } = raced;
   // A notice that came as the start finished: the same exit.
-  if (notices.first !== undefined) {
-    await leaveOn(notices.first, task.name, runtime, "while it joined the cluster");
-    return new Promise<never>(() => undefined);
-  }
+  if (notices.first !== undefined) return leave(notices.first, runtime, "while it joined the cluster");
+  return { runtime: ownedTask(runtime, o) };
+};
+
+/** `runtime` with the notices of {@link joinAsTask}: held until a handler takes them over, told to the others after it closed. */
+const ownedTask = (runtime: ClusterRuntime, o: JoinAsTaskOptions): TaskRuntime => {
+  const { task, notices, logger, toLaunch } = o;
+  const exit = o.held.exit;
+  /** Notices seen so far (the replay included): a notice after the handler closed is one beyond them. */
+  let seen = 0;
+  const counted = notices.notices$.subscribe((n) => {
+    seen = Math.max(seen, n.count);
+  });
   let takenOver = false;
   /**
    * A held notice met a loss of the chief (a worker's session waits for it, or the loss came
@@ -211,41 +263,78 @@ const startOwningNotices = async (options: StartTaskOptions, env: NodeJS.Process
    * the error, so the task exits 43 rather than with the program's failure; the chief is lost, so
    * there is no cluster to leave.
    */
-  const chiefLost = (lost: ChiefLostError): void => {
-    if (takenOver) return;
-    held.unsubscribe();
-    // As the handler says it (an error: nothing is saved). No leave: with the embedded backend
-    // the service went with the chief; with etcd the others learn of the exit from the missing
-    // heartbeats, as after any exit without a leave.
-    logger.error(`${task.name}: ${lost.message}: exiting with ${CHIEF_LOST_EXIT_CODE} without saving (start the same command again to resume from the last checkpoint).`);
-    notices.close();
-    toLaunch({ type: "exiting", code: CHIEF_LOST_EXIT_CODE, reason: "the chief was lost while a termination notice was held" });
-    exit(CHIEF_LOST_EXIT_CODE);
-  };
+  const chiefLost =
+    exit === undefined
+      ? undefined
+      : (lost: ChiefLostError): void => {
+          if (takenOver) return;
+          held.unsubscribe();
+          // As the handler says it (an error: nothing is saved). No leave: with the embedded backend
+          // the service went with the chief; with etcd the others learn of the exit from the missing
+          // heartbeats, as after any exit without a leave.
+          logger.error(`${task.name}: ${lost.message}: exiting with ${CHIEF_LOST_EXIT_CODE} without saving (start the same command again to resume from the last checkpoint).`);
+          notices.close();
+          toLaunch({ type: "exiting", code: CHIEF_LOST_EXIT_CODE, reason: "the chief was lost while a termination notice was held" });
+          exit(CHIEF_LOST_EXIT_CODE);
+        };
   const held = notices.notices$.subscribe((n) => {
     if (takenOver) return;
     if (n.count === 1) {
-      logger.info(`${task.name}: termination notice (${notices.describe(n)}) held for the PreemptionCheckpointHandler created with clusterResolver: task, which saves at the agreed run; a second notice exits at once.`);
+      logger.info(
+        `${task.name}: termination notice (${notices.describe(n)}) held for ${o.held.holder}, which saves at the agreed run${exit === undefined ? "" : "; a second notice exits at once"}.`,
+      );
       // A worker that outlives its chief stops waiting for it: a loss now or later is 43.
       if (!runtime.isChief) runtime.chiefRecovery?.noticed("its termination notice", chiefLost);
       return;
     }
-    void leaveOn(n, task.name, runtime, "again, before a preemption handler took the notices over");
+    if (exit === undefined) return;
+    void (async () => {
+      logger.info(`${task.name}: termination notice (${notices.describe(n)}) again, before a preemption handler took the notices over: leaving the cluster and exiting with ${o.exitCode} without saving (start the same command again to resume).`);
+      await runtime.reportPreemption(notices.describe(n));
+      await runtime.finish(false);
+      notices.close();
+      toLaunch({ type: "exiting", code: o.exitCode, reason: "termination notice again, before a preemption handler took the notices over" });
+      exit(o.exitCode);
+    })();
   });
-  const finish = (clean: boolean): Promise<Error | undefined> => {
+  /** After the handler closed: the first notice, if none came before, tells the tasks still training. */
+  let afterHandler: { unsubscribe(): void } | undefined;
+  const released = (): void => {
+    const before = seen;
+    if (before > 0) return;
+    afterHandler = notices.notices$.subscribe((n) => {
+      if (n.count !== 1) return;
+      // This task's training is over (a chief that serves the others until they leave): its
+      // handler is closed. The report, which the chief's host sends through the service itself,
+      // tells the tasks still training.
+      logger.info(`${task.name}: termination notice (${notices.describe(n)}) after its training ended: telling the tasks still training.`);
+      void runtime.reportPreemption(notices.describe(n));
+    });
+  };
+  const finish = async (clean: boolean): Promise<Error | undefined> => {
     held.unsubscribe();
-    notices.close();
-    return runtime.finish(clean);
+    try {
+      // A chief serves the others at the shutdown barrier: a notice meanwhile still tells them.
+      return await runtime.finish(clean);
+    } finally {
+      counted.unsubscribe();
+      afterHandler?.unsubscribe();
+      o.onFinish?.();
+    }
   };
   return {
     ...runtime,
     // Taken over when the handler subscribes (after its restore), not when it asks: until then a
-    // held notice still ends a wait for a lost chief here (43), and a second one exits 42.
+    // held notice still ends a wait for a lost chief here (43), and a second one exits 42. The
+    // handler lets go when it closes.
     takeOverNotices: () =>
       defer(() => {
         takenOver = true;
         held.unsubscribe();
-        return notices.notices$;
+        return notices.notices$.pipe(
+          map((n): TakenNotice => ({ ...n, description: notices.describe(n) })),
+          finalize(released),
+        );
       }),
     finish,
     close: () => finish(true),

@@ -106,7 +106,7 @@ describe("run with a hand-set TF_CONFIG", { timeout: 120_000 }, () => {
     worker.process.kill("SIGTERM");
     const r = await worker.done;
     expect(r.code, r.stderr).toBe(42);
-    expect(r.stderr).toContain("Termination notice (SIGTERM) while worker:0 joined the cluster: exiting without saving");
+    expect(r.stderr).toContain("worker:0: termination notice (SIGTERM) while it joined the cluster: leaving the cluster and exiting with 42 without saving");
     expect(listTree(join(dir, "ck"))).toEqual([]);
   });
 

@@ -62,11 +62,11 @@ for (const backend of backends) {
       worker.process.kill("SIGTERM");
       const w = await worker.done;
       expect(w.code, worker.output()).toBe(42);
-      expect(worker.output()).toContain("Termination notice (SIGTERM) while worker:0 joined the cluster: exiting without saving");
+      expect(worker.output()).toContain("worker:0: termination notice (SIGTERM) while it joined the cluster: leaving the cluster and exiting with 42 without saving");
       // The chief had no notice of its own: it leaves on worker:0's.
       const c = await chief.done;
       expect(c.code, chief.output()).toBe(42);
-      expect(chief.output()).toMatch(/worker:0's termination notice \(SIGTERM\) while chief:0 joined the cluster: exiting with 42 without saving/);
+      expect(chief.output()).toMatch(/chief:0: worker:0's termination notice \(SIGTERM\) while it joined the cluster: exiting with 42 without saving/);
       expect(chief.output()).not.toContain("Joined the replica group");
       expect(chief.output()).not.toContain("Training failed");
     });

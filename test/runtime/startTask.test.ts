@@ -8,7 +8,7 @@ import { EventEmitter } from "node:events";
 import { describe, expect, it } from "vitest";
 
 import { resolveCluster } from "../../src/cluster/ClusterResolver.js";
-import { ValueError } from "../../src/errors.js";
+import { clusterFailureOf, ValueError } from "../../src/errors.js";
 import { silentLogger } from "../../src/Logger.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { PreemptionCheckpointHandler } from "../../src/preemption/index.js";
@@ -85,6 +85,56 @@ describe("startTask", () => {
       subscription.unsubscribe();
     } finally {
       expect(await task.close()).toBeUndefined();
+    }
+  });
+  it("a notice taken over says what it is as people say it (the handler's line names it)", async () => {
+    const [port] = await freePorts(1);
+    const resolver = resolveCluster({ TF_CONFIG: JSON.stringify({ cluster: { chief: [`127.0.0.1:${port as number}`] }, task: { type: "chief", index: 0 } }) });
+    const proc = Object.assign(new EventEmitter(), { ppid: process.ppid });
+    const task = await startTask({ env: {}, resolver, logger: silentLogger, noticeProcess: proc, exit: () => undefined });
+    try {
+      const heard: (string | undefined)[] = [];
+      const subscription = task.takeOverNotices().subscribe((n) => void heard.push(n.description));
+      proc.emit("SIGHUP");
+      expect(heard).toEqual(["SIGHUP"]);
+      subscription.unsubscribe();
+    } finally {
+      expect(await task.close()).toBeUndefined();
+    }
+  });
+
+  it("once the handler let go (it closed), the task's first notice tells the tasks still training; a notice the handler had is not told again", async () => {
+    const [p0, p1] = (await freePorts(2)) as [number, number];
+    const cluster = { chief: [`127.0.0.1:${p0}`], worker: [`127.0.0.1:${p1}`] };
+    const resolverOf = (type: string) => resolveCluster({ TF_CONFIG: JSON.stringify({ cluster, task: { type, index: 0 } }) });
+    const chiefProc = Object.assign(new EventEmitter(), { ppid: process.ppid });
+    const workerProc = Object.assign(new EventEmitter(), { ppid: process.ppid });
+    const logger = new RecordingLogger();
+    const workerLogger = new RecordingLogger();
+    const exits: number[] = [];
+    const exit = (code: number): void => void exits.push(code);
+    const [chief, worker] = await Promise.all([
+      startTask({ env: {}, resolver: resolverOf("chief"), logger, noticeProcess: chiefProc, exit }),
+      startTask({ env: {}, resolver: resolverOf("worker"), logger: workerLogger, noticeProcess: workerProc, exit }),
+    ]);
+    try {
+      // The worker's handler had its notice, then closed: nothing more is told.
+      const workerHandler = worker.takeOverNotices().subscribe(() => undefined);
+      workerProc.emit("SIGTERM");
+      workerHandler.unsubscribe();
+      workerProc.emit("SIGINT");
+      expect(workerLogger.messages("info").filter((m) => m.includes("after its training ended"))).toEqual([]);
+      // The chief's handler closed (its training ended) before any notice; it still serves the worker.
+      chief.takeOverNotices().subscribe(() => undefined).unsubscribe();
+      chiefProc.emit("SIGTERM");
+      expect(logger.messages("info").filter((m) => m.includes("after its training ended: telling the tasks still training"))).toHaveLength(1);
+      const told = await worker.failed;
+      expect(clusterFailureOf(told)).toEqual(expect.objectContaining({ kind: "preemption", notice: "SIGTERM" }));
+      expect(clusterFailureOf(told)?.kind === "preemption" && clusterFailureOf(told)).toHaveProperty("reporter", expect.stringContaining("chief"));
+      expect(exits).toEqual([]);
+    } finally {
+      await worker.finish(false);
+      await chief.finish(false);
     }
   });
 });
