@@ -157,6 +157,9 @@ const CLAIM_WATCH_MS = 600_000;
 /** The value a task inserts into its own keys of a round when it closes. */
 const CLOSED = "closed";
 
+/** The chief's id among the training tasks (TensorFlow's `id_in_cluster`). */
+const CHIEF_ID = 0;
+
 /** The liveness deadline assumed when the resolver does not give one (the coordination service's default), ms. */
 const DEFAULT_LIVENESS_MS = 10_000;
 
@@ -503,15 +506,21 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
    * The start barrier: resolves once every task restored. Until then the chief must not save:
    * with `maxToKeep: 1` its save removes the checkpoint a worker may still be reading.
    */
-  async restored(): Promise<void> {
+  async restored(): Promise<number | undefined> {
     this.restoredOnce = true;
     // "chiefSaves": a worker never saves, so it waits for nobody; its key tells the chief, in
     // each generation it follows the chief into.
-    if (this.chiefSaves && !this.o.isChief) return this.insertRestored();
+    if (this.chiefSaves && !this.o.isChief) {
+      await this.insertRestored();
+      return undefined;
+    }
     const recovery = this.o.isChief ? undefined : this.o.chiefRecovery;
     if (recovery === undefined) {
-      await this.o.store.insert(this.key(`restored/${this.o.id}`), "1");
-      return this.othersRestored();
+      await this.o.store.insert(this.key(`restored/${this.o.id}`), this.runsNow());
+      const runs = await this.othersRestored();
+      // A data-parallel rank counts the chief's runs: after a start from one checkpoint they are
+      // its own; a rank that returns to a group that trained on without it restored an older one.
+      return this.o.replicaStop !== undefined && !this.o.isChief ? runs.get(CHIEF_ID) : undefined;
     }
     // A worker that outlives its chief: a loss while it waits for the others is followed into the
     // chief's next generation, where it inserts its key and waits again.
@@ -519,7 +528,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       await this.insertRestored();
       const generation = this.o.store.generation;
       try {
-        return await this.othersRestored();
+        await this.othersRestored();
+        return undefined;
       } catch (e) {
         const follow = this.noticeAtMs === undefined && this.claimSeen === undefined && !this.closed ? recovery.follow(e, generation) : undefined;
         if (follow === undefined) throw e;
@@ -529,9 +539,23 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     }
   }
 
-  /** Waits until every other task inserted its `restored/<id>` key in the current generation. */
-  private async othersRestored(): Promise<void> {
-    await Promise.all(this.others().map((id) => this.waitLong(`restored/${id}`, `${this.o.workers[id] ?? id} to restore its checkpoint (create its PreemptionCheckpointHandler)`)));
+  /**
+   * Waits until every other task inserted its `restored/<id>` key in the current generation:
+   * their run counters by id (a value that is no count is left out).
+   */
+  private async othersRestored(): Promise<ReadonlyMap<number, number>> {
+    const values = await Promise.all(this.others().map(async (id) => [id, await this.waitLong(`restored/${id}`, `${this.o.workers[id] ?? id} to restore its checkpoint (create its PreemptionCheckpointHandler)`)] as const));
+    const runs = new Map<number, number>();
+    for (const [id, value] of values) {
+      const n = /^\d{1,15}$/.test(value) ? Number(value) : undefined;
+      if (n !== undefined) runs.set(id, n);
+    }
+    return runs;
+  }
+
+  /** The value of this task's `restored/<id>` key: the runs its handler completed (restored, and trained since). */
+  private runsNow(): string {
+    return String(this.o.position?.()?.runCounter ?? 0);
   }
 
   /** Ends this task's watch: inserts its own keys of the current round, so that neither its watcher nor the leader waits for it. */
@@ -592,7 +616,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     const mark = (k: string): Promise<void> => insert(`round${r}/${k}/${this.o.id}`, CLOSED);
     await Promise.all([
       ...(this.chiefSaves ? [mark("ack")] : [mark("proposal"), mark("hold"), mark("step"), mark("ack")]),
-      ...(moved ? [insert(`restored/${this.o.id}`, "1")] : []),
+      ...(moved ? [insert(`restored/${this.o.id}`, this.runsNow())] : []),
     ]);
   }
 
@@ -1037,7 +1061,8 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
     void this.watchClaim();
     if (!this.restoredOnce) return;
     const generation = this.o.store.generation;
-    await this.o.store.insert(this.key(`restored/${this.o.id}`), "1").catch((e: unknown) => {
+    // Its value, the runs this rank completed, is the count a returning rank takes (the chief's).
+    await this.o.store.insert(this.key(`restored/${this.o.id}`), this.runsNow()).catch((e: unknown) => {
       if (e instanceof AlreadyExistsError) return;
       // Another loss as it stored it: the next re-form stores it again.
       const reform = this.o.replicaStop?.follow?.(e, generation);
@@ -1069,7 +1094,7 @@ export class ClusterPreemptionCoordinator implements PreemptionCoordinator {
       if (this.closed) return;
       const generation = this.o.store.generation;
       try {
-        await this.o.store.insert(this.key(`restored/${this.o.id}`), "1");
+        await this.o.store.insert(this.key(`restored/${this.o.id}`), this.runsNow());
         return;
       } catch (e) {
         if (e instanceof AlreadyExistsError) return;

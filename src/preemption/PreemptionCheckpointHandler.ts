@@ -365,8 +365,16 @@ export class PreemptionCheckpointHandler {
     let path: string | null;
     try {
       path = options.restoreOnCreate === false || manager === undefined ? null : await manager.restoreOrInitialize(h.wrappedStore(), options.initFn);
-      // Every task of a cluster restored before any trains (and the chief saves again).
-      await (coordinator as PreemptionCoordinator).restored?.();
+      // Every task of a cluster restored before any trains (and the chief saves again); a
+      // data-parallel rank counts the chief's runs (one returning to a group that trained on
+      // without it restored an older checkpoint than the runs the others completed).
+      // A returning rank of a group that re-forms passes the start barrier, where the group waits for it.
+      if (cluster?.resolver.replicaStop?.follow !== undefined) await cluster.resolver.sessionsCreated?.();
+      const groupRuns = await (coordinator as PreemptionCoordinator).restored?.();
+      if (groupRuns !== undefined && groupRuns !== h.runCounter) {
+        logger.info(`PreemptionCheckpointHandler: ${h.taskName ?? "this task"} counts the replica group's runs: ${groupRuns} (the chief's), not ${h.runCounter} (its own restore), since the ranks step together.`);
+        h.runCounter = groupRuns;
+      }
     } catch (e) {
       await coordinator.close();
       if (h.ownsManager) await manager?.close();
@@ -736,7 +744,9 @@ export class PreemptionCheckpointHandler {
   }
 
   private stopWatching(): void {
-    this.takenNotices?.unsubscribe();
+    // The task's notices stay taken until the handler closes: after an exit decision a notice
+    // is this handler's still (it ignores it), not one the task tells the others of.
+    if (this.closed) this.takenNotices?.unsubscribe();
     this.removeSignals();
     this.pollTimer?.cancel();
     this.pollTimer = undefined;

@@ -159,6 +159,12 @@ export interface PreemptionClusterResolver {
    * before is delivered first. Absent where the handler watches signals itself.
    */
   takeOverNotices?(): Observable<TakenNotice>;
+  /**
+   * The task's start barrier (`TaskRuntime.sessionsCreated`, once per generation): a handler of a
+   * replica group that re-forms around a returning rank passes it as it is created (the session
+   * exists), since the group's re-form waits there for the returning rank.
+   */
+  sessionsCreated?(): Promise<void>;
 }
 
 /** A notice a handler takes over from its task, with how people say it (`TerminationNotices.describe`: the file that appeared, the platform's detail). */

@@ -76,8 +76,13 @@ export interface PreemptionCoordinator {
    * stop vote could not complete), `undefined` when the step's error stands.
    */
   afterStepFailure?(error: unknown, runCounter: number): PreemptionDecision | undefined;
-  /** Called once this task restored (or initialized), before its first step: a cluster waits for every task. */
-  restored?(): Promise<void>;
+  /**
+   * Called once this task restored (or initialized), before its first step: a cluster waits for
+   * every task. Resolves with the run counter this task takes when it must take the group's (a
+   * data-parallel rank takes the chief's: the ranks step together, also when one returns to a
+   * group that trained on without it), else `undefined`.
+   */
+  restored?(): Promise<number | undefined>;
   /** Stops watching peers. */
   close(): void | Promise<void>;
 }

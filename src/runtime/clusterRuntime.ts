@@ -97,7 +97,9 @@ export interface ClusterRuntime extends PreemptionClusterResolver {
   /**
    * The start barrier: resolves once every task has its session (so the chief keeps its model
    * published until every worker has taken it); fails for every task with DeadlineExceededError
-   * naming the stragglers after the barrier timeout.
+   * naming the stragglers after the barrier timeout. Passed once per generation of the
+   * coordination service: a second call there is the first's. A replica group that re-forms
+   * around a returning rank waits here for it.
    */
   sessionsCreated(): Promise<void>;
   /** Tells every task that this one got a termination notice (`what`): they exit with the preemption code. */
@@ -296,6 +298,8 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
 
   const group = options.group;
   let collective: TcpCollective | undefined;
+  /** The ring of the group's latest re-form, if it re-formed. */
+  let ring: TcpCollective | undefined;
   if (group !== undefined) {
     try {
       collective = await unlessLeaving(joinCollective(client, group, { address: task.address, token, tls, timeoutSecs: o.collectiveTimeoutSecs, clock, logger }));
@@ -329,7 +333,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           maxWaitSecs,
           unreachableTimeoutMs: unreachableMs,
           startBarrier: (timeoutMs) => client.barrier(STARTED_BARRIER, { timeoutMs }),
-          join: () => joinCollective(client, group, { address: task.address, token, tls, timeoutSecs: o.collectiveTimeoutSecs, clock, logger }),
+          join: async () => (ring = await joinCollective(client, group, { address: task.address, token, tls, timeoutSecs: o.collectiveTimeoutSecs, clock, logger })),
           // The returning worker asks for the chief's model while the chief's step waits for it.
           waiting: (waiting) => publisher?.stepWaits(waiting),
           clock,
@@ -388,6 +392,8 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           logger,
         });
   let finishing = false;
+  /** The start barrier of a generation, once this task called it there (see `sessionsCreated`). */
+  let sessionsPassed: { readonly generation: number | undefined; readonly passed: Promise<void> } | undefined;
   const parentWatch = options.watchParent === true ? watchParentOf(me, clock, logger, () => finishing) : undefined;
   // A loss the group waits for re-forms it; any other failure ends a wait under way, and the group.
   const lost =
@@ -421,7 +427,10 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     parentWatch?.cancel();
     recovery?.cancel(new CancelledError(`task ${task.name} is leaving the cluster`));
     rejoin?.cancel(new CancelledError(`task ${task.name} is leaving the cluster`));
-    await collective?.close().catch(() => undefined);
+    // Every ring this task built: the first, and after a re-form the group's ring of now (an open
+    // ring would keep the process alive after the task left). A ring closes once; a failed group
+    // leaves its ring to this.
+    await Promise.all([group?.close(), collective?.close(), ring?.close()].map((p) => p?.catch(() => undefined)));
     let error: Error | undefined;
     if (!clean) {
       // The others learn of this task's notice from its report: let the call finish before the
@@ -537,11 +546,24 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     goodputDir: chaosGoodputDirOf(options.env),
     hooks: [...(recovery === undefined ? [] : [recovery.hook]), ...(chaos.length === 0 ? [] : [new ChaosOpErrorHook(chaos, task.name, clock, toLaunch)])],
     failed,
-    sessionsCreated: async () => {
-      // The chief's model is published: a worker that lost the chief waits for this key.
-      if (task.isChief) await insertOnce(client, MODEL_READY_KEY, client.incarnation);
-      // A recovering worker passes the barrier in each generation, from its hook.
-      if (recovery === undefined) await client.barrier(STARTED_BARRIER);
+    sessionsCreated: () => {
+      // Once per generation: `run`, the session (`monitoredTrainingSession({ task })`) and a
+      // re-forming group's preemption handler may each pass it; the later calls are the first's.
+      const generation = client.generation;
+      const earlier = sessionsPassed;
+      if (earlier !== undefined && earlier.generation === generation) return earlier.passed;
+      const passed = (async () => {
+        // The chief's model is published: a worker that lost the chief waits for this key.
+        if (task.isChief) await insertOnce(client, MODEL_READY_KEY, client.incarnation);
+        // A recovering worker passes the barrier in each generation, from its hook.
+        if (recovery === undefined) await client.barrier(STARTED_BARRIER);
+      })();
+      sessionsPassed = { generation, passed };
+      // A failed barrier is tried again by the next call (a session's retry).
+      passed.catch(() => {
+        if (sessionsPassed?.passed === passed) sessionsPassed = undefined;
+      });
+      return passed;
     },
     reportPreemption: async (what) => {
       const report = preemptionReport(task.name, what);

@@ -313,10 +313,24 @@ const ownedTask = (runtime: ClusterRuntime, o: JoinAsTaskOptions): TaskRuntime =
   };
   const finish = async (clean: boolean): Promise<Error | undefined> => {
     held.unsubscribe();
+    const seenAtFinish = seen;
+    // A program of its own: a notice the task does not tell the others of (a second one, or one
+    // after the handler had its own) ends the wait at the shutdown barrier or the drain at once.
+    const leaving =
+      exit === undefined
+        ? undefined
+        : notices.notices$.subscribe((n) => {
+            if (n.count <= seenAtFinish || (n.count === 1 && afterHandler !== undefined)) return;
+            logger.info(`${task.name}: termination notice (${notices.describe(n)}) while it leaves the cluster: exiting with ${o.exitCode} at once.`);
+            notices.close();
+            toLaunch({ type: "exiting", code: o.exitCode, reason: "termination notice while the task left the cluster" });
+            exit(o.exitCode);
+          });
     try {
       // A chief serves the others at the shutdown barrier: a notice meanwhile still tells them.
       return await runtime.finish(clean);
     } finally {
+      leaving?.unsubscribe();
       counted.unsubscribe();
       afterHandler?.unsubscribe();
       o.onFinish?.();
@@ -331,6 +345,9 @@ const ownedTask = (runtime: ClusterRuntime, o: JoinAsTaskOptions): TaskRuntime =
       defer(() => {
         takenOver = true;
         held.unsubscribe();
+        // A later handler takes them over from one that closed: no longer the task's to tell.
+        afterHandler?.unsubscribe();
+        afterHandler = undefined;
         return notices.notices$.pipe(
           map((n): TakenNotice => ({ ...n, description: notices.describe(n) })),
           finalize(released),

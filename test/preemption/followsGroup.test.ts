@@ -58,14 +58,14 @@ const scriptedGroup = () => {
   return g satisfies ReplicaStop;
 };
 
-/** Task `id` of the group in generation 1 (the chief is 0). */
-const setup = (id = 1) => {
+/** Task `id` of the group in generation 1 (the chief is 0), whose handler completed `position.runCounter` runs. */
+const setup = (id = 1, position = { runCounter: 0, inStep: false }) => {
   const clock = new VirtualClock();
   const store = scriptedStore(clock);
   const group = scriptedGroup();
   const logger = new RecordingLogger();
-  const coordinator = new ClusterPreemptionCoordinator({ store, id, workers: TASKS, isChief: id === 0, replicaStop: group, chiefTask: "/job:chief/replica:0/task:0", clock, logger });
-  return { clock, store, group, logger, coordinator };
+  const coordinator = new ClusterPreemptionCoordinator({ store, id, workers: TASKS, isChief: id === 0, replicaStop: group, chiefTask: "/job:chief/replica:0/task:0", position: () => position, clock, logger });
+  return { clock, store, group, logger, coordinator, position };
 };
 
 /** worker:1's report, as the coordination service returns it (typed: a `preemption` failure naming the reporter). */
@@ -182,5 +182,35 @@ describe("a data-parallel group that outlives a lost rank: the agreement follows
     expect(coordinator.pendingFailure).toBe(gaveUp);
     expect(() => coordinator.beforeStep(7, 10)).toThrow(gaveUp);
     await coordinator.close();
+  });
+  it("the run counter: each rank's restored key holds its runs, stored again after a re-form with the runs completed since; a worker takes the chief's (a rank that returns restored an older checkpoint)", async () => {
+    // A survivor, the chief: restored at run 40, trained to 57 when the group re-formed.
+    const chief = setup(0, { runCounter: 40, inStep: false });
+    await chief.store.insert(`${PREFIX}/1/restored/1`, "40");
+    await chief.store.insert(`${PREFIX}/1/restored/2`, "40");
+    expect(await chief.coordinator.restored()).toBeUndefined();
+    expect(await chief.store.get(`${PREFIX}/1/restored/0`)).toBe("40");
+    chief.store.failPending(new AbortedError("generation 1 ended"));
+    await flush();
+    chief.position.runCounter = 57;
+    chief.position.inStep = true;
+    chief.store.generation = 2;
+    chief.group.back();
+    await flush();
+    expect(await chief.store.get(`${PREFIX}/2/restored/0`)).toBe("57");
+    await chief.coordinator.close();
+    // The returning rank restored the chief's last checkpoint, at run 40: it counts the chief's 57.
+    const back = setup(2, { runCounter: 40, inStep: false });
+    await back.store.insert(`${PREFIX}/1/restored/0`, "57");
+    await back.store.insert(`${PREFIX}/1/restored/1`, "57");
+    expect(await back.coordinator.restored()).toBe(57);
+    expect(await back.store.get(`${PREFIX}/1/restored/2`)).toBe("40");
+    await back.coordinator.close();
+    // A value that is no count is not taken.
+    const odd = setup(1);
+    await odd.store.insert(`${PREFIX}/1/restored/0`, "many");
+    await odd.store.insert(`${PREFIX}/1/restored/2`, "3");
+    expect(await odd.coordinator.restored()).toBeUndefined();
+    await odd.coordinator.close();
   });
 });

@@ -100,6 +100,33 @@ const killWorker1 = async (file: string, dir: string, signal: "SIGKILL" | "SIGST
 /** The loop of examples/preemption-custom-loop.ts with the tests' knobs (startTask, a multi-worker PreemptionCheckpointHandler, no pause between steps). */
 const customLoop = "test/fixtures/preemption/customLoop.ts";
 
+/**
+ * Chief, worker 0 and worker 1 of a data-parallel group started by hand, each the loop of your own
+ * (`customLoop`, no pause between steps, `env` added); worker 1 is SIGKILLed after its first step,
+ * and both others said they lost it. `task` starts one more.
+ */
+const customLoopLosingWorker1 = async (dir: string, env: Record<string, string> = {}) => {
+  const ports = await freePorts(3);
+  const spec = { chief: [`127.0.0.1:${ports[0]}`], worker: [`127.0.0.1:${ports[1]}`, `127.0.0.1:${ports[2]}`] };
+  const settings = JSON.stringify({ ...backendSettings, timeouts: { heartbeatTimeoutSecs: 5 } });
+  const task = (type: string, index: number): CliChild => {
+    const c = startCli([], {
+      program: customLoop,
+      env: { TF_CONFIG: JSON.stringify({ cluster: spec, task: { type, index } }), MONITORED_SESSION_CLUSTER: settings, DATA_PARALLEL: "1", CHECKPOINT_DIR: join(dir, "ck"), ...env },
+      timeoutMs: 240_000,
+    });
+    started.push(c);
+    return c;
+  };
+  const [chief, worker0, worker1] = [task("chief", 0), task("worker", 0), task("worker", 1)];
+  await worker1.waitFor(/^worker:1: training$/m, 150_000);
+  worker1.process.kill("SIGKILL");
+  expect((await worker1.done).signal).toBe("SIGKILL");
+  await chief.waitFor(`chief:0 lost ${W1}`, 60_000);
+  await worker0.waitFor(`worker:0 lost ${W1}`, 60_000);
+  return { chief, worker0, task };
+};
+
 const finalsOf = (r: CliRun): string[] => [...r.stdout.matchAll(/^final (\d) digest ([0-9a-f]{64})$/gm)].map((m) => `${m[1] as string} ${m[2] as string}`);
 
 /** The tests, on the embedded backend or on etcd. */
@@ -211,24 +238,7 @@ const suite = (etcd: boolean): void => {
 
   it("a loop of your own (startTask with dataParallel, its PreemptionCheckpointHandler, no pause between steps): worker 1 SIGKILLed, then a termination notice to worker 0 while the group waits: the chief saves its last completed run, and both exit 42", async () => {
     const dir = tempDir();
-    const ports = await freePorts(3);
-    const spec = { chief: [`127.0.0.1:${ports[0]}`], worker: [`127.0.0.1:${ports[1]}`, `127.0.0.1:${ports[2]}`] };
-    const settings = JSON.stringify({ ...backendSettings, timeouts: { heartbeatTimeoutSecs: 5 } });
-    const task = (type: string, index: number): CliChild => {
-      const c = startCli([], {
-        program: customLoop,
-        env: { TF_CONFIG: JSON.stringify({ cluster: spec, task: { type, index } }), MONITORED_SESSION_CLUSTER: settings, DATA_PARALLEL: "1", CHECKPOINT_DIR: join(dir, "ck") },
-        timeoutMs: 240_000,
-      });
-      started.push(c);
-      return c;
-    };
-    const [chief, worker0, worker1] = [task("chief", 0), task("worker", 0), task("worker", 1)];
-    await worker1.waitFor(/^worker:1: training$/m, 150_000);
-    worker1.process.kill("SIGKILL");
-    expect((await worker1.done).signal).toBe("SIGKILL");
-    await chief.waitFor(`chief:0 lost ${W1}`, 60_000);
-    await worker0.waitFor(`worker:0 lost ${W1}`, 60_000);
+    const { chief, worker0 } = await customLoopLosingWorker1(dir);
     worker0.process.kill("SIGTERM");
     const [c, w0] = await Promise.all([chief.done, worker0.done]);
     expect(w0.code, w0.stderr + w0.stdout).toBe(42);
@@ -239,6 +249,22 @@ const suite = (etcd: boolean): void => {
     expect(saved.length, c.stdout).toBe(1);
     expect(existsSync(`${saved[0]?.path ?? "(none)"}.index`), c.stdout).toBe(true);
     for (const r of [c, w0]) expect(r.stdout).not.toMatch(/: error |: done at run/);
+  });
+
+  it("a loop of your own that stops at a run count: worker 1 SIGKILLed and started again takes the chief's run counter (not its restore's), and every rank stops at the same run, exit 0", async () => {
+    const dir = tempDir();
+    const steps = 300;
+    const { chief, worker0, task } = await customLoopLosingWorker1(dir, { STEPS: String(steps) });
+    const back = task("worker", 1);
+    const b = await back.done;
+    expect(b.code, b.stderr + b.stdout).toBe(0);
+    const [c, w0] = await Promise.all([chief.done, worker0.done]);
+    for (const r of [c, w0]) expect(r.code, r.stderr + r.stdout).toBe(0);
+    // It restored nothing (no checkpoint was saved), and counts on from the chief's runs, at least the one every rank completed.
+    const start = /^worker:1: starting at run (\d+)$/m.exec(b.stdout);
+    expect(Number(start?.[1] ?? 0), b.stdout).toBeGreaterThanOrEqual(1);
+    expect(b.stderr + b.stdout).toMatch(new RegExp(`PreemptionCheckpointHandler: worker:1 counts the replica group's runs: ${start?.[1] ?? "?"} \\(the chief's\\), not 0 \\(its own restore\\)`));
+    for (const [r, name] of [[c, "chief:0"], [w0, "worker:0"], [b, "worker:1"]] as const) expect(r.stdout).toContain(`${name}: done at run ${steps}`);
   });
 
   it("a worker frozen past the heartbeat timeout (SIGSTOP) resumes (SIGCONT): the same process rejoins, all exit 0 with one digest", async () => {

@@ -137,4 +137,32 @@ describe("startTask", () => {
       await chief.finish(false);
     }
   });
+  it("a program's task that waits at the shutdown barrier: its first notice after the handler closed is told to the others, a second one exits with the preemption code at once", async () => {
+    const [p0, p1] = (await freePorts(2)) as [number, number];
+    const cluster = { chief: [`127.0.0.1:${p0}`], worker: [`127.0.0.1:${p1}`] };
+    const resolverOf = (type: string) => resolveCluster({ TF_CONFIG: JSON.stringify({ cluster, task: { type, index: 0 } }) });
+    const chiefProc = Object.assign(new EventEmitter(), { ppid: process.ppid });
+    const logger = new RecordingLogger();
+    const exits: number[] = [];
+    const [chief, worker] = await Promise.all([
+      startTask({ env: {}, resolver: resolverOf("chief"), logger, noticeProcess: chiefProc, exit: (code) => void exits.push(code) }),
+      startTask({ env: {}, resolver: resolverOf("worker"), logger: silentLogger, noticeProcess: Object.assign(new EventEmitter(), { ppid: process.ppid }), exit: () => undefined }),
+    ]);
+    try {
+      chief.takeOverNotices().subscribe(() => undefined).unsubscribe();
+      // The chief leaves through the shutdown barrier, where it waits for the worker still training.
+      const closing = chief.close();
+      chiefProc.emit("SIGTERM");
+      expect(clusterFailureOf(await worker.failed)?.kind).toBe("preemption");
+      expect(exits).toEqual([]);
+      chiefProc.emit("SIGINT");
+      expect(exits).toEqual([42]);
+      expect(logger.messages("info").filter((m) => m.includes("while it leaves the cluster: exiting with 42 at once"))).toHaveLength(1);
+      await worker.finish(false);
+      await closing;
+    } finally {
+      await worker.finish(false);
+      await chief.finish(false);
+    }
+  });
 });
