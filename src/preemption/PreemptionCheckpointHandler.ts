@@ -253,6 +253,8 @@ export class PreemptionCheckpointHandler {
   private readonly reportsErrors: boolean;
   /** The task's notices this handler took over (see `PreemptionClusterResolver.takeOverNotices`). */
   private takenNotices: Subscription | undefined;
+  /** The handler stopped acting on notices (it decided to exit, or closed). */
+  private watchingStopped = false;
 
   /** Made whole from its parts ({@link create} gathers them); the coordinator is made from the handler it serves. */
   private constructor(parts: HandlerParts) {
@@ -385,7 +387,7 @@ export class PreemptionCheckpointHandler {
     if (taken !== undefined) {
       const handler = h;
       handler.takenNotices = taken.subscribe((n) => {
-        if (!handler.closed) handler.notice(n.description ?? n.source, n.deadline);
+        if (!handler.closed && !handler.watchingStopped) handler.notice(n.description ?? n.source, n.deadline);
       });
     }
     return h;
@@ -744,6 +746,7 @@ export class PreemptionCheckpointHandler {
   }
 
   private stopWatching(): void {
+    this.watchingStopped = true;
     // The task's notices stay taken until the handler closes: after an exit decision a notice
     // is this handler's still (it ignores it), not one the task tells the others of.
     if (this.closed) this.takenNotices?.unsubscribe();

@@ -551,7 +551,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       // re-forming group's preemption handler may each pass it; the later calls are the first's.
       const generation = client.generation;
       const earlier = sessionsPassed;
-      if (earlier !== undefined && earlier.generation === generation) return earlier.passed;
+      if (earlier !== undefined && generation !== undefined && earlier.generation === generation) return earlier.passed;
       const passed = (async () => {
         // The chief's model is published: a worker that lost the chief waits for this key.
         if (task.isChief) await insertOnce(client, MODEL_READY_KEY, client.incarnation);

@@ -250,7 +250,16 @@ export const joinAsTask = async (o: JoinAsTaskOptions): Promise<JoinedTask> => {
 /** `runtime` with the notices of {@link joinAsTask}: held until a handler takes them over, told to the others after it closed. */
 const ownedTask = (runtime: ClusterRuntime, o: JoinAsTaskOptions): TaskRuntime => {
   const { task, notices, logger, toLaunch } = o;
-  const exit = o.held.exit;
+  /** Exits once, however many of the task's ways to exit see a reason to. */
+  let exited = false;
+  const exit =
+    o.held.exit === undefined
+      ? undefined
+      : (code: number): void => {
+          if (exited) return;
+          exited = true;
+          (o.held.exit as (code: number) => void)(code);
+        };
   /** Notices seen so far (the replay included): a notice after the handler closed is one beyond them. */
   let seen = 0;
   const counted = notices.notices$.subscribe((n) => {
@@ -299,7 +308,12 @@ const ownedTask = (runtime: ClusterRuntime, o: JoinAsTaskOptions): TaskRuntime =
   });
   /** After the handler closed: the first notice, if none came before, tells the tasks still training. */
   let afterHandler: { unsubscribe(): void } | undefined;
+  /** A handler holds the notices now (took them over, not yet let go). */
+  let holding = false;
   const released = (): void => {
+    holding = false;
+    afterHandler?.unsubscribe();
+    afterHandler = undefined;
     const before = seen;
     if (before > 0) return;
     afterHandler = notices.notices$.subscribe((n) => {
@@ -311,8 +325,13 @@ const ownedTask = (runtime: ClusterRuntime, o: JoinAsTaskOptions): TaskRuntime =
       void runtime.reportPreemption(notices.describe(n));
     });
   };
-  const finish = async (clean: boolean): Promise<Error | undefined> => {
+  let finishing: Promise<Error | undefined> | undefined;
+  /** Once: the first call decides how the task leaves. */
+  const finish = (clean: boolean): Promise<Error | undefined> => (finishing ??= finishOnce(clean));
+  const finishOnce = async (clean: boolean): Promise<Error | undefined> => {
     held.unsubscribe();
+    // No handler ever took the notices: the first one now is told to the others, as after a handler closed.
+    if (!takenOver && seen === 0) released();
     const seenAtFinish = seen;
     // A program of its own: a notice the task does not tell the others of (a second one, or one
     // after the handler had its own) ends the wait at the shutdown barrier or the drain at once.
@@ -320,7 +339,8 @@ const ownedTask = (runtime: ClusterRuntime, o: JoinAsTaskOptions): TaskRuntime =
       exit === undefined
         ? undefined
         : notices.notices$.subscribe((n) => {
-            if (n.count <= seenAtFinish || (n.count === 1 && afterHandler !== undefined)) return;
+            // Replayed, the handler's (it still holds them), or the one the report tells.
+            if (n.count <= seenAtFinish || holding || (n.count === 1 && afterHandler !== undefined)) return;
             logger.info(`${task.name}: termination notice (${notices.describe(n)}) while it leaves the cluster: exiting with ${o.exitCode} at once.`);
             notices.close();
             toLaunch({ type: "exiting", code: o.exitCode, reason: "termination notice while the task left the cluster" });
@@ -344,6 +364,7 @@ const ownedTask = (runtime: ClusterRuntime, o: JoinAsTaskOptions): TaskRuntime =
     takeOverNotices: () =>
       defer(() => {
         takenOver = true;
+        holding = true;
         held.unsubscribe();
         // A later handler takes them over from one that closed: no longer the task's to tell.
         afterHandler?.unsubscribe();

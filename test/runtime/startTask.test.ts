@@ -137,7 +137,10 @@ describe("startTask", () => {
       await chief.finish(false);
     }
   });
-  it("a program's task that waits at the shutdown barrier: its first notice after the handler closed is told to the others, a second one exits with the preemption code at once", async () => {
+  it.each([
+    ["after its handler closed", true],
+    ["with no handler ever", false],
+  ])("a program's task that waits at the shutdown barrier %s: its first notice is told to the others, a second one exits with the preemption code at once", async (_, handler) => {
     const [p0, p1] = (await freePorts(2)) as [number, number];
     const cluster = { chief: [`127.0.0.1:${p0}`], worker: [`127.0.0.1:${p1}`] };
     const resolverOf = (type: string) => resolveCluster({ TF_CONFIG: JSON.stringify({ cluster, task: { type, index: 0 } }) });
@@ -149,7 +152,7 @@ describe("startTask", () => {
       startTask({ env: {}, resolver: resolverOf("worker"), logger: silentLogger, noticeProcess: Object.assign(new EventEmitter(), { ppid: process.ppid }), exit: () => undefined }),
     ]);
     try {
-      chief.takeOverNotices().subscribe(() => undefined).unsubscribe();
+      if (handler) chief.takeOverNotices().subscribe(() => undefined).unsubscribe();
       // The chief leaves through the shutdown barrier, where it waits for the worker still training.
       const closing = chief.close();
       chiefProc.emit("SIGTERM");
