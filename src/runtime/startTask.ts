@@ -260,6 +260,13 @@ const ownedTask = (runtime: ClusterRuntime, o: JoinAsTaskOptions): TaskRuntime =
           exited = true;
           (o.held.exit as (code: number) => void)(code);
         };
+  /** Says why, tells `launch`, and exits with `code` (once; the notices end first). */
+  const exitWith = (code: number, reason: string): void => {
+    if (exit === undefined) return;
+    notices.close();
+    toLaunch({ type: "exiting", code, reason });
+    exit(code);
+  };
   /** Notices seen so far (the replay included): a notice after the handler closed is one beyond them. */
   let seen = 0;
   const counted = notices.notices$.subscribe((n) => {
@@ -282,9 +289,7 @@ const ownedTask = (runtime: ClusterRuntime, o: JoinAsTaskOptions): TaskRuntime =
           // the service went with the chief; with etcd the others learn of the exit from the missing
           // heartbeats, as after any exit without a leave.
           logger.error(`${task.name}: ${lost.message}: exiting with ${CHIEF_LOST_EXIT_CODE} without saving (start the same command again to resume from the last checkpoint).`);
-          notices.close();
-          toLaunch({ type: "exiting", code: CHIEF_LOST_EXIT_CODE, reason: "the chief was lost while a termination notice was held" });
-          exit(CHIEF_LOST_EXIT_CODE);
+          exitWith(CHIEF_LOST_EXIT_CODE, "the chief was lost while a termination notice was held");
         };
   const held = notices.notices$.subscribe((n) => {
     if (takenOver) return;
@@ -301,9 +306,7 @@ const ownedTask = (runtime: ClusterRuntime, o: JoinAsTaskOptions): TaskRuntime =
       logger.info(`${task.name}: termination notice (${notices.describe(n)}) again, before a preemption handler took the notices over: leaving the cluster and exiting with ${o.exitCode} without saving (start the same command again to resume).`);
       await runtime.reportPreemption(notices.describe(n));
       await runtime.finish(false);
-      notices.close();
-      toLaunch({ type: "exiting", code: o.exitCode, reason: "termination notice again, before a preemption handler took the notices over" });
-      exit(o.exitCode);
+      exitWith(o.exitCode, "termination notice again, before a preemption handler took the notices over");
     })();
   });
   /** After the handler closed: the first notice, if none came before, tells the tasks still training. */
@@ -342,9 +345,7 @@ const ownedTask = (runtime: ClusterRuntime, o: JoinAsTaskOptions): TaskRuntime =
             // Replayed, the handler's (it still holds them), or the one the report tells.
             if (n.count <= seenAtFinish || holding || (n.count === 1 && afterHandler !== undefined)) return;
             logger.info(`${task.name}: termination notice (${notices.describe(n)}) while it leaves the cluster: exiting with ${o.exitCode} at once.`);
-            notices.close();
-            toLaunch({ type: "exiting", code: o.exitCode, reason: "termination notice while the task left the cluster" });
-            exit(o.exitCode);
+            exitWith(o.exitCode, "termination notice while the task left the cluster");
           });
     try {
       // A chief serves the others at the shutdown barrier: a notice meanwhile still tells them.
