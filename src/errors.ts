@@ -44,15 +44,16 @@ export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
  * - `preemption`: `reporter` got a termination notice (`notice`, e.g. `SIGTERM`) and told the cluster.
  * - `peerLost`: a rank of a replica group lost its link to `task` (it died, left, or the network
  *   between them failed); the coordination service says which, shortly after.
- * - `serviceGone`: the coordination service is gone: the `embedded` one (hosted by the chief)
- *   stopped, restarted or cannot be reached, or `etcd` cannot be reached.
+ * - `serviceGone`: the coordination service of `backend` is gone: the `embedded` one (hosted by
+ *   the chief) stopped, restarted or cannot be reached, or `etcd` cannot be reached. Whether
+ *   that means the chief is lost is the backend's to say (`servedByChief`).
  */
 export type ClusterFailure =
   | { readonly kind: "declaredFailed"; readonly tasks: readonly string[] }
   | { readonly kind: "reported"; readonly reporter: string; readonly errorName: string }
   | { readonly kind: "preemption"; readonly reporter: string; readonly notice: string }
   | { readonly kind: "peerLost"; readonly task: string }
-  | { readonly kind: "serviceGone"; readonly backend: "embedded" | "etcd" };
+  | { readonly kind: "serviceGone"; readonly backend: string };
 
 /** Options of an {@link OpError}'s constructor. */
 export interface OpErrorOptions {

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { processPerTaskProblem } from "../cluster/coordination/backend.js";
 import type { Clock } from "../time/Clock.js";
 import type { Logger } from "../Logger.js";
 import type { MonitoredSession } from "../pipeline/MonitoredSession.js";
@@ -36,6 +37,12 @@ export const startCluster = async (
   maxWaitSecs: number | undefined,
   exitCode: number,
 ): Promise<TaskRuntime | number> => {
+  const spec = task.clusterSpec;
+  const perProcess = processPerTaskProblem(task.options.backend, spec.jobs.reduce((n, job) => n + spec.numTasks(job), 0), "monitored-session run");
+  if (perProcess !== undefined) {
+    io.err.write(`${task.name}: ${perProcess}\n`);
+    return ExitCodes.usage;
+  }
   try {
     const joined = await joinAsTask({
       task,

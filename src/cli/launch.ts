@@ -50,6 +50,7 @@ import { parseDocument } from "yaml";
 
 import { systemClock, type Clock, type TimerHandle } from "../time/Clock.js";
 import { ClusterConfigCodec, type ClusterConfig } from "../cluster/ClusterConfig.js";
+import { processPerTaskProblem } from "../cluster/coordination/backend.js";
 import { decode, formatIssue, show, type Issue } from "../codec.js";
 import { loopbackPorts, takenPorts } from "../cluster/loopbackPorts.js";
 import { MAX_ALIAS_COUNT } from "../config/index.js";
@@ -189,6 +190,11 @@ export const launchProgram = async (argv: readonly string[], flags: ClusterFlags
   const settings = clusterSettingsOf(flags, options.cwd ?? process.cwd());
   if (isLeft(settings)) {
     for (const line of settings.left) usageLine(io, options, `monitored-session launch: ${line}`);
+    return ExitCodes.usage;
+  }
+  const perProcess = processPerTaskProblem(settings.right.backend, options.workers, "launch");
+  if (perProcess !== undefined) {
+    usageLine(io, options, `monitored-session launch: ${perProcess}`);
     return ExitCodes.usage;
   }
   // Under --chaos, the tasks' sessions write their goodput logs where the report reads them.

@@ -19,7 +19,8 @@
 
 import { isLeft } from "fp-ts/lib/Either.js";
 import * as t from "io-ts";
-import { NonEmptyString, optional, PositiveNumber, refined, required, struct, type StructOf } from "../codec.js";
+import { type Fields, NonEmptyString, optional, PositiveNumber, refined, required, struct, type StructOf, type StructType } from "../codec.js";
+import { type CoordinationBackendDefinition, coordinationBackendNames, coordinationBackends, coordinationBackendsVersion, DEFAULT_COORDINATION_BACKEND } from "./coordination/backends.js";
 import { parseAddress } from "./TfConfig.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -43,27 +44,10 @@ export const ClusterTimeouts = struct("ClusterTimeouts", "How long the cluster w
   serverStopGraceSecs: optional(PositiveNumber, "How long a stopping server lets calls in flight finish.", "5"),
 });
 
-/** An etcd endpoint: an `http://` or `https://` URL with a host. */
-export const EtcdEndpoint = refined("an http:// or https:// URL (http://host:2379)", (u): u is string => {
-  if (typeof u !== "string") return false;
-  try {
-    const url = new URL(u);
-    return (url.protocol === "http:" || url.protocol === "https:") && url.hostname !== "";
-  } catch {
-    return false;
-  }
-});
-
 /** A bind address: `host` or `host:port`. */
 export const BindAddress = refined(
   "host or host:port",
   (u): u is string => typeof u === "string" && (parseAddress(u) !== undefined || /^(\[[^\]]+\]|[^:\s[\]]+)$/.test(u)),
-);
-
-/** An etcd key prefix: printable, no spaces, ending with `/`. */
-const EtcdPrefix = refined(
-  'an etcd key prefix ending with "/" (e.g. "jobs/mnist-1/"), printable, without spaces',
-  (u): u is string => typeof u === "string" && /^[!-~]+\/$/.test(u),
 );
 
 /** TLS from PEM files. */
@@ -73,61 +57,77 @@ export const ClusterTls = struct("ClusterTls", "TLS for the cluster's servers an
   caFile: optional(NonEmptyString, "The CA that signs every task's certificate; with it, TLS is mutual.", "no client certificates"),
 });
 
-const ETCD_MIN_HEARTBEAT_TIMEOUT_SECS = 2;
+/** The section's keys every backend reads (each backend adds its own: `settings` in its registration). */
+const coreFields = {
+  backend: optional(
+    refined("the name of a registered coordination backend", (u): u is string => typeof u === "string" && coordinationBackendNames().includes(u)),
+    "Where the coordination state lives: embedded (in the chief's server), etcd (in an etcd cluster), memory (in this process), or a backend a plugin registered (registerCoordinationBackend).",
+    DEFAULT_COORDINATION_BACKEND,
+  ),
+  tokenFile: optional(NonEmptyString, "A file whose first line is the shared cluster token every call must carry.", "MONITORED_SESSION_CLUSTER_TOKEN, else no token"),
+  tls: optional(ClusterTls, "TLS from PEM files.", "plaintext"),
+  bindAddress: optional(BindAddress, "Where this task's server listens, when not its TF_CONFIG address (NAT, Kubernetes).", "the task's address"),
+  timeouts: optional(ClusterTimeouts, "The coordination timeouts.", "see the table in docs/distributed.md"),
+  dataParallel: optional(
+    t.boolean,
+    "Synchronous data parallelism: every training task (chief rank 0, workers 1..N in index order) joins one collective, which the job receives (`JobContext.replica`) to average its gradients and shard its data; false trains independent replicas that only start from the chief's values.",
+    "true",
+  ),
+  collectiveTimeoutSecs: optional(PositiveNumber, "The deadline of every collective (all-reduce, broadcast, barrier); at expiry every rank raises DeadlineExceededError naming the slowest rank.", "60"),
+};
 
-const ClusterSectionStruct = struct(
-  "ClusterConfig",
-  "How the tasks of a cluster coordinate and secure their calls. The cluster itself (jobs and addresses) comes from TF_CONFIG.",
-  {
-    backend: optional(t.keyof({ embedded: null, etcd: null }, '"embedded" or "etcd"'), "Where the coordination state lives: in the chief's server, or in etcd.", "embedded"),
-    etcdEndpoints: optional(t.array(EtcdEndpoint, "a list of etcd URLs"), "The etcd cluster's client URLs (backend: etcd only)."),
-    etcdPrefix: optional(
-      EtcdPrefix,
-      "The key prefix of this job's coordination state in etcd (backend: etcd only): one per job sharing an etcd, the same for every task and across restarts.",
-      "monitored-session/<a hash of TF_CONFIG's cluster>/",
-    ),
-    tokenFile: optional(NonEmptyString, "A file whose first line is the shared cluster token every call must carry.", "MONITORED_SESSION_CLUSTER_TOKEN, else no token"),
-    tls: optional(ClusterTls, "TLS from PEM files.", "plaintext"),
-    bindAddress: optional(BindAddress, "Where this task's server listens, when not its TF_CONFIG address (NAT, Kubernetes).", "the task's address"),
-    timeouts: optional(ClusterTimeouts, "The coordination timeouts.", "see the table in docs/distributed.md"),
-    dataParallel: optional(
-      t.boolean,
-      "Synchronous data parallelism: every training task (chief rank 0, workers 1..N in index order) joins one collective, which the job receives (`JobContext.replica`) to average its gradients and shard its data; false trains independent replicas that only start from the chief's values.",
-      "true",
-    ),
-    collectiveTimeoutSecs: optional(PositiveNumber, "The deadline of every collective (all-reduce, broadcast, barrier); at expiry every rank raises DeadlineExceededError naming the slowest rank.", "60"),
-  },
-  (v) => {
-    const out: { key?: string; message: string }[] = [];
-    const etcd = v.backend === "etcd";
-    const endpoints = v.etcdEndpoints as unknown;
-    if (etcd && (endpoints === undefined || (Array.isArray(endpoints) && endpoints.length === 0))) {
-      out.push({ key: "etcdEndpoints", message: "backend etcd needs at least one endpoint (etcdEndpoints: [http://host:2379])" });
+/** The rules of a section: the backend is registered, other backends' settings are absent, the backend's own rules, the heartbeat. */
+const sectionChecks = (v: Readonly<Record<string, unknown>>): readonly { key?: string; message: string }[] => {
+  const out: { key?: string; message: string }[] = [];
+  const name = typeof v["backend"] === "string" ? v["backend"] : DEFAULT_COORDINATION_BACKEND;
+  // An unregistered name is the field's own problem (see `sectionStruct`).
+  const backend: CoordinationBackendDefinition | undefined = coordinationBackends().find((b) => b.name === name);
+  for (const other of coordinationBackends()) {
+    if (other === backend) continue;
+    for (const key of Object.keys(other.settings ?? {})) {
+      if (v[key] !== undefined) out.push({ key, message: `is only used with backend: ${other.name} (the backend is ${name}); remove it or set backend: ${other.name}` });
     }
-    if (!etcd && endpoints !== undefined) {
-      out.push({ key: "etcdEndpoints", message: `is only used with backend: etcd (the backend is ${v.backend ?? "embedded"}); remove it or set backend: etcd` });
-    }
-    if (!etcd && v.etcdPrefix !== undefined) {
-      out.push({ key: "etcdPrefix", message: `is only used with backend: etcd (the backend is ${v.backend ?? "embedded"}); remove it or set backend: etcd` });
-    }
-    const timeouts = v.timeouts as Record<string, unknown> | undefined;
-    const timeout = timeouts?.["heartbeatTimeoutSecs"];
-    const interval = timeouts?.["heartbeatIntervalSecs"];
-    if (typeof timeout === "number" && typeof interval === "number" && interval >= timeout) {
-      out.push({ key: "timeouts.heartbeatIntervalSecs", message: `${interval} must be less than heartbeatTimeoutSecs (${timeout}); use at most half of it` });
-    }
-    if (etcd && typeof timeout === "number" && timeout < ETCD_MIN_HEARTBEAT_TIMEOUT_SECS) {
-      out.push({
-        key: "timeouts.heartbeatTimeoutSecs",
-        message: `${timeout} is below the etcd backend's minimum of ${ETCD_MIN_HEARTBEAT_TIMEOUT_SECS} (etcd leases are whole seconds); set 2 or more`,
-      });
-    }
-    return out;
-  },
-);
+  }
+  if (backend !== undefined) out.push(...(backend.check?.(v) ?? []));
+  const timeouts = v["timeouts"] as Record<string, unknown> | undefined;
+  const timeout = timeouts?.["heartbeatTimeoutSecs"];
+  const interval = timeouts?.["heartbeatIntervalSecs"];
+  if (typeof timeout === "number" && typeof interval === "number" && interval >= timeout) {
+    out.push({ key: "timeouts.heartbeatIntervalSecs", message: `${interval} must be less than heartbeatTimeoutSecs (${timeout}); use at most half of it` });
+  }
+  const floor = backend?.heartbeat;
+  if (floor !== undefined && typeof timeout === "number" && timeout * 1000 < floor.minHeartbeatTimeoutMs) {
+    const min = floor.minHeartbeatTimeoutMs / 1000;
+    out.push({ key: "timeouts.heartbeatTimeoutSecs", message: `${timeout} is below the ${name} backend's minimum of ${min} (${floor.why}); set ${min} or more` });
+  }
+  return out;
+};
 
-/** The decoded `cluster:` section. */
-export type ClusterConfig = StructOf<typeof ClusterSectionStruct.fields>;
+/** The section's struct for the backends registered now: the core keys and every backend's settings. */
+const sectionStruct = (): StructType<Fields> => {
+  const names = coordinationBackendNames();
+  // The expectation names the backends registered now: `expected "embedded", "etcd" or "memory", got "zookeeper"`.
+  const backend = { ...coreFields.backend, codec: refined(`${names.slice(0, -1).map((n) => JSON.stringify(n)).join(", ")}${names.length > 1 ? " or " : ""}${JSON.stringify(names.at(-1))}`, coreFields.backend.codec.is) };
+  return struct(
+    "ClusterConfig",
+    "How the tasks of a cluster coordinate and secure their calls. The cluster itself (jobs and addresses) comes from TF_CONFIG.",
+    { ...coreFields, backend, ...Object.assign({}, ...coordinationBackends().map((b) => b.settings ?? {})) } as Fields,
+    (v) => sectionChecks(v as Readonly<Record<string, unknown>>),
+  );
+};
+
+/** {@link sectionStruct}, rebuilt when a backend registers. */
+let built: { readonly version: number; readonly struct: StructType<Fields> } | undefined;
+const currentStruct = (): StructType<Fields> => {
+  if (built?.version !== coordinationBackendsVersion()) built = { version: coordinationBackendsVersion(), struct: sectionStruct() };
+  return built.struct;
+};
+
+/**
+ * The decoded `cluster:` section: the keys every backend reads, typed, and the chosen backend's
+ * own settings (e.g. `etcdEndpoints`), which only that backend reads (`backendSettings`).
+ */
+export type ClusterConfig = StructOf<typeof coreFields> & { readonly [backendSetting: string]: unknown };
 
 /** Keys that would describe the cluster itself; they belong in TF_CONFIG. */
 const SPEC_KEYS = ["cluster", "clusterSpec", "spec", "jobs", "task", "tfConfig", "TF_CONFIG"] as const;
@@ -138,9 +138,10 @@ const SPEC_KEYS = ["cluster", "clusterSpec", "spec", "jobs", "task", "tfConfig",
  */
 export const ClusterConfigCodec = new t.Type<ClusterConfig, ClusterConfig, unknown>(
   "ClusterConfig",
-  (u): u is ClusterConfig => ClusterSectionStruct.is(u),
+  (u): u is ClusterConfig => currentStruct().is(u),
   (u, c) => {
-    if (typeof u !== "object" || u === null || Array.isArray(u)) return ClusterSectionStruct.validate(u, c);
+    const ClusterSectionStruct = currentStruct();
+    if (typeof u !== "object" || u === null || Array.isArray(u)) return ClusterSectionStruct.validate(u, c) as t.Validation<ClusterConfig>;
     const given = SPEC_KEYS.filter((k) => Object.hasOwn(u, k));
     const rest = Object.fromEntries(Object.entries(u).filter(([k]) => !given.includes(k as (typeof SPEC_KEYS)[number])));
     const specErrors: t.ValidationError[] = given.map((key) => ({
@@ -148,12 +149,12 @@ export const ClusterConfigCodec = new t.Type<ClusterConfig, ClusterConfig, unkno
       context: [...c, { key, type: t.never, actual: (u as Record<string, unknown>)[key] }],
       message: "the cluster spec comes from TF_CONFIG only; remove it here and set TF_CONFIG on each task",
     }));
-    const r = ClusterSectionStruct.validate(rest, c);
+    const r = ClusterSectionStruct.validate(rest, c) as t.Validation<ClusterConfig>;
     if (specErrors.length === 0) return r;
     return t.failures([...specErrors, ...(isLeft(r) ? r.left : [])]);
   },
   (a) => a,
 );
 
-/** The section's documented struct (fields and defaults), for the configuration reference. */
-export const ClusterConfigReference = ClusterSectionStruct;
+/** The section's documented struct (fields and defaults) with the built-in backends' settings, for the configuration reference. */
+export const ClusterConfigReference: StructType<Fields> = currentStruct();

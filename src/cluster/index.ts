@@ -42,7 +42,7 @@ export { CLUSTER_TOKEN_ENV, loadClusterToken, loadTlsCredentials } from "./secur
 export type { TlsCredentials, TlsFiles } from "./security.js";
 
 /* Configuration */
-export { BindAddress, ClusterConfigCodec, ClusterConfigReference, ClusterTimeouts, ClusterTls, EtcdEndpoint } from "./ClusterConfig.js";
+export { BindAddress, ClusterConfigCodec, ClusterConfigReference, ClusterTimeouts, ClusterTls } from "./ClusterConfig.js";
 export type { ClusterConfig } from "./ClusterConfig.js";
 
 /* Wire types (monitored_session.v1): the messages a user builds, and the services to call with `clusterTransport` */
@@ -58,7 +58,20 @@ export type { GetReadinessResponse } from "./proto/gen/monitored_session/v1/mode
 export {
   defaultCoordinationTimeouts,
   ETCD_MIN_HEARTBEAT_TIMEOUT_MS,
+  EtcdEndpoint,
   resolveCoordinationTimeouts,
+  registerCoordinationBackend,
+  coordinationBackend,
+  coordinationBackendNames,
+  backendSettings,
+  serveTask,
+  DEFAULT_COORDINATION_BACKEND,
+  type BackendIssue,
+  type BackendTask,
+  type CoordinationBackendDefinition,
+  type CoordinationConnection,
+  type CoordinationHost,
+  type HeartbeatFloor,
   newIncarnation,
   taskName,
   EmbeddedCoordinationService,

@@ -26,6 +26,7 @@ import { AbortedError, DeadlineExceededError, OpError, UnavailableError, Unknown
 import type { Logger } from "../Logger.js";
 import { hook, type SessionRunHook } from "../hook/SessionRunHook.js";
 import { ChiefLostError } from "../preemption/PreemptionCluster.js";
+import { servedByChief } from "../cluster/coordination/backends.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -356,12 +357,12 @@ export class ChiefRecovery {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * Whether `e` says the embedded coordination service (hosted by the chief) is gone: no answer
+ * Whether `e` says a coordination service hosted by the chief (the embedded backend's) is gone: no answer
  * (unreachable, or a call it did not answer within its deadline: a frozen chief), or a new
  * instance. Decided on its failure, never its words.
  */
 export const isServiceGone = (e: unknown): boolean =>
-  (e instanceof UnavailableError || e instanceof DeadlineExceededError) && e.failure?.kind === "serviceGone" && e.failure.backend === "embedded";
+  (e instanceof UnavailableError || e instanceof DeadlineExceededError) && e.failure?.kind === "serviceGone" && servedByChief(e.failure.backend);
 
 /**
  * Whether `e`, from the coordination service, means the chief (`chief`) is gone: a new

@@ -28,14 +28,12 @@ import { systemClock, type Clock } from "../time/Clock.js";
 import type { ClusterSpec } from "../cluster/ClusterSpec.js";
 import type { CoordinationClient, CoordinationClientOptions } from "../cluster/coordination/CoordinationClient.js";
 import { defaultCoordinationTimeouts } from "../cluster/coordination/CoordinationConfig.js";
-import { hostCoordinationService } from "../cluster/coordination/coordinationServer.js";
-import { EtcdCoordinationClient } from "../cluster/coordination/EtcdCoordinationClient.js";
-import { connectCoordinationService } from "../cluster/coordination/grpcCoordinationTransport.js";
-import { taskName } from "../cluster/coordination/identity.js";
+import { coordinationBackend, servedByChief } from "../cluster/coordination/backends.js";
+import { chiefTaskOf, taskName } from "../cluster/coordination/identity.js";
 import { grpcSessionTargetResolver } from "../cluster/grpcSessionTarget.js";
 import { ModelPublisher } from "../cluster/ModelPublisher.js";
 import { loadClusterToken } from "../cluster/security.js";
-import { Server, type ServerOptions } from "../cluster/Server.js";
+import type { ServerOptions } from "../cluster/Server.js";
 import { parseAddress } from "../cluster/TfConfig.js";
 import { DEFAULT_COLLECTIVE_TIMEOUT_SECS } from "../session/Collective.js";
 import type { SessionRunHook } from "../hook/SessionRunHook.js";
@@ -48,7 +46,7 @@ import { TerminationNotices } from "../preemption/TerminationNotices.js";
 import { defaultSessionTargets, type SessionTargetRegistry, type SessionTargetResolver } from "../pipeline/SessionTarget.js";
 import { ChiefRecovery, isChiefLoss, MODEL_READY_KEY } from "./chiefRecovery.js";
 import { ChaosOpErrorHook, chaosGoodputDirOf, chaosOpErrorsOf } from "./chaosOpErrors.js";
-import { chiefAddressOf, chiefTaskOf, connectCurrent, defaultEtcdPrefix, timeoutsOf } from "./coordinationSetup.js";
+import { connectCurrent, timeoutsOf } from "./coordinationSetup.js";
 import { LAUNCH_READY_ENV } from "./launchReady.js";
 import { launchStatusWriter, launchTaskName } from "./launchStatus.js";
 import type { ClusterTask } from "./clusterTask.js";
@@ -201,52 +199,25 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     ...(o.timeouts?.serverStopGraceSecs === undefined ? {} : { stopGraceMs: o.timeouts.serverStopGraceSecs * 1000 }),
     logger,
   };
-  const etcd = o.backend === "etcd";
-  const etcdPrefix = o.etcdPrefix ?? defaultEtcdPrefix(spec);
-  const newEtcdClient = (): CoordinationClient => usage(() => new EtcdCoordinationClient({ ...clientOptions, hosts: o.etcdEndpoints ?? [], prefix: etcdPrefix }));
+  const backend = usage(() => coordinationBackend(o.backend));
   /** Tells the workers waiting for the chief's model that it is published (set once the client is registered). */
   let announcePublished: () => void = () => undefined;
   const publisher = task.isChief ? new ModelPublisher({ taskName: me, logger, onPublished: () => announcePublished() }) : undefined;
   const services = publisher === undefined ? [] : [publisher.registration];
-
-  let client: CoordinationClient;
-  let stopServer: () => Promise<void>;
+  const connection = await serving(() => backend.connect({ spec, settings: o, clientOptions, serverOptions: { ...serverOptions, services }, clock, logger }));
+  const { client, host } = connection;
+  const stopServer = (): Promise<void> => connection.stop();
   // The host of the coordination service keeps serving it, after a clean exit, until the others left.
-  let drain: (barrierFailed: boolean) => Promise<void> = () => Promise.resolve();
+  const drainMs = o.timeouts?.drainTimeoutSecs === undefined ? DEFAULT_DRAIN_TIMEOUT_MS : o.timeouts.drainTimeoutSecs * 1000;
+  const drain = async (barrierFailed: boolean): Promise<void> => {
+    if (host === undefined) return;
+    // After a passed shutdown barrier every task has left: nothing to wait for.
+    if (barrierFailed) logger.info(`Serving the coordination service until every other task has left (up to ${drainMs / 1000} s, cluster.timeouts.drainTimeoutSecs).`);
+    const left = await host.waitUntilAllLeft(drainMs);
+    if (left.length > 0) logger.warn(`Stopping the coordination service after ${drainMs / 1000} s (cluster.timeouts.drainTimeoutSecs) with ${left.join(", ")} still in the cluster: they fail with UnavailableError.`);
+  };
   // While it drains, the host's client has left: it reports through the service itself.
   let draining = false;
-  let reportAsHost: ((error: OpError, options?: { final?: boolean }) => void) | undefined;
-  /** The host telling the others of its final report before it stops (see `finish`); resolves with who was not told. */
-  let tellOthers: ((tasks: readonly string[], timeoutMs: number) => Promise<readonly string[]>) | undefined;
-  /** Whether the service this task hosts holds a final report (this task's or another rank's). */
-  let heardFinal: (() => boolean) | undefined;
-  if (task.isChief && !etcd) {
-    const host = await serving(() =>
-      hostCoordinationService(spec, { ...serverOptions, services, coordination: { clock, ...(timeouts.heartbeatTimeoutMs === undefined ? {} : { heartbeatTimeoutMs: timeouts.heartbeatTimeoutMs }) } }),
-    );
-    client = usage(() => host.client(clientOptions));
-    stopServer = () => host.stop();
-    const drainMs = o.timeouts?.drainTimeoutSecs === undefined ? DEFAULT_DRAIN_TIMEOUT_MS : o.timeouts.drainTimeoutSecs * 1000;
-    reportAsHost = (error, options) => host.service.reportHostError(error, options);
-    tellOthers = (others, timeoutMs) => host.service.waitUntilTold(others, timeoutMs);
-    heardFinal = () => host.service.hasFinalReport;
-    drain = async (barrierFailed) => {
-      // After a passed shutdown barrier every task has left: nothing to wait for.
-      if (barrierFailed) logger.info(`Serving the coordination service until every other task has left (up to ${drainMs / 1000} s, cluster.timeouts.drainTimeoutSecs).`);
-      const left = await host.service.waitUntilAllLeft(drainMs);
-      if (left.length > 0) logger.warn(`Stopping the coordination service after ${drainMs / 1000} s (cluster.timeouts.drainTimeoutSecs) with ${left.join(", ")} still in the cluster: they fail with UnavailableError.`);
-    };
-  } else {
-    const server = usage(() => new Server(spec, { ...serverOptions, services, start: false }));
-    await serving(() => server.start());
-    stopServer = () => server.stop();
-    try {
-      client = etcd ? newEtcdClient() : usage(() => connectCoordinationService(`grpc://${chiefAddressOf(spec)}`, clientOptions, { token, tls, clock }));
-    } catch (e) {
-      await stopServer();
-      throw e;
-    }
-  }
   /** Whether this task registered (every task did): a leave then tells the others. */
   let registered = false;
   /** Whether the start is over (the runtime is the caller's): a leave then does nothing here. */
@@ -264,9 +235,9 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           if (registered) {
             const report = preemptionReport(task.name, what);
             // The host tells through its own service, and keeps it until the others heard (bounded).
-            if (reportAsHost !== undefined && tellOthers !== undefined) {
-              reportAsHost(report, { final: true });
-              await tellOthers(others, tellBoundMs);
+            if (host !== undefined) {
+              host.report(report, { final: true });
+              await host.waitUntilTold(others, tellBoundMs);
             } else await client.reportErrorToCluster(report, { final: true }).catch(() => undefined);
           }
           throw new StartLeftError(`${task.name} left the cluster while it started: termination notice (${what})`);
@@ -276,11 +247,11 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   const unlessLeaving = <T>(p: Promise<T>): Promise<T> => Promise.race([p, leaving]);
   /** A host whose service holds a final report (another task's leave, say) keeps it until the others heard it, before it stops. */
   const stopAfterTelling = async (): Promise<void> => {
-    if (tellOthers !== undefined && heardFinal?.() === true) await tellOthers(others, tellBoundMs).catch(() => undefined);
+    if (host?.hasFinalReport() === true) await host.waitUntilTold(others, tellBoundMs).catch(() => undefined);
     await stopServer();
   };
   logger.info(
-    `Server of ${task.name} serving ${task.master}; registering with the coordination service (${etcd ? `etcd at ${(o.etcdEndpoints ?? []).join(", ")}, keys under ${etcdPrefix}` : `embedded, hosted by the chief at grpc://${chiefAddressOf(spec)}`}): waiting for ${tasks.length} task${tasks.length === 1 ? "" : "s"}.`,
+    `Server of ${task.name} serving ${task.master}; registering with the coordination service (${connection.where}): waiting for ${tasks.length} task${tasks.length === 1 ? "" : "s"}.`,
   );
   try {
     await unlessLeaving(connectCurrent(client, timeouts.registrationTimeoutMs ?? defaultCoordinationTimeouts.registrationTimeoutMs, clock, logger));
@@ -358,7 +329,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     rejoin?.cancel(report);
     if (preemptionTold) return report;
     preemptionTold = true;
-    if (reportAsHost !== undefined) reportAsHost(report, { final: true });
+    if (host !== undefined) host.report(report, { final: true });
     else {
       reporting = client.reportErrorToCluster(report, { final: true }).catch((e: unknown) => {
         logger.warn(`${task.name} could not tell the other ranks of its termination notice through the coordination service (${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}); they learn of its exit from its missing heartbeats.`);
@@ -436,7 +407,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       // The others learn of this task's notice from its report: let the call finish before the
       // client closes (a worker leaves right after its notice).
       await reporting;
-      if (heardFinal?.() === true && tellOthers !== undefined) {
+      if (host?.hasFinalReport() === true) {
         // The others were between generations when the notice came (this task's, or another
         // rank's final report, whose sender counts as told): keep the service up until
         // each surviving rank has heard of it (they exit with the preemption code). A rank calls
@@ -446,7 +417,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
         const others = tasks.filter((t) => t !== me && t !== rejoin?.lost);
         const boundMs = 3 * (timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs);
         logger.info(`Telling ${others.length === 1 ? "the other task" : `the ${others.length} other tasks`} of the termination notice through the coordination service (up to ${boundMs / 1000} s).`);
-        const untold = await tellOthers(others, boundMs);
+        const untold = await host.waitUntilTold(others, boundMs);
         if (untold.length > 0) logger.warn(`${untold.join(", ")} did not hear of the termination notice within ${boundMs / 1000} s; they learn of the chief's exit from the missing service.`);
       }
       // A failing or preempted task leaves at once (the process is about to exit): the others
@@ -527,11 +498,11 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     isChiefLoss: (e) => isChiefLoss(e, chiefName),
     chiefTaskName: chiefName,
     untilErrorHeard: async () => {
-      // Only the host of the embedded service: its service goes with its process.
-      if (tellOthers === undefined || heardFinal?.() !== true) return;
+      // Only the host of the service (the embedded backend's chief): its service goes with its process.
+      if (host?.hasFinalReport() !== true) return;
       const others = tasks.filter((t) => t !== me);
       const boundMs = 3 * (timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs);
-      const untold = await tellOthers(others, boundMs);
+      const untold = await host.waitUntilTold(others, boundMs);
       if (untold.length > 0) logger.warn(`${untold.join(", ")} did not hear of the cluster's error within ${boundMs / 1000} s; they learn of the chief's exit from the missing service.`);
       // The answers are on their way: the server stops once they are written (its stop grace).
       closing ??= (async () => {
@@ -581,10 +552,10 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       // preemption code, and the chief's wait ends. While the group re-forms, the chief's client
       // is between generations and the others wait to register in its next one: they hear it
       // from the service itself too.
-      if (draining && reportAsHost !== undefined) return reportAsHost(report);
-      if (wasRegrouping && reportAsHost !== undefined) {
+      if (draining && host !== undefined) return host.report(report);
+      if (wasRegrouping && host !== undefined) {
         // Final: a rank that registers again after this task left still hears it (see `finish`).
-        return reportAsHost(report, { final: true });
+        return host.report(report, { final: true });
       }
       // A rank other than the chief, between generations: its client has no current one, so
       // the report is final, taken from its last registration; the chief's service passes it to
@@ -628,11 +599,11 @@ const relayedPreemptionReport = (task: string, what: string): CancelledError =>
     failure: { kind: "preemption", reporter: task, notice: what },
   });
 
-/** The tasks the cluster's failure `e` finds lost: those declared failed; the chief (`chief`, on a worker) when the embedded service it hosts is gone. */
+/** The tasks the cluster's failure `e` finds lost: those declared failed; the chief (`chief`, on a worker) when the service it hosts is gone. */
 const lostOf = (e: OpError, chief: string | undefined): readonly string[] => {
   const f = e.failure;
   if (f?.kind === "declaredFailed") return f.tasks;
-  return f?.kind === "serviceGone" && f.backend === "embedded" && chief !== undefined ? [chief] : [];
+  return f?.kind === "serviceGone" && servedByChief(f.backend) && chief !== undefined ? [chief] : [];
 };
 
 /** Resolves as the group's next re-form does, if one starts within `ms`; else rejects with `error`. */

@@ -1,32 +1,17 @@
 /**
- * How a task of a cluster reaches its coordination service: the etcd key prefix of a job, the
- * registration (again after each new generation, saying while it waits), the chief's name and
- * address by TensorFlow's rule, and the `cluster.timeouts` section as the service's timeouts.
- * Used by clusterRuntime.ts.
+ * How a task of a cluster registers with its coordination service (again after each new
+ * generation, saying while it waits), and the `cluster.timeouts` section as the service's
+ * timeouts. Used by clusterRuntime.ts; the backend itself is the registry's (cluster/coordination/backend.ts).
  *
  * @module
  */
 
-import { createHash } from "node:crypto";
-
 import type { Clock } from "../time/Clock.js";
-import type { ClusterSpec } from "../cluster/ClusterSpec.js";
 import type { CoordinationClient } from "../cluster/coordination/CoordinationClient.js";
 import type { CoordinationTimeouts } from "../cluster/coordination/CoordinationConfig.js";
-import { taskName } from "../cluster/coordination/identity.js";
 import { AbortedError } from "../errors.js";
 import type { Logger } from "../Logger.js";
 import type { ClusterTask } from "./clusterTask.js";
-
-/**
- * The etcd key prefix of a cluster without `cluster.etcdPrefix`: `monitored-session/` and a hash
- * of its jobs and addresses. Two jobs on one etcd get their own keys; a task or a whole group
- * restarted with the same TF_CONFIG finds its job's generation counter again.
- */
-export const defaultEtcdPrefix = (spec: ClusterSpec): string => {
-  const jobs = Object.entries(spec.asDict()).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return `monitored-session/${createHash("sha256").update(JSON.stringify(jobs)).digest("hex").slice(0, 16)}/`;
-};
 
 /** How often {@link connectCurrent} says that registration still waits. */
 const REGISTRATION_PROGRESS_MS = 30_000;
@@ -70,13 +55,6 @@ export const connectCurrent = async (
     progress.cancel();
   }
 };
-
-/** The chief's task name: `chief` 0, else `worker` 0 (TensorFlow's rule). */
-export const chiefTaskOf = (spec: ClusterSpec): string => (spec.jobs.includes("chief") ? taskName("chief", 0) : taskName("worker", 0));
-
-/** The chief's address: `chief` 0, else `worker` 0 (TensorFlow's rule). */
-export const chiefAddressOf = (spec: ClusterSpec): string =>
-  spec.jobs.includes("chief") ? spec.taskAddress("chief", 0) : spec.taskAddress("worker", 0);
 
 /** The `cluster.timeouts` section (seconds) as the coordination service's overrides (ms). */
 export const timeoutsOf = (t: ClusterTask["options"]["timeouts"]): Partial<CoordinationTimeouts> => {

@@ -191,7 +191,7 @@ describe("monitored-session launch -- <command>", { timeout: 160_000 }, () => {
     const r = await launch(["--workers", "2", "--backend", "nope", "--heartbeat-timeout", "soon"], taskCommand()).done;
     expect(r.code, r.stderr).toBe(2);
     expect(lines(r.stderr)).toEqual([
-      'monitored-session launch: --backend: expected "embedded" or "etcd", got "nope"',
+      'monitored-session launch: --backend: expected "embedded", "etcd" or "memory", got "nope"',
       'monitored-session launch: --heartbeat-timeout: expected a positive number, got "soon"',
     ]);
     expect(r.stdout).toBe("");
@@ -209,7 +209,12 @@ describe("monitored-session launch -- <command>", { timeout: 160_000 }, () => {
     const command = (): string[] => ["--", ...taskCommand()];
 
     it.each([
-      [["--backend", "nope"], /^monitored-session launch: --backend: expected "embedded" or "etcd", got "nope"$/m],
+      [["--backend", "nope"], /^monitored-session launch: --backend: expected "embedded", "etcd" or "memory", got "nope"$/m],
+      [
+        ["--backend", "memory"],
+        /^monitored-session launch: cluster\.backend memory keeps the coordination state in this process, and launch starts each of the 2 tasks in a process of its own: use embedded or etcd, or start the tasks with startTask\(\) in one program$/m,
+      ],
+      [["--backend", "memory", "--etcd-prefix", "jobs/a/"], /^monitored-session launch: --etcd-prefix: is only used with backend: etcd \(the backend is memory\); remove it or set backend: etcd$/m],
       [["--etcd-endpoints", "http://127.0.0.1:2379"], /^monitored-session launch: --etcd-endpoints: is only used with backend: etcd \(the backend is embedded\); remove it or set backend: etcd$/m],
       [["--backend", "etcd"], /^monitored-session launch: --etcd-endpoints: backend etcd needs at least one endpoint/m],
       [["--backend", "etcd", "--etcd-endpoints", "ftp://127.0.0.1:2379"], /^monitored-session launch: --etcd-endpoints: expected an http:\/\/ or https:\/\/ URL/m],

@@ -41,7 +41,7 @@ describe("the cluster: configuration section", () => {
         timeouts: { heartbeatTimeoutSecs: -1, heartbeatTimeotSecs: 3 },
       }),
     ).toEqual([
-      'backend: expected "embedded" or "etcd", got "zookeeper"',
+      'backend: expected "embedded", "etcd" or "memory", got "zookeeper"',
       'tokenFile: expected a non-empty string, got ""',
       "tls.keyFile: is required (a non-empty string)",
       'bindAddress: expected host or host:port, got "a:b:c"',

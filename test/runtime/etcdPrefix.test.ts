@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest";
 
 import { ClusterSpec } from "../../src/cluster/ClusterSpec.js";
-import { defaultEtcdPrefix } from "../../src/runtime/coordinationSetup.js";
+import { defaultEtcdPrefix } from "../../src/cluster/coordination/etcdBackend.js";
 
 describe("defaultEtcdPrefix", () => {
   const a = { chief: ["10.0.0.1:2222"], worker: ["10.0.0.2:2222", "10.0.0.3:2222"] };

@@ -12,8 +12,15 @@ import { InvalidArgumentError } from "../../errors.js";
 // model
 // ---------------------------------------------------------------------------------------------
 
-/** Which store holds the coordination state. */
-export type CoordinationBackend = "embedded" | "etcd";
+/** Which store holds the coordination state: a registered backend's name (`embedded`, `etcd`, `memory`, or a plugin's). */
+export type CoordinationBackend = string;
+
+/** The least heartbeat timeout a backend can keep, and why (shown in the error). */
+export interface HeartbeatFloor {
+  readonly minHeartbeatTimeoutMs: number;
+  /** Why, in a few words: "etcd leases are whole seconds". */
+  readonly why: string;
+}
 
 /** Every timeout of the coordination service, in milliseconds. */
 export interface CoordinationTimeouts {
@@ -45,18 +52,16 @@ export const defaultCoordinationTimeouts: CoordinationTimeouts = Object.freeze({
   shutdownTimeoutMs: 10_000,
 });
 
-/** etcd leases have a whole-second TTL, and its client reports a lost lease late: 2 s at least. */
-export const ETCD_MIN_HEARTBEAT_TIMEOUT_MS = 2_000;
-
 /**
- * The defaults overridden by `overrides`, validated for `backend`. When only the timeout is
- * given, the interval follows it (timeout / 2, as in TensorFlow).
+ * The defaults overridden by `overrides`, validated for `backend` (its heartbeat floor, if it
+ * has one: see `CoordinationBackendDefinition.heartbeat`). When only the timeout is given, the
+ * interval follows it (timeout / 2, as in TensorFlow).
  *
  * @throws InvalidArgumentError naming the bad setting and what it must be.
  */
 export const resolveCoordinationTimeouts = (
   overrides: Partial<CoordinationTimeouts> = {},
-  backend: CoordinationBackend = "embedded",
+  backend: { readonly name: string; readonly heartbeat?: HeartbeatFloor | undefined } = { name: "embedded" },
 ): CoordinationTimeouts => {
   const timeoutMs = overrides.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs;
   const t: CoordinationTimeouts = {
@@ -76,17 +81,11 @@ export const resolveCoordinationTimeouts = (
       `coordination timeout heartbeatIntervalMs (${t.heartbeatIntervalMs}) must be less than heartbeatTimeoutMs (${t.heartbeatTimeoutMs}); use at most half of it`,
     );
   }
-  if (backend === "etcd" && t.heartbeatTimeoutMs < ETCD_MIN_HEARTBEAT_TIMEOUT_MS) {
+  const floor = backend.heartbeat;
+  if (floor !== undefined && t.heartbeatTimeoutMs < floor.minHeartbeatTimeoutMs) {
     throw new InvalidArgumentError(
-      `coordination timeout heartbeatTimeoutMs (${t.heartbeatTimeoutMs}) is below the etcd backend's minimum of ${ETCD_MIN_HEARTBEAT_TIMEOUT_MS} ms (etcd leases are whole seconds); set it to 2000 or more`,
+      `coordination timeout heartbeatTimeoutMs (${t.heartbeatTimeoutMs}) is below the ${backend.name} backend's minimum of ${floor.minHeartbeatTimeoutMs} ms (${floor.why}); set it to ${floor.minHeartbeatTimeoutMs} or more`,
     );
   }
   return t;
 };
-
-// ---------------------------------------------------------------------------------------------
-// utils
-// ---------------------------------------------------------------------------------------------
-
-/** etcd's lease TTL for a heartbeat timeout: whole seconds, rounded up. */
-export const etcdLeaseTtlSecs = (heartbeatTimeoutMs: number): number => Math.ceil(heartbeatTimeoutMs / 1000);

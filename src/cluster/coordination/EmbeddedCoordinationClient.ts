@@ -100,7 +100,7 @@ export class EmbeddedCoordinationClient implements CoordinationClient {
     this.incarnation = options.incarnation ?? processIncarnationId;
     this.heartbeats = options.heartbeats ?? "thread";
     this.clock = options.clock ?? systemClock;
-    this.timeouts = resolveCoordinationTimeouts(options.timeouts, "embedded");
+    this.timeouts = resolveCoordinationTimeouts(options.timeouts);
   }
 
   get generation(): number | undefined {

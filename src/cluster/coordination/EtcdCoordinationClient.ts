@@ -49,7 +49,8 @@ import type {
   ReportOptions,
   WaitOptions,
 } from "./CoordinationClient.js";
-import { type CoordinationTimeouts, etcdLeaseTtlSecs, resolveCoordinationTimeouts } from "./CoordinationConfig.js";
+import { type CoordinationTimeouts, resolveCoordinationTimeouts } from "./CoordinationConfig.js";
+import { ETCD_HEARTBEAT_FLOOR, etcdLeaseTtlSecs } from "./etcdLease.js";
 import { ErrorLatch } from "./ErrorLatch.js";
 import { ETCD_LOST_FIX, HeartbeatWorker } from "./HeartbeatWorker.js";
 import { checkKey, processIncarnationId } from "./identity.js";
@@ -107,7 +108,7 @@ export class EtcdCoordinationClient implements CoordinationClient {
   private epoch = 0;
 
   constructor(options: EtcdCoordinationClientOptions) {
-    this.timeouts = resolveCoordinationTimeouts(options.timeouts, "etcd");
+    this.timeouts = resolveCoordinationTimeouts(options.timeouts, { name: "etcd", heartbeat: ETCD_HEARTBEAT_FLOOR });
     if (options.hosts.length === 0) {
       throw new InvalidArgumentError("etcd coordination backend: no endpoints; give hosts such as http://127.0.0.1:2379");
     }

@@ -5,8 +5,9 @@
  * @module
  */
 
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { InvalidArgumentError } from "../../errors.js";
+import type { ClusterSpec } from "../ClusterSpec.js";
 
 // ---------------------------------------------------------------------------------------------
 // constructors
@@ -15,6 +16,22 @@ import { InvalidArgumentError } from "../../errors.js";
 /** TensorFlow's task name, e.g. `/job:worker/replica:0/task:1`. */
 export const taskName = (jobName: string, taskIndex: number): string =>
   `/job:${jobName}/replica:0/task:${taskIndex}`;
+
+/** The chief's task name: `chief` 0, else `worker` 0 (TensorFlow's rule). */
+export const chiefTaskOf = (spec: ClusterSpec): string => (spec.jobs.includes("chief") ? taskName("chief", 0) : taskName("worker", 0));
+
+/** The chief's address: `chief` 0, else `worker` 0 (TensorFlow's rule). */
+export const chiefAddressOf = (spec: ClusterSpec): string =>
+  spec.jobs.includes("chief") ? spec.taskAddress("chief", 0) : spec.taskAddress("worker", 0);
+
+/**
+ * A short fingerprint of a cluster's jobs and addresses (16 hex digits of their SHA-256): the
+ * same for every task of one TF_CONFIG cluster and across its restarts, another for another.
+ */
+export const clusterFingerprint = (spec: ClusterSpec): string => {
+  const jobs = Object.entries(spec.asDict()).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return createHash("sha256").update(JSON.stringify(jobs)).digest("hex").slice(0, 16);
+};
 
 /**
  * A new incarnation id: a random 64-bit number, as a decimal string (it does not fit a JS

@@ -1,6 +1,6 @@
 /**
- * The coordination service: one interface ({@link CoordinationClient}), two backends (the
- * embedded service and etcd). What `monitored-session/cluster` re-exports; the thread
+ * The coordination service: one interface ({@link CoordinationClient}), and backends that
+ * register by name (backend.ts): the embedded service, etcd, and the in-process `memory`. What `monitored-session/cluster` re-exports; the thread
  * transport (`portTransport.ts`) and the status codec (`status.ts`) are internal, imported from
  * their modules.
  *
@@ -23,9 +23,24 @@ export {
   type CoordinationBackend,
   type CoordinationTimeouts,
   defaultCoordinationTimeouts,
-  ETCD_MIN_HEARTBEAT_TIMEOUT_MS,
   resolveCoordinationTimeouts,
 } from "./CoordinationConfig.js";
+
+/* Backends */
+export {
+  type BackendIssue,
+  type BackendTask,
+  backendSettings,
+  type CoordinationBackendDefinition,
+  coordinationBackend,
+  coordinationBackendNames,
+  type CoordinationConnection,
+  type CoordinationHost,
+  DEFAULT_COORDINATION_BACKEND,
+  type HeartbeatFloor,
+  registerCoordinationBackend,
+} from "./backends.js";
+export { serveTask } from "./backendSupport.js";
 
 /* Identity */
 export { newIncarnation, processIncarnationId, taskName } from "./identity.js";
@@ -56,4 +71,5 @@ export {
 } from "./grpcCoordinationTransport.js";
 
 /* etcd backend */
+export { ETCD_MIN_HEARTBEAT_TIMEOUT_MS, EtcdEndpoint } from "./etcdBackend.js";
 export { EtcdCoordinationClient, type EtcdCoordinationClientOptions } from "./EtcdCoordinationClient.js";

@@ -76,6 +76,9 @@ export const fromStatus = (status: Status): OpError => {
 
 const TaskName = refined("a task name (a string)", (u): u is string => typeof u === "string" && u !== "");
 
+/** A coordination backend's name, as registrations allow it (backend.ts). */
+const BackendName = refined("a coordination backend's name", (u): u is string => typeof u === "string" && /^[a-z][a-z0-9-]{0,31}$/.test(u));
+
 /** A {@link ClusterFailure} as another process wrote it. */
 const ClusterFailureCodec: t.Type<ClusterFailure, ClusterFailure, unknown> = oneOf(
   "a cluster failure ({kind: declaredFailed|reported|preemption|peerLost|serviceGone, ...})",
@@ -84,7 +87,7 @@ const ClusterFailureCodec: t.Type<ClusterFailure, ClusterFailure, unknown> = one
     t.exact(t.type({ kind: t.literal("reported"), reporter: TaskName, errorName: Text })),
     t.exact(t.type({ kind: t.literal("preemption"), reporter: TaskName, notice: Text })),
     t.exact(t.type({ kind: t.literal("peerLost"), task: TaskName })),
-    t.exact(t.type({ kind: t.literal("serviceGone"), backend: t.keyof({ embedded: null, etcd: null }) })),
+    t.exact(t.type({ kind: t.literal("serviceGone"), backend: BackendName })),
   ],
 );
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
+  coordinationBackend,
   defaultCoordinationTimeouts,
   EtcdCoordinationClient,
   newIncarnation,
@@ -53,9 +54,10 @@ describe("coordination timeouts", () => {
   });
 
   it("etcd: a heartbeat timeout under 2 s is an InvalidArgumentError, at construction", () => {
-    expect(() => resolveCoordinationTimeouts({ heartbeatTimeoutMs: 1_500 }, "etcd")).toThrow(InvalidArgumentError);
-    expect(() => resolveCoordinationTimeouts({ heartbeatTimeoutMs: 1_500 }, "etcd")).toThrow(/minimum of 2000 ms/);
-    expect(resolveCoordinationTimeouts({ heartbeatTimeoutMs: 1_500 }, "embedded").heartbeatTimeoutMs).toBe(1_500);
+    expect(() => resolveCoordinationTimeouts({ heartbeatTimeoutMs: 1_500 }, coordinationBackend("etcd"))).toThrow(InvalidArgumentError);
+    expect(() => resolveCoordinationTimeouts({ heartbeatTimeoutMs: 1_500 }, coordinationBackend("etcd"))).toThrow(/minimum of 2000 ms \(etcd leases are whole seconds\)/);
+    expect(resolveCoordinationTimeouts({ heartbeatTimeoutMs: 1_500 }, coordinationBackend("embedded")).heartbeatTimeoutMs).toBe(1_500);
+    expect(resolveCoordinationTimeouts({ heartbeatTimeoutMs: 1_500 }, coordinationBackend("memory")).heartbeatTimeoutMs).toBe(1_500);
     expect(
       () =>
         new EtcdCoordinationClient({
@@ -110,7 +112,7 @@ describe("coordination status mapping", () => {
       'etcd key k: failure: expected a cluster failure ({kind: declaredFailed|reported|preemption|peerLost|serviceGone, ...}) or nothing, got {"kind":"eaten"}',
     );
     expect(() => decodeFailureHeader("not base64 json", "the header")).toThrow(DataLossError);
-    expect(() => decodeFailureJson('{"kind":"serviceGone","backend":"moon"}', (p) => new InvalidArgumentError(p))).toThrow(InvalidArgumentError);
+    expect(() => decodeFailureJson('{"kind":"serviceGone","backend":"no such backend"}', (p) => new InvalidArgumentError(p))).toThrow(InvalidArgumentError);
     expect(decodeFailureJson("", (p) => new InvalidArgumentError(p))).toBeUndefined();
   });
 

@@ -1,0 +1,79 @@
+/**
+ * The `memory` backend's connection (memoryBackend.ts): one embedded service per in-process
+ * cluster name, created by the first task that joins and closed when the last one leaves,
+ * reached in-process with inline heartbeats on the task's clock.
+ *
+ * @module
+ */
+
+import type { Clock } from "../../../time/Clock.js";
+import type { BackendTask, CoordinationConnection } from "../backend.js";
+import { serveTask } from "../backendSupport.js";
+import type { CoordinationClient, CoordinationClientOptions } from "../CoordinationClient.js";
+import { EmbeddedCoordinationClient, inProcessTransport } from "../EmbeddedCoordinationClient.js";
+import { EmbeddedCoordinationService } from "../EmbeddedCoordinationService.js";
+import { clusterFingerprint } from "../identity.js";
+
+/** A task's place in an in-process cluster. */
+export interface MemoryMember {
+  readonly client: CoordinationClient;
+  /** Gives up the place (after the client closed); the last one closes the cluster's service. */
+  leave(): void;
+}
+
+/** The services of this process, by in-process cluster name, and how many tasks use each. */
+const clusters = new Map<string, { readonly service: EmbeddedCoordinationService; members: number }>();
+
+/**
+ * Joins (or starts) the in-process cluster `name`. The first member's clock and heartbeat
+ * timeout are the service's (the tasks of one process share them).
+ */
+export const joinMemoryCluster = (name: string, clientOptions: CoordinationClientOptions, clock: Clock): MemoryMember => {
+  let entry = clusters.get(name);
+  if (entry === undefined) {
+    const heartbeatTimeoutMs = clientOptions.timeouts?.heartbeatTimeoutMs;
+    entry = { service: new EmbeddedCoordinationService({ clock, ...(heartbeatTimeoutMs === undefined ? {} : { heartbeatTimeoutMs }) }), members: 0 };
+    clusters.set(name, entry);
+  }
+  let client: EmbeddedCoordinationClient;
+  try {
+    client = new EmbeddedCoordinationClient(inProcessTransport(entry.service), { ...clientOptions, clock, heartbeats: "inline" });
+  } catch (e) {
+    // Bad options (a timeout, say): a cluster nobody joined is not kept.
+    if (entry.members === 0) {
+      entry.service.close();
+      clusters.delete(name);
+    }
+    throw e;
+  }
+  const joined = entry;
+  joined.members += 1;
+  let left = false;
+  return {
+    client,
+    leave: () => {
+      if (left) return;
+      left = true;
+      joined.members -= 1;
+      if (joined.members === 0) {
+        joined.service.close();
+        if (clusters.get(name) === joined) clusters.delete(name);
+      }
+    },
+  };
+};
+
+/** Connects `task` to the in-process cluster `memoryCluster` (default: its cluster's fingerprint). */
+export const connectMemory = (task: BackendTask, memoryCluster: string | undefined): Promise<CoordinationConnection> => {
+  const name = memoryCluster ?? clusterFingerprint(task.spec);
+  let member: MemoryMember | undefined;
+  return serveTask(
+    task,
+    () => (member = joinMemoryCluster(name, task.clientOptions, task.clock)).client,
+    `in this process (memory cluster ${name})`,
+    () => {
+      member?.leave();
+      return Promise.resolve();
+    },
+  );
+};

@@ -1,0 +1,69 @@
+/**
+ * The task runtime on the in-process `memory` coordination backend: two tasks of one program,
+ * started as a program starts them (`startTask`), on a virtual clock. The backend is a
+ * registration like `embedded` and `etcd`: nothing in the runtime names it.
+ */
+
+import { randomUUID } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { resolveCluster } from "../../src/cluster/ClusterResolver.js";
+import { coordinationBackend, processPerTaskProblem } from "../../src/cluster/coordination/backends.js";
+import { UnavailableError } from "../../src/errors.js";
+import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { VirtualClock } from "../../src/testing/VirtualClock.js";
+import { startTask, type TaskRuntime } from "../../src/runtime/index.js";
+import { freePorts } from "../util/cliChild.js";
+
+/** Starts the chief and one worker of a fresh in-process cluster, on `clock`. */
+const startPair = async (clock: VirtualClock, logger = new RecordingLogger()): Promise<readonly [TaskRuntime, TaskRuntime]> => {
+  const [a, b] = (await freePorts(2)) as [number, number];
+  const cluster = { chief: [`127.0.0.1:${a}`], worker: [`127.0.0.1:${b}`] };
+  const settings = { backend: "memory", memoryCluster: randomUUID(), timeouts: { heartbeatTimeoutSecs: 4 } };
+  const start = (type: string): Promise<TaskRuntime> =>
+    startTask({ env: {}, resolver: resolveCluster({ TF_CONFIG: JSON.stringify({ cluster, task: { type, index: 0 } }) }), settings, clock, logger, exit: () => undefined });
+  const [chief, worker] = await Promise.all([start("chief"), start("worker")]);
+  return [chief, worker];
+};
+
+describe("the task runtime on the memory backend", () => {
+  it("two tasks of one program register, share the coordination service's keys, and leave through the shutdown barrier", async () => {
+    const clock = new VirtualClock();
+    const logger = new RecordingLogger();
+    const [chief, worker] = await startPair(clock, logger);
+    expect(logger.messages("info").filter((m) => m.includes("registering with the coordination service (in this process (memory cluster "))).toHaveLength(2);
+    expect(chief.coordination.generation).toBe(worker.coordination.generation);
+    await chief.coordination.insert("greeting", "hello");
+    expect(await worker.coordination.get("greeting")).toBe("hello");
+    const closed = await Promise.all([chief.close(), worker.close()]);
+    expect(closed).toEqual([undefined, undefined]);
+  });
+
+  it("a worker gone silent is declared failed after the heartbeat timeout of virtual time: the chief's runtime fails naming it", async () => {
+    const clock = new VirtualClock();
+    const [chief, worker] = await startPair(clock);
+    try {
+      let failure: unknown;
+      void chief.failed.then((e) => (failure = e));
+      // As a killed process: no leave, no more heartbeats.
+      await worker.coordination.close();
+      await clock.advanceSecs(3);
+      expect(failure).toBeUndefined();
+      await clock.advanceSecs(3);
+      expect(failure).toBeInstanceOf(UnavailableError);
+      expect((failure as UnavailableError).failure).toEqual({ kind: "declaredFailed", tasks: ["/job:worker/replica:0/task:0"] });
+    } finally {
+      await Promise.all([chief.finish(false), worker.finish(false)]);
+    }
+  });
+
+  it("is refused where each task runs in a process of its own, with the fix", () => {
+    expect(coordinationBackend("memory").singleProcess).toBe(true);
+    expect(processPerTaskProblem("memory", 3, "launch")).toBe(
+      "cluster.backend memory keeps the coordination state in this process, and launch starts each of the 3 tasks in a process of its own: use embedded or etcd, or start the tasks with startTask() in one program",
+    );
+    // One task needs nobody else's process.
+    expect(processPerTaskProblem("memory", 1, "monitored-session run")).toBeUndefined();
+    expect(processPerTaskProblem(undefined, 3, "launch")).toBeUndefined();
+    expect(processPerTaskProblem("etcd", 3, "launch")).toBeUndefined();
+  });
+});
