@@ -26,19 +26,17 @@
 
 import { systemClock, type Clock } from "../time/Clock.js";
 import type { ClusterSpec } from "../cluster/ClusterSpec.js";
-import type { CoordinationClient, CoordinationClientOptions } from "../cluster/coordination/CoordinationClient.js";
+import type { CoordinationClient } from "../cluster/coordination/CoordinationClient.js";
 import { defaultCoordinationTimeouts } from "../cluster/coordination/CoordinationConfig.js";
-import { coordinationBackend, servedByChief } from "../cluster/coordination/backends.js";
-import { chiefTaskOf, taskName } from "../cluster/coordination/identity.js";
+import { servedByChief } from "../cluster/coordination/backends.js";
+import { chiefTaskOf } from "../cluster/coordination/identity.js";
 import { grpcSessionTargetResolver } from "../cluster/grpcSessionTarget.js";
 import { ModelPublisher } from "../cluster/ModelPublisher.js";
-import { loadClusterToken } from "../cluster/security.js";
-import type { ServerOptions } from "../cluster/Server.js";
 import { parseAddress } from "../cluster/TfConfig.js";
 import { DEFAULT_COLLECTIVE_TIMEOUT_SECS } from "../session/Collective.js";
 import type { SessionRunHook } from "../hook/SessionRunHook.js";
 import { TcpCollective } from "../cluster/collective/TcpCollective.js";
-import { AbortedError, AlreadyExistsError, CancelledError, clusterFailureOf, DeadlineExceededError, InvalidArgumentError, OpError, UnauthenticatedError, UnavailableError, UnknownError } from "../errors.js";
+import { AbortedError, AlreadyExistsError, CancelledError, clusterFailureOf, DeadlineExceededError, OpError, UnavailableError, UnknownError } from "../errors.js";
 import { fromStatus } from "../cluster/coordination/status.js";
 import type { Logger } from "../Logger.js";
 import type { PreemptionClusterResolver, ReplicaStop } from "../preemption/PreemptionCluster.js";
@@ -46,7 +44,8 @@ import { TerminationNotices } from "../preemption/TerminationNotices.js";
 import { defaultSessionTargets, type SessionTargetRegistry, type SessionTargetResolver } from "../pipeline/SessionTarget.js";
 import { ChiefRecovery, isChiefLoss, MODEL_READY_KEY } from "./chiefRecovery.js";
 import { ChaosOpErrorHook, chaosGoodputDirOf, chaosOpErrorsOf } from "./chaosOpErrors.js";
-import { connectCurrent, timeoutsOf } from "./coordinationSetup.js";
+import { connectCurrent } from "./coordinationSetup.js";
+import { connectTask, registerTask, StartLeave, taskPlan, tellWhileStarting } from "./taskStart.js";
 import { LAUNCH_READY_ENV } from "./launchReady.js";
 import { launchStatusWriter, launchTaskName } from "./launchStatus.js";
 import type { ClusterTask } from "./clusterTask.js";
@@ -115,10 +114,7 @@ export interface ClusterRuntime extends PreemptionClusterResolver {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-/** A cluster that cannot start for a reason the user fixes (a port in use, a wrong token, bad cluster files): exit 2. */
-export class ClusterStartError extends Error {
-  override readonly name = "ClusterStartError";
-}
+export { ClusterStartError } from "./taskStart.js";
 
 /** Options of {@link startClusterTask}. */
 export interface StartClusterOptions {
@@ -143,11 +139,6 @@ export interface StartClusterOptions {
   readonly leave?: Promise<string> | undefined;
   readonly logger: Logger;
   readonly clock?: Clock;
-}
-
-/** The start of a task that left for a termination notice while it started (see `StartClusterOptions.leave`). */
-class StartLeftError extends CancelledError {
-  override readonly name: string = "StartLeftError";
 }
 
 /** The message every preemption report starts with. */
@@ -180,31 +171,16 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   const { logger } = options;
   const clock = options.clock ?? systemClock;
   const o = task.options;
-  const token = usage(() => loadClusterToken({ tokenFile: o.tokenFile, env: options.env }));
   // Under launch --chaos: the schedule's opError faults that hit this task, raised in its steps.
   const chaos = chaosOpErrorsOf(options.env);
-  const tls = o.tls;
   const spec = task.clusterSpec;
-  const tasks = spec.jobs.flatMap((job) => spec.taskIndices(job).map((i) => taskName(job, i)));
-  const me = taskName(task.taskType, task.taskIndex);
-  const timeouts = timeoutsOf(o.timeouts);
-  const clientOptions: CoordinationClientOptions = { task: me, tasks, isChief: task.isChief, timeouts, clock };
-  const serverOptions: ServerOptions = {
-    jobName: task.taskType,
-    taskIndex: task.taskIndex,
-    token,
-    tls,
-    bindAddress: o.bindAddress,
-    ...(o.timeouts?.serverStartTimeoutSecs === undefined ? {} : { startTimeoutMs: o.timeouts.serverStartTimeoutSecs * 1000 }),
-    ...(o.timeouts?.serverStopGraceSecs === undefined ? {} : { stopGraceMs: o.timeouts.serverStopGraceSecs * 1000 }),
-    logger,
-  };
-  const backend = usage(() => coordinationBackend(o.backend));
+  const plan = taskPlan(task, options.env, clock, logger);
+  const { me, tasks, others, token, timeouts } = plan;
+  const tls = o.tls;
   /** Tells the workers waiting for the chief's model that it is published (set once the client is registered). */
   let announcePublished: () => void = () => undefined;
   const publisher = task.isChief ? new ModelPublisher({ taskName: me, logger, onPublished: () => announcePublished() }) : undefined;
-  const services = publisher === undefined ? [] : [publisher.registration];
-  const connection = await serving(() => backend.connect({ spec, settings: o, clientOptions, serverOptions: { ...serverOptions, services }, clock, logger }));
+  const connection = await connectTask(task, plan, publisher === undefined ? [] : [publisher.registration], clock, logger);
   const { client, host } = connection;
   const stopServer = (): Promise<void> => connection.stop();
   // The host of the coordination service keeps serving it, after a clean exit, until the others left.
@@ -218,51 +194,16 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   };
   // While it drains, the host's client has left: it reports through the service itself.
   let draining = false;
-  /** Whether this task registered (every task did): a leave then tells the others. */
-  let registered = false;
-  /** Whether the start is over (the runtime is the caller's): a leave then does nothing here. */
-  let started = false;
-  const others = tasks.filter((t) => t !== me);
   /** How long a host that leaves waits for the others to hear its report before its service stops. */
   const tellBoundMs = 3 * (timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs);
   // A termination notice while the task starts: tell the others (once registered), then stop the start.
-  const leaving: Promise<never> =
-    options.leave === undefined
-      ? new Promise<never>(() => undefined)
-      : options.leave.then(async (what): Promise<never> => {
-          // Started already: the caller's runtime handles the notice.
-          if (started) return new Promise<never>(() => undefined);
-          if (registered) {
-            const report = preemptionReport(task.name, what);
-            // The host tells through its own service, and keeps it until the others heard (bounded).
-            if (host !== undefined) {
-              host.report(report, { final: true });
-              await host.waitUntilTold(others, tellBoundMs);
-            } else await client.reportErrorToCluster(report, { final: true }).catch(() => undefined);
-          }
-          throw new StartLeftError(`${task.name} left the cluster while it started: termination notice (${what})`);
-        });
-  leaving.catch(() => undefined);
-  /** `p`, unless this task leaves first. */
-  const unlessLeaving = <T>(p: Promise<T>): Promise<T> => Promise.race([p, leaving]);
+  const leave = new StartLeave({ leave: options.leave, name: task.name, tell: tellWhileStarting(client, host, others, tellBoundMs), report: (what) => preemptionReport(task.name, what) });
   /** A host whose service holds a final report (another task's leave, say) keeps it until the others heard it, before it stops. */
   const stopAfterTelling = async (): Promise<void> => {
     if (host?.hasFinalReport() === true) await host.waitUntilTold(others, tellBoundMs).catch(() => undefined);
     await stopServer();
   };
-  logger.info(
-    `Server of ${task.name} serving ${task.master}; registering with the coordination service (${connection.where}): waiting for ${tasks.length} task${tasks.length === 1 ? "" : "s"}.`,
-  );
-  try {
-    await unlessLeaving(connectCurrent(client, timeouts.registrationTimeoutMs ?? defaultCoordinationTimeouts.registrationTimeoutMs, clock, logger));
-  } catch (e) {
-    await client.close().catch(() => undefined);
-    await stopAfterTelling();
-    if (e instanceof UnauthenticatedError) throw new ClusterStartError(`${task.name}: the coordination service rejected this task's cluster token (${e.message}); give every task the same token (cluster.tokenFile or MONITORED_SESSION_CLUSTER_TOKEN)`);
-    throw e;
-  }
-  registered = true;
-  logger.info(`Every task of the cluster registered (generation ${client.generation ?? "?"}).`);
+  await registerTask(task, connection, plan, leave, stopAfterTelling, clock, logger);
   // The chief's model is published: a waiting worker hears it at once (see `publishWatched`).
   announcePublished = () => void insertOnce(client, MODEL_READY_KEY, client.incarnation).catch(() => undefined);
   if (publisher?.readiness().ready === true) announcePublished();
@@ -273,7 +214,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   let ring: TcpCollective | undefined;
   if (group !== undefined) {
     try {
-      collective = await unlessLeaving(joinCollective(client, group, { address: task.address, token, tls, timeoutSecs: o.collectiveTimeoutSecs, clock, logger }));
+      collective = await leave.unless(joinCollective(client, group, { address: task.address, token, tls, timeoutSecs: o.collectiveTimeoutSecs, clock, logger }));
     } catch (e) {
       group.abandon(e as Error);
       await client.close().catch(() => undefined);
@@ -282,7 +223,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     }
     group.attach(collective);
   }
-  started = true;
+  leave.started();
 
   // A worker that trains its own replica outlives its chief; a group outlives a lost worker.
   // Under `launch` no task restarts alone (launch restarts the group): nothing to wait for.
@@ -821,22 +762,3 @@ const recovering = (resolver: SessionTargetResolver, recovery: ChiefRecovery): S
   },
 });
 
-/** `f()`, its InvalidArgumentError (a bad file, a bad timeout) a {@link ClusterStartError}. */
-const usage = <T>(f: () => T): T => {
-  try {
-    return f();
-  } catch (e) {
-    if (e instanceof InvalidArgumentError) throw new ClusterStartError(e.message);
-    throw e;
-  }
-};
-
-/** Starts serving; a port in use (UnknownError from `start()`) or a bad address is a {@link ClusterStartError}. */
-const serving = async <T>(start: () => Promise<T>): Promise<T> => {
-  try {
-    return await start();
-  } catch (e) {
-    if (e instanceof UnknownError || e instanceof InvalidArgumentError) throw new ClusterStartError(e.message);
-    throw e;
-  }
-};
