@@ -6,7 +6,7 @@
  * @module
  */
 
-import { processPerTaskProblem } from "../cluster/coordination/backend.js";
+import { processPerTaskProblem } from "../cluster/coordination/backends.js";
 import type { Clock } from "../time/Clock.js";
 import type { Logger } from "../Logger.js";
 import type { MonitoredSession } from "../pipeline/MonitoredSession.js";

@@ -50,7 +50,7 @@ import { parseDocument } from "yaml";
 
 import { systemClock, type Clock, type TimerHandle } from "../time/Clock.js";
 import { ClusterConfigCodec, type ClusterConfig } from "../cluster/ClusterConfig.js";
-import { processPerTaskProblem } from "../cluster/coordination/backend.js";
+import { processPerTaskProblem } from "../cluster/coordination/backends.js";
 import { decode, formatIssue, show, type Issue } from "../codec.js";
 import { loopbackPorts, takenPorts } from "../cluster/loopbackPorts.js";
 import { MAX_ALIAS_COUNT } from "../config/index.js";
@@ -162,6 +162,13 @@ const DEFAULT_KILL_AFTER_SECS = 30;
 export const launchCommand = async (configPath: string, options: LaunchOptions, io: CliIo, command: TaskCommand = thisCommand()): Promise<number> => {
   if (!existsSync(configPath)) {
     usageLine(io, options, `monitored-session launch: the configuration file ${configPath} does not exist`);
+    return ExitCodes.usage;
+  }
+  // Each task's run would refuse it too, once per task and restart: say it once, before anything starts.
+  const backend = (peekConfig(configPath) as { cluster?: { backend?: unknown } } | undefined)?.cluster?.backend;
+  const perProcess = typeof backend === "string" ? processPerTaskProblem(backend, options.workers, "launch") : undefined;
+  if (perProcess !== undefined) {
+    usageLine(io, options, `monitored-session launch: ${configPath}: ${perProcess}`);
     return ExitCodes.usage;
   }
   const program: TaskProgram = {
@@ -663,12 +670,19 @@ const readLines = (input: NodeJS.ReadableStream | null | undefined, onLine: (lin
  * says none or cannot be read: the task's `run` reports a bad file itself (exit 2).
  */
 const preemptionCodeOf = (path: string): number => {
+  const code = (peekConfig(path) as { preemption?: { exitCode?: unknown } } | undefined)?.preemption?.exitCode;
+  return PreemptionExitCode.is(code) ? code : PREEMPTION_EXIT_CODE;
+};
+
+/**
+ * The configuration at `path` as plain data, for the few keys `launch` reads itself; `undefined`
+ * when it cannot be read or parsed (each task's `run` then says why).
+ */
+const peekConfig = (path: string): unknown => {
   try {
-    const value: unknown = parseDocument(readFileSync(path, "utf8")).toJS({ maxAliasCount: MAX_ALIAS_COUNT });
-    const code = (value as { preemption?: { exitCode?: unknown } } | null)?.preemption?.exitCode;
-    return PreemptionExitCode.is(code) ? code : PREEMPTION_EXIT_CODE;
+    return parseDocument(readFileSync(path, "utf8")).toJS({ maxAliasCount: MAX_ALIAS_COUNT }) ?? undefined;
   } catch {
-    return PREEMPTION_EXIT_CODE;
+    return undefined;
   }
 };
 
@@ -684,13 +698,9 @@ const withoutChaosEnv = (env: NodeJS.ProcessEnv): NodeJS.ProcessEnv => {
  * none or cannot be read (the task's `run` reports a bad file itself).
  */
 const logDirOf = (path: string): string | undefined => {
-  try {
-    const value = parseDocument(readFileSync(path, "utf8")).toJS({ maxAliasCount: MAX_ALIAS_COUNT }) as { summaries?: { dir?: unknown }; checkpoint?: { dir?: unknown } } | null;
-    const dir = value?.summaries?.dir ?? value?.checkpoint?.dir;
-    return typeof dir === "string" && dir !== "" ? resolve(dirname(resolve(path)), dir) : undefined;
-  } catch {
-    return undefined;
-  }
+  const value = peekConfig(path) as { summaries?: { dir?: unknown }; checkpoint?: { dir?: unknown } } | undefined;
+  const dir = value?.summaries?.dir ?? value?.checkpoint?.dir;
+  return typeof dir === "string" && dir !== "" ? resolve(dirname(resolve(path)), dir) : undefined;
 };
 
 /**

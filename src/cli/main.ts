@@ -97,5 +97,6 @@ process.stdout.write("", () => process.stderr.write("", () => process.exit(code)
  * a fresh start gives it.
  */
 async function preloadRun(): Promise<unknown> {
-  return Promise.allSettled([import("./program.js"), import("./run.js"), import("./clusterJoin.js"), import("../tfjs/backend.js")]);
+  // The default coordination backend's implementation too (its registration loads it only when a task connects).
+  return Promise.allSettled([import("./program.js"), import("./run.js"), import("./clusterJoin.js"), import("../cluster/coordination/embeddedConnect.js"), import("../tfjs/backend.js")]);
 }

@@ -19,7 +19,7 @@ import { extname, isAbsolute, posix, relative, resolve, sep } from "node:path";
 import { parse as parseYaml } from "yaml";
 
 import { ClusterConfigCodec } from "../cluster/ClusterConfig.js";
-import { processPerTaskProblem } from "../cluster/coordination/backend.js";
+import { processPerTaskProblem } from "../cluster/coordination/backends.js";
 import { decode, formatIssue } from "../codec.js";
 import { CheckpointConfigCodec, MAX_ALIAS_COUNT, PreemptionConfigCodec, SummariesConfigCodec } from "../config/index.js";
 import { kubernetesManifest, renderManifest, type CheckpointVolume, type PodProgram } from "../kubernetes/KubernetesManifest.js";
@@ -125,7 +125,8 @@ export const manifestCommand = async (config: string | undefined, command: reado
     const sections = decode(ManifestSections, parsed);
     if (isLeft(sections)) return usage(`${config}: ${sections.left.map(formatIssue).join("; ")}`);
     const c = sections.right;
-    const perPod = processPerTaskProblem(c.cluster?.backend, flags.workers, "a Kubernetes manifest");
+    // --etcd makes the pods' backend etcd, whatever the file says.
+    const perPod = etcdEndpoints === undefined ? processPerTaskProblem(c.cluster?.backend, flags.workers, "a Kubernetes manifest") : undefined;
     if (perPod !== undefined) return usage(`${config}: ${perPod}`);
     heartbeatTimeoutSecs = c.cluster?.timeouts?.heartbeatTimeoutSecs;
     preemptionGracePeriodSecs = c.preemption?.gracePeriodSecs;

@@ -37,6 +37,7 @@ import { settledWithin } from "../time/settledWithin.js";
 import { resolveTfConfig } from "../cluster/ClusterResolver.js";
 import { decodePodEnvironment, PeerNotResolvedError, waitForPodTfConfig } from "../cluster/PodClusterResolver.js";
 import { TF_CONFIG } from "../cluster/TfConfig.js";
+import { DEFAULT_COORDINATION_BACKEND } from "../cluster/coordination/backends.js";
 import { checkpointDirOf, ConfigError, lastStepOf, toMonitoredTrainingSessionOptions, type Job, type JobContext, type SessionRole, type TrainingConfig } from "../config/index.js";
 import { clusterFailureOf, InvalidArgumentError, ModelMismatchError, ValueError } from "../errors.js";
 import type { Logger, LogLevel } from "../Logger.js";
@@ -753,7 +754,7 @@ const WHY_A_PEER_LEFT_MS = 5_000;
 
 /** One line on the task: `chief:0, the chief of 3 training tasks (grpc://127.0.0.1:2222; coordination: embedded)`. */
 const describeTask = (task: ClusterTask): string =>
-  `${task.name}, ${task.isChief ? "the chief" : "a worker"} of ${task.numWorkers} training task${task.numWorkers === 1 ? "" : "s"} (${task.master}; coordination: ${task.options.backend ?? "embedded"})`;
+  `${task.name}, ${task.isChief ? "the chief" : "a worker"} of ${task.numWorkers} training task${task.numWorkers === 1 ? "" : "s"} (${task.master}; coordination: ${task.options.backend ?? DEFAULT_COORDINATION_BACKEND})`;
 
 /** `Name: first line of the message`. */
 const describeError = (e: unknown): string => (e instanceof Error ? `${e.name}: ${e.message.split("\n")[0] ?? ""}` : String(e));

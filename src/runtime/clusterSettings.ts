@@ -51,16 +51,25 @@ export const clusterSettingsFromEnv = (env: NodeJS.ProcessEnv = process.env, bas
   } catch (e) {
     throw new ValueError(`invalid ${CLUSTER_SETTINGS_ENV}: not valid JSON (${(e as Error).message}); set it to the cluster: section as JSON, e.g. {"backend":"embedded"}`);
   }
-  return pipe(
-    decode(ClusterConfigCodec, json),
+  return withAbsolutePaths(checkedClusterSettings(json, CLUSTER_SETTINGS_ENV), baseDir);
+};
+
+/**
+ * `section` checked as a `cluster:` section (each key's codec, the chosen backend's rules, no
+ * other backend's settings), as a configuration file's is.
+ *
+ * @throws ValueError `invalid <what>: ` and every problem with its path, on one line.
+ */
+export const checkedClusterSettings = (section: unknown, what: string): ClusterConfig =>
+  pipe(
+    decode(ClusterConfigCodec, section),
     E.match(
       (issues) => {
-        throw new ValueError(`invalid ${CLUSTER_SETTINGS_ENV}: ${issues.map(formatIssue).join("; ")}`);
+        throw new ValueError(`invalid ${what}: ${issues.map(formatIssue).join("; ")}`);
       },
-      (settings) => withAbsolutePaths(settings, baseDir),
+      (settings) => settings,
     ),
   );
-};
 
 /** The environment a task needs to read `settings` back (see {@link clusterSettingsFromEnv}). */
 export const clusterSettingsEnv = (settings: ClusterConfig): Record<string, string> => ({ [CLUSTER_SETTINGS_ENV]: JSON.stringify(settings) });

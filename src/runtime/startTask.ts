@@ -39,7 +39,7 @@ import { TF_CONFIG } from "../cluster/TfConfig.js";
 import { clusterFailureOf, ValueError } from "../errors.js";
 import { defaultLogger, type Logger } from "../Logger.js";
 import { startClusterTask, type ClusterRuntime } from "./clusterRuntime.js";
-import { clusterSettingsFromEnv, withAbsolutePaths } from "./clusterSettings.js";
+import { checkedClusterSettings, clusterSettingsFromEnv, withAbsolutePaths } from "./clusterSettings.js";
 import { clusterTaskFrom, type ClusterTask } from "./clusterTask.js";
 import { LAUNCH_READY_ENV, LAUNCH_READY_LINE } from "./launchReady.js";
 import { launchStatusWriter, launchTaskName, type LaunchStatusWriter } from "./launchStatus.js";
@@ -74,7 +74,11 @@ export interface StartTaskOptions {
    * `monitored-session/cluster`, or your own); default: resolved from TF_CONFIG in `env`.
    */
   readonly resolver?: ResolvedCluster | undefined;
-  /** The `cluster:` settings (default: `MONITORED_SESSION_CLUSTER`, else the defaults: embedded backend, no token, plaintext). */
+  /**
+   * The `cluster:` settings (default: `MONITORED_SESSION_CLUSTER`, else the defaults: embedded
+   * backend, no token, plaintext). Checked as a configuration file's section is: an unknown or
+   * misspelled key is a `ValueError` naming it.
+   */
   readonly settings?: ClusterConfig | undefined;
   /**
    * Join the replica group of synchronous data-parallel training (every training task, the
@@ -133,7 +137,8 @@ export const startTask = async (options: StartTaskOptions = {}): Promise<TaskRun
         `startTask: ${TF_CONFIG} is not set, so this process is not a task of a cluster; run it under \`monitored-session launch --workers N -- <command>\`, set ${TF_CONFIG} on each task (docs/distributed.md), or start it from \`monitored-session manifest kubernetes\` (docs/kubernetes.md)`,
       );
     }
-    const settings = options.settings === undefined ? (clusterSettingsFromEnv(env) ?? {}) : withAbsolutePaths(options.settings, process.cwd());
+    // Settings given in code are checked as a file's are (a misspelled backend setting is not ignored).
+    const settings = options.settings === undefined ? (clusterSettingsFromEnv(env) ?? {}) : withAbsolutePaths(checkedClusterSettings(options.settings, "startTask settings"), process.cwd());
     const resolved = options.resolver ?? resolveTfConfig(tfConfig as NonNullable<typeof tfConfig>);
     const dataParallel = options.dataParallel ?? settings.dataParallel ?? false;
     const joined = await joinAsTask({

@@ -11,7 +11,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { TensorBundleReader } from "../../src/checkpoint/index.js";
 import { eventFiles, readEvents } from "../summary/decoder.js";
 import { cli, cliInProcess, linearJob as job, root } from "../util/cli.js";
-import { startCli } from "../util/cliChild.js";
+import { freePorts, startCli } from "../util/cliChild.js";
 
 describe("monitored-session CLI", () => {
   let dir: string;
@@ -49,6 +49,22 @@ describe("monitored-session CLI", () => {
     expect(r.code, r.stderr).toBe(0);
     const kept = readdirSync(join(dir, "ckpt")).filter((f) => f.endsWith(".index")).map((f) => Number(/-(\d+)\.index$/.exec(f)?.[1])).sort((a, b) => a - b);
     expect(kept).toEqual([0, 5, 10, 11, 12]);
+  });
+
+  it("run: cluster.backend names a plugin's coordination backend, which the task joins (its setting and its rule checked first)", async () => {
+    const config = join(dir, "train.yaml");
+    const plugin = join(root, "test/fixtures/cli/backend-plugin.ts");
+    const [port] = await freePorts(1);
+    const env = { TF_CONFIG: JSON.stringify({ cluster: { chief: [`127.0.0.1:${port as number}`] }, task: { type: "chief", index: 0 } }) };
+    await writeFile(config, `module: ${job}\nplugins: [${plugin}]\ncheckpoint:\n  dir: ckpt\ncluster:\n  backend: relay\nlastStep: 5\nlogStepCountSteps: 0\n`);
+    const refused = await cli(["run", config], env);
+    expect(refused.code, refused.stderr).toBe(2);
+    expect(refused.stderr).toContain("cluster.relayName: backend relay needs relayName");
+    await writeFile(config, `module: ${job}\nplugins: [${plugin}]\ncheckpoint:\n  dir: ckpt\ncluster:\n  backend: relay\n  relayName: r1\nlastStep: 5\nlogStepCountSteps: 0\n`);
+    const r = await cli(["run", config], env);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain("registering with the coordination service (the relay r1): waiting for 1 task.");
+    expect(r.stderr).toContain("coordination: relay)");
   });
 
   it("run: a second run on a checkpoint directory in use exits 2 with one line naming the holder, and writes nothing", async () => {

@@ -8,6 +8,7 @@ import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { resolveCluster } from "../../src/cluster/ClusterResolver.js";
 import { coordinationBackend, processPerTaskProblem } from "../../src/cluster/coordination/backends.js";
+import { joinMemoryCluster } from "../../src/cluster/coordination/memory/memoryConnect.js";
 import { UnavailableError } from "../../src/errors.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
@@ -65,5 +66,34 @@ describe("the task runtime on the memory backend", () => {
     expect(processPerTaskProblem("memory", 1, "monitored-session run")).toBeUndefined();
     expect(processPerTaskProblem(undefined, 3, "launch")).toBeUndefined();
     expect(processPerTaskProblem("etcd", 3, "launch")).toBeUndefined();
+  });
+});
+
+describe("the memory backend's in-process clusters", () => {
+  it("refuses a task that names a cluster in use with other tasks, another clock or another heartbeat timeout; a lost service names the memory backend, not the chief's", async () => {
+    const name = randomUUID();
+    const clock = new VirtualClock();
+    const tasks = ["/job:chief/replica:0/task:0", "/job:worker/replica:0/task:0"];
+    const member = joinMemoryCluster(name, { task: tasks[0] as string, tasks, isChief: true }, clock);
+    try {
+      expect(() => joinMemoryCluster(name, { task: "/job:chief/replica:0/task:0", tasks: ["/job:chief/replica:0/task:0"], isChief: true }, clock)).toThrow(
+        `memory cluster ${name} is in use in this process, and its tasks are ["/job:chief/replica:0/task:0","/job:worker/replica:0/task:0"], not ["/job:chief/replica:0/task:0"]: give each cluster its own cluster.memoryCluster, and every task of one cluster the same settings and clock`,
+      );
+      expect(() => joinMemoryCluster(name, { task: tasks[1] as string, tasks, isChief: false }, new VirtualClock())).toThrow(/and its tasks run on another clock: /);
+      expect(() => joinMemoryCluster(name, { task: tasks[1] as string, tasks, isChief: false, timeouts: { heartbeatTimeoutMs: 4000 } }, clock)).toThrow(
+        /and its heartbeat timeout is the default ms, not 4000: /,
+      );
+      // The last member gone, the service is: a call of a client kept meanwhile says which backend's service went.
+      const worker = joinMemoryCluster(name, { task: tasks[1] as string, tasks, isChief: false }, clock);
+      await Promise.all([member.client.connect(), worker.client.connect()]);
+      member.leave();
+      worker.leave();
+      const e = await worker.client.tryGet("x").catch((x: unknown) => x);
+      expect(e).toBeInstanceOf(UnavailableError);
+      expect((e as UnavailableError).failure).toEqual({ kind: "serviceGone", backend: "memory" });
+      await Promise.all([member.client.close(), worker.client.close()]);
+    } finally {
+      member.leave();
+    }
   });
 });

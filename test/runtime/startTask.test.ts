@@ -37,6 +37,13 @@ describe("startTask", () => {
     ).rejects.toThrow(/^invalid MONITORED_SESSION_CLUSTER: backend: .*; timeouts\.heartbeatTimeoutSecs: /);
   });
 
+  it("settings given in code are checked as a file's are: a misspelled backend setting is a ValueError naming it, before anything starts", async () => {
+    const tfConfig = JSON.stringify({ cluster: { chief: ["127.0.0.1:1"] }, task: { type: "chief", index: 0 } });
+    const e = await startTask({ env: { TF_CONFIG: tfConfig }, settings: { backend: "memory", memoryClustr: "a" }, logger: silentLogger }).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(ValueError);
+    expect((e as Error).message).toMatch(/^invalid startTask settings: memoryClustr: unknown field "memoryClustr" \(did you mean "memoryCluster"\?\)/);
+  });
+
   it("the settings round-trip through the environment, their file paths made absolute", () => {
     const env = clusterSettingsEnv({ backend: "etcd", etcdEndpoints: ["http://127.0.0.1:2379"], tokenFile: "secrets/token" });
     expect(clusterSettingsFromEnv(env, "/base")).toEqual({ backend: "etcd", etcdEndpoints: ["http://127.0.0.1:2379"], tokenFile: "/base/secrets/token" });

@@ -63,6 +63,10 @@ export const resolveCoordinationTimeouts = (
   overrides: Partial<CoordinationTimeouts> = {},
   backend: { readonly name: string; readonly heartbeat?: HeartbeatFloor | undefined } = { name: "embedded" },
 ): CoordinationTimeouts => {
+  // A name from plain JavaScript would skip the backend's heartbeat floor without a word.
+  if (typeof backend !== "object" || backend === null) {
+    throw new InvalidArgumentError(`resolveCoordinationTimeouts: pass the backend's registration (coordinationBackend(${JSON.stringify(backend)})), not its name`);
+  }
   const timeoutMs = overrides.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs;
   const t: CoordinationTimeouts = {
     ...defaultCoordinationTimeouts,

@@ -16,6 +16,7 @@
 import { systemClock, type Clock, type TimerHandle } from "../../time/Clock.js";
 import {
   AbortedError,
+  type ClusterFailure,
   AlreadyExistsError,
   DeadlineExceededError,
   ErrorCode,
@@ -97,6 +98,11 @@ export interface EmbeddedCoordinationServiceOptions {
    */
   readonly stallToleranceMs?: number;
   readonly clock?: Clock;
+  /**
+   * The backend whose service this is, named in its `serviceGone` failures (default
+   * `embedded`; the memory backend's says `memory`, whose loss is not its chief's).
+   */
+  readonly backend?: string;
 }
 
 interface Pending {
@@ -171,7 +177,11 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
   private checkTimer: TimerHandle | undefined;
   private nextCheckAt = 0;
 
+  /** The failure of a call to this service once it is gone. */
+  private readonly gone: ClusterFailure;
+
   constructor(options: EmbeddedCoordinationServiceOptions = {}) {
+    this.gone = options.backend === undefined ? EMBEDDED_SERVICE_GONE : { kind: "serviceGone", backend: options.backend };
     this.clock = options.clock ?? systemClock;
     this.heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs;
     this.checkMs = options.stalenessCheckMs ?? Math.min(1000, this.heartbeatTimeoutMs / 4);
@@ -333,7 +343,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
   private reportFinal(req: CallerIdentity, reported: () => OpError): void {
     this.checkOpen();
     if (req.serviceId !== this.serviceId) {
-      throw new UnavailableError(`task ${req.task} registered with a coordination service that is gone (it restarted and lost its state); its report cannot be taken`, { failure: EMBEDDED_SERVICE_GONE });
+      throw new UnavailableError(`task ${req.task} registered with a coordination service that is gone (it restarted and lost its state); its report cannot be taken`, { failure: this.gone });
     }
     if (this.incarnations.get(req.task) !== req.incarnation) {
       throw new AbortedError(`task ${req.task} (incarnation ${req.incarnation}) is not registered with this coordination service; its report cannot be taken`);
@@ -443,7 +453,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
   }
 
   private stoppedError(): UnavailableError {
-    return new UnavailableError("the coordination service stopped (its host exited); its state is lost", { failure: EMBEDDED_SERVICE_GONE });
+    return new UnavailableError("the coordination service stopped (its host exited); its state is lost", { failure: this.gone });
   }
 
   private checkOpen(): void {
@@ -469,7 +479,7 @@ export class EmbeddedCoordinationService implements CoordinationServiceApi {
     if (req.serviceId !== this.serviceId) {
       throw new UnavailableError(
         `task ${req.task} registered with a coordination service that is gone (it restarted and lost its state); connect again`,
-        { failure: EMBEDDED_SERVICE_GONE },
+        { failure: this.gone },
       );
     }
     const g = this.current;

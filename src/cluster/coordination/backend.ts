@@ -121,12 +121,35 @@ export interface CoordinationBackendDefinition {
 const backends = new Map<string, CoordinationBackendDefinition>();
 let version = 0;
 
+/**
+ * The `cluster:` keys no backend may declare as its setting: the section's own (read by every
+ * backend) and those that would describe the cluster itself (TF_CONFIG's).
+ */
+export const RESERVED_SECTION_KEYS: readonly string[] = [
+  "backend",
+  "tokenFile",
+  "tls",
+  "bindAddress",
+  "timeouts",
+  "dataParallel",
+  "collectiveTimeoutSecs",
+  "cluster",
+  "clusterSpec",
+  "spec",
+  "jobs",
+  "task",
+  "tfConfig",
+  "TF_CONFIG",
+];
+
 /** The backend a section without `backend:` uses. */
 export const DEFAULT_COORDINATION_BACKEND = "embedded";
 
 /**
  * Registers `backend` under its name (once per name: a second registration is an error naming
- * the first). A backend's settings may not reuse a key of another backend's.
+ * the first). A backend's settings may not reuse a key of another backend's, nor one of
+ * {@link RESERVED_SECTION_KEYS}. Register before the configuration is read: in `run`, from a
+ * module the configuration's `plugins:` lists.
  *
  * @throws InvalidArgumentError for a bad or taken name, or a taken setting.
  */
@@ -136,6 +159,7 @@ export const registerCoordinationBackend = (backend: CoordinationBackendDefiniti
   }
   if (backends.has(backend.name)) throw new InvalidArgumentError(`registerCoordinationBackend: a backend named ${backend.name} is registered already; choose another name`);
   for (const key of Object.keys(backend.settings ?? {})) {
+    if (RESERVED_SECTION_KEYS.includes(key)) throw new InvalidArgumentError(`registerCoordinationBackend: setting ${key} of backend ${backend.name} is a key of the cluster: section itself; prefix it with the backend's name`);
     const owner = [...backends.values()].find((b) => Object.hasOwn(b.settings ?? {}, key));
     if (owner !== undefined) throw new InvalidArgumentError(`registerCoordinationBackend: setting ${key} of backend ${backend.name} is backend ${owner.name}'s already; prefix it with the backend's name`);
   }

@@ -7,13 +7,15 @@
 import { isLeft } from "fp-ts/lib/Either.js";
 import * as t from "io-ts";
 import { describe, expect, it } from "vitest";
-import { ClusterConfigCodec } from "../../../src/cluster/ClusterConfig.js";
+import { ClusterConfigCodec, ClusterConfigReference } from "../../../src/cluster/ClusterConfig.js";
 import {
   backendSettings,
   type CoordinationBackendDefinition,
   coordinationBackend,
   coordinationBackendNames,
+  coordinationBackends,
   registerCoordinationBackend,
+  RESERVED_SECTION_KEYS,
   servedByChief,
 } from "../../../src/cluster/coordination/backends.js";
 import { decode, formatIssue, optional } from "../../../src/codec.js";
@@ -51,7 +53,19 @@ describe("the coordination backend registry", () => {
     expect(() => registerCoordinationBackend({ ...toy, name: "toy2", settings: { etcdPrefix: optional(t.string, "x") } })).toThrow(
       "registerCoordinationBackend: setting etcdPrefix of backend toy2 is backend etcd's already; prefix it with the backend's name",
     );
+    expect(() => registerCoordinationBackend({ ...toy, name: "toy3", settings: { tls: optional(t.string, "x") } })).toThrow(
+      "registerCoordinationBackend: setting tls of backend toy3 is a key of the cluster: section itself; prefix it with the backend's name",
+    );
+    expect(() => registerCoordinationBackend({ ...toy, name: "toy4", settings: { jobs: optional(t.string, "x") } })).toThrow(/setting jobs of backend toy4 is a key of the cluster: section itself/);
     expect(coordinationBackendNames()).not.toContain("toy2");
+    expect(coordinationBackendNames()).not.toContain("toy3");
+  });
+
+  it("every key of the section that no backend declared is reserved (a backend cannot take it over)", () => {
+    const settings = new Set(coordinationBackends().flatMap((b) => Object.keys(b.settings ?? {})));
+    const own = Object.keys(ClusterConfigReference.fields).filter((k) => !settings.has(k));
+    expect(own.length).toBeGreaterThan(5);
+    for (const key of own) expect(RESERVED_SECTION_KEYS).toContain(key);
   });
 
   it("a backend's settings belong to it: another backend's section that gives one names the backend to set", () => {

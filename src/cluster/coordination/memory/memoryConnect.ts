@@ -13,6 +13,7 @@ import type { CoordinationClient, CoordinationClientOptions } from "../Coordinat
 import { EmbeddedCoordinationClient, inProcessTransport } from "../EmbeddedCoordinationClient.js";
 import { EmbeddedCoordinationService } from "../EmbeddedCoordinationService.js";
 import { clusterFingerprint } from "../identity.js";
+import { InvalidArgumentError } from "../../../errors.js";
 
 /** A task's place in an in-process cluster. */
 export interface MemoryMember {
@@ -21,18 +22,44 @@ export interface MemoryMember {
   leave(): void;
 }
 
-/** The services of this process, by in-process cluster name, and how many tasks use each. */
-const clusters = new Map<string, { readonly service: EmbeddedCoordinationService; members: number }>();
+/** An in-process cluster: its service, whose tasks on which clock, and how many tasks use it. */
+interface MemoryCluster {
+  readonly service: EmbeddedCoordinationService;
+  readonly tasks: string;
+  readonly clock: Clock;
+  readonly heartbeatTimeoutMs: number | undefined;
+  members: number;
+}
+
+/** The services of this process, by in-process cluster name. */
+const clusters = new Map<string, MemoryCluster>();
 
 /**
  * Joins (or starts) the in-process cluster `name`. The first member's clock and heartbeat
- * timeout are the service's (the tasks of one process share them).
+ * timeout are the service's; a task that names the same cluster with other tasks, another clock
+ * or another heartbeat timeout is refused (two clusters would share one service's generations).
+ *
+ * @throws InvalidArgumentError naming the difference and the fix.
  */
 export const joinMemoryCluster = (name: string, clientOptions: CoordinationClientOptions, clock: Clock): MemoryMember => {
+  const tasks = JSON.stringify([...clientOptions.tasks].sort());
+  const heartbeatTimeoutMs = clientOptions.timeouts?.heartbeatTimeoutMs;
   let entry = clusters.get(name);
+  if (entry !== undefined) {
+    const differs =
+      entry.tasks !== tasks
+        ? `its tasks are ${entry.tasks}, not ${tasks}`
+        : entry.clock !== clock
+          ? "its tasks run on another clock"
+          : entry.heartbeatTimeoutMs !== heartbeatTimeoutMs
+            ? `its heartbeat timeout is ${entry.heartbeatTimeoutMs ?? "the default"} ms, not ${heartbeatTimeoutMs ?? "the default"}`
+            : undefined;
+    if (differs !== undefined) {
+      throw new InvalidArgumentError(`memory cluster ${name} is in use in this process, and ${differs}: give each cluster its own cluster.memoryCluster, and every task of one cluster the same settings and clock`);
+    }
+  }
   if (entry === undefined) {
-    const heartbeatTimeoutMs = clientOptions.timeouts?.heartbeatTimeoutMs;
-    entry = { service: new EmbeddedCoordinationService({ clock, ...(heartbeatTimeoutMs === undefined ? {} : { heartbeatTimeoutMs }) }), members: 0 };
+    entry = { service: new EmbeddedCoordinationService({ clock, backend: "memory", ...(heartbeatTimeoutMs === undefined ? {} : { heartbeatTimeoutMs }) }), tasks, clock, heartbeatTimeoutMs, members: 0 };
     clusters.set(name, entry);
   }
   let client: EmbeddedCoordinationClient;
