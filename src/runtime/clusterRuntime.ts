@@ -28,12 +28,9 @@ import { systemClock, type Clock } from "../time/Clock.js";
 import type { ClusterSpec } from "../cluster/ClusterSpec.js";
 import type { CoordinationClient } from "../cluster/coordination/CoordinationClient.js";
 import { defaultCoordinationTimeouts } from "../cluster/coordination/CoordinationConfig.js";
-import { servedByChief } from "../cluster/coordination/backends.js";
 import { chiefTaskOf } from "../cluster/coordination/identity.js";
 import { grpcSessionTargetResolver } from "../cluster/grpcSessionTarget.js";
 import { ModelPublisher } from "../cluster/ModelPublisher.js";
-import { parseAddress } from "../cluster/TfConfig.js";
-import { DEFAULT_COLLECTIVE_TIMEOUT_SECS } from "../session/Collective.js";
 import type { SessionRunHook } from "../hook/SessionRunHook.js";
 import { TcpCollective } from "../cluster/collective/TcpCollective.js";
 import { AbortedError, AlreadyExistsError, CancelledError, clusterFailureOf, DeadlineExceededError, OpError, UnavailableError, UnknownError } from "../errors.js";
@@ -46,11 +43,13 @@ import { ChiefRecovery, isChiefLoss, MODEL_READY_KEY } from "./chiefRecovery.js"
 import { ChaosOpErrorHook, chaosGoodputDirOf, chaosOpErrorsOf } from "./chaosOpErrors.js";
 import { connectCurrent } from "./coordinationSetup.js";
 import { connectTask, registerTask, StartLeave, taskPlan, tellWhileStarting } from "./taskStart.js";
+import { failGroup, joinCollective } from "./collectiveJoin.js";
+import { lostOf, watchCluster } from "./failureWatch.js";
 import { LAUNCH_READY_ENV } from "./launchReady.js";
 import { launchStatusWriter, launchTaskName } from "./launchStatus.js";
 import type { ClusterTask } from "./clusterTask.js";
 import { GroupRejoin } from "./groupRejoin.js";
-import { ReplicaGroupError, type ReplicaGroup } from "./replicaGroup.js";
+import type { ReplicaGroup } from "./replicaGroup.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -153,8 +152,6 @@ const DEFAULT_DRAIN_TIMEOUT_MS = 3_600_000;
 /** How long a worker waits for its chief by default (`monitoredTrainingSession`'s `maxWaitSecs`). */
 const DEFAULT_MAX_WAIT_SECS = 7200;
 
-/** The key the watch waits on: nobody writes it. */
-const WATCH_KEY = "monitored-session/run/watch";
 
 // ---------------------------------------------------------------------------------------------
 // operations
@@ -318,7 +315,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           }
           await group.reform(e);
         };
-  const failed = watch(client, () => finishing, recovery, lost);
+  const failed = watchCluster(client, () => finishing, recovery, lost);
   // Another rank's preemption report reached this one: nothing more to tell.
   failed.then((e) => void (clusterFailureOf(e)?.kind === "preemption" && (preemptionTold = true)), () => undefined);
   // Nobody may be listening: the failure is read when the run loop asks.
@@ -540,12 +537,6 @@ const relayedPreemptionReport = (task: string, what: string): CancelledError =>
     failure: { kind: "preemption", reporter: task, notice: what },
   });
 
-/** The tasks the cluster's failure `e` finds lost: those declared failed; the chief (`chief`, on a worker) when the service it hosts is gone. */
-const lostOf = (e: OpError, chief: string | undefined): readonly string[] => {
-  const f = e.failure;
-  if (f?.kind === "declaredFailed") return f.tasks;
-  return f?.kind === "serviceGone" && servedByChief(f.backend) && chief !== undefined ? [chief] : [];
-};
 
 /** Resolves as the group's next re-form does, if one starts within `ms`; else rejects with `error`. */
 const reformWithin = (group: ReplicaGroup, error: Error, ms: number, clock: Clock): Promise<void> =>
@@ -561,138 +552,6 @@ const reformWithin = (group: ReplicaGroup, error: Error, ms: number, clock: Cloc
       group.reform(error).then(ok, fail);
     });
   });
-
-/** Where each rank publishes its data-plane address and incarnation, per generation. */
-const COLLECTIVE_KEY = "monitored-session/run/collective";
-
-/** What {@link joinCollective} needs besides the client and the group. */
-interface JoinOptions {
-  /** This task's TF_CONFIG address: the data plane binds its host (any free port). */
-  readonly address: string;
-  readonly token: string | undefined;
-  readonly tls: ClusterTask["options"]["tls"];
-  readonly timeoutSecs: number | undefined;
-  readonly clock: Clock;
-  readonly logger: Logger;
-}
-
-/**
- * Builds the group's `TcpCollective`: binds a port on this task's host, publishes its address and
- * incarnation under the current generation, reads every other rank's (a blocking get with the
- * collective's deadline), and connects the ring. A peer of another generation or incarnation is
- * refused by the collective's handshake.
- */
-const joinCollective = async (client: CoordinationClient, group: ReplicaGroup, o: JoinOptions): Promise<TcpCollective> => {
-  const generation = client.generation ?? 0;
-  const host = (parseAddress(o.address) as { host: string }).host;
-  const timeoutSecs = o.timeoutSecs ?? DEFAULT_COLLECTIVE_TIMEOUT_SECS;
-  // By rank: task names contain slashes, which keys use as separators.
-  const keyOf = (task: string): string => `${COLLECTIVE_KEY}/${generation}/rank${group.tasks.indexOf(task)}`;
-  const mine = group.tasks[group.rank] as string;
-  const others = group.tasks.filter((t) => t !== mine);
-  const gather = (what: string): Promise<string[]> =>
-    Promise.all(group.tasks.map((t) => (t === mine ? Promise.resolve("") : client.get(`${keyOf(t)}/${what}`, { timeoutMs: timeoutSecs * 1000 }))));
-  // First the incarnations (known at registration), so that the collective refuses any other.
-  await client.insert(`${keyOf(mine)}/incarnation`, client.incarnation);
-  const incarnations = await gather("incarnation");
-  const collective = new TcpCollective({
-    rank: group.rank,
-    addresses: group.tasks.map(() => `${host.includes(":") ? `[${host}]` : host}:0`),
-    tasks: group.tasks,
-    generation,
-    incarnation: client.incarnation,
-    peerIncarnations: incarnations.map((inc, r) => (r === group.rank ? undefined : inc)),
-    token: o.token,
-    tls: o.tls,
-    collectiveTimeoutSecs: timeoutSecs,
-    connectTimeoutSecs: timeoutSecs,
-    clock: o.clock,
-    logger: o.logger,
-  });
-  try {
-    const bound = await collective.listen();
-    await client.insert(`${keyOf(mine)}/address`, bound);
-    const addresses = await gather("address");
-    addresses[group.rank] = bound;
-    await collective.connect(addresses);
-  } catch (e) {
-    await collective.close().catch(() => undefined);
-    throw e;
-  }
-  // As the server's line says it: what protects the data plane (the collective's own links).
-  const secured = `${o.tls === undefined ? "" : "; TLS"}${o.token === undefined ? "" : "; token required"}`;
-  o.logger.info(`Joined the replica group: rank ${group.rank} of ${group.size} (${others.length === 0 ? "alone" : `with ${others.join(", ")}`}${secured}; collective deadline ${timeoutSecs} s, cluster.collectiveTimeoutSecs).`);
-  return collective;
-};
-
-/**
- * Tells the group of the cluster's failure `e`: a preemption report is this rank's stop vote once
- * the group trains (every rank stops after the same step), and cancels its collectives before
- * (CancelledError: the ranks exit with the preemption code); anything else fails them with
- * UnavailableError naming the failed task (the first rank the message names, else the message itself).
- */
-const failGroup = (group: ReplicaGroup, e: Error): void => {
-  if (clusterFailureOf(e)?.kind === "preemption") {
-    // Every rank trains: the next step's vote stops them all at one boundary (the chief saves).
-    // Before that, the reporter may leave without ever stepping: cancel instead.
-    if (group.joined) group.requestStop();
-    else void group.close();
-    return;
-  }
-  const mine = group.tasks[group.rank];
-  const f = clusterFailureOf(e);
-  const named = (f?.kind === "declaredFailed" ? f.tasks : f?.kind === "peerLost" ? [f.task] : f?.kind === "reported" ? [f.reporter] : []).filter((t) => t !== mine && group.tasks.includes(t));
-  // A reported error keeps its class and code on every rank (a ResourceExhaustedError stays one); anything else is the cluster's unavailability.
-  const error = e instanceof UnavailableError || (e instanceof OpError && f?.kind === "reported") ? e : new UnavailableError(`the cluster failed: ${e.message}`, { cause: e });
-  const others = group.tasks.filter((t) => t !== mine);
-  for (const t of named.length > 0 ? named : others.slice(0, 1)) group.onPeerFailed(t, error);
-};
-
-/**
- * Waits on a key nobody writes, again after each timeout: the coordination client rejects the
- * wait as soon as the cluster fails. Rejections after `finishing()` (the task left) are not
- * failures. With a `recovery`, a loss of the chief is waited out: the failure is the recovery's
- * (the chief did not come back in time, or a termination notice). With `lost` (a data-parallel
- * group that waits for a lost worker), each failure goes there first: the watch goes on once the
- * group re-formed, and reports what `lost` rejects with.
- */
-const watch = async (
-  client: CoordinationClient,
-  finishing: () => boolean,
-  recovery: ChiefRecovery | undefined,
-  lost: ((e: OpError) => Promise<void>) | undefined,
-): Promise<OpError> => {
-  for (;;) {
-    const generation = client.generation;
-    try {
-      await client.get(WATCH_KEY);
-    } catch (e) {
-      if (e instanceof DeadlineExceededError) continue;
-      if (finishing()) return new Promise<OpError>(() => undefined);
-      let error = e;
-      // A group that waits for its lost ranks: watch again once it re-formed (a new generation).
-      if (lost !== undefined && clusterFailureOf(e)?.kind !== "preemption" && e instanceof OpError) {
-        try {
-          await lost(e);
-          continue;
-        } catch (f) {
-          if (finishing()) return new Promise<OpError>(() => undefined);
-          error = f instanceof ReplicaGroupError ? f.cause : f;
-        }
-      }
-      if (recovery?.isChiefLoss(e) === true) {
-        try {
-          await recovery.recover(e as OpError, generation);
-          continue;
-        } catch (f) {
-          if (finishing()) return new Promise<OpError>(() => undefined);
-          error = f;
-        }
-      }
-      return error instanceof OpError ? error : new UnknownError(String(error));
-    }
-  }
-};
 
 /**
  * `resolver`, its chief model told of the chief's publish by the coordination service (a watch on
