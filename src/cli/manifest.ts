@@ -125,8 +125,11 @@ export const manifestCommand = async (config: string | undefined, command: reado
     const sections = decode(ManifestSections, parsed);
     if (isLeft(sections)) return usage(`${config}: ${sections.left.map(formatIssue).join("; ")}`);
     const c = sections.right;
-    // --etcd makes the pods' backend etcd, whatever the file says.
-    const perPod = etcdEndpoints === undefined ? processPerTaskProblem(c.cluster?.backend, flags.workers, "a Kubernetes manifest") : undefined;
+    // The pods run the file's section with the flags' settings written over it (podConfigText):
+    // check that section as each pod's `run` will (--etcd makes the backend etcd, whatever the file says).
+    const podSection = decode(ClusterConfigCodec, { ...(c.cluster ?? {}), ...settings });
+    if (isLeft(podSection)) return usage(`${config}: the pods' cluster: section (the file's, with the flags' settings over it): ${podSection.left.map(formatIssue).join("; ")}`);
+    const perPod = processPerTaskProblem(podSection.right.backend, flags.workers, "a Kubernetes manifest");
     if (perPod !== undefined) return usage(`${config}: ${perPod}`);
     heartbeatTimeoutSecs = c.cluster?.timeouts?.heartbeatTimeoutSecs;
     preemptionGracePeriodSecs = c.preemption?.gracePeriodSecs;

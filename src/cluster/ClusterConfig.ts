@@ -20,7 +20,7 @@
 import { isLeft } from "fp-ts/lib/Either.js";
 import * as t from "io-ts";
 import { type Fields, NonEmptyString, optional, PositiveNumber, refined, required, struct, type StructOf, type StructType } from "../codec.js";
-import { type CoordinationBackendDefinition, coordinationBackendNames, coordinationBackends, coordinationBackendsVersion, DEFAULT_COORDINATION_BACKEND } from "./coordination/backends.js";
+import { type CoordinationBackendDefinition, coordinationBackendNames, coordinationBackends, coordinationBackendsVersion, DEFAULT_COORDINATION_BACKEND, SPEC_KEYS } from "./coordination/backends.js";
 import { parseAddress } from "./TfConfig.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -129,8 +129,6 @@ const currentStruct = (): StructType<Fields> => {
  */
 export type ClusterConfig = StructOf<typeof coreFields> & { readonly [backendSetting: string]: unknown };
 
-/** Keys that would describe the cluster itself; they belong in TF_CONFIG. */
-const SPEC_KEYS = ["cluster", "clusterSpec", "spec", "jobs", "task", "tfConfig", "TF_CONFIG"] as const;
 
 /**
  * The `cluster:` section's codec: {@link ClusterSectionStruct}'s fields and rules, and a cluster

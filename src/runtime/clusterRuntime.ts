@@ -168,10 +168,10 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   const { logger } = options;
   const clock = options.clock ?? systemClock;
   const o = task.options;
+  const plan = taskPlan(task, options.env, clock, logger);
   // Under launch --chaos: the schedule's opError faults that hit this task, raised in its steps.
   const chaos = chaosOpErrorsOf(options.env);
   const spec = task.clusterSpec;
-  const plan = taskPlan(task, options.env, clock, logger);
   const { me, tasks, others, token, timeouts } = plan;
   const tls = o.tls;
   /** Tells the workers waiting for the chief's model that it is published (set once the client is registered). */

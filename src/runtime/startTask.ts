@@ -109,8 +109,8 @@ export interface StartTaskOptions {
  * the line that tells `launch` the task started.
  *
  * @throws ValueError when TF_CONFIG is unset (and this is no pod of a generated manifest), or
- *   TF_CONFIG, the pod's variables or `MONITORED_SESSION_CLUSTER` is invalid (one line, every
- *   problem with its path); `PeerNotResolvedError` when a peer pod's DNS name does not resolve
+ *   TF_CONFIG, the pod's variables, `MONITORED_SESSION_CLUSTER` or the `settings` option is
+ *   invalid (one line, every problem with its path); `PeerNotResolvedError` when a peer pod's DNS name does not resolve
  *   by the deadline; `ClusterStartError` for what the user fixes
  *   (a port in use, an unreadable token or TLS file, a token the chief rejects).
  */

@@ -9,7 +9,7 @@
  * 3. {@link StartLeave}: a termination notice while the task starts ends the start, after
  *    telling the others once every task registered;
  * 4. {@link registerTask}: registration with the coordination service, under the leave; the
- *    collective join (clusterRuntime.ts `joinCollective`) runs under it too.
+ *    collective join (collectiveJoin.ts `joinCollective`) runs under it too.
  *
  * @module
  */

@@ -226,6 +226,12 @@ describe("monitored-session launch -- <command>", { timeout: 160_000 }, () => {
       expect(await bad(["--workers", "2", ...args, ...command()])).toMatch(message);
     });
 
+    it("a configuration whose backend keeps its tasks in one process: refused once, before any task starts", async () => {
+      expect(await bad(["--workers", "2", "test/fixtures/cli/memory-backend.yaml"])).toBe(
+        "monitored-session launch: test/fixtures/cli/memory-backend.yaml: cluster.backend memory keeps the coordination state in this process, and launch starts each of the 2 tasks in a process of its own: use embedded or etcd, or start the tasks with startTask() in one program\n",
+      );
+    });
+
     it("no command after --", async () => {
       expect(await bad(["--workers", "2", "--"])).toBe("monitored-session launch: no command after --; give one: launch --workers <n> -- <command> [args...]\n");
     });

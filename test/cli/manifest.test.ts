@@ -22,6 +22,16 @@ describe("manifest kubernetes: bad options exit 2 with one line naming the probl
     ["a bad memory quantity", ["examples/tfjs-classifier.yaml", "--workers", "2", ...image, "--memory", "4 GB"], /--memory "4 GB": expected a quantity such as 4Gi/],
     ["--best-effort with --cpu", ["examples/tfjs-classifier.yaml", "--workers", "2", ...image, "--best-effort", "--cpu", "2"], /^monitored-session manifest kubernetes: --best-effort requests no resources: give either it or --cpu, not both\n$/],
     ["a bad configuration section", ["test/kubernetes/fixtures/README.md", "--workers", "2", ...image], /^monitored-session manifest kubernetes: test\/kubernetes\/fixtures\/README\.md: (not valid YAML|expected a configuration object)/],
+    [
+      "a backend whose tasks share one process",
+      ["test/fixtures/cli/memory-backend.yaml", "--workers", "2", ...image],
+      /^monitored-session manifest kubernetes: test\/fixtures\/cli\/memory-backend\.yaml: cluster\.backend memory keeps the coordination state in this process, and a Kubernetes manifest starts each of the 2 tasks in a process of its own: use embedded or etcd/,
+    ],
+    [
+      "--etcd over a section with another backend's setting (what each pod's run would refuse)",
+      ["test/fixtures/cli/memory-backend.yaml", "--workers", "2", ...image, "--etcd", "http://etcd:2379"],
+      /^monitored-session manifest kubernetes: test\/fixtures\/cli\/memory-backend\.yaml: the pods' cluster: section \(the file's, with the flags' settings over it\): memoryCluster: is only used with backend: memory \(the backend is etcd\); remove it or set backend: memory\n$/,
+    ],
   ])("%s", async (_, args, line) => {
     const r = await cliInProcess(["manifest", "kubernetes", ...args]);
     expect(r.code).toBe(2);

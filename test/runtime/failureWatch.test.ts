@@ -96,7 +96,11 @@ describe("the collective join", () => {
     const groupOf = (type: string): ReplicaGroup => ReplicaGroup.of(resolveCluster({ TF_CONFIG: JSON.stringify({ cluster, task: { type, index: 0 } }) }) as ResolvedCluster) as ReplicaGroup;
     const logger = new RecordingLogger();
     const options = (address: string) => ({ address, token: undefined, tls: undefined, timeoutSecs: 30, clock, logger });
-    const [r0, r1] = await Promise.all([joinCollective(c.client, groupOf("chief"), options(`127.0.0.1:${a}`)), joinCollective(w.client, groupOf("worker"), options(`127.0.0.1:${b}`))]);
+    const joined = await Promise.all([joinCollective(c.client, groupOf("chief"), options(`127.0.0.1:${a}`)), joinCollective(w.client, groupOf("worker"), options(`127.0.0.1:${b}`))]).catch(async (e: unknown) => {
+      await leaveAll([c, w]);
+      throw e;
+    });
+    const [r0, r1] = joined;
     try {
       const [x, y] = await Promise.all([r0.allReduce(new Float32Array([1, 2]), "sum"), r1.allReduce(new Float32Array([10, 20]), "sum")]);
       expect([...x]).toEqual([11, 22]);

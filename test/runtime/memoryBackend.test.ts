@@ -81,7 +81,7 @@ describe("the memory backend's in-process clusters", () => {
       );
       expect(() => joinMemoryCluster(name, { task: tasks[1] as string, tasks, isChief: false }, new VirtualClock())).toThrow(/and its tasks run on another clock: /);
       expect(() => joinMemoryCluster(name, { task: tasks[1] as string, tasks, isChief: false, timeouts: { heartbeatTimeoutMs: 4000 } }, clock)).toThrow(
-        /and its heartbeat timeout is the default ms, not 4000: /,
+        /and its heartbeat timeout is the default, not 4000 ms: /,
       );
       // The last member gone, the service is: a call of a client kept meanwhile says which backend's service went.
       const worker = joinMemoryCluster(name, { task: tasks[1] as string, tasks, isChief: false }, clock);

@@ -4,7 +4,7 @@
  */
 
 import { randomUUID } from "node:crypto";
-import { createServer } from "node:net";
+import { type AddressInfo, createServer } from "node:net";
 import { describe, expect, it } from "vitest";
 import { resolveCluster, type ResolvedCluster } from "../../src/cluster/ClusterResolver.js";
 import type { ClusterConfig } from "../../src/cluster/ClusterConfig.js";
@@ -24,6 +24,10 @@ const pair = async (settings: Partial<ClusterConfig> = {}): Promise<readonly [Cl
   const of = (type: string): ClusterTask => clusterTaskFrom(resolveCluster({ TF_CONFIG: JSON.stringify({ cluster, task: { type, index: 0 } }) }) as ResolvedCluster, options);
   return [of("chief"), of("worker")];
 };
+
+/** `p`, or a failed test naming `what` after 20 s (a broken leave fails fast, not at the test's timeout). */
+const within = <T>(p: Promise<T>, what: string): Promise<T> =>
+  Promise.race([p, new Promise<never>((_, fail) => setTimeout(() => fail(new Error(`${what}: not settled within 20 s`)), 20_000).unref())]);
 
 /** A report as `run` makes one (clusterRuntime.ts `preemptionReport`). */
 const report = (name: string) => (what: string) => new CancelledError(`task ${name} got a termination notice (${what})`, { failure: { kind: "preemption", reporter: name, notice: what } });
@@ -66,10 +70,17 @@ describe("a task's start, step by step", () => {
     const e = await connectTask(nope, taskPlan(nope, {}, clock, logger), [], clock, logger).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(ClusterStartError);
     expect((e as Error).message).toBe('unknown coordination backend "zookeeper"; the registered ones are embedded, etcd, memory');
-    const [chief] = await pair();
-    const port = Number(chief.address.split(":")[1]);
+    // A port this test holds: the task's address is taken before the task starts.
     const taken = createServer();
-    await new Promise<void>((ok) => taken.listen(port, "127.0.0.1", ok));
+    await new Promise<void>((ok, fail) => {
+      taken.once("error", fail);
+      taken.listen(0, "127.0.0.1", ok);
+    });
+    const port = (taken.address() as AddressInfo).port;
+    const chief = clusterTaskFrom(
+      resolveCluster({ TF_CONFIG: JSON.stringify({ cluster: { chief: [`127.0.0.1:${port}`] }, task: { type: "chief", index: 0 } }) }) as ResolvedCluster,
+      { backend: "memory", memoryCluster: randomUUID() },
+    );
     try {
       const busy = await connectTask(chief, taskPlan(chief, {}, clock, logger), [], clock, logger).catch((x: unknown) => x);
       expect(busy).toBeInstanceOf(ClusterStartError);
@@ -92,12 +103,15 @@ describe("a task's start, step by step", () => {
         return connection;
       }),
     );
-    expect(logger.messages("info").filter((m) => /^Server of (chief|worker):0 serving grpc:\/\/127\.0\.0\.1:\d+; registering with the coordination service \(in this process \(memory cluster .*\)\): waiting for 2 tasks\.$/.test(m))).toHaveLength(2);
-    expect(logger.messages("info").filter((m) => m.startsWith("Every task of the cluster registered (generation "))).toHaveLength(2);
-    expect(started[0]?.client.generation).toBe(started[1]?.client.generation);
-    for (const c of started) {
-      await c.client.close();
-      await c.stop();
+    try {
+      expect(logger.messages("info").filter((m) => /^Server of (chief|worker):0 serving grpc:\/\/127\.0\.0\.1:\d+; registering with the coordination service \(in this process \(memory cluster .*\)\): waiting for 2 tasks\.$/.test(m))).toHaveLength(2);
+      expect(logger.messages("info").filter((m) => m.startsWith("Every task of the cluster registered (generation "))).toHaveLength(2);
+      expect(started[0]?.client.generation).toBe(started[1]?.client.generation);
+    } finally {
+      for (const c of started) {
+        await c.client.close();
+        await c.stop();
+      }
     }
   });
 
@@ -118,7 +132,7 @@ describe("a task's start, step by step", () => {
     });
     const registering = registerTask(chief, connection, plan, leave, stop.stop, clock, logger).catch((x: unknown) => x);
     notice("SIGTERM");
-    const e = await registering;
+    const e = await within(registering, "the start's end");
     expect((e as Error).name).toBe("StartLeftError");
     expect((e as Error).message).toBe("chief:0 left the cluster while it started: termination notice (SIGTERM)");
     expect(told).toEqual([]);
@@ -145,18 +159,21 @@ describe("a task's start, step by step", () => {
       }),
     );
     const [c, w] = connections as [(typeof connections)[number], (typeof connections)[number]];
-    // The worker joins its group, say: the notice comes meanwhile.
-    const joining = w.leave.unless(new Promise<never>(() => undefined)).catch((x: unknown) => x);
-    const waiting = c.connection.client.get("never", { timeoutMs: 60_000 }).catch((x: unknown) => x);
-    notice("SIGTERM");
-    expect(((await joining) as Error).name).toBe("StartLeftError");
-    const heard = await waiting;
-    expect(heard).toBeInstanceOf(CancelledError);
-    // The service names the sender by its coordination name.
-    expect(clusterFailureOf(heard)).toEqual({ kind: "preemption", reporter: "/job:worker/replica:0/task:0", notice: "SIGTERM" });
-    for (const { connection } of connections) {
-      await connection.client.close();
-      await connection.stop();
+    try {
+      // The worker joins its group, say: the notice comes meanwhile.
+      const joining = w.leave.unless(new Promise<never>(() => undefined)).catch((x: unknown) => x);
+      const waiting = c.connection.client.get("never", { timeoutMs: 60_000 }).catch((x: unknown) => x);
+      notice("SIGTERM");
+      expect(((await within(joining, "the start's end")) as Error).name).toBe("StartLeftError");
+      const heard = await within(waiting, "the chief's blocked get");
+      expect(heard).toBeInstanceOf(CancelledError);
+      // The service names the sender by its coordination name.
+      expect(clusterFailureOf(heard)).toEqual({ kind: "preemption", reporter: "/job:worker/replica:0/task:0", notice: "SIGTERM" });
+    } finally {
+      for (const { connection } of connections) {
+        await connection.client.close();
+        await connection.stop();
+      }
     }
   });
 

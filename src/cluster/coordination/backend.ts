@@ -121,26 +121,14 @@ export interface CoordinationBackendDefinition {
 const backends = new Map<string, CoordinationBackendDefinition>();
 let version = 0;
 
+/** Keys that would describe the cluster itself in a `cluster:` section; they belong in TF_CONFIG (the section's codec refuses them). */
+export const SPEC_KEYS = ["cluster", "clusterSpec", "spec", "jobs", "task", "tfConfig", "TF_CONFIG"] as const;
+
 /**
  * The `cluster:` keys no backend may declare as its setting: the section's own (read by every
- * backend) and those that would describe the cluster itself (TF_CONFIG's).
+ * backend) and those that would describe the cluster itself ({@link SPEC_KEYS}).
  */
-export const RESERVED_SECTION_KEYS: readonly string[] = [
-  "backend",
-  "tokenFile",
-  "tls",
-  "bindAddress",
-  "timeouts",
-  "dataParallel",
-  "collectiveTimeoutSecs",
-  "cluster",
-  "clusterSpec",
-  "spec",
-  "jobs",
-  "task",
-  "tfConfig",
-  "TF_CONFIG",
-];
+export const RESERVED_SECTION_KEYS: readonly string[] = ["backend", "tokenFile", "tls", "bindAddress", "timeouts", "dataParallel", "collectiveTimeoutSecs", ...SPEC_KEYS];
 
 /** The backend a section without `backend:` uses. */
 export const DEFAULT_COORDINATION_BACKEND = "embedded";

@@ -58,6 +58,10 @@ describe("coordination timeouts", () => {
     expect(() => resolveCoordinationTimeouts({ heartbeatTimeoutMs: 1_500 }, coordinationBackend("etcd"))).toThrow(/minimum of 2000 ms \(etcd leases are whole seconds\)/);
     expect(resolveCoordinationTimeouts({ heartbeatTimeoutMs: 1_500 }, coordinationBackend("embedded")).heartbeatTimeoutMs).toBe(1_500);
     expect(resolveCoordinationTimeouts({ heartbeatTimeoutMs: 1_500 }, coordinationBackend("memory")).heartbeatTimeoutMs).toBe(1_500);
+    // From JavaScript, a name would skip the floor without a word: refused.
+    expect(() => resolveCoordinationTimeouts({ heartbeatTimeoutMs: 1_500 }, "etcd" as never)).toThrow(
+      'resolveCoordinationTimeouts: pass the backend\'s registration (coordinationBackend("etcd")), not its name',
+    );
     expect(
       () =>
         new EtcdCoordinationClient({

@@ -52,7 +52,7 @@ export const joinMemoryCluster = (name: string, clientOptions: CoordinationClien
         : entry.clock !== clock
           ? "its tasks run on another clock"
           : entry.heartbeatTimeoutMs !== heartbeatTimeoutMs
-            ? `its heartbeat timeout is ${entry.heartbeatTimeoutMs ?? "the default"} ms, not ${heartbeatTimeoutMs ?? "the default"}`
+            ? `its heartbeat timeout is ${timeoutText(entry.heartbeatTimeoutMs)}, not ${timeoutText(heartbeatTimeoutMs)}`
             : undefined;
     if (differs !== undefined) {
       throw new InvalidArgumentError(`memory cluster ${name} is in use in this process, and ${differs}: give each cluster its own cluster.memoryCluster, and every task of one cluster the same settings and clock`);
@@ -104,3 +104,6 @@ export const connectMemory = (task: BackendTask, memoryCluster: string | undefin
     },
   );
 };
+
+/** A heartbeat timeout as the refusal says it: `4000 ms`, or `the default`. */
+const timeoutText = (ms: number | undefined): string => (ms === undefined ? "the default" : `${ms} ms`);
