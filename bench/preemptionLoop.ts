@@ -92,7 +92,8 @@ const handler: PreemptionCheckpointHandler = await PreemptionCheckpointHandler.c
     },
   }),
 });
-handler.events$.subscribe((e) => say(`event ${JSON.stringify({ ...e, hostTimeMs: hostNow(), atRun: handler.totalRunCalls })}`));
+// Its typed events (its lines, `log` events, are printed by its logger already).
+handler.events$.subscribe((e) => e.type !== "log" && say(`event ${JSON.stringify({ ...e, hostTimeMs: hostNow(), atRun: handler.totalRunCalls })}`));
 say(`starting at run ${handler.totalRunCalls}`);
 
 /** Each completed step's duration (ms), the first one included. */

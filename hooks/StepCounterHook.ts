@@ -22,7 +22,7 @@ import {
 } from "../src/hook/SessionRunHook.js";
 import { formatG } from "./internal/format.js";
 import { globalStepNameOf, readGlobalStep, stepValue } from "./internal/globalStep.js";
-import { hookServices, printsItself, warn, type OwnServices } from "./internal/services.js";
+import { hookServices, warn, type OwnServices } from "./internal/services.js";
 import { SecondOrStepTimer } from "./SecondOrStepTimer.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -200,13 +200,9 @@ export class StepCounterHook extends SessionRunHook {
     }
     const examplesPerSec = this.examplesPerStep === undefined ? undefined : stepsPerSec * this.examplesPerStep;
     if (examplesPerSec !== undefined) writer?.addScalar(EXAMPLES_TAG, examplesPerSec, step);
-    // In a session, the rate is one `stepRate` event, which the session's log observer prints
-    // as TensorFlow's lines; a logger of the hook's own (or no session) prints them here.
-    const logged = printsItself(this.own, env);
-    if (logged) {
-      this.logger.info(`${this.summaryTag}: ${formatG(stepsPerSec)}`, { step, stepsPerSec });
-      if (examplesPerSec !== undefined) this.logger.info(`${EXAMPLES_TAG}: ${formatG(examplesPerSec)}`, { step, examplesPerSec });
-    }
+    // TensorFlow's lines (on the session's event logger, they are `log` events), then the rate as data.
+    this.logger.info(`${this.summaryTag}: ${formatG(stepsPerSec)}`, { step, stepsPerSec });
+    if (examplesPerSec !== undefined) this.logger.info(`${EXAMPLES_TAG}: ${formatG(examplesPerSec)}`, { step, examplesPerSec });
     env?.emit({
       type: "stepRate",
       time: this.clock.now(),
@@ -214,7 +210,6 @@ export class StepCounterHook extends SessionRunHook {
       stepsPerSec,
       tag: this.summaryTag,
       ...(examplesPerSec === undefined ? {} : { examplesPerSec }),
-      ...(logged ? { logged: true } : {}),
     });
   }
 

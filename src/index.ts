@@ -30,7 +30,6 @@ export {
   MonitoredSession,
   SingularMonitoredSession,
   withSession,
-  type EventSource,
   type MonitoredSessionOptions,
   type StepContext,
 } from "./pipeline/MonitoredSession.js";
@@ -94,7 +93,8 @@ export {
 
 /* Events */
 export { describeCause, type HookTimingSpan, type SessionEvent, type SessionEventMap, type SessionEventOf } from "./events/SessionEvent.js";
-export { eventLogger, loggerRelay, logObserver, type LoggerRelay, type SessionEventListener } from "./events/logObserver.js";
+export { eventLogger, logObserver, type SessionEventListener } from "./events/logObserver.js";
+export { ComponentEvents, type EventSource } from "./events/componentEvents.js";
 export { hookEnv, type HookEnvOptions } from "./hook/hookEnv.js";
 
 /* Goodput */

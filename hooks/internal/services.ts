@@ -3,10 +3,11 @@
  * first, then the session's ({@link HookEnv}, given to `begin`), then the system clock and the
  * default logger. One rule for every hook. Internal to the built-in hooks.
  *
- * In a session, the session's logger is an event logger: a hook's lines are `log` events that
- * the session's log observer prints. A warning is a `warning` event (progress displays count
- * them), printed by that observer too; a hook given a logger of its own prints it there and
- * marks the event `logged`.
+ * One rule for every line: a hook writes it to its logger. In a session, that logger is the
+ * session's event logger, so the line is a `log` event that the session's log observers print; a
+ * hook given a logger of its own (or run outside a session) prints there instead. A warning is
+ * also a `warning` event (the data: message and error, which progress displays count), and a
+ * step rate a `stepRate` event; neither is printed: the line beside it is.
  *
  * @module
  */
@@ -30,17 +31,9 @@ export const hookServices = (own: OwnServices, env?: HookEnv): HookServices => (
   logger: own.logger ?? env?.logger ?? defaultLogger,
 });
 
-/**
- * Whether a hook prints its own lines: with a logger of its own (`own.logger`), or outside a
- * session. Otherwise its `warning` and `stepRate` events are its lines (the session's log
- * observer prints them); when it prints them itself, those events say `logged`.
- */
-export const printsItself = (own: OwnServices, env: HookEnv | undefined): boolean => env === undefined || own.logger !== undefined;
-
-/** Warns `message`: a `warning` event in a session, and `logger.warn` when the hook {@link printsItself}. */
+/** Warns `message`: a line at `warn` on the hook's logger, and a `warning` event in a session. */
 export const warn = (own: OwnServices, env: HookEnv | undefined, message: string, error?: unknown): void => {
   const { clock, logger } = hookServices(own, env);
-  const logged = printsItself(own, env);
-  if (logged) logger.warn(message);
-  env?.emit({ type: "warning", time: clock.now(), message, ...(error === undefined ? {} : { error }), ...(logged ? { logged: true } : {}) });
+  logger.warn(message);
+  env?.emit({ type: "warning", time: clock.now(), message, ...(error === undefined ? {} : { error }) });
 };

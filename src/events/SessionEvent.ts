@@ -84,11 +84,11 @@ export interface SessionEventMap {
   /** The monitored session closed; the stream completes after this. `error` is set if it closed because of one. */
   closed: { readonly error?: unknown };
   /**
-   * An error that must not stop training (e.g. a failed background write). The session's log
-   * observer prints `message` at `warn`, unless `logged` (the emitter printed it to a logger of
-   * its own).
+   * An error that must not stop training (e.g. a failed background write), as data: the emitter
+   * also wrote `message` to its logger at `warn` (in a session, a `log` event just before this
+   * one), so the log observer does not print this event.
    */
-  warning: { readonly message: string; readonly error?: unknown; readonly logged?: boolean };
+  warning: { readonly message: string; readonly error?: unknown };
   /**
    * A log line of a hook, of the session pipeline or of a service a hook opened: what they once
    * wrote to a logger, they emit (`HookEnv.logger` emits these). The session's log observer
@@ -115,9 +115,9 @@ export interface SessionEventMap {
    */
   summaryWritten: { readonly globalStep: number; readonly durationMs: number; readonly hook: string };
   /**
-   * `StepCounterHook` measured the training speed at `globalStep`. The log observer prints
-   * `<tag>: <stepsPerSec>` (and `examples/sec: <examplesPerSec>`) at `info`, as TensorFlow's
-   * hook logs it, unless `logged` (the hook printed them to a logger of its own).
+   * `StepCounterHook` measured the training speed at `globalStep`, as data. The hook wrote
+   * TensorFlow's lines (`<tag>: <stepsPerSec>`, and `examples/sec: <examplesPerSec>`) to its
+   * logger just before (in a session, `log` events).
    */
   stepRate: {
     readonly globalStep: number;
@@ -126,7 +126,6 @@ export interface SessionEventMap {
     readonly tag?: string;
     /** Given `examplesPerStep`: the examples per second. */
     readonly examplesPerSec?: number;
-    readonly logged?: boolean;
   };
 
   // The preemption handler's events (`terminationNoticed`, `preemptionCheckpointSaved`, …) are

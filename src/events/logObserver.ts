@@ -8,9 +8,11 @@
  *
  * - {@link eventLogger} is the `Logger` a session gives its hooks (`HookEnv.logger`): each call
  *   emits a `log` event.
- * - {@link logObserver} prints `log` events at their level, `warning` events at `warn`, and
- *   `stepRate` events as `global_step/sec: <rate>` at `info`. Every other event prints nothing:
- *   it is there for the observers that want it (a progress display, a profiler, a UI).
+ * - {@link logObserver} prints `log` events at their level. Every other event prints nothing:
+ *   it is data for the observers that want it (a progress display, a profiler, a UI). An
+ *   emitter with a line to show (a `warning`'s message, `StepCounterHook`'s
+ *   `global_step/sec: <rate>` beside its `stepRate`) writes it to its logger, which in a session
+ *   is an {@link eventLogger}: one rule, and nothing is printed twice.
  *
  * @example
  * ```ts
@@ -32,7 +34,6 @@
  */
 
 import type { Logger, LogLevel } from "../Logger.js";
-import { formatG } from "../util/formatG.js";
 import type { SessionEvent } from "./SessionEvent.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -41,12 +42,6 @@ import type { SessionEvent } from "./SessionEvent.js";
 
 /** A function that hears a session's events (usable as an rxjs observer: `events$.subscribe(f)`). */
 export type SessionEventListener = (event: SessionEvent) => void;
-
-/** `StepCounterHook`'s default summary tag, the tag of a `stepRate` event without one. */
-const STEP_RATE_TAG = "global_step/sec";
-
-/** The tag of the examples-per-second line (TensorFlow's). */
-const EXAMPLES_TAG = "examples/sec";
 
 // ---------------------------------------------------------------------------------------------
 // constructors
@@ -63,51 +58,14 @@ export const eventLogger = (emit: SessionEventListener, now: () => number): Logg
   );
 
 /**
- * The log observer: writes a session's `log`, `warning` and `stepRate` events to `logger`, the
- * lines hooks wrote themselves before they emitted (the same text, level and fields). Events
- * marked `logged` (a hook printed them to a logger of its own) are skipped.
+ * The log observer: writes a session's `log` events to `logger` (the same text, level and
+ * fields as the emitter's logger call). Every other event is data and prints nothing.
  */
 export const logObserver =
   (logger: Logger): SessionEventListener =>
   (e) => {
-    switch (e.type) {
-      case "log":
-        write(logger, e.level, e.message, e.fields);
-        return;
-      case "warning":
-        if (e.logged !== true) logger.warn(e.message);
-        return;
-      case "stepRate":
-        if (e.logged === true) return;
-        logger.info(`${e.tag ?? STEP_RATE_TAG}: ${formatG(e.stepsPerSec)}`, { step: e.globalStep, stepsPerSec: e.stepsPerSec });
-        if (e.examplesPerSec !== undefined) logger.info(`${EXAMPLES_TAG}: ${formatG(e.examplesPerSec)}`, { step: e.globalStep, examplesPerSec: e.examplesPerSec });
-        return;
-      default:
-        return;
-    }
+    if (e.type === "log") write(logger, e.level, e.message, e.fields);
   };
-
-/** A logger that writes to `fallback` until {@link LoggerRelay.attach} points it at another. */
-export interface LoggerRelay {
-  readonly logger: Logger;
-  /** From now on, lines go to `target` (a session's `HookEnv.logger`). */
-  attach(target: Logger): void;
-}
-
-/**
- * A {@link LoggerRelay}: for a service made before its session (a checkpoint manager that takes
- * the directory's lock first), whose lines become the session's events once a hook's `begin`
- * attaches the session's logger.
- */
-export const loggerRelay = (fallback: Logger): LoggerRelay => {
-  let target = fallback;
-  return {
-    logger: loggerOf((level, message, fields) => write(target, level, message, fields)),
-    attach: (t) => {
-      target = t;
-    },
-  };
-};
 
 // ---------------------------------------------------------------------------------------------
 // utils

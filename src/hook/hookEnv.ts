@@ -20,7 +20,7 @@ export interface HookEnvOptions {
   readonly logger: Logger;
   /** The hooks' clock (default the system clock). */
   readonly clock?: Clock | undefined;
-  /** Hears every event the hooks emit (after `logger` got its line, for those that have one). */
+  /** Hears every event the hooks emit. */
   readonly onEvent?: SessionEventListener | undefined;
 }
 
@@ -31,9 +31,9 @@ export interface HookEnvOptions {
 /**
  * The environment to give hooks run outside a monitored session (a harness of your own, or
  * TensorFlow's `_HookedSession` tests ported): whoever hands hooks their environment decides
- * how their lines are printed, and this one prints every line through `logger`, `warning` and
- * `stepRate` events included ({@link logObserver}), as a session's log observer would. An
- * environment whose `emit` drops events would lose a hook's warnings and its step-rate lines.
+ * how their lines are printed, and this one prints every line through `logger`: a hook writes
+ * its lines (its warnings and `global_step/sec` lines included) to `HookEnv.logger`, and a `log`
+ * event emitted directly is printed too ({@link logObserver}). Every event reaches `onEvent`.
  *
  * @example
  * ```ts

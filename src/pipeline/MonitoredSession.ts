@@ -49,7 +49,8 @@ import { ChiefSessionCreator, type SessionCreator } from "../creation/SessionCre
 import type { SessionFactory } from "../creation/SessionManager.js";
 import type { Feeds, FetchResult, Fetches, RunMetadata, RunOptions, Session } from "../session/Session.js";
 import type { SessionEvent } from "../events/SessionEvent.js";
-import { eventLogger, logObserver, type LoggerRelay, type SessionEventListener } from "../events/logObserver.js";
+import { eventLogger, logObserver, type SessionEventListener } from "../events/logObserver.js";
+import type { ComponentEvents, EventSource } from "../events/componentEvents.js";
 import { disposeWithin } from "./disposeWithin.js";
 import { HookTimingSwitch } from "./HookTimingSwitch.js";
 import { fileWriterCache, type FileWriterCache } from "../summary/FileWriterCache.js";
@@ -63,15 +64,6 @@ import type { WrappedSession } from "./WrappedSession.js";
 // ---------------------------------------------------------------------------------------------
 // model
 // ---------------------------------------------------------------------------------------------
-
-/**
- * What {@link MonitoredSession.forwardEvents} takes besides a stream: an object with events, such
- * as a `PreemptionCheckpointHandler`, whose lines (`logRelay`) become the session's too.
- */
-export interface EventSource {
-  readonly events$: Observable<SessionEvent>;
-  readonly logRelay?: LoggerRelay | undefined;
-}
 
 /**
  * Options of {@link MonitoredSession.create}. Either a `sessionCreator`, or (TensorFlow's
@@ -114,11 +106,12 @@ export interface MonitoredSessionOptions {
    */
   readonly logObserver?: SessionEventListener | readonly SessionEventListener[] | null;
   /**
-   * Services made before the session (a checkpoint manager that took its directory's lock):
-   * the session attaches its logger to each relay before anything else, so that their lines
-   * become its events. `monitoredTrainingSession` relays the manager it makes.
+   * Streams of services made before the session (a checkpoint manager that took its
+   * directory's lock): forwarded before anything else ({@link MonitoredSession.forwardEvents}),
+   * so that their lines and events are this session's until it closes.
+   * `monitoredTrainingSession` forwards the stream of the manager it makes.
    */
-  readonly loggerRelays?: readonly LoggerRelay[];
+  readonly eventSources?: readonly EventSource[];
   /**
    * Longest stretch of training, in milliseconds on `clock`, before a run gives Node's event
    * loop a turn (default {@link DEFAULT_YIELD_INTERVAL_MS}, 5). A synchronous step (a
@@ -263,7 +256,7 @@ export class MonitoredSession {
     const self = make({ creator, options, hooks, stream, log: logger });
     const logObservers = options.logObserver === undefined ? [logObserver(options.logger ?? defaultLogger)] : options.logObserver === null ? [] : [options.logObserver].flat();
     for (const l of logObservers) self.stream.listen(l);
-    for (const r of options.loggerRelays ?? []) r.attach(logger);
+    for (const source of options.eventSources ?? []) self.forwardEvents(source);
     if (options.observer !== undefined) self.stream.subscribe(options.observer);
     const env: HookEnv = {
       clock,
@@ -371,15 +364,17 @@ export class MonitoredSession {
   /**
    * Forwards another stream's events into {@link events$} until it completes or this session
    * closes. An error of the stream becomes a `warning` event. Given an object with `events$`
-   * (a `PreemptionCheckpointHandler`), its `logRelay` is attached to this session too: its log
-   * lines become `log` events, printed by this session's log observers. Returns the
-   * subscription, to stop forwarding earlier.
+   * (a `PreemptionCheckpointHandler`, a {@link ComponentEvents}), this session's log observers
+   * print its `log` lines while it forwards them ({@link EventSource.adopt}); the source's own
+   * logger prints them before and after. Returns the subscription, to stop forwarding earlier.
    */
   forwardEvents(source: Observable<SessionEvent> | EventSource): Subscription {
     if (!("events$" in source)) return this.stream.forward(source, () => this.now());
-    // A handler's lines become this session's events from now on (its `logRelay`).
-    source.logRelay?.attach(this.log);
-    return this.stream.forward(source.events$, () => this.now());
+    const release = source.adopt?.();
+    const forwarding = this.stream.forward(source.events$, () => this.now());
+    // Ended by close(), by the caller, or by the source's completion: the source prints again.
+    if (release !== undefined) forwarding.add(release);
+    return forwarding;
   }
 
   /** `true` once closed. */

@@ -86,11 +86,16 @@ export class SessionEventStream {
     if (this.subject.observed) this.subject.next(event);
   }
 
-  /** Forwards `source$`'s events until it completes or the stream ends; errors become `warning`s. */
+  /** Forwards `source$`'s events until it completes or the stream ends; an error becomes a line at `warn` and a `warning`. */
   forward(source$: Observable<SessionEvent>, now: () => number): Subscription {
     const sub = source$.subscribe({
       next: (e) => this.next(e),
-      error: (error: unknown) => this.next({ type: "warning", time: now(), message: `a forwarded event stream failed: ${describeCause(error)}`, error }),
+      error: (error: unknown) => {
+        const message = `a forwarded event stream failed: ${describeCause(error)}`;
+        const time = now();
+        this.next({ type: "log", time, level: "warn", message });
+        this.next({ type: "warning", time, message, error });
+      },
     });
     this.forwarded.add(sub);
     return sub;

@@ -38,9 +38,9 @@
 
 // Its events are session events, declared beside it by augmentation.
 import "./events.js";
-import { Subject, type Observable, type Subscription } from "rxjs";
+import type { Observable, Subscription } from "rxjs";
 
-import { loggerRelay, type LoggerRelay } from "../events/logObserver.js";
+import { ComponentEvents } from "../events/componentEvents.js";
 
 import { rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
@@ -157,6 +157,7 @@ export interface PreemptionCheckpointHandlerOptions {
  * puts them on a monitored session's stream.
  */
 export type PreemptionEvent = SessionEventOf<
+  | "log"
   | "terminationNoticed"
   | "preemptionCheckpointSaved"
   | "gracePeriodExceeded"
@@ -189,7 +190,8 @@ interface HandlerParts {
   readonly coordinator: (host: CoordinatorHost) => PreemptionCoordinator;
   readonly clock: Clock;
   readonly logger: Logger;
-  readonly logRelay: LoggerRelay;
+  /** The handler's stream; its `logger` is `logger`. */
+  readonly events: ComponentEvents<PreemptionEvent>;
   readonly globalStep: (() => number | undefined) | undefined;
   readonly eventLoop: EventLoopYield;
   readonly taskName: string | undefined;
@@ -204,13 +206,13 @@ interface HandlerParts {
 
 /** Checkpoints at a step boundary on preemption, then exits. Create it with {@link create}. */
 export class PreemptionCheckpointHandler {
-  /** Termination notices, preemption saves and grace-period overruns. */
-  readonly events$: Observable<PreemptionEvent>;
   /**
-   * Where the handler's lines go: its `logger` option until `session.forwardEvents(handler)`
-   * attaches the session's logger, from then on the session's `log` events.
+   * Termination notices, preemption saves, grace-period overruns, the agreement's steps, and
+   * the handler's lines (`log` events: of the handler, its coordinator and the manager it
+   * opened). Its `logger` option prints the lines until a session adopts them
+   * (`session.forwardEvents(handler)`), and again after that session closed.
    */
-  readonly logRelay: LoggerRelay | undefined;
+  readonly events$: Observable<PreemptionEvent>;
   /**
    * The manager checkpoints are restored through, and saved through (the chief; a handler
    * without a cluster). On a non-chief whose manager the handler made, it only reads the chief's
@@ -226,7 +228,7 @@ export class PreemptionCheckpointHandler {
   private readonly logger: Logger;
   private readonly globalStep: (() => number | undefined) | undefined;
   private readonly eventLoop: EventLoopYield;
-  private readonly subject = new Subject<PreemptionEvent>();
+  private readonly events: ComponentEvents<PreemptionEvent>;
   private runCounter = 0;
   private estimatedRunTimeMs = 0;
   private readonly state: ResumableState;
@@ -264,14 +266,14 @@ export class PreemptionCheckpointHandler {
     this.config = parts.config;
     this.clock = parts.clock;
     this.logger = parts.logger;
-    this.logRelay = parts.logRelay;
+    this.events = parts.events;
     this.globalStep = parts.globalStep;
     this.eventLoop = parts.eventLoop;
     this.taskName = parts.taskName;
     this.resolver = parts.resolver;
     this.reportsErrors = parts.reportsErrors;
     this.workerTemp = parts.workerTemp;
-    this.events$ = this.subject.asObservable();
+    this.events$ = parts.events.events$;
     this.coordinator = parts.coordinator({
       position: () => ({ runCounter: this.runCounter, inStep: this.inStep }),
       emit: (e) => this.emit({ ...e, time: this.clock.now() }),
@@ -302,10 +304,10 @@ export class PreemptionCheckpointHandler {
       throw new ValueError('PreemptionCheckpointHandler: agreement "chiefSaves" is for tasks that share no step; a data-parallel group stops through its stop vote (leave agreement out)');
     }
     const clock = options.clock ?? systemClock;
-    // Its lines (and its coordinator's and manager's) go to `options.logger` until a session it
-    // is forwarded to (`session.forwardEvents(handler)`) makes them that session's events.
-    const relay = loggerRelay(options.logger ?? defaultLogger);
-    const logger = relay.logger;
+    // Its lines (and its coordinator's and manager's) are `log` events on its own stream, which
+    // `options.logger` prints until a session adopts them (`session.forwardEvents(handler)`).
+    const events = new ComponentEvents<PreemptionEvent>(options.logger ?? defaultLogger, () => clock.now());
+    const logger = events.logger;
     if (options.checkpointManager !== undefined && options.checkpointDir !== undefined) {
       logger.warn(
         `PreemptionCheckpointHandler: checkpointDir ${options.checkpointDir} is ignored: checkpoints go through the given checkpointManager (${options.checkpointManager.directory}).`,
@@ -355,7 +357,7 @@ export class PreemptionCheckpointHandler {
       coordinator: coordinatorFor,
       clock,
       logger,
-      logRelay: relay,
+      events,
       globalStep: options.globalStep,
       eventLoop: new EventLoopYield(clock, options.yieldIntervalMs ?? DEFAULT_YIELD_INTERVAL_MS),
       taskName: cluster?.workers[cluster.id],
@@ -519,7 +521,7 @@ export class PreemptionCheckpointHandler {
     try {
       await this.coordinator.close();
     } finally {
-      this.subject.complete();
+      this.events.complete();
       if (this.ownsManager) await this.checkpointManager?.close();
       await this.removeWorkerTemp();
     }
@@ -756,12 +758,21 @@ export class PreemptionCheckpointHandler {
     this.platform?.close();
   }
 
+  /**
+   * The caller prints the handler's lines from now on (a session that forwards its
+   * `events$`: `session.forwardEvents(handler)` calls this); the function returned hands them
+   * back to the handler's `logger` option.
+   */
+  adopt(): () => void {
+    return this.events.adopt();
+  }
+
   private assertOpen(): void {
     if (this.closed) throw new RuntimeError("PreemptionCheckpointHandler is closed.");
   }
 
   private emit(e: PreemptionEvent): void {
-    this.subject.next(e);
+    this.events.emit(e);
   }
 }
 

@@ -31,7 +31,7 @@ import type { CheckpointManager, RetentionPolicy } from "../checkpoint/Checkpoin
 import { assertOneRetention } from "../checkpoint/retentionPlan.js";
 import { openCheckpointDirectory } from "../checkpoint/checkpointDirectory.js";
 import { BundleSaver } from "../checkpoint/Saver.js";
-import type { Clock } from "../time/Clock.js";
+import { systemClock, type Clock } from "../time/Clock.js";
 import { ValueError } from "../errors.js";
 import type { Graph } from "../session/Graph.js";
 import { defaultLogger, type Logger } from "../Logger.js";
@@ -40,7 +40,8 @@ import { Scaffold } from "../creation/Scaffold.js";
 import { ChiefSessionCreator, WorkerSessionCreator } from "../creation/SessionCreators.js";
 import type { SessionFactory } from "../creation/SessionManager.js";
 import type { SessionRunHook } from "../hook/SessionRunHook.js";
-import { loggerRelay, logObserver, type SessionEventListener } from "../events/logObserver.js";
+import { logObserver, type SessionEventListener } from "../events/logObserver.js";
+import { ComponentEvents } from "../events/componentEvents.js";
 import { GoodputRecorder } from "../goodput/GoodputRecorder.js";
 import { defaultSessionTargets, fromTask, sessionsCreatedHook, type SessionTargetRegistry, type SessionTask } from "../pipeline/SessionTarget.js";
 import { USE_DEFAULT } from "../util/useDefault.js";
@@ -248,7 +249,8 @@ export const monitoredTrainingSession = async (
   const summaryDir = options.summaryDir ?? checkpointDir;
   const saving = checkpointDir !== undefined && (cadences.saveCheckpointSteps !== undefined || cadences.saveCheckpointSecs !== undefined);
   // The directory's one manager, made (taking the directory's lock) before anything is restored.
-  const relay = shared === undefined && saving ? loggerRelay(options.logger ?? defaultLogger) : undefined;
+  // Its lines are events of its own until the session forwards them (`eventSources`).
+  const managerEvents = shared === undefined && saving ? new ComponentEvents(options.logger ?? defaultLogger, () => (options.clock ?? systemClock).now()) : undefined;
   const owned =
     shared === undefined && saving
       ? await openCheckpointDirectory({
@@ -258,7 +260,7 @@ export const monitoredTrainingSession = async (
           retentionPolicy: options.retentionPolicy,
           saver: scaffold.saver ?? new BundleSaver(options.clock === undefined ? {} : { clock: options.clock }),
           ...(options.clock === undefined ? {} : { clock: options.clock }),
-          ...(relay === undefined ? {} : { logger: relay.logger }),
+          ...(managerEvents === undefined ? {} : { logger: managerEvents.logger }),
         }, "saver")
       : undefined;
   const manager = shared ?? owned;
@@ -308,7 +310,7 @@ export const monitoredTrainingSession = async (
       // However the session ends (an error skips hooks' end), the lock it took is released.
       ...(owned === undefined ? {} : { ownedResources: [owned] }),
       // From now on, the manager's lines are the session's events.
-      ...(relay === undefined ? {} : { loggerRelays: [relay] }),
+      ...(managerEvents === undefined ? {} : { eventSources: [managerEvents] }),
     }));
   } catch (e) {
     await owned?.close();

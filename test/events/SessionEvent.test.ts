@@ -83,8 +83,9 @@ describe("events$: one stream per session", () => {
     sess.forwardEvents(other);
     await sess.close();
     expect(other.observed).toBe(false);
-    expect(events.map((e) => e.type)).toEqual(["sessionCreated", "terminationNoticed", "warning", "end", "closed"]);
-    expect(events[2]).toMatchObject({ message: "a forwarded event stream failed: Error: watcher died" });
+    expect(events.map((e) => e.type)).toEqual(["sessionCreated", "terminationNoticed", "log", "warning", "end", "closed"]);
+    expect(events[2]).toMatchObject({ level: "warn", message: "a forwarded event stream failed: Error: watcher died" });
+    expect(events[3]).toMatchObject({ message: "a forwarded event stream failed: Error: watcher died" });
   });
 
   it("describeCause gives the error's name and the first line of its message", () => {

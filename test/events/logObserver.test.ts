@@ -50,25 +50,18 @@ describe("eventLogger", () => {
 });
 
 describe("logObserver", () => {
-  it("prints log events at their level, warnings at warn, step rates as TensorFlow's lines; skips what was logged already and every other event", () => {
+  it("prints log events at their level, with their fields; every other event is data and prints nothing", () => {
     const logger = new RecordingLogger();
     const observe = logObserver(logger);
     observe({ type: "log", time: 0, level: "debug", message: "d" });
     observe({ type: "log", time: 0, level: "error", message: "e", fields: { k: 1 } });
     observe({ type: "warning", time: 0, message: "w" });
-    observe({ type: "warning", time: 0, message: "printed already", logged: true });
     observe({ type: "stepRate", time: 0, globalStep: 7, stepsPerSec: 1234567 });
-    observe({ type: "stepRate", time: 0, globalStep: 8, stepsPerSec: 2.5, tag: "my/rate", examplesPerSec: 80 });
-    observe({ type: "stepRate", time: 0, globalStep: 9, stepsPerSec: 1, logged: true });
     observe({ type: "checkpointSaved", time: 0, globalStep: 1, path: "/x", durationMs: 1 });
     observe({ type: "end", time: 0 });
     expect(logger.entries).toEqual([
       { level: "debug", message: "d", fields: undefined },
       { level: "error", message: "e", fields: { k: 1 } },
-      { level: "warn", message: "w", fields: undefined },
-      { level: "info", message: "global_step/sec: 1.23457e+06", fields: { step: 7, stepsPerSec: 1234567 } },
-      { level: "info", message: "my/rate: 2.5", fields: { step: 8, stepsPerSec: 2.5 } },
-      { level: "info", message: "examples/sec: 80", fields: { step: 8, examplesPerSec: 80 } },
     ]);
   });
 });
@@ -108,17 +101,25 @@ describe("a session's log lines reach its log observers", () => {
     expect(events.filter((e) => e.type === "warning").map((e) => e.type === "warning" && e.message)).toEqual([NAN]);
   });
 
-  it("a hook given a logger of its own prints there; the warning event says `logged`, so the session's observer does not print it again", async () => {
+  it("a hook given a logger of its own prints there and only there; its warning is still a warning event", async () => {
     const logger = new RecordingLogger();
     const hookLogger = new RecordingLogger();
     const events: SessionEvent[] = [];
     await runOnce(await divergingSession({ logger, hookLogger, observer: (e) => events.push(e) }));
     expect(hookLogger.messages("warn")).toEqual([NAN]);
     expect(logger.messages("warn")).toEqual([]);
-    expect(events.find((e) => e.type === "warning")).toMatchObject({ message: NAN, logged: true });
+    expect(events.filter((e) => e.type === "warning")).toEqual([{ type: "warning", time: 1_700_000_000_000, message: NAN }]);
+    expect(events.some((e) => e.type === "log" && e.message === NAN)).toBe(false);
   });
 
-  it("StepCounterHook's rate is one stepRate event; the observer prints the same lines and fields as the hook did", async () => {
+  it("in a session, a hook's warning is a log event at warn, then a warning event (the line, then the data)", async () => {
+    const events: SessionEvent[] = [];
+    await runOnce(await divergingSession({ logObserver: null, observer: (e) => events.push(e) }));
+    const at = events.findIndex((e) => e.type === "warning");
+    expect(events[at - 1]).toEqual({ type: "log", time: 1_700_000_000_000, level: "warn", message: NAN });
+  });
+
+  it("StepCounterHook's rate is TensorFlow's lines as log events, then one stepRate event with the data", async () => {
     const clock = new VirtualClock();
     const logger = new RecordingLogger();
     const events: SessionEvent[] = [];
@@ -133,8 +134,17 @@ describe("a session's log lines reach its log observers", () => {
       { level: "info", message: "global_step/sec: 100", fields: { step: 21, stepsPerSec: 100 } },
       { level: "info", message: "examples/sec: 3200", fields: { step: 21, examplesPerSec: 3200 } },
     ]);
-    // The session manager's lines are events too ("Running local_init_op."); none is a rate.
-    expect(events.filter((e) => e.type === "log").map((e) => e.type === "log" && e.message)).toEqual(["Running local_init_op.", "Done running local_init_op."]);
+    // The session manager's lines are events too ("Running local_init_op."), and so are the rates.
+    expect(events.filter((e) => e.type === "log").map((e) => e.type === "log" && e.message)).toEqual([
+      "Running local_init_op.",
+      "Done running local_init_op.",
+      "global_step/sec: 100",
+      "examples/sec: 3200",
+      "global_step/sec: 100",
+      "examples/sec: 3200",
+    ]);
+    const rate = events.findIndex((e) => e.type === "stepRate");
+    expect(events[rate - 1]).toMatchObject({ type: "log", message: "examples/sec: 3200", fields: { step: 11, examplesPerSec: 3200 } });
     expect(events.filter((e) => e.type === "stepRate").map((e) => e.type === "stepRate" && [e.globalStep, e.tag, e.examplesPerSec])).toEqual([
       [11, "global_step/sec", 3200],
       [21, "global_step/sec", 3200],
@@ -220,10 +230,13 @@ describe("hookEnv: hooks run outside a monitored session (TensorFlow's _HookedSe
     expect(frozen.messages("warn")[0]).toContain("It seems that global step (global_step) has not been increased.");
   });
 
-  it("an environment whose emit drops events loses those lines (why hookEnv exists)", async () => {
+  it("an environment of one's own with a plain logger prints every line through it, whatever its emit does (one rule: a line goes to the logger)", async () => {
     const clock = new VirtualClock();
     const logger = new RecordingLogger();
     await byHand(new StepCounterHook({ everyNSteps: 2 }), { clock, logger, emit: () => undefined }, clock, 5, 1);
-    expect(logger.messages("info")).toEqual([]);
+    expect(logger.messages("info")).toEqual(["global_step/sec: 10", "global_step/sec: 10"]);
+    const frozen = new RecordingLogger();
+    await byHand(new StepCounterHook({ everyNSteps: 1 }), { clock, logger: frozen, emit: () => undefined }, clock, 12, 0);
+    expect(frozen.messages("warn")[0]).toContain("It seems that global step (global_step) has not been increased.");
   });
 });

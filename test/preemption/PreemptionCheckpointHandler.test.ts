@@ -51,8 +51,9 @@ const setup = async (config: ConstructorParameters<typeof TerminationConfig>[0] 
     clock,
     logger,
   });
+  // The typed events; its lines (log events) are asserted through `logger`.
   const events: PreemptionEvent[] = [];
-  handler.events$.subscribe((e) => events.push(e));
+  handler.events$.subscribe((e) => e.type !== "log" && events.push(e));
   const step = () => handler.run(() => session.run("train"));
   return { session, signals, clock, logger, exits, handler, events, step };
 };

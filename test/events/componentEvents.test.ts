@@ -1,0 +1,92 @@
+/**
+ * A component that lives before or without a session has its own stream: its lines are `log`
+ * events there, printed by its own logger until a session adopts them, and again after.
+ */
+import { describe, expect, it } from "vitest";
+
+import { ComponentEvents } from "../../src/events/componentEvents.js";
+import type { SessionEvent } from "../../src/events/SessionEvent.js";
+import { MonitoredSession } from "../../src/pipeline/MonitoredSession.js";
+import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { VirtualClock } from "../../src/testing/VirtualClock.js";
+import { trainingGraph } from "../util/driveHooks.js";
+
+const session = (logger: RecordingLogger, extra: { eventSources?: ComponentEvents[]; observer?: (e: SessionEvent) => void } = {}): Promise<MonitoredSession> =>
+  MonitoredSession.create({ graph: trainingGraph(), clock: new VirtualClock(), logger, ...extra });
+
+/** The messages of `logger` that are not the session manager's own ("Running local_init_op."). */
+const mine = (logger: RecordingLogger): string[] => logger.messages().filter((m) => !m.includes("local_init_op"));
+
+describe("ComponentEvents", () => {
+  it("its lines are log events on events$, stamped by its clock, and its fallback prints them while no session adopts them", () => {
+    const fallback = new RecordingLogger();
+    const events = new ComponentEvents(fallback, () => 7);
+    const heard: SessionEvent[] = [];
+    events.events$.subscribe((e) => heard.push(e));
+    events.logger.warn("the lock was stale", { pid: 1 });
+    events.emit({ type: "terminationNoticed", time: 8, source: "SIGTERM" });
+    expect(heard).toEqual([
+      { type: "log", time: 7, level: "warn", message: "the lock was stale", fields: { pid: 1 } },
+      { type: "terminationNoticed", time: 8, source: "SIGTERM" },
+    ]);
+    expect(fallback.entries).toEqual([{ level: "warn", message: "the lock was stale", fields: { pid: 1 } }]);
+  });
+
+  it("forwarded into a session, its lines are printed by the session's log observer only; after close() its fallback prints them again", async () => {
+    const fallback = new RecordingLogger();
+    const sessionLogger = new RecordingLogger();
+    const events = new ComponentEvents(fallback, () => 0);
+    events.logger.info("before");
+    const sess = await session(sessionLogger);
+    sess.forwardEvents(events);
+    events.logger.info("during");
+    await sess.close();
+    events.logger.info("after");
+    expect(mine(fallback)).toEqual(["before", "after"]);
+    expect(mine(sessionLogger)).toEqual(["during"]);
+  });
+
+  it("a forwarding stopped by its caller hands the lines back; two adopters print until both stopped", async () => {
+    const fallback = new RecordingLogger();
+    const first = new RecordingLogger();
+    const second = new RecordingLogger();
+    const events = new ComponentEvents(fallback, () => 0);
+    const a = await session(first);
+    const b = await session(second);
+    const fa = a.forwardEvents(events);
+    const fb = b.forwardEvents(events);
+    events.logger.info("both");
+    fa.unsubscribe();
+    fa.unsubscribe();
+    events.logger.info("second only");
+    fb.unsubscribe();
+    events.logger.info("nobody");
+    expect(mine(first)).toEqual(["both"]);
+    expect(mine(second)).toEqual(["both", "second only"]);
+    expect(mine(fallback)).toEqual(["nobody"]);
+    await a.close();
+    await b.close();
+  });
+
+  it("MonitoredSession's eventSources are forwarded before anything else: their events are the session's from creation on", async () => {
+    const fallback = new RecordingLogger();
+    const sessionLogger = new RecordingLogger();
+    const events = new ComponentEvents(fallback, () => 0);
+    const seen: SessionEvent[] = [];
+    const sess = await session(sessionLogger, { eventSources: [events], observer: (e) => seen.push(e) });
+    events.logger.info("a manager's line");
+    expect(mine(sessionLogger)).toEqual(["a manager's line"]);
+    expect(mine(fallback)).toEqual([]);
+    expect(seen).toContainEqual({ type: "log", time: 0, level: "info", message: "a manager's line" });
+    await sess.close();
+  });
+
+  it("a completed stream prints its later lines through its fallback", () => {
+    const fallback = new RecordingLogger();
+    const events = new ComponentEvents(fallback, () => 0);
+    events.adopt();
+    events.complete();
+    events.logger.error("late");
+    expect(fallback.messages("error")).toEqual(["late"]);
+  });
+});
