@@ -43,6 +43,7 @@ import { ChiefRecovery, isChiefLoss, MODEL_READY_KEY } from "./chiefRecovery.js"
 import { ChaosOpErrorHook, chaosGoodputDirOf, chaosOpErrorsOf } from "./chaosOpErrors.js";
 import { connectCurrent } from "./coordinationSetup.js";
 import { connectTask, registerTask, StartLeave, taskPlan, tellWhileStarting } from "./taskStart.js";
+import { startBarrierOnce, TaskExit } from "./taskExit.js";
 import { failGroup, joinCollective } from "./collectiveJoin.js";
 import { lostOf, watchCluster } from "./failureWatch.js";
 import { LAUNCH_READY_ENV } from "./launchReady.js";
@@ -180,19 +181,21 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   const connection = await connectTask(task, plan, publisher === undefined ? [] : [publisher.registration], clock, logger);
   const { client, host } = connection;
   const stopServer = (): Promise<void> => connection.stop();
-  // The host of the coordination service keeps serving it, after a clean exit, until the others left.
-  const drainMs = o.timeouts?.drainTimeoutSecs === undefined ? DEFAULT_DRAIN_TIMEOUT_MS : o.timeouts.drainTimeoutSecs * 1000;
-  const drain = async (barrierFailed: boolean): Promise<void> => {
-    if (host === undefined) return;
-    // After a passed shutdown barrier every task has left: nothing to wait for.
-    if (barrierFailed) logger.info(`Serving the coordination service until every other task has left (up to ${drainMs / 1000} s, cluster.timeouts.drainTimeoutSecs).`);
-    const left = await host.waitUntilAllLeft(drainMs);
-    if (left.length > 0) logger.warn(`Stopping the coordination service after ${drainMs / 1000} s (cluster.timeouts.drainTimeoutSecs) with ${left.join(", ")} still in the cluster: they fail with UnavailableError.`);
-  };
-  // While it drains, the host's client has left: it reports through the service itself.
-  let draining = false;
+  const heartbeatTimeoutMs = timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs;
   /** How long a host that leaves waits for the others to hear its report before its service stops. */
-  const tellBoundMs = 3 * (timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs);
+  const tellBoundMs = 3 * heartbeatTimeoutMs;
+  const exit = new TaskExit({
+    name: task.name,
+    me,
+    tasks,
+    client,
+    host,
+    stopServer,
+    // The host of the coordination service keeps serving it, after a clean exit, until the others left.
+    drainMs: o.timeouts?.drainTimeoutSecs === undefined ? DEFAULT_DRAIN_TIMEOUT_MS : o.timeouts.drainTimeoutSecs * 1000,
+    tellBoundMs,
+    logger,
+  });
   // A termination notice while the task starts: tell the others (once registered), then stop the start.
   const leave = new StartLeave({ leave: options.leave, name: task.name, tell: tellWhileStarting(client, host, others, tellBoundMs), report: (what) => preemptionReport(task.name, what) });
   /** A host whose service holds a final report (another task's leave, say) keeps it until the others heard it, before it stops. */
@@ -206,10 +209,8 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   if (publisher?.readiness().ready === true) announcePublished();
 
   const group = options.group;
-  let collective: TcpCollective | undefined;
-  /** The ring of the group's latest re-form, if it re-formed. */
-  let ring: TcpCollective | undefined;
   if (group !== undefined) {
+    let collective: TcpCollective;
     try {
       collective = await leave.unless(joinCollective(client, group, { address: task.address, token, tls, timeoutSecs: o.collectiveTimeoutSecs, clock, logger }));
     } catch (e) {
@@ -219,6 +220,8 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       throw e;
     }
     group.attach(collective);
+    exit.closeOnLeave(group);
+    exit.closeOnLeave(collective);
   }
   leave.started();
 
@@ -227,10 +230,8 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   const chief = task.isChief ? undefined : chiefTaskOf(spec);
   const launched = options.env[LAUNCH_READY_ENV] === "1";
   const maxWaitSecs = options.maxWaitSecs ?? DEFAULT_MAX_WAIT_SECS;
-  /** This task's report of its termination notice, while its call is under way (bounded by the call's deadline). */
-  let reporting: Promise<void> | undefined;
   /** How long a rank goes on registering while nobody answers at the chief's service (the heartbeat timeout). */
-  const unreachableMs = timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs;
+  const unreachableMs = heartbeatTimeoutMs;
   const rejoin =
     group === undefined || launched
       ? undefined
@@ -242,7 +243,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           maxWaitSecs,
           unreachableTimeoutMs: unreachableMs,
           startBarrier: (timeoutMs) => client.barrier(STARTED_BARRIER, { timeoutMs }),
-          join: async () => (ring = await joinCollective(client, group, { address: task.address, token, tls, timeoutSecs: o.collectiveTimeoutSecs, clock, logger })),
+          join: async () => exit.ringFormed(await joinCollective(client, group, { address: task.address, token, tls, timeoutSecs: o.collectiveTimeoutSecs, clock, logger })),
           // The returning worker asks for the chief's model while the chief's step waits for it.
           waiting: (waiting) => publisher?.stepWaits(waiting),
           clock,
@@ -269,9 +270,11 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     preemptionTold = true;
     if (host !== undefined) host.report(report, { final: true });
     else {
-      reporting = client.reportErrorToCluster(report, { final: true }).catch((e: unknown) => {
-        logger.warn(`${task.name} could not tell the other ranks of its termination notice through the coordination service (${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}); they learn of its exit from its missing heartbeats.`);
-      });
+      exit.reported(
+        client.reportErrorToCluster(report, { final: true }).catch((e: unknown) => {
+          logger.warn(`${task.name} could not tell the other ranks of its termination notice through the coordination service (${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}); they learn of its exit from its missing heartbeats.`);
+        }),
+      );
     }
     return report;
   };
@@ -300,10 +303,12 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           clock,
           logger,
         });
-  let finishing = false;
-  /** The start barrier of a generation, once this task called it there (see `sessionsCreated`). */
-  let sessionsPassed: { readonly generation: number | undefined; readonly passed: Promise<void> } | undefined;
-  const parentWatch = options.watchParent === true ? watchParentOf(me, clock, logger, () => finishing) : undefined;
+  const parentWatch = options.watchParent === true ? watchParentOf(me, clock, logger, () => exit.leaving) : undefined;
+  // Leaving, the task stops watching its parent and ends a wait for its chief or a lost rank.
+  exit.cancelOnLeave(parentWatch);
+  exit.cancelOnLeave(recovery);
+  exit.cancelOnLeave(rejoin);
+  exit.skipWhenTelling(() => rejoin?.lost);
   // A loss the group waits for re-forms it; any other failure ends a wait under way, and the group.
   const lost =
     rejoin === undefined || group === undefined
@@ -315,7 +320,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           }
           await group.reform(e);
         };
-  const failed = watchCluster(client, () => finishing, recovery, lost);
+  const failed = watchCluster(client, () => exit.leaving, recovery, lost);
   // Another rank's preemption report reached this one: nothing more to tell.
   failed.then((e) => void (clusterFailureOf(e)?.kind === "preemption" && (preemptionTold = true)), () => undefined);
   // Nobody may be listening: the failure is read when the run loop asks.
@@ -331,52 +336,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   }, () => undefined);
   const resolver = publishWatched(grpcSessionTargetResolver({ cluster: spec.asDict(), token, tls, publisher }), client, clock);
   const chiefName = chiefTaskOf(spec);
-  const finish = async (clean: boolean): Promise<Error | undefined> => {
-    finishing = true;
-    parentWatch?.cancel();
-    recovery?.cancel(new CancelledError(`task ${task.name} is leaving the cluster`));
-    rejoin?.cancel(new CancelledError(`task ${task.name} is leaving the cluster`));
-    // Every ring this task built: the first, and after a re-form the group's ring of now (an open
-    // ring would keep the process alive after the task left). A ring closes once; a failed group
-    // leaves its ring to this.
-    await Promise.all([group?.close(), collective?.close(), ring?.close()].map((p) => p?.catch(() => undefined)));
-    let error: Error | undefined;
-    if (!clean) {
-      // The others learn of this task's notice from its report: let the call finish before the
-      // client closes (a worker leaves right after its notice).
-      await reporting;
-      if (host?.hasFinalReport() === true) {
-        // The others were between generations when the notice came (this task's, or another
-        // rank's final report, whose sender counts as told): keep the service up until
-        // each surviving rank has heard of it (they exit with the preemption code). A rank calls
-        // again within seconds (it registers again, after starting its heartbeat thread, which
-        // takes seconds on a loaded machine); three heartbeat timeouts bound the wait for one
-        // that froze meanwhile. The lost rank is not waited for.
-        const others = tasks.filter((t) => t !== me && t !== rejoin?.lost);
-        const boundMs = 3 * (timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs);
-        logger.info(`Telling ${others.length === 1 ? "the other task" : `the ${others.length} other tasks`} of the termination notice through the coordination service (up to ${boundMs / 1000} s).`);
-        const untold = await host.waitUntilTold(others, boundMs);
-        if (untold.length > 0) logger.warn(`${untold.join(", ")} did not hear of the termination notice within ${boundMs / 1000} s; they learn of the chief's exit from the missing service.`);
-      }
-      // A failing or preempted task leaves at once (the process is about to exit): the others
-      // learn why from the report, or from the missing heartbeats.
-      void client.close().then(stopServer).catch(() => undefined);
-      return undefined;
-    }
-    try {
-      await client.shutdown();
-    } catch (e) {
-      error = e instanceof Error ? e : new Error(String(e));
-      await client.close().catch(() => undefined);
-    }
-    draining = true;
-    await drain(error !== undefined);
-    await stopServer().catch(() => undefined);
-    return error;
-  };
-  let closing: Promise<Error | undefined> | undefined;
-  // Once: the first call decides how this task leaves.
-  const finishOnce = (clean: boolean): Promise<Error | undefined> => (closing ??= finish(clean));
+  const finish = (clean: boolean): Promise<Error | undefined> => exit.finish(clean);
   return {
     name: task.name,
     master: task.master,
@@ -432,48 +392,22 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
             noticed: (why, onChiefLost) => recovery.noticed(why, onChiefLost),
             onRegistered: (listener) => recovery.onRegistered(listener),
           },
-    livenessTimeoutMs: timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs,
+    livenessTimeoutMs: heartbeatTimeoutMs,
     isChiefLoss: (e) => isChiefLoss(e, chiefName),
     chiefTaskName: chiefName,
-    untilErrorHeard: async () => {
-      // Only the host of the service (the embedded backend's chief): its service goes with its process.
-      if (host?.hasFinalReport() !== true) return;
-      const others = tasks.filter((t) => t !== me);
-      const boundMs = 3 * (timeouts.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs);
-      const untold = await host.waitUntilTold(others, boundMs);
-      if (untold.length > 0) logger.warn(`${untold.join(", ")} did not hear of the cluster's error within ${boundMs / 1000} s; they learn of the chief's exit from the missing service.`);
-      // The answers are on their way: the server stops once they are written (its stop grace).
-      closing ??= (async () => {
-        finishing = true;
-        await client.close().catch(() => undefined);
-        await stopServer().catch(() => undefined);
-        return undefined;
-      })();
-      await closing;
-    },
+    untilErrorHeard: () => exit.untilErrorHeard(),
     sessionTargets: defaultSessionTargets.with(recovery === undefined ? resolver : recovering(resolver, recovery)),
     goodputDir: chaosGoodputDirOf(options.env),
     hooks: [...(recovery === undefined ? [] : [recovery.hook]), ...(chaos.length === 0 ? [] : [new ChaosOpErrorHook(chaos, task.name, clock, toLaunch)])],
     failed,
-    sessionsCreated: () => {
-      // Once per generation: `run`, the session (`monitoredTrainingSession({ task })`) and a
-      // re-forming group's preemption handler may each pass it; the later calls are the first's.
-      const generation = client.generation;
-      const earlier = sessionsPassed;
-      if (earlier !== undefined && generation !== undefined && earlier.generation === generation) return earlier.passed;
-      const passed = (async () => {
-        // The chief's model is published: a worker that lost the chief waits for this key.
-        if (task.isChief) await insertOnce(client, MODEL_READY_KEY, client.incarnation);
-        // A recovering worker passes the barrier in each generation, from its hook.
-        if (recovery === undefined) await client.barrier(STARTED_BARRIER);
-      })();
-      sessionsPassed = { generation, passed };
-      // A failed barrier is tried again by the next call (a session's retry).
-      passed.catch(() => {
-        if (sessionsPassed?.passed === passed) sessionsPassed = undefined;
-      });
-      return passed;
-    },
+    // Once per generation: `run`, the session (`monitoredTrainingSession({ task })`) and a
+    // re-forming group's preemption handler may each pass it.
+    sessionsCreated: startBarrierOnce(client, async () => {
+      // The chief's model is published: a worker that lost the chief waits for this key.
+      if (task.isChief) await insertOnce(client, MODEL_READY_KEY, client.incarnation);
+      // A recovering worker passes the barrier in each generation, from its hook.
+      if (recovery === undefined) await client.barrier(STARTED_BARRIER);
+    }),
     reportPreemption: async (what) => {
       const report = preemptionReport(task.name, what);
       // This rank told the group already (or heard another's report): every rank knows.
@@ -490,7 +424,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       // preemption code, and the chief's wait ends. While the group re-forms, the chief's client
       // is between generations and the others wait to register in its next one: they hear it
       // from the service itself too.
-      if (draining && host !== undefined) return host.report(report);
+      if (exit.draining && host !== undefined) return host.report(report);
       if (wasRegrouping && host !== undefined) {
         // Final: a rank that registers again after this task left still hears it (see `finish`).
         return host.report(report, { final: true });
@@ -499,7 +433,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       // the report is final, taken from its last registration; the chief's service passes it to
       // every rank in any generation.
       const sent = client.reportErrorToCluster(report, wasRegrouping ? { final: true } : {}).catch(() => undefined);
-      reporting = sent;
+      exit.reported(sent);
       await sent;
     },
     reportFailure: async (error) => {
@@ -513,10 +447,10 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           : new UnknownError(`task ${task.name} failed: ${message}`);
       await client.reportErrorToCluster(reported).catch(() => undefined);
     },
-    finish: finishOnce,
-    close: () => finishOnce(true),
+    finish,
+    close: () => finish(true),
     [Symbol.asyncDispose]: async () => {
-      await finishOnce(true);
+      await finish(true);
     },
   };
 };
