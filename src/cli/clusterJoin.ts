@@ -7,6 +7,7 @@
  */
 
 import { processPerTaskProblem } from "../cluster/coordination/backends.js";
+import { taskNamesOf } from "../cluster/coordination/identity.js";
 import type { Clock } from "../time/Clock.js";
 import type { Logger } from "../Logger.js";
 import type { MonitoredSession } from "../pipeline/MonitoredSession.js";
@@ -38,7 +39,7 @@ export const startCluster = async (
   exitCode: number,
 ): Promise<TaskRuntime | number> => {
   const spec = task.clusterSpec;
-  const perProcess = processPerTaskProblem(task.options.backend, spec.jobs.reduce((n, job) => n + spec.numTasks(job), 0), "monitored-session run");
+  const perProcess = processPerTaskProblem(task.options.backend, taskNamesOf(spec).length, "monitored-session run");
   if (perProcess !== undefined) {
     io.err.write(`${task.name}: ${perProcess}\n`);
     return ExitCodes.usage;

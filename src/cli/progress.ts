@@ -17,8 +17,6 @@ import type { Clock } from "../time/Clock.js";
 import { levelLogger, type Logger, type LogLevel } from "../Logger.js";
 import type { SessionEvent } from "../events/SessionEvent.js";
 import { jsonLine, jsonLogger, type LogFormat } from "./logFormat.js";
-// The preemption handler's events (`gracePeriodExceeded`) are declared there, by augmentation.
-import type {} from "../preemption/events.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -292,8 +290,8 @@ export interface Following extends Pick<Subscription, "unsubscribe"> {
  * - `stepRate` (StepCounterHook's): the rate shown; `warning`: counted in the display (the
  *   session's log observer prints the line).
  * - Log lines: a recovery (`sessionAborted` with its cause, then `sessionCreated` with the
- *   checkpoint restored), every durable checkpoint (`checkpointSaved`), and a preemption save
- *   that overran its grace period (`gracePeriodExceeded`).
+ *   checkpoint restored) and every durable checkpoint (`checkpointSaved`). A preemption save
+ *   that overran its grace period is the handler's own line (at `error`), not printed again here.
  */
 export const followSession = (progress: Progress, feed: SessionFeed): Following => {
   const { logger } = progress;
@@ -328,9 +326,6 @@ export const followSession = (progress: Progress, feed: SessionFeed): Following 
         break;
       case "checkpointSaved":
         logger.info(`Checkpoint saved: ${e.path} (global step ${e.globalStep}, ${Math.round(e.durationMs)} ms).`);
-        break;
-      case "gracePeriodExceeded":
-        logger.warn(`Preemption: ${e.message}`);
         break;
       case "stepRate":
         progress.stepRate(e.stepsPerSec);

@@ -85,8 +85,9 @@ export interface SessionEventMap {
   closed: { readonly error?: unknown };
   /**
    * An error that must not stop training (e.g. a failed background write), as data: the emitter
-   * also wrote `message` to its logger at `warn` (in a session, a `log` event just before this
-   * one), so the log observer does not print this event.
+   * also wrote `message` to its logger at `warn` (the session's event logger: a `log` event just
+   * before this one; a hook's own logger: a line there), so the log observer does not print this
+   * event.
    */
   warning: { readonly message: string; readonly error?: unknown };
   /**

@@ -6,8 +6,9 @@
  * Until a session adopts the stream (`session.forwardEvents(component)`), nobody else prints
  * them, so the component's own log observer does (`logObserver(fallback)`, the component's
  * `logger` option). While a session forwards the stream, that session's log observers print
- * them instead, and when the forwarding ends (the session closed) the component prints them
- * again: a line is printed once, and never lost for want of a printer.
+ * them instead (each adopting session's, if several do), and when the forwarding ends (the
+ * session closed, or the stream completed) the component prints them again. A line always has
+ * a printer: its own, or the adopting session's (which prints nothing with `logObserver: null`).
  *
  * @example
  * ```ts
@@ -53,8 +54,10 @@ export class ComponentEvents<E extends SessionEvent = SessionEvent> implements E
   readonly logger: Logger;
   private readonly subject = new Subject<E | SessionEventOf<"log">>();
   private readonly print: SessionEventListener;
-  /** Sessions that print this stream's lines now (see {@link adopt}). */
-  private adopters = 0;
+  /** The adoptions in force (see {@link adopt}): a session's, until it hands the lines back. */
+  private readonly adoptions = new Set<object>();
+  /** {@link complete} ran: no session hears this stream any more. */
+  private completed = false;
 
   /** `fallback` prints the lines while no session adopts them; `now` stamps them. */
   constructor(fallback: Logger, now: () => number) {
@@ -65,24 +68,21 @@ export class ComponentEvents<E extends SessionEvent = SessionEvent> implements E
 
   /** Emits `e`: printed by the fallback when it is a line and no session adopted the stream. */
   emit(e: E | SessionEventOf<"log">): void {
-    if (this.adopters === 0) this.print(e);
+    if (this.completed || this.adoptions.size === 0) this.print(e);
     this.subject.next(e);
   }
 
   /** A session prints the lines from now on; the function returned hands them back (idempotent). */
   adopt(): () => void {
-    this.adopters++;
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      this.adopters--;
-    };
+    const adoption = {};
+    if (!this.completed) this.adoptions.add(adoption);
+    return () => void this.adoptions.delete(adoption);
   }
 
-  /** Ends {@link events$}. Later lines are still printed by the fallback. */
+  /** Ends {@link events$}: no session hears it any more, so later lines are printed by the fallback. */
   complete(): void {
-    this.adopters = 0;
+    this.completed = true;
+    this.adoptions.clear();
     this.subject.complete();
   }
 }

@@ -1,8 +1,8 @@
 /**
  * How the session's events become log lines. Hooks, the session pipeline and the services a
- * hook opens do not write to a logger: they emit on the session's `events$` (a `log` event, or
- * a typed one such as `stepRate` or `warning`), and one observer, {@link logObserver}, turns
- * those into the lines a TensorFlow user expects. `MonitoredSession` subscribes one to its
+ * hook opens write their lines to the session's event logger, which emits each as a `log` event
+ * on `events$` (beside the typed events that carry data, such as `stepRate` or `warning`), and
+ * one observer, {@link logObserver}, prints the `log` events. `MonitoredSession` subscribes one to its
  * stream before anything happens (its `logger` option says where it writes; its `logObserver`
  * option replaces it); a second observer sees every line the first does.
  *

@@ -221,7 +221,7 @@ export class MonitoredSession {
     this.events$ = this.stream.events$;
     const { options } = parts;
     this.graphWasFinalized = options.graph?.finalized ?? true;
-    this.eventLoop = new EventLoopYield(options.clock ?? systemClock, options.yieldIntervalMs ?? DEFAULT_YIELD_INTERVAL_MS);
+    this.eventLoop = new EventLoopYield(options.clock ?? systemClock, options.yieldIntervalMs);
     closers.set(this, (error) => this.closeWith(error));
   }
 
@@ -363,7 +363,7 @@ export class MonitoredSession {
 
   /**
    * Forwards another stream's events into {@link events$} until it completes or this session
-   * closes. An error of the stream becomes a `warning` event. Given an object with `events$`
+   * closes. An error of the stream becomes a line at `warn` and a `warning` event. Given an object with `events$`
    * (a `PreemptionCheckpointHandler`, a {@link ComponentEvents}), this session's log observers
    * print its `log` lines while it forwards them ({@link EventSource.adopt}); the source's own
    * logger prints them before and after. Returns the subscription, to stop forwarding earlier.

@@ -48,7 +48,7 @@ import { basename, dirname, join } from "node:path";
 import { CheckpointManager, openCheckpointDirectory, type CheckpointSaveOptions } from "../checkpoint/index.js";
 import { systemClock, type Clock, type TimerHandle } from "../time/Clock.js";
 import { clusterFailureErrorOf, clusterFailureOf, InvalidArgumentError, OpError, RuntimeError, UnimplementedError, ValueError } from "../errors.js";
-import { DEFAULT_YIELD_INTERVAL_MS, EventLoopYield } from "../pipeline/EventLoopYield.js";
+import { EventLoopYield } from "../pipeline/EventLoopYield.js";
 import { defaultLogger, type Logger } from "../Logger.js";
 import { ResumableState } from "../creation/ResumableState.js";
 import type { VariableStore } from "../session/Session.js";
@@ -359,7 +359,7 @@ export class PreemptionCheckpointHandler {
       logger,
       events,
       globalStep: options.globalStep,
-      eventLoop: new EventLoopYield(clock, options.yieldIntervalMs ?? DEFAULT_YIELD_INTERVAL_MS),
+      eventLoop: new EventLoopYield(clock, options.yieldIntervalMs),
       taskName: cluster?.workers[cluster.id],
       resolver: cluster?.resolver,
       reportsErrors: options.reportErrors !== false,

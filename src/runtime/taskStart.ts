@@ -18,7 +18,7 @@ import type { ClusterConfig } from "../cluster/ClusterConfig.js";
 import { coordinationBackend, type CoordinationConnection, type CoordinationHost } from "../cluster/coordination/backends.js";
 import type { CoordinationClient, CoordinationClientOptions } from "../cluster/coordination/CoordinationClient.js";
 import { type CoordinationTimeouts, defaultCoordinationTimeouts } from "../cluster/coordination/CoordinationConfig.js";
-import { taskName } from "../cluster/coordination/identity.js";
+import { taskName, taskNamesOf } from "../cluster/coordination/identity.js";
 import { loadClusterToken } from "../cluster/security.js";
 import type { ServerOptions, ServiceRegistration } from "../cluster/Server.js";
 import { CancelledError, InvalidArgumentError, UnauthenticatedError, UnknownError } from "../errors.js";
@@ -68,7 +68,7 @@ export const taskPlan = (task: ClusterTask, env: NodeJS.ProcessEnv, clock: Clock
   const o = task.options;
   const token = usage(() => loadClusterToken({ tokenFile: o.tokenFile, env }));
   const spec = task.clusterSpec;
-  const tasks = spec.jobs.flatMap((job) => spec.taskIndices(job).map((i) => taskName(job, i)));
+  const tasks = taskNamesOf(spec);
   const me = taskName(task.taskType, task.taskIndex);
   const timeouts = timeoutsOf(o.timeouts);
   return {

@@ -81,12 +81,21 @@ describe("ComponentEvents", () => {
     await sess.close();
   });
 
-  it("a completed stream prints its later lines through its fallback", () => {
+  it("a stream completed while a session forwards it (a handler closed before its session) prints its later lines through its fallback, once", async () => {
     const fallback = new RecordingLogger();
+    const sessionLogger = new RecordingLogger();
     const events = new ComponentEvents(fallback, () => 0);
-    events.adopt();
+    const sess = await session(sessionLogger);
+    sess.forwardEvents(events);
+    events.logger.info("adopted");
     events.complete();
-    events.logger.error("late");
-    expect(fallback.messages("error")).toEqual(["late"]);
+    events.logger.error("late: the lock could not be released");
+    events.logger.error("later still");
+    // An adoption after the end adopts nothing.
+    sess.forwardEvents(events);
+    events.logger.error("after a second forward");
+    await sess.close();
+    expect(mine(sessionLogger)).toEqual(["adopted"]);
+    expect(mine(fallback)).toEqual(["late: the lock could not be released", "later still", "after a second forward"]);
   });
 });

@@ -3,6 +3,7 @@
  * sees for a missing or bad TF_CONFIG and MONITORED_SESSION_CLUSTER, and a one-task cluster
  * started from a resolver, joined, and closed (its process would exit: nothing left behind).
  */
+import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
 
 import { describe, expect, it } from "vitest";
@@ -11,6 +12,7 @@ import { resolveCluster } from "../../src/cluster/ClusterResolver.js";
 import { clusterFailureOf, ValueError } from "../../src/errors.js";
 import { silentLogger } from "../../src/Logger.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { PreemptionCheckpointHandler } from "../../src/preemption/index.js";
 import { CLUSTER_SETTINGS_ENV, clusterSettingsEnv, clusterSettingsFromEnv, startTask } from "../../src/runtime/index.js";
 import { Graph } from "../../src/session/Graph.js";
@@ -148,15 +150,18 @@ describe("startTask", () => {
     ["after its handler closed", true],
     ["with no handler ever", false],
   ])("a program's task that waits at the shutdown barrier %s: its first notice is told to the others, a second one exits with the preemption code at once", async (_, handler) => {
+    // On the memory backend and a virtual clock: the barrier's timeout never runs out under load.
     const [p0, p1] = (await freePorts(2)) as [number, number];
     const cluster = { chief: [`127.0.0.1:${p0}`], worker: [`127.0.0.1:${p1}`] };
     const resolverOf = (type: string) => resolveCluster({ TF_CONFIG: JSON.stringify({ cluster, task: { type, index: 0 } }) });
+    const settings = { backend: "memory", memoryCluster: randomUUID() };
+    const clock = new VirtualClock();
     const chiefProc = Object.assign(new EventEmitter(), { ppid: process.ppid });
     const logger = new RecordingLogger();
     const exits: number[] = [];
     const [chief, worker] = await Promise.all([
-      startTask({ env: {}, resolver: resolverOf("chief"), logger, noticeProcess: chiefProc, exit: (code) => void exits.push(code) }),
-      startTask({ env: {}, resolver: resolverOf("worker"), logger: silentLogger, noticeProcess: Object.assign(new EventEmitter(), { ppid: process.ppid }), exit: () => undefined }),
+      startTask({ env: {}, resolver: resolverOf("chief"), settings, clock, logger, noticeProcess: chiefProc, exit: (code) => void exits.push(code) }),
+      startTask({ env: {}, resolver: resolverOf("worker"), settings, clock, logger: silentLogger, noticeProcess: Object.assign(new EventEmitter(), { ppid: process.ppid }), exit: () => undefined }),
     ]);
     try {
       if (handler) chief.takeOverNotices().subscribe(() => undefined).unsubscribe();

@@ -16,8 +16,9 @@ import { chiefAddressOf } from "./identity.js";
 export const connectEmbedded = async (task: BackendTask): Promise<CoordinationConnection> => {
   const { spec, clientOptions, serverOptions, clock } = task;
   const chief = `grpc://${chiefAddressOf(spec)}`;
+  const where = `embedded, hosted by the chief at ${chief}`;
   if (!clientOptions.isChief) {
-    return serveTask(task, () => connectCoordinationService(chief, clientOptions, { token: serverOptions.token, tls: serverOptions.tls, clock }), `embedded, hosted by the chief at ${chief}`);
+    return serveTask(task, () => connectCoordinationService(chief, clientOptions, { token: serverOptions.token, tls: serverOptions.tls, clock }), where);
   }
   const heartbeatTimeoutMs = clientOptions.timeouts?.heartbeatTimeoutMs;
   const host = await hostCoordinationService(spec, { ...serverOptions, coordination: { clock, ...(heartbeatTimeoutMs === undefined ? {} : { heartbeatTimeoutMs }) } });
@@ -31,7 +32,7 @@ export const connectEmbedded = async (task: BackendTask): Promise<CoordinationCo
   const { service } = host;
   return {
     client,
-    where: `embedded, hosted by the chief at ${chief}`,
+    where,
     host: {
       report: (error, options) => service.reportHostError(error, options),
       waitUntilTold: (tasks, timeoutMs) => service.waitUntilTold(tasks, timeoutMs),

@@ -17,6 +17,9 @@ import type { ClusterSpec } from "../ClusterSpec.js";
 export const taskName = (jobName: string, taskIndex: number): string =>
   `/job:${jobName}/replica:0/task:${taskIndex}`;
 
+/** Every task of the cluster by its TensorFlow name, job by job in the order given, each job's tasks by index. */
+export const taskNamesOf = (spec: ClusterSpec): string[] => spec.jobs.flatMap((job) => spec.taskIndices(job).map((i) => taskName(job, i)));
+
 /** The chief's task name: `chief` 0, else `worker` 0 (TensorFlow's rule). */
 export const chiefTaskOf = (spec: ClusterSpec): string => (spec.jobs.includes("chief") ? taskName("chief", 0) : taskName("worker", 0));
 

@@ -32,7 +32,7 @@ import type { CheckpointManager } from "../../checkpoint/CheckpointManager.js";
 import { CheckpointDefaults, openCheckpointDirectory } from "../../checkpoint/checkpointDirectory.js";
 import { BundleSaver, type Saver } from "../../checkpoint/Saver.js";
 import { Coordinator, type CoordinatedTask } from "../../coordinator/Coordinator.js";
-import { DEFAULT_YIELD_INTERVAL_MS, EventLoopYield, fairSession } from "../../pipeline/EventLoopYield.js";
+import { EventLoopYield, fairSession } from "../../pipeline/EventLoopYield.js";
 import { isPromiseLike } from "../../util/promise.js";
 import { RuntimeError, ValueError } from "../../errors.js";
 import { USE_DEFAULT, type Defaultable } from "../../util/useDefault.js";
@@ -251,7 +251,7 @@ export class Supervisor {
       throw new ValueError("Supervisor needs a graph, a sessionFactory or a sessionManager to make sessions");
     }
     this.clock = options.clock ?? systemClock;
-    this.eventLoop = new EventLoopYield(this.clock, options.yieldIntervalMs ?? DEFAULT_YIELD_INTERVAL_MS);
+    this.eventLoop = new EventLoopYield(this.clock, options.yieldIntervalMs);
     this.logger = options.logger ?? defaultLogger;
     this.task = options.task;
     this.isChief = fromTask(options.task, "isChief", options.isChief) ?? true;
