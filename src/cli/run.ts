@@ -33,18 +33,15 @@ import { resolve } from "node:path";
 
 import { BundleSaver, CheckpointDirInUseError, openCheckpointDirectory, type CheckpointManager } from "../checkpoint/index.js";
 import { systemClock, type Clock } from "../time/Clock.js";
-import { settledWithin } from "../time/settledWithin.js";
 import { resolveTfConfig } from "../cluster/ClusterResolver.js";
 import { decodePodEnvironment, PeerNotResolvedError, waitForPodTfConfig } from "../cluster/PodClusterResolver.js";
 import { TF_CONFIG } from "../cluster/TfConfig.js";
 import { DEFAULT_COORDINATION_BACKEND } from "../cluster/coordination/backends.js";
 import { checkpointDirOf, ConfigError, lastStepOf, toMonitoredTrainingSessionOptions, type Job, type JobContext, type SessionRole, type TrainingConfig } from "../config/index.js";
-import { clusterFailureOf, InvalidArgumentError, ModelMismatchError, ValueError } from "../errors.js";
+import { clusterFailureOf, ValueError } from "../errors.js";
 import type { Logger, LogLevel } from "../Logger.js";
 import { withSession } from "../pipeline/MonitoredSession.js";
 import { monitoredTrainingSession, readStep, type MonitoredTrainingSessionOptions } from "../training/monitoredTrainingSession.js";
-import { PreemptionCheckpointHandler } from "../preemption/PreemptionCheckpointHandler.js";
-import { ChiefLostError } from "../preemption/PreemptionCluster.js";
 import { TerminationNotices, type NoticeProcess, type TerminationNotice } from "../preemption/TerminationNotices.js";
 import { createPlatformWatcher } from "../preemption/platforms/index.js";
 import type { Fetches } from "../session/Session.js";
@@ -58,13 +55,14 @@ import { clusterTaskOf, readTfConfig, type ClusterTask } from "../runtime/cluste
 import type { TaskRuntime } from "../runtime/index.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
 import { launchStatusWriter } from "../runtime/launchStatus.js";
-import { ReplicaGroup, ReplicaGroupError } from "../runtime/replicaGroup.js";
+import { ReplicaGroup } from "../runtime/replicaGroup.js";
 import { failureMessage } from "./faults.js";
 import { exitOnRepeatedNotice } from "./forcedExit.js";
 import { prepareRun, printIssues } from "./preflight.js";
-import { createProgress, followSession, type Following } from "./progress.js";
+import { createProgress, followSession } from "./progress.js";
 import { jsonLineStream, jsonLogger, jsonLogLine, withJsonConsole, type LogFormat } from "./logFormat.js";
 import { createPreemptionHandler, exitCodeOf, PreemptedExit } from "./runPreemption.js";
+import { exitCodeOfFailure, initialRunState, preempting as preemptingNow } from "./runOutcome.js";
 import { startBoardBeside } from "./runBoard.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -342,36 +340,10 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
   // manager (taking its lock): a second run on the directory stops here, having written nothing.
   // Only the chief writes there; a worker never does.
   const checkpointDir = checkpointDirOf(config, baseDir);
-  let manager: CheckpointManager | undefined;
-  if (checkpointDir !== undefined && isChief) {
-    try {
-      manager = await openCheckpointDirectory({
-        directory: checkpointDir,
-        checkpointName: config.checkpoint?.basename,
-        maxToKeep: config.checkpoint?.maxToKeep,
-        keepCheckpointEveryNHours: config.checkpoint?.keepCheckpointEveryNHours,
-        // A plugin's retention type, made once with the hook's (see toMonitoredTrainingSessionOptions).
-        retentionPolicy: sessionOptions.retentionPolicy,
-        saver: sessionOptions.scaffold?.saver ?? new BundleSaver({ clock }),
-        // A predecessor with this host's name on another boot (a pod recreated on another node) is
-        // gone; only its lease may run on: wait it out rather than exit 2 (docs/kubernetes.md).
-        lock: { leaseTimeoutSecs: config.checkpoint?.lockTimeoutSecs, waitOutPredecessorLease: true },
-        clock,
-        logger,
-      }, "saver");
-    } catch (e) {
-      if (e instanceof CheckpointDirInUseError) {
-        io.err.write(`${e.message}\n`);
-        return ExitCodes.usage;
-      }
-      io.err.write(failureMessage(e, verbose, `Opening the checkpoint directory ${checkpointDir} failed`));
-      return ExitCodes.failure;
-    }
-    // The chief's restore and the checkpoint hook (through HookEnv) share it; the options and
-    // their hooks are built once.
-    const { retentionPolicy: _applied, ...rest } = sessionOptions;
-    sessionOptions = { ...rest, checkpointManager: manager };
-  }
+  const opened = checkpointDir !== undefined && isChief ? await openRunCheckpoints(checkpointDir, plan, io, clock) : undefined;
+  if (typeof opened === "number") return opened;
+  const manager = opened?.manager;
+  if (opened !== undefined) sessionOptions = opened.sessionOptions;
   // The goodput log, in the log directory. The chief opens it once it took the directory (a
   // second run on it appends nothing to this one's log). A worker never makes the directory (only
   // the chief writes there): it opens its log once it joined the cluster, when the chief has made
@@ -401,14 +373,14 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     });
     join = { raceCreation };
     const joinStart = clock.now();
-    const started = await startCluster(task, io, logger, clock, notices, group, config.maxWaitSecs, exitCodeOf(config));
+    const joined = await startCluster(task, io, logger, clock, notices, group, config.maxWaitSecs, exitCodeOf(config));
     goodput.recorder ??= openAccounting();
     goodput.recorder?.phase("clusterJoin", clock.now() - joinStart);
-    if (typeof started === "number") {
+    if (typeof joined === "number") {
       await manager?.close();
-      return started;
+      return joined;
     }
-    cluster = started;
+    cluster = joined;
     sessionOptions = { ...sessionOptions, sessionTargets: cluster.sessionTargets, hooks: [...cluster.hooks, ...(sessionOptions.hooks ?? [])] };
   }
   const accounting = goodput.recorder;
@@ -450,17 +422,13 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
   const fetches: Fetches = job.fetches ?? "train";
   const lossOf = lossExtractor(fetches);
   const lastStep = lastStepOf(config, job);
-  let handler: PreemptionCheckpointHandler | undefined;
-  let started = false;
-  let following: Following | undefined;
-  /** Set before the handler closes: a notice after that finds training over. */
-  let handlerClosing = false;
+  const state = initialRunState();
   const closeHandler = async (): Promise<void> => {
-    handlerClosing = true;
-    await handler?.close();
+    state.handlerClosing = true;
+    await state.handler?.close();
   };
   const noticeToHandler = (n: TerminationNotice): void => {
-    if (!handlerClosing) handler?.noticeTermination(notices.describe(n), { deadlineMs: n.deadline });
+    if (!state.handlerClosing) state.handler?.noticeTermination(notices.describe(n), { deadlineMs: n.deadline });
   };
   // The first notice goes to the handler (a save at the next step boundary); a later Ctrl-C or
   // SIGTERM gives the save at most the grace period, then exits without it. In a cluster the task
@@ -475,41 +443,23 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
   });
   // The cluster's first failure: another task's preemption is this task's termination notice;
   // anything else (a task declared failed, a reported error, the service gone) stops training.
-  let clusterFailure: Error | undefined;
-  let clusterPreemption: Error | undefined;
   const clusterFailed = cluster?.failed.then((e) => {
     const f = clusterFailureOf(e);
     if (f?.kind === "preemption") {
-      clusterPreemption = e;
+      state.clusterPreemption = e;
       accounting?.notice();
       // Why this task stops where it stops, when the notice went to another task.
       if (task === undefined || f.reporter !== task.name) logger.info(`From the coordination service: ${e.message.replace(/^cluster preemption: /, "")}.`);
-      if (group === undefined) handler?.noticeTermination(e.message);
+      if (group === undefined) state.handler?.noticeTermination(e.message);
       // While the session is being created: exit without saving (a worker has nothing to save).
       throw new PreemptedExit(exitCodeOf(config), false);
     }
-    clusterFailure = e;
+    state.clusterFailure = e;
     throw e;
   });
   clusterFailed?.catch(() => undefined);
 
-  const preempting = (): boolean => notices.first !== undefined || clusterPreemption !== undefined || group?.stopAgreed === true || handler?.terminationReceived === true;
-  const why = (): string =>
-    notices.first !== undefined
-      ? notices.describe(notices.first)
-      : (clusterPreemption?.message ??
-        (handler?.claimHeardFrom !== undefined
-          ? `${handler.claimHeardFrom}'s termination notice`
-          : group !== undefined
-            ? "a stop the replica group agreed on (another rank's termination notice)"
-            : "another task's termination notice, agreed through the coordination service"));
-  /** The global step where the replica group stopped (a worker's line says it). */
-  let groupStopStep: number | undefined;
-  let finished = false;
-  /** The error of the step that failed, if one did (the agreement may turn it into a preemption). */
-  let stepFailure: unknown;
-  /** Steps this process trained. */
-  let run = 0;
+  const preempting = (): boolean => preemptingNow(state, notices, group);
   const forced = exitOnRepeatedNotice(notices.notices$, {
     gracePeriodSecs: config.preemption?.gracePeriodSecs ?? 0,
     exitCode: exitCodeOf(config),
@@ -523,77 +473,6 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     },
   });
   const toLaunch = launchStatusWriter(io.env);
-  /** The exit code of training that ended with `e` (printing why, and telling the cluster when this task failed). */
-  const failed = async (e: unknown): Promise<number> => {
-    await following?.settled();
-    if (started) progress.stop();
-    await fileWriterCache.closeAll().catch(() => undefined);
-    if (e instanceof CheckpointDirInUseError) {
-      io.err.write(`${e.message}\n`);
-      return ExitCodes.usage;
-    }
-    // A collective's failure carries the collective's error.
-    const groupFailure = e instanceof ReplicaGroupError ? e.cause : undefined;
-    // Another task's termination notice that ended the group's wait for a lost rank.
-    if (groupFailure !== undefined && clusterFailureOf(groupFailure)?.kind === "preemption") clusterPreemption ??= groupFailure;
-    // A peer that leaves the group for a termination notice looks like a peer gone: the
-    // coordination service says which, shortly after (its report, or the failure it declares).
-    if (groupFailure !== undefined && cluster !== undefined && !preempting()) await settledWithin(cluster.failed, WHY_A_PEER_LEFT_MS, clock);
-    // A preemption report that ended a wait of this task (a data-parallel group started by hand, re-forming after a lost rank).
-    if (clusterFailureOf(e)?.kind === "preemption") e = new PreemptedExit(exitCodeOf(config), false);
-    // The replicas build different models: a configuration to fix, before any update. Found by
-    // the replicas' signature check at the first step, or by a worker that cannot take the
-    // chief's values; the others learn it from the cluster (the reported error).
-    const mismatch = isModelMismatch(e)
-      ? e.message
-      : group !== undefined && !isChief && !started && e instanceof InvalidArgumentError && / mismatch/.test(e.message)
-        ? `${MODEL_MISMATCH} ${task?.name ?? "this task"} (rank ${group.rank}) cannot take the chief's values: ${e.message}. Every worker must build the same model (same layers, shapes and dtypes).`
-        : clusterFailure !== undefined && reportsModelMismatch(clusterFailure)
-          ? // For the line only: the reporter's description, without the report's framing.
-            clusterFailure.message.slice(Math.max(0, clusterFailure.message.indexOf(MODEL_MISMATCH)))
-          : undefined;
-    if (mismatch !== undefined && group !== undefined) {
-      io.err.write(`${task?.name ?? "this task"}: ${mismatch.split("\n")[0] ?? ""}\n`);
-      if (cluster !== undefined && clusterFailure === undefined) await cluster.reportFailure(new ModelMismatchError(mismatch));
-      return ExitCodes.usage;
-    }
-    // A notice while this worker's session waited for its lost chief (before its handler existed).
-    const chiefLost = e instanceof ChiefLostError ? e : undefined;
-    if (chiefLost !== undefined) e = new PreemptedExit(ExitCodes.chiefLost, false);
-    if (e instanceof PreemptedExit) {
-      // The checkpoint is durable: a platform waiting for it (Azure) may go on.
-      if (e.saved) await notices.acknowledge();
-      if (e.exitCode === ExitCodes.chiefLost && !e.saved) {
-        // What said the chief was lost: the collective's error, the failed step's, or the cluster's.
-        const loss = groupFailure ?? (stepFailure instanceof ReplicaGroupError ? stepFailure.cause : stepFailure) ?? chiefLost ?? clusterFailure;
-        if (loss instanceof ChiefLostError) {
-          logger.error(`Preempted (${why()}): ${loss.message}; exiting with ${e.exitCode} without saving (the restart resumes from the last checkpoint).`);
-          return e.exitCode;
-        }
-        logger.error(
-          `Preempted (${why()}), and the chief was lost meanwhile (${loss === undefined ? "see above" : describeError(loss)}): nobody can write the checkpoint; exiting with ${e.exitCode} without saving (the restart resumes from the last checkpoint).`,
-        );
-        return e.exitCode;
-      }
-      logger.info(
-        e.saved
-          ? `Preempted: checkpoint saved; exiting with ${e.exitCode} (run the same command again to resume).`
-          : groupFailure !== undefined || (group !== undefined && stepFailure !== undefined)
-            ? `Preempted (${why()}) during a collective, which was cancelled: exiting with ${e.exitCode} without saving (the run resumes from the last checkpoint).`
-            : task !== undefined && !isChief
-            ? `Preempted (${why()}): a worker exits with ${e.exitCode}${groupStopStep === undefined ? "" : ` at global step ${groupStopStep}, where the replica group stopped,`} without saving (the chief saves).`
-            : handler !== undefined && run === 0
-              ? `Preempted (${why()}) before the first step: exiting with ${e.exitCode} without saving (nothing was trained since the checkpoint this run started from; run the same command again to resume).`
-              : `Preempted (${why()}) with no preemption checkpoint configured: exiting with ${e.exitCode} without saving.`,
-      );
-      where();
-      return e.exitCode;
-    }
-    io.err.write(failureMessage(groupFailure ?? e, verbose));
-    // The others stop too, naming this task (unless the failure came from the cluster).
-    if (cluster !== undefined && e !== clusterFailure && clusterFailure === undefined) await cluster.reportFailure(groupFailure ?? e);
-    return ExitCodes.failure;
-  };
   try {
     const creationStart = clock.now();
     /** The part of the creation spent waiting for the other tasks' sessions (joining the cluster, for goodput). */
@@ -623,25 +502,26 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
       if (manager?.lastRestored != null) accounting?.phase("restore", Math.max(0, creationMs - sessionsWaitMs));
       if (sessionsWaitMs > 0) accounting?.phase("clusterJoin", sessionsWaitMs);
     }
-    handler =
+    const handler =
       cluster !== undefined
         ? await createPreemptionHandler(sess, config, manager, logger, clock, { resolver: cluster, agreement: group === undefined ? "chiefSaves" : "agreedRun" })
         : manager === undefined
           ? undefined
           : await createPreemptionHandler(sess, config, manager, logger, clock);
+    state.handler = handler;
     // Preemption events join the session's stream, which the display follows.
     // Its events, and its lines as the session's events (printed above the progress display).
     if (handler !== undefined) sess.forwardEvents(handler);
     handler?.events$.subscribe((ev) => {
       // Where this task stopped (a worker of the group: where every rank did).
-      if (ev.type === "preemptionCheckpointSaved" && ev.exit && group !== undefined && !isChief && stepFailure === undefined) groupStopStep = ev.globalStep;
+      if (ev.type === "preemptionCheckpointSaved" && ev.exit && group !== undefined && !isChief && state.stepFailure === undefined) state.groupStopStep = ev.globalStep;
       // Another task's notice, agreed through the cluster, is this task's preemption too.
       if (ev.type === "terminationNoticed") accounting?.notice();
       if (ev.type === "preemptionCheckpointSaved" && ev.globalStep !== undefined) accounting?.saved(ev.globalStep);
     });
     // A notice that came while the session was being created (in a cluster, the task delivers it as the handler takes its notices over).
     if (cluster === undefined && notices.first !== undefined) handler?.noticeTermination(notices.describe(notices.first), { deadlineMs: notices.first.deadline });
-    else if (clusterPreemption !== undefined) handler?.noticeTermination(clusterPreemption.message);
+    else if (state.clusterPreemption !== undefined) handler?.noticeTermination(state.clusterPreemption.message);
     // What the chief actually restored (after falling back past corrupt checkpoints, say).
     const restoring = manager?.lastRestored ?? null;
     const startStep = await readStep(sess);
@@ -658,13 +538,14 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
       return ExitCodes.done;
     }
     progress.start(startStep ?? 0, lastStep);
-    started = true;
+    state.started = true;
     // Training begins: its saves, step rates, summaries and recoveries go to the goodput log (rare events, never per run).
     accounting?.ready(startStep ?? null);
     // Under launch: this task trains (launch --standby makes the next restart's standbys once every task does).
     if (cluster !== undefined) toLaunch({ type: "training" });
     // The display observes the session's events; the loop below only trains.
-    following = followSession(progress, { events$: sess.events$, readStep: () => readStep(sess), lossOf });
+    const following = followSession(progress, { events$: sess.events$, readStep: () => readStep(sess), lossOf });
+    state.following = following;
     let finalStep: number | undefined;
     await withSession(sess, async (s) => {
       while (!s.shouldStop()) {
@@ -673,7 +554,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
         // a cluster the handler decides (its agreement, the group's stop vote); the cluster's
         // failures reach its steps.
         if (cluster === undefined && handler === undefined && preempting()) throw new PreemptedExit(exitCodeOf(config), false);
-        if (clusterFailure !== undefined && !preempting()) throw clusterFailure;
+        if (state.clusterFailure !== undefined && !preempting()) throw state.clusterFailure;
         const feeds = typeof job.feeds === "function" ? job.feeds() : job.feeds;
         const plain = () => s.run(fetches, feeds);
         // In a cluster the handler may turn a failed step into a preemption: remember the step's
@@ -685,19 +566,19 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
                 try {
                   return await plain();
                 } catch (e) {
-                  stepFailure = e;
+                  state.stepFailure = e;
                   throw e;
                 }
               };
         const result = handler === undefined ? await step() : await handler.run(step);
-        run += 1;
-        if (job.onStep !== undefined) await job.onStep(result, { run });
+        state.runs += 1;
+        if (job.onStep !== undefined) await job.onStep(result, { run: state.runs });
       }
       finalStep = await readStep(s);
       goodput.step = finalStep ?? goodput.step;
     });
     await following.settled();
-    progress.update(finalStep ?? run, undefined);
+    progress.update(finalStep ?? state.runs, undefined);
     progress.stop();
     if (cluster !== undefined) {
       // The handler's last coordination calls go out before the task leaves: a task that gets a
@@ -705,7 +586,7 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
       // a save at the shutdown barrier, which waits for it).
       await closeHandler();
       // The shutdown barrier: the others do not take this exit for a failure.
-      finished = true;
+      state.finished = true;
       const barrier = await cluster.finish(true);
       if (barrier !== undefined) logger.warn(`The cluster's shutdown barrier failed (${barrier.name}: ${barrier.message}); this task's training is done.`);
     }
@@ -714,15 +595,15 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
     where();
     return ExitCodes.done;
   } catch (caught) {
-    const code = await failed(caught);
+    const code = await exitCodeOfFailure(caught, state, { io, progress, verbose, config, task, isChief, group, cluster, notices, logger, clock, where });
     // Under launch: this task leaves on its own (a peer that finds its service gone need not have it killed).
     if (cluster !== undefined) toLaunch({ type: "exiting", code, reason: "training ended" });
     return code;
   } finally {
     // The handler's last coordination calls go out while the task is still in the cluster.
-    if (!finished) await closeHandler();
-    if (!finished) await cluster?.finish(false);
-    following?.unsubscribe();
+    if (!state.finished) await closeHandler();
+    if (!state.finished) await cluster?.finish(false);
+    state.following?.unsubscribe();
     await board?.close();
     subscription.unsubscribe();
     forced.cancel();
@@ -731,33 +612,56 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
   }
 };
 
+/**
+ * The chief's checkpoint directory, taken (its lock) before anything else is created: a second
+ * run on the directory stops here, having written nothing. Resolves with its manager and the
+ * session's options that share it, or with the exit code (2: the directory is in use).
+ */
+const openRunCheckpoints = async (
+  checkpointDir: string,
+  plan: Pick<RunPlan, "config" | "sessionOptions" | "verbose" | "logger">,
+  io: CliIo,
+  clock: Clock,
+): Promise<{ readonly manager: CheckpointManager; readonly sessionOptions: MonitoredTrainingSessionOptions } | number> => {
+  const { config, sessionOptions, verbose, logger } = plan;
+  let manager: CheckpointManager;
+  try {
+    manager = await openCheckpointDirectory({
+      directory: checkpointDir,
+      checkpointName: config.checkpoint?.basename,
+      maxToKeep: config.checkpoint?.maxToKeep,
+      keepCheckpointEveryNHours: config.checkpoint?.keepCheckpointEveryNHours,
+      // A plugin's retention type, made once with the hook's (see toMonitoredTrainingSessionOptions).
+      retentionPolicy: sessionOptions.retentionPolicy,
+      saver: sessionOptions.scaffold?.saver ?? new BundleSaver({ clock }),
+      // A predecessor with this host's name on another boot (a pod recreated on another node) is
+      // gone; only its lease may run on: wait it out rather than exit 2 (docs/kubernetes.md).
+      lock: { leaseTimeoutSecs: config.checkpoint?.lockTimeoutSecs, waitOutPredecessorLease: true },
+      clock,
+      logger,
+    }, "saver");
+  } catch (e) {
+    if (e instanceof CheckpointDirInUseError) {
+      io.err.write(`${e.message}\n`);
+      return ExitCodes.usage;
+    }
+    io.err.write(failureMessage(e, verbose, `Opening the checkpoint directory ${checkpointDir} failed`));
+    return ExitCodes.failure;
+  }
+  // The chief's restore and the checkpoint hook (through HookEnv) share it; the options and
+  // their hooks are built once.
+  const { retentionPolicy: _applied, ...rest } = sessionOptions;
+  return { manager, sessionOptions: { ...rest, checkpointManager: manager } };
+};
+
+
 // ---------------------------------------------------------------------------------------------
 // utils
 // ---------------------------------------------------------------------------------------------
 
-/** The replicas' signature check failed (src/tfjs/internal/Replicas.ts): the ranks build different models. */
-const isModelMismatch = (e: unknown): e is ModelMismatchError => e instanceof ModelMismatchError;
-
-/** Another task reported a {@link ModelMismatchError} to the cluster (told by the failure's class name, never by its message). */
-const reportsModelMismatch = (e: Error): boolean => {
-  const f = clusterFailureOf(e);
-  return f?.kind === "reported" && f.errorName === MODEL_MISMATCH_ERROR;
-};
-
-const MODEL_MISMATCH_ERROR = new ModelMismatchError().name;
-
-/** How the replicas' signature check's error starts (to print it without the report's framing). */
-const MODEL_MISMATCH = "The replicas' models differ:";
-
-/** How long a rank whose collective failed waits for the coordination service to say why (a preemption exits 42, not 1). */
-const WHY_A_PEER_LEFT_MS = 5_000;
-
 /** One line on the task: `chief:0, the chief of 3 training tasks (grpc://127.0.0.1:2222; coordination: embedded)`. */
 const describeTask = (task: ClusterTask): string =>
   `${task.name}, ${task.isChief ? "the chief" : "a worker"} of ${task.numWorkers} training task${task.numWorkers === 1 ? "" : "s"} (${task.master}; coordination: ${task.options.backend ?? DEFAULT_COORDINATION_BACKEND})`;
-
-/** `Name: first line of the message`. */
-const describeError = (e: unknown): string => (e instanceof Error ? `${e.name}: ${e.message.split("\n")[0] ?? ""}` : String(e));
 
 /** Reads `loss` from a step's results: the fetch `"loss"`, or a record key or list entry named so. */
 const lossExtractor = (fetches: Fetches): ((result: unknown) => number | undefined) => {

@@ -53,6 +53,10 @@ describe("termination notices on the bundled TensorFlow.js job", () => {
     expect(step).toBeGreaterThan(0);
     expect(existsSync(join(dir, "ck", `model.ckpt-${step}.index`))).toBe(true);
     expect(out).not.toMatch(/at run \d+/);
+    // The handler's lines are events of its own stream, printed once: by the session it was
+    // forwarded into, or by its own logger (the CLI's) before and after.
+    expect(out.match(/PreemptionCheckpointHandler: termination notice \(SIGTERM\)/g)).toHaveLength(1);
+    expect(out.match(/Preemption checkpoint for step \d+ saved/g)).toHaveLength(1);
 
     writeFileSync(cfg, `module: ${exampleJob}\ncheckpoint:\n  dir: ck\n  saveSecs: 600\nlastStep: ${step + 3}\nlogStepCountSteps: 0\n`);
     const again = await startCli(["run", cfg]).done;
@@ -86,6 +90,21 @@ describe("termination notices on the bundled TensorFlow.js job", () => {
     const local = (JSON.parse(goodput.stdout) as { tasks: { task: string; processes: number; badput: Record<string, number> }[] }).tasks[0];
     expect(local).toMatchObject({ task: "local", processes: 2 });
     expect(local?.badput["wastedProgress"]).toBe(0);
+  });
+
+  it("--log-format json: SIGTERM saves and exits 42; every line is one JSON record, and the handler's lines are there once each", async () => {
+    const dir = tempDir();
+    const run = startCli(["run", config(dir), "--log-format", "json"]);
+    await run.waitFor('"Starting at global step 0');
+    await run.waitFor('"type":"progress"');
+    run.process.kill("SIGTERM");
+    const r = await run.done;
+    expect(r.code, r.stderr).toBe(42);
+    const records = [...r.stdout.split("\n"), ...r.stderr.split("\n")].filter((l) => l.trim() !== "").map((l) => JSON.parse(l) as { level?: string; message?: string });
+    const messages = records.map((x) => x.message ?? "");
+    expect(messages.filter((m) => /^PreemptionCheckpointHandler: termination notice \(SIGTERM\)/.test(m))).toHaveLength(1);
+    expect(messages.filter((m) => /^Preemption checkpoint for step \d+ saved/.test(m))).toHaveLength(1);
+    expect(messages).toContain("Preempted: checkpoint saved; exiting with 42 (run the same command again to resume).");
   });
 
   it("SIGHUP (a closed terminal) and the watched file are notices too, without periodic saves", async () => {
