@@ -22,7 +22,8 @@
  *
  * The preemption exit and the chief's preemption handler are in runPreemption.ts; joining the
  * cluster and creating the session while notices or the cluster's failure may come first, in
- * clusterJoin.ts.
+ * clusterJoin.ts; the run's state and the exit code of training that ended with an error, in
+ * runOutcome.ts.
  *
  * @module
  */
@@ -653,7 +654,6 @@ const openRunCheckpoints = async (
   const { retentionPolicy: _applied, ...rest } = sessionOptions;
   return { manager, sessionOptions: { ...rest, checkpointManager: manager } };
 };
-
 
 // ---------------------------------------------------------------------------------------------
 // utils

@@ -49,7 +49,7 @@ export interface RunState {
   stepFailure: unknown;
   /** Steps this process trained. */
   runs: number;
-  /** The task left through the shutdown barrier: nothing is left to close. */
+  /** The handler is closed and the shutdown barrier called: the clean-up does not leave the cluster again. */
   finished: boolean;
 }
 

@@ -33,7 +33,7 @@ import { grpcSessionTargetResolver } from "../cluster/grpcSessionTarget.js";
 import { ModelPublisher } from "../cluster/ModelPublisher.js";
 import type { SessionRunHook } from "../hook/SessionRunHook.js";
 import { TcpCollective } from "../cluster/collective/TcpCollective.js";
-import { AbortedError, AlreadyExistsError, CancelledError, clusterFailureOf, DeadlineExceededError, OpError, UnavailableError, UnknownError } from "../errors.js";
+import { AlreadyExistsError, clusterFailureOf, DeadlineExceededError, OpError, UnknownError } from "../errors.js";
 import { fromStatus } from "../cluster/coordination/status.js";
 import type { Logger } from "../Logger.js";
 import type { PreemptionClusterResolver, ReplicaStop } from "../preemption/PreemptionCluster.js";
@@ -44,6 +44,7 @@ import { ChaosOpErrorHook, chaosGoodputDirOf, chaosOpErrorsOf } from "./chaosOpE
 import { connectCurrent } from "./coordinationSetup.js";
 import { connectTask, registerTask, StartLeave, taskPlan, tellWhileStarting } from "./taskStart.js";
 import { startBarrierOnce, TaskExit } from "./taskExit.js";
+import { GroupPreemption, preemptionReport, rejoiningReplicaStop } from "./groupPreemption.js";
 import { failGroup, joinCollective } from "./collectiveJoin.js";
 import { lostOf, watchCluster } from "./failureWatch.js";
 import { LAUNCH_READY_ENV } from "./launchReady.js";
@@ -140,9 +141,6 @@ export interface StartClusterOptions {
   readonly logger: Logger;
   readonly clock?: Clock;
 }
-
-/** The message every preemption report starts with. */
-const PREEMPTION_REPORT = "cluster preemption:";
 
 /** The barrier every task passes once its session exists. */
 const STARTED_BARRIER = "monitored-session/run/sessions-created";
@@ -249,46 +247,9 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           clock,
           logger,
         });
-  /**
-   * A preemption this rank knows of (its notice, or another rank's claim heard): the group no
-   * longer waits for a lost rank. Told by the preemption agreement (ReplicaStop.preempted).
-   */
-  let preemption: { readonly why: string; readonly claimant: string | undefined } | undefined;
-  /** This rank told the others of the preemption through the service (once), or the cluster told it of one. */
-  let preemptionTold = false;
-  /**
-   * The group waits for a lost rank (or is about to) while a preemption is known: end the wait, and tell
-   * every rank through the coordination service, which reaches a rank in any generation (one
-   * waiting to register again hears nothing else). The service names the sender as the
-   * reporter; a claim heard from another rank is its notice (`worker:1's termination notice`).
-   * The report is final: this rank exits.
-   */
-  const tellGroupOfPreemption = (p: { readonly why: string; readonly claimant: string | undefined }): CancelledError => {
-    const report = p.claimant === undefined ? preemptionReport(task.name, p.why) : relayedPreemptionReport(task.name, p.why);
-    rejoin?.cancel(report);
-    if (preemptionTold) return report;
-    preemptionTold = true;
-    if (host !== undefined) host.report(report, { final: true });
-    else {
-      exit.reported(
-        client.reportErrorToCluster(report, { final: true }).catch((e: unknown) => {
-          logger.warn(`${task.name} could not tell the other ranks of its termination notice through the coordination service (${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}); they learn of its exit from its missing heartbeats.`);
-        }),
-      );
-    }
-    return report;
-  };
-  if (rejoin !== undefined && group !== undefined) {
-    group.rejoinWith((cause) => {
-      // The group stopped (its vote agreed): a rank that leaves now is not waited for.
-      if (group.stopAgreed) return Promise.reject(cause);
-      if (preemption === undefined) return rejoin.rejoin(cause);
-      // A preemption is under way: the loss is not waited for. A loss the group would wait for is
-      // told to every rank (this rank's notice, or the claim it heard); anything else, the chief's
-      // loss included, fails the step as it is (nobody can save: 43).
-      return Promise.reject(rejoin.underPreemption(cause) === "tell" ? tellGroupOfPreemption(preemption) : cause);
-    });
-  }
+  // What this rank knows of a preemption; while the group waits for a lost rank, it ends the wait.
+  const preemptions = new GroupPreemption({ name: task.name, client, host, rejoin, exit, logger });
+  if (rejoin !== undefined && group !== undefined) group.rejoinWith((cause) => preemptions.answerLoss(group, rejoin, cause));
   const recovery =
     group !== undefined || chief === undefined || launched
       ? undefined
@@ -322,7 +283,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
         };
   const failed = watchCluster(client, () => exit.leaving, recovery, lost);
   // Another rank's preemption report reached this one: nothing more to tell.
-  failed.then((e) => void (clusterFailureOf(e)?.kind === "preemption" && (preemptionTold = true)), () => undefined);
+  failed.then((e) => void (clusterFailureOf(e)?.kind === "preemption" && preemptions.heard()), () => undefined);
   // Nobody may be listening: the failure is read when the run loop asks.
   failed.catch(() => undefined);
   // A rank blocked in a collective hears of the cluster's failure at once, not at the collective's deadline.
@@ -348,39 +309,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     idInCluster: task.idInCluster,
     coordination: client,
     collective: group,
-    replicaStop:
-      group === undefined || rejoin === undefined
-        ? group
-        : {
-            requestStop: () => group.requestStop(),
-            get stopAgreed() {
-              return group.stopAgreed;
-            },
-            get votes() {
-              return group.votes;
-            },
-            announceNotice: () => group.announceNotice(),
-            onNoticeHeard: (f) => group.onNoticeHeard(f),
-            // The agreement's keys follow the group into its next generation.
-            onReformed: (f) => group.onReformed(f),
-            follow: (e, generation) => {
-              if (group.state === "reforming") return group.reform(e instanceof Error ? e : new Error(String(e)));
-              if (group.state !== "ready") return undefined;
-              // Re-formed since the call was made: its keys are in the next generation already.
-              if (client.generation !== undefined && client.generation !== generation) return Promise.resolve();
-              if (rejoin.isLoss(e)) return group.reform(e as Error);
-              // A coordination call may fail before the group hears of the loss (the chief's
-              // service between generations says so in words of its own): the group's own word
-              // decides, within the heartbeat timeout; else the error stands.
-              return e instanceof UnavailableError || e instanceof AbortedError ? reformWithin(group, e, unreachableMs, clock) : undefined;
-            },
-            preempted: (why, claimant) => {
-              if (preemption !== undefined) return;
-              preemption = { why, claimant };
-              // A wait under way (for a loss the group waits for: see underPreemption) ends, and every rank is told.
-              if (rejoin.waiting) tellGroupOfPreemption(preemption);
-            },
-          },
+    replicaStop: group === undefined || rejoin === undefined ? group : rejoiningReplicaStop(group, client, rejoin, preemptions, unreachableMs, clock),
     // The agreement of a worker that outlives its chief follows it into the chief's next generation.
     chiefRecovery:
       recovery === undefined
@@ -411,7 +340,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     reportPreemption: async (what) => {
       const report = preemptionReport(task.name, what);
       // This rank told the group already (or heard another's report): every rank knows.
-      if (preemptionTold) {
+      if (preemptions.told) {
         rejoin?.cancel(report);
         return;
       }
@@ -458,34 +387,6 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
 // ---------------------------------------------------------------------------------------------
 // utils
 // ---------------------------------------------------------------------------------------------
-
-/** The cluster's error that tells every task of `task`'s termination notice `what` (typed: its failure is a `preemption`). */
-const preemptionReport = (task: string, what: string): CancelledError =>
-  new CancelledError(`${PREEMPTION_REPORT} task ${task} got a termination notice (${what}): every task exits with the preemption code`, {
-    failure: { kind: "preemption", reporter: task, notice: what },
-  });
-
-/** The cluster's error that tells every task that `task` stops for `what` (another task's termination notice) while its group waits for a lost rank. */
-const relayedPreemptionReport = (task: string, what: string): CancelledError =>
-  new CancelledError(`${PREEMPTION_REPORT} task ${task} stops for ${what} while its replica group waits for a lost rank: every task exits with the preemption code`, {
-    failure: { kind: "preemption", reporter: task, notice: what },
-  });
-
-
-/** Resolves as the group's next re-form does, if one starts within `ms`; else rejects with `error`. */
-const reformWithin = (group: ReplicaGroup, error: Error, ms: number, clock: Clock): Promise<void> =>
-  new Promise<void>((ok, fail) => {
-    let stop = (): void => undefined;
-    const timer = clock.setTimer(ms, () => {
-      stop();
-      fail(error);
-    });
-    stop = group.onReform(() => {
-      timer.cancel();
-      stop();
-      group.reform(error).then(ok, fail);
-    });
-  });
 
 /**
  * `resolver`, its chief model told of the chief's publish by the coordination service (a watch on

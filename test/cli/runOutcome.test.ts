@@ -25,7 +25,6 @@ const noticesOf = (first?: string): TerminationNotices =>
 const partsOf = (extra: Partial<RunParts> = {}) => {
   const err: string[] = [];
   const logger = new RecordingLogger();
-  const reported: unknown[] = [];
   let wheres = 0;
   const parts: RunParts = {
     io: { err: { write: (s: string) => void err.push(s) } as unknown as NodeJS.WritableStream },
@@ -42,7 +41,7 @@ const partsOf = (extra: Partial<RunParts> = {}) => {
     where: () => void wheres++,
     ...extra,
   };
-  return { parts, err, logger, reported, wheres: () => wheres };
+  return { parts, err, logger, wheres: () => wheres };
 };
 
 describe("exitCodeOfFailure", () => {
@@ -74,7 +73,11 @@ describe("exitCodeOfFailure", () => {
 
     const fromCluster = new UnavailableError("task /job:worker/replica:0/task:1 was declared failed");
     const state: RunState = { ...initialRunState(), clusterFailure: fromCluster };
-    expect(await exitCodeOfFailure(fromCluster, state, partsOf({ cluster }).parts)).toBe(1);
+    const second = partsOf({ cluster });
+    expect(await exitCodeOfFailure(fromCluster, state, second.parts)).toBe(1);
+    expect(second.err.join("")).toContain("was declared failed");
+    // A step's own error after the cluster failed (the step saw the lost peer) is not reported either.
+    expect(await exitCodeOfFailure(new Error("the collective was cancelled"), state, partsOf({ cluster }).parts)).toBe(1);
     expect(reported).toEqual([boom]);
   });
 

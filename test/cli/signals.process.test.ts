@@ -94,13 +94,19 @@ describe("termination notices on the bundled TensorFlow.js job", () => {
 
   it("--log-format json: SIGTERM saves and exits 42; every line is one JSON record, and the handler's lines are there once each", async () => {
     const dir = tempDir();
-    const run = startCli(["run", config(dir), "--log-format", "json"]);
+    // No inherited NODE_OPTIONS: Node's own notes ("Debugger attached.") bypass the JSON console.
+    const run = startCli(["run", config(dir), "--log-format", "json"], { env: { NODE_OPTIONS: "" } });
     await run.waitFor('"Starting at global step 0');
     await run.waitFor('"type":"progress"');
     run.process.kill("SIGTERM");
     const r = await run.done;
     expect(r.code, r.stderr).toBe(42);
-    const records = [...r.stdout.split("\n"), ...r.stderr.split("\n")].filter((l) => l.trim() !== "").map((l) => JSON.parse(l) as { level?: string; message?: string });
+    const records = [...r.stdout.split("\n"), ...r.stderr.split("\n")].filter((l) => l.trim() !== "").map((l) => JSON.parse(l) as { time?: unknown; level?: string; type?: string; message?: string });
+    for (const x of records) {
+      expect(typeof x === "object" && x !== null && !Array.isArray(x), JSON.stringify(x)).toBe(true);
+      expect(typeof x.time, JSON.stringify(x)).toBe("number");
+      expect(x.level !== undefined || x.type !== undefined, JSON.stringify(x)).toBe(true);
+    }
     const messages = records.map((x) => x.message ?? "");
     expect(messages.filter((m) => /^PreemptionCheckpointHandler: termination notice \(SIGTERM\)/.test(m))).toHaveLength(1);
     expect(messages.filter((m) => /^Preemption checkpoint for step \d+ saved/.test(m))).toHaveLength(1);
