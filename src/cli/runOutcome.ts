@@ -49,7 +49,7 @@ export interface RunState {
   stepFailure: unknown;
   /** Steps this process trained. */
   runs: number;
-  /** The handler is closed and the shutdown barrier called: the clean-up does not leave the cluster again. */
+  /** The handler is closed and the task is leaving through the shutdown barrier: the clean-up does not leave the cluster again. */
   finished: boolean;
 }
 

@@ -104,7 +104,8 @@ describe("termination notices on the bundled TensorFlow.js job", () => {
     const records = [...r.stdout.split("\n"), ...r.stderr.split("\n")].filter((l) => l.trim() !== "").map((l) => JSON.parse(l) as { time?: unknown; level?: string; type?: string; message?: string });
     for (const x of records) {
       expect(typeof x === "object" && x !== null && !Array.isArray(x), JSON.stringify(x)).toBe(true);
-      expect(typeof x.time, JSON.stringify(x)).toBe("number");
+      // An ISO 8601 time (src/cli/logFormat.ts).
+      expect(x.time, JSON.stringify(x)).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
       expect(x.level !== undefined || x.type !== undefined, JSON.stringify(x)).toBe(true);
     }
     const messages = records.map((x) => x.message ?? "");

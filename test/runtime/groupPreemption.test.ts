@@ -24,8 +24,11 @@ const fakes = (o: { host?: boolean; waiting?: boolean; reportFails?: boolean; lo
     },
   } as unknown as CoordinationClient;
   const host = { report: (error: Error, options?: { final?: boolean }) => void sent.push({ via: "host", error, final: options?.final }) } as unknown as CoordinationHost;
+  const state = { waiting: o.waiting === true };
   const rejoin = {
-    waiting: o.waiting === true,
+    get waiting() {
+      return state.waiting;
+    },
     cancel: (e: unknown) => void cancelled.push(e),
     rejoin: (cause: Error) => {
       rejoined.push(cause);
@@ -42,7 +45,7 @@ const fakes = (o: { host?: boolean; waiting?: boolean; reportFails?: boolean; lo
     exit: { reported: (p) => void reported.push(p) },
     logger,
   });
-  return { preemptions, rejoin, sent, cancelled, rejoined, reported, logger };
+  return { preemptions, rejoin, sent, cancelled, rejoined, reported, logger, state };
 };
 
 describe("GroupPreemption", () => {
@@ -71,22 +74,37 @@ describe("GroupPreemption", () => {
     expect(cancelled).toHaveLength(2);
   });
 
-  it("a claim heard from another rank is relayed in its name; the host tells through its own service", () => {
-    const { preemptions, sent } = fakes({ host: true, waiting: true });
+  it("the wait is read when the preemption comes: a preemption known before the group waits is told when the loss is answered, once", async () => {
+    const { preemptions, sent, state, rejoin } = fakes();
+    preemptions.preempted("SIGTERM", undefined);
+    expect(sent).toEqual([]);
+    state.waiting = true;
+    const report = await preemptions.answerLoss({ stopAgreed: false }, rejoin, new UnavailableError("worker:1 was declared failed")).catch((e: unknown) => e);
+    expect(report).toBeInstanceOf(CancelledError);
+    expect(sent).toHaveLength(1);
+    await preemptions.answerLoss({ stopAgreed: false }, rejoin, new UnavailableError("worker:1 was declared failed")).catch(() => undefined);
+    expect(sent).toHaveLength(1);
+  });
+
+  it("a claim heard from another rank is relayed in its name; the host tells through its own service, finally, with nothing left under way", () => {
+    const { preemptions, sent, reported } = fakes({ host: true, waiting: true });
     preemptions.preempted("worker:1's termination notice (SIGTERM)", "worker:1");
     expect(sent).toHaveLength(1);
     expect(sent[0]?.via).toBe("host");
+    expect(sent[0]?.final).toBe(true);
+    expect(reported).toEqual([]);
+    expect(clusterFailureOf(sent[0]?.error)).toEqual({ kind: "preemption", reporter: "worker:0", notice: "worker:1's termination notice (SIGTERM)" });
     expect(sent[0]?.error.message).toBe(
       "cluster preemption: task worker:0 stops for worker:1's termination notice (SIGTERM) while its replica group waits for a lost rank: every task exits with the preemption code",
     );
   });
 
-  it("after another rank's report reached this one, nothing more is told", () => {
-    const { preemptions, sent } = fakes({ waiting: true });
+  it("after another rank's report reached this one, nothing more is told, but the wait still ends", () => {
+    const { preemptions, sent, cancelled } = fakes({ waiting: true });
     preemptions.heard();
     preemptions.preempted("SIGTERM", undefined);
-    expect(preemptions.told).toBe(true);
     expect(sent).toEqual([]);
+    expect(cancelled).toHaveLength(1);
   });
 
   it("a report that cannot be sent is one warning naming the fallback (the missing heartbeats)", async () => {
