@@ -66,7 +66,9 @@ export const jsonLogger = (out: NodeJS.WritableStream, now: () => number, minLev
 /**
  * While `body` runs, the global `console` writes JSON records: `console.log`/`info`/`debug` as
  * `info` records on `out`, `console.warn` as `warn` and `console.error` as `error` records on
- * `err` (a job's own lines, a library's notices). Restored afterwards.
+ * `err` (a job's own lines, a library's notices), and Node's own process warnings (a
+ * deprecation, too many listeners) are `warn` records on `err` instead of Node's plain line.
+ * Restored afterwards.
  */
 export const withJsonConsole = async <T>(out: NodeJS.WritableStream, err: NodeJS.WritableStream, now: () => number, body: () => Promise<T>): Promise<T> => {
   const saved = globalThis.console;
@@ -79,10 +81,18 @@ export const withJsonConsole = async <T>(out: NodeJS.WritableStream, err: NodeJS
     warn: warn.warn.bind(warn),
     error: info.error.bind(info),
   });
+  // Node's own warnings (a deprecation, too many listeners) are printed by its default listener
+  // straight to stderr, past any console: while JSON is asked for, they are `warn` records too.
+  const nodeListeners = process.listeners("warning");
+  const onWarning = (w: Error): void => void err.write(jsonLine(now(), { level: "warn", message: `${w.name}: ${w.message}` }));
+  process.removeAllListeners("warning");
+  process.on("warning", onWarning);
   try {
     return await body();
   } finally {
     globalThis.console = saved;
+    process.off("warning", onWarning);
+    for (const l of nodeListeners) process.on("warning", l);
   }
 };
 

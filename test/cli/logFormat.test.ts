@@ -94,6 +94,25 @@ describe("JSON lines", () => {
   });
 });
 
+describe("Node's own warnings under JSON", () => {
+  it("a process warning while run runs is a warn record on err, not Node's plain line; Node's listeners are back after", async () => {
+    const out = sink();
+    const err = sink();
+    const before = process.listeners("warning");
+    await withJsonConsole(out, err, () => T0, async () => {
+      expect(process.listeners("warning")).toHaveLength(1);
+      expect(before.every((l) => !process.listeners("warning").includes(l))).toBe(true);
+      const emitted = new Promise<void>((resolve) => process.once("warning", () => resolve()));
+      process.emitWarning("the old API is going away", "DeprecationWarning");
+      // A warning is emitted on the next tick.
+      await emitted;
+    });
+    expect(records(err.text())).toEqual([{ time: "2026-11-30T02:30:00.000Z", level: "warn", message: "DeprecationWarning: the old API is going away" }]);
+    expect(out.text()).toBe("");
+    expect(process.listeners("warning")).toEqual(before);
+  });
+});
+
 describe("the progress display with format json", () => {
   it("logs records with their fields on err, progress records on out, and never a bar (even on a terminal)", async () => {
     const clock = new VirtualClock({ startMs: T0 });
