@@ -8,11 +8,12 @@
 
 import { processPerTaskProblem } from "../cluster/coordination/backends.js";
 import { taskNamesOf } from "../cluster/coordination/identity.js";
+import { ComponentEvents } from "../events/componentEvents.js";
 import type { Clock } from "../time/Clock.js";
 import type { Logger } from "../Logger.js";
 import type { MonitoredSession } from "../pipeline/MonitoredSession.js";
 import type { TerminationNotices } from "../preemption/TerminationNotices.js";
-import { ClusterStartError, type ClusterTask, type ReplicaGroup, type TaskRuntime } from "../runtime/index.js";
+import { ClusterStartError, type ClusterTask, type ReplicaGroup, type RuntimeEvent, type TaskRuntime } from "../runtime/index.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
 import { launchStatusWriter } from "../runtime/launchStatus.js";
 import { joinAsTask } from "../runtime/startTask.js";
@@ -51,7 +52,8 @@ export const startCluster = async (
       notices,
       env: io.env,
       maxWaitSecs,
-      logger,
+      // The task's lines are its events: `logger` prints them until `run`'s session adopts them.
+      events: new ComponentEvents<RuntimeEvent>(logger, () => clock.now(), "runtime"),
       clock,
       // The parent's exit is one of `run`'s notices (a save, then the preemption code).
       watchParent: false,

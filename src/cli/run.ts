@@ -494,6 +494,8 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
           });
     // Under the agreement, a worker's notice waits for its handler (the others learn of it there).
     const sess = await (cluster === undefined || join === undefined ? creating : join.raceCreation(creating, clusterFailed));
+    // The task's events and lines are the session's from now on (printed by its log observers, above the progress display).
+    if (cluster !== undefined) sess.forwardEvents(cluster);
     // Goodput: a worker's creation is its wait for the chief's model (joining the cluster); the
     // chief's is a restore when it restored (a fresh start is startup), less its wait for the
     // workers' sessions (joining the cluster).

@@ -95,7 +95,17 @@ export interface SessionEventMap {
    * wrote to a logger, they emit (`HookEnv.logger` emits these). The session's log observer
    * (`logObserver`) prints it; `fields` are the logger's structured fields.
    */
-  log: { readonly level: LogLevel; readonly message: string; readonly fields?: Readonly<Record<string, unknown>> };
+  log: {
+    readonly level: LogLevel;
+    readonly message: string;
+    readonly fields?: Readonly<Record<string, unknown>>;
+    /**
+     * Which component wrote it, when it has a stream of its own (a `ComponentEvents`): `runtime`
+     * (a started task), `preemption` (the handler), `checkpoint` (a manager opened before its
+     * session). Absent: the session, its layers or its hooks. Not printed: for a recorder.
+     */
+    readonly source?: string;
+  };
 
   // --- checkpoints (CheckpointSaverHook) --------------------------------------------------------
 

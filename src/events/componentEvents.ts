@@ -14,7 +14,7 @@
  * ```ts
  * import { ComponentEvents, consoleLogger } from "monitored-session";
  *
- * const events = new ComponentEvents(consoleLogger("info"), () => Date.now());
+ * const events = new ComponentEvents(consoleLogger("info"), () => Date.now(), "myComponent");
  * events.events$.subscribe((e) => console.log(e.type)); // "log"
  * events.logger.info("printed by the fallback: no session adopted these events yet");
  * ```
@@ -59,11 +59,14 @@ export class ComponentEvents<E extends SessionEvent = SessionEvent> implements E
   /** {@link complete} ran: no session hears this stream any more. */
   private completed = false;
 
-  /** `fallback` prints the lines while no session adopts them; `now` stamps them. */
-  constructor(fallback: Logger, now: () => number) {
+  /**
+   * `fallback` prints the lines while no session adopts them; `now` stamps them; `source` names
+   * the component on each of its `log` events (`runtime`, `preemption`, `checkpoint`).
+   */
+  constructor(fallback: Logger, now: () => number, source?: string) {
     this.print = logObserver(fallback);
     this.events$ = this.subject.asObservable();
-    this.logger = eventLogger((e) => this.emit(e as SessionEventOf<"log">), now);
+    this.logger = eventLogger((e) => this.emit(e as SessionEventOf<"log">), now, source);
   }
 
   /** Emits `e`: printed by the fallback when it is a line and no session adopted the stream. */

@@ -48,13 +48,13 @@ export type SessionEventListener = (event: SessionEvent) => void;
 // ---------------------------------------------------------------------------------------------
 
 /**
- * A `Logger` whose every call emits a `log` event through `emit`, stamped with `now()`. A
- * session gives one to its hooks (`HookEnv.logger`) and its own layers, so that their lines
- * reach every observer of `events$`.
+ * A `Logger` whose every call emits a `log` event through `emit`, stamped with `now()` (and with
+ * `source`, when given: see the `log` event). A session gives one to its hooks (`HookEnv.logger`)
+ * and its own layers, so that their lines reach every observer of `events$`.
  */
-export const eventLogger = (emit: SessionEventListener, now: () => number): Logger =>
+export const eventLogger = (emit: SessionEventListener, now: () => number, source?: string): Logger =>
   loggerOf((level, message, fields) =>
-    emit(fields === undefined ? { type: "log", time: now(), level, message } : { type: "log", time: now(), level, message, fields }),
+    emit({ type: "log", time: now(), level, message, ...(fields === undefined ? {} : { fields }), ...(source === undefined ? {} : { source }) }),
   );
 
 /**

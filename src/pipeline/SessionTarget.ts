@@ -21,9 +21,12 @@
  * @module
  */
 
+import type { Observable } from "rxjs";
+
 import type { ChiefModel } from "../session/ChiefModel.js";
 import { ValueError } from "../errors.js";
 import type { SessionFactory } from "../creation/SessionManager.js";
+import type { SessionEvent } from "../events/SessionEvent.js";
 import { hook, type SessionRunHook } from "../hook/SessionRunHook.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -84,6 +87,13 @@ export interface SessionTask {
    * serves its model until each worker has taken it.
    */
   sessionsCreated?(): Promise<void>;
+  /**
+   * The task's own events and lines (a started task's: src/runtime/events.ts), which a session
+   * made for the task forwards (and prints) while it lives.
+   */
+  readonly events$?: Observable<SessionEvent> | undefined;
+  /** Hands the task's lines to the session that forwards them (see `ComponentEvents.adopt`). */
+  adopt?(): () => void;
 }
 
 // ---------------------------------------------------------------------------------------------

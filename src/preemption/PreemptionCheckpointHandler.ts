@@ -306,7 +306,7 @@ export class PreemptionCheckpointHandler {
     const clock = options.clock ?? systemClock;
     // Its lines (and its coordinator's and manager's) are `log` events on its own stream, which
     // `options.logger` prints until a session adopts them (`session.forwardEvents(handler)`).
-    const events = new ComponentEvents<PreemptionEvent>(options.logger ?? defaultLogger, () => clock.now());
+    const events = new ComponentEvents<PreemptionEvent>(options.logger ?? defaultLogger, () => clock.now(), "preemption");
     const logger = events.logger;
     if (options.checkpointManager !== undefined && options.checkpointDir !== undefined) {
       logger.warn(

@@ -24,6 +24,7 @@ import type { Clock } from "../time/Clock.js";
 import type { CoordinationClient } from "../cluster/coordination/CoordinationClient.js";
 import { AbortedError, DeadlineExceededError, OpError, UnavailableError, UnknownError } from "../errors.js";
 import type { Logger } from "../Logger.js";
+import type { RuntimeEmit } from "./events.js";
 import { hook, type SessionRunHook } from "../hook/SessionRunHook.js";
 import { ChiefLostError } from "../preemption/PreemptionCluster.js";
 import { servedByChief } from "../cluster/coordination/backends.js";
@@ -49,6 +50,8 @@ export interface ChiefRecoveryOptions {
   readonly startBarrier: () => Promise<void>;
   readonly clock: Clock;
   readonly logger: Logger;
+  /** Emits the task's events (src/runtime/events.ts); default: none. */
+  readonly emit?: RuntimeEmit | undefined;
 }
 
 /** The key the chief inserts, in each generation, once its session exists and its model is published. */
@@ -130,6 +133,7 @@ export class ChiefRecovery {
       logger.warn(
         `${this.o.name} lost the chief ${this.o.chief} (${describe(cause)}): no session of this task is made from its session targets and hooks (a monitored session with the task's master), so none can be re-created from a restarted chief's values; the task fails with the loss.`,
       );
+      this.o.emit?.({ type: "chiefLost", task: this.o.name, chief: this.o.chief, waiting: false, maxWaitSecs: this.o.maxWaitSecs });
       this.#ended = cause;
       return Promise.reject(cause);
     }
@@ -139,6 +143,7 @@ export class ChiefRecovery {
     logger.warn(
       `${this.o.name} lost the chief ${this.o.chief} (${describe(cause)}): waiting up to ${this.o.maxWaitSecs} s (maxWaitSecs) for it to restart; this worker's session is then re-created from the chief's values.`,
     );
+    this.o.emit?.({ type: "chiefLost", task: this.o.name, chief: this.o.chief, waiting: true, maxWaitSecs: this.o.maxWaitSecs });
     let last: unknown = cause;
     const recovering = new Promise<void>((resolve, reject) => {
       const timer = clock.setTimer(timeoutMs, () => reject(this.#gaveUp(last)));
@@ -147,7 +152,10 @@ export class ChiefRecovery {
     });
     this.#recovering = recovering;
     recovering.then(
-      () => logger.info(`The chief is back: ${this.o.name} registered again (generation ${this.o.client.generation ?? "?"}) and the chief's model is published; re-creating this worker's session from it.`),
+      () => {
+        logger.info(`The chief is back: ${this.o.name} registered again (generation ${this.o.client.generation ?? "?"}) and the chief's model is published; re-creating this worker's session from it.`);
+        this.o.emit?.({ type: "chiefReturned", task: this.o.name, generation: this.o.client.generation ?? null });
+      },
       (e: unknown) => {
         this.#ended ??= e instanceof Error ? e : new UnknownError(String(e));
       },

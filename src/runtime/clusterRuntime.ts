@@ -24,6 +24,8 @@
  * @module
  */
 
+import type { Observable } from "rxjs";
+
 import { systemClock, type Clock } from "../time/Clock.js";
 import type { ClusterSpec } from "../cluster/ClusterSpec.js";
 import type { CoordinationClient } from "../cluster/coordination/CoordinationClient.js";
@@ -31,6 +33,7 @@ import { defaultCoordinationTimeouts } from "../cluster/coordination/Coordinatio
 import { chiefTaskOf } from "../cluster/coordination/identity.js";
 import { grpcSessionTargetResolver } from "../cluster/grpcSessionTarget.js";
 import { ModelPublisher } from "../cluster/ModelPublisher.js";
+import { ComponentEvents, type EventSource } from "../events/componentEvents.js";
 import type { SessionRunHook } from "../hook/SessionRunHook.js";
 import { TcpCollective } from "../cluster/collective/TcpCollective.js";
 import { AlreadyExistsError, clusterFailureOf, DeadlineExceededError, OpError, UnknownError } from "../errors.js";
@@ -52,6 +55,7 @@ import { launchStatusWriter, launchTaskName } from "./launchStatus.js";
 import type { ClusterTask } from "./clusterTask.js";
 import { GroupRejoin } from "./groupRejoin.js";
 import type { ReplicaGroup } from "./replicaGroup.js";
+import { runtimeEmitter, type RuntimeEvent } from "./events.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -62,7 +66,16 @@ import type { ReplicaGroup } from "./replicaGroup.js";
  * and the session targets; the replica group when the job is data-parallel. It is the cluster
  * resolver of a multi-worker `PreemptionCheckpointHandler` (`clusterResolver: task`).
  */
-export interface ClusterRuntime extends PreemptionClusterResolver {
+export interface ClusterRuntime extends PreemptionClusterResolver, EventSource {
+  /**
+   * The task's events (src/runtime/events.ts: registered, group joined, a rank or the chief lost
+   * and back, exiting) and its lines, as `log` events (`source: "runtime"`), from its start:
+   * printed by the task's `logger` until a session adopts them (`session.forwardEvents(task)`).
+   * Completes once the task finished.
+   */
+  readonly events$: Observable<RuntimeEvent>;
+  /** The caller prints the task's lines from now on (a session that forwards them); call the result to hand them back. */
+  adopt(): () => void;
   /** `<type>:<index>` (`worker:1`). */
   readonly name: string;
   /** This task's session target, TensorFlow's `master`: `grpc://<address>` (for `monitoredTrainingSession` or `Supervisor`). */
@@ -138,7 +151,15 @@ export interface StartClusterOptions {
    * The start then rejects with a `CancelledError` saying so.
    */
   readonly leave?: Promise<string> | undefined;
+  /** Prints the task's lines until a session adopts its events (see {@link ClusterRuntime.events$}). */
   readonly logger: Logger;
+  /**
+   * The task's event stream, when the caller made it before the start (`startTask()` does, so
+   * that the lines of its termination notices are the task's events too); default: a new one
+   * whose lines `logger` prints. The caller then completes it; otherwise the task does, once it
+   * finished.
+   */
+  readonly events?: ComponentEvents<RuntimeEvent> | undefined;
   readonly clock?: Clock;
 }
 
@@ -164,8 +185,11 @@ const DEFAULT_MAX_WAIT_SECS = 7200;
  *   use, a token the chief rejects, invalid coordination timeouts.
  */
 export const startClusterTask = async (task: ClusterTask, options: StartClusterOptions): Promise<ClusterRuntime> => {
-  const { logger } = options;
   const clock = options.clock ?? systemClock;
+  const events = options.events ?? new ComponentEvents<RuntimeEvent>(options.logger, () => clock.now(), "runtime");
+  // Every line of the task is one of its events.
+  const { logger } = events;
+  const emit = runtimeEmitter(events, clock);
   const o = task.options;
   const plan = taskPlan(task, options.env, clock, logger);
   // Under launch --chaos: the schedule's opError faults that hit this task, raised in its steps.
@@ -202,15 +226,22 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     await stopServer();
   };
   await registerTask(task, connection, plan, leave, stopAfterTelling, clock, logger);
+  emit({ type: "taskRegistered", task: task.name, tasks: tasks.length, generation: client.generation ?? null });
   // The chief's model is published: a waiting worker hears it at once (see `publishWatched`).
   announcePublished = () => void insertOnce(client, MODEL_READY_KEY, client.incarnation).catch(() => undefined);
   if (publisher?.readiness().ready === true) announcePublished();
 
   const group = options.group;
+  /** Joins the replica group's ring (at the start, and again once the group re-forms). */
+  const joinGroup = async (g: ReplicaGroup): Promise<TcpCollective> => {
+    const collective = await joinCollective(client, g, { address: task.address, token, tls, timeoutSecs: o.collectiveTimeoutSecs, clock, logger });
+    emit({ type: "replicaGroupJoined", task: task.name, rank: g.rank, size: g.size });
+    return collective;
+  };
   if (group !== undefined) {
     let collective: TcpCollective;
     try {
-      collective = await leave.unless(joinCollective(client, group, { address: task.address, token, tls, timeoutSecs: o.collectiveTimeoutSecs, clock, logger }));
+      collective = await leave.unless(joinGroup(group));
     } catch (e) {
       group.abandon(e as Error);
       await client.close().catch(() => undefined);
@@ -241,11 +272,12 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           maxWaitSecs,
           unreachableTimeoutMs: unreachableMs,
           startBarrier: (timeoutMs) => client.barrier(STARTED_BARRIER, { timeoutMs }),
-          join: async () => exit.ringFormed(await joinCollective(client, group, { address: task.address, token, tls, timeoutSecs: o.collectiveTimeoutSecs, clock, logger })),
+          join: async () => exit.ringFormed(await joinGroup(group)),
           // The returning worker asks for the chief's model while the chief's step waits for it.
           waiting: (waiting) => publisher?.stepWaits(waiting),
           clock,
           logger,
+          emit,
         });
   // What this rank knows of a preemption; while the group waits for a lost rank, it ends the wait.
   const preemptions = new GroupPreemption({ name: task.name, client, host, rejoin, exit, logger });
@@ -263,6 +295,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
           startBarrier: () => client.barrier(STARTED_BARRIER),
           clock,
           logger,
+          emit,
         });
   const parentWatch = options.watchParent === true ? watchParentOf(me, clock, logger, () => exit.leaving) : undefined;
   // Leaving, the task stops watching its parent and ends a wait for its chief or a lost rank.
@@ -297,8 +330,14 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   }, () => undefined);
   const resolver = publishWatched(grpcSessionTargetResolver({ cluster: spec.asDict(), token, tls, publisher }), client, clock);
   const chiefName = chiefTaskOf(spec);
-  const finish = (clean: boolean): Promise<Error | undefined> => exit.finish(clean);
+  // A stream the task made itself ends with it; the caller's is the caller's to end.
+  const finish = (clean: boolean): Promise<Error | undefined> =>
+    options.events === undefined
+      ? exit.finish(clean).finally(() => events.complete())
+      : exit.finish(clean);
   return {
+    events$: events.events$,
+    adopt: () => events.adopt(),
     name: task.name,
     master: task.master,
     clusterSpec: spec,

@@ -28,6 +28,7 @@ import type { Collective } from "../session/Collective.js";
 import type { CoordinationClient } from "../cluster/coordination/CoordinationClient.js";
 import { AbortedError, clusterFailureOf, DeadlineExceededError, UnavailableError } from "../errors.js";
 import type { Logger } from "../Logger.js";
+import type { RuntimeEmit } from "./events.js";
 import { describe, isServiceGone } from "./chiefRecovery.js";
 import type { ReplicaGroup } from "./replicaGroup.js";
 
@@ -58,6 +59,8 @@ export interface GroupRejoinOptions {
   readonly waiting?: (waiting: boolean) => void;
   readonly clock: Clock;
   readonly logger: Logger;
+  /** Emits the task's events (src/runtime/events.ts); default: none. */
+  readonly emit?: RuntimeEmit | undefined;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -139,6 +142,7 @@ export class GroupRejoin {
     const itself = lostTasksOf(cause).includes(group.tasks[group.rank] as string);
     const who = lost ?? (itself ? "its place in the replica group (it was declared failed)" : "a rank (the chief opened a new generation)");
     logger.warn(`${this.o.name} lost ${who} (${describe(cause)}): waiting up to ${maxWaitSecs} s (maxWaitSecs) for it to rejoin the replica group.`);
+    this.o.emit?.({ type: "replicaRankLost", task: this.o.name, lost: lost ?? null, maxWaitSecs });
     const deadline = clock.now() + maxWaitSecs * 1000;
     let last: unknown = cause;
     return new Promise<Collective>((resolve, reject) => {
@@ -150,6 +154,7 @@ export class GroupRejoin {
       this.#reform(lost, cause, deadline, (e) => (last = e))
         .then((transport) => {
           logger.info(`The replica group re-formed its ring in generation ${this.o.client.generation ?? "?"} (${lost ?? "every rank"} rejoined): every rank takes rank 0's state and trains on.`);
+          this.o.emit?.({ type: "replicaGroupReformed", task: this.o.name, generation: this.o.client.generation ?? null, rejoined: lost ?? null });
           resolve(transport);
         }, reject)
         .finally(() => {

@@ -9,6 +9,7 @@
 
 /* The task */
 export { startTask, type StartTaskOptions, type TaskRuntime } from "./startTask.js";
+export type { RuntimeEvent } from "./events.js";
 export { ClusterStartError, startClusterTask, type ClusterRuntime, type StartClusterOptions } from "./clusterRuntime.js";
 export { clusterTaskOf, readTfConfig, type ClusterTask } from "./clusterTask.js";
 

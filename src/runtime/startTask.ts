@@ -37,6 +37,7 @@ import { resolveTfConfig, type ResolvedCluster } from "../cluster/ClusterResolve
 import { waitForPodTfConfig } from "../cluster/PodClusterResolver.js";
 import { TF_CONFIG } from "../cluster/TfConfig.js";
 import { clusterFailureOf, ValueError } from "../errors.js";
+import { ComponentEvents } from "../events/componentEvents.js";
 import { defaultLogger, type Logger } from "../Logger.js";
 import { startClusterTask, type ClusterRuntime } from "./clusterRuntime.js";
 import { checkedClusterSettings, clusterSettingsFromEnv, withAbsolutePaths } from "./clusterSettings.js";
@@ -45,6 +46,7 @@ import { LAUNCH_READY_ENV, LAUNCH_READY_LINE } from "./launchReady.js";
 import { launchStatusWriter, launchTaskName, type LaunchStatusWriter } from "./launchStatus.js";
 import { ReplicaGroup } from "./replicaGroup.js";
 import { abandonStart } from "./startLeave.js";
+import { runtimeEmitter, type RuntimeEvent } from "./events.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -88,7 +90,16 @@ export interface StartTaskOptions {
   readonly dataParallel?: boolean | undefined;
   /** How long a worker without a replica group waits for a lost chief (default 7200 s). */
   readonly maxWaitSecs?: number | undefined;
+  /**
+   * Prints the task's lines (default: the console at `info`) until a session adopts them: a
+   * `monitoredTrainingSession({ task })` does while it lives, or `session.forwardEvents(task)`.
+   */
   readonly logger?: Logger | undefined;
+  /**
+   * Hears every event of the task from its first line (its start's events come before
+   * `startTask()` resolves, so `task.events$` alone would miss them).
+   */
+  readonly observer?: ((event: RuntimeEvent) => void) | undefined;
   readonly clock?: Clock | undefined;
   /**
    * How the task exits on a termination notice that came while it started (it leaves the
@@ -116,8 +127,12 @@ export interface StartTaskOptions {
  */
 export const startTask = async (options: StartTaskOptions = {}): Promise<TaskRuntime> => {
   const env = options.env ?? process.env;
-  const logger = options.logger ?? defaultLogger;
   const clock = options.clock ?? systemClock;
+  // The task's lines are its events from the first one (its notices' included): `logger` prints
+  // them until a session adopts them (`session.forwardEvents(task)`).
+  const events = new ComponentEvents<RuntimeEvent>(options.logger ?? defaultLogger, () => clock.now(), "runtime");
+  if (options.observer !== undefined) events.events$.subscribe(options.observer);
+  const { logger } = events;
   const exit = options.exit ?? ((code: number) => process.exit(code));
   const launched = env[LAUNCH_READY_ENV] === "1";
   // The notices are this task's from here on: a SIGTERM while it registers, waits at the start
@@ -147,7 +162,7 @@ export const startTask = async (options: StartTaskOptions = {}): Promise<TaskRun
       notices,
       env,
       maxWaitSecs: options.maxWaitSecs,
-      logger,
+      events,
       clock,
       // Under launch: no orphan trains on if launch is killed.
       watchParent: launched,
@@ -161,11 +176,13 @@ export const startTask = async (options: StartTaskOptions = {}): Promise<TaskRun
     });
     if ("runtime" in joined) return joined.runtime;
     notices.close();
+    events.complete();
     exit(joined.exitCode);
     return new Promise<never>(() => undefined);
   } catch (e) {
     reported.unsubscribe();
     notices.close();
+    events.complete();
     throw e;
   }
 };
@@ -178,7 +195,11 @@ export interface JoinAsTaskOptions {
   readonly notices: TerminationNotices;
   readonly env: NodeJS.ProcessEnv;
   readonly maxWaitSecs: number | undefined;
-  readonly logger: Logger;
+  /**
+   * The task's event stream (its lines are `log` events there, printed by its fallback logger
+   * until a session adopts them): the started task's `events$`, completed once it finished.
+   */
+  readonly events: ComponentEvents<RuntimeEvent>;
   readonly clock: Clock;
   /** End the task when its parent exits (under `launch`, where the parent is no notice source). */
   readonly watchParent: boolean;
@@ -209,15 +230,19 @@ export type JoinedTask = { readonly runtime: TaskRuntime } | { readonly exitCode
  * @throws what `startClusterTask` throws.
  */
 export const joinAsTask = async (o: JoinAsTaskOptions): Promise<JoinedTask> => {
-  const { task, notices, logger, clock, toLaunch, exitCode } = o;
+  const { task, notices, events, clock, toLaunch, exitCode } = o;
+  const { logger } = events;
+  const emit = runtimeEmitter(events, clock);
   /** The preemption exit before training: nothing was trained, nothing is saved. */
   const leave = async (n: TerminationNotice, runtime: ClusterRuntime | undefined, when: string): Promise<JoinedTask> => {
     logger.info(`${task.name}: termination notice (${notices.describe(n)}) ${when}: leaving the cluster and exiting with ${exitCode} without saving (start the same command again to resume).`);
+    const reason = `termination notice ${when}`;
+    emit({ type: "taskExiting", task: task.name, code: exitCode, reason });
     if (runtime !== undefined) {
       await runtime.reportPreemption(notices.describe(n));
       await runtime.finish(false);
     }
-    toLaunch({ type: "exiting", code: exitCode, reason: `termination notice ${when}` });
+    toLaunch({ type: "exiting", code: exitCode, reason });
     return { exitCode };
   };
   const firstNotice = new Promise<TerminationNotice>((resolve) => {
@@ -227,7 +252,7 @@ export const joinAsTask = async (o: JoinAsTaskOptions): Promise<JoinedTask> => {
     });
   });
   // A notice while the task starts stops the start; once every task registered, the others hear of it and leave too.
-  const starting = startClusterTask(task, { env: o.env, group: o.group, maxWaitSecs: o.maxWaitSecs, logger, clock, watchParent: o.watchParent, leave: firstNotice.then((n) => notices.describe(n)) });
+  const starting = startClusterTask(task, { env: o.env, group: o.group, maxWaitSecs: o.maxWaitSecs, logger, events, clock, watchParent: o.watchParent, leave: firstNotice.then((n) => notices.describe(n)) });
   let raced: { runtime: ClusterRuntime } | { notice: TerminationNotice };
   try {
     raced = await Promise.race([starting.then((runtime) => ({ runtime })), firstNotice.then((notice) => ({ notice }))]);
@@ -237,6 +262,7 @@ export const joinAsTask = async (o: JoinAsTaskOptions): Promise<JoinedTask> => {
     if (f?.kind !== "preemption") throw e;
     const who = `${launchTaskName(f.reporter)}'s termination notice (${f.notice})`;
     logger.info(`${task.name}: ${who} while it joined the cluster: exiting with ${exitCode} without saving (start the same command again to resume).`);
+    emit({ type: "taskExiting", task: task.name, code: exitCode, reason: `${who} while it joined the cluster` });
     toLaunch({ type: "exiting", code: exitCode, reason: `${who} while it joined the cluster` });
     return { exitCode };
   }
@@ -254,7 +280,9 @@ export const joinAsTask = async (o: JoinAsTaskOptions): Promise<JoinedTask> => {
 
 /** `runtime` with the notices of {@link joinAsTask}: held until a handler takes them over, told to the others after it closed. */
 const ownedTask = (runtime: ClusterRuntime, o: JoinAsTaskOptions): TaskRuntime => {
-  const { task, notices, logger, toLaunch } = o;
+  const { task, notices, events, toLaunch } = o;
+  const { logger } = events;
+  const emit = runtimeEmitter(events, o.clock);
   /** Exits once, however many of the task's ways to exit see a reason to. */
   let exited = false;
   const exit =
@@ -269,6 +297,8 @@ const ownedTask = (runtime: ClusterRuntime, o: JoinAsTaskOptions): TaskRuntime =
   const exitWith = (code: number, reason: string): void => {
     if (exit === undefined) return;
     notices.close();
+    emit({ type: "taskExiting", task: task.name, code, reason });
+    events.complete();
     toLaunch({ type: "exiting", code, reason });
     exit(code);
   };
@@ -360,6 +390,7 @@ const ownedTask = (runtime: ClusterRuntime, o: JoinAsTaskOptions): TaskRuntime =
       counted.unsubscribe();
       afterHandler?.unsubscribe();
       o.onFinish?.();
+      events.complete();
     }
   };
   return {

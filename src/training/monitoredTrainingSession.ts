@@ -41,7 +41,7 @@ import { ChiefSessionCreator, WorkerSessionCreator } from "../creation/SessionCr
 import type { SessionFactory } from "../creation/SessionManager.js";
 import type { SessionRunHook } from "../hook/SessionRunHook.js";
 import { logObserver, type SessionEventListener } from "../events/logObserver.js";
-import { ComponentEvents } from "../events/componentEvents.js";
+import { ComponentEvents, type EventSource } from "../events/componentEvents.js";
 import { GoodputRecorder } from "../goodput/GoodputRecorder.js";
 import { defaultSessionTargets, fromTask, sessionsCreatedHook, type SessionTargetRegistry, type SessionTask } from "../pipeline/SessionTarget.js";
 import { USE_DEFAULT } from "../util/useDefault.js";
@@ -218,6 +218,8 @@ export const monitoredTrainingSession = async (
     ...(options.clock === undefined ? {} : { clock: options.clock }),
     ...(options.logger === undefined ? {} : { logger: options.logger }),
   };
+  /** A started task's events and lines are the session's while it lives (`forwardEvents`). */
+  const taskEvents: readonly EventSource[] = task?.events$ === undefined ? [] : [task as EventSource];
   /** The goodput log's directory, when asked for one. */
   const goodputDir = task?.goodputDir ?? (options.goodput === true ? (options.summaryDir ?? options.checkpointDir ?? options.checkpointManager?.directory ?? undefined) : undefined);
   if (!isChief) {
@@ -234,6 +236,7 @@ export const monitoredTrainingSession = async (
           chiefModel: target.chiefModel,
         }),
         hooks: [...taskHooks, ...(options.hooks ?? []), ...last],
+        eventSources: taskEvents,
       }),
     );
   }
@@ -250,7 +253,7 @@ export const monitoredTrainingSession = async (
   const saving = checkpointDir !== undefined && (cadences.saveCheckpointSteps !== undefined || cadences.saveCheckpointSecs !== undefined);
   // The directory's one manager, made (taking the directory's lock) before anything is restored.
   // Its lines are events of its own until the session forwards them (`eventSources`).
-  const managerEvents = shared === undefined && saving ? new ComponentEvents(options.logger ?? defaultLogger, () => (options.clock ?? systemClock).now()) : undefined;
+  const managerEvents = shared === undefined && saving ? new ComponentEvents(options.logger ?? defaultLogger, () => (options.clock ?? systemClock).now(), "checkpoint") : undefined;
   const owned =
     shared === undefined && saving
       ? await openCheckpointDirectory({
@@ -309,8 +312,8 @@ export const monitoredTrainingSession = async (
       ...(manager === undefined ? {} : { checkpointManager: manager }),
       // However the session ends (an error skips hooks' end), the lock it took is released.
       ...(owned === undefined ? {} : { ownedResources: [owned] }),
-      // From now on, the manager's lines are the session's events.
-      ...(managerEvents === undefined ? {} : { eventSources: [managerEvents] }),
+      // From now on, the task's and the manager's lines are the session's events.
+      eventSources: [...taskEvents, ...(managerEvents === undefined ? [] : [managerEvents])],
     }));
   } catch (e) {
     await owned?.close();

@@ -32,6 +32,14 @@ describe("ComponentEvents", () => {
     expect(fallback.entries).toEqual([{ level: "warn", message: "the lock was stale", fields: { pid: 1 } }]);
   });
 
+  it("a component given a source name stamps it on each of its lines (the session's own lines have none)", () => {
+    const events = new ComponentEvents(new RecordingLogger(), () => 3, "runtime");
+    const heard: SessionEvent[] = [];
+    events.events$.subscribe((e) => heard.push(e));
+    events.logger.info("registered");
+    expect(heard).toEqual([{ type: "log", time: 3, level: "info", message: "registered", source: "runtime" }]);
+  });
+
   it("forwarded into a session, its lines are printed by the session's log observer only; after close() its fallback prints them again", async () => {
     const fallback = new RecordingLogger();
     const sessionLogger = new RecordingLogger();

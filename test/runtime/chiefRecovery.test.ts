@@ -15,6 +15,7 @@ import { silentLogger, type Logger } from "../../src/Logger.js";
 import type { Session } from "../../src/session/Session.js";
 import type { HookEnv, SessionRunContext } from "../../src/hook/SessionRunHook.js";
 import type { Coordinator } from "../../src/coordinator/Coordinator.js";
+import type { RuntimeEventBody } from "../../src/runtime/events.js";
 import { flush, VirtualClock } from "../../src/testing/VirtualClock.js";
 import { ChiefLostError } from "../../src/preemption/PreemptionCluster.js";
 
@@ -24,6 +25,7 @@ const TASKS = [CHIEF, "/job:worker/replica:0/task:0", "/job:worker/replica:0/tas
 /** A client whose generation and model-ready key the test sets; `connect` is scripted per test. */
 const setup = (connect: (timeoutMs: number) => Promise<void>, clock = new VirtualClock({ autoAdvance: true }), logger: Logger = silentLogger) => {
   const state = { generation: 1 as number | undefined, ready: true, barriers: 0 };
+  const emitted: RuntimeEventBody[] = [];
   const client = {
     get generation() {
       return state.generation;
@@ -42,8 +44,9 @@ const setup = (connect: (timeoutMs: number) => Promise<void>, clock = new Virtua
     },
     clock,
     logger,
+    emit: (e) => void emitted.push(e),
   });
-  return { state, recovery, clock };
+  return { state, recovery, clock, emitted };
 };
 
 const chiefModel = (): ChiefModel & { pulls: number } => {
@@ -109,7 +112,7 @@ describe("ChiefRecovery", () => {
   });
 
   it("after a loss the session is re-created from the chief's new values: beforeRun raises UnavailableError until then; the start barrier is passed again in the new generation", async () => {
-    const { state, recovery } = setup(async () => {
+    const { state, recovery, emitted } = setup(async () => {
       state.generation = 2;
     });
     const model = recovery.chiefModel(chiefModel());
@@ -130,6 +133,11 @@ describe("ChiefRecovery", () => {
     await createSession(recovery);
     expect(state.barriers).toBe(2);
     expect(beforeRun(recovery)).toBeUndefined();
+    // The loss and the return are the task's events (one each: the second report joined the first).
+    expect(emitted).toEqual([
+      { type: "chiefLost", task: "worker:0", chief: CHIEF, waiting: true, maxWaitSecs: 60 },
+      { type: "chiefReturned", task: "worker:0", generation: 2 },
+    ]);
     // A loss seen by a call of generation 1, after the task registered in generation 2, is over.
     await recovery.recover(cause, 1);
     expect(beforeRun(recovery)).toBeUndefined();
@@ -160,11 +168,12 @@ describe("ChiefRecovery", () => {
   it("a task whose training runs in no session of the task (its own loop, its own session) is not recovered: the loss fails it at once, saying why", async () => {
     const clock = new VirtualClock();
     const lines: string[] = [];
-    const { recovery } = setup(() => clock.sleep(3_600_000), clock, { ...silentLogger, warn: (m: string) => void lines.push(m) });
+    const { recovery, emitted } = setup(() => clock.sleep(3_600_000), clock, { ...silentLogger, warn: (m: string) => void lines.push(m) });
     const cause = new UnavailableError("the coordination service at grpc://127.0.0.1:7001 is unreachable", EMBEDDED_GONE);
     await expect(recovery.recover(cause, 1)).rejects.toBe(cause);
     expect(lines).toEqual([expect.stringMatching(/^worker:0 lost the chief \/job:chief\/replica:0\/task:0 \(UnavailableError: .*\): no session of this task is made from its session targets and hooks .*; the task fails with the loss\.$/)]);
     expect(lines.join("\n")).not.toContain("waiting up to");
+    expect(emitted).toEqual([{ type: "chiefLost", task: "worker:0", chief: CHIEF, waiting: false, maxWaitSecs: 60 }]);
     // And it stays failed: a later loss raises the same.
     await expect(recovery.recover(new AbortedError("generation 2 ended"), 1)).rejects.toBe(cause);
   });
