@@ -63,7 +63,7 @@ import { prepareRun, printIssues } from "./preflight.js";
 import { createProgress, followSession } from "./progress.js";
 import { jsonLineStream, jsonLogger, jsonLogLine, withJsonConsole, type LogFormat } from "./logFormat.js";
 import { createPreemptionHandler, exitCodeOf, PreemptedExit } from "./runPreemption.js";
-import { exitCodeOfFailure, initialRunState, preempting as preemptingNow } from "./runOutcome.js";
+import { exitCodeOfFailure, initialRunState, preempting } from "./runOutcome.js";
 import { startBoardBeside } from "./runBoard.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -460,7 +460,6 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
   });
   clusterFailed?.catch(() => undefined);
 
-  const preempting = (): boolean => preemptingNow(state, notices, group);
   const forced = exitOnRepeatedNotice(notices.notices$, {
     gracePeriodSecs: config.preemption?.gracePeriodSecs ?? 0,
     exitCode: exitCodeOf(config),
@@ -556,8 +555,8 @@ const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Terminatio
         // disabled) a notice still ends the run with the preemption exit code, without a save. In
         // a cluster the handler decides (its agreement, the group's stop vote); the cluster's
         // failures reach its steps.
-        if (cluster === undefined && handler === undefined && preempting()) throw new PreemptedExit(exitCodeOf(config), false);
-        if (state.clusterFailure !== undefined && !preempting()) throw state.clusterFailure;
+        if (cluster === undefined && handler === undefined && preempting(state, notices, group)) throw new PreemptedExit(exitCodeOf(config), false);
+        if (state.clusterFailure !== undefined && !preempting(state, notices, group)) throw state.clusterFailure;
         const feeds = typeof job.feeds === "function" ? job.feeds() : job.feeds;
         const plain = () => s.run(fetches, feeds);
         // In a cluster the handler may turn a failed step into a preemption: remember the step's

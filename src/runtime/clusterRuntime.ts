@@ -281,7 +281,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
         });
   // What this rank knows of a preemption; while the group waits for a lost rank, it ends the wait.
   const preemptions = new GroupPreemption({ name: task.name, client, host, rejoin, exit, logger });
-  if (rejoin !== undefined && group !== undefined) group.rejoinWith((cause) => preemptions.answerLoss(group, rejoin, cause));
+  if (rejoin !== undefined && group !== undefined) group.rejoinWith((cause) => preemptions.answerLoss(group, cause));
   const recovery =
     group !== undefined || chief === undefined || launched
       ? undefined

@@ -107,7 +107,7 @@ export class GroupPreemption {
    * as the reporter; a claim heard from another rank is its notice (`worker:1's termination
    * notice`). The report is final: this rank exits. Returns the report.
    */
-  tell(p: KnownPreemption): CancelledError {
+  private tell(p: KnownPreemption): CancelledError {
     const { name, client, host, rejoin, exit, logger } = this.parts;
     const report = p.claimant === undefined ? preemptionReport(name, p.why) : relayedPreemptionReport(name, p.why);
     rejoin?.cancel(report);
@@ -128,10 +128,12 @@ export class GroupPreemption {
    * How the group answers a lost rank (`ReplicaGroup.rejoinWith`): waits for it to come back,
    * unless the group stopped (its vote agreed: not waited for) or a preemption is under way. Then
    * a loss the group would wait for is told to every rank; anything else, the chief's loss
-   * included, fails the step as it is (nobody can save: 43).
+   * included, fails the step as it is (nobody can save: 43). A group that does not rejoin (no
+   * `rejoin` part) fails the step as it is.
    */
-  answerLoss(group: Pick<ReplicaGroup, "stopAgreed">, rejoin: GroupRejoin, cause: Error): Promise<Collective> {
-    if (group.stopAgreed) return Promise.reject(cause);
+  answerLoss(group: Pick<ReplicaGroup, "stopAgreed">, cause: Error): Promise<Collective> {
+    const { rejoin } = this.parts;
+    if (group.stopAgreed || rejoin === undefined) return Promise.reject(cause);
     const known = this.knownNow;
     if (known === undefined) return rejoin.rejoin(cause);
     return Promise.reject(rejoin.underPreemption(cause) === "tell" ? this.tell(known) : cause);

@@ -68,21 +68,21 @@ describe("GroupPreemption", () => {
     expect(sent[0]?.error.message).toBe("cluster preemption: task worker:0 got a termination notice (SIGTERM): every task exits with the preemption code");
     expect(clusterFailureOf(sent[0]?.error)).toEqual({ kind: "preemption", reporter: "worker:0", notice: "SIGTERM" });
     expect(cancelled).toEqual([sent[0]?.error]);
-    // Told once: a second tell only ends the wait.
-    preemptions.tell({ why: "SIGTERM", claimant: undefined });
+    // Told once: a loss answered after it only ends the wait (nothing sent again).
+    await preemptions.answerLoss({ stopAgreed: false }, new UnavailableError("worker:1 was declared failed")).catch(() => undefined);
     expect(sent).toHaveLength(1);
     expect(cancelled).toHaveLength(2);
   });
 
   it("the wait is read when the preemption comes: a preemption known before the group waits is told when the loss is answered, once", async () => {
-    const { preemptions, sent, state, rejoin } = fakes();
+    const { preemptions, sent, state } = fakes();
     preemptions.preempted("SIGTERM", undefined);
     expect(sent).toEqual([]);
     state.waiting = true;
-    const report = await preemptions.answerLoss({ stopAgreed: false }, rejoin, new UnavailableError("worker:1 was declared failed")).catch((e: unknown) => e);
+    const report = await preemptions.answerLoss({ stopAgreed: false }, new UnavailableError("worker:1 was declared failed")).catch((e: unknown) => e);
     expect(report).toBeInstanceOf(CancelledError);
     expect(sent).toHaveLength(1);
-    await preemptions.answerLoss({ stopAgreed: false }, rejoin, new UnavailableError("worker:1 was declared failed")).catch(() => undefined);
+    await preemptions.answerLoss({ stopAgreed: false }, new UnavailableError("worker:1 was declared failed")).catch(() => undefined);
     expect(sent).toHaveLength(1);
   });
 
@@ -119,23 +119,23 @@ describe("GroupPreemption", () => {
   it("answers a loss: waits for the rank, or (the vote agreed) fails, or (a preemption known) tells the ranks or fails as it is", async () => {
     const cause = new UnavailableError("worker:1 was declared failed");
     const waiting = fakes();
-    void waiting.preemptions.answerLoss({ stopAgreed: false }, waiting.rejoin, cause);
+    void waiting.preemptions.answerLoss({ stopAgreed: false }, cause);
     expect(waiting.rejoined).toEqual([cause]);
 
     const stopped = fakes();
-    await expect(stopped.preemptions.answerLoss({ stopAgreed: true }, stopped.rejoin, cause)).rejects.toBe(cause);
+    await expect(stopped.preemptions.answerLoss({ stopAgreed: true }, cause)).rejects.toBe(cause);
     expect(stopped.rejoined).toEqual([]);
 
     const told = fakes();
     told.preemptions.preempted("SIGTERM", undefined);
-    const report = await told.preemptions.answerLoss({ stopAgreed: false }, told.rejoin, cause).catch((e: unknown) => e);
+    const report = await told.preemptions.answerLoss({ stopAgreed: false }, cause).catch((e: unknown) => e);
     expect(report).toBeInstanceOf(CancelledError);
     expect((report as Error).message).toBe(preemptionReport("worker:0", "SIGTERM").message);
     expect(told.sent).toHaveLength(1);
 
     const failed = fakes({ loss: "fail" });
     failed.preemptions.preempted("SIGTERM", undefined);
-    await expect(failed.preemptions.answerLoss({ stopAgreed: false }, failed.rejoin, cause)).rejects.toBe(cause);
+    await expect(failed.preemptions.answerLoss({ stopAgreed: false }, cause)).rejects.toBe(cause);
     expect(failed.sent).toEqual([]);
   });
 });
