@@ -31,6 +31,7 @@ export {
   SingularMonitoredSession,
   withSession,
   type MonitoredSessionOptions,
+  type SessionRuntimeOptions,
   type StepContext,
 } from "./pipeline/MonitoredSession.js";
 export {
@@ -75,7 +76,10 @@ export {
 export {
   monitoredTrainingSession,
   type Cadence,
+  type CheckpointingOptions,
   type MonitoredTrainingSessionOptions,
+  type SummaryOptions,
+  type TrainingClusterOptions,
 } from "./training/monitoredTrainingSession.js";
 export { USE_DEFAULT, type Defaultable } from "./util/useDefault.js";
 

@@ -66,11 +66,49 @@ import type { WrappedSession } from "./WrappedSession.js";
 // ---------------------------------------------------------------------------------------------
 
 /**
+ * How a session tells time and speaks, in every API that makes one (`MonitoredSession.create`,
+ * `monitoredTrainingSession`): its clock, its lines and their printers, an observer of its
+ * events, and how often training gives the event loop a turn. Not TensorFlow's: its sessions
+ * log through Python's `logging` and have no event stream.
+ */
+export interface SessionRuntimeOptions {
+  /** The clock given to hooks and the coordinator (default: the system clock). */
+  readonly clock?: Clock;
+  /**
+   * Where the session's log lines go (default: console, level `info`): the default log
+   * observer, {@link logObserver}, writes the lines of the hooks, the session's layers and the
+   * services hooks open to it. They do not write to it themselves: they emit on `events$`, and
+   * hooks get an {@link eventLogger} as `HookEnv.logger`.
+   */
+  readonly logger?: Logger;
+  /**
+   * Replaces the default log observer (`logObserver(logger)`): one listener or several, or
+   * `null` for none (the lines are then only events). Listeners hear every event but the
+   * per-run ones (`beforeRun`, `afterRun`, `hookTimings`), from before creation to after
+   * `close()`, and do not make runs build events as a subscriber does (see `observer`).
+   */
+  readonly logObserver?: SessionEventListener | readonly SessionEventListener[] | null;
+  /**
+   * Longest stretch of training, in milliseconds on `clock`, before a run gives Node's event
+   * loop a turn (default {@link DEFAULT_YIELD_INTERVAL_MS}, 5). A synchronous step (a
+   * TensorFlow.js kernel) never lets signals, timers or background saves run otherwise.
+   * `0` yields after every run; `Infinity` only while a hook's background work (an
+   * asynchronous checkpoint) is pending, which always gets a turn after every run.
+   */
+  readonly yieldIntervalMs?: number;
+  /**
+   * Subscribed to `events$` before anything happens, so it also sees the events of creation
+   * (the first `sessionCreated`), which a subscription after `create()` resolves would miss.
+   */
+  readonly observer?: PartialObserver<SessionEvent> | SessionEventListener;
+}
+
+/**
  * Options of {@link MonitoredSession.create}. Either a `sessionCreator`, or (TensorFlow's
  * `SingularMonitoredSession` signature) what a {@link ChiefSessionCreator} needs: a `graph`,
  * `scaffold` or `sessionFactory`, and optionally a checkpoint location.
  */
-export interface MonitoredSessionOptions {
+export interface MonitoredSessionOptions extends SessionRuntimeOptions {
   /**
    * Creates (and re-creates, after a preemption) the raw session. Default: a
    * {@link ChiefSessionCreator} built from `scaffold`, `graph`, `sessionFactory`,
@@ -89,22 +127,6 @@ export interface MonitoredSessionOptions {
   readonly hooks?: readonly SessionRunHook[];
   /** How long tasks get to finish when the session closes (default 120). */
   readonly stopGracePeriodSecs?: number;
-  /** The clock given to hooks and the coordinator (default: the system clock). */
-  readonly clock?: Clock;
-  /**
-   * Where the session's log lines go (default: console, level `info`): the default log
-   * observer, {@link logObserver}, writes the lines of the hooks, the session's layers and the
-   * services hooks open to it. They do not write to it themselves: they emit on `events$`, and
-   * hooks get an {@link eventLogger} as `HookEnv.logger`.
-   */
-  readonly logger?: Logger;
-  /**
-   * Replaces the default log observer (`logObserver(logger)`): one listener or several, or
-   * `null` for none (the lines are then only events). Listeners hear every event but the
-   * per-run ones (`beforeRun`, `afterRun`, `hookTimings`), from before creation to after
-   * `close()`, and do not make runs build events as a subscriber does (see `observer`).
-   */
-  readonly logObserver?: SessionEventListener | readonly SessionEventListener[] | null;
   /**
    * Streams of services made before the session (a checkpoint manager that took its
    * directory's lock): forwarded before anything else ({@link MonitoredSession.forwardEvents}),
@@ -112,19 +134,6 @@ export interface MonitoredSessionOptions {
    * `monitoredTrainingSession` forwards the stream of the manager it makes.
    */
   readonly eventSources?: readonly EventSource[];
-  /**
-   * Longest stretch of training, in milliseconds on `clock`, before a run gives Node's event
-   * loop a turn (default {@link DEFAULT_YIELD_INTERVAL_MS}, 5). A synchronous step (a
-   * TensorFlow.js kernel) never lets signals, timers or background saves run otherwise.
-   * `0` yields after every run; `Infinity` only while a hook's background work (an
-   * asynchronous checkpoint) is pending, which always gets a turn after every run.
-   */
-  readonly yieldIntervalMs?: number;
-  /**
-   * Subscribed to `events$` before anything happens, so it also sees the events of creation
-   * (the first `sessionCreated`), which a subscription after `create()` resolves would miss.
-   */
-  readonly observer?: PartialObserver<SessionEvent> | SessionEventListener;
   /**
    * Measure every hook's `beforeRun`/`afterRun` and the raw run, and emit a `hookTimings`
    * event per run (default `false`; a hook can also turn it on with

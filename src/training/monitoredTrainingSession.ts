@@ -31,11 +31,11 @@ import type { CheckpointManager, RetentionPolicy } from "../checkpoint/Checkpoin
 import { assertOneRetention } from "../checkpoint/retentionPlan.js";
 import { openCheckpointDirectory } from "../checkpoint/checkpointDirectory.js";
 import { BundleSaver } from "../checkpoint/Saver.js";
-import { systemClock, type Clock } from "../time/Clock.js";
+import { systemClock } from "../time/Clock.js";
 import { ValueError } from "../errors.js";
 import type { Graph } from "../session/Graph.js";
-import { defaultLogger, type Logger } from "../Logger.js";
-import { MonitoredSession, type MonitoredSessionOptions } from "../pipeline/MonitoredSession.js";
+import { defaultLogger } from "../Logger.js";
+import { MonitoredSession, type MonitoredSessionOptions, type SessionRuntimeOptions } from "../pipeline/MonitoredSession.js";
 import { Scaffold } from "../creation/Scaffold.js";
 import { ChiefSessionCreator, WorkerSessionCreator } from "../creation/SessionCreators.js";
 import type { SessionFactory } from "../creation/SessionManager.js";
@@ -53,8 +53,11 @@ import { USE_DEFAULT } from "../util/useDefault.js";
 /** A cadence: a positive number enables, `0` or `null` disables, absent (or `USE_DEFAULT`) takes the default. */
 export type Cadence = number | null | typeof USE_DEFAULT | undefined;
 
-/** Options of {@link monitoredTrainingSession}, TensorFlow's parameters in camelCase. */
-export interface MonitoredTrainingSessionOptions {
+/**
+ * Where the session sits in a cluster (TensorFlow's `master` and `is_chief`, and the waits of a
+ * worker), or, with `task`, the started task that says it all.
+ */
+export interface TrainingClusterOptions {
   /**
    * This process's task of a cluster, as `startTask()` from `monitored-session/runtime` returns
    * it: the preferred way to train in a cluster. It sets `master`, `sessionTargets` and
@@ -91,6 +94,18 @@ export interface MonitoredTrainingSessionOptions {
   readonly sessionTargets?: SessionTargetRegistry;
   /** Whether this process is the chief (default `true`; with a `task`, the task's): it initializes, restores and saves. */
   readonly isChief?: boolean;
+  /** How long a worker waits for the chief (default 7200). */
+  readonly maxWaitSecs?: number;
+  /** How often a worker asks whether the chief is ready (default 30). */
+  readonly recoveryWaitSecs?: number;
+}
+
+/**
+ * Where and how often the chief saves checkpoints, and which it keeps (TensorFlow's
+ * `checkpoint_dir` and `save_checkpoint_*`, with its `Saver`'s `max_to_keep` and
+ * `keep_checkpoint_every_n_hours`; the manager, the policy value and background saves are ours).
+ */
+export interface CheckpointingOptions {
   /** Where checkpoints are saved and restored from. */
   readonly checkpointDir?: string | null;
   /**
@@ -101,21 +116,31 @@ export interface MonitoredTrainingSessionOptions {
    * closes it (releasing the lock) however it ends.
    */
   readonly checkpointManager?: CheckpointManager;
-  /** Where summaries go (default `checkpointDir`). */
-  readonly summaryDir?: string | null;
-  /** The graph to run (used to build a default `Scaffold`). */
-  readonly graph?: Graph;
-  /** Makes raw sessions (default `graph.session()`). */
-  readonly sessionFactory?: SessionFactory;
-  readonly scaffold?: Scaffold;
-  /** The user's hooks; on the chief they run after the default hooks. */
-  readonly hooks?: readonly SessionRunHook[];
-  /** Hooks that only the chief runs, before the default hooks. */
-  readonly chiefOnlyHooks?: readonly SessionRunHook[];
   /** Checkpoint every this many seconds (default 600 when neither cadence is given). */
   readonly saveCheckpointSecs?: Cadence;
   /** Checkpoint every this many steps. */
   readonly saveCheckpointSteps?: Cadence;
+  /** Checkpoints to keep (default 5; `null` keeps all). */
+  readonly maxToKeep?: number | null;
+  /** Also keep one checkpoint per this many hours, beyond `maxToKeep` (TensorFlow's `Saver` option; default none). */
+  readonly keepCheckpointEveryNHours?: number | null;
+  /**
+   * Which checkpoints stay after each save, as a value (`Retention` of
+   * `monitored-session/checkpoint`, or your own), instead of `maxToKeep` and
+   * `keepCheckpointEveryNHours`.
+   */
+  readonly retentionPolicy?: RetentionPolicy;
+  /** Persist checkpoints in the background (default `false`). */
+  readonly asyncCheckpoints?: CheckpointSaverHookOptions["async"];
+}
+
+/**
+ * Where and how often the chief writes summaries and logs its step rate (TensorFlow's
+ * `summary_dir`, `save_summaries_*` and `log_step_count_steps`).
+ */
+export interface SummaryOptions {
+  /** Where summaries go (default `checkpointDir`). */
+  readonly summaryDir?: string | null;
   /** Write summaries every this many steps (default 100 when neither cadence is given). */
   readonly saveSummariesSteps?: Cadence;
   /** Write summaries every this many seconds. */
@@ -130,32 +155,21 @@ export interface MonitoredTrainingSessionOptions {
   readonly logStepCountSecs?: Cadence;
   /** The examples one global step consumes (the global batch): the chief's StepCounterHook then also reports `examples/sec`. */
   readonly examplesPerStep?: number | undefined;
+}
+
+/** Options of {@link monitoredTrainingSession}, TensorFlow's parameters in camelCase. */
+export interface MonitoredTrainingSessionOptions extends TrainingClusterOptions, CheckpointingOptions, SummaryOptions, SessionRuntimeOptions {
+  /** The graph to run (used to build a default `Scaffold`). */
+  readonly graph?: Graph;
+  /** Makes raw sessions (default `graph.session()`). */
+  readonly sessionFactory?: SessionFactory;
+  readonly scaffold?: Scaffold;
+  /** The user's hooks; on the chief they run after the default hooks. */
+  readonly hooks?: readonly SessionRunHook[];
+  /** Hooks that only the chief runs, before the default hooks. */
+  readonly chiefOnlyHooks?: readonly SessionRunHook[];
   /** Grace period for tasks when the session closes (default 120). */
   readonly stopGracePeriodSecs?: number;
-  /** How long a worker waits for the chief (default 7200). */
-  readonly maxWaitSecs?: number;
-  /** How often a worker asks whether the chief is ready (default 30). */
-  readonly recoveryWaitSecs?: number;
-  /** Checkpoints to keep (default 5; `null` keeps all). */
-  readonly maxToKeep?: number | null;
-  /** Also keep one checkpoint per this many hours, beyond `maxToKeep` (TensorFlow's `Saver` option; default none). */
-  readonly keepCheckpointEveryNHours?: number | null;
-  /**
-   * Which checkpoints stay after each save, as a value (`Retention` of
-   * `monitored-session/checkpoint`, or your own), instead of `maxToKeep` and
-   * `keepCheckpointEveryNHours`.
-   */
-  readonly retentionPolicy?: RetentionPolicy;
-  /** Persist checkpoints in the background (default `false`). */
-  readonly asyncCheckpoints?: CheckpointSaverHookOptions["async"];
-  readonly clock?: Clock;
-  readonly logger?: Logger;
-  /** Longest stretch of training before a run gives the event loop a turn (default 5 ms; see `MonitoredSessionOptions`). */
-  readonly yieldIntervalMs?: number;
-  /** Subscribed to the session's `events$` before it is created (see `MonitoredSessionOptions`). */
-  readonly observer?: MonitoredSessionOptions["observer"];
-  /** Replaces the session's log observer (`logObserver(logger)`); see `MonitoredSessionOptions.logObserver`. */
-  readonly logObserver?: MonitoredSessionOptions["logObserver"];
   /**
    * Account for this task's time in a goodput log, `<summaryDir or checkpointDir>/goodput/<task>.jsonl`
    * (docs/goodput.md; not in TensorFlow): the process's start, joining, restoring, saves, recoveries,

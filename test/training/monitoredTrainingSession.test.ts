@@ -9,7 +9,7 @@ import { DeadlineExceededError, UnavailableError, ValueError } from "../../src/e
 import { Graph } from "../../src/session/Graph.js";
 import { silentLogger } from "../../src/Logger.js";
 import { withSession } from "../../src/pipeline/MonitoredSession.js";
-import { monitoredTrainingSession, resolveCadences } from "../../src/training/monitoredTrainingSession.js";
+import { monitoredTrainingSession, resolveCadences, type CheckpointingOptions, type SummaryOptions } from "../../src/training/monitoredTrainingSession.js";
 import type { SessionEvent } from "../../src/events/SessionEvent.js";
 import { defaultSessionTargets } from "../../src/pipeline/SessionTarget.js";
 import { USE_DEFAULT } from "../../src/util/useDefault.js";
@@ -49,6 +49,17 @@ const tagsIn = (dir: string): string[] =>
   [...new Set(eventFiles(dir).flatMap(readEvents).flatMap((e) => e.summary?.value?.map((v) => v.tag as string) ?? []))].sort();
 
 describe("monitoredTrainingSession", () => {
+  it("takes its settings as the named groups a caller keeps apart (flat names at the call: spread)", async () => {
+    const dir = tempDir();
+    const checkpointing: CheckpointingOptions = { checkpointDir: dir, saveCheckpointSteps: 2, maxToKeep: 1 };
+    const summaries: SummaryOptions = { saveSummariesSteps: null, logStepCountSteps: null };
+    await withSession(monitoredTrainingSession({ graph: model(), logger: silentLogger, clock: new VirtualClock(), ...checkpointing, ...summaries }), train(5));
+    // Saves at steps 0, 2, 4 and the end (5); one kept.
+    expect((await getCheckpointState(dir))?.allModelCheckpointPaths.map((p) => p.split("-").pop())).toEqual(["5"]);
+    // No summaries and no step rate: no tag in the event files (the saver's checkpoint records only).
+    expect(tagsIn(dir)).toEqual([]);
+  });
+
   it("resolves cadences as TensorFlow does", () => {
     expect(resolveCadences({})).toEqual({
       saveCheckpointSecs: 600,
