@@ -1,7 +1,7 @@
 /**
  * `monitored-session/testing`: the test kit for unit-testing training loops and hooks with
- * fake sessions, a virtual clock, hook transcripts, an in-memory checkpoint saver and a
- * recording logger. See docs/testing.md.
+ * fake sessions, a virtual clock, hook transcripts, an in-memory checkpoint saver, a
+ * recording logger and an event recorder. See docs/testing.md.
  *
  * @module
  */
@@ -23,8 +23,9 @@ export {
 /* Checkpoints */
 export { InMemorySaver, type InMemorySave, type InMemorySaverOptions } from "./InMemorySaver.js";
 
-/* Logging */
+/* Logging and events */
 export { RecordingLogger, type LogEntry } from "./RecordingLogger.js";
+export { EventRecorder } from "./EventRecorder.js";
 
 /* Hooks */
 export { HookRecorder, type HookMethod, type HookRecorderOptions } from "./HookRecorder.js";

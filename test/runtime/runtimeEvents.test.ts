@@ -11,11 +11,8 @@ import { EventEmitter } from "node:events";
 import { describe, expect, it } from "vitest";
 
 import { resolveCluster } from "../../src/cluster/ClusterResolver.js";
-import type { SessionEvent } from "../../src/events/SessionEvent.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
-import { flush, VirtualClock } from "../../src/testing/VirtualClock.js";
+import { EventRecorder, flush, RecordingLogger, VirtualClock } from "../../src/testing/index.js";
 import { startTask, type TaskRuntime } from "../../src/runtime/index.js";
-import type { RuntimeEvent } from "../../src/runtime/events.js";
 import { Graph } from "../../src/session/Graph.js";
 import { monitoredTrainingSession } from "../../src/training/monitoredTrainingSession.js";
 import { freePorts } from "../util/cliChild.js";
@@ -33,36 +30,33 @@ const twoTasks = async () => {
 /** A notice source of a test (`emit("SIGTERM")`). */
 const fakeProcess = () => Object.assign(new EventEmitter(), { ppid: process.ppid });
 
-const messages = (events: readonly RuntimeEvent[]): string[] => events.flatMap((e) => (e.type === "log" ? [e.message] : []));
-
 describe("a started task's events", () => {
   it("its start's lines and registration are events of source runtime from the first line; its logger prints them until a session adopts them; the stream completes once the task finished", async () => {
     const { resolverOf, settings } = await twoTasks();
     const clock = new VirtualClock();
     const logger = new RecordingLogger();
-    const heard: RuntimeEvent[] = [];
+    const heard = new EventRecorder();
     let completed = false;
     const chiefProc = fakeProcess();
     const [chief, worker] = await Promise.all([
-      startTask({ env: {}, resolver: resolverOf("chief"), settings, clock, logger, noticeProcess: chiefProc, exit: () => undefined, observer: (e) => void heard.push(e) }),
+      startTask({ env: {}, resolver: resolverOf("chief"), settings, clock, logger, noticeProcess: chiefProc, exit: () => undefined, observer: heard.listener }),
       startTask({ env: {}, resolver: resolverOf("worker"), settings, clock, logger: new RecordingLogger(), exit: () => undefined }),
     ]);
     chief.events$.subscribe({ complete: () => void (completed = true) });
     try {
-      const registered = heard.find((e) => e.type === "taskRegistered");
-      expect(registered).toEqual({ type: "taskRegistered", time: clock.now(), task: "chief:0", tasks: 2, generation: chief.coordination.generation ?? null });
+      expect(heard.ofType("taskRegistered")).toEqual([{ type: "taskRegistered", time: clock.now(), task: "chief:0", tasks: 2, generation: chief.coordination.generation ?? null }]);
       // Every line is a log event of the runtime, and (no session yet) printed by the task's logger.
-      const lines = heard.filter((e) => e.type === "log");
+      const lines = heard.lines();
       expect(lines.length).toBeGreaterThanOrEqual(2);
       expect(lines.every((e) => e.source === "runtime")).toBe(true);
-      expect(messages(heard).some((m) => m.startsWith("Server of chief:0 serving grpc://127.0.0.1:"))).toBe(true);
-      expect(messages(heard)).toContain(`Every task of the cluster registered (generation ${chief.coordination.generation ?? "?"}).`);
-      expect(logger.messages("info")).toEqual(messages(heard));
+      expect(heard.messages().some((m) => m.startsWith("Server of chief:0 serving grpc://127.0.0.1:"))).toBe(true);
+      expect(heard.messages()).toContain(`Every task of the cluster registered (generation ${chief.coordination.generation ?? "?"}).`);
+      expect(logger.messages("info")).toEqual(heard.messages());
 
       // Adopted (as a session's forwardEvents does): the line is an event, and the task's logger is silent.
       const release = chief.adopt();
       chiefProc.emit("SIGTERM");
-      const held = messages(heard).filter((m) => m.includes("termination notice (SIGTERM) held for"));
+      const held = heard.messages().filter((m) => m.includes("termination notice (SIGTERM) held for"));
       expect(held).toHaveLength(1);
       expect(logger.messages("info").filter((m) => m.includes("held for"))).toEqual([]);
       release();
@@ -76,21 +70,21 @@ describe("a started task's events", () => {
   it("a notice while the task joins: the line and taskExiting are events before the task exits with the preemption code", async () => {
     const { resolverOf, settings } = await twoTasks();
     const clock = new VirtualClock();
-    const heard: RuntimeEvent[] = [];
+    const heard = new EventRecorder();
     const exits: number[] = [];
     const proc = fakeProcess();
     // The worker never starts: the chief waits for it at the registration.
-    void startTask({ env: {}, resolver: resolverOf("chief"), settings, clock, logger: new RecordingLogger(), noticeProcess: proc, exit: (code) => void exits.push(code), observer: (e) => void heard.push(e) });
-    for (let i = 0; i < 50 && !messages(heard).some((m) => m.includes("waiting for 2 tasks")); i++) await flush();
-    expect(messages(heard).some((m) => m.includes("waiting for 2 tasks"))).toBe(true);
+    void startTask({ env: {}, resolver: resolverOf("chief"), settings, clock, logger: new RecordingLogger(), noticeProcess: proc, exit: (code) => void exits.push(code), observer: heard.listener });
+    for (let i = 0; i < 50 && !heard.messages().some((m) => m.includes("waiting for 2 tasks")); i++) await flush();
+    expect(heard.messages().some((m) => m.includes("waiting for 2 tasks"))).toBe(true);
     proc.emit("SIGTERM");
     for (let i = 0; i < 200 && exits.length === 0; i++) {
       await flush();
       await clock.advance(0);
     }
     expect(exits).toEqual([42]);
-    expect(messages(heard).filter((m) => m.includes("termination notice (SIGTERM) while it joined the cluster: leaving the cluster and exiting with 42"))).toHaveLength(1);
-    expect(heard.filter((e) => e.type === "taskExiting")).toEqual([
+    expect(heard.messages().filter((m) => m.includes("termination notice (SIGTERM) while it joined the cluster: leaving the cluster and exiting with 42"))).toHaveLength(1);
+    expect(heard.ofType("taskExiting")).toEqual([
       { type: "taskExiting", time: clock.now(), task: "chief:0", code: 42, reason: "termination notice while it joined the cluster" },
     ]);
   });
@@ -107,13 +101,13 @@ describe("a started task's events", () => {
       const g = new Graph();
       g.globalStep();
       const session = await monitoredTrainingSession({ task, graph: g, clock, logger: sessionLogger });
-      const onStream: SessionEvent[] = [];
-      session.events$.subscribe((e) => void onStream.push(e));
+      const onStream = new EventRecorder();
+      onStream.record(session.events$);
       proc.emit("SIGTERM");
       const line = (l: RecordingLogger) => l.messages("info").filter((m) => m.includes("termination notice (SIGTERM) held for"));
       expect(line(sessionLogger)).toHaveLength(1);
       expect(line(taskLogger)).toEqual([]);
-      expect(onStream.filter((e) => e.type === "log" && e.source === "runtime" && e.message.includes("held for"))).toHaveLength(1);
+      expect(onStream.lines("info").filter((e) => e.source === "runtime" && e.message.includes("held for"))).toHaveLength(1);
       await session.close();
       // The session is gone: the task prints its own lines again (a second notice exits: its line).
       proc.emit("SIGINT");

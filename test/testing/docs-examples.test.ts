@@ -16,7 +16,7 @@ import {
   type SessionRunContext,
   type SessionRunValues,
 } from "../../src/index.js";
-import { FakeSession, FakeSessionCreator, HookRecorder, InMemorySaver, RecordingLogger, VirtualClock } from "../../src/testing/index.js";
+import { EventRecorder, FakeSession, FakeSessionCreator, HookRecorder, InMemorySaver, RecordingLogger, VirtualClock } from "../../src/testing/index.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
 // --- A training loop under test -------------------------------------------------------------
@@ -33,6 +33,28 @@ async function trainLoop(sess: MonitoredSession): Promise<number> {
 const tempDir = useTempDirs("ms-docs-testing-");
 
 describe("docs/testing.md examples", () => {
+  it("records what the session said and did with an EventRecorder", async () => {
+    const clock = new VirtualClock();
+    const recorder = new EventRecorder();
+    const session = MonitoredSession.create({
+      sessionCreator: new FakeSessionCreator(),
+      hooks: [new StopAtStepHook({ lastStep: 3 }), new StepCounterHook({ everyNSteps: 2 })],
+      clock,
+      observer: recorder.listener,
+      logObserver: null,
+    });
+    await withSession(session, async (s) => {
+      while (!s.shouldStop()) {
+        await clock.advanceSecs(1);
+        await s.run("train");
+      }
+    });
+    expect(recorder.ofType("stopRequested").map((e) => e.by)).toEqual(["StopAtStepHook"]);
+    // The step counter's line and its data: one second a step.
+    expect(recorder.messages("info")).toContain("global_step/sec: 1");
+    expect(recorder.ofType("stepRate").map((e) => e.stepsPerSec)).toEqual([1]);
+  });
+
   it("unit-tests a training loop with a FakeSession", async () => {
     const creator = new FakeSessionCreator(() => new FakeSession({ ops: { loss: (ctx) => 1 / ctx.call } }));
     const loss = await withSession(
