@@ -45,6 +45,8 @@ export const startCluster = async (
     io.err.write(`${task.name}: ${perProcess}\n`);
     return ExitCodes.usage;
   }
+  // The task's lines are its events: `logger` prints them until `run`'s session adopts them.
+  const events = new ComponentEvents<RuntimeEvent>(logger, () => clock.now(), "runtime");
   try {
     const joined = await joinAsTask({
       task,
@@ -52,8 +54,7 @@ export const startCluster = async (
       notices,
       env: io.env,
       maxWaitSecs,
-      // The task's lines are its events: `logger` prints them until `run`'s session adopts them.
-      events: new ComponentEvents<RuntimeEvent>(logger, () => clock.now(), "runtime"),
+      events,
       clock,
       // The parent's exit is one of `run`'s notices (a save, then the preemption code).
       watchParent: false,
@@ -63,8 +64,11 @@ export const startCluster = async (
       // notice is held ends the session's wait for it (43).
       held: { holder: "the preemption handler" },
     });
-    return "runtime" in joined ? joined.runtime : joined.exitCode;
+    if ("runtime" in joined) return joined.runtime;
+    events.complete();
+    return joined.exitCode;
   } catch (e) {
+    events.complete();
     if (e instanceof ClusterStartError) {
       io.err.write(`${e.message}\n`);
       return ExitCodes.usage;

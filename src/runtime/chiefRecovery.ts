@@ -125,6 +125,7 @@ export class ChiefRecovery {
     if (this.#noticed !== undefined) {
       // Preempted, and the chief is gone: nobody can write the checkpoint, and nothing is waited out.
       const lost = this.#chiefLost(this.#noticed, cause);
+      this.o.emit?.({ type: "chiefLost", task: this.o.name, chief: this.o.chief, waiting: false, maxWaitSecs: this.o.maxWaitSecs });
       this.#ended = lost;
       this.#onChiefLost?.(lost);
       return Promise.reject(lost);

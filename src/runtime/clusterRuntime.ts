@@ -156,8 +156,9 @@ export interface StartClusterOptions {
   /**
    * The task's event stream, when the caller made it before the start (`startTask()` does, so
    * that the lines of its termination notices are the task's events too); default: a new one
-   * whose lines `logger` prints. The caller then completes it; otherwise the task does, once it
-   * finished.
+   * whose lines `logger` prints. The start's own events (`taskRegistered`, `replicaGroupJoined`)
+   * come before this function resolves: to hear them, pass a stream subscribed to beforehand.
+   * The caller then completes it; otherwise the task does, once it finished.
    */
   readonly events?: ComponentEvents<RuntimeEvent> | undefined;
   readonly clock?: Clock;

@@ -20,8 +20,9 @@ declare module "../events/SessionEvent.js" {
     /** The task joined its data-parallel replica group as `rank` of `size` (again after the group re-formed). */
     replicaGroupJoined: { readonly task: string; readonly rank: number; readonly size: number };
     /**
-     * The replica group lost a rank (`lost`: its task, `null` when the chief opened a new
-     * generation without naming one); it waits up to `maxWaitSecs` for the rank to rejoin.
+     * The replica group lost a rank (`lost`: its task; `null` when the chief opened a new
+     * generation without naming one, or when this task itself was declared failed, after a
+     * freeze); it waits up to `maxWaitSecs` for the rank to rejoin.
      */
     replicaRankLost: { readonly task: string; readonly lost: string | null; readonly maxWaitSecs: number };
     /** The replica group re-formed its ring in `generation`: every rank takes rank 0's state and trains on. */
@@ -33,7 +34,11 @@ declare module "../events/SessionEvent.js" {
     chiefLost: { readonly task: string; readonly chief: string; readonly waiting: boolean; readonly maxWaitSecs: number };
     /** The lost chief registered again and published its model (`generation`): the worker's session is re-created from it. */
     chiefReturned: { readonly task: string; readonly generation: number | null };
-    /** The task exits the process with `code` (a termination notice while it started, or a second one, or a lost chief while one was held). */
+    /**
+     * The task exits the process with `code`: a termination notice while it started, a second
+     * one before a handler took them over, one while it leaves the cluster, or a lost chief while
+     * a notice was held (43). Emitted as the exit is decided, before the task's last lines.
+     */
     taskExiting: { readonly task: string; readonly code: number; readonly reason: string };
   }
 }

@@ -92,7 +92,9 @@ export interface StartTaskOptions {
   readonly maxWaitSecs?: number | undefined;
   /**
    * Prints the task's lines (default: the console at `info`) until a session adopts them: a
-   * `monitoredTrainingSession({ task })` does while it lives, or `session.forwardEvents(task)`.
+   * `monitoredTrainingSession({ task })` does while it lives, or `session.forwardEvents(task)`;
+   * that session's log observers print them meanwhile (give it the same logger to keep one
+   * destination), and this logger again after it closed.
    */
   readonly logger?: Logger | undefined;
   /**

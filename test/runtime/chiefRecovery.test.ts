@@ -241,7 +241,7 @@ describe("ChiefRecovery", () => {
   it("noticed() with no recovery under way changes nothing now (the session's wait for the chief's model goes on); a later loss is not waited out but ends at once with ChiefLostError", async () => {
     const clock = new VirtualClock();
     const lines: string[] = [];
-    const { recovery } = setup(() => clock.sleep(3_600_000), clock, { ...silentLogger, warn: (m: string) => void lines.push(m) });
+    const { recovery, emitted } = setup(() => clock.sleep(3_600_000), clock, { ...silentLogger, warn: (m: string) => void lines.push(m) });
     begin(recovery);
     expect(recovery.noticed("its termination notice")).toBeUndefined();
     // The chief is alive: its model is pulled as before.
@@ -253,6 +253,8 @@ describe("ChiefRecovery", () => {
     // No wait began: the session is not re-created (its next step is not refused), and no line says it waits.
     expect(beforeRun(recovery)).toBeUndefined();
     expect(lines.join("\n")).not.toContain("waiting up to");
+    // The loss is the task's event all the same: not waited for.
+    expect(emitted).toEqual([{ type: "chiefLost", task: "worker:0", chief: CHIEF, waiting: false, maxWaitSecs: 60 }]);
   });
 
   it("noticed()'s onChiefLost is told of the ChiefLostError before any wait raises it: during a recovery under way, and at a loss that comes later", async () => {

@@ -51,7 +51,7 @@ describe("a started task's events", () => {
       expect(lines.every((e) => e.source === "runtime")).toBe(true);
       expect(heard.messages().some((m) => m.startsWith("Server of chief:0 serving grpc://127.0.0.1:"))).toBe(true);
       expect(heard.messages()).toContain(`Every task of the cluster registered (generation ${chief.coordination.generation ?? "?"}).`);
-      expect(logger.messages("info")).toEqual(heard.messages());
+      expect(logger.messages("info")).toEqual(heard.messages("info"));
 
       // Adopted (as a session's forwardEvents does): the line is an event, and the task's logger is silent.
       const release = chief.adopt();
@@ -87,6 +87,54 @@ describe("a started task's events", () => {
     expect(heard.ofType("taskExiting")).toEqual([
       { type: "taskExiting", time: clock.now(), task: "chief:0", code: 42, reason: "termination notice while it joined the cluster" },
     ]);
+  });
+
+  it("a second notice before a handler took them over: its line, then taskExiting, and the task exits with the preemption code", async () => {
+    const [port] = (await freePorts(1)) as [number];
+    const resolver = resolveCluster({ TF_CONFIG: JSON.stringify({ cluster: { chief: [`127.0.0.1:${port}`] }, task: { type: "chief", index: 0 } }) });
+    const clock = new VirtualClock();
+    const heard = new EventRecorder();
+    const exits: number[] = [];
+    const proc = fakeProcess();
+    const task = await startTask({ env: {}, resolver, settings: { backend: "memory", memoryCluster: randomUUID() }, clock, logger: new RecordingLogger(), noticeProcess: proc, exit: (code) => void exits.push(code), observer: heard.listener });
+    try {
+      proc.emit("SIGTERM");
+      expect(heard.ofType("taskExiting")).toEqual([]);
+      proc.emit("SIGINT");
+      for (let i = 0; i < 200 && exits.length === 0; i++) {
+        await flush();
+        await clock.advance(0);
+      }
+      expect(exits).toEqual([42]);
+      expect(heard.messages("info").filter((m) => m.includes("termination notice (SIGINT) again, before a preemption handler took the notices over"))).toHaveLength(1);
+      expect(heard.ofType("taskExiting")).toEqual([
+        { type: "taskExiting", time: clock.now(), task: "chief:0", code: 42, reason: "termination notice again, before a preemption handler took the notices over" },
+      ]);
+      // The stream ended with the exit: the types, in order, end with it.
+      expect(heard.types().at(-1)).toBe("taskExiting");
+    } finally {
+      await task.finish(false);
+    }
+  });
+
+  it("a data-parallel pair: each rank's replicaGroupJoined, after the registration", async () => {
+    const { resolverOf, settings } = await twoTasks();
+    const clock = new VirtualClock();
+    const chiefHeard = new EventRecorder();
+    const workerHeard = new EventRecorder();
+    const [chief, worker] = await Promise.all([
+      startTask({ env: {}, resolver: resolverOf("chief"), settings, dataParallel: true, clock, logger: new RecordingLogger(), exit: () => undefined, observer: chiefHeard.listener }),
+      startTask({ env: {}, resolver: resolverOf("worker"), settings, dataParallel: true, clock, logger: new RecordingLogger(), exit: () => undefined, observer: workerHeard.listener }),
+    ]);
+    try {
+      expect(chiefHeard.ofType("replicaGroupJoined")).toEqual([{ type: "replicaGroupJoined", time: clock.now(), task: "chief:0", rank: 0, size: 2 }]);
+      expect(workerHeard.ofType("replicaGroupJoined")).toEqual([{ type: "replicaGroupJoined", time: clock.now(), task: "worker:0", rank: 1, size: 2 }]);
+      const order = chiefHeard.types().filter((t) => t !== "log");
+      expect(order).toEqual(["taskRegistered", "replicaGroupJoined"]);
+      expect(chiefHeard.messages("info").some((m) => m.startsWith("Joined the replica group: rank 0 of 2"))).toBe(true);
+    } finally {
+      await Promise.all([chief.finish(false), worker.finish(false)]);
+    }
   });
 
   it("monitoredTrainingSession({ task }) forwards the task's events while it lives: its log observers print the task's lines, the task's logger again after it closed", async () => {
