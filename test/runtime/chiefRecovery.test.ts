@@ -300,6 +300,23 @@ describe("ChiefRecovery", () => {
     await recovery.recover(new AbortedError("generation 3 ended"), 3);
     expect(seen).toEqual([2, 3]);
   });
+
+  it("a listener that throws is one warning naming the task, the generation and the error; the recovery goes on and the other listeners are told", async () => {
+    const clock = new VirtualClock({ autoAdvance: true });
+    const lines: string[] = [];
+    const { state, recovery } = setup(async () => {
+      state.generation = 2;
+    }, clock, { ...silentLogger, warn: (m: string) => void lines.push(m) });
+    begin(recovery);
+    const told: string[] = [];
+    recovery.onRegistered(() => {
+      throw new TypeError("the listener broke");
+    });
+    recovery.onRegistered(() => void told.push("second"));
+    await recovery.recover(new AbortedError("generation 1 ended"), 1);
+    expect(told).toEqual(["second"]);
+    expect(lines.filter((l) => l.includes("a listener"))).toEqual(["worker:0: a listener of the registration in generation 2 failed: TypeError: the listener broke"]);
+  });
 });
 
 describe("ChiefRecovery: a chief that stops answering after it published its model", () => {
