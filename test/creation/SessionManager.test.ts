@@ -276,13 +276,14 @@ describe("SessionManager.prepareSession", () => {
     expect(await readFile(dataPath(join(dir, "model.ckpt-3")), "utf8")).toBe("in flight");
   });
 
-  it("waitForCheckpoint polls every recoveryWaitSecs until the state file appears", async () => {
+  it("waitForCheckpoint polls every recoveryWaitSecs until the state file appears, saying so as TensorFlow does", async () => {
     const dir = tempDir();
     const g = new Graph();
     const v = g.variable("v", 0);
     const writer = g.session();
     await writer.variables.restore(new Map([["v", scalar(42)]]));
-    const { sm, clock } = manager(g, { readyOp: reportUninitialized, recoveryWaitSecs: 5 });
+    const logger = new RecordingLogger();
+    const { sm, clock } = manager(g, { readyOp: reportUninitialized, recoveryWaitSecs: 5, logger });
     const sleep = clock.sleep.bind(clock);
     clock.sleep = async (ms, signal) => {
       await sleep(ms, signal);
@@ -291,6 +292,8 @@ describe("SessionManager.prepareSession", () => {
     const sess = await sm.prepareSession({ saver: new BundleSaver(), checkpointDir: dir, waitForCheckpoint: true, maxWaitSecs: 60 });
     expect(await sess.run(v.name)).toBe(42);
     expect(clock.sleeps).toEqual([5000, 5000, 5000]);
+    // TensorFlow's line (session_manager.py), once per wait.
+    expect(logger.messages("info")).toEqual(["Waiting for checkpoint to be available.", "Waiting for checkpoint to be available.", "Waiting for checkpoint to be available."]);
   });
 });
 
@@ -343,26 +346,33 @@ describe("SessionManager.recoverSession", () => {
   it("session_manager_test.testRecoverSessionWithReadyForLocalInitOp: restored globals, then local init reads them", async () => {
     const dir = await checkpointWithV1();
     const { g } = graphVW(2);
+    const logger = new RecordingLogger();
     const { sm } = manager(g, {
       readyOp: reportUninitialized,
       readyForLocalInitOp: reportUninitializedGlobal,
       localInitOp: "w_init",
+      logger,
     });
     const [sess, ok] = await sm.recoverSession({ saver: new BundleSaver(), checkpointDir: dir });
     expect(ok).toBe(true);
     expect(await sess.run(["v", "w"])).toEqual([1, 1]);
+    // TensorFlow's lines (session_manager.py): the local init op, then where the model came from.
+    expect(logger.messages("info")).toEqual(["Running local_init_op.", "Done running local_init_op.", `Restored model from ${dir}`]);
   });
 
   it("session_manager_test.testRecoverSessionWithReadyForLocalInitOpFailsToReadyLocal: not ready for local init gives initialized=false", async () => {
     const dir = await checkpointWithV1();
     const { g } = graphVW(2);
+    const logger = new RecordingLogger();
     const { sm } = manager(g, {
       readyOp: reportUninitialized,
       readyForLocalInitOp: reportUninitialized, // w is never initialized before local init: never ready
       localInitOp: "w_init",
+      logger,
     });
     const [sess, ok] = await sm.recoverSession({ saver: new BundleSaver(), checkpointDir: dir });
     expect(ok).toBe(false);
+    expect(logger.messages("info").at(-1)).toMatch(new RegExp(`^Restoring model from ${dir} did not make model ready for local init: `));
     const s = sess as GraphSession;
     expect(initialized(s, "v")).toBe(true);
     expect(initialized(s, "w")).toBe(false);
