@@ -15,7 +15,7 @@ import { createRequire } from "node:module";
 import { onAllInterfaces, startBoard } from "../board/BoardServer.js";
 import { InvalidArgumentError, NotFoundError } from "../errors.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
-import type { CliIo } from "./run.js";
+import type { CliIo } from "./cliIo.js";
 
 // ---------------------------------------------------------------------------------------------
 // model

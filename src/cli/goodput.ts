@@ -14,7 +14,7 @@ import { ValueError } from "../errors.js";
 import { computeGoodput, formatSecs, type GoodputFigures, type RunGoodput } from "../goodput/computeGoodput.js";
 import { BADPUT_BUCKETS, GOODPUT_DIR, readGoodputLogs } from "../goodput/goodputLog.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
-import type { CliIo } from "./run.js";
+import type { CliIo } from "./cliIo.js";
 
 // ---------------------------------------------------------------------------------------------
 // model

@@ -41,7 +41,7 @@ import { CHECKPOINTED_RUNS } from "../preemption/index.js";
 import { GLOBAL_STEP_NAME } from "../session/Session.js";
 import type { TensorValue } from "../session/Tensor.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
-import type { CliIo } from "./run.js";
+import type { CliIo } from "./cliIo.js";
 
 // ---------------------------------------------------------------------------------------------
 // model

@@ -61,7 +61,8 @@ import { clusterSettingsEnv, LAUNCH_READY_ENV, LAUNCH_READY_LINE, withAbsolutePa
 import { decodeLaunchStatus, LAUNCH_STATUS_FD_ENV, launchTaskName, type LaunchStatus } from "../runtime/launchStatus.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
 import { hasEnded, isStopped } from "./processState.js";
-import { watchNotices, type CliIo } from "./run.js";
+import type { CliIo } from "./cliIo.js";
+import { watchNotices } from "./run.js";
 import { jsonLine, jsonLogger, taskJsonLine, type LogFormat } from "./logFormat.js";
 import type { LogLevel } from "../Logger.js";
 import { CLUSTER_FLAGS, type ClusterFlag, type ClusterFlags } from "./clusterFlags.js";

@@ -28,7 +28,7 @@ import { MIN_JOBSET_VERSION, MIN_KUBERNETES_VERSION } from "../kubernetes/failur
 import { terminationGracePeriod } from "../kubernetes/gracePeriod.js";
 import { podClusterSettings, podConfigText } from "../kubernetes/podConfig.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
-import type { CliIo } from "./run.js";
+import type { CliIo } from "./cliIo.js";
 
 // ---------------------------------------------------------------------------------------------
 // model

@@ -17,7 +17,7 @@ import { DEFAULT_RESOURCES, MANIFEST_DEFAULTS } from "../kubernetes/manifestDefa
 import type { ManifestFlags } from "./manifest.js";
 import type { PlannedFault } from "./chaosSchedule.js";
 import { CLUSTER_FLAGS, type ClusterFlags } from "./clusterFlags.js";
-import type { CliIo } from "./run.js";
+import type { CliIo } from "./cliIo.js";
 import { jsonLineStream, LOG_FORMATS, type LogFormat } from "./logFormat.js";
 import { systemClock } from "../time/Clock.js";
 

@@ -1,5 +1,5 @@
 /**
- * What `run`'s training (run.ts `train`) shares between its loop, its failure path and its
+ * What `run`'s training (runTraining.ts `train`) shares between its loop, its failure path and its
  * clean-up, as one value ({@link RunState}), and the failure path itself
  * ({@link exitCodeOfFailure}): the exit code of training that ended with an error, and the one
  * line that says why.
