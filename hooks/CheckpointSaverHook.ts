@@ -426,9 +426,12 @@ export class CheckpointSaverHook extends SessionRunHook {
           this.reportFailure(step, outcome.error, startMs, this.abandoned, blockingMs);
         }
       } catch (e) {
-        // After `end` gave up waiting, nobody is left to raise it to: log it.
-        if (this.abandoned) this.logger.error(`After the session ended, the background checkpoint of step ${step} failed: ${messageOf(e)}`, { step });
-        else this.backgroundErrors.push(e);
+        // After `end` gave up waiting, nobody is left to raise it to: log it. What failed is what
+        // came after the write (a listener); the write's own failure has its line above.
+        if (this.abandoned) {
+          const write = outcome.status === "saved" ? "the checkpoint is saved" : "the save failed too";
+          this.logger.error(`After the session ended, a listener of the checkpoint of step ${step} failed (${write}): ${messageOf(e)}`, { step });
+        } else this.backgroundErrors.push(e);
       }
     });
     this.inFlight.add(done);

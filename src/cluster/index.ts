@@ -77,7 +77,6 @@ export {
   EmbeddedCoordinationService,
   EmbeddedCoordinationClient,
   inProcessTransport,
-  coordinationServiceRegistration,
   hostCoordinationService,
   connectCoordinationService,
   grpcCoordinationTransport,

@@ -427,7 +427,8 @@ export class MonitoredSession {
     } finally {
       try {
         if (this.sess === undefined) throw new RuntimeError("Session is already closed.");
-        await this.sess.close();
+        // Its lines (a preemption error while closing) are the session's, not the console's.
+        await this.sess.close(this.log);
       } finally {
         const wasOpen = this.sess !== undefined;
         this.sess = undefined;

@@ -522,8 +522,12 @@ export class PreemptionCheckpointHandler {
       await this.coordinator.close();
     } finally {
       this.events.complete();
-      if (this.ownsManager) await this.checkpointManager?.close();
-      await this.removeWorkerTemp();
+      try {
+        if (this.ownsManager) await this.checkpointManager?.close();
+      } finally {
+        // A worker's temporary directory goes even when its manager's close failed.
+        await this.removeWorkerTemp();
+      }
     }
   }
 

@@ -98,6 +98,20 @@ describe("AsyncCheckpointer", () => {
     expect(logger.entries.some((l) => l.level === "info" && l.message.includes('policy "skip"'))).toBe(true);
   });
 
+  it("policy skip with maxInFlight 2: the line counts the saves still running and carries the skipped step", async () => {
+    const { ckpt, logger } = await setup({ policy: "skip", maxInFlight: 2 });
+    const vars = live();
+    await ckpt.save(vars, { checkpointNumber: 1 });
+    await ckpt.save(vars, { checkpointNumber: 2 });
+    expect(logger.entries).toEqual([]); // two slots: neither was skipped
+    expect(await ckpt.save(vars, { checkpointNumber: 3, step: 3 })).toEqual({ status: "skipped" });
+    expect(logger.entries).toEqual([{ level: "info", message: 'Checkpoint save skipped: 2 save(s) still running (policy "skip").', fields: { step: 3 } }]);
+    saver.release();
+    saver.release();
+    await ckpt.waitForPending();
+    expect(await ckpts()).toEqual(["ckpt-1.index", "ckpt-2.index"]);
+  });
+
   it("policy coalesce: only the newest pending save is kept", async () => {
     const { ckpt, events, manager } = await setup({ policy: "coalesce" });
     const vars = live();

@@ -1,4 +1,4 @@
-import { readFile, truncate, unlink, writeFile } from "node:fs/promises";
+import { mkdir, readFile, truncate, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 
@@ -125,6 +125,23 @@ describe("CheckpointManager save and retention", () => {
     const mgr = await create({ directory: nested });
     expect(await mgr.save(s.variables)).toBe(join(nested, "ckpt-1"));
     expect(await latestCheckpoint(nested)).toBe(join(nested, "ckpt-1"));
+  });
+
+  it("a checkpoint that cannot be deleted is a warning naming it and why; the save succeeds and retention goes on", async () => {
+    const s = await session(model().graph);
+    const logger = new RecordingLogger();
+    const mgr = await create({ maxToKeep: 1, logger });
+    expect(await mgr.save(s.variables)).toBe(join(dir, "ckpt-1"));
+    // A directory where ckpt-1's data file was: unlink refuses it (EISDIR), whoever runs the test.
+    const data = dataPath(join(dir, "ckpt-1"));
+    await unlink(data);
+    await mkdir(join(data, "sub"), { recursive: true });
+    expect(await mgr.save(s.variables)).toBe(join(dir, "ckpt-2"));
+    expect(logger.entries.filter((e) => e.level === "warn")).toEqual([
+      { level: "warn", message: `Could not delete checkpoint ${join(dir, "ckpt-1")}: EISDIR: illegal operation on a directory, unlink '${data}'`, fields: { path: join(dir, "ckpt-1") } },
+    ]);
+    expect(mgr.checkpoints).toEqual([join(dir, "ckpt-2")]);
+    expect(await ckptFiles()).toEqual(["ckpt-2"]); // its index went first, so it is no checkpoint any more
   });
 
   it("maxToKeep null keeps everything", async () => {

@@ -145,6 +145,33 @@ describe("getCheckpointState / updateCheckpointState", () => {
     expect(logger.messages("warn")[0]).toContain("not_a_field: unknown field");
   });
 
+  it("the warning says whether the state file could not be read or is invalid, names it and lists each problem", async () => {
+    const logger = new RecordingLogger();
+    const file = join(dir, "checkpoint");
+    await writeFile(file, 'model_checkpoint_path: "a"\nnot_a_field: 1\nall_model_checkpoint_paths: 2\n');
+    expect(await getCheckpointState(dir, { logger })).toBeNull();
+    // A directory where the file should be: it exists, but cannot be read.
+    const other = join(dir, "other");
+    await mkdir(join(other, "checkpoint"), { recursive: true });
+    expect(await getCheckpointState(other, { logger })).toBeNull();
+    const problems = [
+      "all_model_checkpoint_paths[0]: expected a quoted string, got 2",
+      'not_a_field: unknown field "not_a_field"; CheckpointState accepts model_checkpoint_path, all_model_checkpoint_paths, all_model_checkpoint_timestamps, last_preserved_timestamp',
+    ];
+    expect(logger.entries).toEqual([
+      {
+        level: "warn",
+        message: `${file}: invalid checkpoint state; checkpoint ignored:\n  ${problems.join("\n  ")}`,
+        fields: { path: file, problems },
+      },
+      {
+        level: "warn",
+        message: `${join(other, "checkpoint")}: cannot read the checkpoint state; checkpoint ignored:\n  EISDIR: illegal operation on a directory, read`,
+        fields: { path: join(other, "checkpoint"), problems: ["EISDIR: illegal operation on a directory, read"] },
+      },
+    ]);
+  });
+
   it("an empty model_checkpoint_path is a ValueError, as in TensorFlow", async () => {
     await writeFile(join(dir, "checkpoint"), 'all_model_checkpoint_paths: "a"\n');
     await expect(getCheckpointState(dir)).rejects.toThrow(ValueError);

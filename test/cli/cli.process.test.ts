@@ -3,7 +3,7 @@
  * the tiny Graph job of test/fixtures/cli, child processes (cwd = project root so tsx resolves).
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -31,6 +31,8 @@ describe("monitored-session CLI", () => {
     // the last progress line: step, rate, loss (the job fetches "loss") and ETA
     expect(r.stdout.trim().split("\n").at(-1)).toMatch(/^step 30\/30 \| [\d.]+ steps\/s \| loss [\d.e+-]+ \| eta 0s$/);
     expect(readFileSync(join(dir, "ckpt", "checkpoint"), "utf8")).toContain("model.ckpt-30");
+    // Where everything is, at the start and at the end.
+    for (const line of [`Checkpoints: ${join(dir, "ckpt")}`, `TensorBoard logs: ${join(dir, "ckpt")}`]) expect(r.stderr.split(line).length - 1, line).toBe(2);
 
     const inspect = await cli(["inspect", join(dir, "ckpt")]);
     expect(inspect.code).toBe(0);
@@ -168,6 +170,20 @@ describe("monitored-session CLI", () => {
     const missing = await cli(["goodput", join(dir, "nope")]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/nope is not a directory; give the log directory of a run/);
+  });
+
+  it("run: a goodput log that cannot be opened is one warning naming the reason; training goes on and exits 0", async () => {
+    const config = join(dir, "train.yaml");
+    await writeFile(config, `module: ${job}\nsummaries:\n  dir: logs\nlastStep: 5\nlogStepCountSteps: 0\n`);
+    // The log's folder is taken by a file.
+    await mkdir(join(dir, "logs"));
+    await writeFile(join(dir, "logs", "goodput"), "not a folder");
+    const r = await cli(["run", config]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(new RegExp(`WARN No goodput log for this run: .*${join(dir, "logs", "goodput").replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`));
+    expect(r.stderr.match(/No goodput log for this run/g)).toHaveLength(1);
+    expect(r.stderr).toContain("Done at global step 5.");
+    expect(r.stderr).not.toContain("Every task: monitored-session goodput");
   });
 
   it("run: a bad configuration exits 2, lists every problem, and creates nothing", async () => {

@@ -19,14 +19,15 @@ import { ModelPublisher } from "../../src/cluster/ModelPublisher.js";
 import { GetVariablesResponseSchema, ModelService, type GetVariablesResponse } from "../../src/cluster/proto/gen/monitored_session/v1/model_pb.js";
 import { processIncarnation, Server } from "../../src/cluster/Server.js";
 import type { ChiefModelState } from "../../src/session/ChiefModel.js";
-import { DataLossError, UnauthenticatedError, UnavailableError, ValueError } from "../../src/errors.js";
+import { AbortedError, DataLossError, UnauthenticatedError, UnavailableError, ValueError } from "../../src/errors.js";
 import { Graph } from "../../src/session/Graph.js";
 import { silentLogger } from "../../src/Logger.js";
 import type { LocalVariableStore, Session } from "../../src/session/Session.js";
 import { WorkerSessionCreator } from "../../src/creation/SessionCreators.js";
+import { MonitoredSession } from "../../src/pipeline/MonitoredSession.js";
 import { defaultSessionTargets } from "../../src/pipeline/SessionTarget.js";
 import { tensor, type TensorValue } from "../../src/session/Tensor.js";
-import { flush, VirtualClock } from "../../src/testing/index.js";
+import { FakeSession, FakeSessionCreator, flush, RecordingLogger, VirtualClock } from "../../src/testing/index.js";
 import { monitoredTrainingSession } from "../../src/training/monitoredTrainingSession.js";
 import type { TfjsSession } from "../../src/tfjs/index.js";
 import { bits } from "../util/tensorBits.js";
@@ -317,6 +318,21 @@ describe("grpc:// sessions: the chief's side", () => {
     expect(publisher.readiness().ready).toBe(true);
     const state = (await new GrpcChiefModel("grpc://chief:1", { transport: createRouterTransport(publisher.registration) }).pull()) as Extract<ChiefModelState, { ready: true }>;
     expect(state.values.get("v")?.data).toEqual(new Float64Array([5]));
+  });
+
+  it("as a hook, it says each publish, with the chief's task name and the generation: the first session, then the one re-created after a preemption", async () => {
+    const logger = new RecordingLogger();
+    const publisher = new ModelPublisher({ logger, taskName: "/job:chief/replica:0/task:3" });
+    const first = new FakeSession().injectError(new AbortedError("ps:0 preempted"), { atCall: 1 });
+    const sess = await MonitoredSession.create({ sessionCreator: new FakeSessionCreator(undefined, [first]), hooks: [publisher], clock: new VirtualClock(), logger: silentLogger });
+    expect(logger.messages("info")).toEqual(["/job:chief/replica:0/task:3: model published to the workers (session 1)"]);
+    await sess.run("train"); // aborted: the session is re-created and published again
+    expect(logger.messages("info")).toEqual([
+      "/job:chief/replica:0/task:3: model published to the workers (session 1)",
+      "/job:chief/replica:0/task:3: model published to the workers (session 2)",
+    ]);
+    expect(publisher.readiness().generation).toBe(2n);
+    await sess.close();
   });
 
   it("readiness reports the incarnation, a new generation per session, and the global step of the last snapshot", async () => {

@@ -470,22 +470,49 @@ describe("CheckpointSaverHook async", () => {
     await expect(ending).rejects.toThrow(CheckpointSaveError);
   });
 
+  /** One step whose background save is held, then an `end` that gives up on it after its 30 s grace period (virtual clock). */
+  const endGivingUp = async (hook: CheckpointSaverHook, clock: VirtualClock, saver: GatedSaver): Promise<Awaited<ReturnType<typeof bare>>> => {
+    const session = await bare(hook, { clock });
+    await session.run();
+    await saver.waitStarted(1);
+    const outcome = expect(session.end()).rejects.toThrow(DeadlineExceededError);
+    await clock.advanceSecs(31);
+    await outcome;
+    return session;
+  };
+
   it("end waits at most endGracePeriodSecs for a background save, then DeadlineExceededError", async () => {
     const clock = new VirtualClock();
     const saver = new GatedSaver();
     const listener = new CountingListener();
     const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, saver, async: true, endGracePeriodSecs: 30, listeners: [listener] });
-    const { run, end } = await bare(hook, { clock });
-    await run();
-    await saver.waitStarted(1);
-    const ending = end();
-    const outcome = expect(ending).rejects.toThrow(DeadlineExceededError);
-    await clock.advanceSecs(31);
-    await outcome;
+    await endGivingUp(hook, clock, saver);
     expect(listener.counts.end).toBe(1);
     // Let the abandoned save finish before the directory is removed.
     saver.release();
     await saver.idle();
+  });
+
+  it("a listener's afterSave that fails after end gave up waiting is logged as an error naming the step (nobody is left to raise it to)", async () => {
+    const clock = new VirtualClock();
+    const saver = new GatedSaver();
+    const logger = new RecordingLogger();
+    const listener: CheckpointSaverListener = {
+      afterSave: (_s, step) => {
+        throw new Error(`evaluation of step ${step} crashed`);
+      },
+    };
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, saver, async: true, endGracePeriodSecs: 30, listeners: [listener], logger });
+    const { eventCount } = await endGivingUp(hook, clock, saver);
+    const ended = /^After the session ended/;
+    expect(logger.messages().filter((m) => ended.test(m))).toEqual([]);
+    saver.release();
+    await eventCount("checkpointSaved", 1); // the write landed; its listener then throws
+    expect(logger.entries.filter((e) => ended.test(e.message))).toEqual([
+      { level: "error", message: "After the session ended, a listener of the checkpoint of step 1 failed (the checkpoint is saved): evaluation of step 1 crashed", fields: { step: 1 } },
+    ]);
+    // The checkpoint itself is on disk: only its listener failed.
+    expect(await savedStep()).toBe(1);
   });
 
   it("the skip policy: a save while one runs is not made, and the session hears it as checkpointSkipped", async () => {

@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { lastValueFrom, toArray } from "rxjs";
 import {
   AbortedError,
@@ -16,7 +16,7 @@ import { Graph } from "../../src/session/Graph.js";
 import { SessionRunArgs, SessionRunHook, hook, type SessionRunContext } from "../../src/hook/SessionRunHook.js";
 import type { SessionEvent } from "../../src/events/SessionEvent.js";
 import { silentLogger } from "../../src/Logger.js";
-import { FakeSession, FakeSessionCreator, HookRecorder, RecordingLogger, VirtualClock } from "../../src/testing/index.js";
+import { EventRecorder, FakeSession, FakeSessionCreator, flush, HookRecorder, RecordingLogger, VirtualClock } from "../../src/testing/index.js";
 
 const create = (creator: FakeSessionCreator, hooks: SessionRunHook[] = [], extra: object = {}) =>
   MonitoredSession.create({ sessionCreator: creator, hooks, logger: silentLogger, clock: new VirtualClock(), ...extra });
@@ -886,5 +886,100 @@ describe("SessionRunHook base class", () => {
     }
     expect(runs).toBe(2);
     await sess.close();
+  });
+});
+
+describe("closing: what goes wrong while releasing is said, never lost", () => {
+  /** A raw session whose close fails with `error` (a parameter server gone while closing). */
+  class FailingClose extends FakeSession {
+    constructor(private readonly error: Error) {
+      super();
+    }
+    override close(): void {
+      super.close();
+      throw this.error;
+    }
+  }
+
+  it("_WrappedSession.close: a preemption error from closing the aborted session is a line at error, and the session is re-created", async () => {
+    const first = new FailingClose(new UnavailableError("ps:0 is gone")).injectError(new AbortedError("x"), { atCall: 1 });
+    const creator = new FakeSessionCreator(undefined, [first]);
+    const recorder = new EventRecorder();
+    const sess = await create(creator, [], { logObserver: recorder.listener });
+    expect(await sess.run("train")).toBe(1);
+    expect(first.closeCount).toBe(1);
+    expect(creator.created).toHaveLength(2);
+    expect(recorder.messages("error")).toEqual(["An error occurred when attempting to close the session: UnavailableError: ps:0 is gone"]);
+    await sess.close();
+  });
+
+  it("MonitoredSession.close: a preemption error from closing the raw session is the session's line (its observers), never the console's", async () => {
+    const raw = new FailingClose(new UnavailableError("ps:0 is gone"));
+    const recorder = new EventRecorder();
+    const printed: string[] = [];
+    const spies = (["log", "info", "warn", "error"] as const).map((level) => vi.spyOn(console, level).mockImplementation((...args: unknown[]) => void printed.push(args.map(String).join(" "))));
+    try {
+      const sess = await create(new FakeSessionCreator(undefined, [raw]), [], { logObserver: recorder.listener });
+      await sess.run("train");
+      await sess.close();
+    } finally {
+      for (const spy of spies) spy.mockRestore();
+    }
+    expect(raw.closeCount).toBe(1);
+    expect(recorder.messages("error")).toEqual(["An error occurred when attempting to close the session: UnavailableError: ps:0 is gone"]);
+    expect(printed.filter((l) => l.includes("attempting to close the session"))).toEqual([]);
+  });
+
+  it("owned resources not released within stopGracePeriodSecs: close returns with a warning; their later failure is a line at error (virtual clock)", async () => {
+    const clock = new VirtualClock();
+    const recorder = new EventRecorder();
+    let failRelease!: (e: Error) => void;
+    let disposeCalls = 0;
+    const manager: AsyncDisposable = {
+      [Symbol.asyncDispose]: () => {
+        disposeCalls++;
+        return new Promise<void>((_, reject) => (failRelease = reject));
+      },
+    };
+    const sess = await MonitoredSession.create({
+      sessionCreator: new FakeSessionCreator(),
+      clock,
+      logObserver: recorder.listener,
+      stopGracePeriodSecs: 3,
+      ownedResources: [manager],
+    });
+    let closed = false;
+    const closing = sess.close().then(() => void (closed = true));
+    await clock.advance(2999);
+    expect(disposeCalls).toBe(1);
+    expect(closed).toBe(false);
+    expect(recorder.messages("warn")).toEqual([]);
+    await clock.advance(1);
+    await closing;
+    expect(recorder.messages("warn")).toEqual([
+      "MonitoredSession.close: the session's resources (its checkpoint manager, waiting for a save) were not released within the stop grace period; they are released when it finishes.",
+    ]);
+    // The warning comes before the session says it closed.
+    expect(recorder.types().slice(-2)).toEqual(["log", "closed"]);
+    expect(recorder.messages("error")).toEqual([]);
+    failRelease(new Error("EIO: the last save could not be written"));
+    await flush();
+    expect(recorder.messages("error")).toEqual(["MonitoredSession.close: releasing the session's resources failed: Error: EIO: the last save could not be written"]);
+  });
+
+  it("owned resources released within stopGracePeriodSecs: no warning", async () => {
+    const clock = new VirtualClock();
+    const recorder = new EventRecorder();
+    let released = 0;
+    const sess = await MonitoredSession.create({
+      sessionCreator: new FakeSessionCreator(),
+      clock,
+      logObserver: recorder.listener,
+      stopGracePeriodSecs: 3,
+      ownedResources: [{ [Symbol.asyncDispose]: async () => void released++ }],
+    });
+    await sess.close();
+    expect(released).toBe(1);
+    expect(recorder.messages("warn")).toEqual([]);
   });
 });

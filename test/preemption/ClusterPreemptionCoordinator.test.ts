@@ -8,7 +8,7 @@
 
 import { EventEmitter } from "node:events";
 import { existsSync } from "node:fs";
-import { mkdir, readdir, writeFile } from "node:fs/promises";
+import { mkdir, readdir, rename, unlink, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
 
@@ -399,6 +399,31 @@ describe("PreemptionCheckpointHandler in a cluster (failure_handler_test, multi-
     expect(existsSync(join(temp, "ckpt"))).toBe(true);
     await c.close();
     expect(existsSync(temp)).toBe(false);
+  });
+
+  it("a workertemp directory that cannot be deleted is a warning naming it and why, and the close goes on", async () => {
+    // The checkpoint directory's parent is replaced by a file after the save: the deletion of
+    // <parent>/workertemp_1 then fails with ENOTDIR (no permission stops root).
+    const base = tempDir();
+    const parent = join(base, "run");
+    const c = await cluster({ dir: join(parent, "ckpt") });
+    const worker = c.tasks[1] as Task;
+    const temp = join(parent, "workertemp_1");
+    await worker.handler.save();
+    expect(existsSync(join(temp, "ckpt"))).toBe(true);
+    await rename(parent, join(base, "run.moved"));
+    await writeFile(parent, "");
+    try {
+      await worker.handler.close();
+      // (Its manager's lock, inside it, cannot be released either: a warning of the lock's own.)
+      expect(worker.logger.messages("warn").filter((m) => m.startsWith("PreemptionCheckpointHandler:"))).toEqual([
+        `PreemptionCheckpointHandler: could not delete ${temp}: ENOTDIR: not a directory, lstat '${temp}'`,
+      ]);
+    } finally {
+      await unlink(parent);
+      await rename(join(base, "run.moved"), parent);
+    }
+    await c.close();
   });
 });
 

@@ -5,7 +5,9 @@
  */
 
 import { EventEmitter } from "node:events";
+import { existsSync } from "node:fs";
 import { readdir } from "node:fs/promises";
+import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
 
 import { CheckpointManager } from "../../src/checkpoint/index.js";
@@ -169,6 +171,21 @@ describe("PreemptionCheckpointHandler", () => {
     const b = await setup();
     expect(b.handler.totalRunCalls).toBe(5);
     expect(await b.session.run(["v", "global_step"])).toEqual([5, 5]);
+    await b.handler.close();
+  });
+
+  it("says which checkpoint it restored and at which run; a fresh directory (initFn) says nothing of a restore", async () => {
+    const a = await setup();
+    expect(a.logger.messages().filter((m) => m.includes("restored"))).toEqual([]);
+    for (let i = 0; i < 3; i++) await a.step();
+    const path = await a.handler.save();
+    expect(path).toBe(join(dir, "ckpt-1"));
+    await a.handler.close();
+
+    const b = await setup();
+    expect(b.logger.entries.filter((e) => e.message.includes("restored"))).toEqual([
+      { level: "info", message: `PreemptionCheckpointHandler: restored ${join(dir, "ckpt-1")} at run 3.`, fields: { path: join(dir, "ckpt-1"), run: 3 } },
+    ]);
     await b.handler.close();
   });
 
@@ -416,6 +433,33 @@ describe("PreemptionCheckpointHandler with a platform watcher", () => {
     });
     expect(handler.checkpointManager).toBe(manager);
     expect(logger.messages("warn")).toEqual([expect.stringContaining("checkpointDir /elsewhere is ignored")]);
+    await handler.close();
+    await manager.close();
+  });
+  it("the warning names the ignored directory and the manager's, and nothing is written to the ignored one", async () => {
+    const clock = new VirtualClock();
+    const manager = await CheckpointManager.create({ directory: dir, clock });
+    const session = model();
+    const logger = new RecordingLogger();
+    const ignored = join(tempDir(), "ignored");
+    const handler = await PreemptionCheckpointHandler.create({
+      checkpointManager: manager,
+      checkpointDir: ignored,
+      store: session.variables,
+      initFn: () => session.variables.initialize(),
+      signalTarget: new EventEmitter(),
+      clock,
+      logger,
+    });
+    expect(logger.entries.filter((e) => e.level === "warn")).toEqual([
+      {
+        level: "warn",
+        message: `PreemptionCheckpointHandler: checkpointDir ${ignored} is ignored: checkpoints go through the given checkpointManager (${dir}).`,
+        fields: undefined,
+      },
+    ]);
+    expect(await handler.save()).toBe(join(dir, "ckpt-1"));
+    expect(existsSync(ignored)).toBe(false);
     await handler.close();
     await manager.close();
   });

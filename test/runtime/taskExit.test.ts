@@ -117,6 +117,23 @@ describe("TaskExit", () => {
     expect(logger.messages("warn")).toEqual(["/job:worker/task:0 did not hear of the termination notice within 3 s; they learn of the chief's exit from the missing service."]);
   });
 
+  it("a failing exit with no lost rank tells every other task (plural), and warns of no one when all heard", async () => {
+    const { calls, exit, logger } = fakes({ finalReport: true });
+    expect(await exit.finish(false)).toBeUndefined();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(calls).toEqual(["waitUntilTold /job:worker/task:0,/job:worker/task:1 3000", "client.close", "stopServer"]);
+    expect(logger.messages("info")).toEqual(["Telling the 2 other tasks of the termination notice through the coordination service (up to 3 s)."]);
+    expect(logger.messages("warn")).toEqual([]);
+  });
+
+  it("a failing exit without a final report on the service tells no one", async () => {
+    const { calls, exit, logger } = fakes({ finalReport: false });
+    await exit.finish(false);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(calls).toEqual(["client.close", "stopServer"]);
+    expect(logger.messages()).toEqual([]);
+  });
+
   it("untilErrorHeard: nothing without a final report; with one, the host waits until every other task heard it, then leaves (a later finish is that leaving)", async () => {
     const quiet = fakes();
     await quiet.exit.untilErrorHeard();

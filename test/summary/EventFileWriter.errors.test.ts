@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { UnknownError } from "../../src/errors.js";
 import { silentLogger } from "../../src/Logger.js";
+import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { SummaryWriter } from "../../src/summary/SummaryWriter.js";
 import { readEvents } from "./decoder.js";
@@ -95,5 +96,27 @@ describe("EventFileWriter: background write errors are never lost", () => {
     w.addScalar("x", 1, 1);
     await expect(w.close()).rejects.toThrow(UnknownError);
     expect(logged).toEqual(["event file write failed; later events to this file are dropped"]);
+  });
+
+  it("an onError callback that throws is logged with its error; the write error still reaches errors$ and close()", async () => {
+    const logger = new RecordingLogger();
+    const w = new SummaryWriter(dir, {
+      clock: new VirtualClock(),
+      logger,
+      onError: () => {
+        throw new TypeError("the alerting hook is broken");
+      },
+    });
+    const seen: Error[] = [];
+    w.errors$.subscribe((e) => seen.push(e));
+    await w.flush();
+    failures.write = true;
+    w.addScalar("x", 1, 1);
+    await expect(w.close()).rejects.toThrow(UnknownError);
+    expect(seen).toHaveLength(1);
+    expect(logger.entries.filter((e) => e.level === "error")).toEqual([
+      { level: "error", message: "event file write failed; later events to this file are dropped", fields: { path: w.path, error: "ENOSPC: no space left on device, write" } },
+      { level: "error", message: "onError callback threw", fields: { error: "TypeError: the alerting hook is broken" } },
+    ]);
   });
 });

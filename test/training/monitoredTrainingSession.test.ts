@@ -173,6 +173,18 @@ describe("monitoredTrainingSession", () => {
     expect(readGoodputLogs(shared).map((l) => [l.task, l.records.map((r) => r.type)])).toEqual([["worker:1", ["start", "ready", "end"]]]);
   });
 
+  it("goodput: true where the goodput log cannot be opened (goodput/ is a regular file): one warning naming why, and training goes on without it", async () => {
+    const dir = tempDir();
+    const inTheWay = join(dir, "goodput");
+    writeFileSync(inTheWay, "not a folder\n");
+    const logger = new RecordingLogger();
+    await withSession(monitoredTrainingSession({ graph: model(), checkpointDir: dir, saveCheckpointSteps: 2, clock: new VirtualClock(), logger, goodput: true }), train(3));
+    const warnings = logger.messages("warn").filter((m) => m.startsWith("No goodput log for this session: "));
+    expect(warnings).toEqual([`No goodput log for this session: EEXIST: file already exists, mkdir '${inTheWay}'`]);
+    expect(readFileSync(inTheWay, "utf8")).toBe("not a folder\n");
+    expect((await getCheckpointState(dir))?.modelCheckpointPath).toBe(join(dir, "model.ckpt-3"));
+  });
+
   it("a task that names a goodput directory (launch --chaos, for its report) gets its log there, whatever the options say", async () => {
     const chaosLogs = tempDir();
     const ckpt = tempDir();

@@ -58,7 +58,6 @@ export { EmbeddedCoordinationClient, type EmbeddedTransport, inProcessTransport 
 
 /* Embedded backend over gRPC */
 export {
-  coordinationServiceRegistration,
   type HostCoordinationServiceOptions,
   type HostedCoordinationService,
   hostCoordinationService,

@@ -11,7 +11,7 @@ import { fileWriterCache } from "../../../src/summary/FileWriterCache.js";
 import { scalarValue } from "../../../src/summary/summaryValues.js";
 import { Supervisor } from "../../../src/compat/v1/Supervisor.js";
 import { USE_DEFAULT } from "../../../src/util/useDefault.js";
-import { FakeSession, VirtualClock } from "../../../src/testing/index.js";
+import { FakeSession, RecordingLogger, VirtualClock } from "../../../src/testing/index.js";
 import { fakeTask } from "../../util/fakeTask.js";
 import { useTempDirs } from "../../util/tempDirs.js";
 import { eventFiles, readEvents, type DecodedEvent } from "../../summary/decoder.js";
@@ -188,6 +188,17 @@ describe("Supervisor", () => {
     await expect(worker.startStandardServices(new FakeSession())).rejects.toThrow("Only chief supervisor can start standard services.");
     expect(() => new Supervisor({})).toThrow(ValueError);
     expect(() => new Supervisor({ graph: model(), saveModelSecs: -1 })).toThrow(/saveModelSecs/);
+  });
+
+  it("a chief without a logdir starts no standard services and says why (supervisor.py's warning)", async () => {
+    const logger = new RecordingLogger();
+    const sv = new Supervisor({ graph: model(), logdir: null, saveSummariesSecs: 10, saveModelSecs: 30, clock: new VirtualClock(), logger });
+    const sess = await sv.prepareOrWaitForSession();
+    expect(logger.messages("warn")).toEqual(["Standard services need a 'logdir' passed to the SessionManager"]);
+    logger.clear();
+    expect(await sv.startStandardServices(sess)).toEqual([]);
+    expect(logger.messages("warn")).toEqual(["Standard services need a 'logdir' passed to the SessionManager"]);
+    await sv.stop();
   });
 
   it("stop() rethrows an error reported by a service", async () => {

@@ -78,6 +78,26 @@ describe("PlatformPoller", () => {
     expect(logger.messages("warn")).toEqual([expect.stringContaining("aws: polling for termination notices failed (polling goes on): malformed answer")]);
   });
 
+  it("after a failure streak, the first answer is logged once at info (\"answers again\"); answers without a failure before are not", async () => {
+    const logger = new RecordingLogger();
+    const answers: ("fail" | "quiet")[] = ["quiet", "fail", "fail", "quiet", "quiet", "fail", "quiet"];
+    const check = async (): Promise<PlatformNotice | undefined> => {
+      if (answers.shift() === "fail") throw new Error("connection refused");
+      return undefined;
+    };
+    poller = PlatformPoller.start({ platform: "aws", check }, () => undefined, { clock, logger, pollSecs: 1 });
+    await clock.advance(0);
+    for (let i = 0; i < 6; i++) await clock.advance(1000);
+    expect(answers).toEqual([]);
+    expect(logger.entries.map((e) => [e.level, e.message])).toEqual([
+      ["warn", "aws: polling for termination notices failed (polling goes on): connection refused"],
+      ["debug", "aws: poll failed again: connection refused"],
+      ["info", "aws: the metadata service answers again."],
+      ["warn", "aws: polling for termination notices failed (polling goes on): connection refused"],
+      ["info", "aws: the metadata service answers again."],
+    ]);
+  });
+
   it("close aborts a request in flight and stops polling", async () => {
     let aborted = false;
     const check = (signal: AbortSignal) =>

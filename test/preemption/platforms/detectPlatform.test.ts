@@ -61,6 +61,20 @@ describe("createPlatformWatcher", () => {
   });
 });
 
+describe("createPlatformWatcher's line for auto", () => {
+  it("names the detected platform and its evidence, once, at info", () => {
+    const logger = new RecordingLogger();
+    expect(createPlatformWatcher("auto", { root: root({ hypervisorUuid: "EC2E1916-9099-7CAF-FD21-012345ABCDEF" }), env: {}, logger })?.platform).toBe("aws");
+    expect(createPlatformWatcher("auto", { root: root({ productName: "Google Compute Engine" }), env: {}, logger })?.platform).toBe("gce");
+    expect(createPlatformWatcher("auto", { root: tempDir(), env: { KUBERNETES_SERVICE_HOST: "10.0.0.1" }, logger })?.platform).toBe("kubernetes");
+    expect(logger.entries).toEqual([
+      { level: "info", message: "preemption.platform auto: aws (the Xen hypervisor UUID starts with ec2).", fields: undefined },
+      { level: "info", message: 'preemption.platform auto: gce (product_name is "Google Compute Engine").', fields: undefined },
+      { level: "info", message: "preemption.platform auto: kubernetes (KUBERNETES_SERVICE_HOST is set).", fields: undefined },
+    ]);
+  });
+});
+
 describe("kubernetesWatcher", () => {
   it("reads the grace period from the environment; without it SIGTERM has no deadline", () => {
     expect(kubernetesWatcher({ env: { TERMINATION_GRACE_PERIOD_SECONDS: "30" } }).signalGraceSecs).toBe(30);
