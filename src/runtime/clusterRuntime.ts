@@ -36,24 +36,19 @@ import { ModelPublisher } from "../cluster/ModelPublisher.js";
 import { ComponentEvents, type EventSource } from "../events/componentEvents.js";
 import type { SessionRunHook } from "../hook/SessionRunHook.js";
 import { TcpCollective } from "../cluster/collective/TcpCollective.js";
-import { AlreadyExistsError, clusterFailureOf, DeadlineExceededError, OpError, UnknownError } from "../errors.js";
-import { fromStatus } from "../cluster/coordination/status.js";
+import { AlreadyExistsError, DeadlineExceededError, OpError, UnknownError } from "../errors.js";
 import type { Logger } from "../Logger.js";
 import type { PreemptionClusterResolver, ReplicaStop } from "../preemption/PreemptionCluster.js";
-import { TerminationNotices } from "../preemption/TerminationNotices.js";
 import { defaultSessionTargets, type SessionTargetRegistry, type SessionTargetResolver } from "../pipeline/SessionTarget.js";
-import { ChiefRecovery, isChiefLoss, MODEL_READY_KEY } from "./chiefRecovery.js";
+import { isChiefLoss, MODEL_READY_KEY, type ChiefRecovery } from "./chiefRecovery.js";
+import { failureReporter, preemptionReporter, survivalOf, watchTaskFailures, type TaskParts } from "./taskSurvival.js";
 import { ChaosOpErrorHook, chaosGoodputDirOf, chaosOpErrorsOf } from "./chaosOpErrors.js";
-import { connectCurrent } from "./coordinationSetup.js";
 import { connectTask, registerTask, StartLeave, taskPlan, tellWhileStarting } from "./taskStart.js";
 import { startBarrierOnce, TaskExit } from "./taskExit.js";
-import { GroupPreemption, preemptionReport, rejoiningReplicaStop } from "./groupPreemption.js";
-import { failGroup, joinCollective } from "./collectiveJoin.js";
-import { lostOf, watchCluster } from "./failureWatch.js";
-import { LAUNCH_READY_ENV } from "./launchReady.js";
-import { launchStatusWriter, launchTaskName } from "./launchStatus.js";
+import { preemptionReport, rejoiningReplicaStop } from "./groupPreemption.js";
+import { joinCollective } from "./collectiveJoin.js";
+import { launchStatusWriter } from "./launchStatus.js";
 import type { ClusterTask } from "./clusterTask.js";
-import { GroupRejoin } from "./groupRejoin.js";
 import type { ReplicaGroup } from "./replicaGroup.js";
 import { runtimeEmitter, type RuntimeEvent } from "./events.js";
 
@@ -239,96 +234,24 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     emit({ type: "replicaGroupJoined", task: task.name, rank: g.rank, size: g.size });
     return collective;
   };
-  if (group !== undefined) {
-    let collective: TcpCollective;
-    try {
-      collective = await leave.unless(joinGroup(group));
-    } catch (e) {
-      group.abandon(e as Error);
-      await client.close().catch(() => undefined);
-      await stopAfterTelling();
-      throw e;
-    }
-    group.attach(collective);
-    exit.closeOnLeave(group);
-    exit.closeOnLeave(collective);
-  }
+  if (group !== undefined) await joinGroupAtStart(group, () => leave.unless(joinGroup(group)), exit, async () => {
+    await client.close().catch(() => undefined);
+    await stopAfterTelling();
+  });
   leave.started();
 
-  // A worker that trains its own replica outlives its chief; a group outlives a lost worker.
-  // Under `launch` no task restarts alone (launch restarts the group): nothing to wait for.
-  const chief = task.isChief ? undefined : chiefTaskOf(spec);
-  const launched = options.env[LAUNCH_READY_ENV] === "1";
-  const maxWaitSecs = options.maxWaitSecs ?? DEFAULT_MAX_WAIT_SECS;
-  /** How long a rank goes on registering while nobody answers at the chief's service (the heartbeat timeout). */
-  const unreachableMs = heartbeatTimeoutMs;
-  const rejoin =
-    group === undefined || launched
-      ? undefined
-      : new GroupRejoin({
-          client,
-          group,
-          name: task.name,
-          isChief: task.isChief,
-          maxWaitSecs,
-          unreachableTimeoutMs: unreachableMs,
-          startBarrier: (timeoutMs) => client.barrier(STARTED_BARRIER, { timeoutMs }),
-          join: async () => exit.ringFormed(await joinGroup(group)),
-          // The returning worker asks for the chief's model while the chief's step waits for it.
-          waiting: (waiting) => publisher?.stepWaits(waiting),
-          clock,
-          logger,
-          emit,
-        });
-  // What this rank knows of a preemption; while the group waits for a lost rank, it ends the wait.
-  const preemptions = new GroupPreemption({ name: task.name, client, host, rejoin, exit, logger });
-  if (rejoin !== undefined && group !== undefined) group.rejoinWith((cause) => preemptions.answerLoss(group, cause));
-  const recovery =
-    group !== undefined || chief === undefined || launched
-      ? undefined
-      : new ChiefRecovery({
-          client,
-          name: task.name,
-          chief,
-          tasks,
-          maxWaitSecs,
-          connect: (timeoutMs) => connectCurrent(client, timeoutMs, clock, logger, "maxWaitSecs"),
-          startBarrier: () => client.barrier(STARTED_BARRIER),
-          clock,
-          logger,
-          emit,
-        });
-  const parentWatch = options.watchParent === true ? watchParentOf(me, clock, logger, () => exit.leaving) : undefined;
-  // Leaving, the task stops watching its parent and ends a wait for its chief or a lost rank.
-  exit.cancelOnLeave(parentWatch);
-  exit.cancelOnLeave(recovery);
-  exit.cancelOnLeave(rejoin);
-  exit.skipWhenTelling(() => rejoin?.lost);
-  // A loss the group waits for re-forms it; any other failure ends a wait under way, and the group.
-  const lost =
-    rejoin === undefined || group === undefined
-      ? undefined
-      : async (e: OpError): Promise<void> => {
-          if (!rejoin.isLoss(e)) {
-            rejoin.cancel(e);
-            throw e;
-          }
-          await group.reform(e);
-        };
-  const failed = watchCluster(client, () => exit.leaving, recovery, lost);
-  // Another rank's preemption report reached this one: nothing more to tell.
-  failed.then((e) => void (clusterFailureOf(e)?.kind === "preemption" && preemptions.heard()), () => undefined);
-  // Nobody may be listening: the failure is read when the run loop asks.
-  failed.catch(() => undefined);
-  // A rank blocked in a collective hears of the cluster's failure at once, not at the collective's deadline.
-  if (group !== undefined) failed.then((e) => failGroup(group, e), () => undefined);
-  // Under launch: the tasks found lost, so that launch ends them at once (a frozen one would
-  // otherwise be waited out for its kill delay).
+  const parts: TaskParts = { task, me, tasks, client, host, group, exit, env: options.env, clock, logger, emit };
+  const survival = survivalOf(parts, {
+    maxWaitSecs: options.maxWaitSecs ?? DEFAULT_MAX_WAIT_SECS,
+    unreachableTimeoutMs: heartbeatTimeoutMs,
+    startBarrier: STARTED_BARRIER,
+    joinGroup,
+    publisher,
+    watchParent: options.watchParent === true,
+  });
+  const { rejoin, recovery, preemptions } = survival;
+  const failed = watchTaskFailures(parts, survival);
   const toLaunch = launchStatusWriter(options.env);
-  failed.then((e) => {
-    const lostTasks = lostOf(e, task.isChief ? undefined : chiefTaskOf(spec)).filter((t) => t !== me);
-    if (lostTasks.length > 0) toLaunch({ type: "lost", tasks: lostTasks.map(launchTaskName), why: e.failure?.kind === "declaredFailed" ? "declaredFailed" : "serviceGone" });
-  }, () => undefined);
   const resolver = publishWatched(grpcSessionTargetResolver({ cluster: spec.asDict(), token, tls, publisher }), client, clock);
   const chiefName = chiefTaskOf(spec);
   // A stream the task made itself ends with it; the caller's is the caller's to end.
@@ -349,7 +272,7 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
     idInCluster: task.idInCluster,
     coordination: client,
     collective: group,
-    replicaStop: group === undefined || rejoin === undefined ? group : rejoiningReplicaStop(group, client, rejoin, preemptions, unreachableMs, clock),
+    replicaStop: group === undefined || rejoin === undefined ? group : rejoiningReplicaStop(group, client, rejoin, preemptions, heartbeatTimeoutMs, clock),
     // The agreement of a worker that outlives its chief follows it into the chief's next generation.
     chiefRecovery:
       recovery === undefined
@@ -377,45 +300,8 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
       // A recovering worker passes the barrier in each generation, from its hook.
       if (recovery === undefined) await client.barrier(STARTED_BARRIER);
     }),
-    reportPreemption: async (what) => {
-      const report = preemptionReport(task.name, what);
-      // This rank told the group already (or heard another's report): every rank knows.
-      if (preemptions.told) {
-        rejoin?.cancel(report);
-        return;
-      }
-      // A worker waiting for its chief has nobody to tell: it stops waiting and exits with the preemption code.
-      if (recovery?.cancel(report) === true) return;
-      // A group waiting for a lost rank stops waiting: its ranks exit with the preemption code.
-      const wasRegrouping = rejoin?.waiting === true;
-      rejoin?.cancel(report);
-      // A notice while the chief serves the others after its own exit: they exit with the
-      // preemption code, and the chief's wait ends. While the group re-forms, the chief's client
-      // is between generations and the others wait to register in its next one: they hear it
-      // from the service itself too.
-      if (exit.draining && host !== undefined) return host.report(report);
-      if (wasRegrouping && host !== undefined) {
-        // Final: a rank that registers again after this task left still hears it (see `finish`).
-        return host.report(report, { final: true });
-      }
-      // A rank other than the chief, between generations: its client has no current one, so
-      // the report is final, taken from its last registration; the chief's service passes it to
-      // every rank in any generation.
-      const sent = client.reportErrorToCluster(report, wasRegrouping ? { final: true } : {}).catch(() => undefined);
-      exit.reported(sent);
-      await sent;
-    },
-    reportFailure: async (error) => {
-      const message = error instanceof Error ? `${error.name}: ${error.message.split("\n")[0] ?? ""}` : String(error);
-      // An OpError keeps its class and code on every task (a ResourceExhaustedError stays one),
-      // and its own name in the failure (a ModelMismatchError is told apart without its message);
-      // anything else is UnknownError.
-      const reported =
-        error instanceof OpError
-          ? fromStatus({ code: error.code, message: `task ${task.name} failed: ${message}`, failure: { kind: "reported", reporter: me, errorName: error.name } })
-          : new UnknownError(`task ${task.name} failed: ${message}`);
-      await client.reportErrorToCluster(reported).catch(() => undefined);
-    },
+    reportPreemption: preemptionReporter(parts, survival),
+    reportFailure: failureReporter(parts),
     finish,
     close: () => finish(true),
     [Symbol.asyncDispose]: async () => {
@@ -463,19 +349,22 @@ const publishWatched = (resolver: SessionTargetResolver, client: CoordinationCli
 });
 
 /**
- * Watches the parent process with the notices' own parent watch (no signal is taken over): once
- * it died (this process was re-parented), this process gets SIGTERM, once.
+ * Joins the replica group's ring at the start; the task leaves it (and the group) when it leaves.
+ * A failure (a notice while it joins, a peer that never came) abandons the group and leaves the
+ * cluster (`leaveCluster`) before it is thrown.
  */
-const watchParentOf = (me: string, clock: Clock, logger: Logger, finishing: () => boolean): { cancel(): void } => {
-  const notices = TerminationNotices.start({ signals: [], watchParent: true, watchOutputs: [], clock, logger });
-  notices.notices$.subscribe(() => {
-    if (finishing()) return;
-    // Whoever read this task's output is gone with launch: a write to the broken pipe must not end the task before its save.
-    for (const stream of [process.stdout, process.stderr]) stream.on("error", () => undefined);
-    logger.warn(`${me}: the parent process (launch) exited: taking it as a termination notice (SIGTERM to this process).`);
-    process.kill(process.pid, "SIGTERM");
-  });
-  return { cancel: () => notices.close() };
+const joinGroupAtStart = async (group: ReplicaGroup, join: () => Promise<TcpCollective>, exit: TaskExit, leaveCluster: () => Promise<void>): Promise<void> => {
+  let collective: TcpCollective;
+  try {
+    collective = await join();
+  } catch (e) {
+    group.abandon(e as Error);
+    await leaveCluster();
+    throw e;
+  }
+  group.attach(collective);
+  exit.closeOnLeave(group);
+  exit.closeOnLeave(collective);
 };
 
 /** Inserts `key` unless present (the chief's model can be published before and after its start barrier). */
