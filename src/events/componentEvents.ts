@@ -61,7 +61,7 @@ export class ComponentEvents<E extends SessionEvent = SessionEvent> implements E
 
   /**
    * `fallback` prints the lines while no session adopts them; `now` stamps them; `source` names
-   * the component on each of its `log` events (`runtime`, `preemption`, `checkpoint`).
+   * the component on each of its `log` events (`runtime`, `preemption`, `checkpoint`, `supervisor`).
    */
   constructor(fallback: Logger, now: () => number, source?: string) {
     this.print = logObserver(fallback);

@@ -26,7 +26,7 @@
  */
 
 import { join } from "node:path";
-import { Subject, type Observable } from "rxjs";
+import type { Observable } from "rxjs";
 import { systemClock, type Clock } from "../../time/Clock.js";
 import type { CheckpointManager } from "../../checkpoint/CheckpointManager.js";
 import { CheckpointDefaults, openCheckpointDirectory } from "../../checkpoint/checkpointDirectory.js";
@@ -43,6 +43,7 @@ import { defaultInitOp, defaultLocalInitOp, defaultReadyOp, runScaffoldOp, type 
 import type { Fetches, Feeds, RunMetadata, RunOptions, Session } from "../../session/Session.js";
 import { SessionManager, type SessionFactory } from "../../creation/SessionManager.js";
 import { SessionRunArgs, SessionRunContext, type SessionRunHook } from "../../hook/SessionRunHook.js";
+import { ComponentEvents, type EventSource } from "../../events/componentEvents.js";
 import type { SessionEventOf } from "../../events/SessionEvent.js";
 import { defaultSessionTargets, fromTask, type SessionTargetRegistry, type SessionTask } from "../../pipeline/SessionTarget.js";
 import { fileWriterCache } from "../../summary/FileWriterCache.js";
@@ -164,8 +165,12 @@ export interface SupervisorOptions {
   readonly yieldIntervalMs?: number;
 }
 
-/** What the standard services did: a checkpoint saved or summaries written. */
-export type SupervisorEvent = SessionEventOf<"checkpointSaved" | "summaryWritten">;
+/**
+ * What the Supervisor says: a checkpoint saved or summaries written by its standard services, and
+ * every line it and its parts (its Coordinator, SessionManager, services) write, as a `log` event
+ * (`source: "supervisor"`).
+ */
+export type SupervisorEvent = SessionEventOf<"checkpointSaved" | "summaryWritten" | "log">;
 
 /** Options of {@link Supervisor.prepareOrWaitForSession}. */
 export interface PrepareOrWaitOptions {
@@ -204,7 +209,7 @@ export interface ManagedSession extends AsyncDisposable {
 // ---------------------------------------------------------------------------------------------
 
 /** Prepares sessions and runs the standard training services. */
-export class Supervisor {
+export class Supervisor implements EventSource {
   /** The coordinator; its clean-stop types are the default (`OutOfRangeError`). */
   readonly coord: Coordinator;
   readonly isChief: boolean;
@@ -240,9 +245,13 @@ export class Supervisor {
   private readonly task: SessionTask | undefined;
   /** Whether the task's start barrier was passed (once per Supervisor). */
   private startBarrierPassed = false;
-  private readonly subject = new Subject<SupervisorEvent>();
-  /** Checkpoints saved and summaries written by the standard services. */
-  readonly events$: Observable<SupervisorEvent> = this.subject.asObservable();
+  private readonly events: ComponentEvents<SupervisorEvent>;
+  /**
+   * Checkpoints saved and summaries written by the standard services, and the Supervisor's lines
+   * (`log` events): printed by its `logger` until a session adopts them
+   * (`session.forwardEvents(sv)`).
+   */
+  readonly events$: Observable<SupervisorEvent>;
 
   constructor(options: SupervisorOptions = {}) {
     const graph = options.graph;
@@ -252,7 +261,10 @@ export class Supervisor {
     }
     this.clock = options.clock ?? systemClock;
     this.eventLoop = new EventLoopYield(this.clock, options.yieldIntervalMs);
-    this.logger = options.logger ?? defaultLogger;
+    // Every line of the Supervisor and its parts is one of its events.
+    this.events = new ComponentEvents<SupervisorEvent>(options.logger ?? defaultLogger, () => this.clock.now(), "supervisor");
+    this.events$ = this.events.events$;
+    this.logger = this.events.logger;
     this.task = options.task;
     this.isChief = fromTask(options.task, "isChief", options.isChief) ?? true;
     this.coord = new Coordinator({ clock: this.clock, logger: this.logger });
@@ -308,6 +320,11 @@ export class Supervisor {
         logger: this.logger,
       });
     graph?.finalize();
+  }
+
+  /** A session prints the Supervisor's lines from now on (`session.forwardEvents(sv)` calls it); call the result to hand them back. */
+  adopt(): () => void {
+    return this.events.adopt();
   }
 
   /** The summary writer (chief only), if any. */
@@ -501,7 +518,7 @@ export class Supervisor {
     const step = globalStep ?? (this.globalStep === undefined ? 0 : await this.currentStep(sess));
     writer.addSummary(values, step);
     const time = this.clock.now();
-    this.subject.next({ type: "summaryWritten", time, globalStep: step, durationMs: time - started, hook: "Supervisor" });
+    this.events.emit({ type: "summaryWritten", time, globalStep: step, durationMs: time - started, hook: "Supervisor" });
   }
 
   /**
@@ -598,7 +615,7 @@ export class Supervisor {
     if (path === null) return;
     this.writer?.addSessionLog("CHECKPOINT", step ?? 0, { checkpointPath: path });
     const time = this.clock.now();
-    this.subject.next({ type: "checkpointSaved", time, globalStep: step ?? 0, path, durationMs: time - started });
+    this.events.emit({ type: "checkpointSaved", time, globalStep: step ?? 0, path, durationMs: time - started });
   }
 
   private async currentStep(sess: Session): Promise<number> {

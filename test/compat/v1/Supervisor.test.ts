@@ -11,7 +11,8 @@ import { fileWriterCache } from "../../../src/summary/FileWriterCache.js";
 import { scalarValue } from "../../../src/summary/summaryValues.js";
 import { Supervisor } from "../../../src/compat/v1/Supervisor.js";
 import { USE_DEFAULT } from "../../../src/util/useDefault.js";
-import { FakeSession, RecordingLogger, VirtualClock } from "../../../src/testing/index.js";
+import { EventRecorder, FakeSession, FakeSessionCreator, RecordingLogger, VirtualClock } from "../../../src/testing/index.js";
+import { MonitoredSession } from "../../../src/pipeline/MonitoredSession.js";
 import { fakeTask } from "../../util/fakeTask.js";
 import { useTempDirs } from "../../util/tempDirs.js";
 import { eventFiles, readEvents, type DecodedEvent } from "../../summary/decoder.js";
@@ -198,6 +199,31 @@ describe("Supervisor", () => {
     logger.clear();
     expect(await sv.startStandardServices(sess)).toEqual([]);
     expect(logger.messages("warn")).toEqual(["Standard services need a 'logdir' passed to the SessionManager"]);
+    await sv.stop();
+  });
+
+  it("its lines are events on events$ (source supervisor), printed by its logger until a session adopts them", async () => {
+    const logger = new RecordingLogger();
+    const clock = new VirtualClock();
+    const sv = new Supervisor({ graph: model(), logdir: null, clock, logger });
+    const recorder = new EventRecorder();
+    recorder.record(sv.events$);
+    const sess = await sv.prepareOrWaitForSession();
+    const line = "Standard services need a 'logdir' passed to the SessionManager";
+    expect(recorder.ofType("log").filter((e) => e.message === line)).toEqual([expect.objectContaining({ level: "warn", source: "supervisor", message: line })]);
+    expect(logger.messages("warn")).toEqual([line]);
+    // Adopted by a session: that session's observers print the Supervisor's lines, its own logger no longer does.
+    const heard = new EventRecorder();
+    const session = await MonitoredSession.create({ sessionCreator: new FakeSessionCreator(), clock, logger: silentLogger, logObserver: heard.listener });
+    session.forwardEvents(sv);
+    logger.clear();
+    await sv.startStandardServices(sess);
+    expect(heard.messages("warn")).toEqual([line]);
+    expect(logger.messages()).toEqual([]);
+    // The session closed: the Supervisor prints its lines again.
+    await session.close();
+    await sv.startStandardServices(sess);
+    expect(logger.messages("warn")).toEqual([line]);
     await sv.stop();
   });
 
