@@ -61,11 +61,11 @@ export interface HostedCoordinationService extends AsyncDisposable {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * Serves `service` as `monitored_session.v1.CoordinationService`: pass the result in a
- * {@link Server}'s `services` option. Blocking calls (a blocking get, a barrier, registration,
+ * Serves `service` as `monitored_session.v1.CoordinationService` (internal: a user hosts the service
+ * with {@link hostCoordinationService}, which adds this to the server's `services`). Blocking calls (a blocking get, a barrier, registration,
  * shutdown) end at the request's timeout or at the call's deadline, whichever comes first.
  */
-export const coordinationServiceRegistration =
+const coordinationServiceRegistration =
   (service: CoordinationServiceApi): ServiceRegistration =>
   (router: ConnectRouter) => {
     router.service(CoordinationService, {
