@@ -14,7 +14,10 @@
  *   after its time, telling `launch` on its status channel.
  * - **Restarts.** A group that ends after a fault was injected into it is restarted without
  *   using up `--max-restarts` (the fault was the plan); one that fails with no fault injected
- *   counts as usual. The run ends when a group exits 0 (training done), or as without `--chaos`.
+ *   counts as usual. A worker of a data-parallel group that a fault killed (`sigkillWorker`, or a
+ *   `freeze` it was SIGKILLed for) is restarted alone while its group waits for it, again
+ *   without using up a restart (launch.ts). The run ends when a group exits 0 (training done),
+ *   or as without `--chaos`.
  * - **The report** ({@link ChaosReport}), printed at the end and written as JSON: for each fault,
  *   when it was injected, when the first sign of it reached `launch` (`detectMs`: a task's status
  *   line, its own notice, a peer declaring it lost, or a task's exit), the first checkpoint made
@@ -118,6 +121,8 @@ interface FaultState {
   absorbed: boolean;
   /** A freeze whose SIGCONT has not gone yet. */
   frozen: boolean;
+  /** Its target was restarted alone after it (its group trained on): a later end of the group is not its doing. */
+  recoveredAlone?: boolean;
 }
 
 /** A sign of a fault that reached `launch`: a task's status line, or its exit. */
@@ -200,14 +205,14 @@ export class ChaosRun {
 
   /**
    * The group ended: `true` when its end came after a fault was injected into it (its restart uses
-   * up no `--max-restarts`). A freeze the group absorbed, or a fault injected after the failure
-   * that ended the group, does not count.
+   * up no `--max-restarts`). A freeze the group absorbed, a fault whose target was restarted
+   * alone, or a fault injected after the failure that ended the group, does not count.
    */
   groupEnded(): boolean {
     const failedAt = this.firstFailureAt ?? this.o.clock.now();
     const index = this.groups;
     this.group = undefined;
-    return this.states.some((s) => s.group === index && s.injectedAt !== undefined && !s.absorbed && s.injectedAt <= failedAt);
+    return this.states.some((s) => s.group === index && s.injectedAt !== undefined && !s.absorbed && s.recoveredAlone !== true && s.injectedAt <= failedAt);
   }
 
   /** A task's status line: the opError it raises now, and a sign of a fault injected before. */
@@ -232,6 +237,25 @@ export class ChaosRun {
     const now = this.o.clock.now();
     if (code !== 0) this.firstFailureAt ??= now;
     this.detect({ type: "exit", task }, now);
+  }
+
+  /**
+   * Whether a fault was injected into `task` at or after `sinceMs` (clock time: its process's
+   * start) and not absorbed: a worker restarted alone after it uses up no `--max-restarts`.
+   */
+  hitSince(task: string, sinceMs: number): boolean {
+    return this.states.some((s) => s.fault.target === task && s.injectedAt !== undefined && s.injectedAt >= sinceMs && !s.absorbed);
+  }
+
+  /**
+   * Task `task` died and starts again alone, while its group trains on: the group did not fail,
+   * and the faults that waited for the task land on its new process.
+   */
+  taskRestarted(task: string): void {
+    this.firstFailureAt = undefined;
+    // The faults that hit it are recovered: a later failure of the group is not theirs.
+    for (const s of this.states) if (s.fault.target === task && s.group === this.groups && s.injectedAt !== undefined) s.recoveredAlone = true;
+    for (const s of this.states) if (s.pending && s.fault.target === task) this.fire(s);
   }
 
   /** Stops injecting (launch got a termination notice, or the run ended); a frozen task is let go. */

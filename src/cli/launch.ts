@@ -27,7 +27,12 @@
  * reported to the cluster; those still running `killAfterSecs` later get SIGTERM, then SIGKILL
  * after `killAfterSecs` more. `maxRestarts` restarts the whole group after a failure, as
  * torchrun does, on the same addresses while their ports are free; a preempted group (42 or 43)
- * is restarted without using up a restart. SIGINT, SIGTERM and SIGHUP to
+ * is restarted without using up a restart. A worker of a data-parallel group that dies (a signal
+ * ends it) while the group trains is restarted alone instead, with the same TF_CONFIG, and the
+ * group waits for it to rejoin (src/runtime/groupRejoin.ts): launch tells the tasks so
+ * (LAUNCH_RESTARTS_ALONE_ENV) whenever it has a restart to give, and does so once every task
+ * said its group waits (`rejoins`). Each such restart uses one of `maxRestarts` (a fault of
+ * `--chaos` none); the chief's loss, a task's own failure and a preemption restart the group. SIGINT, SIGTERM and SIGHUP to
  * `launch` (and its parent's death) are forwarded to every task, nothing is restarted after
  * them, and SIGKILL follows after the deadline. A task says it handles signals by printing
  * LAUNCH_READY_LINE on stderr (launchReady.ts; `launch` removes the line from its output). A
@@ -58,7 +63,7 @@ import { PreemptionExitCode } from "../config/TrainingConfig.js";
 import { PREEMPTION_EXIT_CODE } from "../preemption/TerminationConfig.js";
 import type { TerminationNotice, TerminationNotices } from "../preemption/TerminationNotices.js";
 import { clusterSettingsEnv, LAUNCH_READY_ENV, LAUNCH_READY_LINE, withAbsolutePaths } from "../runtime/index.js";
-import { decodeLaunchStatus, LAUNCH_STATUS_FD_ENV, launchTaskName, type LaunchStatus } from "../runtime/launchStatus.js";
+import { decodeLaunchStatus, LAUNCH_RESTARTS_ALONE_ENV, LAUNCH_STATUS_FD_ENV, launchTaskName, type LaunchStatus } from "../runtime/launchStatus.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
 import { hasEnded, isStopped } from "./processState.js";
 import type { CliIo } from "./cliIo.js";
@@ -80,7 +85,7 @@ import { GoodputLogWriter, LAUNCH_LOG_TASK } from "../goodput/goodputLog.js";
 export interface LaunchOptions {
   /** Processes to start, the chief included (≥ 1). */
   readonly workers: number;
-  /** Restarts of the whole group after a failure (default 0). */
+  /** Restarts after a failure (default 0): of the whole group, or of a lost worker of a data-parallel group alone (see the module doc). */
   readonly maxRestarts?: number;
   /** Seconds between the SIGTERM that stops a task and the SIGKILL (default 30, torchrun's). */
   readonly killAfterSecs?: number;
@@ -300,6 +305,16 @@ const supervise = async (program: TaskProgram, options: LaunchOptions, ctx: Omit
   const killAfterMs = (options.killAfterSecs ?? DEFAULT_KILL_AFTER_SECS) * 1000;
   const tasks = tasksOf(options.workers);
   let restarts = 0;
+  // A worker restarted alone uses up a restart as a group's restart does; a fault of --chaos does not.
+  const restartAlone =
+    maxRestarts > 0 || chaos !== undefined
+      ? (faultHit: boolean): string | undefined => {
+          if (faultHit) return "a fault of --chaos does not use up a restart";
+          if (restarts >= maxRestarts) return undefined;
+          restarts += 1;
+          return `restart ${restarts} of ${maxRestarts}`;
+        }
+      : undefined;
   let ports: readonly number[] | undefined;
   for (;;) {
     if (notices.first !== undefined) {
@@ -307,7 +322,7 @@ const supervise = async (program: TaskProgram, options: LaunchOptions, ctx: Omit
       return program.preemptionCode;
     }
     ports = await groupPorts(tasks.length, ports, say);
-    const outcome = await runGroup(tasks, program, ports.map((p) => `127.0.0.1:${p}`), { io, clock, notices, killAfterMs, say, lineOf, chaos, standbys });
+    const outcome = await runGroup(tasks, program, ports.map((p) => `127.0.0.1:${p}`), { io, clock, notices, killAfterMs, say, lineOf, chaos, standbys, restartAlone });
     const injected = chaos?.groupEnded() === true;
     if (outcome.code === ExitCodes.done) {
       say("every task exited 0");
@@ -385,6 +400,13 @@ interface GroupContext {
   readonly chaos?: ChaosRun | undefined;
   /** `--standby`: the tasks' standbys, which the group starts from and refills once it trains. */
   readonly standbys?: Standbys | undefined;
+  /**
+   * Whether a worker of a data-parallel group that dies may be restarted alone, while the group
+   * waits for it (`--max-restarts` above 0, or `--chaos`), and if so its restart: `faultHit` when a
+   * fault of `--chaos` hit it (free); the result describes the restart, or is `undefined` when
+   * none is left (the group stops, as without).
+   */
+  readonly restartAlone?: ((faultHit: boolean) => string | undefined) | undefined;
 }
 
 /**
@@ -393,7 +415,7 @@ interface GroupContext {
  * notice to `launch` is forwarded to every task.
  */
 const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses: readonly string[], ctx: GroupContext): Promise<GroupOutcome> => {
-  const { io, clock, notices, killAfterMs, say, lineOf, chaos, standbys } = ctx;
+  const { io, clock, notices, killAfterMs, say, lineOf, chaos, standbys, restartAlone } = ctx;
   const tfConfigs = tfConfigsOf(tasks, addresses);
   const live = new Map<string, ChildProcess>();
   // A `run` task handles signals once it has said so (launchReady.ts); until then a signal for it waits.
@@ -413,6 +435,8 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
   };
   /** Tasks of the group that said their training began (their status channel). */
   const training = new Set<string>();
+  /** Tasks that said their replica group waits for a lost worker (`rejoins`): once every task did, a worker that dies is restarted alone. */
+  const rejoining = new Set<string>();
   const markReady = (child: ChildProcess): void => {
     ready.add(child);
     const waiting = held.get(child);
@@ -516,7 +540,14 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
   const heard = (task: Task, status: LaunchStatus, child: ChildProcess): void => {
     chaos?.status(task.name, status);
     if (status.type === "chaos") return;
+    if (status.type === "rejoins") {
+      rejoining.add(task.name);
+      if (rejoining.size === tasks.length) say("every task joined the replica group, which waits for a lost worker: a worker that dies is restarted alone");
+      return;
+    }
     if (status.type === "training") {
+      // A worker restarted alone trains again: the group's training began before.
+      if (training.has(task.name)) return;
       training.add(task.name);
       // The whole group trains: the standbys for its restart load now, off its start; a schedule from training starts its clock.
       if (training.size === tasks.length) {
@@ -567,15 +598,20 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     const faults = chaos?.opErrorsFor(name) ?? [];
     return faults.length === 0 ? {} : { [CHAOS_OP_ERRORS_ENV]: JSON.stringify(faults) };
   };
-  const exits = tasks.map((task, i) => {
+  /** The tasks' processes until they exit; a worker restarted alone adds its own. */
+  const running = new Set<Promise<void>>();
+  const start = (task: Task, i: number, alone?: string): void => {
     // The group's own variables; the rest is every group's (taskEnvOf).
-    const groupEnv = { ...chaosEnvOf(task.name), TF_CONFIG: tfConfigs[i] as string };
-    const standby = standbys?.take(task.name);
+    const groupEnv = { ...chaosEnvOf(task.name), TF_CONFIG: tfConfigs[i] as string, ...(restartAlone === undefined ? {} : { [LAUNCH_RESTARTS_ALONE_ENV]: "1" }) };
+    // A group's restart starts from the standbys; a worker restarted alone from a new process (the standbys wait for the group's).
+    const standby = alone === undefined ? standbys?.take(task.name) : undefined;
     standby?.go(groupEnv);
     const child = standby?.child ?? spawn(program.file, [...program.args], { env: { ...taskEnvOf(program, io.env), ...groupEnv }, stdio: TASK_STDIO });
+    const startedAt = clock.now();
     live.set(task.name, child);
     children.set(task.name, child);
-    say(`started ${task.name} at ${addresses[i] as string}${child.pid === undefined ? "" : ` (pid ${child.pid}${standby === undefined ? "" : ", its standby"})`}`);
+    const how = standby !== undefined ? ", its standby" : alone !== undefined ? `, alone: ${alone}` : "";
+    say(`started ${task.name} at ${addresses[i] as string}${child.pid === undefined ? "" : ` (pid ${child.pid}${how})`}`);
     let badStatus = false;
     const streamed = [
       readLines(child.stdio[STATUS_FD] as NodeJS.ReadableStream | null | undefined, (line) => {
@@ -595,26 +631,57 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
       }),
     ];
     const exited = standby?.exited ?? exitCodeOf(child, (e) => say(`${task.name} could not start: ${e.message}`, "error"));
-    return Promise.all([exited, ...streamed]).then(([code]) => {
-      live.delete(task.name);
-      chaos?.exited(task.name, code);
-      // A fault's SIGTERM that waited for this task: it never went; the fault waits for the next group.
-      held.get(child)?.fault?.undelivered();
-      held.delete(child);
-      const signalled = child.signalCode === null ? "" : ` (killed by ${child.signalCode})`;
-      say(`${task.name} exited with ${code}${signalled}`, code === 0 ? "info" : "warn");
-      exitsSeen.push({ task: task.name, code });
-      if (code === 0 || notices.first !== undefined) return;
-      if (code === program.preemptionCode || code === ExitCodes.chiefLost) awaitOthers(task.name, code);
-      else stopOthers(`${task.name} failed (exit ${code})`);
-    });
-  });
+    running.add(
+      Promise.all([exited, ...streamed]).then(([code]) => {
+        live.delete(task.name);
+        chaos?.exited(task.name, code);
+        // A fault's SIGTERM that waited for this task: it never went; the fault waits for the next group.
+        held.get(child)?.fault?.undelivered();
+        held.delete(child);
+        const signalled = child.signalCode === null ? "" : ` (killed by ${child.signalCode})`;
+        say(`${task.name} exited with ${code}${signalled}`, code === 0 ? "info" : "warn");
+        if (code !== 0 && restartedAlone(task, i, child, startedAt)) return;
+        exitsSeen.push({ task: task.name, code });
+        if (code === 0 || notices.first !== undefined) return;
+        if (code === program.preemptionCode || code === ExitCodes.chiefLost) awaitOthers(task.name, code);
+        else stopOthers(`${task.name} failed (exit ${code})`);
+      }),
+    );
+  };
+  /**
+   * A worker of a data-parallel group that waits for a lost worker (every task said `rejoins`)
+   * died (a signal ended it: SIGKILL, a crash, launch's SIGKILL as lost) while the group trains
+   * on: it starts again alone and rejoins, if a restart is left. A task that exited on its own
+   * reported its failure to the group, which fails with it; the chief's loss, a preemption or a
+   * group that stops restart the group instead.
+   */
+  const restartedAlone = (task: Task, i: number, child: ChildProcess, startedAt: number): boolean => {
+    if (restartAlone === undefined || task.type === "chief" || child.signalCode === null) return false;
+    if (notices.first !== undefined || noticeFrom !== undefined || killTimer !== undefined || othersTimer !== undefined || signalledByLaunch.has(child)) return false;
+    if (!tasks.every((t) => rejoining.has(t.name))) return false;
+    const restart = restartAlone(chaos?.hitSince(task.name, startedAt) === true);
+    if (restart === undefined) return false;
+    // It says `rejoins` again once it rejoined; until then, another loss restarts the group.
+    rejoining.delete(task.name);
+    killedAsLost.delete(task.name);
+    leaving.delete(task.name);
+    say(`${task.name} died (${child.signalCode}): restarting it alone; the group waits for it to rejoin (${restart})`, "warn");
+    start(task, i, restart);
+    chaos?.taskRestarted(task.name);
+    return true;
+  };
+  tasks.forEach((task, i) => start(task, i));
   // The faults that waited for this group land now (a SIGTERM once its task handles signals).
   chaos?.groupStarted(chaosGroup);
   // Notices before and during the group (a late subscriber gets the earlier ones first).
   const subscription = notices.notices$.subscribe(forward);
   try {
-    await Promise.all(exits);
+    // A worker restarted alone joins the set before its predecessor's exit settles.
+    while (running.size > 0) {
+      const now = [...running];
+      await Promise.all(now);
+      for (const p of now) running.delete(p);
+    }
   } finally {
     subscription.unsubscribe();
     killTimer?.cancel();

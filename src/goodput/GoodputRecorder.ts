@@ -146,7 +146,9 @@ export class GoodputRecorder {
   /**
    * A session's log observer (`MonitoredSessionOptions.logObserver`, beside the printing one):
    * saves are `checkpointSave` phases (their blocking part) and marks, step rates and summaries
-   * are marks, a recoverable failure is `aborted`, and a session re-created after one is `ready`.
+   * are marks, a recoverable failure is `aborted`, and a session re-created after one is `ready`;
+   * so are a replica group's wait for a lost rank (`replicaRankLost`) and its ring's re-forming
+   * (`replicaGroupReformed`), when the session forwards its task's events.
    */
   readonly listener: SessionEventListener = (e) => {
     switch (e.type) {
@@ -160,7 +162,12 @@ export class GoodputRecorder {
         this.mark(e.globalStep);
         return;
       case "sessionAborted":
+      // A data-parallel group waits for a lost rank: training is down until the ring re-forms (the session stays).
+      case "replicaRankLost":
         this.write({ v: 1, type: "aborted", t: e.time });
+        return;
+      case "replicaGroupReformed":
+        this.ready(null);
         return;
       case "sessionCreated":
         if (e.recovery > 0) this.ready(null);

@@ -13,9 +13,10 @@
  * starts, or after its handler closed) is reported to the cluster as a preemption (a typed
  * status: its failure's kind is `preemption`), so that every task exits with the preemption code.
  *
- * A data-parallel group not started by `launch` (which restarts the whole group) outlives a lost
- * worker (src/runtime/groupRejoin.ts): the watch hands the loss to the group, which waits for the
- * worker up to `maxWaitSecs` and re-forms its ring in a new generation.
+ * A data-parallel group outlives a lost worker (src/runtime/groupRejoin.ts), started by hand or by
+ * a `launch` that restarts a lost worker alone (LAUNCH_RESTARTS_ALONE_ENV): the watch hands the
+ * loss to the group, which waits for the worker up to `maxWaitSecs` and re-forms its ring in a
+ * new generation.
  *
  * A worker whose job holds no replica group, not started by `launch`, outlives its chief instead (src/runtime/chiefRecovery.ts): a loss of the chief starts a
  * recovery, bounded by `maxWaitSecs`, and `failed` settles only if the chief does not come back in
@@ -252,6 +253,8 @@ export const startClusterTask = async (task: ClusterTask, options: StartClusterO
   const { rejoin, recovery, preemptions } = survival;
   const failed = watchTaskFailures(parts, survival);
   const toLaunch = launchStatusWriter(options.env);
+  // Under launch: this task's group waits for a lost worker, so launch may restart one alone.
+  if (rejoin !== undefined) toLaunch({ type: "rejoins" });
   const resolver = publishWatched(grpcSessionTargetResolver({ cluster: spec.asDict(), token, tls, publisher }), client, clock);
   const chiefName = chiefTaskOf(spec);
   // A stream the task made itself ends with it; the caller's is the caller's to end.

@@ -1,6 +1,6 @@
 /**
  * How a data-parallel replica group outlives a lost non-chief rank (`run` with TF_CONFIG, tasks
- * started by hand or by a scheduler, not by `launch`, which restarts the whole group). When a
+ * started by hand or by a scheduler, or by a `launch` that restarts a lost worker alone). When a
  * worker dies or is declared failed, the chief and the other ranks (same processes) do not exit:
  * the {@link ReplicaGroup} re-forms (src/runtime/replicaGroup.ts), and its {@link GroupRejoin}
  *

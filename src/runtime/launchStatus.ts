@@ -11,7 +11,10 @@
  * - `chaos`: under `launch --chaos`, the task raises the schedule's `opError` fault now
  *   (src/runtime/chaosOpErrors.ts), so that the recovery report times it;
  * - `training`: the task's training began (its session exists): `launch --standby` starts the
- *   next restart's standbys once every task of the group said so, off the group's own start.
+ *   next restart's standbys once every task of the group said so, off the group's own start;
+ * - `rejoins`: the task joined its data-parallel replica group, and the group waits for a lost
+ *   worker to rejoin (launch named {@link LAUNCH_RESTARTS_ALONE_ENV}): once every task of the
+ *   group said so, `launch` restarts a worker that dies alone instead of restarting the group.
  *
  * Each line is one write of less than `PIPE_BUF` bytes, so lines from a task never interleave.
  * A task that was not started by `launch` has no channel, and nothing is written. A channel that
@@ -34,6 +37,13 @@ import { DataLossError } from "../errors.js";
 /** Set by `launch` in a task's environment: the descriptor of the status channel (3). */
 export const LAUNCH_STATUS_FD_ENV = "MONITORED_SESSION_LAUNCH_STATUS_FD";
 
+/**
+ * Set to `1` by `launch` when it may restart a lost worker of a data-parallel group alone (it
+ * has a restart to give: `--max-restarts`, or `--chaos`): the task's group then waits for a lost
+ * worker to rejoin, as a group started by hand does, instead of failing at once.
+ */
+export const LAUNCH_RESTARTS_ALONE_ENV = "MONITORED_SESSION_LAUNCH_RESTARTS_ALONE";
+
 /** What a task tells `launch` (see the module's list); `launch` knows whose channel it reads. Task names are `launch`'s: `chief:0`, `worker:1`. */
 export type LaunchStatus =
   | { readonly type: "notice"; readonly source: string }
@@ -42,7 +52,9 @@ export type LaunchStatus =
   /** Under `launch --chaos`: the task raises the schedule's fault `fault` (an OpError in its step) now. */
   | { readonly type: "chaos"; readonly fault: number }
   /** Training began (`run`'s first step is next). */
-  | { readonly type: "training" };
+  | { readonly type: "training" }
+  /** The task joined its replica group, which waits for a lost worker to rejoin. */
+  | { readonly type: "rejoins" };
 
 /** Writes statuses to `launch`; a no-op where the task has no channel. */
 export type LaunchStatusWriter = (status: LaunchStatus) => void;
@@ -53,7 +65,7 @@ export type LaunchStatusWriter = (status: LaunchStatus) => void;
 
 const TaskName = NonEmptyString;
 
-const LaunchStatusCodec: t.Type<LaunchStatus, LaunchStatus, unknown> = oneOf('a launch status ({"type": "notice"|"lost"|"exiting"|"chaos"|"training", ...})', [
+const LaunchStatusCodec: t.Type<LaunchStatus, LaunchStatus, unknown> = oneOf('a launch status ({"type": "notice"|"lost"|"exiting"|"chaos"|"training"|"rejoins", ...})', [
   t.exact(t.type({ type: t.literal("notice"), source: NonEmptyString })),
   t.exact(t.type({ type: t.literal("lost"), tasks: t.readonlyArray(TaskName), why: t.keyof({ declaredFailed: null, serviceGone: null }) })),
   t.exact(
@@ -65,6 +77,7 @@ const LaunchStatusCodec: t.Type<LaunchStatus, LaunchStatus, unknown> = oneOf('a 
   ),
   t.exact(t.type({ type: t.literal("chaos"), fault: refined("a fault's id (an integer >= 0)", (u): u is number => Number.isSafeInteger(u) && (u as number) >= 0) })),
   t.exact(t.type({ type: t.literal("training") })),
+  t.exact(t.type({ type: t.literal("rejoins") })),
 ]);
 
 // ---------------------------------------------------------------------------------------------

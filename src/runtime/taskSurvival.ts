@@ -2,10 +2,10 @@
  * The steps of `startClusterTask` (clusterRuntime.ts) after the task registered and joined its
  * group: how the task outlives a loss, how it watches the cluster, and what it tells the cluster.
  *
- * - {@link survivalOf}: a data-parallel group not started by `launch` re-forms after a lost rank
- *   (`GroupRejoin`); a worker without a group waits for its lost chief (`ChiefRecovery`); both stop
- *   waiting on a preemption (`GroupPreemption`). Under `launch` no task restarts alone: nothing to
- *   wait for.
+ * - {@link survivalOf}: a data-parallel group re-forms after a lost worker (`GroupRejoin`),
+ *   started by hand or by `launch` when it restarts a lost worker alone; a worker without a group
+ *   waits for its lost chief (`ChiefRecovery`), not under `launch` (which restarts the group when
+ *   the chief is lost); both stop waiting on a preemption (`GroupPreemption`).
  * - {@link watchTaskFailures}: the cluster's first failure, handed to the group, the blocked
  *   collective and `launch`.
  * - {@link preemptionReporter}, {@link failureReporter}: a termination notice no agreement carries,
@@ -33,7 +33,7 @@ import { lostOf, watchCluster } from "./failureWatch.js";
 import { GroupPreemption, preemptionReport } from "./groupPreemption.js";
 import { GroupRejoin } from "./groupRejoin.js";
 import { LAUNCH_READY_ENV } from "./launchReady.js";
-import { launchStatusWriter, launchTaskName } from "./launchStatus.js";
+import { LAUNCH_RESTARTS_ALONE_ENV, launchStatusWriter, launchTaskName } from "./launchStatus.js";
 import type { ReplicaGroup } from "./replicaGroup.js";
 import type { TaskExit } from "./taskExit.js";
 
@@ -61,7 +61,7 @@ export interface TaskParts {
 
 /** How the task waits out a loss, when it does. */
 export interface Survival {
-  /** The group's wait for a lost rank (a group not started by `launch`). */
+  /** The group's wait for a lost rank (a group started by hand, or by `launch` when it restarts a lost worker alone). */
   readonly rejoin: GroupRejoin | undefined;
   /** A worker's wait for its lost chief (no group, not started by `launch`). */
   readonly recovery: ChiefRecovery | undefined;
@@ -99,8 +99,10 @@ export const survivalOf = (parts: TaskParts, options: SurvivalOptions): Survival
   const { maxWaitSecs, startBarrier } = options;
   const chief = task.isChief ? undefined : chiefTaskOf(task.clusterSpec);
   const launched = parts.env[LAUNCH_READY_ENV] === "1";
+  // Under launch, a group waits for a lost worker only when launch restarts one alone.
+  const restartedAlone = launched && parts.env[LAUNCH_RESTARTS_ALONE_ENV] === "1";
   const rejoin =
-    group === undefined || launched
+    group === undefined || (launched && !restartedAlone)
       ? undefined
       : new GroupRejoin({
           client,
@@ -146,11 +148,17 @@ export const survivalOf = (parts: TaskParts, options: SurvivalOptions): Survival
  * wait under way, and the group. Nobody may be listening: the failure is read when the run loop
  * asks. A rank blocked in a collective hears of it at once, not at the collective's deadline;
  * under `launch`, the tasks found lost are told to `launch`, which ends them at once (a frozen one
- * would otherwise be waited out for its kill delay).
+ * would otherwise be waited out for its kill delay), also when the group waits for a lost worker
+ * (`launch` then starts it again alone).
  */
 export const watchTaskFailures = (parts: TaskParts, survival: Survival): Promise<OpError> => {
   const { task, client, group, exit, me } = parts;
   const { rejoin, recovery, preemptions } = survival;
+  const toLaunch = launchStatusWriter(parts.env);
+  const tellLaunch = (e: OpError): void => {
+    const lostTasks = lostOf(e, task.isChief ? undefined : chiefTaskOf(task.clusterSpec)).filter((t) => t !== me);
+    if (lostTasks.length > 0) toLaunch({ type: "lost", tasks: lostTasks.map(launchTaskName), why: e.failure?.kind === "declaredFailed" ? "declaredFailed" : "serviceGone" });
+  };
   const lost =
     rejoin === undefined || group === undefined
       ? undefined
@@ -159,6 +167,8 @@ export const watchTaskFailures = (parts: TaskParts, survival: Survival): Promise
             rejoin.cancel(e);
             throw e;
           }
+          // Under a launch that restarts a lost worker alone: a frozen one is ended at once, then started again.
+          tellLaunch(e);
           await group.reform(e);
         };
   const failed = watchCluster(client, () => exit.leaving, recovery, lost);
@@ -166,11 +176,7 @@ export const watchTaskFailures = (parts: TaskParts, survival: Survival): Promise
   failed.then((e) => void (clusterFailureOf(e)?.kind === "preemption" && preemptions.heard()), () => undefined);
   failed.catch(() => undefined);
   if (group !== undefined) failed.then((e) => failGroup(group, e), () => undefined);
-  const toLaunch = launchStatusWriter(parts.env);
-  failed.then((e) => {
-    const lostTasks = lostOf(e, task.isChief ? undefined : chiefTaskOf(task.clusterSpec)).filter((t) => t !== me);
-    if (lostTasks.length > 0) toLaunch({ type: "lost", tasks: lostTasks.map(launchTaskName), why: e.failure?.kind === "declaredFailed" ? "declaredFailed" : "serviceGone" });
-  }, () => undefined);
+  failed.then(tellLaunch, () => undefined);
   return failed;
 };
 

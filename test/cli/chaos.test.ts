@@ -155,6 +155,52 @@ describe("launch --chaos: the fault run", () => {
     expect((await run.report(42, undefined)).faults[0]?.injectedMs).toBe(700);
   });
 
+  it("a worker restarted alone: a fault that hit its process makes the restart free, an earlier one does not; the group did not fail, and a fault that waited for the worker lands on its new process", async () => {
+    const clock = new VirtualClock();
+    const run = new ChaosRun({
+      faults: [
+        { id: 0, atMs: 1_000, kind: "sigkillWorker", target: "worker:1" },
+        { id: 1, atMs: 1_500, kind: "sigkillWorker", target: "worker:1" },
+      ],
+      clock,
+      say: () => undefined,
+    });
+    run.start();
+    const g = new FakeGroup(new Set(["chief:0", "worker:0", "worker:1"]));
+    run.groupStarted(g);
+    const started = clock.now();
+    expect(run.hitSince("worker:1", started)).toBe(false);
+    await clock.advance(1_000);
+    expect(g.sent).toEqual([["worker:1", "SIGKILL"]]);
+    g.exit("worker:1");
+    run.exited("worker:1", 137);
+    expect(run.hitSince("worker:1", started)).toBe(true);
+    expect(run.hitSince("worker:0", started)).toBe(false);
+    // Fault 1's time comes while worker:1 is down: it waits for the worker's new process.
+    await clock.advance(500);
+    expect(g.sent).toHaveLength(1);
+    g.live.add("worker:1");
+    const restartedAt = clock.now();
+    run.taskRestarted("worker:1");
+    expect(g.sent).toEqual([
+      ["worker:1", "SIGKILL"],
+      ["worker:1", "SIGKILL"],
+    ]);
+    // Fault 0 hit the earlier process: only fault 1 counts for the new one.
+    expect(run.hitSince("worker:1", restartedAt)).toBe(true);
+    expect(run.hitSince("worker:1", restartedAt + 1)).toBe(false);
+    // Fault 1 ends that process too, and it is restarted alone again.
+    g.exit("worker:1");
+    run.exited("worker:1", 137);
+    g.live.add("worker:1");
+    run.taskRestarted("worker:1");
+    // Both faults were recovered by restarts alone: a later failure of the group is not theirs (no free group restart).
+    await clock.advance(100);
+    g.exit("chief:0");
+    run.exited("chief:0", 1);
+    expect(run.groupEnded()).toBe(false);
+  });
+
   it("a group that stops takes no fault (it waits for the next group); a failure before any fault is no free restart; only a sign of its own target detects a fault", async () => {
     const clock = new VirtualClock();
     const said: string[] = [];

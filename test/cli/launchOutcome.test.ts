@@ -63,6 +63,7 @@ describe("the status channel", () => {
     expect(decodeLaunchStatus('{"type":"exiting","code":43,"reason":"chief lost"}', "w")).toEqual({ type: "exiting", code: 43, reason: "chief lost" });
     expect(decodeLaunchStatus('{"type":"chaos","fault":3}', "w")).toEqual({ type: "chaos", fault: 3 });
     expect(decodeLaunchStatus('{"type":"training"}', "w")).toEqual({ type: "training" });
+    expect(decodeLaunchStatus('{"type":"rejoins"}', "w")).toEqual({ type: "rejoins" });
     for (const bad of ["", "{", "[]", '{"type":"chaos","fault":-1}', '{"type":"chaos","fault":1.5}', '{"type":"notice"}', '{"type":"lost","tasks":[1],"why":"declaredFailed"}', '{"type":"exiting","code":300,"reason":""}', '{"type":"reboot"}']) {
       expect(() => decodeLaunchStatus(bad, "worker:1"), bad).toThrow(DataLossError);
     }

@@ -4,9 +4,10 @@
  * coordination backends (etcd skipped with a message without its binary). Asserts causes and
  * outcomes, never a duration (the time a standby saves is the chaos benchmark's).
  *
- * - Once the group trains, `launch` makes a standby per task; a SIGKILLed worker fails the group,
- *   and the restarted group is the standbys (the same pids), which resume from the chief's
- *   checkpoint and reach the last step: `launch` exits 0, with no standby left behind.
+ * - Once the group trains, `launch` makes a standby per task; a SIGKILLed chief fails the group
+ *   (a lost worker would be restarted alone, test/cli/restartAlone.process.test.ts), and the
+ *   restarted group is the standbys (the same pids), which resume from the chief's checkpoint and
+ *   reach the last step: `launch` exits 0, with no standby left behind.
  * - The restarted chief's goodput log counts its start from the go, not from the standby's spawn.
  * - `launch` SIGKILLed: its standbys end by themselves (their stdin closes).
  */
@@ -54,7 +55,7 @@ for (const backend of backends) {
       if (backend.name === "etcd") await etcd?.stop();
     });
 
-    it("a SIGKILLed worker: the group restarts from its standbys (the same pids), resumes and reaches the last step (exit 0), and no standby is left", { timeout: 300_000 }, async () => {
+    it("a SIGKILLed chief: the group restarts from its standbys (the same pids), resumes and reaches the last step (exit 0), and no standby is left", { timeout: 300_000 }, async () => {
       const root = tempDir();
       const yaml = exampleTree(root, (y) => `${y.replace(/^lastStep: \d+$/m, "lastStep: 3000")}${backend.cluster()}`);
       const l = startCli(["launch", "--workers", "2", "--standby", "--max-restarts", "1", "--kill-after", "20", yaml], { timeoutMs: 280_000 });
@@ -63,13 +64,13 @@ for (const backend of backends) {
       // A checkpoint past 0, so that the restart resumes from it.
       await l.waitFor(/^\[chief:0\] INFO Checkpoint saved: \S+model\.ckpt-1000 /m, 120_000);
       const [, chiefStandby, workerStandby] = STANDBY_LINE.exec(l.output()) as RegExpExecArray;
-      const worker = Number(/^\[launch\] started worker:0 at \S+ \(pid (\d+)\)$/m.exec(l.output())?.[1]);
+      const chief = Number(/^\[launch\] started chief:0 at \S+ \(pid (\d+)\)$/m.exec(l.output())?.[1]);
       const killedAt = Date.now();
-      process.kill(worker, "SIGKILL");
+      process.kill(chief, "SIGKILL");
       const r = await l.done;
       const out = l.output();
       expect(r.code, out).toBe(0);
-      expect(out).toMatch(/^\[launch\] worker:0 exited with 137 \(killed by SIGKILL\)$/m);
+      expect(out).toMatch(/^\[launch\] chief:0 exited with 137 \(killed by SIGKILL\)$/m);
       expect(out).toMatch(/: restarting the group \(restart 1 of 1\)$/m);
       // The restarted group is the standbys.
       expect(out).toMatch(new RegExp(`^\\[launch\\] started chief:0 at \\S+ \\(pid ${chiefStandby}, its standby\\)$`, "m"));

@@ -61,6 +61,27 @@ describe("the goodput log", () => {
     ] satisfies GoodputRecord[]);
   });
 
+  it("a replica group's wait for a lost rank and its re-formed ring (the task's events, forwarded by the session) are `aborted` and `ready`: training is down between them", async () => {
+    const dir = tempDir();
+    const clock = new VirtualClock();
+    const r = GoodputRecorder.open({ logDir: dir, task: "chief:0", chief: true, clock, processStartMs: clock.now() });
+    r.ready(0);
+    await clock.advance(5_000);
+    const lostAt = clock.now();
+    r.listener({ type: "replicaRankLost", time: lostAt, task: "chief:0", lost: "/job:worker/replica:0/task:1", maxWaitSecs: 7200 });
+    await clock.advance(12_000);
+    r.listener({ type: "replicaGroupReformed", time: clock.now(), task: "chief:0", generation: 2, rejoined: "/job:worker/replica:0/task:1" });
+    r.end(null, 0);
+    const records = parseGoodputLog(readFileSync(r.path, "utf8")).records;
+    expect(records.map((x) => [x.type, x.t - lostAt])).toEqual([
+      ["start", -5_000],
+      ["ready", -5_000],
+      ["aborted", 0],
+      ["ready", 12_000],
+      ["end", 12_000],
+    ]);
+  });
+
   it("a session's recoverable failure and its re-created session are `aborted` and `ready`; a failed save's blocking part is a phase", async () => {
     const dir = tempDir();
     const clock = new VirtualClock();

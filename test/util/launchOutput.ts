@@ -3,9 +3,9 @@
  * task with, and each task's exit code as it reported it.
  */
 
-/** The pid `launch` printed for `task` (the last start, after a restart). */
+/** The pid `launch` printed for `task` (the last start, after a restart: a group's, from a standby, or alone). */
 export const pidOf = (output: string, task: string): number => {
-  const pids = [...output.matchAll(new RegExp(`^\\[launch\\] started ${task} at \\S+ \\(pid (\\d+)\\)$`, "gm"))];
+  const pids = [...output.matchAll(new RegExp(`^\\[launch\\] started ${task} at \\S+ \\(pid (\\d+)(?:, [^)]*)?\\)$`, "gm"))];
   const last = pids.at(-1);
   if (last === undefined) throw new Error(`no pid for ${task} in:\n${output}`);
   return Number(last[1]);

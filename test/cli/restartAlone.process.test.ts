@@ -1,0 +1,125 @@
+/**
+ * A lost worker restarted alone, on what users run: the bundled TensorFlow.js job under
+ * `monitored-session launch --workers 3 --max-restarts 1` (data-parallel, no delay between
+ * steps), on both coordination backends (etcd skipped with a message without its binary). A
+ * worker SIGKILLed while the group trains is started again alone, with the same TF_CONFIG, and
+ * rejoins the group, whose chief and other worker (the same processes) waited for it; a second
+ * loss, with no restart left, stops the group: the chief saves its last completed step and
+ * `launch` exits with the loss's code. A frozen worker (SIGSTOP) is declared failed, SIGKILLed
+ * by `launch` at once and started again alone the same way; a SIGTERM to `launch` after it
+ * rejoined is a preemption of the whole group, as before any loss. Causes and outcomes only (exit codes, pids, the lines that
+ * name them), never durations; every wait has a deadline.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+
+import { etcdBinary, EtcdProcess } from "../cluster/coordination/etcdHarness.js";
+import { killLaunchTree, startCli, type CliChild } from "../util/cliChild.js";
+import { exampleTree } from "../util/exampleTree.js";
+import { exitsOf, pidOf } from "../util/launchOutput.js";
+import { useTempDirs } from "../util/tempDirs.js";
+
+const tempDir = useTempDirs("ms-restart-alone-");
+
+const launched: CliChild[] = [];
+afterEach(async () => {
+  for (const l of launched.splice(0)) await killLaunchTree(l);
+});
+
+if (etcdBinary === undefined) console.warn("restartAlone: no etcd binary (apt-get install etcd-server): the etcd half of these tests is skipped");
+
+let etcd: EtcdProcess | undefined;
+const backends = [
+  { name: "embedded", skip: false, cluster: (): string => "" },
+  {
+    name: "etcd",
+    skip: etcdBinary === undefined,
+    cluster: (): string =>
+      `cluster:\n  backend: etcd\n  etcdEndpoints: [${(etcd as EtcdProcess).endpoint}]\n  etcdPrefix: restart-alone-${Math.random().toString(16).slice(2)}/\n`,
+  },
+] as const;
+
+/** How often `pattern` occurs in `text`. */
+const count = (text: string, pattern: RegExp): number => [...text.matchAll(new RegExp(pattern.source, "gm"))].length;
+
+const JOINED = /^\[launch\] every task joined the replica group, which waits for a lost worker: a worker that dies is restarted alone$/m;
+
+for (const backend of backends) {
+  describe.skipIf(backend.skip)(`launch restarts a lost worker alone (${backend.name} coordination)`, () => {
+    beforeAll(async () => {
+      if (backend.name === "etcd") etcd = await EtcdProcess.start();
+    }, 60_000);
+    afterAll(async () => {
+      if (backend.name === "etcd") await etcd?.stop();
+    });
+
+    it("a SIGKILLed worker starts again alone and rejoins while the chief's process trains on; a second loss with no restart left stops the group, the chief saves, launch exits 137", { timeout: 400_000 }, async () => {
+      const root = tempDir();
+      // Far more steps than the test lasts: it ends on the second loss, never at the last step.
+      const yaml = exampleTree(root, (y) => y.replace(/^lastStep: \d+$/m, "lastStep: 10000000") + backend.cluster());
+      const l = startCli(["launch", "--workers", "3", "--max-restarts", "1", "--kill-after", "60", yaml], { env: { CI: "true" }, timeoutMs: 380_000 });
+      launched.push(l);
+      await l.waitFor(JOINED, 200_000);
+      for (const task of ["chief:0", "worker:0", "worker:1"]) await l.waitFor(new RegExp(`^\\[${task}\\] step [1-9]\\d*/\\d+ `, "m"), 200_000);
+      const chief = pidOf(l.output(), "chief:0");
+      const worker0 = pidOf(l.output(), "worker:0");
+      const first = pidOf(l.output(), "worker:1");
+      process.kill(first, "SIGKILL");
+
+      await l.waitFor(/^\[launch\] worker:1 died \(SIGKILL\): restarting it alone; the group waits for it to rejoin \(restart 1 of 1\)$/m, 60_000);
+      await l.waitFor(/^\[launch\] started worker:1 at \S+ \(pid \d+, alone: restart 1 of 1\)$/m, 60_000);
+      await l.waitFor(/^\[chief:0\] WARN chief:0 lost .*: waiting up to 7200 s \(maxWaitSecs\) for it to rejoin the replica group\.$/m, 120_000);
+      await l.waitFor(/^\[chief:0\] INFO The replica group re-formed its ring in generation \d+ /m, 240_000);
+      // The restarted worker joined the group's new ring and said so: launch may restart it again.
+      await l.waitFor(new RegExp(`${JOINED.source}[\\s\\S]*${JOINED.source.slice(1)}`, "m"), 120_000);
+      const second = pidOf(l.output(), "worker:1");
+      expect(second).not.toBe(first);
+      // Nobody else was restarted: the same chief and worker:0 processes.
+      expect(pidOf(l.output(), "chief:0")).toBe(chief);
+      expect(pidOf(l.output(), "worker:0")).toBe(worker0);
+      expect(count(l.output(), /^\[launch\] started chief:0 /)).toBe(1);
+
+      // No restart left: the group stops, as without one.
+      process.kill(second, "SIGKILL");
+      const r = await l.done;
+      const out = l.output();
+      expect(r.code, out).toBe(137);
+      expect(count(out, /^\[launch\] worker:1 exited with 137 \(killed by SIGKILL\)$/)).toBe(2);
+      expect(out).toMatch(/^\[launch\] worker:1 failed \(exit 137\): stopping chief:0, worker:0 \(SIGTERM, SIGKILL after 60 s\)$/m);
+      expect(out).toMatch(/^\[launch\] worker:1 exited with 137: exiting with 137 after 1 restart$/m);
+      expect(out).not.toMatch(/restarting the group/);
+      const exits = exitsOf(out);
+      expect(exits["chief:0"], out).toBe(42);
+      expect(exits["worker:0"], out).toBe(42);
+      expect(out).toMatch(/^\[chief:0\] INFO Preemption checkpoint for step \d+ saved: \S+\.$/m);
+    });
+
+    it("a frozen worker (SIGSTOP) is declared failed, SIGKILLed by launch and started again alone; the group trains on with it, and a SIGTERM to launch then stops every task with 42 after the chief's save", { timeout: 400_000 }, async () => {
+      const root = tempDir();
+      const yaml = exampleTree(root, (y) => y.replace(/^lastStep: \d+$/m, "lastStep: 10000000") + backend.cluster());
+      const l = startCli(["launch", "--workers", "3", "--max-restarts", "1", "--kill-after", "60", yaml], { env: { CI: "true" }, timeoutMs: 380_000 });
+      launched.push(l);
+      await l.waitFor(JOINED, 200_000);
+      for (const task of ["chief:0", "worker:0", "worker:1"]) await l.waitFor(new RegExp(`^\\[${task}\\] step [1-9]\\d*/\\d+ `, "m"), 200_000);
+      const chief = pidOf(l.output(), "chief:0");
+      const frozen = pidOf(l.output(), "worker:0");
+      process.kill(frozen, "SIGSTOP");
+
+      // Declared failed through the heartbeat; a stopped process leaves only with SIGKILL, which launch sends.
+      await l.waitFor(/^\[launch\] worker:0 was declared failed by the coordination service \((chief:0|worker:1) says so\): SIGKILL$/m, 120_000);
+      await l.waitFor(/^\[launch\] worker:0 died \(SIGKILL\): restarting it alone; the group waits for it to rejoin \(restart 1 of 1\)$/m, 60_000);
+      await l.waitFor(/^\[chief:0\] INFO The replica group re-formed its ring in generation \d+ /m, 240_000);
+      await l.waitFor(new RegExp(`${JOINED.source}[\\s\\S]*${JOINED.source.slice(1)}`, "m"), 120_000);
+      expect(pidOf(l.output(), "worker:0")).not.toBe(frozen);
+      expect(pidOf(l.output(), "chief:0")).toBe(chief);
+
+      l.process.kill("SIGTERM");
+      const r = await l.done;
+      const out = l.output();
+      expect(r.code, out).toBe(42);
+      expect(exitsOf(out), out).toEqual({ "chief:0": 42, "worker:0": 42, "worker:1": 42 });
+      expect(out).toMatch(/^\[chief:0\] INFO Preemption checkpoint for step \d+ saved: \S+\.$/m);
+      expect(out).not.toMatch(/Training failed|restarting the group/);
+      expect(count(out, /^\[launch\] started chief:0 /)).toBe(1);
+    });
+  });
+}
