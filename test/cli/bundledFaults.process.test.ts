@@ -13,10 +13,10 @@
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 
-import { etcdBinary, EtcdProcess } from "../cluster/coordination/etcdHarness.js";
 import { freePorts, killLaunchTree, startCli, type CliChild, type CliRun } from "../util/cliChild.js";
+import { coordinationBackends } from "../util/coordinationBackends.js";
 import { exampleTree } from "../util/exampleTree.js";
 import { exitsOf, pidOf } from "../util/launchOutput.js";
 import { useTempDirs } from "../util/tempDirs.js";
@@ -38,27 +38,12 @@ afterEach(async () => {
   for (const l of launched.splice(0)) await killLaunchTree(l);
 });
 
-if (etcdBinary === undefined) console.warn("bundledFaults: no etcd binary (apt-get install etcd-server): the etcd half of these fault tests is skipped");
 
-let etcd: EtcdProcess | undefined;
-const backends = [
-  { name: "embedded", skip: false, cluster: (): string => "" },
-  {
-    name: "etcd",
-    skip: etcdBinary === undefined,
-    cluster: (): string =>
-      `cluster:\n  backend: etcd\n  etcdEndpoints: [${(etcd as EtcdProcess).endpoint}]\n  etcdPrefix: bundled-faults-${Math.random().toString(16).slice(2)}/\n`,
-  },
-] as const;
+const backends = coordinationBackends("bundledFaults", "bundled-faults");
 
 for (const backend of backends) {
   describe.skipIf(backend.skip)(`the bundled job under launch, faults (${backend.name} coordination)`, () => {
-    beforeAll(async () => {
-      if (backend.name === "etcd") etcd = await EtcdProcess.start();
-    }, 60_000);
-    afterAll(async () => {
-      if (backend.name === "etcd") await etcd?.stop();
-    });
+    backend.serve();
 
     /**
      * Launches the example (its YAML edited by `edit`) in a fresh tree; once every rank trains.
@@ -181,12 +166,7 @@ for (const backend of backends) {
   });
 
   describe.skipIf(backend.skip)(`the bundled job, tasks started by hand (run, TF_CONFIG, no data parallelism), faults (${backend.name} coordination)`, () => {
-    beforeAll(async () => {
-      if (backend.name === "etcd") etcd = await EtcdProcess.start();
-    }, 60_000);
-    afterAll(async () => {
-      if (backend.name === "etcd") await etcd?.stop();
-    });
+    backend.serve();
 
     /** `run` of the example for each task, with a hand-set TF_CONFIG; resolves once every task trains. */
     const startByHand = async (root: string): Promise<Record<(typeof TASKS)[number], CliChild>> => {

@@ -14,14 +14,14 @@
  */
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 
 import type { ChaosReport } from "../../src/cli/chaos.js";
 import { computeGoodput } from "../../src/goodput/computeGoodput.js";
 import { parseGoodputLog } from "../../src/goodput/goodputLog.js";
 import { readEvents } from "../../src/summary/readEvents.js";
-import { etcdBinary, EtcdProcess } from "../cluster/coordination/etcdHarness.js";
 import { killLaunchTree, startCli, type CliChild } from "../util/cliChild.js";
+import { coordinationBackends } from "../util/coordinationBackends.js";
 import { exampleTree } from "../util/exampleTree.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
@@ -32,17 +32,8 @@ afterEach(async () => {
   for (const l of launched.splice(0)) await killLaunchTree(l);
 });
 
-if (etcdBinary === undefined) console.warn("chaos: no etcd binary (apt-get install etcd-server): the etcd half of the launch --chaos test is skipped");
 
-let etcd: EtcdProcess | undefined;
-const backends = [
-  { name: "embedded", skip: false, cluster: (): string => "" },
-  {
-    name: "etcd",
-    skip: etcdBinary === undefined,
-    cluster: (): string => `  backend: etcd\n  etcdEndpoints: [${(etcd as EtcdProcess).endpoint}]\n  etcdPrefix: chaos-${Math.random().toString(16).slice(2)}/\n`,
-  },
-] as const;
+const backends = coordinationBackends("chaos", "chaos");
 
 /** One raw line of a goodput log, as this test reads it (its own parse, not the library's). */
 interface Raw {
@@ -65,12 +56,7 @@ freezeSecs: 20
 
 for (const backend of backends) {
   describe.skipIf(backend.skip)(`launch --chaos on the bundled job (${backend.name} coordination)`, () => {
-    beforeAll(async () => {
-      if (backend.name === "etcd") etcd = await EtcdProcess.start();
-    }, 60_000);
-    afterAll(async () => {
-      if (backend.name === "etcd") await etcd?.stop();
-    });
+    backend.serve();
 
     /**
      * The bundled job to `lastStep` under `launch --workers 2 --chaos` with `schedule`, a heartbeat
@@ -79,7 +65,7 @@ for (const backend of backends) {
      */
     const chaosRun = async (schedule: string, lastStep: number, timeoutMs: number): Promise<{ root: string; reportPath: string; out: string }> => {
       const root = tempDir();
-      const yaml = exampleTree(root, (y) => `${y.replace(/^lastStep: \d+$/m, `lastStep: ${lastStep}`)}cluster:\n  timeouts:\n    heartbeatTimeoutSecs: 4\n${backend.cluster()}`);
+      const yaml = exampleTree(root, (y) => `${y.replace(/^lastStep: \d+$/m, `lastStep: ${lastStep}`)}cluster:\n  timeouts:\n    heartbeatTimeoutSecs: 4\n${backend.lines()}`);
       const schedulePath = join(root, "chaos.yaml");
       writeFileSync(schedulePath, schedule);
       const reportPath = join(root, "report.json");

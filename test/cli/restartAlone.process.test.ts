@@ -10,10 +10,10 @@
  * rejoined is a preemption of the whole group, as before any loss. Causes and outcomes only (exit codes, pids, the lines that
  * name them), never durations; every wait has a deadline.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 
-import { etcdBinary, EtcdProcess } from "../cluster/coordination/etcdHarness.js";
 import { killLaunchTree, startCli, type CliChild } from "../util/cliChild.js";
+import { coordinationBackends } from "../util/coordinationBackends.js";
 import { exampleTree } from "../util/exampleTree.js";
 import { exitsOf, pidOf } from "../util/launchOutput.js";
 import { useTempDirs } from "../util/tempDirs.js";
@@ -25,18 +25,8 @@ afterEach(async () => {
   for (const l of launched.splice(0)) await killLaunchTree(l);
 });
 
-if (etcdBinary === undefined) console.warn("restartAlone: no etcd binary (apt-get install etcd-server): the etcd half of these tests is skipped");
 
-let etcd: EtcdProcess | undefined;
-const backends = [
-  { name: "embedded", skip: false, cluster: (): string => "" },
-  {
-    name: "etcd",
-    skip: etcdBinary === undefined,
-    cluster: (): string =>
-      `cluster:\n  backend: etcd\n  etcdEndpoints: [${(etcd as EtcdProcess).endpoint}]\n  etcdPrefix: restart-alone-${Math.random().toString(16).slice(2)}/\n`,
-  },
-] as const;
+const backends = coordinationBackends("restartAlone", "restart-alone");
 
 /** How often `pattern` occurs in `text`. */
 const count = (text: string, pattern: RegExp): number => [...text.matchAll(new RegExp(pattern.source, "gm"))].length;
@@ -45,12 +35,7 @@ const JOINED = /^\[launch\] every task joined the replica group, which waits for
 
 for (const backend of backends) {
   describe.skipIf(backend.skip)(`launch restarts a lost worker alone (${backend.name} coordination)`, () => {
-    beforeAll(async () => {
-      if (backend.name === "etcd") etcd = await EtcdProcess.start();
-    }, 60_000);
-    afterAll(async () => {
-      if (backend.name === "etcd") await etcd?.stop();
-    });
+    backend.serve();
 
     it("a SIGKILLed worker starts again alone and rejoins while the chief's process trains on; a second loss with no restart left stops the group, the chief saves, launch exits 137", { timeout: 400_000 }, async () => {
       const root = tempDir();

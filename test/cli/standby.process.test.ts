@@ -13,12 +13,12 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 
 import { hasEnded } from "../../src/cli/processState.js";
-import { etcdBinary, EtcdProcess } from "../cluster/coordination/etcdHarness.js";
 import { waitFor } from "../util/cli.js";
 import { alive, killLaunchTree, standbyPids, startCli, type CliChild } from "../util/cliChild.js";
+import { coordinationBackends } from "../util/coordinationBackends.js";
 import { exampleTree } from "../util/exampleTree.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
@@ -29,17 +29,8 @@ afterEach(async () => {
   for (const l of launched.splice(0)) await killLaunchTree(l);
 });
 
-if (etcdBinary === undefined) console.warn("standby: no etcd binary (apt-get install etcd-server): the etcd half of the launch --standby test is skipped");
 
-let etcd: EtcdProcess | undefined;
-const backends = [
-  { name: "embedded", skip: false, cluster: (): string => "" },
-  {
-    name: "etcd",
-    skip: etcdBinary === undefined,
-    cluster: (): string => `cluster:\n  backend: etcd\n  etcdEndpoints: [${(etcd as EtcdProcess).endpoint}]\n  etcdPrefix: standby-${Math.random().toString(16).slice(2)}/\n`,
-  },
-] as const;
+const backends = coordinationBackends("standby", "standby");
 
 const STANDBY_LINE = /^\[launch\] standby for a restart: chief:0 \(pid (\d+)\), worker:0 \(pid (\d+)\) loading run's modules$/m;
 
@@ -48,12 +39,7 @@ const gone = (pid: number): boolean => !alive(pid) || hasEnded(pid);
 
 for (const backend of backends) {
   describe.skipIf(backend.skip)(`launch --standby on the bundled job (${backend.name} coordination)`, () => {
-    beforeAll(async () => {
-      if (backend.name === "etcd") etcd = await EtcdProcess.start();
-    }, 60_000);
-    afterAll(async () => {
-      if (backend.name === "etcd") await etcd?.stop();
-    });
+    backend.serve();
 
     it("a SIGKILLed chief: the group restarts from its standbys (the same pids), resumes and reaches the last step (exit 0), and no standby is left", { timeout: 300_000 }, async () => {
       const root = tempDir();
