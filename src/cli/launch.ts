@@ -546,8 +546,11 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
       return;
     }
     if (status.type === "training") {
-      // A worker restarted alone trains again: the group's training began before.
-      if (training.has(task.name)) return;
+      // A worker restarted alone trains again: the group's training began before; the standby it took is made again.
+      if (training.has(task.name)) {
+        standbys?.fill(tasks);
+        return;
+      }
       training.add(task.name);
       // The whole group trains: the standbys for its restart load now, off its start; a schedule from training starts its clock.
       if (training.size === tasks.length) {
@@ -603,14 +606,14 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
   const start = (task: Task, i: number, alone?: string): void => {
     // The group's own variables; the rest is every group's (taskEnvOf).
     const groupEnv = { ...chaosEnvOf(task.name), TF_CONFIG: tfConfigs[i] as string, ...(restartAlone === undefined ? {} : { [LAUNCH_RESTARTS_ALONE_ENV]: "1" }) };
-    // A group's restart starts from the standbys; a worker restarted alone from a new process (the standbys wait for the group's).
-    const standby = alone === undefined ? standbys?.take(task.name) : undefined;
+    // A restart (the group's, or a worker's alone) starts from the task's standby, when one waits.
+    const standby = standbys?.take(task.name);
     standby?.go(groupEnv);
     const child = standby?.child ?? spawn(program.file, [...program.args], { env: { ...taskEnvOf(program, io.env), ...groupEnv }, stdio: TASK_STDIO });
     const startedAt = clock.now();
     live.set(task.name, child);
     children.set(task.name, child);
-    const how = standby !== undefined ? ", its standby" : alone !== undefined ? `, alone: ${alone}` : "";
+    const how = `${standby === undefined ? "" : ", its standby"}${alone === undefined ? "" : `, alone: ${alone}`}`;
     say(`started ${task.name} at ${addresses[i] as string}${child.pid === undefined ? "" : ` (pid ${child.pid}${how})`}`);
     let badStatus = false;
     const streamed = [

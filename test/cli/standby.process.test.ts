@@ -9,6 +9,8 @@
  *   restarted group is the standbys (the same pids), which resume from the chief's checkpoint and
  *   reach the last step: `launch` exits 0, with no standby left behind.
  * - The restarted chief's goodput log counts its start from the go, not from the standby's spawn.
+ * - A SIGKILLed worker is restarted alone from its standby while the chief trains on, and a
+ *   standby is made again for it once it trains.
  * - `launch` SIGKILLed: its standbys end by themselves (their stdin closes).
  */
 import { existsSync, readFileSync } from "node:fs";
@@ -77,6 +79,33 @@ for (const backend of backends) {
         .filter((x) => x.type === "start");
       expect(starts.map((s) => s.pid)).toEqual([expect.any(Number), Number(chiefStandby)]);
       expect(starts[1]?.processStartMs).toBeGreaterThanOrEqual(killedAt);
+    });
+
+    it("a SIGKILLed worker: restarted alone from its standby (the same pid) while the chief trains on, a standby made again for it, the last step reached (exit 0)", { timeout: 300_000 }, async () => {
+      const root = tempDir();
+      const yaml = exampleTree(root, (y) => `${y.replace(/^lastStep: \d+$/m, "lastStep: 3000")}${backend.cluster()}`);
+      const l = startCli(["launch", "--workers", "2", "--standby", "--max-restarts", "1", "--kill-after", "20", yaml], { timeoutMs: 280_000 });
+      launched.push(l);
+      await l.waitFor(STANDBY_LINE, 120_000);
+      await l.waitFor(/^\[launch\] every task joined the replica group, which waits for a lost worker/m, 120_000);
+      const [, , workerStandby] = STANDBY_LINE.exec(l.output()) as RegExpExecArray;
+      const chief = Number(/^\[launch\] started chief:0 at \S+ \(pid (\d+)\)$/m.exec(l.output())?.[1]);
+      const worker = Number(/^\[launch\] started worker:0 at \S+ \(pid (\d+)\)$/m.exec(l.output())?.[1]);
+      process.kill(worker, "SIGKILL");
+      const r = await l.done;
+      const out = l.output();
+      expect(r.code, out).toBe(0);
+      expect(out).toMatch(/^\[launch\] worker:0 died \(SIGKILL\): restarting it alone; the group waits for it to rejoin \(restart 1 of 1\)$/m);
+      expect(out).toMatch(new RegExp(`^\\[launch\\] started worker:0 at \\S+ \\(pid ${workerStandby}, its standby, alone: restart 1 of 1\\)$`, "m"));
+      expect(out).toMatch(/^\[chief:0\] INFO The replica group re-formed its ring in generation \d+ /m);
+      // The chief's process trained on: started once; the worker's standby was made again once it trained.
+      expect([...out.matchAll(/^\[launch\] started chief:0 /gm)]).toHaveLength(1);
+      expect(out).not.toMatch(/restarting the group/);
+      expect(out).toMatch(/^\[launch\] standby for a restart: worker:0 \(pid \d+\) loading run's modules$/m);
+      expect(out).toMatch(/^\[launch\] every task exited 0$/m);
+      expect(existsSync(join(root, "runs/tfjs-classifier/model.ckpt-3000.index"))).toBe(true);
+      for (const pid of standbyPids(out)) expect(gone(pid), `standby ${pid}`).toBe(true);
+      expect(gone(chief)).toBe(true);
     });
 
     it.skipIf(backend.name === "etcd")("launch SIGKILLed: its standbys end by themselves", { timeout: 200_000 }, async () => {

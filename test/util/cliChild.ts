@@ -123,9 +123,9 @@ export const alive = (pid: number): boolean => {
 /** Free loopback ports for tasks' addresses: the ones `launch` picks (below the ephemeral range, so no client socket takes them first). */
 export const freePorts = (n: number): Promise<number[]> => loopbackPorts(n);
 
-/** The task pids a `launch` printed (`[launch] started <task> at <address> (pid N)`), its standbys' included (`--standby`). */
+/** The task pids a `launch` printed (`[launch] started <task> at <address> (pid N)`, `(pid N, its standby)`, `(pid N, alone: …)`), its standbys' included (`--standby`). */
 export const launchedTaskPids = (output: string): number[] => [
-  ...[...output.matchAll(/^\[launch\] started \S+ at \S+ \(pid (\d+)(?:, its standby)?\)$/gm)].map((m) => Number(m[1])),
+  ...[...output.matchAll(/^\[launch\] started \S+ at \S+ \(pid (\d+)(?:, [^)]*)?\)$/gm)].map((m) => Number(m[1])),
   ...standbyPids(output),
 ];
 
