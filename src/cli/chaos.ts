@@ -74,6 +74,12 @@ export interface FaultReport {
   readonly firstStepMs: number | null;
   /** Steps trained before the injection that the resumed training trains again (at least these: see docs/goodput.md). */
   readonly stepsLost: number | null;
+  /**
+   * What recovered from it: `alone` (its target, a worker of a data-parallel group, was restarted
+   * alone while the group waited), `group` (a restart of the group, or the group trained on
+   * without one); `null` when it was not injected or was absorbed.
+   */
+  readonly recovery: "alone" | "group" | null;
 }
 
 /** The recovery report of a chaos run (`--chaos-report`, JSON). */
@@ -397,7 +403,7 @@ export const describeChaosReport = (r: ChaosReport): string[] => {
   const ms = (v: number | null): string => (v === null ? "-" : formatSecs(v / 1000));
   const lines = r.faults.map(
     (f) =>
-      `chaos: fault ${f.id} ${f.kind} to ${f.target}: ${f.injectedMs === null ? (f.kind === "opError" ? "not injected (no step of its target began after its time: the run ended first, or the target's session does not run the task's hooks)" : "not injected (the run ended first)") : `at ${ms(f.injectedMs)}; detected +${ms(f.detectMs)}, saved +${ms(f.savedMs)}, training again +${ms(f.firstStepMs)}, steps lost ${f.stepsLost ?? "-"}`}`,
+      `chaos: fault ${f.id} ${f.kind} to ${f.target}: ${f.injectedMs === null ? (f.kind === "opError" ? "not injected (no step of its target began after its time: the run ended first, or the target's session does not run the task's hooks)" : "not injected (the run ended first)") : `at ${ms(f.injectedMs)}; detected +${ms(f.detectMs)}, saved +${ms(f.savedMs)}, training again +${ms(f.firstStepMs)}${f.recovery === "alone" ? " (its target restarted alone)" : ""}, steps lost ${f.stepsLost ?? "-"}`}`,
   );
   lines.push(
     r.goodput === null
@@ -457,9 +463,9 @@ const summaryStepsOf = async (logDir: string, sinceMs: number): Promise<{ t: num
 const faultReport = (s: FaultState, startMs: number, chief: readonly GoodputRecord[], summarySteps: readonly { t: number; step: number }[]): FaultReport => {
   const { fault } = s;
   const base = { id: fault.id, kind: fault.kind, target: fault.target, atMs: fault.atMs };
-  if (s.injectedAt === undefined) return { ...base, injectedMs: null, detectMs: null, savedMs: null, firstStepMs: null, stepsLost: null };
+  if (s.injectedAt === undefined) return { ...base, injectedMs: null, detectMs: null, savedMs: null, firstStepMs: null, stepsLost: null, recovery: null };
   const at = s.injectedAt;
-  if (s.absorbed) return { ...base, injectedMs: at - startMs, detectMs: null, savedMs: null, firstStepMs: null, stepsLost: 0 };
+  if (s.absorbed) return { ...base, injectedMs: at - startMs, detectMs: null, savedMs: null, firstStepMs: null, stepsLost: 0, recovery: null };
   // Training resumes: the chief's first `ready` after the injection (a restarted process's, or a session re-created in the same one).
   const ready = chief.find((r): r is Extract<GoodputRecord, { type: "ready" }> => r.type === "ready" && r.t >= at);
   const resumedAt = ready?.t ?? Number.POSITIVE_INFINITY;
@@ -489,5 +495,6 @@ const faultReport = (s: FaultState, startMs: number, chief: readonly GoodputReco
     savedMs: saved === undefined ? null : saved.t - at,
     firstStepMs: ready === undefined ? null : ready.t - at,
     stepsLost,
+    recovery: s.recoveredAlone === true ? "alone" : "group",
   };
 };

@@ -133,7 +133,8 @@ describe("launch --chaos: the fault run", () => {
     ]);
     expect(report.groups).toBe(3);
     expect(report.goodput).toBeNull();
-    expect(report.faults[3]).toMatchObject({ firstStepMs: null, stepsLost: 0 });
+    expect(report.faults[3]).toMatchObject({ firstStepMs: null, stepsLost: 0, recovery: null });
+    expect(report.faults[4]).toMatchObject({ injectedMs: null, recovery: null });
     expect(describeChaosReport(report).at(-1)).toMatch(/^chaos: 5 faults over 10\.0s and 3 groups; no goodput logs, so no recovery figures$/);
     expect(describeChaosReport(report)[4]).toBe("chaos: fault 4 sigkillWorker to worker:0: not injected (the run ended first)");
   });
@@ -199,6 +200,10 @@ describe("launch --chaos: the fault run", () => {
     g.exit("chief:0");
     run.exited("chief:0", 1);
     expect(run.groupEnded()).toBe(false);
+    // The report says what recovered each: its target restarted alone.
+    const report = await run.report(1, undefined);
+    expect(report.faults.map((f) => f.recovery)).toEqual(["alone", "alone"]);
+    expect(describeChaosReport(report)[0]).toMatch(/^chaos: fault 0 sigkillWorker to worker:1: at 1\.0s; detected \+\S+, saved \+-, training again \+- \(its target restarted alone\), steps lost -$/);
   });
 
   it("a group that stops takes no fault (it waits for the next group); a failure before any fault is no free restart; only a sign of its own target detects a fault", async () => {
@@ -362,9 +367,9 @@ describe("launch --chaos: the fault run", () => {
     run.stop();
     const report = await run.report(0, dir);
     expect(report.faults).toEqual([
-      { id: 0, kind: "sigterm", target: "worker:0", atMs: 1_000, injectedMs: 1_000, detectMs: 50, savedMs: 300, firstStepMs: 2_200, stepsLost: 0 },
+      { id: 0, kind: "sigterm", target: "worker:0", atMs: 1_000, injectedMs: 1_000, detectMs: 50, savedMs: 300, firstStepMs: 2_200, stepsLost: 0, recovery: "group" },
       // Highest before the kill: 110 (the summaries); training again from 60.
-      { id: 1, kind: "sigkillChief", target: "chief:0", atMs: 6_000, injectedMs: 6_000, detectMs: 20, savedMs: null, firstStepMs: 2_000, stepsLost: 50 },
+      { id: 1, kind: "sigkillChief", target: "chief:0", atMs: 6_000, injectedMs: 6_000, detectMs: 20, savedMs: null, firstStepMs: 2_000, stepsLost: 50, recovery: "group" },
     ]);
     // The group's goodput from this run's records only: the first start (t0) to the last end (t0 + 9000).
     expect(report.goodput?.startMs).toBe(t0);
@@ -521,7 +526,7 @@ describe("from: training", () => {
     const report = await run.report(0, dir);
     expect(report.startMs).toBe(t0 + 600);
     expect(report.durationMs).toBe(4_000);
-    expect(report.faults).toEqual([{ id: 0, kind: "sigkillChief", target: "chief:0", atMs: 1_000, injectedMs: 1_000, detectMs: 20, savedMs: null, firstStepMs: 1_400, stepsLost: 50 }]);
+    expect(report.faults).toEqual([{ id: 0, kind: "sigkillChief", target: "chief:0", atMs: 1_000, injectedMs: 1_000, detectMs: 20, savedMs: null, firstStepMs: 1_400, stepsLost: 50, recovery: "group" }]);
     expect(report.goodput?.startMs).toBe(t0);
   });
 });
