@@ -11,7 +11,10 @@
  * from processes that loaded `run`'s modules while the group before trained).
  *
  * Figures per variant (bench/results/chaos.json): the report's `goodput` and `badput`, every
- * fault (kind, target, times, steps lost), `firstStepMsMedian` by kind, `stepsLostSigterm`, and
+ * fault (kind, target, times, steps lost, what recovered it), `firstStepMsMedian` by kind, the
+ * same by recovery path (`firstStepMsMedianByRecovery`: `alone`, a worker restarted alone while
+ * the group waited; `group`, the whole group restarted; each kind with its median and how many
+ * faults it is of), `stepsLostSigterm`, and
  * beside them the process start to first step for a fresh task (`freshStartToFirstStepMs`: the
  * first group's chief, from its process's start to its `ready`); then `standbyVsPlain`, the
  * ratio of the two variants' `firstStepMsMedian` for each kind.
@@ -100,6 +103,16 @@ const variant = async (standby: boolean): Promise<{ firstStepMsMedian: Record<st
         return [k, xs.length === 0 ? null : round(median(xs), 0)];
       }),
     );
+    // The rejoin path apart from a group restart: a fault's `recovery` says which recovered it.
+    const firstStepMsMedianByRecovery = Object.fromEntries(
+      (["alone", "group"] as const).map((path) => {
+        const byKind = KINDS.map((k) => {
+          const xs = report.faults.filter((f) => f.kind === k && f.recovery === path && f.firstStepMs !== null).map((f) => f.firstStepMs as number);
+          return [k, xs.length === 0 ? null : { median: round(median(xs), 0), faults: xs.length }] as const;
+        });
+        return [path, Object.fromEntries(byKind.filter(([, v]) => v !== null))];
+      }),
+    );
     const first = chief?.records.find((x) => x.type === "start");
     const firstReady = chief?.records.find((x) => x.type === "ready");
     return {
@@ -110,6 +123,7 @@ const variant = async (standby: boolean): Promise<{ firstStepMsMedian: Record<st
       badput: Object.fromEntries(Object.entries(report.goodput.badput).map(([k, v]) => [k, round(v, 1)])),
       faults: report.faults,
       firstStepMsMedian,
+      firstStepMsMedianByRecovery,
       stepsLostSigterm: report.faults.filter((f) => f.kind === "sigterm").reduce((n, f) => n + (f.stepsLost ?? 0), 0),
       freshStartToFirstStepMs: first?.type === "start" && firstReady !== undefined ? firstReady.t - first.processStartMs : null,
       // Restarts that started from a standby (launch's own lines say which).

@@ -19,6 +19,8 @@ export interface CoordinationBackend {
   lines(): string;
   /** The `cluster:` block selecting the backend (empty for `embedded`). */
   cluster(): string;
+  /** The same settings as `launch -- <command>`'s flags (none for `embedded`). */
+  flags(): string[];
   /** Starts what the backend needs before the enclosing block's tests and stops it after them. */
   serve(): void;
 }
@@ -27,17 +29,20 @@ export interface CoordinationBackend {
 export const coordinationBackends = (what: string, prefix: string): readonly CoordinationBackend[] => {
   if (etcdBinary === undefined) console.warn(`${what}: no etcd binary (apt-get install etcd-server): the etcd half of these tests is skipped`);
   let etcd: EtcdProcess | undefined;
-  const etcdLines = (): string => {
+  const served = (): EtcdProcess => {
     if (etcd === undefined) throw new Error("the etcd backend's serve() was not called in this describe block");
-    return `  backend: etcd\n  etcdEndpoints: [${etcd.endpoint}]\n  etcdPrefix: ${prefix}-${Math.random().toString(16).slice(2)}/\n`;
+    return etcd;
   };
+  const keyPrefix = (): string => `${prefix}-${Math.random().toString(16).slice(2)}/`;
+  const etcdLines = (): string => `  backend: etcd\n  etcdEndpoints: [${served().endpoint}]\n  etcdPrefix: ${keyPrefix()}\n`;
   return [
-    { name: "embedded", skip: false, lines: () => "", cluster: () => "", serve: () => undefined },
+    { name: "embedded", skip: false, lines: () => "", cluster: () => "", flags: () => [], serve: () => undefined },
     {
       name: "etcd",
       skip: etcdBinary === undefined,
       lines: etcdLines,
       cluster: () => `cluster:\n${etcdLines()}`,
+      flags: () => ["--backend", "etcd", "--etcd-endpoints", served().endpoint, "--etcd-prefix", keyPrefix()],
       serve: () => {
         beforeAll(async () => {
           etcd = await EtcdProcess.start();
