@@ -4,8 +4,8 @@
  *
  * | route | answer |
  * |---|---|
- * | `/board/goodput` | `{run: {tasks, group, faults, skippedLines}}` for every run of the logdir whose directory has goodput logs (`computeGoodput`'s figures: seconds, `goodput` a fraction) |
- * | `/board/goodput?run=<run>` | that run's `{tasks, group, faults, skippedLines}`; 404 for a run that is none or has no goodput logs |
+ * | `/board/goodput` | `{run: {tasks, group, faults, rejoins, skippedLines}}` for every run of the logdir whose directory has goodput logs (`computeGoodput`'s figures: seconds, `goodput` a fraction) |
+ * | `/board/goodput?run=<run>` | that run's `{tasks, group, faults, rejoins, skippedLines}`; 404 for a run that is none or has no goodput logs |
  *
  * A run's directory is found through {@link confineToLogdir}; its `goodput/` folder must be its
  * own (a link, even one inside the logdir, is not followed); each log is opened without following

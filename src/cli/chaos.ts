@@ -482,7 +482,10 @@ const faultReport = (s: FaultState, startMs: number, chief: readonly GoodputReco
   // figures have those steps.
   const began = [...running].reverse().find((r) => (r.type === "ready" || r.type === "aborted") && r.t <= at);
   let stepsLost: number | null = 0;
-  if (ready === undefined || ready.step === null) stepsLost = null;
+  // The chief's process went on with the state it had (its group re-formed around the rank
+  // restarted alone): nothing was restored, so no step is trained again.
+  if (ready?.kept === true) stepsLost = 0;
+  else if (ready === undefined || ready.step === null) stepsLost = null;
   else if (began?.type === "ready") {
     let highest = began.step ?? 0;
     for (const p of [...stepPoints(running), ...summarySteps]) if (p.t >= began.t && p.t <= at && p.step > highest) highest = p.step;

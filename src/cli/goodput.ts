@@ -71,8 +71,13 @@ const table = (run: RunGoodput): string => {
   if (run.group !== null) rows.push(row(`group${run.group.chief === null ? " (no chief)" : ` (${run.group.chief})`}`, String(run.tasks.reduce((n, t) => n + t.processes, 0)), run.group));
   const widths = header.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
   const faults = run.faults.length === 0 ? "" : `${faultsLine(run.faults)}\n`;
-  return rows.map((r) => r.map((cell, i) => (i === 0 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join("  ")).join("\n") + "\n" + faults;
+  const rejoins = run.rejoins.length === 0 ? "" : `${rejoinsLine(run.rejoins)}\n`;
+  return rows.map((r) => r.map((cell, i) => (i === 0 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join("  ")).join("\n") + "\n" + faults + rejoins;
 };
+
+/** `Rejoined the group while the chief trained on: 2 (worker:1 at step 4100, worker:0 at step 9020)`. */
+const rejoinsLine = (rejoins: RunGoodput["rejoins"]): string =>
+  `Rejoined the group while the chief trained on: ${rejoins.length} (${rejoins.map((r) => `${r.task ?? "a rank"} at step ${r.step ?? "?"}`).join(", ")})`;
 
 /** `Faults injected (launch --chaos): 3 (sigterm 2, sigkillChief 1)`. */
 const faultsLine = (faults: RunGoodput["faults"]): string => {

@@ -112,6 +112,16 @@ export class GoodputRecorder {
     this.write({ v: 1, type: "ready", t: this.clock.now(), step: validStep(step) });
   }
 
+  /**
+   * Training goes on with the state it had, nothing restored: a data-parallel group re-formed its
+   * ring around `rejoined` (a task's coordination name, `/job:worker/replica:0/task:1`, or
+   * `launch`'s `worker:1`; `null` when not known). Its step is the one training had.
+   */
+  kept(rejoined: string | null): void {
+    const name = rejoined === null ? undefined : shortTaskName(rejoined);
+    this.write({ v: 1, type: "ready", t: this.clock.now(), step: null, kept: true, ...(name === undefined ? {} : { rejoined: name }) });
+  }
+
   /** The global step is `step` now (at most one every 10 s is written, unless `force`). */
   mark(step: number, force = false): void {
     const now = this.clock.now();
@@ -147,8 +157,9 @@ export class GoodputRecorder {
    * A session's log observer (`MonitoredSessionOptions.logObserver`, beside the printing one):
    * saves are `checkpointSave` phases (their blocking part) and marks, step rates and summaries
    * are marks, a recoverable failure is `aborted`, and a session re-created after one is `ready`;
-   * so are a replica group's wait for a lost rank (`replicaRankLost`) and its ring's re-forming
-   * (`replicaGroupReformed`), when the session forwards its task's events.
+   * so are a replica group's wait for a lost rank (`replicaRankLost`: `aborted`) and its ring's
+   * re-forming (`replicaGroupReformed`: a `ready` that kept its state, {@link kept}), when the
+   * session forwards its task's events.
    */
   readonly listener: SessionEventListener = (e) => {
     switch (e.type) {
@@ -167,7 +178,7 @@ export class GoodputRecorder {
         this.write({ v: 1, type: "aborted", t: e.time });
         return;
       case "replicaGroupReformed":
-        this.ready(null);
+        this.kept(e.rejoined);
         return;
       case "sessionCreated":
         if (e.recovery > 0) this.ready(null);
@@ -189,5 +200,12 @@ export class GoodputRecorder {
 // ---------------------------------------------------------------------------------------------
 // utils
 // ---------------------------------------------------------------------------------------------
+
+/** `/job:worker/replica:0/task:1` → `worker:1`, the goodput logs' task names; another name as it is, if it fits a record (else none). */
+const shortTaskName = (name: string): string | undefined => {
+  const m = /^\/job:([^/]+)\/replica:\d+\/task:(\d+)$/.exec(name);
+  const short = m === null ? name : `${m[1]}:${m[2]}`;
+  return short.length > 0 && short.length <= 64 ? short : undefined;
+};
 
 const validStep = (step: number | null): number | null => (step !== null && Number.isSafeInteger(step) && step >= 0 ? step : null);

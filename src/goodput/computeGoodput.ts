@@ -69,6 +69,23 @@ export interface RunFault {
   readonly step: number | null;
 }
 
+/**
+ * A lost rank that rejoined the chief's data-parallel group while the chief's process trained on
+ * (under `launch`, a worker restarted alone): the chief's `ready` that kept its state.
+ */
+export interface RunRejoin {
+  /** When the ring re-formed and training went on (Unix epoch ms). */
+  readonly t: number;
+  /** The task that rejoined (`worker:1`), `null` when the chief did not know. */
+  readonly task: string | null;
+  /**
+   * The chief's global step when the group lost the rank (its `aborted`), interpolated between
+   * the steps that process recorded before and after; training went on from there. `null` when
+   * it recorded none before.
+   */
+  readonly step: number | null;
+}
+
 /** A run's figures: each task's, the group's, and the faults injected into it. */
 export interface RunGoodput {
   readonly tasks: readonly TaskGoodput[];
@@ -76,6 +93,8 @@ export interface RunGoodput {
   readonly group: (GoodputFigures & { readonly chief: string | null }) | null;
   /** The faults `launch --chaos` injected (from `launch`'s own log), in time order; empty without. */
   readonly faults: readonly RunFault[];
+  /** The ranks that rejoined the group while its chief trained on ({@link RunRejoin}), in time order; empty without. */
+  readonly rejoins: readonly RunRejoin[];
   /** Lines of the logs that were not valid records (skipped). */
   readonly skippedLines: number;
 }
@@ -89,8 +108,10 @@ export const computeGoodput = (logs: readonly GoodputLog[]): RunGoodput => {
   const tasks = logs.map((l) => taskGoodput(l.task, l.records)).filter((t): t is TaskGoodput => t !== undefined);
   const skippedLines = logs.reduce((n, l) => n + l.skippedLines, 0);
   const chiefLog = logs.find((l) => l.records.some((r) => r.type === "start" && r.chief));
-  const faults = faultsOf(logs, chiefLog === undefined ? [] : splitProcesses(chiefLog.records));
-  if (tasks.length === 0) return { tasks, group: null, faults, skippedLines };
+  const chiefProcesses = chiefLog === undefined ? [] : splitProcesses(chiefLog.records);
+  const faults = faultsOf(logs, chiefProcesses);
+  const rejoins = chiefProcesses.flatMap(rejoinsOf);
+  if (tasks.length === 0) return { tasks, group: null, faults, rejoins, skippedLines };
   const startMs = Math.min(...tasks.map((t) => t.startMs));
   const endMs = Math.max(...tasks.map((t) => t.endMs));
   const chief = tasks.find((t) => t.chief);
@@ -103,7 +124,7 @@ export const computeGoodput = (logs: readonly GoodputLog[]): RunGoodput => {
     // The time the group ran beyond the chief's own span (a worker that started first, or left last).
     badput.other += Math.max(0, totalMs - chief.totalSecs * 1000);
   } else badput.other = totalMs;
-  return { tasks, group: { chief: chief?.task ?? null, ...figures(startMs, endMs, productiveMs, badput) }, faults, skippedLines };
+  return { tasks, group: { chief: chief?.task ?? null, ...figures(startMs, endMs, productiveMs, badput) }, faults, rejoins, skippedLines };
 };
 
 /** The one-line summary `run` prints at exit: `Goodput 93.1% of 4m12s over 2 processes (badput: startup 6.2s, …)`. */
@@ -181,6 +202,21 @@ const faultsOf = (logs: readonly GoodputLog[], chief: readonly ProcessRecords[])
     }
   }
   return out.sort((a, b) => a.t - b.t || a.id - b.id);
+};
+
+/** The rejoins of one chief process: its `ready` records that kept their state, each at the step of the `aborted` before it. */
+const rejoinsOf = (p: ProcessRecords): RunRejoin[] => {
+  const points = stepPoints(p.records);
+  let lostAt: number | undefined;
+  const out: RunRejoin[] = [];
+  for (const r of p.records) {
+    if (r.type === "aborted") lostAt ??= r.t;
+    else if (r.type === "ready") {
+      if (r.kept === true) out.push({ t: r.t, task: r.rejoined ?? null, step: stepAt(points, lostAt ?? r.t) });
+      lostAt = undefined;
+    }
+  }
+  return out;
 };
 
 /** The last step that any of `processes` recorded (the latest process first), or `null`. */

@@ -54,6 +54,9 @@ const ShortName = t.refinement(t.string, (x) => x.length > 0 && x.length <= 64, 
  * - `phase`: the process spent `ms` in a phase (`clusterJoin`, `restore`, or the blocking part
  *   of a checkpoint save), ending at `t`.
  * - `ready`: training begins (or begins again after a recovery) at global step `step`.
+ *   `kept: true`: it goes on with the state it had, nothing restored (a data-parallel group
+ *   re-formed its ring around a rank that rejoined, `rejoined` naming it as `worker:1` when known:
+ *   training was down from the `aborted` before it, and no step is trained again).
  * - `mark`: the global step was `step` at `t` (written at saves, step rates and summaries);
  *   `checkpoint: true` when a checkpoint of that step was made durable at `t`.
  * - `aborted`: the session failed recoverably; training is down until the next `ready`.
@@ -68,7 +71,10 @@ const ShortName = t.refinement(t.string, (x) => x.length > 0 && x.length <= 64, 
 export const GoodputRecordCodec = t.union([
   t.strict({ v: t.literal(1), type: t.literal("start"), t: Time, task: t.string, proc: t.string, pid: t.number, chief: t.boolean, processStartMs: Time }),
   t.strict({ v: t.literal(1), type: t.literal("phase"), t: Time, bucket: t.keyof({ clusterJoin: null, restore: null, checkpointSave: null }), ms: Ms }),
-  t.strict({ v: t.literal(1), type: t.literal("ready"), t: Time, step: t.union([Step, t.null]) }),
+  t.intersection([
+    t.strict({ v: t.literal(1), type: t.literal("ready"), t: Time, step: t.union([Step, t.null]) }),
+    t.exact(t.partial({ kept: t.literal(true), rejoined: ShortName })),
+  ]),
   t.intersection([t.strict({ v: t.literal(1), type: t.literal("mark"), t: Time, step: Step }), t.exact(t.partial({ checkpoint: t.literal(true) }))]),
   t.strict({ v: t.literal(1), type: t.literal("aborted"), t: Time }),
   t.strict({ v: t.literal(1), type: t.literal("notice"), t: Time }),

@@ -5,8 +5,9 @@
  * segments the figures `computeGoodput` gives from the same logs (widths adding up to the bar),
  * says the goodput and the restart in words, and each chart marks the restart at the step the
  * chief resumed from (and at its process start on the wall-time axis), beside the checkpoint
- * markers, and the faults of `launch`'s own log at the chief's step then, with a strict CSP and
- * no error. A logdir without goodput logs shows no view.
+ * markers, a worker restarted alone (the chief's `ready` that kept its state) at the chief's step
+ * when it lost the worker, and the faults of `launch`'s own log at the chief's step then, with a
+ * strict CSP and no error. A logdir without goodput logs shows no view.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -26,7 +27,12 @@ interface Exposed {
   readonly goodput?: Record<string, { name: string; secs: number; px: number }[]>;
   readonly charts: Record<
     string,
-    { readonly restartsDrawn?: { run: string; step: number | null; px: number }[]; readonly faultsDrawn?: { run: string; step: number | null; px: number }[]; readonly renders: number }
+    {
+      readonly restartsDrawn?: { run: string; step: number | null; px: number }[];
+      readonly rejoinsDrawn?: { run: string; step: number | null; px: number }[];
+      readonly faultsDrawn?: { run: string; step: number | null; px: number }[];
+      readonly renders: number;
+    }
   >;
 }
 
@@ -67,6 +73,10 @@ describe.skipIf(!haveChromium)("the board's goodput view (Chromium)", () => {
       { v: 1, type: "start", t: T0 + 18_000, task: "chief:0", proc: "b", pid: 11, chief: true, processStartMs: T0 + 16_000 },
       { v: 1, type: "phase", t: T0 + 19_000, bucket: "restore", ms: 500 },
       { v: 1, type: "ready", t: T0 + 19_000, step: 100 },
+      { v: 1, type: "mark", t: T0 + 24_000, step: 200 },
+      // worker:0 is lost at 25 s and restarted alone; the ring re-forms around it at 26 s.
+      { v: 1, type: "aborted", t: T0 + 25_000 },
+      { v: 1, type: "ready", t: T0 + 26_000, step: null, kept: true, rejoined: "worker:0" },
       { v: 1, type: "end", t: T0 + 30_000, proc: "b", step: 300, exitCode: 0 },
     ];
     writeFileSync(join(dir, "goodput", "chief-0.jsonl"), chief.map(line).join(""));
@@ -74,7 +84,8 @@ describe.skipIf(!haveChromium)("the board's goodput view (Chromium)", () => {
       join(dir, "goodput", "worker-0.jsonl"),
       [
         { v: 1, type: "start", t: T0, task: "worker:0", proc: "w", pid: 12, chief: false, processStartMs: T0 - 4_000 },
-        { v: 1, type: "end", t: T0 + 30_000, proc: "w", step: 300, exitCode: 0 },
+        { v: 1, type: "start", t: T0 + 25_500, task: "worker:0", proc: "w2", pid: 13, chief: false, processStartMs: T0 + 25_100 },
+        { v: 1, type: "end", t: T0 + 30_000, proc: "w2", step: 300, exitCode: 0 },
       ]
         .map((r) => line(r as GoodputRecord))
         .join(""),
@@ -88,7 +99,7 @@ describe.skipIf(!haveChromium)("the board's goodput view (Chromium)", () => {
     return dir;
   };
 
-  it("one stacked bar per run with the accounting's figures, the restart in words, and the restart marked on every chart at the step it resumed from", async () => {
+  it("one stacked bar per run with the accounting's figures, the restart and the rank restarted alone in words, the restart marked on every chart at the step it resumed from and the lone restart at the chief's step when it lost the rank", async () => {
     const dir = await logdir();
     const { page, errors } = await open(dir);
     const b = await exposed(page, () => {
@@ -107,27 +118,31 @@ describe.skipIf(!haveChromium)("the board's goodput view (Chromium)", () => {
     expect(segments.reduce((n, s) => n + s.px, 0)).toBeCloseTo(520, 6);
     expect(await page.locator("#goodput-view").isVisible()).toBe(true);
     const legend = await page.locator('.goodput-row[data-run="."] .goodput-legend').textContent();
-    expect(legend).toMatch(new RegExp(`^goodput ${((group?.goodput ?? 0) * 100).toFixed(1)}% of 35\\.0s, 1 restart: productive `));
+    expect(legend).toMatch(new RegExp(`^goodput ${((group?.goodput ?? 0) * 100).toFixed(1)}% of 35\\.0s, 1 restart, 1 rank restarted alone: productive `));
     expect(await page.locator('.goodput-row[data-run="."] canvas.goodput-bar').getAttribute("aria-label")).toMatch(/^\.: productive /);
     // The restart, at step 100 (where the chief resumed), on the loss chart.
     expect(b.charts.loss?.restartsDrawn?.map((m) => [m.run, m.step])).toEqual([[".", 100]]);
     // The faults, at the chief's step then: between its marks of steps 100 and 140 (at 10 s and
-    // 14 s), and between the restarted process's ready at 100 (19 s) and its end at 300 (30 s).
+    // 14 s), and between the restarted process's ready at 100 (19 s) and its mark of 200 (24 s).
     expect(b.charts.loss?.faultsDrawn?.map((m) => [m.run, m.step])).toEqual([
       [".", 120],
-      [".", 118],
+      [".", 120],
     ]);
+    // worker:0 restarted alone: at the chief's step when the group lost it (25 s), between its mark
+    // of 200 (24 s) and its end at 300 (30 s).
+    expect(b.charts.loss?.rejoinsDrawn?.map((m) => [m.run, m.step])).toEqual([[".", 217]]);
     // On the wall-time axis: at the process's start.
     await page.selectOption("#x-axis", "wall");
     const wall = await exposed(
       page,
       (renders) => {
         const loss = (globalThis as Page$).__board?.charts.loss;
-        return loss?.restartsDrawn?.length === 1 && loss.faultsDrawn?.length === 2 && loss.renders > renders;
+        return loss?.restartsDrawn?.length === 1 && loss.rejoinsDrawn?.length === 1 && loss.faultsDrawn?.length === 2 && loss.renders > renders;
       },
       b.charts.loss?.renders ?? 0,
     );
     expect(wall.charts.loss?.restartsDrawn?.[0]?.run).toBe(".");
+    expect(wall.charts.loss?.rejoinsDrawn?.[0]?.run).toBe(".");
     expect(errors).toEqual([]);
   });
 
@@ -144,6 +159,7 @@ describe.skipIf(!haveChromium)("the board's goodput view (Chromium)", () => {
     expect(b.goodput).toEqual({});
     expect(b.charts.loss?.restartsDrawn).toEqual([]);
     expect(b.charts.loss?.faultsDrawn).toEqual([]);
+    expect(b.charts.loss?.rejoinsDrawn).toEqual([]);
     expect(await page.locator("#goodput-view").isVisible()).toBe(false);
     expect(errors).toEqual([]);
   });

@@ -204,6 +204,29 @@ describe("launch --chaos: the fault run", () => {
     const report = await run.report(1, undefined);
     expect(report.faults.map((f) => f.recovery)).toEqual(["alone", "alone"]);
     expect(describeChaosReport(report)[0]).toMatch(/^chaos: fault 0 sigkillWorker to worker:1: at 1\.0s; detected \+\S+, saved \+-, training again \+- \(its target restarted alone\), steps lost -$/);
+
+    // With the chief's goodput log: its one process waited for worker:1 twice, each time going on
+    // with the state it had (a `ready` that kept it), so training resumed there and no step was lost.
+    const dir = tempDir();
+    mkdirSync(join(dir, "goodput"), { recursive: true });
+    const records: GoodputRecord[] = [
+      { v: 1, type: "start", t: started + 50, task: "chief:0", proc: "c", pid: 2, chief: true, processStartMs: started },
+      { v: 1, type: "ready", t: started + 100, step: 0 },
+      { v: 1, type: "mark", t: started + 900, step: 400 },
+      { v: 1, type: "aborted", t: started + 1_010 },
+      { v: 1, type: "ready", t: started + 1_400, step: null, kept: true, rejoined: "worker:1" },
+      { v: 1, type: "mark", t: started + 1_450, step: 420 },
+      { v: 1, type: "aborted", t: started + 1_520 },
+      { v: 1, type: "ready", t: started + 1_580, step: null, kept: true, rejoined: "worker:1" },
+      { v: 1, type: "end", t: started + 1_700, proc: "c", step: 450, exitCode: 1 },
+    ];
+    writeFileSync(join(dir, "goodput", "chief-0.jsonl"), records.map(line).join(""));
+    const measured = await run.report(1, dir);
+    expect(measured.faults.map((f) => [f.id, f.firstStepMs, f.stepsLost, f.recovery])).toEqual([
+      [0, 400, 0, "alone"],
+      [1, 80, 0, "alone"],
+    ]);
+    expect(describeChaosReport(measured)[0]).toMatch(/training again \+0\.4s \(its target restarted alone\), steps lost 0$/);
   });
 
   it("a group that stops takes no fault (it waits for the next group); a failure before any fault is no free restart; only a sign of its own target detects a fault", async () => {

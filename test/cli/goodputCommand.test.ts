@@ -34,6 +34,38 @@ const writeLog = (dir: string, task: string, records: readonly GoodputRecord[], 
 };
 
 describe("monitored-session goodput", () => {
+  it("a worker restarted alone: the chief's down time while its group waited, and a line under the table naming who rejoined at which step", () => {
+    const dir = tempDir();
+    writeLog(dir, "chief:0", [
+      { v: 1, type: "start", t: at(0), task: "chief:0", proc: "c", pid: 1, chief: true, processStartMs: at(0) },
+      { v: 1, type: "ready", t: at(10), step: 0 },
+      { v: 1, type: "mark", t: at(40), step: 3000 },
+      // The group lost worker:1 at 50 s and re-formed its ring around it at 55 s: the chief's process trained on.
+      { v: 1, type: "aborted", t: at(50) },
+      { v: 1, type: "ready", t: at(55), step: null, kept: true, rejoined: "worker:1" },
+      { v: 1, type: "mark", t: at(60), step: 4000 },
+      { v: 1, type: "end", t: at(100), proc: "c", step: 8000, exitCode: 0 },
+    ]);
+    writeLog(dir, "worker:1", [
+      { v: 1, type: "start", t: at(0), task: "worker:1", proc: "w1", pid: 2, chief: false, processStartMs: at(0) },
+      { v: 1, type: "ready", t: at(10), step: 0 },
+      { v: 1, type: "start", t: at(52), task: "worker:1", proc: "w2", pid: 3, chief: false, processStartMs: at(51) },
+      { v: 1, type: "ready", t: at(55), step: null },
+      { v: 1, type: "end", t: at(100), proc: "w2", step: 8000, exitCode: 0 },
+    ]);
+    const rows = goodput(dir).out.trimEnd().split("\n");
+    // Interpolated between the chief's steps recorded before and after the loss.
+    expect(rows.at(-1)).toBe("Rejoined the group while the chief trained on: 1 (worker:1 at step 3500)");
+    // The chief's 5 s of waiting are not productive: 85 of its 100 s are.
+    expect(rows[1]?.split(/\s{2,}/).slice(0, 5)).toEqual(["chief:0", "1", "1m40s", "85.0%", "1m25s"]);
+    const run = JSON.parse(goodput(dir, true).out) as { rejoins: unknown; tasks: { task: string; processes: number }[] };
+    expect(run.rejoins).toEqual([{ t: at(55), task: "worker:1", step: 3500 }]);
+    expect(run.tasks.map((t) => [t.task, t.processes])).toEqual([
+      ["chief:0", 1],
+      ["worker:1", 2],
+    ]);
+  });
+
   it("prints a row per task and one for the group; --json gives the same figures", () => {
     const dir = tempDir();
     writeLog(dir, "chief:0", [

@@ -231,8 +231,38 @@ describe("computeGoodput", () => {
     expect(computeGoodput([log("launch", [fault(1, 0, "sigterm", "worker:0")])]).faults).toEqual([{ t: at(1), id: 0, kind: "sigterm", target: "worker:0", step: null }]);
   });
 
+  it("the chief's rejoins: each `ready` that kept its state, at the step of the `aborted` before it; a session re-created after a failure is none, nor is a worker's kept `ready`", () => {
+    const aborted = (secs: number): GoodputRecord => ({ v: 1, type: "aborted", t: at(secs) });
+    const kept = (secs: number, rejoined?: string): GoodputRecord => ({ v: 1, type: "ready", t: at(secs), step: null, kept: true, ...(rejoined === undefined ? {} : { rejoined }) });
+    const run = computeGoodput([
+      log("chief:0", [
+        start("chief:0", 0),
+        ready(0, 0),
+        mark(10, 1000),
+        aborted(15),
+        kept(20, "worker:1"),
+        mark(30, 2000),
+        // A recoverable failure whose session was re-created (restored): no rejoin.
+        aborted(35),
+        ready(40, 1800),
+        aborted(45),
+        kept(46),
+        end(50, 2500),
+      ]),
+      log("worker:1", [start("worker:1", 0, false), ready(0, 0), aborted(60), kept(61, "worker:0"), end(62, 2500)]),
+    ]);
+    expect(run.rejoins).toEqual([
+      // Between the marks of 1000 (10 s) and 2000 (30 s).
+      { t: at(20), task: "worker:1", step: 1250 },
+      // Between the re-created session's ready at 1800 (40 s) and the end at 2500 (50 s).
+      { t: at(46), task: null, step: 2150 },
+    ]);
+    // Training was down from each `aborted` to its `ready`: 5 + 5 + 1 s of the chief's 50.
+    expect(run.group?.productiveSecs).toBeCloseTo(39, 6);
+  });
+
   it("without records: no tasks and no group; records before a file's first start are ignored", () => {
-    expect(computeGoodput([])).toEqual({ tasks: [], group: null, faults: [], skippedLines: 0 });
+    expect(computeGoodput([])).toEqual({ tasks: [], group: null, faults: [], rejoins: [], skippedLines: 0 });
     expect(computeGoodput([log("x", [mark(1, 1)])]).group).toBeNull();
   });
 

@@ -80,6 +80,26 @@ describe("the goodput log", () => {
       ["ready", 12_000],
       ["end", 12_000],
     ]);
+    // The re-formed ring's `ready` says the state was kept (nothing restored) and who rejoined, by launch's name.
+    expect(records[3]).toEqual({ v: 1, type: "ready", t: lostAt + 12_000, step: null, kept: true, rejoined: "worker:1" });
+  });
+
+  it("a re-formed ring whose rejoined rank is not known, or has a name no record holds, keeps its state without a name; a record that says `kept` reads back, one with a bad `rejoined` is skipped", () => {
+    const dir = tempDir();
+    const clock = new VirtualClock();
+    const r = GoodputRecorder.open({ logDir: dir, task: "chief:0", chief: true, clock, processStartMs: clock.now() });
+    r.kept(null);
+    r.kept("x".repeat(65));
+    r.kept("/job:evaluator/replica:0/task:0");
+    r.end(null, 0);
+    const text = readFileSync(r.path, "utf8");
+    expect(parseGoodputLog(text).records.filter((x) => x.type === "ready")).toEqual([
+      { v: 1, type: "ready", t: clock.now(), step: null, kept: true },
+      { v: 1, type: "ready", t: clock.now(), step: null, kept: true },
+      { v: 1, type: "ready", t: clock.now(), step: null, kept: true, rejoined: "evaluator:0" },
+    ]);
+    const hostile = `${JSON.stringify({ v: 1, type: "ready", t: 1, step: null, kept: true, rejoined: "" })}\n${JSON.stringify({ v: 1, type: "ready", t: 1, step: null, kept: "yes" })}\n`;
+    expect(parseGoodputLog(hostile)).toMatchObject({ records: [], skippedLines: 2 });
   });
 
   it("a session's recoverable failure and its re-created session are `aborted` and `ready`; a failed save's blocking part is a phase", async () => {

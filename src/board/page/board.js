@@ -6,15 +6,16 @@
 // chart out of view that changes is marked stale and fetched when it comes back.
 // `window.__board` exposes what each chart holds, for the browser tests.
 // Each chart marks its runs' checkpoints (SessionLog CHECKPOINT, /board/checkpoints) with a thin
-// dashed vertical line, their restarts (/board/goodput) with a solid one, and the faults
-// `launch --chaos` injected into them with a dotted one, drawn on uPlot's canvas in its draw hook
+// dashed vertical line, their restarts (/board/goodput) with a solid one, a rank restarted alone
+// while the chief trained on with a long-dashed one, and the faults `launch --chaos` injected into
+// them with a dotted one, drawn on uPlot's canvas in its draw hook
 // (no DOM, nothing inline). The goodput view (goodput.js) draws each run's
 // time as a stacked bar of its buckets.
 // The views beyond scalars (histograms, images, text, timelines) are in views.js.
 // Every URL is relative to the page, so the board also works behind a reverse proxy that serves
 // it under a path (https://host/tb/ → /tb/data/runs, …).
 import { drawCheckpoints } from "./checkpoints.js";
-import { faultMarks, renderGoodput, restartMarks } from "./goodput.js";
+import { faultMarks, rejoinMarks, renderGoodput, restartMarks } from "./goodput.js";
 import { runColor } from "./colors.js";
 import { createRequestQueue } from "./requestQueue.js";
 import { layoutGroups, PAGE_SIZE } from "./tagGroups.js";
@@ -62,9 +63,10 @@ const state = {
   choices: { open: new Map(), page: new Map() },
   /** Per run: [{step, wall_time, path}], by step. */
   checkpoints: {},
-  /** Per run: its goodput figures (/board/goodput), its restarts as markers [{step, wall_time}], and its injected faults [{step, wall_time, kind, target}]. */
+  /** Per run: its goodput figures (/board/goodput), its restarts as markers [{step, wall_time}], its ranks restarted alone [{step, wall_time, task}], and its injected faults [{step, wall_time, kind, target}]. */
   goodput: {},
   restarts: {},
+  rejoins: {},
   faults: {},
   /** When the goodput figures were last asked for (performance.now()), to ask at most every GOODPUT_REFRESH_MS. */
   goodputAt: -Infinity,
@@ -98,11 +100,9 @@ const loadCheckpoints = async () => {
 const loadGoodput = coalesce(async () => {
   state.goodputAt = performance.now();
   state.goodput = await getJson("board/goodput");
-  const restarts = restartMarks(state.goodput);
-  const faults = faultMarks(state.goodput);
-  const moved = JSON.stringify(restarts) !== JSON.stringify(state.restarts) || JSON.stringify(faults) !== JSON.stringify(state.faults);
-  state.restarts = restarts;
-  state.faults = faults;
+  const marks = { restarts: restartMarks(state.goodput), rejoins: rejoinMarks(state.goodput), faults: faultMarks(state.goodput) };
+  const moved = Object.entries(marks).some(([kind, m]) => JSON.stringify(m) !== JSON.stringify(state[kind]));
+  Object.assign(state, marks);
   showGoodput();
   if (moved) for (const chart of state.charts.values()) if (chart.uplot !== undefined) draw(chart);
 });
@@ -456,22 +456,17 @@ const options = (chart, series) => ({
     draw: [
       (u) => {
         const view = exposed.charts[chart.tag];
-        const drawn = drawCheckpoints(u, state.xAxis, Object.fromEntries(Object.entries(chart.runs).map(([run, s]) => [run, { marks: state.checkpoints[run] ?? [], t0: s.wallTimes[0] ?? 0, color: colorOf(run) }])));
-        const restarts = drawCheckpoints(
-          u,
-          state.xAxis,
-          Object.fromEntries(Object.entries(chart.runs).map(([run, s]) => [run, { marks: state.restarts[run] ?? [], t0: s.wallTimes[0] ?? 0, color: colorOf(run) }])),
-          { dash: [], width: 2 },
-        );
-        const faults = drawCheckpoints(
-          u,
-          state.xAxis,
-          Object.fromEntries(Object.entries(chart.runs).map(([run, s]) => [run, { marks: state.faults[run] ?? [], t0: s.wallTimes[0] ?? 0, color: colorOf(run) }])),
-          { dash: [1, 3], width: 2 },
-        );
+        // Each kind of marker for the chart's runs, in the run's color, in `style`.
+        const marksOf = (byRun, style) =>
+          drawCheckpoints(u, state.xAxis, Object.fromEntries(Object.entries(chart.runs).map(([run, s]) => [run, { marks: byRun[run] ?? [], t0: s.wallTimes[0] ?? 0, color: colorOf(run) }])), style);
+        const drawn = marksOf(state.checkpoints);
+        const restarts = marksOf(state.restarts, { dash: [], width: 2 });
+        const rejoins = marksOf(state.rejoins, { dash: [8, 3], width: 2 });
+        const faults = marksOf(state.faults, { dash: [1, 3], width: 2 });
         if (view !== undefined) {
           view.markersDrawn = drawn;
           view.restartsDrawn = restarts;
+          view.rejoinsDrawn = rejoins;
           view.faultsDrawn = faults;
         }
       },

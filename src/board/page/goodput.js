@@ -1,6 +1,6 @@
 // The goodput view: per run, where its time went across every restart (/board/goodput, the
 // group's figures), as one stacked bar drawn on a canvas (nothing inline: the page's CSP stays
-// strict), with its figures in words beside it. And the runs' restarts and injected faults as
+// strict), with its figures in words beside it. And the runs' restarts, ranks restarted alone and injected faults as
 // markers on the scalar charts: a solid vertical line at each restart of the run's chief, at the
 // step its training resumed from (or, on the time axes, when its process started); a dotted one
 // at each fault `launch --chaos` injected, at the chief's step then (or its time).
@@ -80,7 +80,8 @@ export const renderGoodput = (container, goodput, runs) => {
     const legend = document.createElement("p");
     legend.className = "goodput-legend";
     const restarts = (goodput[run].tasks ?? []).find((t) => t.chief)?.restarts?.length ?? 0;
-    legend.textContent = `goodput ${(group.goodput * 100).toFixed(1)}% of ${formatSecs(group.totalSecs)}${restarts > 0 ? `, ${restarts} restart${restarts === 1 ? "" : "s"}` : ""}: ${words}`;
+    const rejoins = goodput[run].rejoins?.length ?? 0;
+    legend.textContent = `goodput ${(group.goodput * 100).toFixed(1)}% of ${formatSecs(group.totalSecs)}${restarts > 0 ? `, ${restarts} restart${restarts === 1 ? "" : "s"}` : ""}${rejoins > 0 ? `, ${rejoins} rank${rejoins === 1 ? "" : "s"} restarted alone` : ""}: ${words}`;
     const key = document.createElement("ul");
     key.className = "goodput-key";
     for (const s of segments) {
@@ -108,6 +109,15 @@ export const restartMarks = (goodput) =>
     Object.entries(goodput).flatMap(([run, figures]) => {
       const chief = (figures.tasks ?? []).find((t) => t.chief);
       const marks = (chief?.restarts ?? []).map((r) => ({ step: r.step, wall_time: r.t / 1000 }));
+      return marks.length === 0 ? [] : [[run, marks]];
+    }),
+  );
+
+/** Each run's ranks restarted alone (they rejoined while the chief trained on) as chart markers, `{run: [{step, wall_time, task}]}` (`step` null: not known). */
+export const rejoinMarks = (goodput) =>
+  Object.fromEntries(
+    Object.entries(goodput).flatMap(([run, figures]) => {
+      const marks = (figures.rejoins ?? []).map((r) => ({ step: r.step, wall_time: r.t / 1000, task: r.task }));
       return marks.length === 0 ? [] : [[run, marks]];
     }),
   );
