@@ -437,6 +437,8 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
   const training = new Set<string>();
   /** Tasks that said their replica group waits for a lost worker (`rejoins`): once every task did, a worker that dies is restarted alone. */
   const rejoining = new Set<string>();
+  /** Workers restarted alone that have not rejoined yet: a loss reported of one may be its previous process's. */
+  const restartingAlone = new Set<string>();
   const markReady = (child: ChildProcess): void => {
     ready.add(child);
     const waiting = held.get(child);
@@ -542,6 +544,7 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     if (status.type === "chaos") return;
     if (status.type === "rejoins") {
       rejoining.add(task.name);
+      restartingAlone.delete(task.name);
       if (rejoining.size === tasks.length) say("every task joined the replica group, which waits for a lost worker: a worker that dies is restarted alone");
       return;
     }
@@ -578,6 +581,12 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
       // Gone already (its exit not yet read, or not yet reaped): nothing to kill, and its exit is its own.
       if (child === undefined || child.exitCode !== null || child.signalCode !== null || name === task.name || killedAsLost.has(name) || leaving.has(name)) continue;
       if (child.pid !== undefined && hasEnded(child.pid)) continue;
+      // Restarted alone and not rejoined yet: the service may still be declaring its previous
+      // process failed (an etcd lease that outlived it). Killed only if this one is frozen too.
+      if (restartingAlone.has(name) && !(child.pid !== undefined && isStopped(child.pid))) {
+        say(`${name} was reported lost (${task.name} says so), but it was restarted alone since and has not rejoined yet: the report is of its previous process; not killed`, "warn");
+        continue;
+      }
       killedAsLost.add(name);
       say(`${name} ${status.why === "declaredFailed" ? "was declared failed by the coordination service" : "is lost: the coordination service it hosts stopped answering"} (${task.name} says so): SIGKILL`, "error");
       signal(child, "SIGKILL");
@@ -666,6 +675,7 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     if (restart === undefined) return false;
     // It says `rejoins` again once it rejoined; until then, another loss restarts the group.
     rejoining.delete(task.name);
+    restartingAlone.add(task.name);
     killedAsLost.delete(task.name);
     leaving.delete(task.name);
     say(`${task.name} died (${child.signalCode}): restarting it alone; the group waits for it to rejoin (${restart})`, "warn");
@@ -721,7 +731,12 @@ export const groupOutcome = (
   if (noticed !== undefined && (noticed.code === preemptionCode || noticed.code === ExitCodes.chiefLost)) return { code: noticed.code, decidedBy: noticed.task, ...from };
   const lostChief = failed.find((e) => e.code === ExitCodes.chiefLost && !actions.signalled.has(e.task));
   if (lostChief !== undefined) return { code: lostChief.code, decidedBy: lostChief.task, ...from };
-  const first = failed.find((e) => !actions.killedAsLost.has(e.task)) ?? (failed[0] as { task: string; code: number });
+  // The cause: a task that failed on its own; else one found lost (the others only answered
+  // launch's SIGTERM, which stopped the group because of it).
+  const first =
+    failed.find((e) => !actions.killedAsLost.has(e.task) && !actions.signalled.has(e.task)) ??
+    failed.find((e) => actions.killedAsLost.has(e.task)) ??
+    (failed[0] as { task: string; code: number });
   return { code: first.code, decidedBy: first.task, ...from };
 };
 

@@ -26,7 +26,7 @@
 import type { Clock } from "../time/Clock.js";
 import type { Collective } from "../session/Collective.js";
 import type { CoordinationClient } from "../cluster/coordination/CoordinationClient.js";
-import { AbortedError, clusterFailureOf, DeadlineExceededError, UnavailableError } from "../errors.js";
+import { AbortedError, clusterFailureOf, DeadlineExceededError, OpError, UnavailableError } from "../errors.js";
 import type { Logger } from "../Logger.js";
 import type { RuntimeEmit } from "./events.js";
 import { describe, isServiceGone } from "./chiefRecovery.js";
@@ -57,6 +57,12 @@ export interface GroupRejoinOptions {
   readonly join: () => Promise<Collective>;
   /** Told when the wait starts (`true`: the step under way changes nothing until the ring is back) and ends. */
   readonly waiting?: (waiting: boolean) => void;
+  /**
+   * Told of what ended a wait that was under way, when it was not the task leaving: the chief's
+   * loss (its service gone, or it declared failed) found while the group waited (a task of
+   * `launch` tells `launch`, which then ends a frozen chief at once).
+   */
+  readonly ended?: (cause: OpError) => void;
   readonly clock: Clock;
   readonly logger: Logger;
   /** Emits the task's events (src/runtime/events.ts); default: none. */
@@ -152,6 +158,10 @@ export class GroupRejoin {
       this.#reject = reject;
       this.o.waiting?.(true);
       this.#reform(lost, cause, deadline, (e) => (last = e))
+        .catch((e: unknown) => {
+          if (this.#ended === undefined && e instanceof OpError) this.o.ended?.(e);
+          throw e;
+        })
         .then((transport) => {
           logger.info(`The replica group re-formed its ring in generation ${this.o.client.generation ?? "?"} (${lost ?? "every rank"} rejoined): every rank takes rank 0's state and trains on.`);
           this.o.emit?.({ type: "replicaGroupReformed", task: this.o.name, generation: this.o.client.generation ?? null, rejoined: lost ?? null });

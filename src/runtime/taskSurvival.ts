@@ -114,6 +114,8 @@ export const survivalOf = (parts: TaskParts, options: SurvivalOptions): Survival
           startBarrier: (timeoutMs) => client.barrier(startBarrier, { timeoutMs }),
           join: async () => exit.ringFormed(await options.joinGroup(group)),
           waiting: (waiting) => options.publisher?.stepWaits(waiting),
+          // The chief lost while the group waited: launch ends it at once (a frozen one would hold the group until its restart).
+          ended: launchTeller(parts),
           clock,
           logger,
           emit,
@@ -152,13 +154,9 @@ export const survivalOf = (parts: TaskParts, options: SurvivalOptions): Survival
  * (`launch` then starts it again alone).
  */
 export const watchTaskFailures = (parts: TaskParts, survival: Survival): Promise<OpError> => {
-  const { task, client, group, exit, me } = parts;
+  const { client, group, exit } = parts;
   const { rejoin, recovery, preemptions } = survival;
-  const toLaunch = launchStatusWriter(parts.env);
-  const tellLaunch = (e: OpError): void => {
-    const lostTasks = lostOf(e, task.isChief ? undefined : chiefTaskOf(task.clusterSpec)).filter((t) => t !== me);
-    if (lostTasks.length > 0) toLaunch({ type: "lost", tasks: lostTasks.map(launchTaskName), why: e.failure?.kind === "declaredFailed" ? "declaredFailed" : "serviceGone" });
-  };
+  const tellLaunch = launchTeller(parts);
   const lost =
     rejoin === undefined || group === undefined
       ? undefined
@@ -178,6 +176,16 @@ export const watchTaskFailures = (parts: TaskParts, survival: Survival): Promise
   if (group !== undefined) failed.then((e) => failGroup(group, e), () => undefined);
   failed.then(tellLaunch, () => undefined);
   return failed;
+};
+
+/** Tells `launch` (when it started this task) the tasks `e` found lost, this one left out; does nothing otherwise. */
+const launchTeller = (parts: TaskParts): ((e: OpError) => void) => {
+  const { task, me } = parts;
+  const toLaunch = launchStatusWriter(parts.env);
+  return (e) => {
+    const lostTasks = lostOf(e, task.isChief ? undefined : chiefTaskOf(task.clusterSpec)).filter((t) => t !== me);
+    if (lostTasks.length > 0) toLaunch({ type: "lost", tasks: lostTasks.map(launchTaskName), why: e.failure?.kind === "declaredFailed" ? "declaredFailed" : "serviceGone" });
+  };
 };
 
 /**

@@ -46,6 +46,16 @@ describe("launch's exit code (the precedence of the exit-code table)", () => {
     expect(groupOutcome([{ task: "worker:0", code: 137 }], undefined, 42, actions)).toEqual({ code: 137, decidedBy: "worker:0" });
   });
 
+  it("a task launch killed as lost decides over one that only answered launch's SIGTERM (a 42 that is no preemption of its own)", () => {
+    const actions = { killedAsLost: new Set(["chief:0"]), signalled: new Set(["worker:0", "worker:1"]) };
+    const exits = [
+      { task: "worker:0", code: 42 },
+      { task: "chief:0", code: 137 },
+      { task: "worker:1", code: 42 },
+    ];
+    expect(groupOutcome(exits, undefined, 42, actions)).toEqual({ code: 137, decidedBy: "chief:0" });
+  });
+
   it("a custom preemption code counts as the preemption", () => {
     expect(groupOutcome([{ task: "worker:0", code: 1 }, { task: "chief:0", code: 50 }], "chief:0", 50).code).toBe(50);
     expect(groupOutcome([{ task: "worker:0", code: 1 }, { task: "chief:0", code: 42 }], "chief:0", 50).code).toBe(1);

@@ -7,7 +7,9 @@
  * loss, with no restart left, stops the group: the chief saves its last completed step and
  * `launch` exits with the loss's code. A frozen worker (SIGSTOP) is declared failed, SIGKILLed
  * by `launch` at once and started again alone the same way; a SIGTERM to `launch` after it
- * rejoined is a preemption of the whole group, as before any loss. A program of your own under
+ * rejoined is a preemption of the whole group, as before any loss. A chief that freezes while a
+ * worker restarts alone is found lost by a waiting worker and SIGKILLed by `launch`, and the group
+ * restarts from its checkpoint. A program of your own under
  * `launch -- <command>` (examples/preemption-custom-loop.ts: `startTask({ dataParallel: true })`
  * and a `PreemptionCheckpointHandler`) gets the same: its lost worker, killed or frozen, starts
  * again alone and counts the group's runs, so that a later SIGTERM saves every task at one run.
@@ -127,6 +129,26 @@ for (const backend of backends) {
       expect(out).toMatch(/^\[chief:0\] INFO Preemption checkpoint for step \d+ saved: \S+\.$/m);
       expect(out).not.toMatch(/Training failed|restarting the group/);
       expect(count(out, /^\[launch\] started chief:0 /)).toBe(1);
+    });
+
+    it("a chief that freezes (SIGSTOP) while a worker restarts alone is found lost, SIGKILLed by launch, and the group restarts from its checkpoint; a SIGTERM then stops every task with 42", { timeout: 400_000 }, async () => {
+      const root = tempDir();
+      const yaml = exampleTree(root, (y) => y.replace(/^lastStep: \d+$/m, "lastStep: 10000000") + backend.cluster());
+      const l = await launchTraining(["--max-restarts", "2", "--kill-after", "60", yaml], stepLine);
+      const chief = pidOf(l.output(), "chief:0");
+      process.kill(pidOf(l.output(), "worker:1"), "SIGKILL");
+      await l.waitFor(/^\[launch\] worker:1 died \(SIGKILL\): restarting it alone; the group waits for it to rejoin \(restart 1 of 2\)$/m, 60_000);
+      process.kill(chief, "SIGSTOP");
+
+      // Found by a waiting worker (the service it hosts stops answering, or its lease ends), SIGKILLed by launch, and the group restarts.
+      await l.waitFor(/^\[launch\] chief:0 (was declared failed by the coordination service|is lost: the coordination service it hosts stopped answering) \(worker:0 says so\): SIGKILL$/m, 120_000);
+      await l.waitFor(/^\[launch\] .*: restarting the group \(restart 2 of 2\)$/m, 120_000);
+      await l.waitFor(/^\[launch\] started chief:0 at \S+ \(pid \d+\)$[\s\S]*^\[chief:0\] INFO Starting at global step \d+ \(restored from /m, 200_000);
+      const restarted = pidOf(l.output(), "chief:0");
+      expect(restarted).not.toBe(chief);
+      await l.waitFor(JOINED_AGAIN, 200_000);
+      const out = await preemptTheGroup(l, restarted);
+      expect(out).toMatch(/^\[chief:0\] INFO Preemption checkpoint for step \d+ saved: \S+\.$/m);
     });
 
     it("a program of your own (launch -- <command>, examples/preemption-custom-loop.ts): a SIGKILLed worker and then a frozen one each start again alone and count the group's runs; a SIGTERM to launch then saves every task at one run, 42 everywhere", { timeout: 400_000 }, async () => {
