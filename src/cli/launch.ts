@@ -507,6 +507,24 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
       signal(child, "SIGKILL");
     }
   };
+  /**
+   * While a worker restarted alone has not rejoined, the group waits for it: a task that freezes
+   * meanwhile (the chief, whose service then cannot say it is lost) would hold the group for its
+   * wait (`maxWaitSecs`). Each second, a task found stopped is SIGKILLed as lost, which ends the
+   * group as any loss outside a wait does.
+   */
+  let frozenWatch: TimerHandle | undefined;
+  const watchFrozen = (): void => {
+    frozenWatch = undefined;
+    if (restartingAlone.size === 0 || killTimer !== undefined || notices.first !== undefined) return;
+    for (const [name, child] of live) {
+      if (killedAsLost.has(name) || child.pid === undefined || !isStopped(child.pid)) continue;
+      killedAsLost.add(name);
+      say(`${name} is stopped (SIGSTOP) while the group waits for ${[...restartingAlone].join(", ")} to rejoin: it would hold the group; SIGKILL`, "error");
+      signal(child, "SIGKILL");
+    }
+    frozenWatch = clock.setTimer(FROZEN_WATCH_MS, watchFrozen);
+  };
   const stopOthers = (reason: string): void => {
     chaos?.groupStopping();
     killStopped();
@@ -676,6 +694,7 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     // It says `rejoins` again once it rejoined; until then, another loss restarts the group.
     rejoining.delete(task.name);
     restartingAlone.add(task.name);
+    if (frozenWatch === undefined) frozenWatch = clock.setTimer(FROZEN_WATCH_MS, watchFrozen);
     killedAsLost.delete(task.name);
     leaving.delete(task.name);
     say(`${task.name} died (${child.signalCode}): restarting it alone; the group waits for it to rejoin (${restart})`, "warn");
@@ -699,6 +718,7 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
     subscription.unsubscribe();
     killTimer?.cancel();
     othersTimer?.cancel();
+    frozenWatch?.cancel();
   }
   const signalled = new Set(tasks.filter((t) => signalledByLaunch.has(children.get(t.name) as ChildProcess)).map((t) => t.name));
   return groupOutcome(exitsSeen, noticeFrom, program.preemptionCode, { killedAsLost, signalled });
@@ -731,14 +751,19 @@ export const groupOutcome = (
   if (noticed !== undefined && (noticed.code === preemptionCode || noticed.code === ExitCodes.chiefLost)) return { code: noticed.code, decidedBy: noticed.task, ...from };
   const lostChief = failed.find((e) => e.code === ExitCodes.chiefLost && !actions.signalled.has(e.task));
   if (lostChief !== undefined) return { code: lostChief.code, decidedBy: lostChief.task, ...from };
-  // The cause: a task that failed on its own; else one found lost (the others only answered
-  // launch's SIGTERM, which stopped the group because of it).
+  // The cause: a task that failed on its own; else one found lost. A task that exited with the
+  // preemption code (or 43) after launch's SIGTERM only answered it: the group stopped because of
+  // the cause.
+  const answered = (e: { task: string; code: number }): boolean => actions.signalled.has(e.task) && (e.code === preemptionCode || e.code === ExitCodes.chiefLost);
   const first =
-    failed.find((e) => !actions.killedAsLost.has(e.task) && !actions.signalled.has(e.task)) ??
+    failed.find((e) => !actions.killedAsLost.has(e.task) && !answered(e)) ??
     failed.find((e) => actions.killedAsLost.has(e.task)) ??
     (failed[0] as { task: string; code: number });
   return { code: first.code, decidedBy: first.task, ...from };
 };
+
+/** How often `launch` looks for a frozen task while a worker restarted alone has not rejoined. */
+const FROZEN_WATCH_MS = 1_000;
 
 /** The descriptor of a task's status channel (launchStatus.ts). */
 const STATUS_FD = 3;

@@ -16,7 +16,7 @@
 
 import { Code, ConnectError, createClient, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { AbortedError, DeadlineExceededError, InvalidArgumentError, OpError, type ErrorCode, UnauthenticatedError, UnavailableError, ValueError } from "../errors.js";
+import { AbortedError, DeadlineExceededError, InvalidArgumentError, OpError, type ErrorCode, UnauthenticatedError, UnavailableError } from "../errors.js";
 import { StatusService, type GetStatusResponse } from "./proto/gen/monitored_session/v1/status_pb.js";
 import { bearer, loadTlsCredentials, readPem, TOKEN_HEADER, type TlsFiles } from "./security.js";
 import { parseAddress } from "./TfConfig.js";
@@ -33,14 +33,6 @@ export interface ClusterClientOptions {
   readonly tls?: Partial<TlsFiles> | undefined;
   /** The deadline of each call, in ms (default 10 000). */
   readonly timeoutMs?: number | undefined;
-  /**
-   * A server that leaves the connection of a call in flight silent this long is taken as gone
-   * (frozen, or cut off): the connection closes and every call on it fails unanswered
-   * (`UnavailableError`), however long the call itself may wait (a barrier, a registration). An
-   * HTTP/2 PING goes out after half of it without an answer; the server's HTTP/2 layer answers
-   * it while the call waits. Default: none (a call waits for its deadline).
-   */
-  readonly livenessTimeoutMs?: number | undefined;
 }
 
 /** What a gRPC transport to a cluster server needs, as plain data (it can be sent to a worker thread). */
@@ -51,8 +43,6 @@ export interface ClusterTransportSettings {
   readonly defaultTimeoutMs: number;
   /** TLS material for `http2.connect`. */
   readonly nodeOptions?: { ca?: Buffer; cert?: Buffer; key?: Buffer };
-  /** From `livenessTimeoutMs`: PING a connection with calls in flight this long after its last answer, and close it when the PING goes unanswered for `pingTimeoutMs`. */
-  readonly ping?: { readonly pingIntervalMs: number; readonly pingTimeoutMs: number };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -69,13 +59,12 @@ export const clusterTransportSettings = (target: string, options: ClusterClientO
     headers: options.token === undefined ? [] : [[TOKEN_HEADER, bearer(options.token)]],
     defaultTimeoutMs: options.timeoutMs ?? 10_000,
     ...(tls === undefined ? {} : { nodeOptions: tlsClientOptions(tls) }),
-    ...(options.livenessTimeoutMs === undefined ? {} : { ping: pingOf(options.livenessTimeoutMs) }),
   };
 };
 
 /** A gRPC transport to `target` (`grpc://host:port`). @throws InvalidArgumentError for a bad target or unreadable TLS files. */
 export const clusterTransport = (target: string, options: ClusterClientOptions = {}): Transport => {
-  const { baseUrl, headers, defaultTimeoutMs, nodeOptions, ping } = clusterTransportSettings(target, options);
+  const { baseUrl, headers, defaultTimeoutMs, nodeOptions } = clusterTransportSettings(target, options);
   const interceptors: Interceptor[] =
     headers.length === 0
       ? []
@@ -85,7 +74,7 @@ export const clusterTransport = (target: string, options: ClusterClientOptions =
             return next(req);
           },
         ];
-  return createGrpcTransport({ baseUrl, interceptors, defaultTimeoutMs, ...(nodeOptions === undefined ? {} : { nodeOptions }), ...ping });
+  return createGrpcTransport({ baseUrl, interceptors, defaultTimeoutMs, ...(nodeOptions === undefined ? {} : { nodeOptions }) });
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -140,11 +129,4 @@ export const callError = (e: unknown, target: string): Error => {
     default:
       return new OpError(message, err.code as ErrorCode, { cause: e });
   }
-};
-
-/** The PING settings of a liveness timeout: a PING after half of it without an answer, and the rest of it for the PING's answer. @throws ValueError for a timeout that is not a positive number. */
-const pingOf = (livenessTimeoutMs: number): { pingIntervalMs: number; pingTimeoutMs: number } => {
-  if (!(livenessTimeoutMs > 0) || !Number.isFinite(livenessTimeoutMs)) throw new ValueError(`livenessTimeoutMs must be a positive number of ms, got ${String(livenessTimeoutMs)}`);
-  const half = Math.max(1, Math.ceil(livenessTimeoutMs / 2));
-  return { pingIntervalMs: half, pingTimeoutMs: half };
 };

@@ -54,6 +54,8 @@ describe("launch's exit code (the precedence of the exit-code table)", () => {
       { task: "worker:1", code: 42 },
     ];
     expect(groupOutcome(exits, undefined, 42, actions)).toEqual({ code: 137, decidedBy: "chief:0" });
+    // A task launch signalled that failed on its own (1, not the answer to a SIGTERM) still decides.
+    expect(groupOutcome([{ task: "chief:0", code: 137 }, { task: "worker:0", code: 1 }], undefined, 42, { killedAsLost: new Set(["chief:0"]), signalled: new Set(["worker:0"]) })).toEqual({ code: 1, decidedBy: "worker:0" });
   });
 
   it("a custom preemption code counts as the preemption", () => {

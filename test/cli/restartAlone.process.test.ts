@@ -8,8 +8,8 @@
  * `launch` exits with the loss's code. A frozen worker (SIGSTOP) is declared failed, SIGKILLed
  * by `launch` at once and started again alone the same way; a SIGTERM to `launch` after it
  * rejoined is a preemption of the whole group, as before any loss. A chief that freezes while a
- * worker restarts alone is found lost by a waiting worker and SIGKILLed by `launch`, and the group
- * restarts from its checkpoint. A program of your own under
+ * worker restarts alone is found stopped by `launch` (or lost by a waiting worker) and SIGKILLed,
+ * and the group restarts from its checkpoint. A program of your own under
  * `launch -- <command>` (examples/preemption-custom-loop.ts: `startTask({ dataParallel: true })`
  * and a `PreemptionCheckpointHandler`) gets the same: its lost worker, killed or frozen, starts
  * again alone and counts the group's runs, so that a later SIGTERM saves every task at one run.
@@ -140,8 +140,8 @@ for (const backend of backends) {
       await l.waitFor(/^\[launch\] worker:1 died \(SIGKILL\): restarting it alone; the group waits for it to rejoin \(restart 1 of 2\)$/m, 60_000);
       process.kill(chief, "SIGSTOP");
 
-      // Found by a waiting worker (the service it hosts stops answering, or its lease ends), SIGKILLed by launch, and the group restarts.
-      await l.waitFor(/^\[launch\] chief:0 (was declared failed by the coordination service|is lost: the coordination service it hosts stopped answering) \(worker:0 says so\): SIGKILL$/m, 120_000);
+      // Found stopped by launch while the group waits (or by a waiting worker: its lease ended), SIGKILLed, and the group restarts.
+      await l.waitFor(/^\[launch\] chief:0 (is stopped \(SIGSTOP\) while the group waits for worker:1 to rejoin: it would hold the group|was declared failed by the coordination service \(worker:0 says so\)); SIGKILL$|^\[launch\] chief:0 was declared failed by the coordination service \(worker:0 says so\): SIGKILL$/m, 120_000);
       await l.waitFor(/^\[launch\] .*: restarting the group \(restart 2 of 2\)$/m, 120_000);
       await l.waitFor(/^\[launch\] started chief:0 at \S+ \(pid \d+\)$[\s\S]*^\[chief:0\] INFO Starting at global step \d+ \(restored from /m, 200_000);
       const restarted = pidOf(l.output(), "chief:0");

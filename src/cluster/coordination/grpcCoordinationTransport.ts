@@ -36,7 +36,6 @@ import {
   file_monitored_session_v1_coordination,
 } from "../proto/gen/monitored_session/v1/coordination_pb.js";
 import type { CoordinationClient, CoordinationClientOptions } from "./CoordinationClient.js";
-import { defaultCoordinationTimeouts } from "./CoordinationConfig.js";
 import { EmbeddedCoordinationClient, type EmbeddedTransport } from "./EmbeddedCoordinationClient.js";
 import type { CoordinationServiceApi } from "./EmbeddedCoordinationService.js";
 import { decodeFailureHeader, EMBEDDED_SERVICE_GONE, FAILURE_HEADER, fromStatus } from "./status.js";
@@ -168,23 +167,13 @@ export const grpcCoordinationTransport = (
 /**
  * A task's {@link CoordinationClient} of the embedded service hosted at `target` (the chief's
  * `Server`, see `hostCoordinationService`). `close()` and `shutdown()` also end the transport's
- * heartbeat channel. Unless `transportOptions` say otherwise, a chief that stays silent for the
- * heartbeat timeout while a call waits fails that call (`livenessTimeoutMs`).
+ * heartbeat channel.
  */
 export const connectCoordinationService = (
   target: string,
   options: CoordinationClientOptions,
   transportOptions: GrpcCoordinationTransportOptions = {},
-): CoordinationClient =>
-  new GrpcCoordinationClient(
-    grpcCoordinationTransport(target, {
-      // A chief that froze while a call waits (a registration, a barrier) is found within the
-      // heartbeat timeout, as a frozen chief is while its tasks train.
-      livenessTimeoutMs: options.timeouts?.heartbeatTimeoutMs ?? defaultCoordinationTimeouts.heartbeatTimeoutMs,
-      ...transportOptions,
-    }),
-    options,
-  );
+): CoordinationClient => new GrpcCoordinationClient(grpcCoordinationTransport(target, transportOptions), options);
 
 // ---------------------------------------------------------------------------------------------
 // utils
@@ -301,7 +290,6 @@ try {
     interceptors,
     defaultTimeoutMs: settings.defaultTimeoutMs,
     ...(settings.nodeOptions === undefined ? {} : { nodeOptions: settings.nodeOptions }),
-    ...(settings.ping === undefined ? {} : settings.ping),
   });
   serveWith(createClient(service, transport));
   require("node:worker_threads").parentPort.postMessage("ready");
