@@ -498,12 +498,13 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
   /**
    * A task stopped by a signal (SIGSTOP: frozen) can neither save nor exit: once the group
    * stops, it is SIGKILLed at once, as a task a peer found lost is, instead of being waited out.
+   * `why` is the line's text between `<task> is stopped (SIGSTOP)` and `SIGKILL`.
    */
-  const killStopped = (): void => {
+  const killStopped = (why = ": it can neither save nor exit:", level: "warn" | "error" = "warn"): void => {
     for (const [name, child] of live) {
       if (killedAsLost.has(name) || child.pid === undefined || !isStopped(child.pid)) continue;
       killedAsLost.add(name);
-      say(`${name} is stopped (SIGSTOP): it can neither save nor exit: SIGKILL`, "warn");
+      say(`${name} is stopped (SIGSTOP)${why} SIGKILL`, level);
       signal(child, "SIGKILL");
     }
   };
@@ -517,12 +518,7 @@ const runGroup = async (tasks: readonly Task[], program: TaskProgram, addresses:
   const watchFrozen = (): void => {
     frozenWatch = undefined;
     if (restartingAlone.size === 0 || killTimer !== undefined || notices.first !== undefined) return;
-    for (const [name, child] of live) {
-      if (killedAsLost.has(name) || child.pid === undefined || !isStopped(child.pid)) continue;
-      killedAsLost.add(name);
-      say(`${name} is stopped (SIGSTOP) while the group waits for ${[...restartingAlone].join(", ")} to rejoin: it would hold the group; SIGKILL`, "error");
-      signal(child, "SIGKILL");
-    }
+    killStopped(` while the group waits for ${[...restartingAlone].join(", ")} to rejoin: it would hold the group;`, "error");
     frozenWatch = clock.setTimer(FROZEN_WATCH_MS, watchFrozen);
   };
   const stopOthers = (reason: string): void => {

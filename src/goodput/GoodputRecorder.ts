@@ -26,6 +26,7 @@ import { performance } from "node:perf_hooks";
 import type { SessionEventListener } from "../events/logObserver.js";
 import { defaultLogger, type Logger } from "../Logger.js";
 import { systemClock, type Clock } from "../time/Clock.js";
+import { shortTaskName } from "../util/taskNames.js";
 import { GoodputLogWriter, type GoodputRecord, type PhaseBucket } from "./goodputLog.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -119,7 +120,9 @@ export class GoodputRecorder {
    */
   kept(rejoined: string | null): void {
     const name = rejoined === null ? undefined : shortTaskName(rejoined);
-    this.write({ v: 1, type: "ready", t: this.clock.now(), step: null, kept: true, ...(name === undefined ? {} : { rejoined: name }) });
+    // A name no record holds (empty, or past 64 characters) is left out: the reader would refuse the record.
+    const fits = name !== undefined && name.length > 0 && name.length <= 64;
+    this.write({ v: 1, type: "ready", t: this.clock.now(), step: null, kept: true, ...(fits ? { rejoined: name } : {}) });
   }
 
   /** The global step is `step` now (at most one every 10 s is written, unless `force`). */
@@ -200,12 +203,5 @@ export class GoodputRecorder {
 // ---------------------------------------------------------------------------------------------
 // utils
 // ---------------------------------------------------------------------------------------------
-
-/** `/job:worker/replica:0/task:1` → `worker:1`, the goodput logs' task names; another name as it is, if it fits a record (else none). */
-const shortTaskName = (name: string): string | undefined => {
-  const m = /^\/job:([^/]+)\/replica:\d+\/task:(\d+)$/.exec(name);
-  const short = m === null ? name : `${m[1]}:${m[2]}`;
-  return short.length > 0 && short.length <= 64 ? short : undefined;
-};
 
 const validStep = (step: number | null): number | null => (step !== null && Number.isSafeInteger(step) && step >= 0 ? step : null);
