@@ -28,7 +28,7 @@ import { ValueError } from "../errors.js";
 import { isPromiseLike } from "../util/promise.js";
 import { defaultLogger, type Logger } from "../Logger.js";
 import type { Session } from "../session/Session.js";
-import type { SessionRunHook } from "../hook/SessionRunHook.js";
+import type { HookEnv, SessionRunHook } from "../hook/SessionRunHook.js";
 import type { TensorValue } from "../session/Tensor.js";
 import {
   GetReadinessResponseSchema,
@@ -50,6 +50,11 @@ export interface ModelPublisherOptions {
   readonly taskName?: string | undefined;
   /** Default upper bound on one data chunk of a snapshot, in bytes (default 1 MiB; at most 4 MiB, gRPC's usual message limit). */
   readonly maxChunkBytes?: number | undefined;
+  /**
+   * Writes the publisher's lines until a session begins it as a hook (default: the process's
+   * default logger); from `begin` on, they go to the session's logger, as every hook's do
+   * (events on its `events$`).
+   */
   readonly logger?: Logger | undefined;
   /** Called after each publish (the task runtime tells waiting workers through the coordination service). */
   readonly onPublished?: (() => void) | undefined;
@@ -87,7 +92,7 @@ const MIN_CHUNK_BYTES = 1 << 10;
 export class ModelPublisher implements SessionRunHook {
   readonly #taskName: string;
   readonly #maxChunkBytes: number;
-  readonly #logger: Logger;
+  #logger: Logger;
   #session: Session | undefined;
   #notReady = "has not created its session yet";
   #generation = 0n;
@@ -149,6 +154,11 @@ export class ModelPublisher implements SessionRunHook {
     this.#notReady = reason;
     const waiters = this.#waiters.splice(0);
     for (const w of waiters) w.reject(new ConnectError(`the chief ${reason}`, Code.Unavailable));
+  }
+
+  /** Its lines are the session's from now on: whoever hands a hook its environment prints them. */
+  begin(env: HookEnv): void {
+    this.#logger = env.logger;
   }
 
   afterCreateSession(session: Session): void {

@@ -27,6 +27,9 @@ import type { AddressInfo } from "node:net";
 import { clone, create, isMessage } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextKey, createContextValues, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
+import type { Observable } from "rxjs";
+import { ComponentEvents } from "../events/componentEvents.js";
+import type { SessionEvent } from "../events/SessionEvent.js";
 import { systemClock, type Clock } from "../time/Clock.js";
 import {
   DeadlineExceededError,
@@ -78,6 +81,11 @@ export interface ServerOptions {
    * They are behind the same token check and TLS as every call.
    */
   readonly services?: readonly ServiceRegistration[] | undefined;
+  /**
+   * Prints the server's lines (default: the process's default logger) until a session adopts
+   * its {@link Server.events$}. Given a task runtime's or a session's logger, the lines join
+   * that stream as events instead.
+   */
   readonly logger?: Logger | undefined;
   readonly clock?: Clock | undefined;
 }
@@ -103,11 +111,26 @@ export class Server implements AsyncDisposable {
     return clone(ServerDefSchema, this.#serverDef);
   }
 
+  /**
+   * The server's lines as `log` events (source `server`): that it serves, a call it rejected
+   * (a wrong token, an unknown caller), a server error. Its `logger` option prints them until a
+   * session adopts them (`session.forwardEvents(server)`).
+   */
+  get events$(): Observable<SessionEvent> {
+    return this.#events.events$;
+  }
+
+  /** The caller prints the server's lines from now on; the function returned hands them back. */
+  adopt(): () => void {
+    return this.#events.adopt();
+  }
+
   readonly #serverDef: ServerDef;
   readonly #address: { readonly host: string; readonly port: number };
   readonly #bind: { readonly host: string; readonly port: number };
   readonly #taskName: string;
   readonly #options: ServerOptions;
+  readonly #events: ComponentEvents;
   readonly #logger: Logger;
   readonly #clock: Clock;
   #state: State = "new";
@@ -131,8 +154,10 @@ export class Server implements AsyncDisposable {
    */
   constructor(serverOrClusterDef: ClusterSpecLike | ServerDef, options: ServerOptions = {}) {
     this.#options = options;
-    this.#logger = options.logger ?? defaultLogger;
     this.#clock = options.clock ?? systemClock;
+    const clock = this.#clock;
+    this.#events = new ComponentEvents(options.logger ?? defaultLogger, () => clock.now(), "server");
+    this.#logger = this.#events.logger;
     this.#serverDef = makeServerDef(serverOrClusterDef, options);
     const { jobName, taskIndex, protocol } = this.#serverDef;
     if (protocol !== "grpc") {

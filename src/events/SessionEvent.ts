@@ -102,7 +102,9 @@ export interface SessionEventMap {
     /**
      * Which component wrote it, when it has a stream of its own (a `ComponentEvents`): `runtime`
      * (a started task), `preemption` (the handler), `checkpoint` (a manager opened before its
-     * session). Absent: the session, its layers or its hooks. Not printed: for a recorder.
+     * session), `supervisor`, `server` (a task's gRPC server), `collective` (a data-parallel
+     * rank's ring), `notices` (a `TerminationNotices`), `platform` (a cloud platform's notice
+     * poller). Absent: the session, its layers or its hooks. Not printed: for a recorder.
      */
     readonly source?: string;
   };

@@ -10,6 +10,11 @@
  * session closed, or the stream completed) the component prints them again. A line always has
  * a printer: its own, or the adopting session's (which prints nothing with `logObserver: null`).
  *
+ * Components nest: a component whose fallback is another's `logger` (the task runtime hands
+ * its logger to the server, the collective and the notices it starts) passes its lines to that
+ * stream as `log` events, its own `source` on them, so they are printed once, by the outer
+ * component's printer, and the outer `events$` carries them.
+ *
  * @example
  * ```ts
  * import { ComponentEvents, consoleLogger } from "monitored-session";
@@ -25,7 +30,7 @@
 import { Observable, Subject } from "rxjs";
 
 import type { Logger } from "../Logger.js";
-import { eventLogger, logObserver, type SessionEventListener } from "./logObserver.js";
+import { eventLogger, eventSinkOf, logObserver, type SessionEventListener } from "./logObserver.js";
 import type { SessionEvent, SessionEventOf } from "./SessionEvent.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -64,7 +69,15 @@ export class ComponentEvents<E extends SessionEvent = SessionEvent> implements E
    * the component on each of its `log` events (`runtime`, `preemption`, `checkpoint`, `supervisor`).
    */
   constructor(fallback: Logger, now: () => number, source?: string) {
-    this.print = logObserver(fallback);
+    // A fallback that is itself an event logger (a task's runtime handing its logger to the
+    // server it starts) receives the lines as events, with this component's source on them.
+    const sink = eventSinkOf(fallback);
+    this.print =
+      sink === undefined
+        ? logObserver(fallback)
+        : (e) => {
+            if (e.type === "log") sink(e);
+          };
     this.events$ = this.subject.asObservable();
     this.logger = eventLogger((e) => this.emit(e as SessionEventOf<"log">), now, source);
   }

@@ -52,10 +52,20 @@ export type SessionEventListener = (event: SessionEvent) => void;
  * `source`, when given: see the `log` event). A session gives one to its hooks (`HookEnv.logger`)
  * and its own layers, so that their lines reach every observer of `events$`.
  */
-export const eventLogger = (emit: SessionEventListener, now: () => number, source?: string): Logger =>
-  loggerOf((level, message, fields) =>
+export const eventLogger = (emit: SessionEventListener, now: () => number, source?: string): Logger => {
+  const logger = loggerOf((level, message, fields) =>
     emit({ type: "log", time: now(), level, message, ...(fields === undefined ? {} : { fields }), ...(source === undefined ? {} : { source }) }),
   );
+  eventSinks.set(logger, emit);
+  return logger;
+};
+
+/**
+ * Where an {@link eventLogger}'s events go, for a component handed one as its printer: it passes
+ * its own `log` events on whole (its `source` kept) instead of logging them again as lines of
+ * the logger's owner. `undefined` for any other logger.
+ */
+export const eventSinkOf = (logger: Logger): SessionEventListener | undefined => eventSinks.get(logger);
 
 /**
  * The log observer: writes a session's `log` events to `logger` (the same text, level and
@@ -72,6 +82,9 @@ export const logObserver =
 // ---------------------------------------------------------------------------------------------
 
 type Fields = Readonly<Record<string, unknown>>;
+
+/** The event loggers made here, by the listener their events go to (see {@link eventSinkOf}). */
+const eventSinks = new WeakMap<Logger, SessionEventListener>();
 
 /** A `Logger` whose four levels call `line`. */
 const loggerOf = (line: (level: LogLevel, message: string, fields?: Fields) => void): Logger => {

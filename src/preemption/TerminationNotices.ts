@@ -32,6 +32,8 @@ import { ReplaySubject, type Observable } from "rxjs";
 
 import { systemClock, type Clock, type TimerHandle } from "../time/Clock.js";
 import { ValueError } from "../errors.js";
+import { ComponentEvents } from "../events/componentEvents.js";
+import type { SessionEvent } from "../events/SessionEvent.js";
 import { defaultLogger, type Logger } from "../Logger.js";
 import { PlatformPoller, type PlatformName, type PlatformNotice, type PlatformPollerOptions, type PlatformWatcher } from "./platforms/PlatformWatcher.js";
 
@@ -108,6 +110,11 @@ export interface TerminationNoticesOptions {
   readonly process?: NoticeProcess | undefined;
   readonly fileExists?: ((path: string) => boolean) | undefined;
   readonly clock?: Clock | undefined;
+  /**
+   * Prints the watcher's lines (default: the process's default logger) until a session adopts
+   * its {@link TerminationNotices.events$}; given a runtime's or a handler's logger, they join
+   * that stream instead.
+   */
   readonly logger?: Logger | undefined;
 }
 
@@ -135,6 +142,10 @@ export class TerminationNotices {
   private signalGraceSecs: number | undefined;
   private readonly initialPpid: number;
   private closed = false;
+  /** The watched file could not be checked at the last poll (warned once per streak). */
+  private fileFailing = false;
+  private readonly events: ComponentEvents;
+  private readonly logger: Logger;
 
   private constructor(
     private readonly proc: NoticeProcess,
@@ -143,9 +154,11 @@ export class TerminationNotices {
     private readonly duplicateWindowMs: number,
     private readonly fileExists: (path: string) => boolean,
     private readonly clock: Clock,
-    private readonly logger: Logger,
+    fallback: Logger,
   ) {
     this.initialPpid = proc.ppid;
+    this.events = new ComponentEvents(fallback, () => clock.now(), "notices");
+    this.logger = this.events.logger;
   }
 
   /** Starts watching. Throws `ValueError` for a non-positive poll interval or a negative window. */
@@ -180,6 +193,21 @@ export class TerminationNotices {
   // -------------------------------------------------------------------------------------------
   // operations
   // -------------------------------------------------------------------------------------------
+
+  /**
+   * The watcher's lines as `log` events (source `notices`, and `platform` for its cloud
+   * platform's poller): a notice file that cannot be checked, a platform that stops or starts
+   * answering. The notices themselves are on {@link notices$}. Its `logger` option prints the
+   * lines until a session adopts them (`session.forwardEvents(notices)`).
+   */
+  get events$(): Observable<SessionEvent> {
+    return this.events.events$;
+  }
+
+  /** The caller prints the watcher's lines from now on; the function returned hands them back. */
+  adopt(): () => void {
+    return this.events.adopt();
+  }
 
   /** The first notice, or `undefined` while none came. */
   get first(): TerminationNotice | undefined {
@@ -293,9 +321,16 @@ export class TerminationNotices {
     const file = this.watchedFile;
     if (file !== undefined) {
       try {
-        if (this.fileExists(file)) return this.notice("watchFile");
+        const exists = this.fileExists(file);
+        if (this.fileFailing) this.logger.info(`TerminationNotices: ${file} can be checked again.`);
+        this.fileFailing = false;
+        if (exists) return this.notice("watchFile");
       } catch (e) {
-        this.logger.warn(`TerminationNotices: cannot check ${file} (polling goes on): ${e instanceof Error ? e.message : String(e)}`);
+        // The first failure of a streak is a warning; repeating it every poll would flood the log.
+        const why = e instanceof Error ? e.message : String(e);
+        if (!this.fileFailing) this.logger.warn(`TerminationNotices: cannot check ${file} (polling goes on): ${why}`);
+        else this.logger.debug(`TerminationNotices: cannot check ${file} again: ${why}`);
+        this.fileFailing = true;
       }
     }
     if (this.watchParent && this.initialPpid > 1 && this.proc.ppid !== this.initialPpid) this.notice("parentExited");

@@ -65,8 +65,9 @@ import { runtimeEmitter, type RuntimeEvent } from "./events.js";
 export interface ClusterRuntime extends PreemptionClusterResolver, EventSource {
   /**
    * The task's events (src/runtime/events.ts: registered, group joined, a rank or the chief lost
-   * and back, exiting) and its lines, as `log` events (`source: "runtime"`), from its start:
-   * printed by the task's `logger` until a session adopts them (`session.forwardEvents(task)`).
+   * and back, exiting) and its lines, as `log` events (`source: "runtime"`; the lines of the
+   * parts it starts keep their own: `server`, `collective`, `notices`), from its start: printed
+   * by the task's `logger` until a session adopts them (`session.forwardEvents(task)`).
    * Completes once the task finished.
    */
   readonly events$: Observable<RuntimeEvent>;

@@ -1,7 +1,8 @@
 /**
  * The task runtime's session events, declared beside it by augmentation of `SessionEventMap` (the
  * core declares only its own). A started task (`startTask()`, `startClusterTask`, the task `run`
- * starts) emits them on its `events$`, with its lines as `log` events (`source: "runtime"`);
+ * starts) emits them on its `events$`, with its lines as `log` events (`source: "runtime"`, or
+ * the part's that wrote them: `server`, `collective`, `notices`);
  * `session.forwardEvents(task)` puts them on a monitored session's stream, whose log observers
  * then print the task's lines. Importing anything of `monitored-session/runtime` brings them into
  * `SessionEvent`.

@@ -24,7 +24,7 @@ import {
   UnknownError,
   ValueError,
 } from "../../src/errors.js";
-import { flush, VirtualClock } from "../../src/testing/index.js";
+import { EventRecorder, flush, VirtualClock } from "../../src/testing/index.js";
 import { opensslVersion } from "../util/tlsCertificates.js";
 import { CALL_DEADLINE_MS, clientFor, getStatus, local, quiet, recordingLogger, servers } from "./Server.testHelpers.js";
 
@@ -249,20 +249,24 @@ describe("Server on loopback, called by grpc-js", () => {
 });
 
 describe("cluster token", () => {
-  it("a call without the token or with a wrong one gets UNAUTHENTICATED (16); the server logs one line each and keeps serving", async () => {
+  it("a call without the token or with a wrong one gets UNAUTHENTICATED (16); the server emits one warning event each (printed by its logger) and keeps serving", async () => {
     const logger = recordingLogger();
     const server = await local({ token: "s3cret-token", logger });
+    const heard = new EventRecorder();
+    heard.record(server.events$);
     const client = clientFor(server.target);
     await expect(getStatus(client)).rejects.toMatchObject({
       code: grpc.status.UNAUTHENTICATED,
       details: "this cluster requires its token on every call but the call had no cluster token (set the same token on every task)",
     });
     await expect(getStatus(client, "wrong")).rejects.toMatchObject({ code: 16 });
-    const warnings = logger.lines.filter((l) => l.startsWith("warn"));
-    expect(warnings).toHaveLength(2);
-    expect(warnings[0]).toMatch(/^warn \/job:localhost\/replica:0\/task:0: rejected GetStatus from 127\.0\.0\.1:\d+: no cluster token$/);
-    expect(warnings[1]).toMatch(/: a wrong cluster token$/);
-    expect(warnings.join("\n")).not.toContain("s3cret");
+    const warnings = heard.lines("warn");
+    expect(warnings.map((e) => e.source)).toEqual(["server", "server"]);
+    expect(warnings[0]?.message).toMatch(/^\/job:localhost\/replica:0\/task:0: rejected GetStatus from 127\.0\.0\.1:\d+: no cluster token$/);
+    expect(warnings[1]?.message).toMatch(/: a wrong cluster token$/);
+    expect(heard.messages().join("\n")).not.toContain("s3cret");
+    // No session adopted the server's events: its logger printed each line, once.
+    expect(logger.lines.filter((l) => l.startsWith("warn"))).toEqual(warnings.map((e) => `warn ${e.message}`));
     expect((await getStatus(client, "s3cret-token")).taskIndex).toBe(0);
   });
 

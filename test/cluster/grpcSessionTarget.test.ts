@@ -27,7 +27,7 @@ import { WorkerSessionCreator } from "../../src/creation/SessionCreators.js";
 import { MonitoredSession } from "../../src/pipeline/MonitoredSession.js";
 import { defaultSessionTargets } from "../../src/pipeline/SessionTarget.js";
 import { tensor, type TensorValue } from "../../src/session/Tensor.js";
-import { FakeSession, FakeSessionCreator, flush, RecordingLogger, VirtualClock } from "../../src/testing/index.js";
+import { EventRecorder, FakeSession, FakeSessionCreator, flush, RecordingLogger, VirtualClock } from "../../src/testing/index.js";
 import { monitoredTrainingSession } from "../../src/training/monitoredTrainingSession.js";
 import type { TfjsSession } from "../../src/tfjs/index.js";
 import { bits } from "../util/tensorBits.js";
@@ -320,18 +320,22 @@ describe("grpc:// sessions: the chief's side", () => {
     expect(state.values.get("v")?.data).toEqual(new Float64Array([5]));
   });
 
-  it("as a hook, it says each publish, with the chief's task name and the generation: the first session, then the one re-created after a preemption", async () => {
-    const logger = new RecordingLogger();
-    const publisher = new ModelPublisher({ logger, taskName: "/job:chief/replica:0/task:3" });
+  it("as a hook, it says each publish on the session's events$ (a line of the session, as every hook's), with the chief's task name and the generation: the first session, then the one re-created after a preemption", async () => {
+    const ownLogger = new RecordingLogger();
+    const publisher = new ModelPublisher({ logger: ownLogger, taskName: "/job:chief/replica:0/task:3" });
     const first = new FakeSession().injectError(new AbortedError("ps:0 preempted"), { atCall: 1 });
-    const sess = await MonitoredSession.create({ sessionCreator: new FakeSessionCreator(undefined, [first]), hooks: [publisher], clock: new VirtualClock(), logger: silentLogger });
-    expect(logger.messages("info")).toEqual(["/job:chief/replica:0/task:3: model published to the workers (session 1)"]);
+    const heard = new EventRecorder();
+    const sess = await MonitoredSession.create({ sessionCreator: new FakeSessionCreator(undefined, [first]), hooks: [publisher], clock: new VirtualClock(), logger: silentLogger, observer: heard.listener });
+    const published = (): string[] => heard.messages("info").filter((m) => m.includes("model published"));
+    expect(published()).toEqual(["/job:chief/replica:0/task:3: model published to the workers (session 1)"]);
     await sess.run("train"); // aborted: the session is re-created and published again
-    expect(logger.messages("info")).toEqual([
+    expect(published()).toEqual([
       "/job:chief/replica:0/task:3: model published to the workers (session 1)",
       "/job:chief/replica:0/task:3: model published to the workers (session 2)",
     ]);
     expect(publisher.readiness().generation).toBe(2n);
+    // Its own logger prints only what it says outside a session (the Supervisor's chief calls publish itself).
+    expect(ownLogger.entries).toEqual([]);
     await sess.close();
   });
 

@@ -40,6 +40,29 @@ describe("ComponentEvents", () => {
     expect(heard).toEqual([{ type: "log", time: 3, level: "info", message: "registered", source: "runtime" }]);
   });
 
+  it("nests: a component whose fallback is another's logger passes its lines to that stream whole (its own source kept), printed once", () => {
+    const printed = new RecordingLogger();
+    const outer = new ComponentEvents(printed, () => 1, "runtime");
+    const inner = new ComponentEvents(outer.logger, () => 2, "server");
+    const onOuter: SessionEvent[] = [];
+    const onInner: SessionEvent[] = [];
+    outer.events$.subscribe((e) => onOuter.push(e));
+    inner.events$.subscribe((e) => onInner.push(e));
+    inner.logger.warn("rejected a call", { peer: "127.0.0.1" });
+    inner.emit({ type: "terminationNoticed", time: 3, source: "SIGTERM" });
+    const line = { type: "log", time: 2, level: "warn", message: "rejected a call", fields: { peer: "127.0.0.1" }, source: "server" };
+    expect(onInner).toEqual([line, { type: "terminationNoticed", time: 3, source: "SIGTERM" }]);
+    // Only lines go up (the inner component's data events are its own stream's), and only once.
+    expect(onOuter).toEqual([line]);
+    expect(printed.entries).toEqual([{ level: "warn", message: "rejected a call", fields: { peer: "127.0.0.1" } }]);
+    // The outer stream adopted: the outer component no longer prints, the inner line is still on its stream.
+    const release = outer.adopt();
+    inner.logger.info("serving");
+    expect(onOuter.map((e) => (e.type === "log" ? e.message : e.type))).toEqual(["rejected a call", "serving"]);
+    expect(printed.entries).toHaveLength(1);
+    release();
+  });
+
   it("forwarded into a session, its lines are printed by the session's log observer only; after close() its fallback prints them again", async () => {
     const fallback = new RecordingLogger();
     const sessionLogger = new RecordingLogger();

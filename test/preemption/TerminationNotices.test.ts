@@ -9,7 +9,7 @@ import { ValueError } from "../../src/errors.js";
 import { silentLogger } from "../../src/Logger.js";
 import { kubernetesWatcher, type PlatformNotice, type PlatformWatcher } from "../../src/preemption/index.js";
 import { TerminationNotices, type NoticeProcess, type TerminationNotice } from "../../src/preemption/TerminationNotices.js";
-import { VirtualClock } from "../../src/testing/index.js";
+import { EventRecorder, RecordingLogger, VirtualClock } from "../../src/testing/index.js";
 
 class FakeProcess extends EventEmitter implements NoticeProcess {
   ppid = 4242;
@@ -196,5 +196,52 @@ describe("TerminationNotices with a platform", () => {
     other.proc.send("SIGINT");
     expect(other.seen[0]?.deadline).toBeUndefined();
     other.notices.close();
+  });
+});
+
+describe("TerminationNotices' lines", () => {
+  it("are log events on events$ (source notices; its platform poller's keep source platform), each printed once by its logger while no session adopts them; a file that cannot be checked is warned once per streak", async () => {
+    const logger = new RecordingLogger();
+    const heard = new EventRecorder();
+    let failing = true;
+    const platform: PlatformWatcher = {
+      platform: "aws",
+      check: async () => {
+        if (failing) throw new Error("connection refused");
+        return undefined;
+      },
+    };
+    const { clock, notices } = start({
+      logger,
+      platform,
+      watchFile: "/run/notice",
+      fileExists: () => {
+        if (failing) throw new Error("EACCES: permission denied");
+        return false;
+      },
+    });
+    heard.record(notices.events$);
+    await clock.advance(0);
+    await clock.advance(1000);
+    failing = false;
+    await clock.advance(1000);
+    await clock.advance(1000);
+    expect(heard.lines().map((e) => [e.source, e.level, e.message])).toEqual([
+      ["platform", "warn", "aws: polling for termination notices failed (polling goes on): connection refused"],
+      ["notices", "debug", "TerminationNotices: cannot check /run/notice again: EACCES: permission denied"],
+      ["platform", "debug", "aws: poll failed again: connection refused"],
+      ["notices", "info", "TerminationNotices: /run/notice can be checked again."],
+      ["platform", "info", "aws: the metadata service answers again."],
+    ]);
+    // The first warning came from start(), before anyone subscribed; the logger printed it and every later line once.
+    expect(logger.entries.map((e) => e.message)).toEqual(["TerminationNotices: cannot check /run/notice (polling goes on): EACCES: permission denied", ...heard.messages()]);
+    // A session that adopts them prints them instead.
+    const release = notices.adopt();
+    failing = true;
+    await clock.advance(1000);
+    expect(heard.messages("warn")).toHaveLength(3);
+    expect(logger.entries).toHaveLength(6);
+    release();
+    notices.close();
   });
 });

@@ -45,10 +45,12 @@ describe("a started task's events", () => {
     chief.events$.subscribe({ complete: () => void (completed = true) });
     try {
       expect(heard.ofType("taskRegistered")).toEqual([{ type: "taskRegistered", time: clock.now(), task: "chief:0", tasks: 2, generation: chief.coordination.generation ?? null }]);
-      // Every line is a log event of the runtime, and (no session yet) printed by the task's logger.
+      // Every line is a log event of the runtime or of a part it started (the server keeps its
+      // own source), and (no session yet) printed by the task's logger, once.
       const lines = heard.lines();
       expect(lines.length).toBeGreaterThanOrEqual(2);
-      expect(lines.every((e) => e.source === "runtime")).toBe(true);
+      expect(lines.every((e) => e.source === "runtime" || e.source === "server")).toBe(true);
+      expect(lines.filter((e) => e.source === "server").map((e) => e.message)).toEqual([expect.stringMatching(/^\/job:chief\/replica:0\/task:0 serving grpc:\/\/127\.0\.0\.1:\d+ \(bound /)]);
       expect(heard.messages().some((m) => m.startsWith("Server of chief:0 serving grpc://127.0.0.1:"))).toBe(true);
       expect(heard.messages()).toContain(`Every task of the cluster registered (generation ${chief.coordination.generation ?? "?"}).`);
       expect(logger.messages("info")).toEqual(heard.messages("info"));

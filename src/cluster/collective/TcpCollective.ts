@@ -25,6 +25,9 @@ import {
   OpError,
   UnavailableError,
 } from "../../errors.js";
+import type { Observable } from "rxjs";
+import { ComponentEvents } from "../../events/componentEvents.js";
+import type { SessionEvent } from "../../events/SessionEvent.js";
 import { consoleLogger, type Logger } from "../../Logger.js";
 import { decodeStatusJson, fromStatus, toStatus } from "../coordination/status.js";
 import { parseAddress } from "../TfConfig.js";
@@ -77,6 +80,10 @@ export interface TcpCollectiveOptions {
   readonly chunkBytes?: number | undefined;
   /** Time for deadlines and retries. */
   readonly clock?: Clock | undefined;
+  /**
+   * Prints the rank's lines (default: the console at info) until a session adopts its
+   * {@link TcpCollective.events$}; given a task runtime's logger, they join its stream instead.
+   */
   readonly logger?: Logger | undefined;
 }
 
@@ -153,6 +160,19 @@ export class TcpCollective implements Collective {
   readonly stopVote = new RankStopVote();
   /** Every rank's task name. */
   readonly tasks: readonly string[];
+  /**
+   * The rank's lines as `log` events (source `collective`): a dropped or refused connection, a
+   * listener error, a broken ring. Its `logger` option prints them until a session adopts them
+   * (`session.forwardEvents(collective)`).
+   */
+  get events$(): Observable<SessionEvent> {
+    return this.events.events$;
+  }
+
+  /** The caller prints the rank's lines from now on; the function returned hands them back. */
+  adopt(): () => void {
+    return this.events.adopt();
+  }
   /** Who this rank is and whom it accepts: the handshake's checks. */
   private readonly peers: RingPeers;
   private readonly credentials: TlsCredentials | undefined;
@@ -162,6 +182,7 @@ export class TcpCollective implements Collective {
   private readonly connectTimeoutMs: number;
   private readonly chunkBytes: number;
   private readonly clock: Clock;
+  private readonly events: ComponentEvents;
   private readonly logger: Logger;
   private addresses: readonly string[];
 
@@ -220,7 +241,9 @@ export class TcpCollective implements Collective {
       throw new InvalidArgumentError(`TcpCollective: chunkBytes ${options.chunkBytes} must be a multiple of 8 between 8 and 64 MiB`);
     }
     this.clock = options.clock ?? systemClock;
-    this.logger = options.logger ?? consoleLogger();
+    const clock = this.clock;
+    this.events = new ComponentEvents(options.logger ?? consoleLogger(), () => clock.now(), "collective");
+    this.logger = this.events.logger;
     this.schedules = new ScheduleCache(rank, this.size, this.chunkBytes);
     this.deadlines = new DeadlineTimer(this.clock, () => this.onDeadlineTimer());
     this.receiver = new Inbound({

@@ -10,6 +10,9 @@
 
 import { systemClock, type Clock, type TimerHandle } from "../../time/Clock.js";
 import { ValueError } from "../../errors.js";
+import type { Observable } from "rxjs";
+import { ComponentEvents } from "../../events/componentEvents.js";
+import type { SessionEvent } from "../../events/SessionEvent.js";
 import { defaultLogger, type Logger } from "../../Logger.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -57,6 +60,11 @@ export interface PlatformPollerOptions {
   /** Seconds one poll (or acknowledgement) may take before it is aborted (default 2). */
   readonly timeoutSecs?: number | undefined;
   readonly clock?: Clock | undefined;
+  /**
+   * Prints the poller's lines (default: the process's default logger) until a session adopts
+   * its {@link PlatformPoller.events$}; given a handler's or a notice watcher's logger, they join
+   * that stream instead.
+   */
   readonly logger?: Logger | undefined;
 }
 
@@ -78,6 +86,8 @@ export class PlatformPoller {
   private closed = false;
   private noticeValue: PlatformNotice | undefined;
   private acknowledged = false;
+  private readonly events: ComponentEvents;
+  private readonly logger: Logger;
 
   private constructor(
     readonly watcher: PlatformWatcher,
@@ -85,8 +95,11 @@ export class PlatformPoller {
     private readonly pollMs: number,
     private readonly timeoutMs: number,
     private readonly clock: Clock,
-    private readonly logger: Logger,
-  ) {}
+    fallback: Logger,
+  ) {
+    this.events = new ComponentEvents(fallback, () => clock.now(), "platform");
+    this.logger = this.events.logger;
+  }
 
   /**
    * Starts polling (the first poll on a zero-delay timer: this returns at once). A watcher
@@ -98,6 +111,20 @@ export class PlatformPoller {
     const p = new PlatformPoller(watcher, onNotice, pollSecs * 1000, timeoutSecs * 1000, options.clock ?? systemClock, options.logger ?? defaultLogger);
     if (watcher.check !== undefined) p.schedule(FIRST_POLL_MS);
     return p;
+  }
+
+  /**
+   * The poller's lines as `log` events (source `platform`): a metadata service that stops or
+   * starts answering, an acknowledgement made or failed. Its `logger` option prints them until a
+   * session adopts them (`session.forwardEvents(poller)`).
+   */
+  get events$(): Observable<SessionEvent> {
+    return this.events.events$;
+  }
+
+  /** The caller prints the poller's lines from now on; the function returned hands them back. */
+  adopt(): () => void {
+    return this.events.adopt();
   }
 
   /** The notice, once one came. */

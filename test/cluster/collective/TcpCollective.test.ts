@@ -9,6 +9,7 @@ import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { FrameKind, DType, OpCode, HEADER_BYTES } from "../../../src/cluster/collective/frames.js";
 import { TcpCollective } from "../../../src/cluster/collective/TcpCollective.js";
+import { EventRecorder } from "../../../src/testing/EventRecorder.js";
 import type { Clock } from "../../../src/time/Clock.js";
 import {
   AbortedError,
@@ -481,8 +482,10 @@ describe("termination notices around the ring", () => {
 });
 
 describe("handshake: token, generation, incarnation", () => {
-  it("a connection without the token is dropped before any frame after the hello is read", async () => {
+  it("a connection without the token is dropped before any frame after the hello is read, and the rank says so on its events$", async () => {
     const g = await group(2, { token: "s3cret" });
+    const heard = new EventRecorder();
+    heard.record(g[1]!.events$);
     const target = g[1]!.address as string;
     const { socket, received, closed } = await rawSocket(target);
     const auth = Buffer.from("Bearer wrong");
@@ -499,6 +502,13 @@ describe("handshake: token, generation, incarnation", () => {
     await bare.closed;
     expect(Buffer.concat(bare.received).length).toBe(0);
     expect(g[1]!.stats()).toMatchObject({ rejectedConnections: 2, chunksReceived: 0 });
+    await until(() => heard.lines("warn").length === 2, "the two warnings");
+    expect(heard.lines("warn").map((e) => e.source)).toEqual(["collective", "collective"]);
+    expect(heard.messages("warn")).toEqual([
+      "collective: rank 1 (/job:worker/replica:0/task:1) refused a connection from 127.0.0.1: it did not present the cluster token; give every task the same token",
+      expect.stringMatching(/^collective: rank 1 \(\/job:worker\/replica:0\/task:1\) dropped a connection from 127\.0\.0\.1:\d+: /),
+    ]);
+    expect(heard.messages().join("\n")).not.toContain("s3cret");
     // The group is unharmed.
     const x = g.map((_, r) => new Float32Array([r + 1]));
     await Promise.all(g.map((c, r) => c.allReduce(x[r]!, "sum")));
