@@ -62,7 +62,8 @@ const ROWS: readonly ExitCodeRow[] = [
 /** `launch`'s own code when its tasks exit with different ones. */
 const PRECEDENCE =
   `\`launch\` exits with the code of the task whose own termination notice started a preemption (${ExitCodes.preempted} or ${ExitCodes.chiefLost}), ` +
-  `else with ${ExitCodes.chiefLost} if a task exited with it before \`launch\` stopped it, else with the first failure that \`launch\` did not cause.`;
+  `else with ${ExitCodes.chiefLost} if a task exited with it before \`launch\` stopped it, else with the first failure that \`launch\` did not cause ` +
+  `(a ${ExitCodes.preempted} or ${ExitCodes.chiefLost} that answers its SIGTERM is one it caused), else with the code of the task it SIGKILLed as lost (${SignalExitCodes.killed}).`;
 
 // ---------------------------------------------------------------------------------------------
 // operations
