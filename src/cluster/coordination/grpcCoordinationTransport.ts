@@ -38,6 +38,7 @@ import {
 import type { CoordinationClient, CoordinationClientOptions } from "./CoordinationClient.js";
 import { EmbeddedCoordinationClient, type EmbeddedTransport } from "./EmbeddedCoordinationClient.js";
 import type { CoordinationServiceApi } from "./EmbeddedCoordinationService.js";
+import { StatusService } from "../proto/gen/monitored_session/v1/status_pb.js";
 import { decodeFailureHeader, EMBEDDED_SERVICE_GONE, FAILURE_HEADER, fromStatus } from "./status.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -82,7 +83,9 @@ export const grpcCoordinationTransport = (
   options: GrpcCoordinationTransportOptions = {},
 ): GrpcCoordinationTransport => {
   const settings = clusterTransportSettings(target, options);
-  const client = createClient(CoordinationService, clusterTransport(target, options));
+  const transport = clusterTransport(target, options);
+  const client = createClient(CoordinationService, transport);
+  const status = createClient(StatusService, transport);
   const clock = options.clock ?? systemClock;
   const graceMs = settings.defaultTimeoutMs;
   const threads = new Set<Worker>();
@@ -98,28 +101,39 @@ export const grpcCoordinationTransport = (
       const deadline = clock.now() + req.timeoutMs;
       // When nobody answers: from the first such try, for `unreachableTimeoutMs` at most.
       let unreachableUntil: number | undefined;
-      for (let backoffMs = 100; ; backoffMs = Math.min(2 * backoffMs, 1000)) {
-        const leftMs = Math.max(0, deadline - clock.now());
-        try {
-          return await call(() =>
-            client.registerTask(
-              {
-                task: req.task,
-                incarnation: req.incarnation,
-                isChief: req.isChief,
-                clusterTasks: [...req.tasks],
-                timeoutMs: wireMs(leftMs),
-                lastGeneration: req.lastGeneration ?? 0,
-              },
-              { timeoutMs: leftMs + graceMs },
-            ),
-          ).then(({ generation, serviceId }) => ({ generation, serviceId }));
-        } catch (e) {
-          if (!(e instanceof Error && unanswered.has(e))) throw e;
-          unreachableUntil ??= Math.min(deadline, clock.now() + (req.unreachableTimeoutMs ?? Number.POSITIVE_INFINITY));
-          if (clock.now() + backoffMs >= unreachableUntil) throw e;
-          await new Promise<void>((resolve) => clock.setTimer(backoffMs, resolve));
+      // A registration waits for every task, so its own call may rightly go unanswered for long;
+      // a chief that froze (SIGSTOP) keeps its connection open and never answers either. With
+      // `unreachableTimeoutMs` (a rank registering again), a probe tells the two apart.
+      const silence = req.unreachableTimeoutMs === undefined ? undefined : watchSilence((signal) => status.getStatus({}, { signal }), req.unreachableTimeoutMs, clock, target);
+      try {
+        for (let backoffMs = 100; ; backoffMs = Math.min(2 * backoffMs, 1000)) {
+          const leftMs = Math.max(0, deadline - clock.now());
+          try {
+            const registering = call(() =>
+              client.registerTask(
+                {
+                  task: req.task,
+                  incarnation: req.incarnation,
+                  isChief: req.isChief,
+                  clusterTasks: [...req.tasks],
+                  timeoutMs: wireMs(leftMs),
+                  lastGeneration: req.lastGeneration ?? 0,
+                },
+                { timeoutMs: leftMs + graceMs, ...(silence === undefined ? {} : { signal: silence.signal }) },
+              ),
+            );
+            const { generation, serviceId } = await (silence === undefined ? registering : Promise.race([registering, silence.lost]));
+            return { generation, serviceId };
+          } catch (e) {
+            if (silence?.signal.aborted === true) throw await silence.lost.catch((lost: unknown) => lost);
+            if (!(e instanceof Error && unanswered.has(e))) throw e;
+            unreachableUntil ??= Math.min(deadline, clock.now() + (req.unreachableTimeoutMs ?? Number.POSITIVE_INFINITY));
+            if (clock.now() + backoffMs >= unreachableUntil) throw e;
+            await new Promise<void>((resolve) => clock.setTimer(backoffMs, resolve));
+          }
         }
+      } finally {
+        silence?.stop();
       }
     },
     heartbeat: (req) => call(() => client.heartbeat({ caller: req })).then(() => undefined),
@@ -199,6 +213,74 @@ const wireMs = (ms: number): bigint => BigInt(Math.max(0, Math.ceil(ms)));
 
 /** Errors of calls that got no answer from the service (nobody listens, the connection broke). */
 const unanswered = new WeakSet<Error>();
+
+/** How often {@link watchSilence} asks, at most, and how long it gives one answer. */
+const PROBE_EVERY_MS = 1_000;
+
+/**
+ * Asks `target` (its status service, through `probe`) every second, or every quarter of
+ * `silenceMs` if that is shorter, one ask at a time (a refused connection is asked again at the
+ * next tick). Any answer, an error status included, counts: the process serves. Once nothing has answered for `silenceMs`, `signal`
+ * aborts and `lost` rejects with `UnavailableError` (the service gone): its host is frozen or
+ * unreachable. Timers are `clock`'s; `stop()` ends the watch.
+ */
+const watchSilence = (
+  probe: (signal: AbortSignal) => Promise<unknown>,
+  silenceMs: number,
+  clock: Clock,
+  target: string,
+): { readonly signal: AbortSignal; readonly lost: Promise<never>; stop(): void } => {
+  const watch = new AbortController();
+  const everyMs = Math.max(1, Math.min(PROBE_EVERY_MS, silenceMs / 4));
+  let lastAnswer = clock.now();
+  let stopped = false;
+  let timer: { cancel(): void } | undefined;
+  let asking: AbortController | undefined;
+  let fail!: (e: Error) => void;
+  const lost = new Promise<never>((_, reject) => (fail = reject));
+  lost.catch(() => undefined); // observed by the caller's race, if it still waits
+  const ask = (): void => {
+    if (stopped) return;
+    if (clock.now() - lastAnswer >= silenceMs) {
+      stopped = true;
+      fail(
+        new UnavailableError(`the coordination service at ${target} has not answered for ${Math.round(clock.now() - lastAnswer)} ms (the heartbeat timeout is ${silenceMs} ms): its host (the chief) is frozen or unreachable`, {
+          failure: EMBEDDED_SERVICE_GONE,
+        }),
+      );
+      asking?.abort();
+      watch.abort();
+      return;
+    }
+    // One ask at a time, given until the watch ends: a slow answer is still an answer.
+    if (asking === undefined) {
+      const mine = new AbortController();
+      asking = mine;
+      probe(mine.signal).then(
+        () => {
+          lastAnswer = clock.now();
+          asking = undefined;
+        },
+        (e: unknown) => {
+          // An answer with a status (a token refused, say) is an answer; a refused connection is not.
+          if (!mine.signal.aborted && ConnectError.from(e).metadata.has("grpc-status")) lastAnswer = clock.now();
+          asking = undefined;
+        },
+      );
+    }
+    timer = clock.setTimer(everyMs, ask);
+  };
+  timer = clock.setTimer(everyMs, ask);
+  return {
+    signal: watch.signal,
+    lost,
+    stop: () => {
+      stopped = true;
+      timer?.cancel();
+      asking?.abort();
+    },
+  };
+};
 
 /**
  * A failed call as the project's error. A status the server sent (it has `grpc-status`) keeps

@@ -7,7 +7,8 @@
  * wall-clock deadlines, and connect() timeouts that must elapse (1 s, 500 ms).
  */
 
-import { createServer } from "node:net";
+import * as http2 from "node:http2";
+import { type AddressInfo, createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
@@ -96,6 +97,46 @@ describe("the coordination service over gRPC", () => {
     const e = await within(rejection(client.connect({ unreachableTimeoutMs: 500 })), 60_000, "connect");
     expect(e).toBeInstanceOf(UnavailableError);
     expect(e.message).toContain(`the coordination service at ${target} is unreachable`);
+  });
+
+  it("connect({ unreachableTimeoutMs }) to a chief that keeps its connection open and never answers (frozen: SIGSTOP) gives up after that much silence, naming it", async () => {
+    // A frozen process's kernel still accepts connections and reads requests: nothing answers.
+    const frozen = http2.createServer();
+    const sessions = new Set<http2.ServerHttp2Session>();
+    frozen.on("session", (session) => sessions.add(session));
+    frozen.on("stream", () => undefined);
+    await new Promise<void>((resolve) => frozen.listen(0, "127.0.0.1", resolve));
+    try {
+      const target = `grpc://127.0.0.1:${(frozen.address() as AddressInfo).port}`;
+      const worker = taskName("worker", 0);
+      // The default registration timeout is an hour, and the registration call's own deadline with it.
+      const client = connectCoordinationService(target, { task: worker, tasks: [chief, worker], isChief: false, heartbeats: "inline" });
+      clients.push(client);
+      const e = await within(rejection(client.connect({ unreachableTimeoutMs: 800 })), 60_000, "connect");
+      expect(e).toBeInstanceOf(UnavailableError);
+      expect(e.message).toMatch(new RegExp(`^the coordination service at ${target} has not answered for \\d+ ms \\(the heartbeat timeout is 800 ms\\): its host \\(the chief\\) is frozen or unreachable$`));
+      expect((e as UnavailableError).failure).toEqual({ kind: "serviceGone", backend: "embedded" });
+    } finally {
+      for (const session of sessions) session.destroy();
+      await new Promise((resolve) => frozen.close(resolve));
+    }
+  });
+
+  it("connect({ unreachableTimeoutMs }) waits past that time for a registration the chief's service holds while it answers (a task that registers late)", async () => {
+    const h = await host();
+    const worker = taskName("worker", 0);
+    const tasks = [chief, worker];
+    const w = connectCoordinationService(h.server.target, { task: worker, tasks, isChief: false, heartbeats: "inline" });
+    clients.push(w);
+    let settled = false;
+    const connecting = w.connect({ unreachableTimeoutMs: 1_000 }).finally(() => void (settled = true));
+    // Three times the silence allowed: the registration itself is unanswered all along, the probes are not.
+    await new Promise((r) => setTimeout(r, 3_000));
+    expect(settled).toBe(false);
+    const c = h.client({ task: chief, tasks, isChief: true, heartbeats: "inline" });
+    clients.push(c);
+    await within(Promise.all([connecting, c.connect()]), 20_000, "registration");
+    expect(w.generation).toBe(1);
   });
 
   it("connect() waits for a chief whose server starts later", async () => {
