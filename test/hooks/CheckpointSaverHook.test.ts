@@ -18,6 +18,7 @@ import { fileWriterCache } from "../../src/summary/index.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { GatedSaver } from "../checkpoint/helpers.js";
 import { useTempDirs } from "../util/tempDirs.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { driveHooks, trainingGraph } from "../util/driveHooks.js";
 
@@ -337,8 +338,7 @@ describe("CheckpointSaverHook", () => {
     });
     const listener = new CountingListener();
     const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 100, listeners: [listener] });
-    const events: SessionEvent[] = [];
-    const { sess, sessions } = await driveHooks({
+    const { sess, sessions, events } = await driveHooks({
       hooks: [hook],
       graph,
       // Each new session restores the latest checkpoint, as ChiefSessionCreator does.
@@ -347,7 +347,6 @@ describe("CheckpointSaverHook", () => {
         if (p !== null) await s.variables.restore((await readBundle(p)).values);
       },
     });
-    sess.events$.subscribe((e) => events.push(e));
     await sess.run("flaky");
     await sess.run("flaky");
     await sess.run("flaky"); // aborted at step 2 → new session restored at 0, retried
@@ -355,9 +354,15 @@ describe("CheckpointSaverHook", () => {
     expect(listener.steps).toEqual([0, 0]);
     await sess.close();
     expect(listener.steps).toEqual([0, 0, 1]);
-    const saved = events.filter((e) => e.type === "checkpointSaved");
-    expect(saved.map((e) => (e as { globalStep: number }).globalStep)).toEqual([0, 1]);
-    expect(saved[1]).toMatchObject({ path: join(dir, "model.ckpt-1"), durationMs: expect.any(Number) });
+    // Recorded from creation on: the first session's save at 0 too, as the listener saw.
+    const saved = events.ofType("checkpointSaved");
+    expect(saved.map((e) => e.globalStep)).toEqual([0, 0, 1]);
+    expect(saved[2]).toMatchObject({ path: join(dir, "model.ckpt-1"), durationMs: expect.any(Number) });
+    // Each save is also a line a user reads, at info, with its step.
+    const savePath = join(dir, "model.ckpt");
+    expect(events.lines().filter((e) => e.message.startsWith("Saving checkpoints"))).toEqual(
+      [0, 0, 1].map((step) => expect.objectContaining({ level: "info", message: `Saving checkpoints for ${step} into ${savePath}.`, fields: { step } })),
+    );
   });
 
   it("takes the saver from the scaffold once it is finalized", async () => {
@@ -382,6 +387,26 @@ describe("CheckpointSaverHook", () => {
     saver.release();
     await expect(pending).rejects.toThrow(/injected failure writing .*model\.ckpt-1/);
     expect(events.map((e) => e.type)).toEqual(["checkpointFailed"]);
+  });
+
+  it("in a session, a failed save is an error line naming the step and a checkpointFailed event", async () => {
+    const saver = new GatedSaver();
+    const hook = new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, saver });
+    const creating = driveHooks({ hooks: [hook] });
+    await saver.waitStarted(1); // the creation save
+    saver.release();
+    const { sess, events } = await creating;
+    saver.failNext = 1;
+    const running = sess.run("train");
+    await saver.waitStarted(2);
+    saver.release();
+    await expect(running).rejects.toThrow(/injected failure writing .*model\.ckpt-1/);
+    const savePath = join(dir, "model.ckpt");
+    expect(events.lines("error")).toEqual([
+      expect.objectContaining({ message: `Saving the checkpoint for step 1 into ${savePath} failed: injected failure writing ${savePath}-1`, fields: { step: 1 } }),
+    ]);
+    expect(events.ofType("checkpointFailed")).toEqual([expect.objectContaining({ globalStep: 1 })]);
+    await sess.close().catch(() => undefined);
   });
 
   it("maxToKeep bounds the checkpoints kept", async () => {
@@ -570,6 +595,7 @@ describe("CheckpointSaverHook and the session's stop grace period", () => {
     const clock = new VirtualClock();
     const saver = new GatedSaver();
     const logger = new RecordingLogger();
+    const events = new EventRecorder();
     const graph = trainingGraph();
     // The abandoned step-1 save ends with its listeners' afterSave: the event the test waits for.
     let step1Saved!: () => void;
@@ -581,6 +607,7 @@ describe("CheckpointSaverHook and the session's stop grace period", () => {
       stopGracePeriodSecs: 5,
       clock,
       logger,
+      observer: events.listener,
     });
     await saver.waitStarted(1); // the creation save
     saver.release();
@@ -611,6 +638,14 @@ describe("CheckpointSaverHook and the session's stop grace period", () => {
     }
     expect(unhandled).toEqual([]);
     expect(await savedStep()).toBe(1);
+    // What the session said before it closed is on events$: the background save, and the grace
+    // period running out at error.
+    expect(events.messages("info")).toEqual([`Saving checkpoints for 0 into ${join(dir, "model.ckpt")}.`, `Saving checkpoints for 1 into ${join(dir, "model.ckpt")} (in the background).`]);
+    expect(events.messages("error")).toEqual([
+      "CheckpointSaverHook.end: background checkpoint saves did not finish within 5 s (1 pending); the newest checkpoint may be missing.",
+    ]);
+    // The lost marker is warned after close, when events$ has completed: only the session's log
+    // observers (here its logger) still hear the session's lines then, so it stays a logger assertion.
     expect(logger.messages("warn").some((m) => m.includes("Could not record SessionLog CHECKPOINT for step 1"))).toBe(true);
   });
 });

@@ -2,7 +2,6 @@ import { describe, expect, it } from "vitest";
 import { ValueError } from "../../src/errors.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { LoggingTensorHook } from "../../hooks/LoggingTensorHook.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { driveHooks, trainingGraph } from "../util/driveHooks.js";
 
 /** A graph whose `foo` is 42 and counts its evaluations, plus `bar` = [1, 2] and `train`. */
@@ -20,11 +19,11 @@ const fooGraph = () => {
   return { graph, evaluations };
 };
 
+/** Drives `hook` on {@link fooGraph}; its lines are `log` events on the session's `events`. */
 const open = async (hook: LoggingTensorHook, clock = new VirtualClock()) => {
   const { graph, evaluations } = fooGraph();
-  const logger = new RecordingLogger();
-  const driven = await driveHooks({ hooks: [hook], graph, clock, logger });
-  return { ...driven, logger, evaluations, clock };
+  const driven = await driveHooks({ hooks: [hook], graph, clock });
+  return { ...driven, evaluations, clock };
 };
 
 describe("LoggingTensorHook", () => {
@@ -45,41 +44,41 @@ describe("LoggingTensorHook", () => {
 
   it("LoggingTensorHookTest.test_print_at_end_only: nothing during the runs, one line at the end", async () => {
     const hook = new LoggingTensorHook({ tensors: ["foo"], atEnd: true });
-    const { sess, logger, evaluations } = await open(hook);
+    const { sess, events, evaluations } = await open(hook);
     for (let i = 0; i < 3; i++) {
       await sess.run("train");
-      expect(logger.messages()).toEqual([]);
+      expect(events.messages()).toEqual([]);
     }
     expect(evaluations.foo).toBe(0);
     await sess.close();
-    expect(logger.messages("info")).toEqual(["foo = 42"]);
+    expect(events.messages("info")).toEqual(["foo = 42"]);
   });
 
   const validatePrintEveryNSteps = async (atEnd: boolean) => {
     const hook = new LoggingTensorHook({ tensors: ["foo"], everyNIter: 10, atEnd });
-    const { sess, logger, evaluations, clock } = await open(hook);
+    const { sess, events, evaluations, clock } = await open(hook);
     await sess.run("train");
-    expect(logger.messages()).toEqual(["foo = 42"]);
+    expect(events.messages()).toEqual(["foo = 42"]);
     for (let round = 0; round < 3; round++) {
-      logger.clear();
+      events.clear();
       for (let i = 0; i < 9; i++) {
         await clock.advance(100);
         await sess.run("train");
-        expect(logger.messages()).toEqual([]);
+        expect(events.messages()).toEqual([]);
       }
       await clock.advance(100);
       await sess.run("train");
-      expect(logger.messages()).toEqual(["foo = 42 (1.000 sec)"]);
+      expect(events.messages()).toEqual(["foo = 42 (1.000 sec)"]);
     }
     // One more run logs nothing: the count does not restart on its own.
-    logger.clear();
+    events.clear();
     await sess.run("train");
-    expect(logger.messages()).toEqual([]);
+    expect(events.messages()).toEqual([]);
     // Only the logging runs fetched the tensor.
     expect(evaluations.foo).toBe(4);
     await clock.advance(500);
     await sess.close();
-    expect(logger.messages()).toEqual(atEnd ? ["foo = 42 (0.500 sec)"] : []);
+    expect(events.messages()).toEqual(atEnd ? ["foo = 42 (0.500 sec)"] : []);
   };
 
   it("LoggingTensorHookTest.test_print_every_n_steps: logs at iterations 0, 10, 20, 30 and not at the end", async () => {
@@ -100,37 +99,39 @@ describe("LoggingTensorHook", () => {
     const second = await open(hook);
     await second.sess.run("train");
     // Iteration 0 of the new session: logged, and without a time since the old session's line.
-    expect(second.logger.messages()).toEqual(["foo = 42"]);
+    expect(second.events.messages()).toEqual(["foo = 42"]);
     await second.sess.close();
   });
 
   it("LoggingTensorHookTest.test_print_first_step: the first line has no 'sec', later ones do", async () => {
     const hook = new LoggingTensorHook({ tensors: { foo: "foo" }, everyNIter: 1 });
-    const { sess, logger, clock } = await open(hook);
+    const { sess, events, clock } = await open(hook);
     await sess.run("train");
-    expect(logger.messages()).toEqual(["foo = 42"]);
-    expect(logger.messages()[0]).not.toContain("sec");
+    expect(events.messages()).toEqual(["foo = 42"]);
+    expect(events.messages()[0]).not.toContain("sec");
     await clock.advance(1234);
     await sess.run("train");
-    expect(logger.messages()[1]).toBe("foo = 42 (1.234 sec)");
+    expect(events.messages()[1]).toBe("foo = 42 (1.234 sec)");
+    // TensorFlow logs the tensors at info.
+    expect(events.lines().map((e) => e.level)).toEqual(["info", "info"]);
     await sess.close();
   });
 
   const validatePrintEveryNSecs = async (atEnd: boolean) => {
     const hook = new LoggingTensorHook({ tensors: ["foo"], everyNSecs: 1, atEnd });
-    const { sess, logger, clock } = await open(hook);
+    const { sess, events, clock } = await open(hook);
     await sess.run("train");
-    expect(logger.messages()).toEqual(["foo = 42"]);
-    logger.clear();
+    expect(events.messages()).toEqual(["foo = 42"]);
+    events.clear();
     await clock.advance(999);
     await sess.run("train");
-    expect(logger.messages()).toEqual([]);
+    expect(events.messages()).toEqual([]);
     await clock.advance(1);
     await sess.run("train");
-    expect(logger.messages()).toEqual(["foo = 42 (1.000 sec)"]);
-    logger.clear();
+    expect(events.messages()).toEqual(["foo = 42 (1.000 sec)"]);
+    events.clear();
     await sess.close();
-    expect(logger.messages()).toEqual(atEnd ? ["foo = 42 (0.000 sec)"] : []);
+    expect(events.messages()).toEqual(atEnd ? ["foo = 42 (0.000 sec)"] : []);
   };
 
   it("LoggingTensorHookTest.test_print_every_n_secs: logs once a second has passed on the virtual clock", async () => {
@@ -149,9 +150,9 @@ describe("LoggingTensorHook", () => {
       everyNIter: 10,
       formatter: (values) => `qqq=${(values["foo"] as number).toFixed(1)}`,
     });
-    const { sess, logger } = await open(hook);
+    const { sess, events } = await open(hook);
     await sess.run("train");
-    expect(logger.messages()).toEqual(["qqq=42.0"]);
+    expect(events.messages()).toEqual(["qqq=42.0"]);
     await sess.close();
   });
 
@@ -159,24 +160,23 @@ describe("LoggingTensorHook", () => {
     const byRecord = new LoggingTensorHook({ tensors: { zeta: "foo", alpha: "bar", mid: "global_step" }, everyNIter: 1 });
     const a = await open(byRecord);
     await a.sess.run("train");
-    expect(a.logger.messages()).toEqual(["alpha = [1.5 2], mid = 0, zeta = 42"]);
+    expect(a.events.messages()).toEqual(["alpha = [1.5 2], mid = 0, zeta = 42"]);
     await a.sess.close();
 
     const byArray = new LoggingTensorHook({ tensors: ["global_step", "foo", "bar"], everyNIter: 1 });
     const b = await open(byArray);
     await b.sess.run("train");
-    expect(b.logger.messages()).toEqual(["global_step = 0, foo = 42, bar = [1.5 2]"]);
+    expect(b.events.messages()).toEqual(["global_step = 0, foo = 42, bar = [1.5 2]"]);
     await b.sess.close();
   });
 
   it("counts local iterations, not global steps", async () => {
     const hook = new LoggingTensorHook({ tensors: ["global_step"], everyNIter: 2 });
     const { graph } = fooGraph();
-    const logger = new RecordingLogger();
-    const { sess, raw } = await driveHooks({ hooks: [hook], graph, logger });
+    const { sess, raw, events } = await driveHooks({ hooks: [hook], graph });
     await raw.run("set_global_step", { global_step_value: 1001 });
     for (let i = 0; i < 4; i++) await sess.run("train");
-    expect(logger.messages()).toEqual(["global_step = 1001", "global_step = 1003 (0.000 sec)"]);
+    expect(events.messages()).toEqual(["global_step = 1001", "global_step = 1003 (0.000 sec)"]);
     await sess.close();
   });
 });

@@ -6,7 +6,7 @@ import { fileWriterCache, SummaryWriter } from "../../src/summary/index.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { StepCounterHook } from "../../hooks/StepCounterHook.js";
 import { eventFiles, float32At, readEvents, type DecodedEvent } from "../summary/decoder.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 import { driveHooks } from "../util/driveHooks.js";
 
 let dir: string;
@@ -18,14 +18,18 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** Runs `train` `runs` times with the virtual clock advancing `msPerRun` before each run. */
-const train = async (hook: StepCounterHook, runs: number, msPerRun: number, clock = new VirtualClock()) => {
-  const { sess } = await driveHooks({ hooks: [hook], clock, logger: new RecordingLogger() });
+/**
+ * Runs `train` `runs` times with the virtual clock advancing `msPerRun` before each run; returns
+ * the session's events.
+ */
+const train = async (hook: StepCounterHook, runs: number, msPerRun: number, clock = new VirtualClock()): Promise<EventRecorder> => {
+  const { sess, events } = await driveHooks({ hooks: [hook], clock });
   for (let i = 0; i < runs; i++) {
     clock.set(clock.now() + msPerRun);
     await sess.run("train");
   }
   await sess.close();
+  return events;
 };
 
 const summaryEvents = (logdir: string): DecodedEvent[] =>
@@ -37,7 +41,13 @@ describe("StepCounterHook with outputDir (TensorBoard event files)", () => {
   it("StepCounterHookTest.test_step_counter_every_n_steps: global_step/sec lands in the event file at steps 11 and 21", async () => {
     const clock = new VirtualClock();
     const hook = new StepCounterHook({ everyNSteps: 10, outputDir: dir });
-    await train(hook, 30, 10, clock);
+    const session = await train(hook, 30, 10, clock);
+    // The session heard of each write, at the steps the file holds.
+    expect(session.ofType("summaryWritten")).toMatchObject([
+      { globalStep: 11, hook: "StepCounterHook" },
+      { globalStep: 21, hook: "StepCounterHook" },
+    ]);
+    expect(session.messages("info")).toEqual(["global_step/sec: 100", "global_step/sec: 100"]);
     // As in TensorFlow, the hook does not flush at the end; the cached writer does on close.
     await fileWriterCache.closeAll();
     expect(eventFiles(dir)).toHaveLength(1);

@@ -3,6 +3,7 @@ import { ValueError } from "../../src/errors.js";
 import { SessionRunArgs, SessionRunContext } from "../../src/hook/SessionRunHook.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { StepCounterHook, type ScalarSummaryWriter } from "../../hooks/StepCounterHook.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { driveHooks, trainingGraph } from "../util/driveHooks.js";
 
@@ -19,17 +20,19 @@ class FakeSummaryWriter implements ScalarSummaryWriter {
   }
 }
 
-/** Runs `train` `runs` times, advancing the virtual clock by `msPerRun` before each run. */
-const train = async (hook: StepCounterHook, runs: number, msPerRun: number, stepsPerRun = 1) => {
+/**
+ * Runs `train` `runs` times, advancing the virtual clock by `msPerRun` before each run; returns
+ * the session's events (its lines are `log` events: what a user reads).
+ */
+const train = async (hook: StepCounterHook, runs: number, msPerRun: number, stepsPerRun = 1): Promise<EventRecorder> => {
   const clock = new VirtualClock();
-  const logger = new RecordingLogger();
-  const { sess } = await driveHooks({ hooks: [hook], graph: trainingGraph({ stepsPerRun }), clock, logger });
+  const { sess, events } = await driveHooks({ hooks: [hook], graph: trainingGraph({ stepsPerRun }), clock });
   for (let i = 0; i < runs; i++) {
     clock.set(clock.now() + msPerRun);
     await sess.run("train");
   }
   await sess.close();
-  return logger;
+  return events;
 };
 
 describe("StepCounterHook", () => {
@@ -46,37 +49,43 @@ describe("StepCounterHook", () => {
   it("StepCounterHookTest.test_step_counter_every_n_steps: everyNSteps 10 over 30 runs writes rates at steps 11 and 21, no warning", async () => {
     const writer = new FakeSummaryWriter();
     const hook = new StepCounterHook({ everyNSteps: 10, summaryWriter: writer });
-    const logger = await train(hook, 30, 10);
+    const events = await train(hook, 30, 10);
     expect(writer.steps).toEqual([11, 21]);
     for (const step of [11, 21]) {
       // 10 steps in 10 runs of 10 ms each.
       expect(writer.summaries.get(step)).toEqual([{ tag: "global_step/sec", value: 100 }]);
     }
-    expect(logger.messages("info")).toEqual(["global_step/sec: 100", "global_step/sec: 100"]);
-    expect(logger.messages("warn")).toEqual([]);
+    expect(events.messages("info")).toEqual(["global_step/sec: 100", "global_step/sec: 100"]);
+    expect(events.ofType("stepRate")).toMatchObject([
+      { globalStep: 11, stepsPerSec: 100 },
+      { globalStep: 21, stepsPerSec: 100 },
+    ]);
+    expect(events.messages("warn")).toEqual([]);
+    expect(events.ofType("warning")).toEqual([]);
   });
 
   it("examplesPerStep: also writes and logs examples/sec (steps/sec × examples per step); a non-positive value is rejected", async () => {
     const writer = new FakeSummaryWriter();
     // Data parallelism: 64 examples per replica × 3 replicas per global step.
     const hook = new StepCounterHook({ everyNSteps: 10, summaryWriter: writer, examplesPerStep: 192 });
-    const logger = await train(hook, 12, 10);
+    const events = await train(hook, 12, 10);
     expect(writer.summaries.get(11)).toEqual([
       { tag: "global_step/sec", value: 100 },
       { tag: "examples/sec", value: 19_200 },
     ]);
-    expect(logger.messages("info")).toEqual(["global_step/sec: 100", "examples/sec: 19200"]);
+    expect(events.messages("info")).toEqual(["global_step/sec: 100", "examples/sec: 19200"]);
+    expect(events.ofType("stepRate")).toMatchObject([{ globalStep: 11, stepsPerSec: 100, examplesPerSec: 19_200 }]);
     expect(() => new StepCounterHook({ examplesPerStep: 0 })).toThrow(/examplesPerStep must be a positive number, got 0/);
   });
 
   it("StepCounterHookTest.test_step_counter_every_n_secs: everyNSecs 0.1 with 0.2 s between runs writes at steps 2 and 3", async () => {
     const writer = new FakeSummaryWriter();
     const hook = new StepCounterHook({ everyNSteps: null, everyNSecs: 0.1, summaryWriter: writer });
-    const logger = await train(hook, 3, 200);
+    const events = await train(hook, 3, 200);
     expect(writer.steps).toEqual([2, 3]);
     expect(writer.summaries.get(2)?.[0]?.value).toBe(5);
     expect(writer.summaries.get(3)?.[0]?.value).toBe(5);
-    expect(logger.messages("info")).toEqual(["global_step/sec: 5", "global_step/sec: 5"]);
+    expect(events.messages("info")).toEqual(["global_step/sec: 5", "global_step/sec: 5"]);
   });
 
   it("everyNSecs does not fire before the interval has passed", async () => {
@@ -92,8 +101,7 @@ describe("StepCounterHook", () => {
     const writer = new FakeSummaryWriter();
     const hook = new StepCounterHook({ everyNSteps: 1, summaryWriter: writer });
     const clock = new VirtualClock();
-    const logger = new RecordingLogger();
-    const { sess } = await driveHooks({ hooks: [hook], graph: trainingGraph({ globalStepName: "bar/foo" }), clock, logger });
+    const { sess, events } = await driveHooks({ hooks: [hook], graph: trainingGraph({ globalStepName: "bar/foo" }), clock });
     for (let i = 0; i < 2; i++) {
       await clock.advance(500);
       await sess.run("train");
@@ -101,30 +109,30 @@ describe("StepCounterHook", () => {
     await sess.close();
     expect(writer.steps).toEqual([2]);
     expect(writer.summaries.get(2)).toEqual([{ tag: "bar/foo/sec", value: 2 }]);
-    expect(logger.messages("info")).toEqual(["bar/foo/sec: 2"]);
+    expect(events.messages("info")).toEqual(["bar/foo/sec: 2"]);
+    expect(events.ofType("stepRate")).toMatchObject([{ globalStep: 2, stepsPerSec: 2, tag: "bar/foo/sec" }]);
   });
 
   it("StepCounterHookTest.test_log_warning_if_global_step_not_increased: a frozen step warns, at most 5 times", async () => {
     const hook = new StepCounterHook({ everyNSteps: 1 });
-    const logger = await train(hook, 31, 10, 0);
-    const warnings = logger.messages("warn");
+    const events = await train(hook, 31, 10, 0);
+    const warnings = events.messages("warn");
     expect(warnings).toHaveLength(5);
     for (const w of warnings) expect(w).toMatch(/global step \(global_step\) has not been increased/);
     expect(warnings[0]).toContain("Current value (could be stable): 0 vs previous value: 0");
-    expect(logger.messages("info")).toEqual([]);
+    expect(events.messages("info")).toEqual([]);
   });
 
   it("each 'not increased' warning is also a warning event on events$", async () => {
     const hook = new StepCounterHook({ everyNSteps: 1 });
-    const { sess } = await driveHooks({ hooks: [hook], graph: trainingGraph({ stepsPerRun: 0 }), logger: new RecordingLogger() });
-    const warnings: string[] = [];
-    sess.events$.subscribe((e) => {
-      if (e.type === "warning") warnings.push(e.message);
-    });
+    const { sess, events } = await driveHooks({ hooks: [hook], graph: trainingGraph({ stepsPerRun: 0 }) });
     for (let i = 0; i < 8; i++) await sess.run("train");
     await sess.close();
+    const warnings = events.ofType("warning").map((e) => e.message);
     expect(warnings).toHaveLength(5);
     expect(warnings[4]).toMatch(/has not been increased/);
+    // The data and the line say the same thing, once each.
+    expect(events.messages("warn")).toEqual(warnings);
   });
 
   it.each([
@@ -144,17 +152,13 @@ describe("StepCounterHook", () => {
   it("emits stepRate and summaryWritten events at the measured global step", async () => {
     const clock = new VirtualClock();
     const hook = new StepCounterHook({ everyNSteps: 10, summaryWriter: new FakeSummaryWriter() });
-    const { sess } = await driveHooks({ hooks: [hook], graph: trainingGraph(), clock, logger: new RecordingLogger() });
-    const events: { type: string; globalStep?: number; stepsPerSec?: number; durationMs?: number }[] = [];
-    sess.events$.subscribe((e) => {
-      if (e.type === "stepRate" || e.type === "summaryWritten") events.push(e);
-    });
+    const { sess, events } = await driveHooks({ hooks: [hook], graph: trainingGraph(), clock });
     for (let i = 0; i < 12; i++) {
       clock.set(clock.now() + 100);
       await sess.run("train");
     }
     await sess.close();
-    expect(events).toMatchObject([
+    expect(events.events.filter((e) => e.type === "stepRate" || e.type === "summaryWritten")).toMatchObject([
       { type: "summaryWritten", globalStep: 11, durationMs: 0, hook: "StepCounterHook" },
       { type: "stepRate", globalStep: 11, stepsPerSec: 10 },
     ]);
@@ -163,7 +167,7 @@ describe("StepCounterHook", () => {
   it("reads the true step only when the stale pre-check fires", async () => {
     const hook = new StepCounterHook({ everyNSteps: 10 });
     const clock = new VirtualClock();
-    const { sess, raw } = await driveHooks({ hooks: [hook], clock, logger: new RecordingLogger() });
+    const { sess, raw } = await driveHooks({ hooks: [hook], clock });
     for (let i = 0; i < 30; i++) {
       await clock.advance(10);
       await sess.run("train");
@@ -175,7 +179,7 @@ describe("StepCounterHook", () => {
 
   it("hot path: a run that does not measure returns no promise", async () => {
     const hook = new StepCounterHook({ everyNSteps: 10 });
-    const { sess, raw } = await driveHooks({ hooks: [hook], logger: new RecordingLogger() });
+    const { sess, raw } = await driveHooks({ hooks: [hook] });
     const ctx = new SessionRunContext(SessionRunArgs("train"), raw);
     expect(hook.beforeRun(ctx)).toBe(hook.beforeRun(ctx));
     await hook.afterRun(ctx, { results: 0, options: {}, runMetadata: {} }); // anchors at the true step 0
@@ -188,31 +192,34 @@ describe("StepCounterHook", () => {
 
   it("formats the rate with %g and logs it with fields", async () => {
     const hook = new StepCounterHook({ everyNSteps: 1 });
-    const logger = await train(hook, 3, 3);
+    const events = await train(hook, 3, 3);
     // One step per 3 ms.
-    expect(logger.messages("info")).toEqual(["global_step/sec: 333.333", "global_step/sec: 333.333"]);
-    expect(logger.entries[0]?.fields).toEqual({ step: 2, stepsPerSec: 1000 / 3 });
+    expect(events.messages("info")).toEqual(["global_step/sec: 333.333", "global_step/sec: 333.333"]);
+    expect(events.lines()[0]?.fields).toEqual({ step: 2, stepsPerSec: 1000 / 3 });
   });
 
   it("edge case 20 (deviation): with no time elapsed there is no rate, and nothing throws", async () => {
     const writer = new FakeSummaryWriter();
     const hook = new StepCounterHook({ everyNSteps: 1, summaryWriter: writer });
-    const logger = await train(hook, 5, 0);
+    const events = await train(hook, 5, 0);
     expect(writer.steps).toEqual([]);
-    expect(logger.messages()).toEqual([]);
+    expect(events.messages()).toEqual([]);
+    expect(events.ofType("stepRate")).toEqual([]);
   });
 
   it("uses its own clock and logger when given, over the session's", async () => {
     const own = new VirtualClock();
     const ownLogger = new RecordingLogger();
     const hook = new StepCounterHook({ everyNSteps: 1, clock: own, logger: ownLogger });
-    const sessionLogger = new RecordingLogger();
-    const { sess } = await driveHooks({ hooks: [hook], logger: sessionLogger });
+    const { sess, events } = await driveHooks({ hooks: [hook] });
     await sess.run("train");
     own.set(own.now() + 250);
     await sess.run("train");
     await sess.close();
+    // The hook's own logger is a plain-logger path: its lines are printed there, not on events$.
     expect(ownLogger.messages("info")).toEqual(["global_step/sec: 4"]);
-    expect(sessionLogger.messages("info")).toEqual([]);
+    expect(events.messages("info")).toEqual([]);
+    // The rate is still the session's data, timed on the hook's own clock.
+    expect(events.ofType("stepRate")).toMatchObject([{ globalStep: 2, stepsPerSec: 4 }]);
   });
 });

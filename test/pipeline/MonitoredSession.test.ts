@@ -812,10 +812,12 @@ describe("events$", () => {
         },
       } as SessionRunHook & { env?: import("../../src/hook/SessionRunHook.js").HookEnv },
     ]);
-    const seen: string[] = [];
-    sess.events$.subscribe((e) => e.type === "warning" && seen.push(e.message));
+    const recorder = new EventRecorder();
+    recorder.record(sess.events$);
     await sess.run("train");
-    expect(seen).toEqual(["hello"]);
+    expect(recorder.ofType("warning").map((e) => e.message)).toEqual(["hello"]);
+    // An event emitted directly is data: no line comes with it.
+    expect(recorder.messages()).toEqual([]);
     await sess.close();
   });
 
@@ -845,10 +847,12 @@ describe("coordinatorFactory", () => {
     const clock = new VirtualClock();
     const first = new FakeSession().injectError(new AbortedError("x"), { atCall: 1 });
     const logger = new RecordingLogger();
+    const recorder = new EventRecorder();
     const sess = await MonitoredSession.create({
       sessionCreator: new FakeSessionCreator(undefined, [first]),
       clock,
       logger,
+      observer: recorder.listener,
       coordinatorFactory: (options) => {
         const c = new RecordingCoordinator(options);
         made.push(c);
@@ -858,6 +862,9 @@ describe("coordinatorFactory", () => {
     expect(sess.coord).toBe(made[0]);
     expect(made[0]?.made).toMatchObject({ cleanStopExceptionTypes: [], clock });
     made[0]?.made.logger?.warn("from the coordinator", { n: 1 });
+    // The coordinator's line is the session's: a `log` event on events$, stamped on its clock...
+    expect(recorder.lines("warn")).toEqual([{ type: "log", time: clock.now(), level: "warn", message: "from the coordinator", fields: { n: 1 } }]);
+    // ...which the session's log observer prints through its `logger` (the plain-logger path).
     expect(logger.entries).toContainEqual({ level: "warn", message: "from the coordinator", fields: { n: 1 } });
     await sess.run("train"); // aborted: a new session, with a new coordinator
     expect(made).toHaveLength(2);

@@ -13,7 +13,7 @@ import { monitoredTrainingSession, resolveCadences, type CheckpointingOptions, t
 import type { SessionEvent } from "../../src/events/SessionEvent.js";
 import { defaultSessionTargets } from "../../src/pipeline/SessionTarget.js";
 import { USE_DEFAULT } from "../../src/util/useDefault.js";
-import { FakeSession, HookRecorder, RecordingLogger, VirtualClock } from "../../src/testing/index.js";
+import { EventRecorder, FakeSession, HookRecorder, RecordingLogger, VirtualClock } from "../../src/testing/index.js";
 import { fakeTask } from "../util/fakeTask.js";
 import { computeGoodput, readGoodputLogs } from "../../src/index.js";
 import { useTempDirs } from "../util/tempDirs.js";
@@ -177,6 +177,8 @@ describe("monitoredTrainingSession", () => {
     const dir = tempDir();
     const inTheWay = join(dir, "goodput");
     writeFileSync(inTheWay, "not a folder\n");
+    // On the logger, not on events$: the goodput log is opened before the session (and its
+    // stream) exists, and this warning is written straight to the `logger` option.
     const logger = new RecordingLogger();
     await withSession(monitoredTrainingSession({ graph: model(), checkpointDir: dir, saveCheckpointSteps: 2, clock: new VirtualClock(), logger, goodput: true }), train(3));
     const warnings = logger.messages("warn").filter((m) => m.startsWith("No goodput log for this session: "));
@@ -258,9 +260,9 @@ describe("monitoredTrainingSession", () => {
   it("logStepCountSecs (ours, a configuration's default): the chief's step counter measures every N seconds, whatever the step speed", async () => {
     const dir = tempDir();
     const clock = new VirtualClock();
-    const logger = new RecordingLogger();
+    const events = new EventRecorder();
     await withSession(
-      monitoredTrainingSession({ graph: model(), checkpointDir: dir, saveCheckpointSecs: 0, saveSummariesSteps: null, logStepCountSecs: 10, clock, logger }),
+      monitoredTrainingSession({ graph: model(), checkpointDir: dir, saveCheckpointSecs: 0, saveSummariesSteps: null, logStepCountSecs: 10, clock, logger: silentLogger, observer: events.listener }),
       async (sess) => {
         // A fast job: 1,000 steps a second, for 25 seconds.
         for (let i = 0; i < 25_000; i++) {
@@ -270,7 +272,8 @@ describe("monitoredTrainingSession", () => {
       },
     );
     // Anchored at the first run, then a rate over 10 seconds each time (100 steps would span 0.1 s).
-    expect(logger.messages("info").filter((m) => m.startsWith("global_step/sec"))).toEqual(["global_step/sec: 1000", "global_step/sec: 1000"]);
+    expect(events.messages("info").filter((m) => m.startsWith("global_step/sec"))).toEqual(["global_step/sec: 1000", "global_step/sec: 1000"]);
+    expect(events.ofType("stepRate").map((e) => e.stepsPerSec)).toEqual([1000, 1000]);
   });
 
   it("MonitoredTrainingSessionTest.test_custom_saving: saveCheckpointSecs 0 writes no checkpoint; a chief-only hook begins once", async () => {
@@ -453,13 +456,16 @@ describe("monitoredTrainingSession: the checkpoint manager's lines are the sessi
     writeFileSync(path, bytes);
 
     const logger = new RecordingLogger();
-    const events: SessionEvent[] = [];
-    const sess = await monitoredTrainingSession({ graph: counter(0), ...quiet, logger, observer: (e) => events.push(e) });
+    const events = new EventRecorder();
+    const sess = await monitoredTrainingSession({ graph: counter(0), ...quiet, logger, observer: events.listener });
     await sess.close();
     const corrupt = /^Checkpoint \S*model\.ckpt-4 is corrupt or incomplete and was skipped; trying the previous one\./;
+    // Printed by the session's log observer through its `logger` (what this test is about)...
     expect(logger.messages("warn").filter((m) => corrupt.test(m))).toHaveLength(1);
-    const logged = events.filter((e) => e.type === "log" && e.level === "warn").map((e) => (e.type === "log" ? e.message : ""));
+    // ...because it is a log event on events$, the manager's (its source kept).
+    const logged = events.messages("warn");
     expect(logged.filter((m) => corrupt.test(m))).toHaveLength(1);
+    expect(events.lines("warn").filter((e) => corrupt.test(e.message)).map((e) => e.source)).toEqual(["checkpoint"]);
     expect(logged).toContain(`Restored the previous valid checkpoint ${join(dir, "model.ckpt-2")} (step 2).`);
   });
 });

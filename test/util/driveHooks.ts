@@ -10,6 +10,7 @@ import { MonitoredSession } from "../../src/pipeline/MonitoredSession.js";
 import { Graph, type GraphSession, type OpFn } from "../../src/session/Graph.js";
 import type { Feeds, FetchResult, Fetches, RunMetadata, RunOptions, Session } from "../../src/session/Session.js";
 import type { SessionRunHook } from "../../src/hook/SessionRunHook.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 
@@ -89,7 +90,13 @@ export interface DriveHooksOptions {
 export interface Driven {
   readonly sess: MonitoredSession;
   readonly clock: Clock;
+  /**
+   * The printer the session's log observer writes to; tests of what a user sees assert on
+   * `events` instead, and keep this for the plain-logger path.
+   */
   readonly logger: RecordingLogger | Logger;
+  /** Every event of the session's `events$`, from before creation on (its lines are `log` events). */
+  readonly events: EventRecorder;
   /** Every raw session created so far, the current one last. */
   readonly sessions: CountingSession[];
   /** The current raw session. */
@@ -98,12 +105,14 @@ export interface Driven {
 
 /**
  * Runs `hooks` through a real `MonitoredSession` on Graph sessions. Hooks get the clock and
- * logger only through `begin(env)`, as in an application.
+ * logger only through `begin(env)`, as in an application; `events` records the session's
+ * `events$` from before the hooks begin.
  */
 export const driveHooks = async (options: DriveHooksOptions): Promise<Driven> => {
   const graph = options.graph ?? trainingGraph();
   const clock = options.clock ?? new VirtualClock();
   const logger = options.logger ?? new RecordingLogger();
+  const events = new EventRecorder();
   const sessions: CountingSession[] = [];
   const sess = await MonitoredSession.create({
     sessionCreator: {
@@ -119,12 +128,17 @@ export const driveHooks = async (options: DriveHooksOptions): Promise<Driven> =>
     hooks: options.hooks,
     clock,
     logger,
+    // An observer, not a subscription after create(): hooks speak in begin() and at creation.
+    // A failed creation also errors events$; create() rejects with that error, which the test
+    // sees, so the stream's copy is dropped here instead of reaching rxjs as an unhandled error.
+    observer: { next: events.listener, error: () => undefined },
     stopGracePeriodSecs: 0,
   });
   return {
     sess,
     clock,
     logger,
+    events,
     sessions,
     get raw() {
       return sessions[sessions.length - 1] as CountingSession;
