@@ -9,7 +9,7 @@ import { OutOfRangeError, StopIteration } from "../src/errors.js";
 import type { Logger } from "../src/Logger.js";
 import type { Feeds, FetchResult, Fetches, Session } from "../src/session/Session.js";
 import { SessionRunHook, type HookEnv } from "../src/hook/SessionRunHook.js";
-import { hookServices, type OwnServices } from "./internal/services.js";
+import { type OwnServices, warn } from "./internal/services.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -62,7 +62,7 @@ export class FinalOpsHook<F extends Fetches = Fetches> extends SessionRunHook {
   private readonly finalOps: F;
   private readonly finalOpsFeedDict: Feeds | undefined;
   private readonly own: OwnServices;
-  private logger: Logger;
+  private env: HookEnv | undefined;
   private values: FetchResult<F> | undefined;
 
   constructor(options: FinalOpsHookOptions<F>) {
@@ -70,7 +70,6 @@ export class FinalOpsHook<F extends Fetches = Fetches> extends SessionRunHook {
     this.finalOps = options.finalOps;
     this.finalOpsFeedDict = options.finalOpsFeedDict;
     this.own = { logger: options.logger };
-    this.logger = hookServices(this.own).logger;
   }
 
   /** The values of `finalOps` from the last `end`, or `undefined` before it ran. */
@@ -79,7 +78,7 @@ export class FinalOpsHook<F extends Fetches = Fetches> extends SessionRunHook {
   }
 
   override begin(env?: HookEnv): void {
-    this.logger = hookServices(this.own, env).logger;
+    this.env = env;
   }
 
   override async end(session: Session): Promise<void> {
@@ -87,7 +86,8 @@ export class FinalOpsHook<F extends Fetches = Fetches> extends SessionRunHook {
     try {
       this.values = (await session.run(this.finalOps as Fetches, this.finalOpsFeedDict)) as FetchResult<F>;
     } catch (e) {
-      if (e instanceof OutOfRangeError || e instanceof StopIteration) this.logger.warn(OUT_OF_RANGE_WARNING);
+      // A line and a `warning` event, as every hook's warnings (a display counting them sees it).
+      if (e instanceof OutOfRangeError || e instanceof StopIteration) warn(this.own, this.env, OUT_OF_RANGE_WARNING, e);
       throw e;
     }
   }

@@ -104,7 +104,8 @@ export interface SessionEventMap {
      * (a started task), `preemption` (the handler), `checkpoint` (a manager opened before its
      * session), `supervisor`, `server` (a task's gRPC server), `collective` (a data-parallel
      * rank's ring), `notices` (a `TerminationNotices`), `platform` (a cloud platform's notice
-     * poller). Absent: the session, its layers or its hooks. Not printed: for a recorder.
+     * poller), `goodput` (`monitoredTrainingSession`'s goodput log, opened before its session).
+     * Absent: the session, its layers or its hooks. Not printed: for a recorder.
      */
     readonly source?: string;
   };

@@ -265,8 +265,9 @@ export class MonitoredSession {
     const self = make({ creator, options, hooks, stream, log: logger });
     const logObservers = options.logObserver === undefined ? [logObserver(options.logger ?? defaultLogger)] : options.logObserver === null ? [] : [options.logObserver].flat();
     for (const l of logObservers) self.stream.listen(l);
-    for (const source of options.eventSources ?? []) self.forwardEvents(source);
+    // The observer first: it hears what the sources said before the session existed, too.
     if (options.observer !== undefined) self.stream.subscribe(options.observer);
+    for (const source of options.eventSources ?? []) self.forwardEvents(source);
     const env: HookEnv = {
       clock,
       logger,

@@ -16,7 +16,7 @@
  *   sessionCreator: new FakeSessionCreator(),
  *   hooks: [new StopAtStepHook({ lastStep: 3 })],
  *   clock: new VirtualClock(),
- *   observer: recorder.listener,
+ *   observer: recorder.observer,
  *   logObserver: null, // nothing printed: the recorder has the lines
  * });
  * await withSession(session, async (s) => {
@@ -29,7 +29,7 @@
  * @module
  */
 
-import type { Observable, Subscription } from "rxjs";
+import type { Observable, Observer, Subscription } from "rxjs";
 
 import type { LogLevel } from "../Logger.js";
 import type { SessionEvent, SessionEventMap, SessionEventOf } from "../events/SessionEvent.js";
@@ -44,16 +44,33 @@ export class EventRecorder {
   readonly events: SessionEvent[] = [];
 
   /**
-   * Records one event: pass it as a session's `observer`, a `logObserver`, `startTask`'s
-   * `observer`, or `events$.subscribe(recorder.listener)`.
+   * Records one event: pass it as a `logObserver`, `startTask`'s `observer`, or
+   * `events$.subscribe(recorder.listener)`; a session's `observer` is {@link observer}.
    */
   readonly listener = (event: SessionEvent): void => {
     this.events.push(event);
   };
 
-  /** Records every event of `events$` from now on, until the subscription returned ends. */
+  /**
+   * The error the recorded stream ended with (a session whose creation failed errors its
+   * `events$`), or `undefined`.
+   */
+  failure: unknown;
+
+  /**
+   * Records every event and the stream's error ({@link failure}): pass it as a session's
+   * `observer`. An rxjs subscriber without an error handler would report a failed creation as
+   * an uncaught error, though `create()` rejects with it too.
+   */
+  readonly observer: Observer<SessionEvent> = {
+    next: this.listener,
+    error: (e: unknown) => void (this.failure = e),
+    complete: () => undefined,
+  };
+
+  /** Records every event of `events$` from now on (and its error), until the subscription returned ends. */
   record(events$: Observable<SessionEvent>): Subscription {
-    return events$.subscribe(this.listener);
+    return events$.subscribe(this.observer);
   }
 
   /** The events of `type`, oldest first. */

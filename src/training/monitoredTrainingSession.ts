@@ -23,6 +23,7 @@
 
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
+import { from } from "rxjs";
 
 import { CheckpointSaverHook, type CheckpointSaverHookOptions } from "../../hooks/CheckpointSaverHook.js";
 import { StepCounterHook } from "../../hooks/StepCounterHook.js";
@@ -41,6 +42,7 @@ import { ChiefSessionCreator, WorkerSessionCreator } from "../creation/SessionCr
 import type { SessionFactory } from "../creation/SessionManager.js";
 import type { SessionRunHook } from "../hook/SessionRunHook.js";
 import { logObserver, type SessionEventListener } from "../events/logObserver.js";
+import type { SessionEvent } from "../events/SessionEvent.js";
 import { ComponentEvents, type EventSource } from "../events/componentEvents.js";
 import { GoodputRecorder } from "../goodput/GoodputRecorder.js";
 import { defaultSessionTargets, fromTask, sessionsCreatedHook, type SessionTargetRegistry, type SessionTask } from "../pipeline/SessionTarget.js";
@@ -237,7 +239,7 @@ export const monitoredTrainingSession = async (
   /** The goodput log's directory, when asked for one. */
   const goodputDir = task?.goodputDir ?? (options.goodput === true ? (options.summaryDir ?? options.checkpointDir ?? options.checkpointManager?.directory ?? undefined) : undefined);
   if (!isChief) {
-    const accounting = goodputDir !== undefined && existsSync(goodputDir) ? openGoodput(goodputDir, task, false, options) : undefined;
+    const { accounting, said } = goodputDir !== undefined && existsSync(goodputDir) ? openGoodput(goodputDir, task, false, options) : NO_GOODPUT;
     return accounted(
       accounting,
       MonitoredSession.create({
@@ -250,7 +252,7 @@ export const monitoredTrainingSession = async (
           chiefModel: target.chiefModel,
         }),
         hooks: [...taskHooks, ...(options.hooks ?? []), ...last],
-        eventSources: taskEvents,
+        eventSources: [...said, ...taskEvents],
       }),
     );
   }
@@ -282,7 +284,7 @@ export const monitoredTrainingSession = async (
       : undefined;
   const manager = shared ?? owned;
   // The chief's goodput log, once it holds the directory (a second run on it appends nothing).
-  const accounting = goodputDir === undefined ? undefined : openGoodput(goodputDir, task, true, options);
+  const { accounting, said } = goodputDir === undefined ? NO_GOODPUT : openGoodput(goodputDir, task, true, options);
   // The target's hooks (a grpc:// chief's model service) come first: they see every step
   // boundary, and the model is published before anything waits on the cluster. Then the task's.
   const hooks: SessionRunHook[] = [...(target.chiefHooks ?? []), ...taskHooks, ...(options.chiefOnlyHooks ?? [])];
@@ -327,7 +329,7 @@ export const monitoredTrainingSession = async (
       // However the session ends (an error skips hooks' end), the lock it took is released.
       ...(owned === undefined ? {} : { ownedResources: [owned] }),
       // From now on, the task's and the manager's lines are the session's events.
-      eventSources: [...taskEvents, ...(managerEvents === undefined ? [] : [managerEvents])],
+      eventSources: [...said, ...taskEvents, ...(managerEvents === undefined ? [] : [managerEvents])],
     }));
   } catch (e) {
     await owned?.close();
@@ -335,15 +337,31 @@ export const monitoredTrainingSession = async (
   }
 };
 
-/** Opens the task's goodput log in `dir`; a log that cannot be opened is a warning, never the end of training. */
-const openGoodput = (dir: string, task: SessionTask | undefined, chief: boolean, options: MonitoredTrainingSessionOptions): GoodputRecorder | undefined => {
+/** The task's goodput log, and what opening it had to say (forwarded by the session it is for). */
+interface OpenedGoodput {
+  readonly accounting: GoodputRecorder | undefined;
+  readonly said: readonly EventSource[];
+}
+
+const NO_GOODPUT: OpenedGoodput = { accounting: undefined, said: [] };
+
+/**
+ * Opens the task's goodput log in `dir`. A log that cannot be opened is a warning, never the end
+ * of training: a line and a `warning` event that the session puts on its stream when it is
+ * created (its log observers print the line then), as it does with its other sources' events.
+ */
+const openGoodput = (dir: string, task: SessionTask | undefined, chief: boolean, options: MonitoredTrainingSessionOptions): OpenedGoodput => {
   const name = (task as { readonly name?: unknown } | undefined)?.name;
-  const logger = options.logger ?? defaultLogger;
   try {
-    return GoodputRecorder.open({ logDir: dir, task: typeof name === "string" ? name : "local", chief, clock: options.clock, logger });
+    return { accounting: GoodputRecorder.open({ logDir: dir, task: typeof name === "string" ? name : "local", chief, clock: options.clock, logger: options.logger ?? defaultLogger }), said: [] };
   } catch (e) {
-    logger.warn(`No goodput log for this session: ${e instanceof Error ? e.message : String(e)}`);
-    return undefined;
+    const time = (options.clock ?? systemClock).now();
+    const message = `No goodput log for this session: ${e instanceof Error ? e.message : String(e)}`;
+    const events: SessionEvent[] = [
+      { type: "log", time, level: "warn", message, source: "goodput" },
+      { type: "warning", time, message, error: e },
+    ];
+    return { accounting: undefined, said: [{ events$: from(events) }] };
   }
 };
 

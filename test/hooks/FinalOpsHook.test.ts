@@ -54,6 +54,8 @@ describe("FinalOpsHook", () => {
     const warnings = events.messages("warn");
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toMatch(/dependency back to some input source/);
+    // Also a `warning` event carrying the error, as every hook's warnings.
+    expect(events.ofType("warning")).toEqual([expect.objectContaining({ message: warnings[0], error: expect.any(OutOfRangeError) })]);
     expect(hook.finalOpsValues).toBeUndefined();
     await sess.close().catch(() => undefined);
   });

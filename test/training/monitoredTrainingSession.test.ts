@@ -177,12 +177,15 @@ describe("monitoredTrainingSession", () => {
     const dir = tempDir();
     const inTheWay = join(dir, "goodput");
     writeFileSync(inTheWay, "not a folder\n");
-    // On the logger, not on events$: the goodput log is opened before the session (and its
-    // stream) exists, and this warning is written straight to the `logger` option.
+    // The log is opened before the session exists: its warning is a line and a `warning` event
+    // of the session from its creation on, printed once by the session's log observer.
     const logger = new RecordingLogger();
-    await withSession(monitoredTrainingSession({ graph: model(), checkpointDir: dir, saveCheckpointSteps: 2, clock: new VirtualClock(), logger, goodput: true }), train(3));
-    const warnings = logger.messages("warn").filter((m) => m.startsWith("No goodput log for this session: "));
-    expect(warnings).toEqual([`No goodput log for this session: EEXIST: file already exists, mkdir '${inTheWay}'`]);
+    const events = new EventRecorder();
+    await withSession(monitoredTrainingSession({ graph: model(), checkpointDir: dir, saveCheckpointSteps: 2, clock: new VirtualClock(), logger, goodput: true, observer: events.listener }), train(3));
+    const expected = `No goodput log for this session: EEXIST: file already exists, mkdir '${inTheWay}'`;
+    expect(events.lines("warn").filter((e) => e.source === "goodput").map((e) => e.message)).toEqual([expected]);
+    expect(events.ofType("warning")).toEqual([expect.objectContaining({ message: expected, error: expect.objectContaining({ code: "EEXIST" }) })]);
+    expect(logger.messages("warn").filter((m) => m.startsWith("No goodput log for this session: "))).toEqual([expected]);
     expect(readFileSync(inTheWay, "utf8")).toBe("not a folder\n");
     expect((await getCheckpointState(dir))?.modelCheckpointPath).toBe(join(dir, "model.ckpt-3"));
   });

@@ -129,9 +129,8 @@ export const driveHooks = async (options: DriveHooksOptions): Promise<Driven> =>
     clock,
     logger,
     // An observer, not a subscription after create(): hooks speak in begin() and at creation.
-    // A failed creation also errors events$; create() rejects with that error, which the test
-    // sees, so the stream's copy is dropped here instead of reaching rxjs as an unhandled error.
-    observer: { next: events.listener, error: () => undefined },
+    // A failed creation also errors events$ (kept as events.failure); create() rejects with it.
+    observer: events.observer,
     stopGracePeriodSecs: 0,
   });
   return {
