@@ -26,6 +26,7 @@ import {
   type PreemptionEvent,
   type PreemptionKeyValueStore,
 } from "../../src/preemption/index.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { flush, VirtualClock } from "../../src/testing/VirtualClock.js";
 import { ClusterPreemptionCoordinator } from "../../src/preemption/ClusterPreemptionCoordinator.js";
@@ -51,6 +52,15 @@ interface Task {
   readonly handler: PreemptionCheckpointHandler;
   readonly signals: EventEmitter;
   readonly events: PreemptionEvent[];
+  /**
+   * The handler's `events$` from its creation on: its lines, its coordinator's and its
+   * manager's (the lines of `create()` itself come before anyone can subscribe).
+   */
+  readonly recorder: EventRecorder;
+  /**
+   * What the handler's `logger` option printed: every line while no session adopts the
+   * handler, those after `close()` ended its `events$` included (which only it has).
+   */
   readonly logger: RecordingLogger;
   readonly client: EmbeddedCoordinationClient;
   exit: number | undefined;
@@ -109,6 +119,7 @@ const cluster = async (
       const t: Task = {
         name,
         signals,
+        recorder: new EventRecorder(),
         logger,
         client: clients[id] as EmbeddedCoordinationClient,
         events: [],
@@ -151,6 +162,7 @@ const cluster = async (
           t.runs = t.handler.totalRunCalls;
         },
       };
+      t.recorder.record(t.handler.events$);
       t.handler.events$.subscribe((e) => {
         t.events.push(e);
         if (e.type === "preemptionCheckpointSaved") t.saves.push(e.run);
@@ -232,7 +244,10 @@ describe("PreemptionCheckpointHandler in a cluster (failure_handler_test, multi-
     expect(leaders.size).toBe(1);
     const [leader] = [...leaders];
     const follower = claims.find((e) => (e as { task: string }).task !== leader) as { task: string };
-    expect(c.tasks.find((t) => t.name === follower.task)?.logger.messages().some((l) => l.includes(`leaving it to ${leader as string}`))).toBe(true);
+    expect(c.tasks.find((t) => t.name === follower.task)?.recorder.messages().some((l) => l.includes(`leaving it to ${leader as string}`))).toBe(true);
+    // The coordinator writes through its handler's logger: the line is the handler's (source preemption).
+    const leaving = c.tasks.find((t) => t.name === follower.task)?.recorder.lines().filter((e) => e.message.includes(`leaving it to ${leader as string}`));
+    expect(leaving?.map((e) => e.source)).toEqual(["preemption"]);
     const runs = new Set(c.tasks.map((t) => t.saves.join()));
     expect(runs.size).toBe(1);
     expect(c.tasks.map((t) => t.exit)).toEqual([42, 42, 42]);
@@ -252,7 +267,7 @@ describe("PreemptionCheckpointHandler in a cluster (failure_handler_test, multi-
     expect(run).toBeGreaterThanOrEqual(20);
     expect([chief.saves, w0.saves, w1.saves]).toEqual([[run], [run], [run]]);
     expect(c.tasks.map((t) => t.exit)).toEqual([42, 42, 42]);
-    const agreed = chief.logger.messages().map((l) => /every task saves at run (\d+) \(proposed (\d+); a task had trained past it\)/.exec(l)).find((m) => m !== null);
+    const agreed = chief.recorder.messages().map((l) => /every task saves at run (\d+) \(proposed (\d+); a task had trained past it\)/.exec(l)).find((m) => m !== null);
     expect(Number(agreed?.[1])).toBe(run);
     expect(Number(agreed?.[2])).toBeLessThan(20);
     await c.close();
@@ -314,14 +329,14 @@ describe("PreemptionCheckpointHandler in a cluster (failure_handler_test, multi-
       if (t === w0 && t.handler.totalRunCalls === 6) t.handler.noticeTermination("a pod's grace period", { deadlineMs: c.clock.now() });
     });
     // The leader proposed the boundary it was at (L), not TensorFlow's L + 1.
-    const proposal = w0.logger.messages().map((l) => /proposing run (\d+), the boundary worker:0 reaches next, instead of run (\d+)/.exec(l)).find((m) => m !== null);
+    const proposal = w0.recorder.messages().map((l) => /proposing run (\d+), the boundary worker:0 reaches next, instead of run (\d+)/.exec(l)).find((m) => m !== null);
     expect(proposal).toBeDefined();
     const at = Number(proposal?.[1]);
     expect(Number(proposal?.[2])).toBe(at + 1);
     const run = w0.saves[0] as number;
     expect(c.tasks.map((t) => t.saves)).toEqual([[run], [run], [run]]);
     // Only a task already past L moves the run on (to its own boundary).
-    if (run !== at) expect(w0.logger.messages().some((l) => l.includes(`every task saves at run ${run} (proposed ${at}; a task had trained past it)`))).toBe(true);
+    if (run !== at) expect(w0.recorder.messages().some((l) => l.includes(`every task saves at run ${run} (proposed ${at}; a task had trained past it)`))).toBe(true);
     await c.close();
     const again = await cluster({ dir: c.dir });
     expect(again.tasks.map((t) => t.handler.totalRunCalls)).toEqual([run, run, run]);
@@ -342,9 +357,9 @@ describe("PreemptionCheckpointHandler in a cluster (failure_handler_test, multi-
     expect([chief.exit, w0.exit]).toEqual([42, 42]);
     expect(chief.saves).toHaveLength(1);
     expect(await checkpointsIn(c.dir)).toHaveLength(1);
-    expect(chief.logger.messages().some((l) => l.includes("a task was lost during the preemption agreement") && l.includes(TASKS[2] as string))).toBe(true);
+    expect(chief.recorder.messages().some((l) => l.includes("a task was lost during the preemption agreement") && l.includes(TASKS[2] as string))).toBe(true);
     // The run is the chief's own boundary: nobody acknowledges it, and the chief does not say they did not.
-    expect(chief.logger.messages().filter((l) => l.includes("did not acknowledge"))).toEqual([]);
+    expect(chief.recorder.messages().filter((l) => l.includes("did not acknowledge"))).toEqual([]);
     await c.close();
   });
 
@@ -416,6 +431,7 @@ describe("PreemptionCheckpointHandler in a cluster (failure_handler_test, multi-
     try {
       await worker.handler.close();
       // (Its manager's lock, inside it, cannot be released either: a warning of the lock's own.)
+      // On the logger: close() ends the handler's events$ before it deletes the directory.
       expect(worker.logger.messages("warn").filter((m) => m.startsWith("PreemptionCheckpointHandler:"))).toEqual([
         `PreemptionCheckpointHandler: could not delete ${temp}: ENOTDIR: not a directory, lstat '${temp}'`,
       ]);
@@ -527,7 +543,7 @@ describe("PreemptionCheckpointHandler in a cluster: every acknowledgement is sto
     const run = c.tasks[0]?.saves[0] as number;
     expect(c.tasks.map((t) => t.saves)).toEqual([[run], [run], [run]]);
     expect([exits.get(1)?.acknowledged, exits.get(2)?.acknowledged]).toEqual([true, true]);
-    expect(c.tasks.flatMap((t) => t.logger.messages("warn"))).toEqual([]);
+    expect(c.tasks.flatMap((t) => t.recorder.messages("warn"))).toEqual([]);
     // The chief's waits for the others' acknowledgements ended as soon as each was in: nowhere near the liveness deadline.
     const waits = traffic.gets.filter((g) => g.by === 0);
     expect(waits.map((g) => g.key.replace(/.*\//, "")).sort()).toEqual(["1", "2"]);
@@ -541,10 +557,10 @@ describe("PreemptionCheckpointHandler in a cluster: every acknowledgement is sto
     const [chief, w0] = c.tasks as [Task, Task, Task];
     expect(c.tasks.map((t) => t.exit)).toEqual([42, 42, 42]);
     const run = chief.saves[0] as number;
-    expect(w0.logger.messages("warn")).toEqual([
+    expect(w0.recorder.messages("warn")).toEqual([
       `PreemptionCheckpointHandler: worker:0 could not acknowledge the agreed run ${run} (UnavailableError: the coordination service did not answer); it saves there and exits all the same.`,
     ]);
-    const warned = chief.logger.messages("warn");
+    const warned = chief.recorder.messages("warn");
     expect(warned).toHaveLength(1);
     const m = /^PreemptionCheckpointHandler: (.*) did not acknowledge the agreed run (\d+); the chief waited ([\d.]+) s \((.*)\) and exits all the same\.$/.exec(warned[0] as string);
     expect(m, warned[0]).not.toBeNull();
@@ -564,7 +580,7 @@ describe("PreemptionCheckpointHandler in a cluster: every acknowledgement is sto
     const fine = await preempted((_, insert, clock) => clock.sleep(50).then(insert), { agreement: "chiefSaves" });
     expect(fine.c.tasks.map((t) => t.exit)).toEqual([42, 42, 42]);
     expect([fine.exits.get(1)?.acknowledged, fine.exits.get(2)?.acknowledged]).toEqual([true, true]);
-    expect(fine.c.tasks.flatMap((t) => t.logger.messages("warn"))).toEqual([]);
+    expect(fine.c.tasks.flatMap((t) => t.recorder.messages("warn"))).toEqual([]);
     await fine.close();
 
     const { c, close } = await preempted((id, insert) => (id === 1 ? Promise.reject(new UnavailableError("the coordination service did not answer")) : insert()), {
@@ -573,10 +589,10 @@ describe("PreemptionCheckpointHandler in a cluster: every acknowledgement is sto
     });
     const [chief, w0] = c.tasks as [Task, Task, Task];
     expect(c.tasks.map((t) => t.exit)).toEqual([42, 42, 42]);
-    expect(w0.logger.messages("warn")).toEqual([
+    expect(w0.recorder.messages("warn")).toEqual([
       "PreemptionCheckpointHandler: worker:0 could not acknowledge the chief's preemption checkpoint (UnavailableError: the coordination service did not answer); it exits all the same.",
     ]);
-    const warned = chief.logger.messages("warn");
+    const warned = chief.recorder.messages("warn");
     expect(warned).toHaveLength(1);
     expect(warned[0]).toMatch(/^PreemptionCheckpointHandler: worker:0 did not acknowledge the chief's preemption checkpoint \(its run \d+\); the chief waited [\d.]+ s \(worker:0: /);
     await close();
@@ -587,11 +603,11 @@ describe("PreemptionCheckpointHandler in a cluster: every acknowledgement is sto
     const [chief, w0] = c.tasks as [Task, Task, Task];
     expect(c.tasks.map((t) => t.exit)).toEqual([42, 42, 42]);
     const run = chief.saves[0] as number;
-    expect(w0.logger.messages("warn")).toEqual([
+    expect(w0.recorder.messages("warn")).toEqual([
       `PreemptionCheckpointHandler: worker:0's acknowledgement of the agreed run ${run} was not stored within 10 s; it exits all the same (the chief waits for it up to its liveness deadline).`,
     ]);
     expect(timeOf(w0, "preemptionExiting") - timeOf(w0, "preemptionCheckpointSaved")).toBeGreaterThanOrEqual(LIVENESS_MS);
-    expect(chief.logger.messages("warn")).toEqual([expect.stringMatching(/^PreemptionCheckpointHandler: worker:0 did not acknowledge the agreed run \d+; the chief waited 10 s \(worker:0: nothing within the 10 s deadline\) and exits all the same\.$/)]);
+    expect(chief.recorder.messages("warn")).toEqual([expect.stringMatching(/^PreemptionCheckpointHandler: worker:0 did not acknowledge the agreed run \d+; the chief waited 10 s \(worker:0: nothing within the 10 s deadline\) and exits all the same\.$/)]);
     await close();
   });
 });
@@ -657,8 +673,8 @@ describe("PreemptionCheckpointHandler in a cluster: tasks in lockstep, a leader 
     expect(chief.saves).toEqual(w0.saves);
     // The proposal went out with the claim (run 3 + 1); the others hold from where they are.
     expect(chief.saves[0]).toBeGreaterThanOrEqual(4);
-    expect(w1.logger.messages().some((l) => l.includes("worker:1 claimed the preemption"))).toBe(true);
-    expect(chief.logger.messages().some((l) => l.includes("still waits for"))).toBe(false);
+    expect(w1.recorder.messages().some((l) => l.includes("worker:1 claimed the preemption"))).toBe(true);
+    expect(chief.recorder.messages().some((l) => l.includes("still waits for"))).toBe(false);
     await c.close();
   });
 
@@ -886,7 +902,7 @@ describe("ClusterPreemptionCoordinator: a task alive to the service that never a
     expect([chief.exit, w0.exit]).toEqual([42, 42]);
     expect(chief.saves).toEqual(w0.saves);
     expect(chief.saves).toHaveLength(1);
-    expect(w0.logger.messages("warn")).toContainEqual(
+    expect(w0.recorder.messages("warn")).toContainEqual(
       "PreemptionCheckpointHandler: worker:1 did not answer the proposal within 20 s (alive to the coordination service, its event loop blocked?): the run is agreed without its hold.",
     );
     expect(c.tasks.map((t) => t.error)).toEqual([undefined, undefined, undefined]);
@@ -954,10 +970,10 @@ describe("ClusterPreemptionCoordinator: a task alive to the service that never a
     await trainAll(c.tasks, 100, (t) => {
       if (t === chief && t.handler.totalRunCalls === 4) t.signals.emit("SIGTERM");
     });
-    expect([w1.exit, w0.exit, chief.exit], String([w1.error, w0.error, chief.error, ...chief.logger.messages()])).toEqual([42, 42, 42]);
+    expect([w1.exit, w0.exit, chief.exit], String([w1.error, w0.error, chief.error, ...chief.recorder.messages()])).toEqual([42, 42, 42]);
     expect(saved).toEqual([2]);
     expect(w1.saves).toEqual(chief.saves);
-    expect(w1.logger.messages().some((l) => /^PreemptionCheckpointHandler: saveFn ran at run \d+\. Exiting\.$/.test(l))).toBe(true);
+    expect(w1.recorder.messages().some((l) => /^PreemptionCheckpointHandler: saveFn ran at run \d+\. Exiting\.$/.test(l))).toBe(true);
     await c.close();
     const session = model();
     await expect(
@@ -997,19 +1013,19 @@ describe('PreemptionCheckpointHandler in a cluster, agreement "chiefSaves" (task
       expect(await checkpointsIn(c.dir)).toHaveLength(1);
       expect((await readdir(dirname(c.dir))).filter((f) => f.startsWith("workertemp_"))).toEqual([]);
       for (const w of [w0, w1]) {
-        const line = w.logger.messages().map((l) => storedLine.exec(l)).find((m) => m !== null);
+        const line = w.recorder.messages().map((l) => storedLine.exec(l)).find((m) => m !== null);
         expect(Number(line?.[1]), w.name).toBe(chief.saves[0]);
         expect(w.events.at(-1)).toMatchObject({ type: "preemptionExiting", code: 42, saved: false });
         // A normal exit of a task the chief saves for: no error line.
-        expect(w.logger.messages("error")).toEqual([]);
+        expect(w.recorder.messages("error")).toEqual([]);
       }
       expect(chief.events.at(-1)).toMatchObject({ type: "preemptionExiting", code: 42, saved: true });
       // Every worker's acknowledgement was stored before it exited: the chief neither warns nor waits.
-      expect(chief.logger.messages().filter((l) => l.includes("did not acknowledge"))).toEqual([]);
+      expect(chief.recorder.messages().filter((l) => l.includes("did not acknowledge"))).toEqual([]);
       if (victim !== 0) expect(chief.events.find((e) => e.type === "preemptionClaimHeard")).toMatchObject({ claimant: NAMES[victim] });
       // The noticed task's line says what this agreement does (no agreed run).
       const noticed = c.tasks[victim] as Task;
-      expect(noticed.logger.messages().find((l) => l.includes("termination notice (SIGTERM)"))).toMatch(
+      expect(noticed.recorder.messages().find((l) => l.includes("termination notice (SIGTERM)"))).toMatch(
         victim === 0
           ? /on chief:0; every task stops at its next step boundary, and the chief saves there\.$/
           : new RegExp(`on ${NAMES[victim]}; every task stops at its next step boundary; this one exits once the chief's save is done\\.$`),
@@ -1030,7 +1046,7 @@ describe('PreemptionCheckpointHandler in a cluster, agreement "chiefSaves" (task
     expect([w0.exit, w1.exit]).toEqual([CHIEF_LOST_EXIT_CODE, CHIEF_LOST_EXIT_CODE]);
     expect([chief.saves, w0.saves, w1.saves]).toEqual([[], [], []]);
     expect(w0.events.at(-1)).toMatchObject({ type: "preemptionExiting", code: 43, saved: false });
-    expect(w0.logger.messages().some((l) => l.includes("the chief was lost before worker:0 heard that its preemption save was done"))).toBe(true);
+    expect(w0.recorder.messages().some((l) => l.includes("the chief was lost before worker:0 heard that its preemption save was done"))).toBe(true);
     await c.close();
   });
 
@@ -1058,7 +1074,7 @@ describe('PreemptionCheckpointHandler in a cluster, agreement "chiefSaves" (task
     w0.signals.emit("SIGTERM");
     await Promise.all([w0.train(1000), w1.train(1000)]);
     expect([w0.exit, w1.exit]).toEqual([42, 42]);
-    expect(w0.logger.messages().some((l) => l.includes("the chief left the cluster without a preemption save (its training ended)"))).toBe(true);
+    expect(w0.recorder.messages().some((l) => l.includes("the chief left the cluster without a preemption save (its training ended)"))).toBe(true);
     await c.close();
   });
 
@@ -1073,7 +1089,7 @@ describe('PreemptionCheckpointHandler in a cluster, agreement "chiefSaves" (task
     expect(chief.saves).toHaveLength(2);
     const [first, last] = chief.saves as [number, number];
     expect(last).toBeGreaterThan(first + 10);
-    const stored = w0.logger.messages().map((l) => storedLine.exec(l)).find((m) => m !== null);
+    const stored = w0.recorder.messages().map((l) => storedLine.exec(l)).find((m) => m !== null);
     expect(Number(stored?.[1])).toBe(last);
     expect([w0.saves, w1.saves]).toEqual([[], []]);
     await c.close();
@@ -1105,12 +1121,12 @@ describe('PreemptionCheckpointHandler in a cluster, agreement "chiefSaves" (task
     await Promise.all([chief.train(1000), w0.train(1000)]);
     expect([chief.exit, w0.exit]).toEqual([42, 42]);
     // The chief waited for nobody: worker:1 acknowledged while its step still ran.
-    expect(chief.logger.messages().filter((l) => l.includes("did not acknowledge"))).toEqual([]);
+    expect(chief.recorder.messages().filter((l) => l.includes("did not acknowledge"))).toEqual([]);
     await c.clients[0]?.close();
     release();
     await w1Training;
     expect(w1.exit).toBe(42);
-    expect(w1.logger.messages().some((l) => storedLine.test(l))).toBe(true);
+    expect(w1.recorder.messages().some((l) => storedLine.test(l))).toBe(true);
     await c.close();
   });
 
@@ -1123,10 +1139,10 @@ describe('PreemptionCheckpointHandler in a cluster, agreement "chiefSaves" (task
       new CancelledError("cluster preemption: task chief:0 got a termination notice (SIGTERM)", { failure: { kind: "preemption", reporter: "chief:0", notice: "SIGTERM" } }),
     );
     await Promise.all([w0.train(1000), w1.train(1000)]);
-    expect([w0.exit, w1.exit], w0.logger.messages().join("\n")).toEqual([42, 42]);
+    expect([w0.exit, w1.exit], w0.recorder.messages().join("\n")).toEqual([42, 42]);
     for (const w of [w0, w1]) {
-      expect(w.logger.messages().some((l) => l.includes("the chief got a termination notice after its training ended (reported to the cluster): no preemption save"))).toBe(true);
-      expect(w.logger.messages("error")).toEqual([]);
+      expect(w.recorder.messages().some((l) => l.includes("the chief got a termination notice after its training ended (reported to the cluster): no preemption save"))).toBe(true);
+      expect(w.recorder.messages("error")).toEqual([]);
     }
     await c.close();
   });

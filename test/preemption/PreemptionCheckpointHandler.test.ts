@@ -21,10 +21,12 @@ import {
   type PreemptionEvent,
 } from "../../src/preemption/index.js";
 import { InternalError, ValueError } from "../../src/errors.js";
+import { silentLogger } from "../../src/Logger.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { GatedSaver } from "../checkpoint/helpers.js";
 import { counterModel } from "./counterModel.js";
 import { useTempDirs } from "../util/tempDirs.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import type { SessionEvent } from "../../src/events/SessionEvent.js";
 import { MonitoredSession } from "../../src/pipeline/MonitoredSession.js";
@@ -53,11 +55,14 @@ const setup = async (config: ConstructorParameters<typeof TerminationConfig>[0] 
     clock,
     logger,
   });
-  // The typed events; its lines (log events) are asserted through `logger`.
+  // The typed events; its lines are `log` events in `recorder`. The lines of `create()` come
+  // before anyone can subscribe to `events$`: those are asserted through `logger`.
   const events: PreemptionEvent[] = [];
   handler.events$.subscribe((e) => e.type !== "log" && events.push(e));
+  const recorder = new EventRecorder();
+  recorder.record(handler.events$);
   const step = () => handler.run(() => session.run("train"));
-  return { session, signals, clock, logger, exits, handler, events, step };
+  return { session, signals, clock, logger, exits, handler, events, recorder, step };
 };
 
 /** A handler whose saves wait for `saver.release()` (a save that outlives a deadline). */
@@ -67,7 +72,6 @@ const gatedSetup = async (config: ConstructorParameters<typeof TerminationConfig
   const manager = await CheckpointManager.create({ directory: dir, saver, clock });
   const session = model();
   const signals = new EventEmitter();
-  const logger = new RecordingLogger();
   const handler = await PreemptionCheckpointHandler.create({
     checkpointManager: manager,
     store: session.variables,
@@ -75,10 +79,12 @@ const gatedSetup = async (config: ConstructorParameters<typeof TerminationConfig
     terminationConfig: new TerminationConfig({ exitFn: () => undefined, ...config }),
     signalTarget: signals,
     clock,
-    logger,
+    logger: silentLogger,
   });
+  const recorder = new EventRecorder();
+  recorder.record(handler.events$);
   const step = () => handler.run(() => session.run("train"));
-  return { saver, clock, manager, signals, logger, handler, step };
+  return { saver, clock, manager, signals, recorder, handler, step };
 };
 
 const indexes = async (): Promise<string[]> => (await readdir(dir)).filter((f) => f.endsWith(".index")).sort();
@@ -147,15 +153,20 @@ describe("PreemptionCheckpointHandler", () => {
       logger,
       globalStep: () => Number(session.variables.snapshot().get("global_step")?.data[0]) + 100,
     });
+    const recorder = new EventRecorder();
+    recorder.record(handler.events$);
     const step = () => handler.run(() => session.run("train"));
     await step();
     signals.emit("SIGTERM");
     await step();
     await step();
-    const messages = logger.entries.map((l) => l.message).join("\n");
+    const messages = recorder.messages().join("\n");
     expect(messages).toContain("termination notice (SIGTERM) at global step 101;");
     expect(messages).toContain("checkpoint saved at global step 102");
     expect(messages).not.toMatch(/at run \d/);
+    expect(recorder.lines().filter((e) => e.message.includes("global step 10")).map((e) => e.source)).toEqual(["preemption", "preemption"]);
+    // The lines of create(), before the recorder subscribed, reach only the logger.
+    expect(logger.messages().join("\n")).not.toMatch(/at run \d/);
     await handler.close();
   });
 
@@ -242,13 +253,16 @@ describe("PreemptionCheckpointHandler", () => {
   });
 
   it("a save that outlives the grace period is logged as an error naming the run", async () => {
-    const { saver, clock, signals, logger, handler, step } = await gatedSetup({ gracePeriodSecs: 5 });
+    const { saver, clock, signals, recorder, handler, step } = await gatedSetup({ gracePeriodSecs: 5 });
     signals.emit("SIGTERM");
     await step();
     const saving = step(); // first save at run 1 hangs
     await saver.waitStarted(1);
     await clock.advanceSecs(6);
-    expect(logger.messages("error")).toEqual([expect.stringMatching(/checkpoint at run 1 has not finished within the grace period of 5 s/)]);
+    expect(recorder.messages("error")).toEqual([expect.stringMatching(/checkpoint at run 1 has not finished within the grace period of 5 s/)]);
+    expect(recorder.lines("error").map((e) => e.source)).toEqual(["preemption"]);
+    // The line's typed event says the same.
+    expect(recorder.ofType("gracePeriodExceeded")).toEqual([expect.objectContaining({ run: 1, message: recorder.messages("error")[0] })]);
     saver.release();
     await saving;
     expect(await indexes()).toEqual(["ckpt-1.index"]);
@@ -296,7 +310,7 @@ describe("PreemptionCheckpointHandler", () => {
 
   it("a failing watcher is logged and polling goes on", async () => {
     let calls = 0;
-    const { clock, logger, handler } = await setup({
+    const { clock, recorder, handler } = await setup({
       terminationWatcherFn: () => {
         calls++;
         if (calls === 1) throw new Error("probe down");
@@ -304,7 +318,7 @@ describe("PreemptionCheckpointHandler", () => {
       },
     });
     await clock.advanceSecs(1);
-    expect(logger.messages("warn")).toEqual([expect.stringContaining("probe down")]);
+    expect(recorder.lines("warn").map((e) => [e.source, e.message])).toEqual([["preemption", expect.stringContaining("probe down")]]);
     await clock.advanceSecs(1);
     expect(handler.terminationReceived).toBe(true);
     await handler.close();
@@ -404,13 +418,13 @@ describe("PreemptionCheckpointHandler with a platform watcher", () => {
   });
 
   it("Kubernetes: SIGTERM with the pod's grace period as the deadline of the save", async () => {
-    const { saver, clock, signals, logger, handler, step, manager } = await gatedSetup({ platform: kubernetesWatcher({ env: { TERMINATION_GRACE_PERIOD_SECONDS: "3" } }) });
+    const { saver, clock, signals, recorder, handler, step, manager } = await gatedSetup({ platform: kubernetesWatcher({ env: { TERMINATION_GRACE_PERIOD_SECONDS: "3" } }) });
     signals.emit("SIGTERM");
     await step();
     const saving = step();
     await saver.waitStarted(1);
     await clock.advanceSecs(4);
-    expect(logger.messages("error")).toEqual([expect.stringMatching(/checkpoint at run 1 has not finished within the grace period of 3 s/)]);
+    expect(recorder.messages("error")).toEqual([expect.stringMatching(/checkpoint at run 1 has not finished within the grace period of 3 s/)]);
     saver.release();
     await saving;
     await handler.close();
@@ -467,7 +481,7 @@ describe("PreemptionCheckpointHandler with a platform watcher", () => {
 
 describe("PreemptionCheckpointHandler's lines, forwarded into a session", () => {
   it("before forwardEvents(handler) they go to its logger; after, they are the session's log events, printed by the session's log observer", async () => {
-    const { signals, exits, handler, step, logger } = await setup();
+    const { signals, exits, handler, step, logger, recorder } = await setup();
     const sessionLogger = new RecordingLogger();
     const seen: SessionEvent[] = [];
     const sess = await MonitoredSession.create({ graph: trainingGraph(), clock: new VirtualClock(), logger: sessionLogger, observer: (e) => seen.push(e) });
@@ -481,6 +495,10 @@ describe("PreemptionCheckpointHandler's lines, forwarded into a session", () => 
     expect(sessionLogger.messages("info").filter((m) => saved.test(m))).toHaveLength(1);
     expect(logger.messages().filter((m) => saved.test(m))).toEqual([]);
     expect(seen.filter((e) => e.type === "log" && saved.test(e.message))).toHaveLength(1);
+    // Forwarded whole: the session's event still names the handler as its source; the
+    // handler's own stream carries the line whoever prints it.
+    expect(seen.flatMap((e) => (e.type === "log" && saved.test(e.message) ? [e.source] : []))).toEqual(["preemption"]);
+    expect(recorder.lines("info").filter((e) => saved.test(e.message)).map((e) => e.source)).toEqual(["preemption"]);
     // Its typed events are forwarded as before.
     expect(seen.map((e) => e.type)).toContain("preemptionCheckpointSaved");
     await sess.close();

@@ -9,6 +9,7 @@
  */
 import { describe, expect, it } from "vitest";
 
+import type { RuntimeEventBody } from "../../src/runtime/events.js";
 import { GroupRejoin } from "../../src/runtime/groupRejoin.js";
 import { ReplicaGroup, ReplicaGroupError } from "../../src/runtime/replicaGroup.js";
 import type { CoordinationClient } from "../../src/cluster/coordination/CoordinationClient.js";
@@ -63,6 +64,8 @@ const setup = (rank: number, connects: (() => Promise<void>)[]) => {
   const reports: string[] = [];
   const steps: string[] = [];
   const connectOptions: unknown[] = [];
+  // The task's events, as its runtime would stamp and put them on `events$`.
+  const emitted: RuntimeEventBody[] = [];
   const client = {
     generation: 1,
     connect: (options?: unknown) => {
@@ -92,9 +95,10 @@ const setup = (rank: number, connects: (() => Promise<void>)[]) => {
     },
     clock,
     logger,
+    emit: (e) => void emitted.push(e),
   });
   group.rejoinWith(rejoin.rejoin);
-  return { clock, logger, group, first, second, rejoin, reports, steps, connectOptions };
+  return { clock, logger, group, first, second, rejoin, reports, steps, connectOptions, emitted };
 };
 
 /** A loss as the coordination service declares it: the tasks it declared failed. */
@@ -114,7 +118,7 @@ const settle = async (clock: VirtualClock, times = 10): Promise<void> => {
 describe("a data-parallel group that loses a worker", () => {
   it("waits for it, re-forms its ring, and raises CollectiveReformedError for the call that applied nothing", async () => {
     const old = new UnavailableError(`task ${W1} declared failed: no heartbeat within the heartbeat timeout`, declared(W1));
-    const { clock, logger, group, first, second, steps, rejoin } = setup(1, [() => Promise.reject(old), () => Promise.resolve()]);
+    const { clock, logger, group, first, second, steps, rejoin, emitted } = setup(1, [() => Promise.reject(old), () => Promise.resolve()]);
     expect(rejoin.waiting).toBe(false);
     const call = group.allReduce(new Float32Array(4), "mean");
     const outcome = call.then(
@@ -139,6 +143,11 @@ describe("a data-parallel group that loses a worker", () => {
     expect(warnings[0]).toContain(`worker:0 lost ${W1}`);
     expect(warnings[0]).toContain("waiting up to 60 s (maxWaitSecs)");
     expect(logger.messages("info").some((m) => m.includes("re-formed its ring"))).toBe(true);
+    // Beside each line, its event (the data a goodput log or a UI reads).
+    expect(emitted).toEqual([
+      { type: "replicaRankLost", task: "worker:0", lost: W1, maxWaitSecs: 60 },
+      { type: "replicaGroupReformed", task: "worker:0", generation: 1, rejoined: W1 },
+    ]);
 
     // The next call runs on the new ring.
     const next = group.allReduce(new Float32Array(4), "mean");
@@ -180,12 +189,13 @@ describe("a data-parallel group that loses a worker", () => {
   });
 
   it("does not wait for a lost chief: the group fails at once, as before", async () => {
-    const { clock, group, logger, steps } = setup(2, []);
+    const { clock, group, logger, steps, emitted } = setup(2, []);
     const reformed = group.reform(new UnavailableError(`task ${CHIEF} declared failed: no heartbeat`, declared(CHIEF)));
     await settle(clock);
     await expect(reformed).rejects.toBeInstanceOf(ReplicaGroupError);
     expect(steps).toEqual([]);
     expect(logger.messages("warn")).toEqual([]);
+    expect(emitted).toEqual([]);
   });
 
   it("the chief goes while the group waits: registration gives up after the heartbeat timeout of silence, and the group fails with it", async () => {

@@ -10,18 +10,19 @@ import { resolveCluster } from "../../src/cluster/ClusterResolver.js";
 import { coordinationBackend, processPerTaskProblem } from "../../src/cluster/coordination/backends.js";
 import { joinMemoryCluster } from "../../src/cluster/coordination/memory/memoryConnect.js";
 import { UnavailableError } from "../../src/errors.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { silentLogger } from "../../src/Logger.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { startTask, type TaskRuntime } from "../../src/runtime/index.js";
 import { freePorts } from "../util/cliChild.js";
 
-/** Starts the chief and one worker of a fresh in-process cluster, on `clock`. */
-const startPair = async (clock: VirtualClock, logger = new RecordingLogger()): Promise<readonly [TaskRuntime, TaskRuntime]> => {
+/** Starts the chief and one worker of a fresh in-process cluster, on `clock`; `heard` hears both tasks' events. */
+const startPair = async (clock: VirtualClock, heard = new EventRecorder()): Promise<readonly [TaskRuntime, TaskRuntime]> => {
   const [a, b] = (await freePorts(2)) as [number, number];
   const cluster = { chief: [`127.0.0.1:${a}`], worker: [`127.0.0.1:${b}`] };
   const settings = { backend: "memory", memoryCluster: randomUUID(), timeouts: { heartbeatTimeoutSecs: 4 } };
   const start = (type: string): Promise<TaskRuntime> =>
-    startTask({ env: {}, resolver: resolveCluster({ TF_CONFIG: JSON.stringify({ cluster, task: { type, index: 0 } }) }), settings, clock, logger, exit: () => undefined });
+    startTask({ env: {}, resolver: resolveCluster({ TF_CONFIG: JSON.stringify({ cluster, task: { type, index: 0 } }) }), settings, clock, logger: silentLogger, observer: heard.listener, exit: () => undefined });
   const [chief, worker] = await Promise.all([start("chief"), start("worker")]);
   return [chief, worker];
 };
@@ -29,9 +30,9 @@ const startPair = async (clock: VirtualClock, logger = new RecordingLogger()): P
 describe("the task runtime on the memory backend", () => {
   it("two tasks of one program register, share the coordination service's keys, and leave through the shutdown barrier", async () => {
     const clock = new VirtualClock();
-    const logger = new RecordingLogger();
-    const [chief, worker] = await startPair(clock, logger);
-    expect(logger.messages("info").filter((m) => m.includes("registering with the coordination service (in this process (memory cluster "))).toHaveLength(2);
+    const heard = new EventRecorder();
+    const [chief, worker] = await startPair(clock, heard);
+    expect(heard.lines("info").filter((e) => e.message.includes("registering with the coordination service (in this process (memory cluster ")).map((e) => e.source)).toEqual(["runtime", "runtime"]);
     expect(chief.coordination.generation).toBe(worker.coordination.generation);
     await chief.coordination.insert("greeting", "hello");
     expect(await worker.coordination.get("greeting")).toBe("hello");

@@ -11,7 +11,7 @@ import { describe, expect, it } from "vitest";
 import { resolveCluster } from "../../src/cluster/ClusterResolver.js";
 import { clusterFailureOf, ValueError } from "../../src/errors.js";
 import { silentLogger } from "../../src/Logger.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { PreemptionCheckpointHandler } from "../../src/preemption/index.js";
 import { CLUSTER_SETTINGS_ENV, clusterSettingsEnv, clusterSettingsFromEnv, startTask } from "../../src/runtime/index.js";
@@ -77,14 +77,15 @@ describe("startTask", () => {
     const [port] = await freePorts(1);
     const resolver = resolveCluster({ TF_CONFIG: JSON.stringify({ cluster: { chief: [`127.0.0.1:${port as number}`] }, task: { type: "chief", index: 0 } }) });
     const proc = Object.assign(new EventEmitter(), { ppid: process.ppid });
-    const logger = new RecordingLogger();
+    const recorder = new EventRecorder();
     const exits: number[] = [];
-    const task = await startTask({ env: {}, resolver, logger, noticeProcess: proc, exit: (code) => void exits.push(code) });
+    const task = await startTask({ env: {}, resolver, logger: silentLogger, observer: recorder.listener, noticeProcess: proc, exit: (code) => void exits.push(code) });
     try {
       const taken = task.takeOverNotices();
-      // The handler asked, but restores before it subscribes: the task still holds this notice.
+      // The handler asked, but restores before it subscribes: the task still holds this notice
+      // (the task's own line, not its notices' part's).
       proc.emit("SIGTERM");
-      expect(logger.messages("info").filter((m) => m.includes("held for the PreemptionCheckpointHandler"))).toHaveLength(1);
+      expect(recorder.lines("info").filter((e) => e.message.includes("held for the PreemptionCheckpointHandler")).map((e) => e.source)).toEqual(["runtime"]);
       const heard: string[] = [];
       const subscription = taken.subscribe((n) => void heard.push(n.source));
       expect(heard).toEqual(["SIGTERM"]);
@@ -118,13 +119,13 @@ describe("startTask", () => {
     const resolverOf = (type: string) => resolveCluster({ TF_CONFIG: JSON.stringify({ cluster, task: { type, index: 0 } }) });
     const chiefProc = Object.assign(new EventEmitter(), { ppid: process.ppid });
     const workerProc = Object.assign(new EventEmitter(), { ppid: process.ppid });
-    const logger = new RecordingLogger();
-    const workerLogger = new RecordingLogger();
+    const heard = new EventRecorder();
+    const workerHeard = new EventRecorder();
     const exits: number[] = [];
     const exit = (code: number): void => void exits.push(code);
     const [chief, worker] = await Promise.all([
-      startTask({ env: {}, resolver: resolverOf("chief"), logger, noticeProcess: chiefProc, exit }),
-      startTask({ env: {}, resolver: resolverOf("worker"), logger: workerLogger, noticeProcess: workerProc, exit }),
+      startTask({ env: {}, resolver: resolverOf("chief"), logger: silentLogger, observer: heard.listener, noticeProcess: chiefProc, exit }),
+      startTask({ env: {}, resolver: resolverOf("worker"), logger: silentLogger, observer: workerHeard.listener, noticeProcess: workerProc, exit }),
     ]);
     try {
       // The worker's handler had its notice, then closed: nothing more is told.
@@ -132,11 +133,11 @@ describe("startTask", () => {
       workerProc.emit("SIGTERM");
       workerHandler.unsubscribe();
       workerProc.emit("SIGINT");
-      expect(workerLogger.messages("info").filter((m) => m.includes("after its training ended"))).toEqual([]);
+      expect(workerHeard.messages().filter((m) => m.includes("after its training ended"))).toEqual([]);
       // The chief's handler closed (its training ended) before any notice; it still serves the worker.
       chief.takeOverNotices().subscribe(() => undefined).unsubscribe();
       chiefProc.emit("SIGTERM");
-      expect(logger.messages("info").filter((m) => m.includes("after its training ended: telling the tasks still training"))).toHaveLength(1);
+      expect(heard.lines("info").filter((e) => e.message.includes("after its training ended: telling the tasks still training")).map((e) => e.source)).toEqual(["runtime"]);
       const told = await worker.failed;
       expect(clusterFailureOf(told)).toEqual(expect.objectContaining({ kind: "preemption", notice: "SIGTERM" }));
       expect(clusterFailureOf(told)?.kind === "preemption" && clusterFailureOf(told)).toHaveProperty("reporter", expect.stringContaining("chief"));
@@ -157,10 +158,10 @@ describe("startTask", () => {
     const settings = { backend: "memory", memoryCluster: randomUUID() };
     const clock = new VirtualClock();
     const chiefProc = Object.assign(new EventEmitter(), { ppid: process.ppid });
-    const logger = new RecordingLogger();
+    const heard = new EventRecorder();
     const exits: number[] = [];
     const [chief, worker] = await Promise.all([
-      startTask({ env: {}, resolver: resolverOf("chief"), settings, clock, logger, noticeProcess: chiefProc, exit: (code) => void exits.push(code) }),
+      startTask({ env: {}, resolver: resolverOf("chief"), settings, clock, logger: silentLogger, observer: heard.listener, noticeProcess: chiefProc, exit: (code) => void exits.push(code) }),
       startTask({ env: {}, resolver: resolverOf("worker"), settings, clock, logger: silentLogger, noticeProcess: Object.assign(new EventEmitter(), { ppid: process.ppid }), exit: () => undefined }),
     ]);
     try {
@@ -172,7 +173,8 @@ describe("startTask", () => {
       expect(exits).toEqual([]);
       chiefProc.emit("SIGINT");
       expect(exits).toEqual([42]);
-      expect(logger.messages("info").filter((m) => m.includes("while it leaves the cluster: exiting with 42 at once"))).toHaveLength(1);
+      expect(heard.lines("info").filter((e) => e.message.includes("while it leaves the cluster: exiting with 42 at once")).map((e) => e.source)).toEqual(["runtime"]);
+      expect(heard.ofType("taskExiting")).toEqual([{ type: "taskExiting", time: clock.now(), task: "chief:0", code: 42, reason: "termination notice while the task left the cluster" }]);
       await worker.finish(false);
       await closing;
     } finally {

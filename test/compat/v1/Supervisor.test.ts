@@ -192,13 +192,14 @@ describe("Supervisor", () => {
   });
 
   it("a chief without a logdir starts no standard services and says why (supervisor.py's warning)", async () => {
-    const logger = new RecordingLogger();
-    const sv = new Supervisor({ graph: model(), logdir: null, saveSummariesSecs: 10, saveModelSecs: 30, clock: new VirtualClock(), logger });
+    const sv = new Supervisor({ graph: model(), logdir: null, saveSummariesSecs: 10, saveModelSecs: 30, clock: new VirtualClock(), logger: silentLogger });
+    const recorder = new EventRecorder();
+    recorder.record(sv.events$);
     const sess = await sv.prepareOrWaitForSession();
-    expect(logger.messages("warn")).toEqual(["Standard services need a 'logdir' passed to the SessionManager"]);
-    logger.clear();
+    expect(recorder.lines("warn").map((e) => [e.source, e.message])).toEqual([["supervisor", "Standard services need a 'logdir' passed to the SessionManager"]]);
+    recorder.clear();
     expect(await sv.startStandardServices(sess)).toEqual([]);
-    expect(logger.messages("warn")).toEqual(["Standard services need a 'logdir' passed to the SessionManager"]);
+    expect(recorder.lines("warn").map((e) => [e.source, e.message])).toEqual([["supervisor", "Standard services need a 'logdir' passed to the SessionManager"]]);
     await sv.stop();
   });
 
@@ -318,12 +319,16 @@ describe("Supervisor", () => {
     const logdir = tempDir();
     const clock = new VirtualClock();
     const sv = new Supervisor({ graph: model(), logdir, summaryOp: null, saveModelSecs: null, saveSummariesSecs: 10, clock, logger: silentLogger });
+    const recorder = new EventRecorder();
+    recorder.record(sv.events$);
     await sv.managedSession(async (sess) => {
       for (let i = 0; i < 5; i++) await sess.run("train");
       await clock.advanceSecs(10);
     });
     const rates = events(logdir).flatMap((e) => (e.summary?.value ?? []).map((v) => [e.step ?? "0", v.simpleValue]));
     expect(rates).toEqual([["5", 0.5]]); // 5 steps in 10 s; no infinite first point
+    // The point's line, as the summary has it.
+    expect(recorder.lines("info").filter((e) => e.message.includes("/sec: ")).map((e) => [e.source, e.message])).toEqual([["supervisor", "global_step/sec: 0.5"]]);
   });
 
   it("localInitRunOptions reach the local init op's run", async () => {
