@@ -6,9 +6,13 @@
  * sigkillWorker 0.3, sigkillChief 0.1, freeze 0.1 (15 s), opError 0.1. The job's `lastStep` is
  * `CHAOS_BENCH_STEPS` (default 90,000: about ten minutes of training on a 2-core machine, so that the faults of the window land while it trains).
  *
- * Two variants in the same run, one after the other, with the same schedule: `plain` (each
- * restarted group is new processes) and `standby` (`launch --standby`: a restarted group starts
- * from processes that loaded `run`'s modules while the group before trained).
+ * Three variants in the same run, one after the other, with the same schedule (or those
+ * `CHAOS_BENCH_VARIANTS` names, comma-separated): `plain` (from a clone: every process, the
+ * restarted ones too, runs `node --import tsx src/cli/main.ts`, transpiling as it loads),
+ * `standby` (the same with `launch --standby`: a restarted group starts from processes that
+ * loaded `run`'s modules while the group before trained) and `compiled` (the installed package's
+ * way: `node dist/src/cli/main.js`, built first, with the job importing the package by name, no
+ * standby).
  *
  * Figures per variant (bench/results/chaos.json): the report's `goodput` and `badput`, every
  * fault (kind, target, times, steps lost, what recovered it), `firstStepMsMedian` by kind, the
@@ -16,8 +20,8 @@
  * the group waited; `group`, the whole group restarted; each kind with its median and how many
  * faults it is of), `stepsLostSigterm`, and
  * beside them the process start to first step for a fresh task (`freshStartToFirstStepMs`: the
- * first group's chief, from its process's start to its `ready`); then `standbyVsPlain`, the
- * ratio of the two variants' `firstStepMsMedian` for each kind.
+ * first group's chief, from its process's start to its `ready`); then `standbyVsPlain` and
+ * `compiledVsPlain`, the ratio of a variant's `firstStepMsMedian` to `plain`'s for each kind.
  *
  * Equal work, or the benchmark fails: `launch` exits 0, the chief's last process ends at
  * `lastStep`, every checkpoint left verifies (`inspect` exits 0), and the report's goodput is
@@ -30,8 +34,9 @@ import { join } from "node:path";
 import type { ChaosReport } from "../src/cli/chaos.js";
 import { computeGoodput } from "../src/goodput/computeGoodput.js";
 import { readGoodputLogs } from "../src/goodput/goodputLog.js";
-import { startCli } from "../test/util/cliChild.js";
+import { repoRoot, startCli } from "../test/util/cliChild.js";
 import { exampleTree } from "../test/util/exampleTree.js";
+import { buildPackage, COMPILED_CLI, writePackagedJob } from "./packagedJob.js";
 import { median, round } from "./stats.js";
 
 const SECS = Number(process.env["CHAOS_BENCH_SECS"] ?? 600);
@@ -46,38 +51,80 @@ freezeSecs: 15
 
 const KINDS = ["sigterm", "sigkillWorker", "sigkillChief", "freeze", "opError"] as const;
 
+/** How each variant starts `launch` (see the module doc). */
+const VARIANTS = {
+  plain: { standby: false, compiled: false },
+  standby: { standby: true, compiled: false },
+  compiled: { standby: false, compiled: true },
+} as const;
+
+type VariantName = keyof typeof VARIANTS;
+
+/** The variants to run: `CHAOS_BENCH_VARIANTS` (comma-separated), default every one. */
+const variantsToRun = (): VariantName[] => {
+  const asked = (process.env["CHAOS_BENCH_VARIANTS"] ?? Object.keys(VARIANTS).join(",")).split(",").map((v) => v.trim());
+  const unknown = asked.filter((v) => !(v in VARIANTS));
+  if (unknown.length > 0 || asked.length === 0) throw new Error(`CHAOS_BENCH_VARIANTS: unknown variant ${unknown.join(", ")}; the variants are ${Object.keys(VARIANTS).join(", ")}`);
+  return asked as VariantName[];
+};
+
+/** Where the compiled variant's package-name copy of the job goes (under the package's gitignored `runs/`). */
+const JOB_FOLDER = ".bench-chaos";
+
 export default async (): Promise<Record<string, unknown>> => {
   if (!(SECS > 0) || !(STEPS > 0)) throw new Error("CHAOS_BENCH_SECS and CHAOS_BENCH_STEPS must be positive numbers");
-  const plain = await variant(false);
-  const standby = await variant(true);
-  const ratio = (k: (typeof KINDS)[number]): number | null => {
-    const a = plain.firstStepMsMedian[k];
-    const b = standby.firstStepMsMedian[k];
-    return a === null || b === null || a === undefined || b === undefined ? null : round(b / a, 3);
+  const names = variantsToRun();
+  const results: Partial<Record<VariantName, Awaited<ReturnType<typeof variant>>>> = {};
+  try {
+    for (const name of names) results[name] = await variant(name);
+  } finally {
+    rmSync(join(repoRoot, "runs", JOB_FOLDER), { recursive: true, force: true });
+  }
+  /** `name`'s firstStepMsMedian over plain's, by kind; absent when either did not run. */
+  const versusPlain = (name: VariantName): Record<string, number | null> | undefined => {
+    const plain = results.plain;
+    const other = results[name];
+    if (plain === undefined || other === undefined) return undefined;
+    return Object.fromEntries(
+      KINDS.map((k) => {
+        const a = plain.firstStepMsMedian[k];
+        const b = other.firstStepMsMedian[k];
+        return [k, a === null || b === null || a === undefined || b === undefined ? null : round(b / a, 3)];
+      }),
+    );
   };
+  const standbyVsPlain = versusPlain("standby");
+  const compiledVsPlain = versusPlain("compiled");
   return {
     lastStep: STEPS,
     faultWindowSecs: SECS,
-    plain,
-    standby,
-    standbyVsPlain: Object.fromEntries(KINDS.map((k) => [k, ratio(k)])),
+    ...results,
+    ...(standbyVsPlain === undefined ? {} : { standbyVsPlain }),
+    ...(compiledVsPlain === undefined ? {} : { compiledVsPlain }),
     goals: { goodput: 0.9, firstStepMsMedianSigtermAndSigkillWorker: 3000, stepsLostSigterm: 0, reportVsRecomputation: 0.01 },
   };
 };
 
-/** One launch under the schedule; `standby`: with `--standby`. Fails unless it did the whole work. */
-const variant = async (standby: boolean): Promise<{ firstStepMsMedian: Record<string, number | null> } & Record<string, unknown>> => {
+/** One launch under the schedule, started as `name` says. Fails unless it did the whole work. */
+const variant = async (name: VariantName): Promise<{ firstStepMsMedian: Record<string, number | null> } & Record<string, unknown>> => {
+  const { standby, compiled } = VARIANTS[name];
   const root = mkdtempSync(join(tmpdir(), "ms-bench-chaos-"));
   try {
-    const yaml = exampleTree(root, (y) =>
-      `${y.replace(/^lastStep: \d+$/m, `lastStep: ${STEPS}`).replace(/^ {2}saveSteps: \d+.*$/m, "  saveSecs: 30")}cluster:\n  timeouts:\n    heartbeatTimeoutSecs: 4\n`,
-    );
+    if (compiled) buildPackage("chaos");
+    // The compiled CLI loads the job's package-name copy, so that the job uses dist/ as well.
+    const job = compiled ? writePackagedJob("chaos", JOB_FOLDER) : undefined;
+    const yaml = exampleTree(root, (y) => {
+      const edited = `${y.replace(/^lastStep: \d+$/m, `lastStep: ${STEPS}`).replace(/^ {2}saveSteps: \d+.*$/m, "  saveSecs: 30")}cluster:\n  timeouts:\n    heartbeatTimeoutSecs: 4\n`;
+      return job === undefined ? edited : edited.replace(/^module: .*$/m, `module: ${job}`);
+    });
     const schedule = join(root, "chaos.yaml");
     writeFileSync(schedule, SCHEDULE);
     const reportPath = join(root, "report.json");
     // Bounded: the faults' window, the training, and a restart per fault with room to spare.
     const boundMs = (SECS + STEPS / 20 + 600) * 1000;
-    const l = startCli(["launch", "--workers", "3", "--kill-after", "30", ...(standby ? ["--standby"] : []), "--chaos", schedule, "--chaos-report", reportPath, yaml], { timeoutMs: boundMs });
+    const args = ["launch", "--workers", "3", "--kill-after", "30", ...(standby ? ["--standby"] : []), "--chaos", schedule, "--chaos-report", reportPath, yaml];
+    // launch starts every task (a restarted one too) with its own command line: compiled or not.
+    const l = startCli(args, { timeoutMs: boundMs, ...(compiled ? { compiledCli: COMPILED_CLI } : {}) });
     const r = await l.done;
     const out = l.output();
     if (r.code !== 0) throw new Error(`chaos: launch exited ${r.code} (equal work needs 0):\n${out.slice(-4000)}`);

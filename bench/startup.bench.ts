@@ -15,14 +15,15 @@
  * step and end with `Done at global step <LAST_STEP>` and exit 0, or the benchmark fails.
  * Medians, and the compiled way's ratio to the clone's.
  */
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { parse, stringify } from "yaml";
 
 import { repoRoot } from "../test/util/cliChild.js";
+import { buildPackage, COMPILED_CLI, writePackagedJob } from "./packagedJob.js";
 import { median, round } from "./stats.js";
 
 const RUNS = 5;
@@ -39,31 +40,13 @@ interface Start {
 
 const ARGS: Record<Way, readonly string[]> = {
   clone: ["--conditions=monitored-session-source", "--import", "tsx", "src/cli/main.ts"],
-  compiled: ["dist/src/cli/main.js"],
+  compiled: [COMPILED_CLI],
 };
 
-/**
- * The bundled job's module and its data module, importing monitored-session by its package name
- * (as a user's job does) instead of the checkout's `../src/` paths, so that both ways load the
- * copy their CLI is: `src/` under the source condition, `dist/` without it. Written inside the
- * package (gitignored `runs/`), where the package's name resolves to itself.
- */
-const JOB_DIR = join(repoRoot, "runs", ".bench-startup");
-const writeJob = (): string => {
-  const byName = (source: string): string =>
-    source
-      .replace(/"\.\.\/src\/config\/index\.js"/g, '"monitored-session/config"')
-      .replace(/"\.\.\/src\/creation\/Scaffold\.js"/g, '"monitored-session"')
-      .replace(/"\.\.\/src\/tfjs\/index\.js"/g, '"monitored-session/tfjs"')
-      .replace(/"\.\.\/src\/index\.js"/g, '"monitored-session"');
-  mkdirSync(JOB_DIR, { recursive: true });
-  for (const name of ["tfjs-classifier.job.ts", "tfjs-classifier-data.ts"]) {
-    const source = byName(readFileSync(join(repoRoot, "examples", name), "utf8"));
-    if (source.includes("../src/")) throw new Error(`startup benchmark: examples/${name} imports from ../src/ in a way this benchmark does not rewrite`);
-    writeFileSync(join(JOB_DIR, name), source);
-  }
-  return join(JOB_DIR, "tfjs-classifier.job.ts");
-};
+/** Where the job's package-name copy goes (under the package's gitignored `runs/`). */
+const JOB_FOLDER = ".bench-startup";
+const JOB_DIR = join(repoRoot, "runs", JOB_FOLDER);
+const writeJob = (): string => writePackagedJob("startup", JOB_FOLDER);
 
 /** The bundled job with its checkpoints in a fresh directory and a short last step. */
 const writeConfig = (dir: string): string => {
@@ -130,8 +113,7 @@ const measure = async (): Promise<Record<string, unknown>> => {
 };
 
 export default async (): Promise<Record<string, unknown>> => {
-  const build = spawnSync("npm", ["run", "--silent", "build"], { cwd: repoRoot, encoding: "utf8" });
-  if (build.status !== 0) throw new Error(`startup benchmark: npm run build failed:\n${build.stdout}${build.stderr}`);
+  buildPackage("startup");
   try {
     // A first start of each way warms the filesystem cache (and tsx's), as any start after the first finds it.
     await startOnce("clone");
