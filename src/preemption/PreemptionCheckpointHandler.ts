@@ -139,6 +139,12 @@ export interface PreemptionCheckpointHandlerOptions {
   readonly clock?: Clock | undefined;
   readonly logger?: Logger | undefined;
   /**
+   * Hears every event of the handler from its first line: what `create()` says (a checkpoint it
+   * restored, the replica group's run count, an ignored option) comes before it resolves, so
+   * `handler.events$` alone would miss it. Lines are `log` events (`source: "preemption"`).
+   */
+  readonly observer?: ((event: PreemptionEvent | SessionEventOf<"log">) => void) | undefined;
+  /**
    * The current global step, read synchronously, for log messages: with it they say "at global
    * step N" (what a user sees in TensorBoard and checkpoint names) instead of "at run N".
    */
@@ -307,6 +313,7 @@ export class PreemptionCheckpointHandler {
     // Its lines (and its coordinator's and manager's) are `log` events on its own stream, which
     // `options.logger` prints until a session adopts them (`session.forwardEvents(handler)`).
     const events = new ComponentEvents<PreemptionEvent>(options.logger ?? defaultLogger, () => clock.now(), "preemption");
+    if (options.observer !== undefined) events.events$.subscribe(options.observer);
     const logger = events.logger;
     if (options.checkpointManager !== undefined && options.checkpointDir !== undefined) {
       logger.warn(
@@ -521,12 +528,16 @@ export class PreemptionCheckpointHandler {
     try {
       await this.coordinator.close();
     } finally {
-      this.events.complete();
       try {
         if (this.ownsManager) await this.checkpointManager?.close();
       } finally {
         // A worker's temporary directory goes even when its manager's close failed.
-        await this.removeWorkerTemp();
+        try {
+          await this.removeWorkerTemp();
+        } finally {
+          // Last: what closing had to say (the manager's lock, the temporary directory) is on events$ too.
+          this.events.complete();
+        }
       }
     }
   }

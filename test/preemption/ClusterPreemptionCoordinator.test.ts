@@ -431,10 +431,11 @@ describe("PreemptionCheckpointHandler in a cluster (failure_handler_test, multi-
     try {
       await worker.handler.close();
       // (Its manager's lock, inside it, cannot be released either: a warning of the lock's own.)
-      // On the logger: close() ends the handler's events$ before it deletes the directory.
-      expect(worker.logger.messages("warn").filter((m) => m.startsWith("PreemptionCheckpointHandler:"))).toEqual([
-        `PreemptionCheckpointHandler: could not delete ${temp}: ENOTDIR: not a directory, lstat '${temp}'`,
-      ]);
+      // An event too: close() ends the handler's events$ only after it deleted the directory.
+      const warning = `PreemptionCheckpointHandler: could not delete ${temp}: ENOTDIR: not a directory, lstat '${temp}'`;
+      expect(worker.recorder.lines("warn").filter((e) => e.message.startsWith("PreemptionCheckpointHandler:")).map((e) => [e.source, e.message])).toEqual([["preemption", warning]]);
+      expect(worker.recorder.messages("warn").some((m) => m.includes("lock"))).toBe(true);
+      expect(worker.logger.messages("warn").filter((m) => m.startsWith("PreemptionCheckpointHandler:"))).toEqual([warning]);
     } finally {
       await unlink(parent);
       await rename(join(base, "run.moved"), parent);

@@ -46,6 +46,10 @@ const setup = async (config: ConstructorParameters<typeof TerminationConfig>[0] 
   const clock = new VirtualClock();
   const logger = new RecordingLogger();
   const exits: number[] = [];
+  // Every event from the handler's first line (`observer`: what create() says comes before it
+  // resolves); its lines are `log` events in `recorder`, `events` holds the typed ones.
+  const recorder = new EventRecorder();
+  const events: PreemptionEvent[] = [];
   const handler = await PreemptionCheckpointHandler.create({
     ...(extra.manager === undefined ? { checkpointDir: dir } : { checkpointManager: extra.manager }),
     store: session.variables,
@@ -54,13 +58,11 @@ const setup = async (config: ConstructorParameters<typeof TerminationConfig>[0] 
     signalTarget: signals,
     clock,
     logger,
+    observer: (e) => {
+      recorder.listener(e);
+      if (e.type !== "log") events.push(e);
+    },
   });
-  // The typed events; its lines are `log` events in `recorder`. The lines of `create()` come
-  // before anyone can subscribe to `events$`: those are asserted through `logger`.
-  const events: PreemptionEvent[] = [];
-  handler.events$.subscribe((e) => e.type !== "log" && events.push(e));
-  const recorder = new EventRecorder();
-  recorder.record(handler.events$);
   const step = () => handler.run(() => session.run("train"));
   return { session, signals, clock, logger, exits, handler, events, recorder, step };
 };
@@ -142,7 +144,7 @@ describe("PreemptionCheckpointHandler", () => {
   it("with globalStep, its messages name the global step instead of the run count", async () => {
     const session = model();
     const signals = new EventEmitter();
-    const logger = new RecordingLogger();
+    const recorder = new EventRecorder();
     const handler = await PreemptionCheckpointHandler.create({
       checkpointDir: dir,
       store: session.variables,
@@ -150,11 +152,10 @@ describe("PreemptionCheckpointHandler", () => {
       terminationConfig: new TerminationConfig({ exitFn: () => undefined }),
       signalTarget: signals,
       clock: new VirtualClock(),
-      logger,
+      logger: silentLogger,
+      observer: recorder.listener,
       globalStep: () => Number(session.variables.snapshot().get("global_step")?.data[0]) + 100,
     });
-    const recorder = new EventRecorder();
-    recorder.record(handler.events$);
     const step = () => handler.run(() => session.run("train"));
     await step();
     signals.emit("SIGTERM");
@@ -165,8 +166,8 @@ describe("PreemptionCheckpointHandler", () => {
     expect(messages).toContain("checkpoint saved at global step 102");
     expect(messages).not.toMatch(/at run \d/);
     expect(recorder.lines().filter((e) => e.message.includes("global step 10")).map((e) => e.source)).toEqual(["preemption", "preemption"]);
-    // The lines of create(), before the recorder subscribed, reach only the logger.
-    expect(logger.messages().join("\n")).not.toMatch(/at run \d/);
+    // Nor do create()'s own lines (the recorder heard them through the handler's observer).
+    expect(recorder.messages().join("\n")).not.toMatch(/at run \d/);
     await handler.close();
   });
 
@@ -187,16 +188,18 @@ describe("PreemptionCheckpointHandler", () => {
 
   it("says which checkpoint it restored and at which run; a fresh directory (initFn) says nothing of a restore", async () => {
     const a = await setup();
-    expect(a.logger.messages().filter((m) => m.includes("restored"))).toEqual([]);
+    expect(a.recorder.messages().filter((m) => m.includes("restored"))).toEqual([]);
     for (let i = 0; i < 3; i++) await a.step();
     const path = await a.handler.save();
     expect(path).toBe(join(dir, "ckpt-1"));
     await a.handler.close();
 
     const b = await setup();
-    expect(b.logger.entries.filter((e) => e.message.includes("restored"))).toEqual([
-      { level: "info", message: `PreemptionCheckpointHandler: restored ${join(dir, "ckpt-1")} at run 3.`, fields: { path: join(dir, "ckpt-1"), run: 3 } },
+    expect(b.recorder.lines().filter((e) => e.message.includes("restored"))).toEqual([
+      { type: "log", time: b.clock.now(), level: "info", message: `PreemptionCheckpointHandler: restored ${join(dir, "ckpt-1")} at run 3.`, fields: { path: join(dir, "ckpt-1"), run: 3 }, source: "preemption" },
     ]);
+    // Printed once by the handler's logger too: no session adopted its lines.
+    expect(b.logger.messages().filter((m) => m.includes("restored"))).toHaveLength(1);
     await b.handler.close();
   });
 
@@ -435,7 +438,7 @@ describe("PreemptionCheckpointHandler with a platform watcher", () => {
     const clock = new VirtualClock();
     const manager = await CheckpointManager.create({ directory: dir, clock });
     const session = model();
-    const logger = new RecordingLogger();
+    const recorder = new EventRecorder();
     const handler = await PreemptionCheckpointHandler.create({
       checkpointManager: manager,
       checkpointDir: "/elsewhere",
@@ -443,10 +446,11 @@ describe("PreemptionCheckpointHandler with a platform watcher", () => {
       initFn: () => session.variables.initialize(),
       signalTarget: new EventEmitter(),
       clock,
-      logger,
+      logger: silentLogger,
+      observer: recorder.listener,
     });
     expect(handler.checkpointManager).toBe(manager);
-    expect(logger.messages("warn")).toEqual([expect.stringContaining("checkpointDir /elsewhere is ignored")]);
+    expect(recorder.messages("warn")).toEqual([expect.stringContaining("checkpointDir /elsewhere is ignored")]);
     await handler.close();
     await manager.close();
   });
@@ -454,7 +458,7 @@ describe("PreemptionCheckpointHandler with a platform watcher", () => {
     const clock = new VirtualClock();
     const manager = await CheckpointManager.create({ directory: dir, clock });
     const session = model();
-    const logger = new RecordingLogger();
+    const recorder = new EventRecorder();
     const ignored = join(tempDir(), "ignored");
     const handler = await PreemptionCheckpointHandler.create({
       checkpointManager: manager,
@@ -463,13 +467,16 @@ describe("PreemptionCheckpointHandler with a platform watcher", () => {
       initFn: () => session.variables.initialize(),
       signalTarget: new EventEmitter(),
       clock,
-      logger,
+      logger: silentLogger,
+      observer: recorder.listener,
     });
-    expect(logger.entries.filter((e) => e.level === "warn")).toEqual([
+    expect(recorder.lines("warn")).toEqual([
       {
+        type: "log",
+        time: clock.now(),
         level: "warn",
         message: `PreemptionCheckpointHandler: checkpointDir ${ignored} is ignored: checkpoints go through the given checkpointManager (${dir}).`,
-        fields: undefined,
+        source: "preemption",
       },
     ]);
     expect(await handler.save()).toBe(join(dir, "ckpt-1"));

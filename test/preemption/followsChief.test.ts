@@ -144,7 +144,7 @@ describe('"chiefSaves": a worker that outlives its chief', () => {
     expect(await decide(coordinator.beforeStep(7, 10))).toEqual({ save: false, exitWithoutSave: { code: CHIEF_LOST_EXIT_CODE, reason } });
     // Nothing is waited for before the exit: no acknowledgement, no warning.
     await coordinator.beforeExit();
-    expect(logger.messages().filter((l) => l.startsWith("WARN"))).toEqual([]);
+    expect(logger.messages("warn")).toEqual([]);
     await coordinator.close();
   });
 
