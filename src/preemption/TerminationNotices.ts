@@ -35,6 +35,7 @@ import { ValueError } from "../errors.js";
 import { ComponentEvents } from "../events/componentEvents.js";
 import type { SessionEvent } from "../events/SessionEvent.js";
 import { defaultLogger, type Logger } from "../Logger.js";
+import { FailureStreak } from "./failureStreak.js";
 import { PlatformPoller, type PlatformName, type PlatformNotice, type PlatformPollerOptions, type PlatformWatcher } from "./platforms/PlatformWatcher.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -142,10 +143,10 @@ export class TerminationNotices {
   private signalGraceSecs: number | undefined;
   private readonly initialPpid: number;
   private closed = false;
-  /** The watched file could not be checked at the last poll (warned once per streak). */
-  private fileFailing = false;
   private readonly events: ComponentEvents;
   private readonly logger: Logger;
+  /** The watched file's checks that failed, warned once per streak. */
+  private readonly fileStreak: FailureStreak;
 
   private constructor(
     private readonly proc: NoticeProcess,
@@ -159,6 +160,7 @@ export class TerminationNotices {
     this.initialPpid = proc.ppid;
     this.events = new ComponentEvents(fallback, () => clock.now(), "notices");
     this.logger = this.events.logger;
+    this.fileStreak = new FailureStreak(this.logger);
   }
 
   /** Starts watching. Throws `ValueError` for a non-positive poll interval or a negative window. */
@@ -322,15 +324,11 @@ export class TerminationNotices {
     if (file !== undefined) {
       try {
         const exists = this.fileExists(file);
-        if (this.fileFailing) this.logger.info(`TerminationNotices: ${file} can be checked again.`);
-        this.fileFailing = false;
+        this.fileStreak.succeeded(`TerminationNotices: ${file} can be checked again.`);
         if (exists) return this.notice("watchFile");
       } catch (e) {
-        // The first failure of a streak is a warning; repeating it every poll would flood the log.
         const why = e instanceof Error ? e.message : String(e);
-        if (!this.fileFailing) this.logger.warn(`TerminationNotices: cannot check ${file} (polling goes on): ${why}`);
-        else this.logger.debug(`TerminationNotices: cannot check ${file} again: ${why}`);
-        this.fileFailing = true;
+        this.fileStreak.failed(`TerminationNotices: cannot check ${file} (polling goes on): ${why}`, `TerminationNotices: cannot check ${file} again: ${why}`);
       }
     }
     if (this.watchParent && this.initialPpid > 1 && this.proc.ppid !== this.initialPpid) this.notice("parentExited");

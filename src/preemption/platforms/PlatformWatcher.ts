@@ -14,6 +14,7 @@ import type { Observable } from "rxjs";
 import { ComponentEvents } from "../../events/componentEvents.js";
 import type { SessionEvent } from "../../events/SessionEvent.js";
 import { defaultLogger, type Logger } from "../../Logger.js";
+import { FailureStreak } from "../failureStreak.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -82,12 +83,13 @@ const FIRST_POLL_MS = 0;
 export class PlatformPoller {
   private timer: TimerHandle | undefined;
   private inFlight: AbortController | undefined;
-  private failing = false;
   private closed = false;
   private noticeValue: PlatformNotice | undefined;
   private acknowledged = false;
   private readonly events: ComponentEvents;
   private readonly logger: Logger;
+  /** Its polls' failures, warned once per streak. */
+  private readonly streak: FailureStreak;
 
   private constructor(
     readonly watcher: PlatformWatcher,
@@ -99,6 +101,7 @@ export class PlatformPoller {
   ) {
     this.events = new ComponentEvents(fallback, () => clock.now(), "platform");
     this.logger = this.events.logger;
+    this.streak = new FailureStreak(this.logger);
   }
 
   /**
@@ -175,8 +178,7 @@ export class PlatformPoller {
     try {
       const n = await this.withTimeout(check);
       if (this.closed) return;
-      if (this.failing) this.logger.info(`${this.watcher.platform}: the metadata service answers again.`);
-      this.failing = false;
+      this.streak.succeeded(`${this.watcher.platform}: the metadata service answers again.`);
       if (n !== undefined) {
         this.noticeValue = n;
         this.onNotice(n);
@@ -185,9 +187,7 @@ export class PlatformPoller {
     } catch (e) {
       if (this.closed) return;
       // The first failure of a streak is a warning; repeating it every poll would flood the log.
-      if (!this.failing) this.logger.warn(`${this.watcher.platform}: polling for termination notices failed (polling goes on): ${message(e)}`);
-      else this.logger.debug(`${this.watcher.platform}: poll failed again: ${message(e)}`);
-      this.failing = true;
+      this.streak.failed(`${this.watcher.platform}: polling for termination notices failed (polling goes on): ${message(e)}`, `${this.watcher.platform}: poll failed again: ${message(e)}`);
     }
     if (!this.closed) this.schedule(this.pollMs);
   }
