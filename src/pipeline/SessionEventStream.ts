@@ -1,64 +1,70 @@
 /**
- * The one event stream of a monitored session: a Subject that every layer and hook publishes
- * to, the replay of the latest `sessionCreated` for late subscribers, and the forwarding of
- * other streams (a preemption handler's) into it until the session closes.
+ * The one event stream of a monitored session: one rxjs Subject that every layer and hook
+ * publishes to, the replay of the latest `sessionCreated` for late subscribers, and the
+ * forwarding of other streams (a preemption handler's) into it until the session closes.
  *
- * Beside the subscribers, the stream has listeners: the session's log observers. A listener
- * hears every event except the per-run ones (`beforeRun`, `afterRun`, `hookTimings`), even
- * after the stream completed (a background save that fails after `close()` still gets its
- * line), and does not count as an observer: without a subscriber, a run builds no event.
+ * The session's log observers subscribe to the same Subject, with two differences from the
+ * subscribers of `events$`:
+ * - they skip the per-run events (`beforeRun`, `afterRun`, `hookTimings`), and do not count as
+ *   observers: without a subscriber of `events$`, a run builds no event at all, so the default
+ *   log observer costs the hot path nothing;
+ * - their subscription outlives `complete()`: `events$` completes when the session closes, but
+ *   a line written later (a background save that fails after `close()`) still reaches them.
  *
  * @module
  */
 
-import { Observable, Subject, Subscription, type PartialObserver } from "rxjs";
+import { Observable, Subject, Subscription, type PartialObserver, type Subscriber } from "rxjs";
 
 import type { SessionEventListener } from "../events/logObserver.js";
 import { describeCause, type SessionEvent, type SessionEventOf } from "../events/SessionEvent.js";
 
+/** How the stream ended, for a subscriber that comes after: `undefined` while it is live. */
+type Ending = { readonly error: false } | { readonly error: true; readonly cause: unknown };
+
 export class SessionEventStream {
+  /** Every event, to everyone; never completed (the log observers hear late lines on it). */
   private readonly subject = new Subject<SessionEvent>();
+  /** Fires once, when the stream ends: the `events$` subscribers complete (or error) on it. */
+  private readonly ends = new Subject<Ending>();
+  private ending: Ending | undefined;
+  /** Subscribers of `events$` and `subscribe()`: the ones a per-run event is built for. */
+  private subscribers = 0;
   private latestCreated: SessionEventOf<"sessionCreated"> | undefined;
   /** The cause of the last `sessionAborted`, carried by the next `sessionCreated`. */
   private abortCause: string | undefined;
   private readonly forwarded = new Subscription();
-  private readonly listeners: SessionEventListener[] = [];
-  private readonly failedListeners = new Set<SessionEventListener>();
 
-  /** Adds a listener (see the module doc): it hears the events from now on. */
-  listen(listener: SessionEventListener): void {
-    this.listeners.push(listener);
-  }
-
-  /** Tells the listeners about `e` (not a per-run event). */
-  private tell(e: SessionEvent): void {
-    for (const l of this.listeners) {
+  /** Subscribes a log observer (see the module doc): it hears the events from now on. */
+  listen(listener: SessionEventListener): Subscription {
+    let failed = false;
+    return this.subject.subscribe((e) => {
+      if (isPerRun(e.type)) return;
       try {
-        l(e);
+        listener(e);
       } catch (error) {
         // A broken observer must not fail the hook or the run that emitted: said once, on stderr.
-        if (this.failedListeners.has(l)) continue;
-        this.failedListeners.add(l);
+        if (failed) return;
+        failed = true;
         console.error(`monitored-session: a log observer threw on a ${e.type} event (${describeCause(error)}); the session goes on, and this observer's later errors are not reported`);
       }
-    }
+    });
   }
 
-  /** Replays the latest `sessionCreated`, then the live events. */
+  /** Replays the latest `sessionCreated`, then the live events; completes when the stream ends. */
   readonly events$: Observable<SessionEvent> = new Observable<SessionEvent>((subscriber) => {
     const created = this.latestCreated;
     if (created !== undefined) subscriber.next(created);
-    return this.subject.subscribe(subscriber);
+    return this.attach(subscriber);
   });
 
   /** Whether anyone listens: emitters skip building events otherwise. */
   get observed(): boolean {
-    return this.subject.observed;
+    return this.subscribers > 0;
   }
 
   /** Emits `e` to the listeners and to current subscribers. */
   next(e: SessionEvent): void {
-    this.tell(e);
     this.subject.next(e);
   }
 
@@ -73,8 +79,7 @@ export class SessionEventStream {
     const event: SessionEventOf<"sessionCreated"> = cause === undefined ? e : { ...e, cause };
     this.latestCreated = event;
     this.abortCause = undefined;
-    this.tell(event);
-    if (this.subject.observed) this.subject.next(event);
+    this.subject.next(event);
   }
 
   /** Emits `sessionAborted` with the error's one-line cause. */
@@ -82,8 +87,7 @@ export class SessionEventStream {
     const cause = describeCause(error);
     this.abortCause = cause;
     const event: SessionEventOf<"sessionAborted"> = { type: "sessionAborted", time, error, cause };
-    this.tell(event);
-    if (this.subject.observed) this.subject.next(event);
+    this.subject.next(event);
   }
 
   /** Forwards `source$`'s events until it completes or the stream ends; an error becomes a line at `warn` and a `warning`. */
@@ -103,18 +107,49 @@ export class SessionEventStream {
 
   /** Subscribes to live events only (no replay): for the observer given before creation. */
   subscribe(observer: PartialObserver<SessionEvent> | SessionEventListener): Subscription {
-    return this.subject.subscribe(observer);
+    return new Observable<SessionEvent>((subscriber) => this.attach(subscriber)).subscribe(observer);
   }
 
-  /** Ends the stream: stops forwarding, completes subscribers. */
+  /** Ends the stream: stops forwarding, completes the subscribers (not the log observers). */
   complete(): void {
-    this.forwarded.unsubscribe();
-    this.subject.complete();
+    this.end({ error: false });
   }
 
   /** Ends the stream with an error (creation failed: there is no session to observe). */
   error(e: unknown): void {
+    this.end({ error: true, cause: e });
+  }
+
+  private end(ending: Ending): void {
+    if (this.ending !== undefined) return;
+    this.ending = ending;
     this.forwarded.unsubscribe();
-    this.subject.error(e);
+    this.ends.next(ending);
+    this.ends.complete();
+  }
+
+  /** Gives `subscriber` the live events until the stream ends, counted as an observer meanwhile. */
+  private attach(subscriber: Subscriber<SessionEvent>): Subscription | undefined {
+    const ended = this.ending;
+    if (ended !== undefined) {
+      settle(subscriber, ended);
+      return undefined;
+    }
+    this.subscribers += 1;
+    const live = this.subject.subscribe(subscriber);
+    live.add(this.ends.subscribe((e) => settle(subscriber, e)));
+    live.add(() => {
+      this.subscribers -= 1;
+    });
+    return live;
   }
 }
+
+/** Ends `subscriber` as the stream ended. */
+const settle = (subscriber: Subscriber<SessionEvent>, ending: Ending): void => {
+  if (ending.error) subscriber.error(ending.cause);
+  else subscriber.complete();
+};
+
+/** The events a run builds only for subscribers, which log observers skip. */
+const isPerRun = (type: SessionEvent["type"]): boolean => type === "beforeRun" || type === "afterRun" || type === "hookTimings";
