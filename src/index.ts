@@ -12,7 +12,13 @@
  * - `monitored-session/testing`: the test kit (`FakeSession`, `VirtualClock`, `HookRecorder`);
  * - `monitored-session/config`: configuration files, the hook registry, jobs and plugins;
  * - `monitored-session/tfjs`: the TensorFlow.js adapter (loads TensorFlow.js);
- * - `monitored-session/compat/v1`: TensorFlow 1's `Supervisor`.
+ * - `monitored-session/compat/v1`: TensorFlow 1's `Supervisor`;
+ * - `monitored-session/cluster`: TF_CONFIG, the cluster spec and resolvers, the gRPC `Server`,
+ *   the coordination backends and their registry, the collective;
+ * - `monitored-session/runtime`: `startTask` (a task of a cluster started from your own
+ *   program), its exit codes and events.
+ *
+ * Nothing else can be imported: `monitored-session/internal/*` is closed in package.json.
  *
  * See "Layers and public API" in docs/architecture.md.
  *

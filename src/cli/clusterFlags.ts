@@ -59,7 +59,7 @@ const pathFrom = (text: string, cwd: string): string => (text === "" || isAbsolu
 
 /** The settings flags of `launch -- <command>`, one per key of the `cluster:` section they set. */
 export const CLUSTER_FLAGS: readonly ClusterFlag[] = [
-  { flags: "--backend <name>", name: "backend", key: "backend", help: "where the coordination state lives: embedded (in the chief) or etcd (memory, in one process, is for programs that start every task themselves)", value: (s) => s },
+  { flags: "--backend <name>", name: "backend", key: "backend", help: "where the coordination state lives: a registered backend's name: embedded (the default, in the chief), etcd, or one a plugin registers (memory, in one process, is for programs that start every task themselves)", value: (s) => s },
   {
     flags: "--etcd-endpoints <urls>",
     name: "etcdEndpoints",

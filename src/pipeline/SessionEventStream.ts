@@ -5,9 +5,10 @@
  *
  * The session's log observers subscribe to the same Subject, with two differences from the
  * subscribers of `events$`:
- * - they skip the per-run events (`beforeRun`, `afterRun`, `hookTimings`), and do not count as
- *   observers: without a subscriber of `events$`, a run builds no event at all, so the default
- *   log observer costs the hot path nothing;
+ * - they do not hear the per-run events (`beforeRun`, `afterRun`, `hookTimings`), which go
+ *   through a second Subject that only subscribers join, and do not count as observers: without
+ *   a subscriber of `events$`, a run builds no event at all, so the default log observer costs
+ *   the hot path nothing;
  * - their subscription outlives `complete()`: `events$` completes when the session closes, but
  *   a line written later (a background save that fails after `close()`) still reaches them.
  *
@@ -23,8 +24,10 @@ import { describeCause, type SessionEvent, type SessionEventOf } from "../events
 type Ending = { readonly error: false } | { readonly error: true; readonly cause: unknown };
 
 export class SessionEventStream {
-  /** Every event, to everyone; never completed (the log observers hear late lines on it). */
+  /** Every event but the per-run ones, to everyone; never completed (log observers hear late lines on it). */
   private readonly subject = new Subject<SessionEvent>();
+  /** The per-run events, to the subscribers only: a log observer costs a run nothing, not even a skip. */
+  private readonly perRun = new Subject<SessionEvent>();
   /** Fires once, when the stream ends: the `events$` subscribers complete (or error) on it. */
   private readonly ends = new Subject<Ending>();
   private ending: Ending | undefined;
@@ -39,7 +42,6 @@ export class SessionEventStream {
   listen(listener: SessionEventListener): Subscription {
     let failed = false;
     return this.subject.subscribe((e) => {
-      if (isPerRun(e.type)) return;
       try {
         listener(e);
       } catch (error) {
@@ -70,7 +72,7 @@ export class SessionEventStream {
 
   /** Emits a per-run event (`beforeRun`, `afterRun`, `hookTimings`) to current subscribers only. */
   nextPerRun(e: SessionEvent): void {
-    this.subject.next(e);
+    this.perRun.next(e);
   }
 
   /** Records (for replay) and emits a session creation; after a recovery it carries the cause. */
@@ -137,6 +139,7 @@ export class SessionEventStream {
     }
     this.subscribers += 1;
     const live = this.subject.subscribe(subscriber);
+    live.add(this.perRun.subscribe(subscriber));
     live.add(this.ends.subscribe((e) => settle(subscriber, e)));
     live.add(() => {
       this.subscribers -= 1;
@@ -150,6 +153,3 @@ const settle = (subscriber: Subscriber<SessionEvent>, ending: Ending): void => {
   if (ending.error) subscriber.error(ending.cause);
   else subscriber.complete();
 };
-
-/** The events a run builds only for subscribers, which log observers skip. */
-const isPerRun = (type: SessionEvent["type"]): boolean => type === "beforeRun" || type === "afterRun" || type === "hookTimings";

@@ -334,7 +334,7 @@ export class PreemptionCheckpointHandler {
       (directory === undefined
         ? undefined
         : // A non-chief reads the chief's directory: no lock, and no clean-up there (a leftover may be the chief's save under way).
-          await openCheckpointDirectory({ directory, maxToKeep: 1, ...(tempRoot === undefined ? {} : { lock: false, removeLeftovers: false }), clock, logger }));
+          await openCheckpointDirectory({ directory, ...(tempRoot === undefined ? {} : { lock: false, removeLeftovers: false }), clock, logger }, "preemption"));
     const coordinatorFor = ({ position, emit }: CoordinatorHost): PreemptionCoordinator =>
       options.coordinator ??
       (cluster === undefined
@@ -640,7 +640,7 @@ export class PreemptionCheckpointHandler {
       }
       return Promise.resolve(manager);
     }
-    temp.manager ??= openCheckpointDirectory({ directory: temp.directory, maxToKeep: 1, clock: this.clock, logger: this.logger });
+    temp.manager ??= openCheckpointDirectory({ directory: temp.directory, clock: this.clock, logger: this.logger }, "preemption");
     return temp.manager;
   }
 

@@ -31,7 +31,8 @@
 
 import type { Observable, Observer, Subscription } from "rxjs";
 
-import type { LogLevel } from "../Logger.js";
+import type { Logger, LogLevel } from "../Logger.js";
+import { eventLogger } from "../events/logObserver.js";
 import type { SessionEvent, SessionEventMap, SessionEventOf } from "../events/SessionEvent.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -71,6 +72,15 @@ export class EventRecorder {
   /** Records every event of `events$` from now on (and its error), until the subscription returned ends. */
   record(events$: Observable<SessionEvent>): Subscription {
     return events$.subscribe(this.observer);
+  }
+
+  /**
+   * A `Logger` whose lines are recorded here as `log` events (stamped with `now()`, `0` if
+   * omitted, and with `source` when given): for a part that takes a logger and, inside a session
+   * or a started task, gets that owner's event logger.
+   */
+  logger(now: () => number = () => 0, source?: string): Logger {
+    return eventLogger(this.listener, now, source);
   }
 
   /** The events of `type`, oldest first. */

@@ -10,7 +10,7 @@ import type { CoordinationClient } from "../../src/cluster/coordination/Coordina
 import { CancelledError, clusterFailureOf, UnavailableError } from "../../src/errors.js";
 import { GroupPreemption, preemptionReport } from "../../src/runtime/groupPreemption.js";
 import type { GroupRejoin } from "../../src/runtime/groupRejoin.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 
 const fakes = (o: { host?: boolean; waiting?: boolean; reportFails?: boolean; loss?: "tell" | "fail" } = {}) => {
   const sent: { via: string; error: Error; final: boolean | undefined }[] = [];
@@ -36,16 +36,16 @@ const fakes = (o: { host?: boolean; waiting?: boolean; reportFails?: boolean; lo
     },
     underPreemption: () => o.loss ?? "tell",
   } as unknown as GroupRejoin;
-  const logger = new RecordingLogger();
+  const events = new EventRecorder();
   const preemptions = new GroupPreemption({
     name: "worker:0",
     client,
     host: o.host === true ? host : undefined,
     rejoin,
     exit: { reported: (p) => void reported.push(p) },
-    logger,
+    logger: events.logger(),
   });
-  return { preemptions, rejoin, sent, cancelled, rejoined, reported, logger, state };
+  return { preemptions, rejoin, sent, cancelled, rejoined, reported, events, state };
 };
 
 describe("GroupPreemption", () => {
@@ -108,10 +108,10 @@ describe("GroupPreemption", () => {
   });
 
   it("a report that cannot be sent is one warning naming the fallback (the missing heartbeats)", async () => {
-    const { preemptions, reported, logger } = fakes({ waiting: true, reportFails: true });
+    const { preemptions, reported, events } = fakes({ waiting: true, reportFails: true });
     preemptions.preempted("SIGTERM", undefined);
     await Promise.all(reported);
-    expect(logger.messages("warn")).toEqual([
+    expect(events.messages("warn")).toEqual([
       "worker:0 could not tell the other ranks of its termination notice through the coordination service (UnavailableError: the chief's service is gone); they learn of its exit from its missing heartbeats.",
     ]);
   });

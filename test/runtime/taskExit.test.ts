@@ -10,7 +10,7 @@ import type { CoordinationHost } from "../../src/cluster/coordination/backend.js
 import type { CoordinationClient } from "../../src/cluster/coordination/CoordinationClient.js";
 import { CancelledError, DeadlineExceededError } from "../../src/errors.js";
 import { startBarrierOnce, TaskExit, type TaskExitParts } from "../../src/runtime/taskExit.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 
 const ME = "/job:chief/task:0";
 const TASKS = [ME, "/job:worker/task:0", "/job:worker/task:1"];
@@ -38,7 +38,7 @@ const fakes = (o: { shutdownFails?: boolean; finalReport?: boolean; untold?: str
       return o.stillIn ?? [];
     },
   };
-  const logger = new RecordingLogger();
+  const events = new EventRecorder();
   const parts: TaskExitParts = {
     name: "chief:0",
     me: ME,
@@ -48,9 +48,9 @@ const fakes = (o: { shutdownFails?: boolean; finalReport?: boolean; untold?: str
     stopServer: async () => void calls.push("stopServer"),
     drainMs: 5000,
     tellBoundMs: 3000,
-    logger,
+    logger: events.logger(),
   };
-  return { calls, logger, exit: new TaskExit(parts) };
+  return { calls, events, exit: new TaskExit(parts) };
 };
 
 describe("TaskExit", () => {
@@ -66,12 +66,12 @@ describe("TaskExit", () => {
   });
 
   it("a failed shutdown barrier is returned; the client closes, and the host says it serves the others and whom it left behind", async () => {
-    const { calls, exit, logger } = fakes({ shutdownFails: true, stillIn: ["/job:worker/task:1"] });
+    const { calls, exit, events } = fakes({ shutdownFails: true, stillIn: ["/job:worker/task:1"] });
     const error = await exit.finish(true);
     expect(error).toBeInstanceOf(DeadlineExceededError);
     expect(calls).toEqual(["shutdown", "client.close", "waitUntilAllLeft 5000", "stopServer"]);
-    expect(logger.messages("info")).toEqual(["Serving the coordination service until every other task has left (up to 5 s, cluster.timeouts.drainTimeoutSecs)."]);
-    expect(logger.messages("warn")).toEqual([
+    expect(events.messages("info")).toEqual(["Serving the coordination service until every other task has left (up to 5 s, cluster.timeouts.drainTimeoutSecs)."]);
+    expect(events.messages("warn")).toEqual([
       "Stopping the coordination service after 5 s (cluster.timeouts.drainTimeoutSecs) with /job:worker/task:1 still in the cluster: they fail with UnavailableError.",
     ]);
   });
@@ -102,7 +102,7 @@ describe("TaskExit", () => {
   });
 
   it("a failing exit lets the report under way finish, and the host waits (three heartbeat timeouts) until the others but the lost rank heard its final report", async () => {
-    const { calls, exit, logger } = fakes({ finalReport: true, untold: ["/job:worker/task:0"] });
+    const { calls, exit, events } = fakes({ finalReport: true, untold: ["/job:worker/task:0"] });
     let sent!: () => void;
     exit.reported(new Promise<void>((resolve) => (sent = resolve)).then(() => void calls.push("report sent")));
     exit.skipWhenTelling(() => "/job:worker/task:1");
@@ -113,25 +113,25 @@ describe("TaskExit", () => {
     expect(await leaving).toBeUndefined();
     await new Promise((resolve) => setImmediate(resolve));
     expect(calls).toEqual(["report sent", "waitUntilTold /job:worker/task:0 3000", "client.close", "stopServer"]);
-    expect(logger.messages("info")).toEqual(["Telling the other task of the termination notice through the coordination service (up to 3 s)."]);
-    expect(logger.messages("warn")).toEqual(["/job:worker/task:0 did not hear of the termination notice within 3 s; they learn of the chief's exit from the missing service."]);
+    expect(events.messages("info")).toEqual(["Telling the other task of the termination notice through the coordination service (up to 3 s)."]);
+    expect(events.messages("warn")).toEqual(["/job:worker/task:0 did not hear of the termination notice within 3 s; they learn of the chief's exit from the missing service."]);
   });
 
   it("a failing exit with no lost rank tells every other task (plural), and warns of no one when all heard", async () => {
-    const { calls, exit, logger } = fakes({ finalReport: true });
+    const { calls, exit, events } = fakes({ finalReport: true });
     expect(await exit.finish(false)).toBeUndefined();
     await new Promise((resolve) => setImmediate(resolve));
     expect(calls).toEqual(["waitUntilTold /job:worker/task:0,/job:worker/task:1 3000", "client.close", "stopServer"]);
-    expect(logger.messages("info")).toEqual(["Telling the 2 other tasks of the termination notice through the coordination service (up to 3 s)."]);
-    expect(logger.messages("warn")).toEqual([]);
+    expect(events.messages("info")).toEqual(["Telling the 2 other tasks of the termination notice through the coordination service (up to 3 s)."]);
+    expect(events.messages("warn")).toEqual([]);
   });
 
   it("a failing exit without a final report on the service tells no one", async () => {
-    const { calls, exit, logger } = fakes({ finalReport: false });
+    const { calls, exit, events } = fakes({ finalReport: false });
     await exit.finish(false);
     await new Promise((resolve) => setImmediate(resolve));
     expect(calls).toEqual(["client.close", "stopServer"]);
-    expect(logger.messages()).toEqual([]);
+    expect(events.messages()).toEqual([]);
   });
 
   it("untilErrorHeard: nothing without a final report; with one, the host waits until every other task heard it, then leaves (a later finish is that leaving)", async () => {
@@ -140,11 +140,11 @@ describe("TaskExit", () => {
     expect(quiet.calls).toEqual([]);
     expect(quiet.exit.leaving).toBe(false);
 
-    const { calls, exit, logger } = fakes({ finalReport: true, untold: ["/job:worker/task:1"] });
+    const { calls, exit, events } = fakes({ finalReport: true, untold: ["/job:worker/task:1"] });
     await exit.untilErrorHeard();
     expect(exit.leaving).toBe(true);
     expect(calls).toEqual(["waitUntilTold /job:worker/task:0,/job:worker/task:1 3000", "client.close", "stopServer"]);
-    expect(logger.messages("warn")).toEqual(["/job:worker/task:1 did not hear of the cluster's error within 3 s; they learn of the chief's exit from the missing service."]);
+    expect(events.messages("warn")).toEqual(["/job:worker/task:1 did not hear of the cluster's error within 3 s; they learn of the chief's exit from the missing service."]);
     expect(await exit.finish(true)).toBeUndefined();
     expect(calls).not.toContain("shutdown");
   });
