@@ -56,7 +56,7 @@ import type { SessionEventOf } from "../events/SessionEvent.js";
 import { tensor, type TensorValue } from "../session/Tensor.js";
 import { ClusterPreemptionCoordinator, type AgreementEvent, type PreemptionAgreement } from "./ClusterPreemptionCoordinator.js";
 import { PREEMPTION_EXIT_CODE } from "./TerminationConfig.js";
-import type { PreemptionClusterResolver } from "./PreemptionCluster.js";
+import type { PreemptionClusterResolver, TakenNotice } from "./PreemptionCluster.js";
 import { LocalPreemptionCoordinator, type PreemptionCoordinator, type PreemptionDecision } from "./PreemptionCoordinator.js";
 import { PlatformPoller } from "./platforms/PlatformWatcher.js";
 import { TerminationConfig } from "./TerminationConfig.js";
@@ -382,23 +382,14 @@ export class PreemptionCheckpointHandler {
       // A returning rank of a group that re-forms passes the start barrier, where the group waits for it.
       if (cluster?.resolver.replicaStop?.follow !== undefined) await cluster.resolver.sessionsCreated?.();
       const groupRuns = await (coordinator as PreemptionCoordinator).restored?.();
-      if (groupRuns !== undefined && groupRuns !== h.runCounter) {
-        logger.info(`PreemptionCheckpointHandler: ${h.taskName ?? "this task"} counts the replica group's runs: ${groupRuns} (the chief's), not ${h.runCounter} (its own restore), since the ranks step together.`);
-        h.runCounter = groupRuns;
-      }
+      if (groupRuns !== undefined) h.countGroupRuns(groupRuns);
     } catch (e) {
       await coordinator.close();
       if (h.ownsManager) await manager?.close();
       throw e;
     }
     if (path !== null) logger.info(`PreemptionCheckpointHandler: restored ${path} ${h.at(h.runCounter)}.`, { path, run: h.runCounter });
-    h.watch(taken === undefined ? (options.signals ?? ["SIGTERM"]) : [], options.signalTarget ?? process);
-    if (taken !== undefined) {
-      const handler = h;
-      handler.takenNotices = taken.subscribe((n) => {
-        if (!handler.closed && !handler.watchingStopped) handler.notice(n.description ?? n.source, n.deadline);
-      });
-    }
+    h.watch(taken === undefined ? (options.signals ?? ["SIGTERM"]) : [], options.signalTarget ?? process, taken);
     return h;
   }
 
@@ -691,7 +682,23 @@ export class PreemptionCheckpointHandler {
     this.runCounter = n;
   }
 
-  private watch(signals: readonly NodeJS.Signals[], target: SignalTarget): void {
+  /** A data-parallel rank counts the group's runs (the chief's), which may differ from its own restore's. */
+  private countGroupRuns(groupRuns: number): void {
+    if (groupRuns === this.runCounter) return;
+    this.logger.info(
+      `PreemptionCheckpointHandler: ${this.taskName ?? "this task"} counts the replica group's runs: ${groupRuns} (the chief's), not ${this.runCounter} (its own restore), since the ranks step together.`,
+    );
+    this.runCounter = groupRuns;
+  }
+
+  /**
+   * Starts acting on notices: `signals` on `target`, the platform's poller, the watcher function,
+   * and the notices taken over from the task (`taken`), if any.
+   */
+  private watch(signals: readonly NodeJS.Signals[], target: SignalTarget, taken: Observable<TakenNotice> | undefined): void {
+    this.takenNotices = taken?.subscribe((n) => {
+      if (!this.closed && !this.watchingStopped) this.notice(n.description ?? n.source, n.deadline);
+    });
     const platform = this.config.platform;
     if (platform !== undefined) {
       this.platform = PlatformPoller.start(platform, (n) => this.notice(`${n.platform}: ${n.detail}`, n.deadlineMs), {
