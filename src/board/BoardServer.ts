@@ -34,6 +34,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { isIP, type AddressInfo } from "node:net";
 import { hostname } from "node:os";
 
+import type { Observable } from "rxjs";
+
+import { ComponentEvents } from "../events/componentEvents.js";
+import { silentLogger, type Logger } from "../Logger.js";
 import { type Clock, systemClock } from "../time/Clock.js";
 import { InvalidArgumentError, NotFoundError } from "../errors.js";
 import { BoardStore } from "./BoardStore.js";
@@ -44,6 +48,7 @@ import { answerChartSeries, answerPageSeries } from "./pageSeries.js";
 import { HttpError, respond, respondError } from "./respond.js";
 import { answerTimelines, TimelineList } from "./timelines.js";
 import { answerGoodput, GoodputView } from "./goodputApi.js";
+import type { BoardEvent, BoardIssueKind } from "./events.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -71,8 +76,17 @@ export interface BoardOptions {
   readonly textBytesPerTag?: number;
   /** What `/data/environment` reports as `version`. */
   readonly version?: string;
-  /** Called with what the reader reports (bad checksums, non-event files...), images, histograms and text thinned out, and unexpected route errors. */
+  /**
+   * Called with what the reader reports (bad checksums, non-event files...), images, histograms
+   * and text thinned out, and unexpected route errors: each also a `boardIssue` event and a
+   * `warn` line on {@link Board.events$}.
+   */
   readonly onIssue?: (message: string) => void;
+  /**
+   * Prints the board's lines while no session adopts its {@link Board.events$} (default: none;
+   * `monitored-session board` prints them on stderr).
+   */
+  readonly logger?: Logger;
 }
 
 /** A running board. */
@@ -84,6 +98,14 @@ export interface Board {
   /** The token, when one is required. */
   readonly token: string | undefined;
   readonly store: BoardStore;
+  /**
+   * What the board says: a `boardIssue` for each problem it went on after (see
+   * `BoardOptions.onIssue`), beside the same message as a `warn` line (`source: "board"`).
+   * Completes on {@link close}.
+   */
+  readonly events$: Observable<BoardEvent>;
+  /** A session prints the board's lines from now on (`session.forwardEvents(board)`); call the result to hand them back. */
+  adopt(): () => void;
   /** Stops serving (open event streams are ended) and stops reading. */
   close(): Promise<void>;
 }
@@ -106,6 +128,12 @@ export const startBoard = async (logdir: string, options: BoardOptions = {}): Pr
     throw e.code === "ENOENT" ? new NotFoundError(`${logdir}: no such file or directory`) : e;
   });
   const clock = options.clock ?? systemClock;
+  const events = new ComponentEvents<BoardEvent>(options.logger ?? silentLogger, () => clock.now(), "board");
+  const report = (kind: BoardIssueKind, message: string): void => {
+    events.logger.warn(message);
+    events.emit({ type: "boardIssue", time: clock.now(), kind, message });
+    options.onIssue?.(message);
+  };
   const server = createServer();
   const port = await listen(server, host, options.port ?? 6006);
   const store = new BoardStore(logdir, {
@@ -116,19 +144,19 @@ export const startBoard = async (logdir: string, options: BoardOptions = {}): Pr
     ...(options.textBytesPerTag === undefined ? {} : { textBytesPerTag: options.textBytesPerTag }),
   });
   // The timelines list is kept; a run that appears or goes (a new outputDir) is listed at once.
-  const timelines = new TimelineList(logdir, clock, options.timelinesMaxAgeSecs === undefined ? undefined : options.timelinesMaxAgeSecs * 1000, (m) => options.onIssue?.(m));
+  const timelines = new TimelineList(logdir, clock, options.timelinesMaxAgeSecs === undefined ? undefined : options.timelinesMaxAgeSecs * 1000, (m) => report("timelines", m));
   const runsWatch = store.updates$.subscribe((u) => {
     if (u.runs !== undefined || u.loaded) timelines.invalidate();
   });
-  const goodput = new GoodputView(store, (m) => options.onIssue?.(m));
-  const issues = store.issues$.subscribe((i) => options.onIssue?.(i.message));
-  const notices = store.notices$.subscribe((m) => options.onIssue?.(m));
+  const goodput = new GoodputView(store, (m) => report("goodput", m));
+  const issues = store.issues$.subscribe((i) => report("reader", i.message));
+  const notices = store.notices$.subscribe((m) => report("thinned", m));
   const live = new LiveEvents(store, clock);
   const env: BoardEnvironment = { version: options.version ?? "" };
   const gate = new Gate(token, port);
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
     handle(req, res).catch((e: unknown) => {
-      options.onIssue?.(`board: ${req.method} ${req.url}: ${e instanceof Error ? e.message : String(e)}`);
+      report("request", `board: ${req.method} ${req.url}: ${e instanceof Error ? e.message : String(e)}`);
       if (!res.headersSent) res.writeHead(500, { "Content-Type": "text/plain; charset=utf-8" });
       res.end("Internal server error");
     });
@@ -159,6 +187,8 @@ export const startBoard = async (logdir: string, options: BoardOptions = {}): Pr
     port,
     token,
     store,
+    events$: events.events$,
+    adopt: () => events.adopt(),
     async close() {
       live.close();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
@@ -168,6 +198,7 @@ export const startBoard = async (logdir: string, options: BoardOptions = {}): Pr
       issues.unsubscribe();
       notices.unsubscribe();
       runsWatch.unsubscribe();
+      events.complete();
     },
   };
 };

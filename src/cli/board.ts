@@ -14,6 +14,7 @@ import { createRequire } from "node:module";
 
 import { onAllInterfaces, startBoard } from "../board/BoardServer.js";
 import { InvalidArgumentError, NotFoundError } from "../errors.js";
+import { levelLogger } from "../Logger.js";
 import { ExitCodes } from "../runtime/exitCodes.js";
 import type { CliIo } from "./cliIo.js";
 
@@ -56,7 +57,8 @@ export const boardCommand = async (logdir: string, flags: BoardFlags, io: CliIo)
       ...(flags.textMibPerTag === undefined ? {} : { textBytesPerTag: mibToBytes(flags.textMibPerTag) }),
       ...(io.clock === undefined ? {} : { clock: io.clock }),
       version: packageVersion(),
-      onIssue: (m) => io.err.write(`monitored-session board: ${m}\n`),
+      // Its lines are events (Board.events$); this printer is their log observer.
+      logger: levelLogger("warn", (_level, m) => io.err.write(`monitored-session board: ${m}\n`)),
     });
   } catch (e) {
     // The one argument startBoard checks itself is the token (requiredToken).

@@ -6,6 +6,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type Board, boardUrl, isLoopback, onAllInterfaces, requiredToken, startBoard, tokenMatches } from "../../src/board/BoardServer.js";
 import { InvalidArgumentError } from "../../src/errors.js";
 import { SummaryWriter } from "../../src/summary/SummaryWriter.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
+import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { useTempDirs } from "../util/tempDirs.js";
 import { form, send } from "./http.js";
@@ -236,6 +238,26 @@ describe("bad input", () => {
     const rows = JSON.parse((await send(`http://127.0.0.1:${b.port}/data/plugin/scalars/scalars?run=cut&tag=loss`)).text) as unknown[];
     expect(rows.map((r) => (r as number[])[1])).toEqual([1, 2]);
     expect(issues.join("\n")).toMatch(/not an event file/);
+  });
+
+  it("what the board goes on after is a boardIssue event and a warn line on events$, printed by its logger", async () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, "junk"));
+    writeFileSync(join(dir, "junk", "events.out.tfevents.1.host"), "not records at all, just text\n");
+    const issues: string[] = [];
+    const printed = new RecordingLogger();
+    const events = new EventRecorder();
+    const b = await startBoard(dir, { port: 0, clock: new VirtualClock(), onIssue: (m) => issues.push(m), logger: printed });
+    boards.push(b);
+    b.events$.subscribe(events.listener);
+    await b.store.loaded;
+    const reported = events.ofType("boardIssue");
+    expect(reported.map((e) => e.kind)).toEqual(["reader"]);
+    expect(reported[0]?.message).toMatch(/not an event file/);
+    // The same message three ways: the line on the stream (with its source), the printer, onIssue.
+    expect(events.lines("warn").map((e) => [e.source, e.message])).toEqual([["board", reported[0]?.message]]);
+    expect(printed.messages("warn")).toEqual([reported[0]?.message]);
+    expect(issues).toEqual([reported[0]?.message]);
   });
 });
 

@@ -14,7 +14,7 @@ import {
 } from "../../src/checkpoint/index.js";
 import { GatedSaver, ls } from "./helpers.js";
 import { useTempDirs } from "../util/tempDirs.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 
 const tempDir = useTempDirs("ms-ckpt-");
 
@@ -33,13 +33,14 @@ const setW = (v: Map<string, TensorValue>, x: number): void => {
 };
 
 const setup = async (options: AsyncCheckpointerOptions = {}) => {
-  const logger = new RecordingLogger();
+  const recorder = new EventRecorder();
+  const logger = recorder.logger(() => clock.now());
   const manager = await CheckpointManager.create({ directory: dir, saver, clock, logger, maxToKeep: null });
   const ckpt = new AsyncCheckpointer(manager, { clock, logger, ...options });
   const events: CheckpointEvent[] = [];
   let completed = false;
   ckpt.events$.subscribe({ next: (e) => events.push(e), complete: () => (completed = true) });
-  return { manager, ckpt, events, logger, isCompleted: () => completed };
+  return { manager, ckpt, events, recorder, isCompleted: () => completed };
 };
 
 const ckpts = async (): Promise<string[]> => (await ls(dir)).filter((f) => f.endsWith(".index"));
@@ -86,7 +87,7 @@ describe("AsyncCheckpointer", () => {
   });
 
   it("policy skip: a save requested while one runs is dropped, logged and emitted", async () => {
-    const { ckpt, events, logger } = await setup({ policy: "skip" });
+    const { ckpt, events, recorder } = await setup({ policy: "skip" });
     const vars = live();
     await ckpt.save(vars, { checkpointNumber: 1 });
     expect(await ckpt.save(vars, { checkpointNumber: 2, step: 2 })).toEqual({ status: "skipped" });
@@ -95,17 +96,17 @@ describe("AsyncCheckpointer", () => {
     expect(await ckpts()).toEqual(["ckpt-1.index"]);
     expect(events.map((e) => e.type)).toEqual(["checkpointStarted", "checkpointSkipped", "checkpointSaved"]);
     expect(events[1]).toEqual({ type: "checkpointSkipped", time: clock.now(), globalStep: 2 });
-    expect(logger.entries.some((l) => l.level === "info" && l.message.includes('policy "skip"'))).toBe(true);
+    expect(recorder.lines("info").some((l) => l.message.includes('policy "skip"'))).toBe(true);
   });
 
   it("policy skip with maxInFlight 2: the line counts the saves still running and carries the skipped step", async () => {
-    const { ckpt, logger } = await setup({ policy: "skip", maxInFlight: 2 });
+    const { ckpt, recorder } = await setup({ policy: "skip", maxInFlight: 2 });
     const vars = live();
     await ckpt.save(vars, { checkpointNumber: 1 });
     await ckpt.save(vars, { checkpointNumber: 2 });
-    expect(logger.entries).toEqual([]); // two slots: neither was skipped
+    expect(recorder.lines()).toEqual([]); // two slots: neither was skipped
     expect(await ckpt.save(vars, { checkpointNumber: 3, step: 3 })).toEqual({ status: "skipped" });
-    expect(logger.entries).toEqual([{ level: "info", message: 'Checkpoint save skipped: 2 save(s) still running (policy "skip").', fields: { step: 3 } }]);
+    expect(recorder.lines()).toEqual([{ type: "log", time: clock.now(), level: "info", message: 'Checkpoint save skipped: 2 save(s) still running (policy "skip").', fields: { step: 3 } }]);
     saver.release();
     saver.release();
     await ckpt.waitForPending();
@@ -151,7 +152,7 @@ describe("AsyncCheckpointer", () => {
   });
 
   it("a background failure is emitted, logged, and re-raised by the next save (once)", async () => {
-    const { ckpt, events, logger } = await setup();
+    const { ckpt, events, recorder } = await setup();
     const vars = live();
     saver.failNext = 1;
     const r = await ckpt.save(vars, { checkpointNumber: 7 });
@@ -161,7 +162,7 @@ describe("AsyncCheckpointer", () => {
     expect(events.map((e) => e.type)).toEqual(["checkpointStarted", "checkpointFailed"]);
     expect(events[1]).toMatchObject({ type: "checkpointFailed", globalStep: 7, durationMs: expect.any(Number) as unknown });
     expect(String((events[1] as { error?: unknown }).error)).toContain("injected failure writing");
-    expect(logger.messages("error")[0]).toContain("Background checkpoint save of step 7");
+    expect(recorder.messages("error")[0]).toContain("Background checkpoint save of step 7");
     const next = ckpt.save(vars, { checkpointNumber: 8 });
     await expect(next).rejects.toThrow(CheckpointSaveError);
     await expect(next).rejects.toThrow(/A background checkpoint save failed: step 7 \(.*ckpt-7\): injected failure writing/);

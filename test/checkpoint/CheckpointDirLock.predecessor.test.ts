@@ -10,7 +10,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { CheckpointDirInUseError, CheckpointDirLock, LOCK_FILENAME, type LockHolder } from "../../src/checkpoint/index.js";
 import { currentProcess } from "../../src/checkpoint/CheckpointDirLock.js";
 import { VirtualClock } from "../../src/testing/index.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
 const tempDir = useTempDirs("ms-ckpt-pred-");
@@ -30,8 +30,8 @@ const writeLock = (holder: Partial<LockHolder>): Promise<void> =>
   writeFile(join(dir, LOCK_FILENAME), JSON.stringify({ format: "monitored-session/lock", version: 1, ...me, bootId: "boot-of-node-a", startTime: "77", acquiredAtMs: 1_700_000_000_000, refreshedAtMs: 1_700_000_000_000, token: "predecessor", ...holder }));
 
 /** Starts an acquisition and lets the virtual clock run once the lock is waiting on it. */
-const acquireWaiting = async (clock: VirtualClock, logger: RecordingLogger, during?: () => Promise<void>): Promise<CheckpointDirLock> => {
-  const acquiring = CheckpointDirLock.acquire(dir, { clock, logger, leaseTimeoutSecs: 60, identity: me, waitOutPredecessorLease: true });
+const acquireWaiting = async (clock: VirtualClock, events: EventRecorder, during?: () => Promise<void>): Promise<CheckpointDirLock> => {
+  const acquiring = CheckpointDirLock.acquire(dir, { clock, logger: events.logger(() => clock.now()), leaseTimeoutSecs: 60, identity: me, waitOutPredecessorLease: true });
   acquiring.catch(() => undefined);
   // The file reads are real I/O: wait for the sleep to be scheduled, with a deadline far beyond any I/O.
   await vi.waitFor(() => expect(clock.pendingTimers).toBeGreaterThan(0), { timeout: 30_000, interval: 5 });
@@ -47,12 +47,12 @@ describe("CheckpointDirLock: waiting out a predecessor's lease (virtual clock)",
     const clock = new VirtualClock();
     // Last refreshed 20 s ago: 40 s of lease are left (plus a second of margin).
     await writeLock({ acquiredAtMs: clock.now() - 300_000, refreshedAtMs: clock.now() - 20_000 });
-    const logger = new RecordingLogger();
+    const events = new EventRecorder();
     const start = clock.now();
-    const lock = await acquireWaiting(clock, logger);
+    const lock = await acquireWaiting(clock, events);
     expect(lock.holder.bootId).toBe("boot-of-node-b");
     expect(JSON.parse(await readFile(join(dir, LOCK_FILENAME), "utf8")).token).toBe(lock.holder.token);
-    const warnings = logger.messages("warn");
+    const warnings = events.messages("warn");
     expect(warnings[0]).toMatch(/is held by pid 1 on host spirals-chief-0-0 \(boot id boot-of-node-a, since .*\), this host's name on another node or boot: a predecessor of this task\. Waiting 41 s for its lease to run out \(leaseTimeoutSecs 60\)\.$/);
     expect(warnings[1]).toMatch(/^Took over .* from pid 1 on host spirals-chief-0-0 .*lease was last refreshed \d+ s ago/);
     expect(clock.now() - start).toBeGreaterThanOrEqual(41_000);
@@ -61,9 +61,9 @@ describe("CheckpointDirLock: waiting out a predecessor's lease (virtual clock)",
   it("a predecessor that refreshes its lease meanwhile is alive: in use, as without waiting", async () => {
     const clock = new VirtualClock();
     await writeLock({ acquiredAtMs: clock.now(), refreshedAtMs: clock.now() });
-    const logger = new RecordingLogger();
-    await expect(acquireWaiting(clock, logger, () => writeLock({ refreshedAtMs: clock.now() + 100_000 }))).rejects.toThrow(CheckpointDirInUseError);
-    expect(logger.messages("warn")).toHaveLength(1);
+    const events = new EventRecorder();
+    await expect(acquireWaiting(clock, events, () => writeLock({ refreshedAtMs: clock.now() + 100_000 }))).rejects.toThrow(CheckpointDirInUseError);
+    expect(events.messages("warn")).toHaveLength(1);
   });
 
   it("without the option, or for a holder of another hostname, no wait: in use at once", async () => {

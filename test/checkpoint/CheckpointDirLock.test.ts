@@ -12,7 +12,7 @@ import { CheckpointDirInUseError, CheckpointDirLock, CheckpointManager } from ".
 import { currentProcess } from "../../src/checkpoint/CheckpointDirLock.js";
 import { tensor } from "../../src/session/Tensor.js";
 import { VirtualClock } from "../../src/testing/index.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 import { acquire, dir, lockFile, writeLock } from "./CheckpointDirLock.testHelpers.js";
 
 const values = () => new Map([["w", tensor("float32", [2], Float32Array.of(1, 2))]]);
@@ -38,9 +38,9 @@ describe("CheckpointDirLock", () => {
 
   it.runIf(process.platform === "linux")("a live pid that started at another time is another process: its lock is stale", async () => {
     await writeLock({ pid: process.pid, startTime: "1" });
-    const logger = new RecordingLogger();
-    await acquire({ logger });
-    expect(logger.messages("warn")[0]).toContain(`pid ${process.pid} now belongs to another process`);
+    const events = new EventRecorder();
+    await acquire({ logger: events.logger() });
+    expect(events.messages("warn")[0]).toContain(`pid ${process.pid} now belongs to another process`);
   });
 
   it("a lock from another host is a lease: held while refreshed, taken over after the timeout (virtual clock)", async () => {
@@ -50,9 +50,9 @@ describe("CheckpointDirLock", () => {
     clock.set(clock.now() + 30_000);
     await expect(acquire({ clock, leaseTimeoutSecs: 30 })).rejects.toThrow(CheckpointDirInUseError);
     clock.set(clock.now() + 1_000);
-    const logger = new RecordingLogger();
-    await acquire({ clock, leaseTimeoutSecs: 30, logger });
-    expect(logger.messages("warn")).toEqual([expect.stringMatching(/from pid 4242 on host other-host .*last refreshed 31 s ago \(lease timeout 30 s\)/)]);
+    const events = new EventRecorder();
+    await acquire({ clock, leaseTimeoutSecs: 30, logger: events.logger(() => clock.now()) });
+    expect(events.messages("warn")).toEqual([expect.stringMatching(/from pid 4242 on host other-host .*last refreshed 31 s ago \(lease timeout 30 s\)/)]);
   });
 
   it("the holder refreshes its lease on the clock, so another host does not take it over", async () => {
@@ -80,7 +80,7 @@ describe("CheckpointDirLock", () => {
   });
 
   it("a writer whose lock was taken over fails its next save, naming the new holder, and records nothing", async () => {
-    const manager = await CheckpointManager.create({ directory: dir, logger: new RecordingLogger() });
+    const manager = await CheckpointManager.create({ directory: dir, logger: new EventRecorder().logger() });
     await manager.save(values(), { checkpointNumber: 1 });
     const state = await readFile(join(dir, "checkpoint"), "utf8");
     await writeLock({ hostname: "other-host", bootId: "b", pid: 4242, token: "usurper" });

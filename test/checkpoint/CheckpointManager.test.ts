@@ -17,7 +17,7 @@ import {
 } from "../../src/checkpoint/index.js";
 import { ls } from "./helpers.js";
 import { useTempDirs } from "../util/tempDirs.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 
 const tempDir = useTempDirs("ms-ckpt-");
 
@@ -63,7 +63,7 @@ const setValues = (s: GraphSession, m: ReturnType<typeof model>, step: number): 
 let previous: CheckpointManager | undefined;
 const create = async (options: Partial<CheckpointManagerOptions> = {}) => {
   await previous?.close();
-  previous = await CheckpointManager.create({ directory: dir, clock, logger: new RecordingLogger(), ...options });
+  previous = await CheckpointManager.create({ directory: dir, clock, logger: new EventRecorder().logger(), ...options });
   return previous;
 };
 
@@ -129,16 +129,16 @@ describe("CheckpointManager save and retention", () => {
 
   it("a checkpoint that cannot be deleted is a warning naming it and why; the save succeeds and retention goes on", async () => {
     const s = await session(model().graph);
-    const logger = new RecordingLogger();
-    const mgr = await create({ maxToKeep: 1, logger });
+    const events = new EventRecorder();
+    const mgr = await create({ maxToKeep: 1, logger: events.logger(() => clock.now()) });
     expect(await mgr.save(s.variables)).toBe(join(dir, "ckpt-1"));
     // A directory where ckpt-1's data file was: unlink refuses it (EISDIR), whoever runs the test.
     const data = dataPath(join(dir, "ckpt-1"));
     await unlink(data);
     await mkdir(join(data, "sub"), { recursive: true });
     expect(await mgr.save(s.variables)).toBe(join(dir, "ckpt-2"));
-    expect(logger.entries.filter((e) => e.level === "warn")).toEqual([
-      { level: "warn", message: `Could not delete checkpoint ${join(dir, "ckpt-1")}: EISDIR: illegal operation on a directory, unlink '${data}'`, fields: { path: join(dir, "ckpt-1") } },
+    expect(events.lines("warn")).toEqual([
+      { type: "log", time: clock.now(), level: "warn", message: `Could not delete checkpoint ${join(dir, "ckpt-1")}: EISDIR: illegal operation on a directory, unlink '${data}'`, fields: { path: join(dir, "ckpt-1") } },
     ]);
     expect(mgr.checkpoints).toEqual([join(dir, "ckpt-2")]);
     expect(await ckptFiles()).toEqual(["ckpt-2"]); // its index went first, so it is no checkpoint any more
@@ -202,10 +202,10 @@ describe("CheckpointManager save and retention", () => {
 
   it("warns and clamps when the clock is behind last_preserved_timestamp", async () => {
     await writeFile(join(dir, "checkpoint"), 'model_checkpoint_path: "ckpt-1"\nlast_preserved_timestamp: 1800000000.0\n');
-    const logger = new RecordingLogger();
-    const mgr = await create({ logger });
+    const events = new EventRecorder();
+    const mgr = await create({ logger: events.logger(() => clock.now()) });
     expect(mgr.lastPreservedTimestamp).toBe(1_700_000_000);
-    expect(logger.messages("warn").some((w) => w.includes("is behind the last preserved checkpoint timestamp"))).toBe(true);
+    expect(events.messages("warn").some((w) => w.includes("is behind the last preserved checkpoint timestamp"))).toBe(true);
   });
 
   it("a custom retention policy decides; the latest is never deleted", async () => {
@@ -292,13 +292,13 @@ describe("CheckpointManager restore", () => {
     await mgr.save(s.variables, { checkpointNumber: 2 });
     await corrupt(join(dir, "ckpt-2"));
 
-    const logger = new RecordingLogger();
+    const events = new EventRecorder();
     const fresh = m.graph.session();
-    const mgr2 = await create({ logger });
+    const mgr2 = await create({ logger: events.logger(() => clock.now()) });
     expect(await mgr2.restoreOrInitialize(fresh.variables)).toBe(join(dir, "ckpt-1"));
     expect(await fresh.run(["dense/kernel", "global_step"])).toEqual([Float32Array.of(1, 1.5, -1, 2), 1n]);
-    expect(logger.messages("warn")[0]).toMatch(/^Checkpoint .*ckpt-2 is corrupt or incomplete and was skipped; trying the previous one/);
-    expect(logger.messages("warn")[1]).toContain("Restored the previous valid checkpoint");
+    expect(events.messages("warn")[0]).toMatch(/^Checkpoint .*ckpt-2 is corrupt or incomplete and was skipped; trying the previous one/);
+    expect(events.messages("warn")[1]).toContain("Restored the previous valid checkpoint");
     // A direct restore of the corrupt one fails loudly.
     await expect(mgr2.restore(fresh.variables, join(dir, "ckpt-2"))).rejects.toThrow(DataLossError);
   });
@@ -345,10 +345,10 @@ describe("CheckpointManager leftovers", () => {
     ];
     for (const f of leftovers) await writeFile(join(dir, f), "partial");
     await writeFile(join(dir, "unrelated.tmp-999999999-abc"), "not ours");
-    const logger = new RecordingLogger();
-    const mgr2 = await create({ logger });
+    const events = new EventRecorder();
+    const mgr2 = await create({ logger: events.logger(() => clock.now()) });
     expect(await ls(dir)).toEqual(["checkpoint", "checkpoint.lock", "ckpt-1.data-00000-of-00001", "ckpt-1.index", "unrelated.tmp-999999999-abc"]);
-    expect(logger.messages("warn")[0]).toMatch(/^Removed 4 leftover file\(s\) of interrupted checkpoint saves/);
+    expect(events.messages("warn")[0]).toMatch(/^Removed 4 leftover file\(s\) of interrupted checkpoint saves/);
     expect(await mgr2.cleanup()).toEqual([]);
   });
 
@@ -389,28 +389,28 @@ describe("CheckpointManager after a power cut during the directory fsync", () =>
     );
     await unlink(dataPath(join(dir, "ckpt-2")));
     if (lose === "data+index") await unlink(indexPath(join(dir, "ckpt-2")));
-    const logger = new RecordingLogger();
+    const events = new EventRecorder();
     const fresh = m.graph.session();
-    const mgr = await create({ logger, maxToKeep });
+    const mgr = await create({ logger: events.logger(() => clock.now()), maxToKeep });
     const restored = await mgr.restoreOrInitialize(fresh.variables);
-    return { restored, logger, fresh };
+    return { restored, events, fresh };
   };
 
   it("the state names a checkpoint whose files are missing: the previous one is restored, the state rebuilt with a warning", async () => {
     for (const maxToKeep of [3, 1]) {
       dir = tempDir();
-      const { restored, logger, fresh } = await powerCutAfter(maxToKeep, "data+index");
+      const { restored, events, fresh } = await powerCutAfter(maxToKeep, "data+index");
       expect(restored).toBe(join(dir, "ckpt-1"));
       expect(fresh.variables.snapshot().get("global_step")?.data[0]).toBe(1n);
-      expect(logger.messages("warn")).toEqual([expect.stringMatching(/checkpoint names .*ckpt-2, which does not exist; kept it as .*checkpoint\.corrupt-/)]);
+      expect(events.messages("warn")).toEqual([expect.stringMatching(/checkpoint names .*ckpt-2, which does not exist; kept it as .*checkpoint\.corrupt-/)]);
     }
   });
 
   it("the state names a checkpoint whose index survived but not its data: warned, previous one restored", async () => {
-    const { restored, logger, fresh } = await powerCutAfter(3, "data");
+    const { restored, events, fresh } = await powerCutAfter(3, "data");
     expect(restored).toBe(join(dir, "ckpt-1"));
     expect(fresh.variables.snapshot().get("global_step")?.data[0]).toBe(1n);
-    expect(logger.messages("warn").join("\n")).toMatch(/ckpt-2 is corrupt or incomplete.*data-00000-of-00001: missing/s);
+    expect(events.messages("warn").join("\n")).toMatch(/ckpt-2 is corrupt or incomplete.*data-00000-of-00001: missing/s);
   });
 });
 
@@ -430,19 +430,19 @@ describe("CheckpointManager and a bad state file (an improvement on TensorFlow, 
   };
   const files = async () => (await ls(dir)).filter((f) => f.startsWith("ckpt-"));
   const restart = async (m: ReturnType<typeof model>) => {
-    const logger = new RecordingLogger();
-    const mgr = await create({ logger, maxToKeep: 5 });
+    const events = new EventRecorder();
+    const mgr = await create({ logger: events.logger(() => clock.now()), maxToKeep: 5 });
     const fresh = m.graph.session();
     let inits = 0;
     const restored = await mgr.restoreOrInitialize(fresh.variables, () => void inits++);
-    return { mgr, logger, restored, inits, step: fresh.variables.snapshot().get("global_step")?.data[0] };
+    return { mgr, events, restored, inits, step: fresh.variables.snapshot().get("global_step")?.data[0] };
   };
 
   it("a garbage state file with 5 valid checkpoints: resumes from the highest verified step, rewrites the state, keeps the bad file, deletes nothing", async () => {
     const m = await fiveCheckpoints();
     const before = await files();
     await writeFile(join(dir, "checkpoint"), "model_checkpoint_path: \"ckpt-5\"\n\u0000\u0007garbage {{{");
-    const { restored, logger, inits, step, mgr } = await restart(m);
+    const { restored, events, inits, step, mgr } = await restart(m);
     expect(inits).toBe(0);
     expect(restored).toBe(join(dir, "ckpt-4"));
     expect(step).toBe(50n);
@@ -453,7 +453,7 @@ describe("CheckpointManager and a bad state file (an improvement on TensorFlow, 
     const state = await getCheckpointState(dir);
     expect(state?.modelCheckpointPath).toBe(join(dir, "ckpt-4"));
     expect(state?.allModelCheckpointPaths).toEqual(["ckpt-1", "ckpt-2", "ckpt-3", "ckpt-5", "ckpt-4"].map((p) => join(dir, p)));
-    expect(logger.messages("warn")).toEqual([expect.stringMatching(/checkpoint is invalid .*; kept it as .*checkpoint\.corrupt-.* rewrote it from the 5 checkpoint\(s\) that verify: resuming from .*ckpt-4 \(step 50\)/)]);
+    expect(events.messages("warn")).toEqual([expect.stringMatching(/checkpoint is invalid .*; kept it as .*checkpoint\.corrupt-.* rewrote it from the 5 checkpoint\(s\) that verify: resuming from .*ckpt-4 \(step 50\)/)]);
     // Training goes on from there: the next save is recorded after the rebuilt list.
     expect(mgr.latestCheckpoint).toBe(join(dir, "ckpt-4"));
   });
@@ -466,28 +466,28 @@ describe("CheckpointManager and a bad state file (an improvement on TensorFlow, 
     data[at] = (data[at] as number) ^ 0xff;
     await writeFile(dataPath(join(dir, "ckpt-4")), data);
     await writeFile(join(dir, "checkpoint"), "not a state file");
-    const { restored, step, logger } = await restart(m);
+    const { restored, step, events } = await restart(m);
     expect(restored).toBe(join(dir, "ckpt-5"));
     expect(step).toBe(40n);
     expect((await getCheckpointState(dir))?.allModelCheckpointPaths).toEqual(["ckpt-1", "ckpt-2", "ckpt-3", "ckpt-5"].map((p) => join(dir, p)));
     expect(await files()).toContain("ckpt-4.index");
-    expect(logger.messages("warn")[0]).toMatch(/ckpt-4 does not verify and is left out of the rebuilt state/);
+    expect(events.messages("warn")[0]).toMatch(/ckpt-4 does not verify and is left out of the rebuilt state/);
   });
 
   it("a state file naming a missing checkpoint (a dangling entry): the same recovery", async () => {
     const m = await fiveCheckpoints();
     await writeFile(join(dir, "checkpoint"), 'model_checkpoint_path: "ckpt-9"\nall_model_checkpoint_paths: "ckpt-5"\nall_model_checkpoint_paths: "ckpt-9"\n');
-    const { restored, step, logger } = await restart(m);
+    const { restored, step, events } = await restart(m);
     expect(restored).toBe(join(dir, "ckpt-4"));
     expect(step).toBe(50n);
     expect((await getCheckpointState(dir))?.allModelCheckpointPaths).toHaveLength(5);
-    expect(logger.messages("warn")[0]).toMatch(/names .*ckpt-9, which does not exist; kept it as/);
+    expect(events.messages("warn")[0]).toMatch(/names .*ckpt-9, which does not exist; kept it as/);
   });
 
   it("a manager that only restores (no lock) changes nothing on disk", async () => {
     const m = await fiveCheckpoints();
     await writeFile(join(dir, "checkpoint"), "garbage");
-    const reader = await CheckpointManager.create({ directory: dir, lock: false, removeLeftovers: false, logger: new RecordingLogger(), maxToKeep: 5 });
+    const reader = await CheckpointManager.create({ directory: dir, lock: false, removeLeftovers: false, logger: new EventRecorder().logger(), maxToKeep: 5 });
     expect(await reader.restoreOrInitialize(m.graph.session().variables)).toBe(join(dir, "ckpt-5")); // by number, as before
     expect(await readFile(join(dir, "checkpoint"), "utf8")).toBe("garbage");
     expect((await ls(dir)).filter((f) => f.includes("corrupt") || f.includes("lock"))).toEqual([]);

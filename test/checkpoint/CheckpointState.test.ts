@@ -15,7 +15,7 @@ import {
 import { formatCheckpointState, parseCheckpointState } from "../../src/checkpoint/CheckpointState.js";
 import { ls } from "./helpers.js";
 import { useTempDirs } from "../util/tempDirs.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 
 const tempDir = useTempDirs("ms-ckpt-");
 
@@ -135,36 +135,40 @@ describe("getCheckpointState / updateCheckpointState", () => {
   });
 
   it("a missing file is null; an unparseable one is a warning and null (checkpoint ignored)", async () => {
-    const logger = new RecordingLogger();
-    expect(await getCheckpointState(dir, { logger })).toBeNull();
-    expect(logger.entries).toEqual([]);
+    const events = new EventRecorder();
+    expect(await getCheckpointState(dir, { logger: events.logger() })).toBeNull();
+    expect(events.lines()).toEqual([]);
     await writeFile(join(dir, "checkpoint"), 'model_checkpoint_path: "a"\nnot_a_field: 1\n');
-    expect(await getCheckpointState(dir, { logger })).toBeNull();
-    expect(logger.messages("warn")).toHaveLength(1);
-    expect(logger.messages("warn")[0]).toContain("checkpoint ignored");
-    expect(logger.messages("warn")[0]).toContain("not_a_field: unknown field");
+    expect(await getCheckpointState(dir, { logger: events.logger() })).toBeNull();
+    expect(events.messages("warn")).toHaveLength(1);
+    expect(events.messages("warn")[0]).toContain("checkpoint ignored");
+    expect(events.messages("warn")[0]).toContain("not_a_field: unknown field");
   });
 
   it("the warning says whether the state file could not be read or is invalid, names it and lists each problem", async () => {
-    const logger = new RecordingLogger();
+    const events = new EventRecorder();
     const file = join(dir, "checkpoint");
     await writeFile(file, 'model_checkpoint_path: "a"\nnot_a_field: 1\nall_model_checkpoint_paths: 2\n');
-    expect(await getCheckpointState(dir, { logger })).toBeNull();
+    expect(await getCheckpointState(dir, { logger: events.logger() })).toBeNull();
     // A directory where the file should be: it exists, but cannot be read.
     const other = join(dir, "other");
     await mkdir(join(other, "checkpoint"), { recursive: true });
-    expect(await getCheckpointState(other, { logger })).toBeNull();
+    expect(await getCheckpointState(other, { logger: events.logger() })).toBeNull();
     const problems = [
       "all_model_checkpoint_paths[0]: expected a quoted string, got 2",
       'not_a_field: unknown field "not_a_field"; CheckpointState accepts model_checkpoint_path, all_model_checkpoint_paths, all_model_checkpoint_timestamps, last_preserved_timestamp',
     ];
-    expect(logger.entries).toEqual([
+    expect(events.lines()).toEqual([
       {
+        type: "log",
+        time: 0,
         level: "warn",
         message: `${file}: invalid checkpoint state; checkpoint ignored:\n  ${problems.join("\n  ")}`,
         fields: { path: file, problems },
       },
       {
+        type: "log",
+        time: 0,
         level: "warn",
         message: `${join(other, "checkpoint")}: cannot read the checkpoint state; checkpoint ignored:\n  EISDIR: illegal operation on a directory, read`,
         fields: { path: join(other, "checkpoint"), problems: ["EISDIR: illegal operation on a directory, read"] },
@@ -179,11 +183,11 @@ describe("getCheckpointState / updateCheckpointState", () => {
   });
 
   it("a state naming paths outside the directory is rejected with a warning naming them", async () => {
-    const logger = new RecordingLogger();
+    const events = new EventRecorder();
     await writeFile(join(dir, "checkpoint"), 'model_checkpoint_path: "../../etc/passwd"\nall_model_checkpoint_paths: "/etc/x"\n');
-    expect(await getCheckpointState(dir, { logger })).toBeNull();
-    expect(logger.messages("warn")[0]).toContain('model_checkpoint_path: checkpoint path "../../etc/passwd" resolves to');
-    expect(logger.messages("warn")[0]).toContain('all_model_checkpoint_paths[0]: checkpoint path "/etc/x"');
+    expect(await getCheckpointState(dir, { logger: events.logger() })).toBeNull();
+    expect(events.messages("warn")[0]).toContain('model_checkpoint_path: checkpoint path "../../etc/passwd" resolves to');
+    expect(events.messages("warn")[0]).toContain('all_model_checkpoint_paths[0]: checkpoint path "/etc/x"');
   });
 
   it("refuses a save path equal to the state file (RuntimeError) and NUL bytes", async () => {
@@ -196,13 +200,13 @@ describe("getCheckpointState / updateCheckpointState", () => {
 
 describe("latestCheckpoint", () => {
   it("returns the state's path only if its index exists (TensorFlow semantics), else logs and returns null", async () => {
-    const logger = new RecordingLogger();
-    expect(await latestCheckpoint(dir, { logger })).toBeNull();
+    const events = new EventRecorder();
+    expect(await latestCheckpoint(dir, { logger: events.logger() })).toBeNull();
     await updateCheckpointState(dir, generateCheckpointState("ckpt-1"));
-    expect(await latestCheckpoint(dir, { logger })).toBeNull();
-    expect(logger.messages("error")).toEqual([`Couldn't match files for checkpoint ${join(dir, "ckpt-1")}`]);
+    expect(await latestCheckpoint(dir, { logger: events.logger() })).toBeNull();
+    expect(events.messages("error")).toEqual([`Couldn't match files for checkpoint ${join(dir, "ckpt-1")}`]);
     await writeBundle(join(dir, "ckpt-1"), new Map(), { step: 1, createdAtMs: 0 });
-    expect(await latestCheckpoint(dir, { logger })).toBe(join(dir, "ckpt-1"));
+    expect(await latestCheckpoint(dir, { logger: events.logger() })).toBe(join(dir, "ckpt-1"));
   });
 
   it("works with a nested directory that does not exist yet", async () => {

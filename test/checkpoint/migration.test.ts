@@ -12,7 +12,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { VariableStore } from "../../src/session/Session.js";
 import type { TensorValue } from "../../src/session/Tensor.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 import {
   CheckpointManager,
   dataPath,
@@ -30,12 +30,12 @@ const FIXTURES = fileURLToPath(new URL("./fixtures/monitored-session-v1/", impor
 
 let dir: string;
 let clock: VirtualClock;
-let logger: RecordingLogger;
+let events: EventRecorder;
 beforeEach(async () => {
   dir = tempDir();
   await cp(FIXTURES, dir, { recursive: true });
   clock = new VirtualClock({ startMs: 1_800_000_000_000 });
-  logger = new RecordingLogger();
+  events = new EventRecorder();
 });
 afterEach(async () => {
   await previous?.close();
@@ -56,11 +56,11 @@ const store = (): VariableStore & { restored: Map<string, TensorValue>[] } => {
 let previous: CheckpointManager | undefined;
 const create = async (options: Partial<CheckpointManagerOptions> = {}): Promise<CheckpointManager> => {
   await previous?.close();
-  previous = await CheckpointManager.create({ directory: dir, checkpointName: "model.ckpt", clock, logger, ...options });
+  previous = await CheckpointManager.create({ directory: dir, checkpointName: "model.ckpt", clock, logger: events.logger(() => clock.now()), ...options });
   return previous;
 };
 
-const warnings = (): string[] => logger.entries.filter((e) => e.level === "warn").map((e) => e.message);
+const warnings = (): string[] => events.messages("warn");
 const ckpt = (n: number): string => join(dir, `model.ckpt-${n}`);
 
 /**

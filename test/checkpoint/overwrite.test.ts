@@ -11,7 +11,7 @@ import { DataLossError } from "../../src/errors.js";
 import { CheckpointManager } from "../../src/checkpoint/index.js";
 import type { TensorValue } from "../../src/session/Tensor.js";
 import { useTempDirs } from "../util/tempDirs.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 
 /** When set, renaming a temporary file onto a `.index` name fails (as a crash there would stop the save). */
 const fault = vi.hoisted(() => ({ failIndexRename: false }));
@@ -55,7 +55,7 @@ const store = () => {
 let previous: CheckpointManager | undefined;
 const create = async () => {
   await previous?.close();
-  previous = await CheckpointManager.create({ directory: dir, checkpointName: "model.ckpt", maxToKeep: 1, logger: new RecordingLogger() });
+  previous = await CheckpointManager.create({ directory: dir, checkpointName: "model.ckpt", maxToKeep: 1, logger: new EventRecorder().logger() });
   return previous;
 };
 

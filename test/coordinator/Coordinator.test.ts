@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { Coordinator, task, type CoordinatedTask } from "../../src/coordinator/Coordinator.js";
 import { OutOfRangeError, RuntimeError, ValueError } from "../../src/errors.js";
-import { flush, RecordingLogger, VirtualClock } from "../../src/testing/index.js";
+import { EventRecorder, flush, VirtualClock } from "../../src/testing/index.js";
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -38,9 +38,9 @@ const track = <T>(p: Promise<T>): { state: "pending" | "resolved" | "rejected"; 
 
 const setup = (options: { cleanStopExceptionTypes?: readonly (abstract new (...args: never[]) => unknown)[] } = {}) => {
   const clock = new VirtualClock();
-  const logger = new RecordingLogger();
-  const coord = new Coordinator({ clock, logger, ...options });
-  return { clock, logger, coord, start: clock.now() };
+  const events = new EventRecorder();
+  const coord = new Coordinator({ clock, logger: events.logger(() => clock.now()), ...options });
+  return { clock, events, coord, start: clock.now() };
 };
 
 /** A task that sleeps `ms` on the virtual clock (TensorFlow's `SleepABit`). */
@@ -187,7 +187,7 @@ describe("Coordinator", () => {
   });
 
   it("CoordinatorTest.testJoinWithoutGraceExpires: ignoreLiveThreads logs the stragglers instead of raising", async () => {
-    const { clock, coord, logger } = setup();
+    const { clock, coord, events } = setup();
     const stopper = task("stopper", Promise.resolve().then(() => coord.requestStop()));
     const sleeper = sleepABit(clock, "sleeper", 10_000);
     await flush();
@@ -196,7 +196,7 @@ describe("Coordinator", () => {
     expect(j.state).toBe("pending");
     await clock.advance(1);
     expect(j.state).toBe("resolved");
-    expect(logger.entries).toContainEqual({ level: "info", message: "Coordinator stopped with threads still running: sleeper" });
+    expect(events.lines()).toContainEqual({ type: "log", time: clock.now(), level: "info", message: "Coordinator stopped with threads still running: sleeper" });
     expect(sleeper.isAlive()).toBe(true);
   });
 
@@ -367,7 +367,7 @@ describe("Coordinator", () => {
   });
 
   it("CoordinatorTest.testRequestStopRaisesIfJoined_ExcInfo: a task failing after join rejects its `done` and is logged, not lost", async () => {
-    const { coord, logger } = setup();
+    const { clock, coord, events } = setup();
     await coord.join([]);
     const boom = new RuntimeError("Too late");
     const t = coord.spawn("late", async () => {
@@ -376,7 +376,9 @@ describe("Coordinator", () => {
     });
     await expect(t.done).rejects.toBe(boom);
     expect(t.isAlive()).toBe(false);
-    expect(logger.entries).toContainEqual({
+    expect(events.lines()).toContainEqual({
+      type: "log",
+      time: clock.now(),
       level: "error",
       message: "Task late failed after the Coordinator was joined: RuntimeError: Too late",
     });
@@ -390,21 +392,21 @@ describe("Coordinator", () => {
 
 describe("Coordinator.requestStop", () => {
   it("keeps only the first error, and drops an error that follows a plain stop (logged at debug)", async () => {
-    const { coord, logger } = setup();
+    const { clock, coord, events } = setup();
     coord.requestStop();
     coord.requestStop(new RuntimeError("dropped"));
     expect(coord.requestedException).toBeUndefined();
     await expect(coord.join([])).resolves.toBeUndefined();
-    expect(logger.entries).toEqual([
-      { level: "debug", message: "Error dropped by Coordinator (a stop was already requested): RuntimeError: dropped" },
+    expect(events.lines()).toEqual([
+      { type: "log", time: clock.now(), level: "debug", message: "Error dropped by Coordinator (a stop was already requested): RuntimeError: dropped" },
     ]);
 
-    const { coord: c2, logger: l2 } = setup();
+    const { clock: clock2, coord: c2, events: e2 } = setup();
     const first = new RuntimeError("first");
     c2.requestStop(first);
     c2.requestStop(new RuntimeError("second"));
     expect(c2.requestedException).toBe(first);
-    expect(l2.entries[0]).toEqual({ level: "info", message: "Error reported to Coordinator: RuntimeError: first" });
+    expect(e2.lines()[0]).toEqual({ type: "log", time: clock2.now(), level: "info", message: "Error reported to Coordinator: RuntimeError: first" });
   });
 
   it("raiseRequestedException throws the recorded error without clearing it", () => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { Coordinator, task } from "../../src/coordinator/Coordinator.js";
 import { RuntimeError, ValueError } from "../../src/errors.js";
 import { Looper, type LooperOptions } from "../../src/coordinator/Looper.js";
-import { RecordingLogger, VirtualClock } from "../../src/testing/index.js";
+import { EventRecorder, VirtualClock } from "../../src/testing/index.js";
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -10,10 +10,11 @@ import { RecordingLogger, VirtualClock } from "../../src/testing/index.js";
 
 const setup = () => {
   const clock = new VirtualClock();
-  const logger = new RecordingLogger();
+  const events = new EventRecorder();
+  const logger = events.logger(() => clock.now());
   const coord = new Coordinator({ clock, logger });
   const options: LooperOptions = { clock, logger, name: "looper" };
-  return { clock, logger, coord, options, start: clock.now() };
+  return { clock, events, coord, options, start: clock.now() };
 };
 
 /** TensorFlow's `_StopAt0`: counts `n` down, then requests a stop. */
@@ -207,7 +208,7 @@ describe("Looper", () => {
   });
 
   it("an error raised after the coordinator was joined is logged, not lost or unhandled", async () => {
-    const { clock, coord, logger, options } = setup();
+    const { clock, coord, events, options } = setup();
     const looper = Looper.loop(coord, 1, async () => {
       await clock.sleep(100_000);
       throw new RuntimeError("too late");
@@ -220,7 +221,7 @@ describe("Looper", () => {
     expect(looper.isAlive()).toBe(true);
     await clock.advanceSecs(100);
     expect(looper.isAlive()).toBe(false);
-    expect(logger.messages("error")).toEqual(["Looper looper failed after the Coordinator was joined"]);
+    expect(events.messages("error")).toEqual(["Looper looper failed after the Coordinator was joined"]);
   });
 
   it("validates its arguments", () => {

@@ -12,7 +12,8 @@ import { Scaffold } from "../../src/creation/Scaffold.js";
 import type { Session } from "../../src/session/Session.js";
 import { SessionManager, type SessionManagerOptions } from "../../src/creation/SessionManager.js";
 import { scalar, tensor, type TensorValue } from "../../src/session/Tensor.js";
-import { FakeSession, RecordingLogger, VirtualClock } from "../../src/testing/index.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
+import { FakeSession, VirtualClock } from "../../src/testing/index.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -247,11 +248,11 @@ describe("SessionManager.prepareSession", () => {
     const latest = (await m.save(writer.variables)) as string;
     await writeFile(dataPath(latest), "garbage");
 
-    const logger = new RecordingLogger();
-    const { sm } = manager(g, { readyOp: reportUninitialized, logger });
+    const events = new EventRecorder();
+    const { sm } = manager(g, { readyOp: reportUninitialized, logger: events.logger() });
     const sess = await sm.prepareSession({ initOp: initGlobal, saver: new BundleSaver(), checkpointDir: dir });
     expect(await sess.run("v")).toBe(10);
-    expect(logger.messages("warn").join("\n")).toContain(latest);
+    expect(events.messages("warn").join("\n")).toContain(latest);
   });
 
   it("falls back to a model.ckpt-<n> checkpoint on disk that the state file no longer lists (maxToKeep 1, power cut)", async () => {
@@ -282,8 +283,8 @@ describe("SessionManager.prepareSession", () => {
     const v = g.variable("v", 0);
     const writer = g.session();
     await writer.variables.restore(new Map([["v", scalar(42)]]));
-    const logger = new RecordingLogger();
-    const { sm, clock } = manager(g, { readyOp: reportUninitialized, recoveryWaitSecs: 5, logger });
+    const events = new EventRecorder();
+    const { sm, clock } = manager(g, { readyOp: reportUninitialized, recoveryWaitSecs: 5, logger: events.logger() });
     const sleep = clock.sleep.bind(clock);
     clock.sleep = async (ms, signal) => {
       await sleep(ms, signal);
@@ -293,7 +294,7 @@ describe("SessionManager.prepareSession", () => {
     expect(await sess.run(v.name)).toBe(42);
     expect(clock.sleeps).toEqual([5000, 5000, 5000]);
     // TensorFlow's line (session_manager.py), once per wait.
-    expect(logger.messages("info")).toEqual(["Waiting for checkpoint to be available.", "Waiting for checkpoint to be available.", "Waiting for checkpoint to be available."]);
+    expect(events.messages("info")).toEqual(["Waiting for checkpoint to be available.", "Waiting for checkpoint to be available.", "Waiting for checkpoint to be available."]);
   });
 });
 
@@ -312,12 +313,12 @@ describe("SessionManager and a bad state file", () => {
     }
     await writer.close();
     await writeFile(join(dir, "checkpoint"), "garbage {");
-    const logger = new RecordingLogger();
-    const { sm } = manager(g, { logger });
+    const events = new EventRecorder();
+    const { sm } = manager(g, { logger: events.logger() });
     const sess = await sm.prepareSession({ saver: new BundleSaver(), checkpointDir: dir, initOp: initGlobal });
     expect(await sess.run("v")).toBe(2);
     expect(sm.lastRestored).toBe(join(dir, "model.ckpt-2"));
-    expect(logger.messages("warn")[0]).toMatch(/invalid checkpoint state; restoring the newest model\.ckpt-<n> checkpoint on disk that verifies/);
+    expect(events.messages("warn")[0]).toMatch(/invalid checkpoint state; restoring the newest model\.ckpt-<n> checkpoint on disk that verifies/);
     expect(await readFile(join(dir, "checkpoint"), "utf8")).toBe("garbage {"); // a reader rewrites nothing
   });
 });
@@ -346,33 +347,33 @@ describe("SessionManager.recoverSession", () => {
   it("session_manager_test.testRecoverSessionWithReadyForLocalInitOp: restored globals, then local init reads them", async () => {
     const dir = await checkpointWithV1();
     const { g } = graphVW(2);
-    const logger = new RecordingLogger();
+    const events = new EventRecorder();
     const { sm } = manager(g, {
       readyOp: reportUninitialized,
       readyForLocalInitOp: reportUninitializedGlobal,
       localInitOp: "w_init",
-      logger,
+      logger: events.logger(),
     });
     const [sess, ok] = await sm.recoverSession({ saver: new BundleSaver(), checkpointDir: dir });
     expect(ok).toBe(true);
     expect(await sess.run(["v", "w"])).toEqual([1, 1]);
     // TensorFlow's lines (session_manager.py): the local init op, then where the model came from.
-    expect(logger.messages("info")).toEqual(["Running local_init_op.", "Done running local_init_op.", `Restored model from ${dir}`]);
+    expect(events.messages("info")).toEqual(["Running local_init_op.", "Done running local_init_op.", `Restored model from ${dir}`]);
   });
 
   it("session_manager_test.testRecoverSessionWithReadyForLocalInitOpFailsToReadyLocal: not ready for local init gives initialized=false", async () => {
     const dir = await checkpointWithV1();
     const { g } = graphVW(2);
-    const logger = new RecordingLogger();
+    const events = new EventRecorder();
     const { sm } = manager(g, {
       readyOp: reportUninitialized,
       readyForLocalInitOp: reportUninitialized, // w is never initialized before local init: never ready
       localInitOp: "w_init",
-      logger,
+      logger: events.logger(),
     });
     const [sess, ok] = await sm.recoverSession({ saver: new BundleSaver(), checkpointDir: dir });
     expect(ok).toBe(false);
-    expect(logger.messages("info").at(-1)).toMatch(new RegExp(`^Restoring model from ${dir} did not make model ready for local init: `));
+    expect(events.messages("info").at(-1)).toMatch(new RegExp(`^Restoring model from ${dir} did not make model ready for local init: `));
     const s = sess as GraphSession;
     expect(initialized(s, "v")).toBe(true);
     expect(initialized(s, "w")).toBe(false);
@@ -406,11 +407,11 @@ describe("SessionManager.recoverSession", () => {
     const g = new Graph();
     g.variable("v", 2);
     g.variable("u", 3); // not in the checkpoint
-    const logger = new RecordingLogger();
-    const { sm } = manager(g, { readyOp: reportUninitialized, logger });
+    const events = new EventRecorder();
+    const { sm } = manager(g, { readyOp: reportUninitialized, logger: events.logger() });
     const [, ok] = await sm.recoverSession({ saver: new BundleSaver(), checkpointDir: dir });
     expect(ok).toBe(false);
-    expect(logger.messages("info")).toContain(`Restoring model from ${dir} did not make model ready: Variables not initialized: u`);
+    expect(events.messages("info")).toContain(`Restoring model from ${dir} did not make model ready: Variables not initialized: u`);
   });
 });
 
@@ -649,9 +650,9 @@ describe("SessionManager construction and readiness", () => {
 
     const other = new FailedPreconditionError("the device is gone");
     const broken = new FakeSession({ ops: { ready: () => Promise.reject(other) } });
-    const logger = new RecordingLogger();
-    const sm2 = new SessionManager({ sessionFactory: () => broken, readyOp: "ready", clock: new VirtualClock(), logger });
+    const events = new EventRecorder();
+    const sm2 = new SessionManager({ sessionFactory: () => broken, readyOp: "ready", clock: new VirtualClock(), logger: events.logger() });
     await expect(sm2.prepareSession({ initOp: initGlobal })).rejects.toBe(other);
-    expect(logger.messages("warn")).toEqual(["Model not ready : error [the device is gone]"]);
+    expect(events.messages("warn")).toEqual(["Model not ready : error [the device is gone]"]);
   });
 });

@@ -14,7 +14,7 @@ import { CheckpointManager, dataPath, indexPath } from "../../src/checkpoint/ind
 import { buildModel, checkConsistent } from "../fixtures/checkpoint/model.js";
 import { seededRandom } from "../util/seed.js";
 import { useTempDirs } from "../util/tempDirs.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 
 const root = resolve(fileURLToPath(new URL("../..", import.meta.url)));
 const child = join(root, "test/fixtures/checkpoint/saver-child.ts");
@@ -86,16 +86,16 @@ describe("crash safety with real processes", () => {
         killDelays.push(delay);
         const killed = result.signal === "SIGKILL";
 
-        const logger = new RecordingLogger();
-        const manager = await CheckpointManager.create({ directory: dir, logger, maxToKeep: 3 });
-        leftoversRemoved += Number(logger.messages("warn")[0]?.match(/^Removed (\d+) leftover/)?.[1] ?? 0);
+        const events = new EventRecorder();
+        const manager = await CheckpointManager.create({ directory: dir, logger: events.logger(), maxToKeep: 3 });
+        leftoversRemoved += Number(events.messages("warn")[0]?.match(/^Removed (\d+) leftover/)?.[1] ?? 0);
         const { session } = buildModel();
         const path = await manager.restoreOrInitialize(session.variables);
         expect(path, `run ${run}: no checkpoint found`).not.toBeNull();
         // A killed writer's lock names a process that is gone: taken over, with a warning.
-        if (killed) expect(logger.messages("warn").filter((w) => w.startsWith("Took over "))).toEqual([expect.stringMatching(/process \d+ is gone/)]);
+        if (killed) expect(events.messages("warn").filter((w) => w.startsWith("Took over "))).toEqual([expect.stringMatching(/process \d+ is gone/)]);
         expect(
-          logger.messages("warn").filter((w) => !w.startsWith("Removed ") && !w.startsWith("Took over ")),
+          events.messages("warn").filter((w) => !w.startsWith("Removed ") && !w.startsWith("Took over ")),
           `run ${run}: the latest checkpoint did not verify`,
         ).toEqual([]);
         const { step, problems } = await checkConsistent(session);

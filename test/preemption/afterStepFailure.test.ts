@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import { AlreadyExistsError, DeadlineExceededError, ResourceExhaustedError, UnavailableError } from "../../src/errors.js";
 import type { PreemptionKeyValueStore, ReplicaStop } from "../../src/preemption/PreemptionCluster.js";
 import { ClusterPreemptionCoordinator } from "../../src/preemption/ClusterPreemptionCoordinator.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 import { flush, VirtualClock } from "../../src/testing/VirtualClock.js";
 
 const CHIEF = "/job:chief/replica:0/task:0";
@@ -81,7 +81,7 @@ const linkedVotes = (): (ReplicaStop & { requested: boolean; announced: number }
   });
 };
 
-const coordinator = (store: PreemptionKeyValueStore, id: number, clock: VirtualClock, logger = new RecordingLogger(), replicaStop: ReplicaStop = vote()) =>
+const coordinator = (store: PreemptionKeyValueStore, id: number, clock: VirtualClock, logger = new EventRecorder().logger(() => clock.now()), replicaStop: ReplicaStop = vote()) =>
   new ClusterPreemptionCoordinator({
     store,
     id,
@@ -100,13 +100,13 @@ describe("a data-parallel group that loses a rank while it stops for a preemptio
   it("the stop vote writes the claim; the chief, which heard it, saves its last completed run and exits; the noticed worker exits too", async () => {
     const clock = new VirtualClock();
     const store = sharedStore(clock);
-    const logger = new RecordingLogger();
-    const chief = coordinator(store(), 0, clock, logger);
+    const events = new EventRecorder();
+    const chief = coordinator(store(), 0, clock, events.logger(() => clock.now()));
     const noticed = coordinator(store(), 2, clock);
     noticed.notifyTermination(clock.now());
     await flush();
     expect(chief.afterStepFailure(lostRank(W0), 17)).toEqual({ save: true, exit: true, deadlineMs: undefined });
-    expect(logger.messages("warn").join("\n")).toMatch(/chief:0 saves at run 17, its last completed step, and exits/);
+    expect(events.messages("warn").join("\n")).toMatch(/chief:0 saves at run 17, its last completed step, and exits/);
     expect(noticed.afterStepFailure(lostRank(W0), 17)).toMatchObject({ save: true, exit: true });
     await Promise.all([chief.close(), noticed.close()]);
   });
@@ -125,20 +125,20 @@ describe("a data-parallel group that loses a rank while it stops for a preemptio
   it("the chief frozen with the service it hosts: the notice heard over the group's links alone makes the worker without one exit 43 too", async () => {
     const clock = new VirtualClock();
     const votes = linkedVotes();
-    const logger = new RecordingLogger();
-    const unnoticed = coordinator(frozenStore(), 1, clock, logger, votes[1]);
-    const noticed = coordinator(frozenStore(), 2, clock, new RecordingLogger(), votes[2]);
+    const events = new EventRecorder();
+    const unnoticed = coordinator(frozenStore(), 1, clock, events.logger(() => clock.now()), votes[1]);
+    const noticed = coordinator(frozenStore(), 2, clock, undefined, votes[2]);
     noticed.notifyTermination(clock.now());
     expect(votes[2]?.announced).toBe(1);
     expect(votes[2]?.requested).toBe(true);
-    expect(logger.messages("info").join("\n")).toContain("PreemptionCheckpointHandler: worker:1 got a termination notice; worker:0 stops where the tasks agree.");
+    expect(events.messages("info").join("\n")).toContain("PreemptionCheckpointHandler: worker:1 got a termination notice; worker:0 stops where the tasks agree.");
     // The rank's name in the group is the claim's name for the task; a task with its own notice heard nobody.
     expect(unnoticed.claimHeardFrom).toBe("worker:1");
     expect(noticed.claimHeardFrom).toBeUndefined();
     expect(unnoticed.afterStepFailure(lostRank(CHIEF), 9)).toMatchObject({ save: false, exitWithoutSave: { code: 43 } });
     expect(noticed.afterStepFailure(lostRank(CHIEF), 9)).toMatchObject({ save: false, exitWithoutSave: { code: 43 } });
     // Without the notice over the links, the same failure would stand as the step's error (the claim never comes).
-    const deaf = coordinator(frozenStore(), 1, clock, new RecordingLogger(), vote());
+    const deaf = coordinator(frozenStore(), 1, clock, undefined, vote());
     expect(deaf.afterStepFailure(lostRank(CHIEF), 9)).toBeUndefined();
     // close() is bounded on a service that never answers (twice the liveness deadline).
     const closing = Promise.all([unnoticed.close(), noticed.close(), deaf.close()]);

@@ -13,7 +13,7 @@ import { AbortedError, CancelledError, DeadlineExceededError, UnavailableError }
 import { CHIEF_LOST_EXIT_CODE, ChiefLostError, type ChiefLossRecovery } from "../../src/preemption/PreemptionCluster.js";
 import { ClusterPreemptionCoordinator, type PreemptionAgreement } from "../../src/preemption/ClusterPreemptionCoordinator.js";
 import type { PreemptionDecision } from "../../src/preemption/PreemptionCoordinator.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 import { flush, VirtualClock } from "../../src/testing/VirtualClock.js";
 import { scriptedStore } from "./scriptedStore.js";
 
@@ -62,7 +62,8 @@ const setup = (agreement: PreemptionAgreement = "chiefSaves") => {
   const clock = new VirtualClock();
   const store = scriptedStore(clock);
   const recovery = scriptedRecovery();
-  const logger = new RecordingLogger();
+  const events = new EventRecorder();
+  const logger = events.logger(() => clock.now());
   const coordinator = new ClusterPreemptionCoordinator({
     store,
     id: 1,
@@ -75,7 +76,7 @@ const setup = (agreement: PreemptionAgreement = "chiefSaves") => {
     clock,
     logger,
   });
-  return { clock, store, recovery, logger, coordinator };
+  return { clock, store, recovery, events, logger, coordinator };
 };
 
 /** {@link setup}, restored (the handler's creation done). */
@@ -135,7 +136,7 @@ describe('"chiefSaves": a worker that outlives its chief', () => {
   });
 
   it("a notice while it waits for the chief ends the wait: no claim anywhere, and 43 without a save, at the next boundary or from the step the wait was in", async () => {
-    const { store, recovery, coordinator, logger } = await worker();
+    const { store, recovery, coordinator, events } = await worker();
     await noticeWhileWaiting({ store, recovery, coordinator });
     expect(coordinator.terminationReceived).toBe(true);
     const reason = `worker:0 stops for its termination notice while its chief /job:chief/replica:0/task:0 is lost (AbortedError: generation 1 ended): nobody can write the checkpoint: exiting with ${CHIEF_LOST_EXIT_CODE} without saving (the restart resumes from the last checkpoint)`;
@@ -144,7 +145,7 @@ describe('"chiefSaves": a worker that outlives its chief', () => {
     expect(await decide(coordinator.beforeStep(7, 10))).toEqual({ save: false, exitWithoutSave: { code: CHIEF_LOST_EXIT_CODE, reason } });
     // Nothing is waited for before the exit: no acknowledgement, no warning.
     await coordinator.beforeExit();
-    expect(logger.messages("warn")).toEqual([]);
+    expect(events.messages("warn")).toEqual([]);
     await coordinator.close();
   });
 

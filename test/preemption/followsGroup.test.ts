@@ -16,7 +16,7 @@ import type { ReplicaStop } from "../../src/preemption/PreemptionCluster.js";
 import { ClusterPreemptionCoordinator } from "../../src/preemption/ClusterPreemptionCoordinator.js";
 import type { PreemptionDecision } from "../../src/preemption/PreemptionCoordinator.js";
 import { ReplicaGroupError } from "../../src/runtime/replicaGroup.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 import { flush, VirtualClock } from "../../src/testing/VirtualClock.js";
 import { scriptedStore } from "./scriptedStore.js";
 
@@ -63,9 +63,9 @@ const setup = (id = 1, position = { runCounter: 0, inStep: false }) => {
   const clock = new VirtualClock();
   const store = scriptedStore(clock);
   const group = scriptedGroup();
-  const logger = new RecordingLogger();
-  const coordinator = new ClusterPreemptionCoordinator({ store, id, workers: TASKS, isChief: id === 0, replicaStop: group, chiefTask: "/job:chief/replica:0/task:0", position: () => position, clock, logger });
-  return { clock, store, group, logger, coordinator, position };
+  const events = new EventRecorder();
+  const coordinator = new ClusterPreemptionCoordinator({ store, id, workers: TASKS, isChief: id === 0, replicaStop: group, chiefTask: "/job:chief/replica:0/task:0", position: () => position, clock, logger: events.logger(() => clock.now()) });
+  return { clock, store, group, events, coordinator, position };
 };
 
 /** worker:1's report, as the coordination service returns it (typed: a `preemption` failure naming the reporter). */
@@ -137,7 +137,7 @@ describe("a data-parallel group that outlives a lost rank: the agreement follows
   it("the report raised by a step: the chief saves its last completed run, a worker stops there too; both exit", async () => {
     const chief = setup(0);
     expect(chief.coordinator.afterStepFailure(new ReplicaGroupError(report()), 17)).toMatchObject({ save: true, exit: true });
-    expect(chief.logger.messages("warn").join("\n")).toContain(
+    expect(chief.events.messages("warn").join("\n")).toContain(
       "PreemptionCheckpointHandler: the replica group stopped for a termination notice (SIGTERM), told through the coordination service by worker:1 while the group could not step together; chief:0 saves at run 17, its last completed step, and exits.",
     );
     expect(chief.coordinator.claimHeardFrom).toBe("worker:1");
@@ -149,14 +149,14 @@ describe("a data-parallel group that outlives a lost rank: the agreement follows
   });
 
   it("the report heard by the watch between steps: the next check saves at the boundary the task is at", async () => {
-    const { store, group, coordinator, logger } = setup(0);
+    const { store, group, coordinator, events } = setup(0);
     await flush();
     store.failPending(report());
     await flush();
     expect(group.follows).toEqual([]);
     expect(coordinator.pendingFailure).toBeUndefined();
     expect(await decide(coordinator.beforeStep(9, 10))).toMatchObject({ save: true, exit: true });
-    expect(logger.messages("warn").join("\n")).toContain("chief:0 saves at run 9, its last completed step, and exits.");
+    expect(events.messages("warn").join("\n")).toContain("chief:0 saves at run 9, its last completed step, and exits.");
     await coordinator.close();
   });
 

@@ -9,7 +9,7 @@ import { describe, expect, it } from "vitest";
 import { resolveCluster, type ResolvedCluster } from "../../src/cluster/ClusterResolver.js";
 import { joinMemoryCluster, type MemoryMember } from "../../src/cluster/coordination/memory/memoryConnect.js";
 import { CancelledError, OpError, UnavailableError } from "../../src/errors.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { joinCollective } from "../../src/runtime/collectiveJoin.js";
 import { lostOf, watchCluster } from "../../src/runtime/failureWatch.js";
@@ -94,8 +94,8 @@ describe("the collective join", () => {
     const [a, b] = (await freePorts(2)) as [number, number];
     const cluster = { chief: [`127.0.0.1:${a}`], worker: [`127.0.0.1:${b}`] };
     const groupOf = (type: string): ReplicaGroup => ReplicaGroup.of(resolveCluster({ TF_CONFIG: JSON.stringify({ cluster, task: { type, index: 0 } }) }) as ResolvedCluster) as ReplicaGroup;
-    const logger = new RecordingLogger();
-    const options = (address: string) => ({ address, token: undefined, tls: undefined, timeoutSecs: 30, clock, logger });
+    const events = new EventRecorder();
+    const options = (address: string) => ({ address, token: undefined, tls: undefined, timeoutSecs: 30, clock, logger: events.logger(() => clock.now()) });
     const joined = await Promise.all([joinCollective(c.client, groupOf("chief"), options(`127.0.0.1:${a}`)), joinCollective(w.client, groupOf("worker"), options(`127.0.0.1:${b}`))]).catch(async (e: unknown) => {
       await leaveAll([c, w]);
       throw e;
@@ -105,7 +105,7 @@ describe("the collective join", () => {
       const [x, y] = await Promise.all([r0.allReduce(new Float32Array([1, 2]), "sum"), r1.allReduce(new Float32Array([10, 20]), "sum")]);
       expect([...x]).toEqual([11, 22]);
       expect([...y]).toEqual([11, 22]);
-      expect(logger.messages("info").filter((m) => m.startsWith("Joined the replica group: rank "))).toHaveLength(2);
+      expect(events.messages("info").filter((m) => m.startsWith("Joined the replica group: rank "))).toHaveLength(2);
       expect(await c.client.tryGet(`monitored-session/run/collective/${c.client.generation ?? 0}/rank1/incarnation`)).toBe(w.client.incarnation);
     } finally {
       await Promise.all([r0.close(), r1.close()]);

@@ -15,7 +15,7 @@ import { ReplicaGroup, ReplicaGroupError } from "../../src/runtime/replicaGroup.
 import type { CoordinationClient } from "../../src/cluster/coordination/CoordinationClient.js";
 import { CollectiveReformedError, type Collective, type CollectiveBuffer } from "../../src/session/Collective.js";
 import { AbortedError, CancelledError, DeadlineExceededError, UnavailableError, UnknownError } from "../../src/errors.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 import { flush, VirtualClock } from "../../src/testing/VirtualClock.js";
 
 const CHIEF = "/job:chief/replica:0/task:0";
@@ -56,7 +56,7 @@ const transport = (rank: number) => {
 /** A group of `rank` with a rejoin whose registration is scripted (`connects` in order; then it waits forever). */
 const setup = (rank: number, connects: (() => Promise<void>)[]) => {
   const clock = new VirtualClock();
-  const logger = new RecordingLogger();
+  const events = new EventRecorder();
   const group = new ReplicaGroup(rank, TASKS);
   const first = transport(rank);
   const second = transport(rank);
@@ -94,11 +94,11 @@ const setup = (rank: number, connects: (() => Promise<void>)[]) => {
       return second;
     },
     clock,
-    logger,
+    logger: events.logger(() => clock.now()),
     emit: (e) => void emitted.push(e),
   });
   group.rejoinWith(rejoin.rejoin);
-  return { clock, logger, group, first, second, rejoin, reports, steps, connectOptions, emitted };
+  return { clock, events, group, first, second, rejoin, reports, steps, connectOptions, emitted };
 };
 
 /** A loss as the coordination service declares it: the tasks it declared failed. */
@@ -118,7 +118,7 @@ const settle = async (clock: VirtualClock, times = 10): Promise<void> => {
 describe("a data-parallel group that loses a worker", () => {
   it("waits for it, re-forms its ring, and raises CollectiveReformedError for the call that applied nothing", async () => {
     const old = new UnavailableError(`task ${W1} declared failed: no heartbeat within the heartbeat timeout`, declared(W1));
-    const { clock, logger, group, first, second, steps, rejoin, emitted } = setup(1, [() => Promise.reject(old), () => Promise.resolve()]);
+    const { clock, events, group, first, second, steps, rejoin, emitted } = setup(1, [() => Promise.reject(old), () => Promise.resolve()]);
     expect(rejoin.waiting).toBe(false);
     const call = group.allReduce(new Float32Array(4), "mean");
     const outcome = call.then(
@@ -138,11 +138,11 @@ describe("a data-parallel group that loses a worker", () => {
     expect(group.state).toBe("ready");
     expect(first.closed).toBe(true);
     expect(steps).toEqual(["connect", "connect", "join", "barrier"]);
-    const warnings = logger.messages("warn");
+    const warnings = events.messages("warn");
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain(`worker:0 lost ${W1}`);
     expect(warnings[0]).toContain("waiting up to 60 s (maxWaitSecs)");
-    expect(logger.messages("info").some((m) => m.includes("re-formed its ring"))).toBe(true);
+    expect(events.messages("info").some((m) => m.includes("re-formed its ring"))).toBe(true);
     // Beside each line, its event (the data a goodput log or a UI reads).
     expect(emitted).toEqual([
       { type: "replicaRankLost", task: "worker:0", lost: W1, maxWaitSecs: 60 },
@@ -189,12 +189,12 @@ describe("a data-parallel group that loses a worker", () => {
   });
 
   it("does not wait for a lost chief: the group fails at once, as before", async () => {
-    const { clock, group, logger, steps, emitted } = setup(2, []);
+    const { clock, group, events, steps, emitted } = setup(2, []);
     const reformed = group.reform(new UnavailableError(`task ${CHIEF} declared failed: no heartbeat`, declared(CHIEF)));
     await settle(clock);
     await expect(reformed).rejects.toBeInstanceOf(ReplicaGroupError);
     expect(steps).toEqual([]);
-    expect(logger.messages("warn")).toEqual([]);
+    expect(events.messages("warn")).toEqual([]);
     expect(emitted).toEqual([]);
   });
 

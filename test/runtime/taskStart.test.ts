@@ -10,7 +10,7 @@ import { resolveCluster, type ResolvedCluster } from "../../src/cluster/ClusterR
 import type { ClusterConfig } from "../../src/cluster/ClusterConfig.js";
 import type { CoordinationConnection } from "../../src/cluster/coordination/backends.js";
 import { CancelledError, clusterFailureOf } from "../../src/errors.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { type ClusterTask, clusterTaskFrom } from "../../src/runtime/clusterTask.js";
 import { ClusterStartError, connectTask, registerTask, StartLeave, taskPlan, tellWhileStarting } from "../../src/runtime/taskStart.js";
@@ -47,7 +47,7 @@ const counted = (connection: CoordinationConnection): { readonly stop: () => Pro
 describe("a task's start, step by step", () => {
   it("taskPlan: the task's names and its client's and server's options, from its cluster: section and the token's variable", async () => {
     const [chief] = await pair({ timeouts: { heartbeatTimeoutSecs: 4, serverStartTimeoutSecs: 7 }, bindAddress: "0.0.0.0" });
-    const plan = taskPlan(chief, { MONITORED_SESSION_CLUSTER_TOKEN: "s3cret" }, new VirtualClock(), new RecordingLogger());
+    const plan = taskPlan(chief, { MONITORED_SESSION_CLUSTER_TOKEN: "s3cret" }, new VirtualClock(), new EventRecorder().logger());
     expect(plan.me).toBe("/job:chief/replica:0/task:0");
     expect(plan.tasks).toEqual(["/job:chief/replica:0/task:0", "/job:worker/replica:0/task:0"]);
     expect(plan.others).toEqual(["/job:worker/replica:0/task:0"]);
@@ -59,13 +59,14 @@ describe("a task's start, step by step", () => {
 
   it("taskPlan: an unreadable token file is a ClusterStartError naming it", async () => {
     const [chief] = await pair({ tokenFile: "/nonexistent/token" });
-    expect(() => taskPlan(chief, {}, new VirtualClock(), new RecordingLogger())).toThrow(ClusterStartError);
-    expect(() => taskPlan(chief, {}, new VirtualClock(), new RecordingLogger())).toThrow(/\/nonexistent\/token/);
+    expect(() => taskPlan(chief, {}, new VirtualClock(), new EventRecorder().logger())).toThrow(ClusterStartError);
+    expect(() => taskPlan(chief, {}, new VirtualClock(), new EventRecorder().logger())).toThrow(/\/nonexistent\/token/);
   });
 
   it("connectTask: a backend nobody registered, and a port in use, are ClusterStartErrors that say what to fix", async () => {
     const clock = new VirtualClock();
-    const logger = new RecordingLogger();
+    const events = new EventRecorder();
+    const logger = events.logger(() => clock.now());
     const [nope] = await pair({ backend: "zookeeper" });
     const e = await connectTask(nope, taskPlan(nope, {}, clock, logger), [], clock, logger).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(ClusterStartError);
@@ -92,7 +93,8 @@ describe("a task's start, step by step", () => {
 
   it("registerTask: both tasks register; the line names where the state lives", async () => {
     const clock = new VirtualClock();
-    const logger = new RecordingLogger();
+    const events = new EventRecorder();
+    const logger = events.logger(() => clock.now());
     const tasks = await pair();
     const started = await Promise.all(
       tasks.map(async (task) => {
@@ -104,8 +106,8 @@ describe("a task's start, step by step", () => {
       }),
     );
     try {
-      expect(logger.messages("info").filter((m) => /^Server of (chief|worker):0 serving grpc:\/\/127\.0\.0\.1:\d+; registering with the coordination service \(in this process \(memory cluster .*\)\): waiting for 2 tasks\.$/.test(m))).toHaveLength(2);
-      expect(logger.messages("info").filter((m) => m.startsWith("Every task of the cluster registered (generation "))).toHaveLength(2);
+      expect(events.messages("info").filter((m) => /^Server of (chief|worker):0 serving grpc:\/\/127\.0\.0\.1:\d+; registering with the coordination service \(in this process \(memory cluster .*\)\): waiting for 2 tasks\.$/.test(m))).toHaveLength(2);
+      expect(events.messages("info").filter((m) => m.startsWith("Every task of the cluster registered (generation "))).toHaveLength(2);
       expect(started[0]?.client.generation).toBe(started[1]?.client.generation);
     } finally {
       for (const c of started) {
@@ -117,7 +119,8 @@ describe("a task's start, step by step", () => {
 
   it("a notice while the task waits for the others to register: the start ends (StartLeftError), nobody is told, and its connection stops", async () => {
     const clock = new VirtualClock();
-    const logger = new RecordingLogger();
+    const events = new EventRecorder();
+    const logger = events.logger(() => clock.now());
     const [chief] = await pair();
     const plan = taskPlan(chief, {}, clock, logger);
     const connection = await connectTask(chief, plan, [], clock, logger);
@@ -141,7 +144,8 @@ describe("a task's start, step by step", () => {
 
   it("a notice once every task registered, before the start is over: the others are told (a final preemption report naming the task), then the start ends", async () => {
     const clock = new VirtualClock();
-    const logger = new RecordingLogger();
+    const events = new EventRecorder();
+    const logger = events.logger(() => clock.now());
     const [chief, worker] = await pair();
     let notice: (what: string) => void = () => undefined;
     const connections = await Promise.all(

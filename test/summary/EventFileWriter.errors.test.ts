@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { UnknownError } from "../../src/errors.js";
 import { silentLogger } from "../../src/Logger.js";
-import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
 import { VirtualClock } from "../../src/testing/VirtualClock.js";
 import { SummaryWriter } from "../../src/summary/SummaryWriter.js";
 import { readEvents } from "./decoder.js";
@@ -99,10 +99,11 @@ describe("EventFileWriter: background write errors are never lost", () => {
   });
 
   it("an onError callback that throws is logged with its error; the write error still reaches errors$ and close()", async () => {
-    const logger = new RecordingLogger();
+    const clock = new VirtualClock();
+    const events = new EventRecorder();
     const w = new SummaryWriter(dir, {
-      clock: new VirtualClock(),
-      logger,
+      clock,
+      logger: events.logger(() => clock.now()),
       onError: () => {
         throw new TypeError("the alerting hook is broken");
       },
@@ -114,9 +115,9 @@ describe("EventFileWriter: background write errors are never lost", () => {
     w.addScalar("x", 1, 1);
     await expect(w.close()).rejects.toThrow(UnknownError);
     expect(seen).toHaveLength(1);
-    expect(logger.entries.filter((e) => e.level === "error")).toEqual([
-      { level: "error", message: "event file write failed; later events to this file are dropped", fields: { path: w.path, error: "ENOSPC: no space left on device, write" } },
-      { level: "error", message: "onError callback threw", fields: { error: "TypeError: the alerting hook is broken" } },
+    expect(events.lines("error")).toEqual([
+      { type: "log", time: clock.now(), level: "error", message: "event file write failed; later events to this file are dropped", fields: { path: w.path, error: "ENOSPC: no space left on device, write" } },
+      { type: "log", time: clock.now(), level: "error", message: "onError callback threw", fields: { error: "TypeError: the alerting hook is broken" } },
     ]);
   });
 });

@@ -7,7 +7,8 @@ import { CheckpointSaverHook, type SessionLogWriter } from "../../hooks/Checkpoi
 import { CheckpointManager } from "../../src/checkpoint/index.js";
 import { DataLossError, InvalidArgumentError, NotFoundError } from "../../src/errors.js";
 import { Graph } from "../../src/session/Graph.js";
-import { InMemorySaver, RecordingLogger, VirtualClock } from "../../src/testing/index.js";
+import { EventRecorder } from "../../src/testing/EventRecorder.js";
+import { InMemorySaver, VirtualClock } from "../../src/testing/index.js";
 import { driveHooks } from "../util/driveHooks.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
@@ -83,11 +84,11 @@ describe("InMemorySaver", () => {
     expect(saver.prefixes()).toEqual([join(dir, "ckpt-2"), join(dir, "ckpt-3")]);
 
     saver.corrupt(join(dir, "ckpt-3"));
-    const logger = new RecordingLogger();
-    const reader = await CheckpointManager.create({ directory: dir, saver, logger, lock: false });
+    const events = new EventRecorder();
+    const reader = await CheckpointManager.create({ directory: dir, saver, logger: events.logger(), lock: false });
     const { session: fresh } = await sessionWith(0);
     expect(await reader.restoreOrInitialize(fresh.variables)).toBe(join(dir, "ckpt-2"));
-    expect(logger.messages("warn").join("\n")).toMatch(/ckpt-3 is corrupt or incomplete/);
+    expect(events.messages("warn").join("\n")).toMatch(/ckpt-3 is corrupt or incomplete/);
     await reader.close();
   });
 

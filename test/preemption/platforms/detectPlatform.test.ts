@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 
 import { ValueError } from "../../../src/errors.js";
 import { createPlatformWatcher, detectPlatform, kubernetesWatcher, PLATFORM_EVIDENCE_FILES } from "../../../src/preemption/index.js";
-import { RecordingLogger } from "../../../src/testing/index.js";
+import { EventRecorder } from "../../../src/testing/index.js";
 import { useTempDirs } from "../../util/tempDirs.js";
 
 const tempDir = useTempDirs();
@@ -46,16 +46,18 @@ describe("detectPlatform", () => {
 
 describe("createPlatformWatcher", () => {
   it("signals is no watcher; auto without evidence is none, logged", () => {
-    const logger = new RecordingLogger();
+    const events = new EventRecorder();
+    const logger = events.logger();
     expect(createPlatformWatcher("signals", { logger })).toBeUndefined();
     expect(createPlatformWatcher("auto", { root: tempDir(), env: {}, logger })).toBeUndefined();
-    expect(logger.messages()).toEqual([expect.stringContaining("no cloud platform recognized")]);
+    expect(events.messages()).toEqual([expect.stringContaining("no cloud platform recognized")]);
   });
 
   it("auto picks the detected platform; explicit names make their watcher", () => {
-    const logger = new RecordingLogger();
+    const events = new EventRecorder();
+    const logger = events.logger();
     expect(createPlatformWatcher("auto", { root: root({ sysVendor: "Amazon EC2" }), env: {}, logger })?.platform).toBe("aws");
-    expect(logger.entries[0]?.message).toContain("aws (sys_vendor is \"Amazon EC2\")");
+    expect(events.messages()[0]).toContain("aws (sys_vendor is \"Amazon EC2\")");
     for (const p of ["gce", "aws", "azure"] as const) expect(createPlatformWatcher(p, { env: {} })?.check).toBeTypeOf("function");
     expect(createPlatformWatcher("kubernetes", { env: { TERMINATION_GRACE_PERIOD_SECONDS: "45" } })).toEqual({ platform: "kubernetes", signalGraceSecs: 45 });
   });
@@ -63,14 +65,15 @@ describe("createPlatformWatcher", () => {
 
 describe("createPlatformWatcher's line for auto", () => {
   it("names the detected platform and its evidence, once, at info", () => {
-    const logger = new RecordingLogger();
+    const events = new EventRecorder();
+    const logger = events.logger();
     expect(createPlatformWatcher("auto", { root: root({ hypervisorUuid: "EC2E1916-9099-7CAF-FD21-012345ABCDEF" }), env: {}, logger })?.platform).toBe("aws");
     expect(createPlatformWatcher("auto", { root: root({ productName: "Google Compute Engine" }), env: {}, logger })?.platform).toBe("gce");
     expect(createPlatformWatcher("auto", { root: tempDir(), env: { KUBERNETES_SERVICE_HOST: "10.0.0.1" }, logger })?.platform).toBe("kubernetes");
-    expect(logger.entries).toEqual([
-      { level: "info", message: "preemption.platform auto: aws (the Xen hypervisor UUID starts with ec2).", fields: undefined },
-      { level: "info", message: 'preemption.platform auto: gce (product_name is "Google Compute Engine").', fields: undefined },
-      { level: "info", message: "preemption.platform auto: kubernetes (KUBERNETES_SERVICE_HOST is set).", fields: undefined },
+    expect(events.lines()).toEqual([
+      { type: "log", time: 0, level: "info", message: "preemption.platform auto: aws (the Xen hypervisor UUID starts with ec2)." },
+      { type: "log", time: 0, level: "info", message: 'preemption.platform auto: gce (product_name is "Google Compute Engine").' },
+      { type: "log", time: 0, level: "info", message: "preemption.platform auto: kubernetes (KUBERNETES_SERVICE_HOST is set)." },
     ]);
   });
 });
