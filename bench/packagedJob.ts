@@ -21,24 +21,32 @@ export const buildPackage = (benchmark: string): void => {
   if (build.status !== 0) throw new Error(`${benchmark} benchmark: npm run build failed:\n${build.stdout}${build.stderr}`);
 };
 
+/** Each `../src/` import the rewrite knows, and the package subpath that replaces it. */
+const BY_NAME: readonly (readonly [RegExp, string])[] = [
+  [/"\.\.\/src\/config\/index\.js"/g, '"monitored-session/config"'],
+  [/"\.\.\/src\/creation\/Scaffold\.js"/g, '"monitored-session"'],
+  [/"\.\.\/src\/tfjs\/index\.js"/g, '"monitored-session/tfjs"'],
+  [/"\.\.\/src\/preemption\/index\.js"/g, '"monitored-session/preemption"'],
+  [/"\.\.\/src\/runtime\/index\.js"/g, '"monitored-session/runtime"'],
+  [/"\.\.\/src\/index\.js"/g, '"monitored-session"'],
+];
+
 /**
- * Writes the bundled job's modules, importing monitored-session by its package name, into
- * `runs/<folder>` of the package; the path of the job module. Throws if an import it does not
+ * Copies `examples/<names>` into `runs/<folder>` of the package with their `../src/` imports
+ * rewritten to the package's name; the path of the first copy. Throws if an import it does not
  * rewrite is left.
  */
-export const writePackagedJob = (benchmark: string, folder: string): string => {
+export const writePackagedExample = (benchmark: string, folder: string, names: readonly string[]): string => {
   const dir = join(repoRoot, "runs", folder);
-  const byName = (source: string): string =>
-    source
-      .replace(/"\.\.\/src\/config\/index\.js"/g, '"monitored-session/config"')
-      .replace(/"\.\.\/src\/creation\/Scaffold\.js"/g, '"monitored-session"')
-      .replace(/"\.\.\/src\/tfjs\/index\.js"/g, '"monitored-session/tfjs"')
-      .replace(/"\.\.\/src\/index\.js"/g, '"monitored-session"');
   mkdirSync(dir, { recursive: true });
-  for (const name of ["tfjs-classifier.job.ts", "tfjs-classifier-data.ts"]) {
-    const source = byName(readFileSync(join(repoRoot, "examples", name), "utf8"));
+  for (const name of names) {
+    const source = BY_NAME.reduce((text, [from, to]) => text.replace(from, to), readFileSync(join(repoRoot, "examples", name), "utf8"));
     if (source.includes("../src/")) throw new Error(`${benchmark} benchmark: examples/${name} imports from ../src/ in a way this benchmark does not rewrite`);
     writeFileSync(join(dir, name), source);
   }
-  return join(dir, "tfjs-classifier.job.ts");
+  return join(dir, names[0] as string);
 };
+
+/** The bundled job's modules, importing monitored-session by its package name (see {@link writePackagedExample}); the path of the job module. */
+export const writePackagedJob = (benchmark: string, folder: string): string =>
+  writePackagedExample(benchmark, folder, ["tfjs-classifier.job.ts", "tfjs-classifier-data.ts"]);
