@@ -148,16 +148,23 @@ const startLoopOnce = async (way: LoopWay): Promise<LoopStart> => {
 
 /** `RUNS` starts of the custom loop each way, alternating; medians and the ratio. */
 const measureLoop = async (): Promise<Record<string, unknown>> => {
-  const starts: Record<LoopWay, LoopStart[]> = { clone: [], package: [] };
-  for (let i = 0; i < RUNS; i++) for (const way of i % 2 === 0 ? (["clone", "package"] as const) : (["package", "clone"] as const)) starts[way].push(await startLoopOnce(way));
-  const summary = (way: LoopWay) => ({
-    readyMsMedian: round(median(starts[way].map((s) => s.readyMs)), 0),
-    exitMsMedian: round(median(starts[way].map((s) => s.exitMs)), 0),
-    readyMs: starts[way].map((s) => round(s.readyMs, 0)),
+  const starts = await alternate(["clone", "package"] as const, startLoopOnce);
+  const summary = (runs: readonly LoopStart[]) => ({
+    readyMsMedian: round(median(runs.map((s) => s.readyMs)), 0),
+    exitMsMedian: round(median(runs.map((s) => s.exitMs)), 0),
+    readyMs: runs.map((s) => round(s.readyMs, 0)),
   });
-  const clone = summary("clone");
-  const pkg = summary("package");
+  const clone = summary(starts.clone);
+  const pkg = summary(starts.package);
   return { clone, package: pkg, readyRatioPackageToClone: round(pkg.readyMsMedian / clone.readyMsMedian, 3) };
+};
+
+/** `RUNS` starts of each of the two ways, alternating which goes first; each way's figures, in order. */
+const alternate = async <W extends string, S>(ways: readonly [W, W], start: (way: W) => Promise<S>): Promise<Record<W, S[]>> => {
+  const [a, b] = ways;
+  const starts = { [a]: [], [b]: [] } as unknown as Record<W, S[]>;
+  for (let i = 0; i < RUNS; i++) for (const way of i % 2 === 0 ? [a, b] : [b, a]) starts[way].push(await start(way));
+  return starts;
 };
 
 /** Busy processes on the machine's cores until stopped. */
@@ -171,15 +178,14 @@ const burn = (): (() => void) => {
 
 /** `RUNS` starts of each way, alternating; medians and the ratio. */
 const measure = async (): Promise<Record<string, unknown>> => {
-  const starts: Record<Way, Start[]> = { clone: [], compiled: [] };
-  for (let i = 0; i < RUNS; i++) for (const way of i % 2 === 0 ? (["clone", "compiled"] as const) : (["compiled", "clone"] as const)) starts[way].push(await startOnce(way));
-  const summary = (way: Way) => ({
-    firstLineMsMedian: round(median(starts[way].map((s) => s.firstLineMs)), 0),
-    firstStepMsMedian: round(median(starts[way].map((s) => s.firstStepMs)), 0),
-    firstStepMs: starts[way].map((s) => round(s.firstStepMs, 0)),
+  const starts = await alternate(["clone", "compiled"] as const, startOnce);
+  const summary = (runs: readonly Start[]) => ({
+    firstLineMsMedian: round(median(runs.map((s) => s.firstLineMs)), 0),
+    firstStepMsMedian: round(median(runs.map((s) => s.firstStepMs)), 0),
+    firstStepMs: runs.map((s) => round(s.firstStepMs, 0)),
   });
-  const clone = summary("clone");
-  const compiled = summary("compiled");
+  const clone = summary(starts.clone);
+  const compiled = summary(starts.compiled);
   return { clone, compiled, firstStepRatioCompiledToClone: round(compiled.firstStepMsMedian / clone.firstStepMsMedian, 3) };
 };
 
