@@ -7,12 +7,12 @@
  * `CHAOS_BENCH_STEPS` (default 90,000: about ten minutes of training on a 2-core machine, so that the faults of the window land while it trains).
  *
  * Three variants in the same run, one after the other, with the same schedule (or those
- * `CHAOS_BENCH_VARIANTS` names, comma-separated): `plain` (from a clone: every process, the
- * restarted ones too, runs `node --import tsx src/cli/main.ts`, transpiling as it loads),
- * `standby` (the same with `launch --standby`: a restarted group starts from processes that
- * loaded `run`'s modules while the group before trained) and `compiled` (the installed package's
- * way: `node dist/src/cli/main.js`, built first, with the job importing the package by name, no
- * standby).
+ * `CHAOS_BENCH_VARIANTS` names, comma-separated): `plain` (from a clone, `launch --no-standby`:
+ * every process, the restarted ones too, runs `node --import tsx src/cli/main.ts`, transpiling as
+ * it loads), `standby` (the same with standbys, `launch`'s default under `--chaos` and
+ * `--max-restarts`: a restarted group starts from processes that loaded `run`'s modules while the
+ * group before trained) and `compiled` (the installed package's way: `node dist/src/cli/main.js`,
+ * built first, with the job importing the package by name, `--no-standby`).
  *
  * Figures per variant (bench/results/chaos.json): the report's `goodput` and `badput`, every
  * fault (kind, target, times, steps lost, what recovered it), `firstStepMsMedian` by kind, the
@@ -122,7 +122,7 @@ const variant = async (name: VariantName): Promise<{ firstStepMsMedian: Record<s
     const reportPath = join(root, "report.json");
     // Bounded: the faults' window, the training, and a restart per fault with room to spare.
     const boundMs = (SECS + STEPS / 20 + 600) * 1000;
-    const args = ["launch", "--workers", "3", "--kill-after", "30", ...(standby ? ["--standby"] : []), "--chaos", schedule, "--chaos-report", reportPath, yaml];
+    const args = ["launch", "--workers", "3", "--kill-after", "30", standby ? "--standby" : "--no-standby", "--chaos", schedule, "--chaos-report", reportPath, yaml];
     // launch starts every task (a restarted one too) with its own command line: compiled or not.
     const l = startCli(args, { timeoutMs: boundMs, ...(compiled ? { compiledCli: COMPILED_CLI } : {}) });
     const r = await l.done;

@@ -83,7 +83,8 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
     )
     .option("--chaos <file>", "inject the faults of a schedule (JSON or YAML: seed, durationSecs, meanIntervalSecs or times, kinds, freezeSecs; or faults) and report each recovery; see docs/goodput.md")
     .option("--chaos-report <path>", "where --chaos writes its recovery report (JSON)", "chaos-report.json")
-    .option("--standby", "<config> only: once the group trains, keep a process per task with run's modules loaded, so that a restart (--max-restarts, --chaos) starts from it instead of loading them again")
+    .option("--standby", "<config> only, and the default when <config> can restart (--max-restarts above 0, or --chaos): once the group trains, keep a process per task with run's modules loaded, so that a restart starts from it instead of loading them again")
+    .option("--no-standby", "start every restarted task as a new process (no standby processes kept)")
     .optionsGroup("Cluster settings (-- <command> only; with <config>, its cluster: section holds them):");
   for (const f of CLUSTER_FLAGS) launch.option(f.flags, f.help);
   launch
@@ -111,7 +112,7 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
         code = ExitCodes.usage;
         return;
       }
-      const options = { workers: opts.workers, maxRestarts: opts.maxRestarts, killAfterSecs: opts.killAfter, logFormat: opts.logFormat, chaos, standby: opts.standby === true };
+      const options = { workers: opts.workers, maxRestarts: opts.maxRestarts, killAfterSecs: opts.killAfter, logFormat: opts.logFormat, chaos, standby: false };
       const settingsFlags = [...CLUSTER_FLAGS.filter((f) => opts[f.name] !== undefined).map((f) => f.flags.split(" ")[0] as string), ...(opts.clusterConfig === undefined ? [] : ["--cluster-config"])];
       const runFlags = [...(opts.verbose === true ? ["--verbose"] : []), ...(opts.logLevel === undefined ? [] : ["--log-level"])];
       const usage = (line: string): void => {
@@ -127,7 +128,8 @@ export const main = async (argv: readonly string[], io: CliIo): Promise<number> 
           return usage("monitored-session launch: --standby keeps processes for a restart, and this launch never restarts its group; give --max-restarts <k> (a preemption then restarts it too) or --chaos <file>, or leave --standby out");
         }
         const runArgs = [...(opts.verbose === true ? ["--verbose"] : []), ...(opts.logLevel === undefined ? [] : ["--log-level", opts.logLevel])];
-        code = await (await import("./launch.js")).launchCommand(config, { ...options, runArgs }, io);
+        const standby = standbyOf(opts.standby, opts.maxRestarts, chaos !== undefined);
+        code = await (await import("./launch.js")).launchCommand(config, { ...options, standby, runArgs }, io);
         return;
       }
       if (config !== undefined) return usage(`monitored-session launch: give either <config> or -- <command> [args...], not both (${config} is before --)`);
@@ -267,6 +269,13 @@ const commandWithoutDashDash = (e: CommanderError, argv: readonly string[], oper
 
 /** Whether `arg` (`--import`, `--require=x`, `-r`) is one of Node's own command-line flags. */
 const isNodeFlag = (arg: string): boolean => process.allowedNodeEnvironmentFlags.has(arg.split("=")[0] as string);
+
+/**
+ * Whether `launch <config>` keeps standby processes: as `--standby`/`--no-standby` say
+ * (`given`), and by default whenever the group can restart (`--max-restarts` above 0, or a
+ * chaos schedule): a restart is then mostly the loading of modules a standby has done already.
+ */
+export const standbyOf = (given: boolean | undefined, maxRestarts: number, chaos: boolean): boolean => given ?? (maxRestarts > 0 || chaos);
 
 /** The options of `launch`, as commander gives them. */
 interface LaunchFlags extends ClusterFlags {

@@ -69,7 +69,7 @@ for (const backend of backends) {
       const schedulePath = join(root, "chaos.yaml");
       writeFileSync(schedulePath, schedule);
       const reportPath = join(root, "report.json");
-      const l = startCli(["launch", "--workers", "2", "--kill-after", "20", "--chaos", schedulePath, "--chaos-report", reportPath, yaml], { timeoutMs });
+      const l = startCli(["launch", "--workers", "2", "--kill-after", "20", "--no-standby", "--chaos", schedulePath, "--chaos-report", reportPath, yaml], { timeoutMs });
       launched.push(l);
       const r = await l.done;
       const out = l.output();

@@ -168,7 +168,7 @@ const newestCheckpointStep = (dir: string): number => {
 const chiefRestartsWithTheGroup = async (extra: string, whileTraining: (dir: string) => Promise<void> = () => Promise.resolve()): Promise<CliRun> => {
   const dir = tempDir();
   const plan = { "chief:0": ["train", "ok"], "worker:0": ["train", "ok"], "worker:1": ["train", "ok"] };
-  const l = start(["launch", "--workers", "3", "--max-restarts", "1", config(dir, extra)], { CLUSTER_TEST_DIR: dir, CLUSTER_TEST_PLAN: JSON.stringify(plan) });
+  const l = start(["launch", "--workers", "3", "--max-restarts", "1", "--no-standby", config(dir, extra)], { CLUSTER_TEST_DIR: dir, CLUSTER_TEST_PLAN: JSON.stringify(plan) });
   for (const task of ["chief:0", "worker:0", "worker:1"]) await l.waitFor(`[${task}] training ${task}`, 90_000);
   await waitFor(() => newestCheckpointStep(dir) >= 0, 30_000);
   const first = startsOf(l.output());

@@ -269,7 +269,7 @@ describe("launch --workers 3: synchronous data parallelism", () => {
   let twoFaults: Promise<TwoFaults> | undefined;
   const runTwoFaults = async (): Promise<TwoFaults> => {
     const dir = tempDir();
-    const l = run(["launch", "--workers", "3", "--max-restarts", "2", config(dir, 2)], { DP_OUT: dir, DP_LAST_STEP: String(FAULTS_LAST_STEP) }, 400_000);
+    const l = run(["launch", "--workers", "3", "--max-restarts", "2", "--no-standby", config(dir, 2)], { DP_OUT: dir, DP_LAST_STEP: String(FAULTS_LAST_STEP) }, 400_000);
     const saved1 = await checkpointAfterStep(dir, 0, 200_000);
     process.kill(pidOf(l.output(), "chief:0"), "SIGKILL");
     // The second group: its chief's restored step, then a checkpoint of its own past it.

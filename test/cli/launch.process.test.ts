@@ -36,7 +36,7 @@ type Plan = Record<string, string | string[]>;
 /** Starts `launch <args>` on a new config in a new directory, the tasks behaving as `plan` says. */
 const launch = (args: readonly string[], plan: Plan = {}, extra = ""): { run: CliChild; dir: string } => {
   const dir = tempDir();
-  const run = startCli(["launch", ...args, config(dir, extra)], { env: { CLUSTER_TEST_PLAN: JSON.stringify(plan), CLUSTER_TEST_DIR: dir }, timeoutMs: 170_000 });
+  const run = startCli(["launch", "--no-standby", ...args, config(dir, extra)], { env: { CLUSTER_TEST_PLAN: JSON.stringify(plan), CLUSTER_TEST_DIR: dir }, timeoutMs: 170_000 });
   launched.push(run);
   return { run, dir };
 };

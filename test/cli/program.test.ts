@@ -8,6 +8,7 @@ import { join } from "node:path";
 
 import { describe, expect, it } from "vitest";
 
+import { standbyOf } from "../../src/cli/program.js";
 import { cliInProcess } from "../util/cli.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
@@ -106,5 +107,23 @@ describe("launch --standby: its usage errors, before anything starts", () => {
     const r = await cliInProcess(["launch", "--workers", "2", "--standby", "--max-restarts", "1", "--", "node", "train.js"]);
     expect(r.code).toBe(2);
     expect(r.stderr).toBe("monitored-session launch: --standby is for launch <config> (a standby is run with its modules loaded); a command after -- starts as a new process each time\n");
+  });
+});
+
+describe("launch: standbys by default where a restart can happen", () => {
+  it.each([
+    [undefined, 0, false, false],
+    [undefined, 1, false, true],
+    [undefined, 0, true, true],
+    [false, 2, true, false],
+    [true, 1, false, true],
+  ] as const)("--standby given as %s, --max-restarts %d, chaos %s: standbys %s", (given, maxRestarts, chaos, expected) => {
+    expect(standbyOf(given, maxRestarts, chaos)).toBe(expected);
+  });
+
+  it("--no-standby is accepted without restarts (unlike --standby): launch goes on to read the configuration", async () => {
+    const r = await cliInProcess(["launch", "--workers", "2", "--no-standby", "missing.yaml"]);
+    expect(r.stderr).toMatch(/missing\.yaml/);
+    expect(r.stderr).not.toMatch(/standby/);
   });
 });

@@ -48,7 +48,7 @@ const JOINED_AGAIN = new RegExp(`${JOINED.source}[\\s\\S]*${JOINED.source.slice(
  * trained: `trained(task)` is the line a task prints once it trains.
  */
 const launchTraining = async (args: readonly string[], trained: (task: string) => RegExp, env: NodeJS.ProcessEnv = {}): Promise<CliChild> => {
-  const l = startCli(["launch", "--workers", "3", ...args], { env: { CI: "true", ...env }, timeoutMs: 380_000 });
+  const l = startCli(["launch", "--workers", "3", "--no-standby", ...args], { env: { CI: "true", ...env }, timeoutMs: 380_000 });
   launched.push(l);
   await l.waitFor(JOINED, 200_000);
   for (const task of ["chief:0", "worker:0", "worker:1"]) await l.waitFor(trained(task), 200_000);

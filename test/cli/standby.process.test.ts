@@ -108,10 +108,10 @@ for (const backend of backends) {
       expect(gone(chief)).toBe(true);
     });
 
-    it.skipIf(backend.name === "etcd")("launch SIGKILLed: its standbys end by themselves", { timeout: 200_000 }, async () => {
+    it.skipIf(backend.name === "etcd")("launch SIGKILLed: its standbys (the default with --max-restarts) end by themselves", { timeout: 200_000 }, async () => {
       const root = tempDir();
       const yaml = exampleTree(root, (y) => `${y.replace(/^lastStep: \d+$/m, "lastStep: 1000000")}${backend.cluster()}`);
-      const l = startCli(["launch", "--workers", "2", "--standby", "--max-restarts", "1", yaml], { timeoutMs: 180_000 });
+      const l = startCli(["launch", "--workers", "2", "--max-restarts", "1", yaml], { timeoutMs: 180_000 });
       launched.push(l);
       await l.waitFor(STANDBY_LINE, 120_000);
       const standbys = standbyPids(l.output());
