@@ -102,9 +102,10 @@ export interface LaunchOptions {
   /** `--chaos`: the faults to inject (chaos.ts), and where the recovery report goes (`--chaos-report`). */
   readonly chaos?: { readonly faults: readonly PlannedFault[]; readonly reportPath: string; readonly fromTraining?: boolean } | undefined;
   /**
-   * `--standby` (the config form): once a group trains, a standby process per task loads `run`'s
+   * Standbys (the config form): once a group trains, a standby process per task loads `run`'s
    * modules and waits (src/cli/standby.ts); a restarted group starts from them instead of from
-   * new processes. Default `false`.
+   * new processes. Default `false` here; the command line turns it on when the group can
+   * restart (`standbyOf` in program.ts) unless `--no-standby` is given.
    */
   readonly standby?: boolean | undefined;
 }
@@ -135,7 +136,7 @@ interface TaskProgram {
    * reach it.
    */
   readonly holdSignalsUntilReady: boolean;
-  /** Whether the group may start from standbys (`--standby`, the config form: `run` reads {@link STANDBY_ENV}). */
+  /** Whether the group may start from standbys (the config form: `run` reads {@link STANDBY_ENV}). */
   readonly standby: boolean;
   /** The tasks' preemption exit code: the configuration's `preemption.exitCode` (`<config>`), else 42. */
   readonly preemptionCode: number;
@@ -398,7 +399,7 @@ interface GroupContext {
   readonly lineOf: (task: string, line: string) => string;
   /** `--chaos`: the faults to inject into the group. */
   readonly chaos?: ChaosRun | undefined;
-  /** `--standby`: the tasks' standbys, which the group starts from and refills once it trains. */
+  /** Standbys (unless `--no-standby`): the tasks' standbys, which the group starts from and refills once it trains. */
   readonly standbys?: Standbys | undefined;
   /**
    * Whether a worker of a data-parallel group that dies may be restarted alone, while the group
@@ -916,7 +917,7 @@ interface Standby {
 }
 
 /**
- * `--standby`: at most one standby per task, made once a group trains (so that loading them does
+ * Standbys (unless `--no-standby`): at most one standby per task, made once a group trains (so that loading them does
  * not slow the group's own start), taken by the next group, and ended with `launch`.
  */
 class Standbys {

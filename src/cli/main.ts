@@ -41,7 +41,7 @@ const unexpected = (e: unknown): number => {
 // An unhandled rejection comes here too (Node raises it as an uncaught exception).
 process.on("uncaughtException", (e) => process.exit(unexpected(e)));
 
-// A standby of `launch --standby` (src/cli/standby.ts): `run`'s modules load now, and the task
+// A standby of `launch` (src/cli/standby.ts): `run`'s modules load now, and the task
 // starts when launch hands it a group (or the process ends without a word when launch is done).
 let startMs: number | undefined;
 if (argv[0] === "run" && process.env[STANDBY_ENV] === "1" && process.env[LAUNCH_READY_ENV] === "1") {

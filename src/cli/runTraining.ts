@@ -97,7 +97,7 @@ export const train = async (plan: RunPlan, io: CliIo, clock: Clock, notices: Ter
     state.started = true;
     // Training begins: its saves, step rates, summaries and recoveries go to the goodput log (rare events, never per run).
     accounting?.ready(startStep ?? null);
-    // Under launch: this task trains (launch --standby makes the next restart's standbys once every task does).
+    // Under launch: this task trains (launch makes the next restart's standbys once every task does, unless --no-standby).
     if (cluster !== undefined) toLaunch({ type: "training" });
     // The display observes the session's events; the loop only trains.
     const following = followSession(progress, { events$: sess.events$, readStep: () => readStep(sess), lossOf: lossExtractor(job.fetches ?? "train") });

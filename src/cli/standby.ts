@@ -1,5 +1,6 @@
 /**
- * A task's standby process under `launch --standby`: `run` started ahead of need, with its
+ * A task's standby process under `launch` (its default when it can restart; `--no-standby`
+ * turns them off): `run` started ahead of need, with its
  * modules loaded (the command line, `run`, the cluster's gRPC and coordination modules,
  * TensorFlow.js), waiting for `launch` to hand it a group. A restarted group then starts without
  * loading them, the largest part of a restart (docs/performance.md, "Process start to first
@@ -32,7 +33,7 @@ import { decode, formatIssue } from "../codec.js";
 // model
 // ---------------------------------------------------------------------------------------------
 
-/** Set by `launch --standby` in a standby's environment (`"1"`). */
+/** Set by `launch` in a standby's environment (`"1"`). */
 export const STANDBY_ENV = "MONITORED_SESSION_STANDBY";
 
 /** What `launch` writes to a standby, one JSON line: the group's variables for its task. */
@@ -92,7 +93,7 @@ export const standBy = async (input: NodeJS.ReadableStream, env: NodeJS.ProcessE
   const line = await firstLine(input);
   if (line === undefined) return { go: false, code: 0 };
   const go = line === null ? E.left(`the go line is longer than ${MAX_GO_BYTES} bytes`) : decodeStandbyGo(line);
-  if (E.isLeft(go)) return { go: false, code: 2, line: `monitored-session: standby (launch --standby): ${go.left}; this process only takes a go from launch` };
+  if (E.isLeft(go)) return { go: false, code: 2, line: `monitored-session: standby (launch): ${go.left}; this process only takes a go from launch` };
   delete env[STANDBY_ENV];
   Object.assign(env, go.right.env);
   return { go: true, startMs: now() };

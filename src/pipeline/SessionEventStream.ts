@@ -65,7 +65,7 @@ export class SessionEventStream {
     return this.subscribers > 0;
   }
 
-  /** Emits `e` to the listeners and to current subscribers. */
+  /** Emits `e` (not a per-run event) to the log observers and to current subscribers. */
   next(e: SessionEvent): void {
     this.subject.next(e);
   }

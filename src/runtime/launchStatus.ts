@@ -10,7 +10,7 @@
  * - `exiting`: the exit code this task is about to exit with, and why;
  * - `chaos`: under `launch --chaos`, the task raises the schedule's `opError` fault now
  *   (src/runtime/chaosOpErrors.ts), so that the recovery report times it;
- * - `training`: the task's training began (its session exists): `launch --standby` starts the
+ * - `training`: the task's training began (its session exists): `launch` (keeping standbys) starts the
  *   next restart's standbys once every task of the group said so, off the group's own start;
  * - `rejoins`: the task joined its data-parallel replica group, and the group waits for a lost
  *   worker to rejoin (launch named {@link LAUNCH_RESTARTS_ALONE_ENV}): once every task of the

@@ -164,6 +164,8 @@ describe("monitored-session launch", { timeout: 180_000 }, () => {
     expect(r.stdout).toContain("[chief:0] task chief:0 up (start 3: ok)");
     expect(r.stdout).toContain("[worker:0] task worker:0 up (start 3: ok)");
     expect(r.stderr).toContain("[launch] every task exited 0");
+    // --no-standby (this file's launches): every restart started new processes, no standby was made.
+    expect(`${r.stdout}${r.stderr}`).not.toMatch(/standby/);
   });
 
   it("after --max-restarts restarts, launch exits with the last failure's code", async () => {

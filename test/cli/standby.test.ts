@@ -63,7 +63,7 @@ describe("a standby's go", () => {
   });
 
   it.each([
-    ["not JSON", "hello\n", /^monitored-session: standby \(launch --standby\): the go line is not JSON \(/],
+    ["not JSON", "hello\n", /^monitored-session: standby \(launch\): the go line is not JSON \(/],
     ["no env", "{}\n", /the go line is not a standby's go \(\{"env": \{name: value\}\}\): env: /],
     ["a value that is not a string", '{"env":{"TF_CONFIG":1}}\n', /the go line is not a standby's go .*: env\.TF_CONFIG: /],
     ["its own variable", `{"env":{"${STANDBY_ENV}":"1"}}\n`, /the go line may not set "MONITORED_SESSION_STANDBY"/],

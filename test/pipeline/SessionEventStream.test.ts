@@ -1,5 +1,6 @@
 /**
- * The session's one event stream: log observers and subscribers share one Subject, but only
+ * The session's one event stream: log observers and subscribers share its Subject of every
+ * event but the per-run ones (which only subscribers get), and only
  * subscribers count as observers (a run builds its events for them alone), and only
  * subscribers complete when the stream ends.
  */
