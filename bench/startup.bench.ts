@@ -149,11 +149,7 @@ const startLoopOnce = async (way: LoopWay): Promise<LoopStart> => {
 /** `RUNS` starts of the custom loop each way, alternating; medians and the ratio. */
 const measureLoop = async (): Promise<Record<string, unknown>> => {
   const starts = await alternate(["clone", "package"] as const, startLoopOnce);
-  const summary = (runs: readonly LoopStart[]) => ({
-    readyMsMedian: round(median(runs.map((s) => s.readyMs)), 0),
-    exitMsMedian: round(median(runs.map((s) => s.exitMs)), 0),
-    readyMs: runs.map((s) => round(s.readyMs, 0)),
-  });
+  const summary = (runs: readonly LoopStart[]) => ({ readyMsMedian: medianMs(runs, (s) => s.readyMs), exitMsMedian: medianMs(runs, (s) => s.exitMs), readyMs: wholeMs(runs, (s) => s.readyMs) });
   const clone = summary(starts.clone);
   const pkg = summary(starts.package);
   return { clone, package: pkg, readyRatioPackageToClone: round(pkg.readyMsMedian / clone.readyMsMedian, 3) };
@@ -166,6 +162,12 @@ const alternate = async <W extends string, S>(ways: readonly [W, W], start: (way
   for (let i = 0; i < RUNS; i++) for (const way of i % 2 === 0 ? [a, b] : [b, a]) starts[way].push(await start(way));
   return starts;
 };
+
+/** The median of `pick` over `runs`, in whole milliseconds. */
+const medianMs = <S>(runs: readonly S[], pick: (s: S) => number): number => round(median(runs.map(pick)), 0);
+
+/** `pick` of each run, in whole milliseconds. */
+const wholeMs = <S>(runs: readonly S[], pick: (s: S) => number): number[] => runs.map((s) => round(pick(s), 0));
 
 /** Busy processes on the machine's cores until stopped. */
 const burn = (): (() => void) => {
@@ -180,9 +182,9 @@ const burn = (): (() => void) => {
 const measure = async (): Promise<Record<string, unknown>> => {
   const starts = await alternate(["clone", "compiled"] as const, startOnce);
   const summary = (runs: readonly Start[]) => ({
-    firstLineMsMedian: round(median(runs.map((s) => s.firstLineMs)), 0),
-    firstStepMsMedian: round(median(runs.map((s) => s.firstStepMs)), 0),
-    firstStepMs: runs.map((s) => round(s.firstStepMs, 0)),
+    firstLineMsMedian: medianMs(runs, (s) => s.firstLineMs),
+    firstStepMsMedian: medianMs(runs, (s) => s.firstStepMs),
+    firstStepMs: wholeMs(runs, (s) => s.firstStepMs),
   });
   const clone = summary(starts.clone);
   const compiled = summary(starts.compiled);

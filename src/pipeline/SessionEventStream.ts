@@ -1,9 +1,10 @@
 /**
- * The one event stream of a monitored session: one rxjs Subject that every layer and hook
- * publishes to, the replay of the latest `sessionCreated` for late subscribers, and the
- * forwarding of other streams (a preemption handler's) into it until the session closes.
+ * The one event stream of a monitored session: the rxjs Subject that every layer and hook
+ * publishes to (a second one carries the per-run events), the replay of the latest
+ * `sessionCreated` for late subscribers, and the forwarding of other streams (a preemption
+ * handler's) into it until the session closes.
  *
- * The session's log observers subscribe to the same Subject, with two differences from the
+ * The session's log observers subscribe to the first Subject, with two differences from the
  * subscribers of `events$`:
  * - they do not hear the per-run events (`beforeRun`, `afterRun`, `hookTimings`), which go
  *   through a second Subject that only subscribers join, and do not count as observers: without
