@@ -435,8 +435,10 @@ export class CheckpointSaverHook extends SessionRunHook {
       }
     });
     this.inFlight.add(done);
-    // Until it lands, every run gives the event loop a turn so the write makes progress.
-    this.env?.trackBackground?.(done);
+    // Until it lands, every run gives the event loop a turn so that a write made of
+    // asynchronous steps makes progress. A save written on the writer thread needs none: its
+    // one reply arrives at the next timed turn.
+    this.env?.trackBackground?.(done, { offThread: result.onWriterThread });
     void done.finally(() => this.inFlight.delete(done));
     return false;
   }

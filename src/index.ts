@@ -36,8 +36,10 @@ export {
   MonitoredSession,
   SingularMonitoredSession,
   withSession,
+  type DefaultCreatorOptions,
   type MonitoredSessionOptions,
   type SessionRuntimeOptions,
+  type SessionServicesOptions,
   type StepContext,
 } from "./pipeline/MonitoredSession.js";
 export {

@@ -111,6 +111,12 @@ export type AsyncSaveResult =
       readonly path: string;
       /** Settles when the save ends; never rejects (failures are also re-raised later). */
       readonly done: Promise<CheckpointOutcome>;
+      /**
+       * Its files are written on the process's checkpoint writer thread, so it needs no
+       * event-loop turn between training steps to make progress (`false`: it does; see
+       * `CheckpointManager.writesOnThread`).
+       */
+      readonly onWriterThread: boolean;
     };
 
 /** A background save failed. Carries every failure since the last report. */
@@ -202,9 +208,10 @@ export class AsyncCheckpointer {
     }
     if (prepared === null) return { status: "gated" };
     const job = makeJob(prepared);
+    const onWriterThread = this.manager.writesOnThread(prepared);
     if (!full) {
       this.start(job);
-      return { status: "started", step: prepared.step, path: prepared.path, done: job.done };
+      return { status: "started", step: prepared.step, path: prepared.path, done: job.done, onWriterThread };
     }
     if (this.policy === "coalesce") {
       for (const old of this.queue.splice(0)) {
@@ -214,14 +221,14 @@ export class AsyncCheckpointer {
         old.started();
       }
       this.queue.push(job);
-      return { status: "queued", step: prepared.step, path: prepared.path, done: job.done };
+      return { status: "queued", step: prepared.step, path: prepared.path, done: job.done, onWriterThread };
     }
     // block: wait until this job gets a slot.
     const started = new Promise<void>((resolve) => {
       this.queue.push({ ...job, started: resolve });
     });
     await started;
-    return { status: "started", step: prepared.step, path: prepared.path, done: job.done };
+    return { status: "started", step: prepared.step, path: prepared.path, done: job.done, onWriterThread };
   }
 
   /**

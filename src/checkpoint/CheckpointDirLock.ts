@@ -242,6 +242,31 @@ export class CheckpointDirLock {
   }
 
   /**
+   * What a commit on another thread checks right before it records a save (the lock file, and
+   * this lock's token in it); throws as {@link verify} does if the lock is released or known
+   * lost. The commit reports the file's text if the token is not there: {@link lostWith}.
+   *
+   * @internal
+   */
+  expectation(): { readonly path: string; readonly token: string } {
+    if (this.released) throw new ValueError(`CheckpointDirLock: the lock of ${this.directory} was released`);
+    if (this.lostTo !== null) throw new CheckpointDirInUseError(this.directory, this.lostTo, false);
+    return { path: this.path, token: this.record.token };
+  }
+
+  /**
+   * Records that the lock file read `raw` (`null`: none) without this lock's token, and throws
+   * {@link CheckpointDirInUseError} naming who holds it now.
+   *
+   * @internal
+   */
+  lostWith(raw: string | null): never {
+    const holder = raw === null ? null : parseLock(raw);
+    this.lostTo ??= holder !== null && holder.token !== this.record.token ? holder : unknownHolder;
+    throw new CheckpointDirInUseError(this.directory, this.lostTo, false);
+  }
+
+  /**
    * Stops refreshing, waits for a refresh in flight, and deletes the lock file if it is still
    * this lock. Idempotent.
    */

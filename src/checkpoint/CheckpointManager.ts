@@ -30,7 +30,8 @@ import { processTempFiles, type TempFileRegistry } from "./TempFileRegistry.js";
 import { defaultLogger, type Logger } from "../Logger.js";
 import type { ObjectPaths, VariableStore } from "../session/Session.js";
 import type { TensorValue } from "../session/Tensor.js";
-import type { StagedBundle } from "./checkpointFormat.js";
+import { dataPath, encodeBundle, indexPath, type EncodedBundle, type StagedBundle } from "./checkpointFormat.js";
+import { ownedBytes, sharedFileCommitter, toError, type FileCommitter, type FileStep } from "./internal/fileJobs.js";
 import { CheckpointDirLock, type CheckpointDirLockOptions } from "./CheckpointDirLock.js";
 import { CHECKPOINT_STATE_FILENAME, readCheckpointState, renderCheckpointState } from "./CheckpointState.js";
 import {
@@ -110,6 +111,13 @@ export interface CheckpointManagerOptions {
    * {@link CheckpointManager.close} releases it.
    */
   readonly lock?: boolean | CheckpointManagerLockOptions;
+  /**
+   * Where saves of the default saver with up to 4 MiB of data are committed: the process's
+   * checkpoint writer thread by default; `null` streams every save on the calling thread.
+   *
+   * @internal
+   */
+  readonly fileCommitter?: FileCommitter | null;
 }
 
 /** Lease options of a manager's directory lock (its clock and logger are the manager's). */
@@ -139,12 +147,28 @@ export interface PreparedSave {
   readonly objectPaths?: ObjectPaths | undefined;
   /** @internal its place in the commit order */
   readonly turn: Turn;
+  /**
+   * Its files, encoded for the writer thread (a small save of the default saver); `undefined`
+   * for a save written on the calling thread.
+   *
+   * @internal
+   */
+  readonly encoded?: EncodedBundle | undefined;
 }
 
 interface Turn {
   readonly previous: Promise<void>;
   readonly done: () => void;
 }
+
+/**
+ * The most data a save commits on the writer thread: its files are encoded in memory and copied
+ * to the thread once. A larger one is written from the tensors' own buffers on this thread,
+ * where the disk, not the number of steps, is its cost.
+ */
+const THREAD_COMMIT_MAX_BYTES = 4 * 1024 * 1024;
+/** State files' text as bytes of their own (not a view of Node's shared pool). */
+const utf8 = new TextEncoder();
 
 // ---------------------------------------------------------------------------------------------
 // constructors
@@ -166,6 +190,8 @@ export class CheckpointManager {
   readonly keepEveryNHours: number | null;
   private readonly stepCounter: (() => number | bigint) | undefined;
   private readonly temps: TempFileRegistry;
+  /** Where small saves of the default saver are committed (`null`: every save streams on this thread). */
+  private readonly committer: FileCommitter | null;
   private readonly initFn: (() => void | Promise<void>) | undefined;
   private readonly latestFilename: string;
   /** Which checkpoints stay after each save: the option's, or `Retention.tensorflow` of `maxToKeep` and `keepCheckpointEveryNHours`. */
@@ -213,6 +239,7 @@ export class CheckpointManager {
     this.logger = options.logger ?? defaultLogger;
     this.temps = options.tempFiles ?? processTempFiles;
     this.saver = options.saver ?? new BundleSaver({ clock: this.clock, tempFiles: this.temps });
+    this.committer = options.fileCommitter === undefined ? sharedFileCommitter() : options.fileCommitter;
     this.retentionPolicy = options.retentionPolicy ?? Retention.tensorflow({ maxToKeep, keepCheckpointEveryNHours: hours });
     this.lastCheckpointStep = options.lastCheckpointStep ?? null;
     this.lastPreserved = this.nowSecs() - 1;
@@ -229,6 +256,8 @@ export class CheckpointManager {
     const lock = options.lock ?? true;
     if (lock !== false) {
       m.lock = await CheckpointDirLock.acquire(m.directory, { ...(lock === true ? {} : lock), clock: m.clock, logger: m.logger });
+      // The directory's writer: its writer thread starts now, not at the first save.
+      if (m.committer !== null && options.fileCommitter === undefined) sharedFileCommitter().warm();
     }
     try {
       if (options.removeLeftovers ?? true) await m.cleanup();
@@ -339,14 +368,29 @@ export class CheckpointManager {
       done = r;
     });
     const turn = { previous, done };
-    if (!isPromiseLike(snapshot)) return { checkpointNumber, step, path, snapshot, objectPaths, turn };
-    return Promise.resolve(snapshot).then(
-      (s) => ({ checkpointNumber, step, path, snapshot: s, objectPaths, turn }),
-      (e: unknown) => {
+    // Encoded now, while the snapshot is fresh: a malformed tensor fails the request, not the write.
+    const prepare = (s: ReadonlyMap<string, TensorValue>): PreparedSave => {
+      try {
+        return { checkpointNumber, step, path, snapshot: s, objectPaths, turn, encoded: this.encodeForThread(s, path, step, objectPaths) };
+      } catch (e) {
         void previous.then(done);
         throw e;
-      },
-    );
+      }
+    };
+    if (!isPromiseLike(snapshot)) return prepare(snapshot);
+    return Promise.resolve(snapshot).then(prepare, (e: unknown) => {
+      void previous.then(done);
+      throw e;
+    });
+  }
+
+  /**
+   * Whether a prepared save's files are written on the process's checkpoint writer thread: it
+   * then needs no event-loop turn between training steps to make progress (see "How a save is
+   * written" in docs/checkpoints.md). `false`: written on this thread, in asynchronous steps.
+   */
+  writesOnThread(prepared: PreparedSave): boolean {
+    return prepared.encoded !== undefined;
   }
 
   /**
@@ -354,8 +398,10 @@ export class CheckpointManager {
    * durable and the state file names it (see "How a save is written" in docs/checkpoints.md).
    */
   async commitSave(prepared: PreparedSave): Promise<string> {
+    if (prepared.encoded !== undefined) return this.commitOnThread(prepared, prepared.encoded, this.committer as FileCommitter);
     let bundle: StagedBundle | null = null;
     const states: StagedFile[] = [];
+    let ordered = false;
     try {
       // The default saver's files are written now and made durable below, together with the
       // state file's; any other saver makes its checkpoint durable itself.
@@ -366,26 +412,10 @@ export class CheckpointManager {
         await mkdir(this.directory, { recursive: true });
       }
       await prepared.turn.previous;
+      ordered = true;
       // A writer that stalled past its lease may have lost the directory: record nothing then.
       await this.lock?.verify();
-      // The new bookkeeping is computed on copies and adopted once the save is recorded, so a
-      // failed save changes nothing.
-      const ts = this.nowSecs();
-      const managed = new Map(this.maybeDelete);
-      managed.delete(prepared.path);
-      managed.set(prepared.path, ts);
-      // First the state naming the new checkpoint and every managed one, then (after the
-      // deletions) the state without the swept ones, as TensorFlow records it twice: a crash
-      // while deleting still sees the new checkpoint, and leaves the swept ones listed so a
-      // later sweep deletes them. Identical states are written once.
-      const recorded = this.renderState(prepared.path, managed, this.lastPreserved);
-      const plan = planRetention(managed, prepared.path, {
-        policy: this.retentionPolicy,
-        checkpointName: this.checkpointName,
-        lastPreserved: this.lastPreserved,
-        nowSecs: () => this.nowSecs(),
-      });
-      const swept = this.renderState(prepared.path, plan.managed, plan.lastPreserved);
+      const { recorded, plan, swept } = this.planRecord(prepared.path);
       const keep = (f: StagedFile): StagedFile => (states.push(f), f);
       const [first, second] = await settleAll([
         stageFile(recorded.file, recorded.text, this.temps).then(keep),
@@ -407,7 +437,87 @@ export class CheckpointManager {
       return prepared.path;
     } finally {
       await Promise.all([bundle?.abort(), ...states.map((f) => f.abort())]);
-      prepared.turn.done();
+      // A save that failed before its turn lets the next one record only after the previous one.
+      if (ordered) prepared.turn.done();
+      else void prepared.turn.previous.then(prepared.turn.done);
+    }
+  }
+
+  /**
+   * A save of the default saver small enough for the writer thread, encoded in memory;
+   * `undefined` for any other (written by the streaming path of {@link commitSave}).
+   */
+  private encodeForThread(snapshot: ReadonlyMap<string, TensorValue>, path: string, step: number, objectPaths: ObjectPaths | undefined): EncodedBundle | undefined {
+    if (this.committer === null || Object.getPrototypeOf(this.saver) !== BundleSaver.prototype) return undefined;
+    const planned = (this.saver as BundleSaver).plan(snapshot, path, { step, objectPaths });
+    return planned.plan.dataBytes > THREAD_COMMIT_MAX_BYTES ? undefined : encodeBundle(planned);
+  }
+
+  /**
+   * {@link commitSave} as one job of the writer thread: the bundle's files and the state
+   * files written under temporary names and fdatasynced, the lock checked, the renames (data,
+   * index, state) and the directory's fsync, then the retention's deletions and the second
+   * state, as the streaming path orders them.
+   */
+  private async commitOnThread(prepared: PreparedSave, encoded: EncodedBundle, committer: FileCommitter): Promise<string> {
+    const held: string[] = [];
+    const tmp = (path: string): string => {
+      const t = this.temps.tempPathFor(path);
+      held.push(t);
+      return t;
+    };
+    let ordered = false;
+    try {
+      await prepared.turn.previous;
+      ordered = true;
+      const expected = this.lock?.expectation();
+      const { recorded, plan, swept } = this.planRecord(prepared.path);
+      // Between its rename and the index's, the data file has no index: a cleanup must leave it.
+      this.temps.hold(encoded.dataPath);
+      held.push(encoded.dataPath);
+      const dataTmp = tmp(encoded.dataPath);
+      const indexTmp = tmp(encoded.indexPath);
+      const firstTmp = tmp(recorded.file);
+      const secondTmp = swept.text === recorded.text ? null : tmp(swept.file);
+      const steps: FileStep[] = [
+        { op: "mkdir", dir: this.directory },
+        { op: "write", tmp: dataTmp, bytes: encoded.data },
+        { op: "write", tmp: indexTmp, bytes: ownedBytes(encoded.index) },
+        { op: "write", tmp: firstTmp, bytes: utf8.encode(recorded.text) },
+        ...(secondTmp === null ? [] : [{ op: "write", tmp: secondTmp, bytes: utf8.encode(swept.text) } as const]),
+        ...(expected === undefined ? [] : [{ op: "checkLock", ...expected } as const]),
+        // An older checkpoint at this prefix keeps its index until the new one replaces it (see `StagedBundle.publish`).
+        { op: "rename", from: dataTmp, to: encoded.dataPath },
+        { op: "rename", from: indexTmp, to: encoded.indexPath },
+        { op: "rename", from: firstTmp, to: recorded.file },
+        { op: "fsyncDir", dir: this.directory },
+      ];
+      const recordedAfter = steps.length;
+      const removed = new Map<string, string>();
+      for (const path of plan.remove) {
+        for (const file of [indexPath(path), dataPath(path)]) {
+          removed.set(file, path);
+          steps.push({ op: "unlink", path: file });
+        }
+      }
+      if (secondTmp !== null) steps.push({ op: "rename", from: secondTmp, to: swept.file });
+      const result = await committer.run({ steps });
+      for (const w of result.warnings) {
+        const path = removed.get(w.path ?? "") ?? w.path ?? "(unknown)";
+        this.logger.warn(`Could not delete checkpoint ${path}: ${w.message}`, { path });
+      }
+      if (result.lock !== undefined) (this.lock as CheckpointDirLock).lostWith(result.lock);
+      if (result.error !== undefined && result.done < recordedAfter) throw toError(result.error);
+      this.latest = prepared.path;
+      this.maybeDelete = plan.managed;
+      this.lastPreserved = plan.lastPreserved;
+      // Recorded; only the second state's rename failed (its content was durable already).
+      if (result.error !== undefined) throw toError(result.error);
+      return prepared.path;
+    } finally {
+      for (const t of held) this.temps.release(t);
+      if (ordered) prepared.turn.done();
+      else void prepared.turn.previous.then(prepared.turn.done);
     }
   }
 
@@ -526,6 +636,28 @@ export class CheckpointManager {
     const { latest, lastPreserved } = adoptState(state, this.nowSecs(), this.logger, this.maybeDelete);
     this.latest = latest;
     this.lastPreserved = lastPreserved;
+  }
+
+  /**
+   * How recording a save at `path` changes the bookkeeping, computed on copies (adopted once the
+   * save is recorded, so a failed save changes nothing): first the state naming the new
+   * checkpoint and every managed one, then (after the deletions) the state without the swept
+   * ones, as TensorFlow records it twice: a crash while deleting still sees the new checkpoint,
+   * and leaves the swept ones listed so a later sweep deletes them. Identical states are
+   * written once.
+   */
+  private planRecord(path: string): { recorded: { file: string; text: string }; plan: ReturnType<typeof planRetention>; swept: { file: string; text: string } } {
+    const managed = new Map(this.maybeDelete);
+    managed.delete(path);
+    managed.set(path, this.nowSecs());
+    const recorded = this.renderState(path, managed, this.lastPreserved);
+    const plan = planRetention(managed, path, {
+      policy: this.retentionPolicy,
+      checkpointName: this.checkpointName,
+      lastPreserved: this.lastPreserved,
+      nowSecs: () => this.nowSecs(),
+    });
+    return { recorded, plan, swept: this.renderState(path, plan.managed, plan.lastPreserved) };
   }
 
   private renderState(latest: string, managed: ReadonlyMap<string, number>, lastPreserved: number): { file: string; text: string } {

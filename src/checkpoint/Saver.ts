@@ -31,12 +31,14 @@ import {
   indexPath,
   readBundle,
   readCheckpointInfo,
+  planBundle,
   removeBundle,
   stageBundle,
   writeBundle,
   type BundleMetadata,
   type CheckpointContents,
   type StagedBundle,
+  type PlannedBundle,
 } from "./checkpointFormat.js";
 import { assertPlainName, assertValidPath, isStaleTemp, readdirIfExists, TEMP_MARKER, unlinkIfExists } from "./internal/files.js";
 import { processTempFiles, type TempFileRegistry } from "./TempFileRegistry.js";
@@ -142,6 +144,17 @@ export class BundleSaver implements Saver {
     } catch (e) {
       return Promise.reject(e);
     }
+  }
+
+  /**
+   * Lays out the checkpoint of a snapshot at `prefix` without writing anything (see
+   * `planBundle`): `CheckpointManager` encodes a small one in memory and commits it on its
+   * writer thread. Throws `InvalidArgumentError` as {@link save} rejects.
+   *
+   * @internal
+   */
+  plan(snapshot: ReadonlyMap<string, TensorValue>, prefix: string, options: SaverSaveOptions = {}): PlannedBundle {
+    return planBundle(prefix, snapshot, this.metadata(snapshot, options));
   }
 
   restore(prefix: string): Promise<CheckpointContents> {

@@ -41,7 +41,9 @@ import type { TensorValue } from "../session/Tensor.js";
 import * as v1 from "./BundleFormat.js";
 import { assertValidPath, fsyncDir, settleAll, unlinkIfExists } from "./internal/files.js";
 import { TensorBundleReader, type TensorBundleEntry } from "./tensorBundle/TensorBundleReader.js";
-import { planTensorBundle, stagePlannedBundle, type BundleTensor } from "./tensorBundle/TensorBundleWriter.js";
+import { concatOwned } from "./internal/fileJobs.js";
+import type { BundleEntry } from "./tensorBundle/bundleProtos.js";
+import { encodePlannedBundle, planTensorBundle, stagePlannedBundle, type BundleTensor, type PlannedTensorBundle } from "./tensorBundle/TensorBundleWriter.js";
 import { ObjectGraph, planObjectGraph, VARIABLE_VALUE_SUFFIX, withoutValueSuffix } from "./objectGraph.js";
 import { processTempFiles, type TempFileRegistry } from "./TempFileRegistry.js";
 
@@ -194,7 +196,34 @@ export const stageBundle = async (
   values: ReadonlyMap<string, TensorValue>,
   meta: BundleMetadata,
   temps: TempFileRegistry = processTempFiles,
-): Promise<StagedBundle> => {
+): Promise<StagedBundle> => stagePlanned(planBundle(prefix, values, meta), temps);
+
+/** A checkpoint laid out (every tensor checked) and not yet checksummed or written: {@link planBundle}. */
+export interface PlannedBundle {
+  readonly prefix: string;
+  readonly plan: PlannedTensorBundle;
+  /** What the index will say, from its entries. */
+  info(entries: ReadonlyMap<string, BundleEntry>): CheckpointInfo;
+}
+
+/** A checkpoint encoded in memory: {@link encodeBundle}. */
+export interface EncodedBundle {
+  readonly prefix: string;
+  readonly dataPath: string;
+  readonly indexPath: string;
+  /** The data file's bytes, one buffer of its own. */
+  readonly data: Uint8Array;
+  /** The index file's bytes. */
+  readonly index: Uint8Array;
+  readonly info: CheckpointInfo;
+}
+
+/**
+ * Lays out the checkpoint of `values` at `prefix`: the reserved tensors added, TensorFlow 2's
+ * keys and object graph where the store gave object paths. Throws `InvalidArgumentError` for a
+ * malformed tensor, an empty or reserved name, or metadata that is not a safe integer.
+ */
+export const planBundle = (prefix: string, values: ReadonlyMap<string, TensorValue>, meta: BundleMetadata): PlannedBundle => {
   assertValidPath(prefix);
   for (const key of ["step", "createdAtMs"] as const) {
     if (!Number.isSafeInteger(meta[key])) throw new InvalidArgumentError(`checkpoint ${key} ${meta[key]} is not a safe integer`);
@@ -214,25 +243,36 @@ export const stageBundle = async (
   }
   tensors.push([STEP_TENSOR, int64Scalar(meta.step)], [CREATED_AT_TENSOR, int64Scalar(meta.createdAtMs)]);
   if (planned !== undefined) tensors.push([OBJECT_GRAPH_TENSOR, { dtype: "string", shape: [], data: [planned.graph] }]);
-  // Laid out now (every tensor checked before the disk is touched); checksummed while written.
+  // Laid out now (every tensor checked before the disk is touched); checksummed when written or encoded.
   const plan = planTensorBundle(tensors, { alignmentBytes: ALIGNMENT_BYTES });
+  const info = (entries: ReadonlyMap<string, BundleEntry>): CheckpointInfo => ({
+    prefix,
+    format: "tensorflow-v2",
+    step: meta.step,
+    createdAtMs: meta.createdAtMs,
+    dataBytes: plan.dataBytes,
+    tensors: [...entries]
+      .filter(([key]) => !isReserved(key))
+      .map(([key, e]) => ({ name: key, dtype: (values.get(nameOf.get(key) as string) as TensorValue).dtype, shape: e.shape, sizeBytes: e.size, crc32c: e.crc32c, supported: true }))
+      .sort((a, b) => byName(a.name, b.name)),
+  });
+  return { prefix, plan, info };
+};
+
+/** Checksums a planned checkpoint and encodes its two files in memory (the data file copied into one buffer of its own). */
+export const encodeBundle = ({ prefix, plan, info }: PlannedBundle): EncodedBundle => {
+  const encoded = encodePlannedBundle(plan);
+  return { prefix, dataPath: dataPath(prefix), indexPath: indexPath(prefix), data: concatOwned(encoded.data), index: encoded.index, info: info(encoded.entries) };
+};
+
+/** Writes a planned checkpoint's data (checksummed while written) and index under temporary names. */
+const stagePlanned = async ({ prefix, plan, info: infoOf }: PlannedBundle, temps: TempFileRegistry): Promise<StagedBundle> => {
   const staged = await stagePlannedBundle(prefix, plan, { fsync: true, temps });
   try {
     const { data: d, index: x, entries } = staged;
-    const info: CheckpointInfo = {
-      prefix,
-      format: "tensorflow-v2",
-      step: meta.step,
-      createdAtMs: meta.createdAtMs,
-      dataBytes: plan.dataBytes,
-      tensors: [...entries]
-        .filter(([key]) => !isReserved(key))
-        .map(([key, e]) => ({ name: key, dtype: (values.get(nameOf.get(key) as string) as TensorValue).dtype, shape: e.shape, sizeBytes: e.size, crc32c: e.crc32c, supported: true }))
-        .sort((a, b) => byName(a.name, b.name)),
-    };
     return {
       prefix,
-      info,
+      info: infoOf(entries),
       sync: async () => {
         await settleAll([d.sync(), x.sync()]);
       },

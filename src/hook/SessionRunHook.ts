@@ -89,9 +89,12 @@ export interface HookEnv {
   /**
    * Tells the session about background work (an asynchronous checkpoint write, say): until it
    * settles, every run ends with an event-loop turn so that its I/O makes progress while a
-   * synchronous training loop runs. Absent when the hook runs outside a monitored session.
+   * synchronous training loop runs. Work that makes progress off this thread (`offThread`: a
+   * checkpoint committed on the writer thread) only needs its end delivered: the session's
+   * timed turns do that, and it gets a turn after every run only when they are off
+   * (`yieldIntervalMs: Infinity`). Absent when the hook runs outside a monitored session.
    */
-  trackBackground?(work: Promise<unknown>): void;
+  trackBackground?(work: Promise<unknown>, options?: { readonly offThread?: boolean }): void;
   /**
    * Turns on per-hook time attribution (the `hookTimings` event on `events$`) until the
    * returned function is called. Timing is on while at least one request is held, or when the

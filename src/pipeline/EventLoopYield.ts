@@ -112,8 +112,13 @@ export class EventLoopYield {
   /**
    * Tracks background work (an asynchronous checkpoint write, say): while it is pending, every
    * run ends with a turn so that its I/O callbacks run between steps. Returns `work`.
+   *
+   * Work that makes progress off this thread (`offThread`: a checkpoint committed on the writer
+   * thread) needs a turn only to deliver its end, which the time budget gives: it is tracked
+   * only when there is no time budget (`intervalMs` infinite).
    */
-  track<T>(work: Promise<T>): Promise<T> {
+  track<T>(work: Promise<T>, options: { readonly offThread?: boolean } = {}): Promise<T> {
+    if (options.offThread === true && this.timed) return work;
     this.pendingWork += 1;
     const done = (): void => {
       this.pendingWork -= 1;

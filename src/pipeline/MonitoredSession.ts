@@ -93,7 +93,8 @@ export interface SessionRuntimeOptions {
    * loop a turn (default {@link DEFAULT_YIELD_INTERVAL_MS}, 5). A synchronous step (a
    * TensorFlow.js kernel) never lets signals, timers or background saves run otherwise.
    * `0` yields after every run; `Infinity` only while a hook's background work (an
-   * asynchronous checkpoint) is pending, which always gets a turn after every run.
+   * asynchronous checkpoint) is pending, which always gets a turn after every run (work that
+   * progresses off this thread only when there is no time budget: `HookEnv.trackBackground`).
    */
   readonly yieldIntervalMs?: number;
   /**
@@ -104,29 +105,26 @@ export interface SessionRuntimeOptions {
 }
 
 /**
- * Options of {@link MonitoredSession.create}. Either a `sessionCreator`, or (TensorFlow's
- * `SingularMonitoredSession` signature) what a {@link ChiefSessionCreator} needs: a `graph`,
- * `scaffold` or `sessionFactory`, and optionally a checkpoint location.
+ * Without a `sessionCreator`: what the default {@link ChiefSessionCreator} is made of (its
+ * TensorFlow names, flat, as TensorFlow's `SingularMonitoredSession` takes them).
  */
-export interface MonitoredSessionOptions extends SessionRuntimeOptions {
-  /**
-   * Creates (and re-creates, after a preemption) the raw session. Default: a
-   * {@link ChiefSessionCreator} built from `scaffold`, `graph`, `sessionFactory`,
-   * `checkpointDir` and `checkpointFilenameWithPath`.
-   */
-  readonly sessionCreator?: SessionCreator | undefined;
-  /** Without `sessionCreator`: the scaffold of the default chief creator. */
+export interface DefaultCreatorOptions {
+  /** The scaffold of the default chief creator. */
   readonly scaffold?: Scaffold | undefined;
-  /** Without `sessionCreator`: makes the raw sessions (default `graph.session()`). */
+  /** Makes the raw sessions (default `graph.session()`). */
   readonly sessionFactory?: SessionFactory | undefined;
-  /** Without `sessionCreator`: restore the latest checkpoint in this directory, if any. */
+  /** Restore the latest checkpoint in this directory, if any. */
   readonly checkpointDir?: string | undefined;
-  /** Without `sessionCreator`: restore this checkpoint prefix. */
+  /** Restore this checkpoint prefix. */
   readonly checkpointFilenameWithPath?: string | undefined;
-  /** Hooks, in order (ordering constraints may reorder them). */
-  readonly hooks?: readonly SessionRunHook[];
-  /** How long tasks get to finish when the session closes (default 120). */
-  readonly stopGracePeriodSecs?: number;
+}
+
+/**
+ * What a session hands its hooks and owns, beyond TensorFlow's options: the services hooks
+ * reach through `HookEnv`, the coordinator's factory, the resources and streams that live as
+ * long as the session, and per-hook timing. Every one has a working default.
+ */
+export interface SessionServicesOptions {
   /**
    * Streams of services made before the session (a checkpoint manager that took its
    * directory's lock): forwarded before anything else ({@link MonitoredSession.forwardEvents}),
@@ -171,6 +169,27 @@ export interface MonitoredSessionOptions extends SessionRuntimeOptions {
    * directory's lock is released however the session ends.
    */
   readonly ownedResources?: readonly AsyncDisposable[];
+}
+
+/**
+ * Options of {@link MonitoredSession.create}. Either a `sessionCreator`, or (TensorFlow's
+ * `SingularMonitoredSession` signature) what a {@link ChiefSessionCreator} needs: a `graph`,
+ * `scaffold` or `sessionFactory`, and optionally a checkpoint location. The names are flat, as
+ * TensorFlow's; the types are grouped by concern: {@link SessionRuntimeOptions},
+ * {@link DefaultCreatorOptions}, {@link SessionServicesOptions} (docs/architecture.md, "Option
+ * bags").
+ */
+export interface MonitoredSessionOptions extends SessionRuntimeOptions, DefaultCreatorOptions, SessionServicesOptions {
+  /**
+   * Creates (and re-creates, after a preemption) the raw session. Default: a
+   * {@link ChiefSessionCreator} built from `scaffold`, `graph`, `sessionFactory`,
+   * `checkpointDir` and `checkpointFilenameWithPath`.
+   */
+  readonly sessionCreator?: SessionCreator | undefined;
+  /** Hooks, in order (ordering constraints may reorder them). */
+  readonly hooks?: readonly SessionRunHook[];
+  /** How long tasks get to finish when the session closes (default 120). */
+  readonly stopGracePeriodSecs?: number;
   /**
    * The graph the session runs, if any. It is finalized once every hook's `begin` ran and,
    * if it was not finalized before, un-finalized when the session closes (TensorFlow's rule).
@@ -273,7 +292,7 @@ export class MonitoredSession {
       logger,
       stopGracePeriodSecs: grace,
       emit: (e) => self.stream.next(e),
-      trackBackground: (work) => void self.eventLoop.track(work),
+      trackBackground: (work, options) => void self.eventLoop.track(work, options),
       requestHookTiming: () => timing.request(),
       events$: self.events$,
       writerCache: options.writerCache ?? fileWriterCache,

@@ -79,8 +79,11 @@ describe("CheckpointDirLock", () => {
     expect(clock.pendingTimers).toBe(0);
   });
 
-  it("a writer whose lock was taken over fails its next save, naming the new holder, and records nothing", async () => {
-    const manager = await CheckpointManager.create({ directory: dir, logger: new EventRecorder().logger() });
+  it.each([
+    ["on the writer thread", undefined],
+    ["streamed on the calling thread", null],
+  ] as const)("a writer whose lock was taken over fails its next save (%s), naming the new holder, and records nothing", async (_, fileCommitter) => {
+    const manager = await CheckpointManager.create({ directory: dir, logger: new EventRecorder().logger(), ...(fileCommitter === null ? { fileCommitter } : {}) });
     await manager.save(values(), { checkpointNumber: 1 });
     const state = await readFile(join(dir, "checkpoint"), "utf8");
     await writeLock({ hostname: "other-host", bootId: "b", pid: 4242, token: "usurper" });

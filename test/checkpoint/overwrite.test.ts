@@ -1,14 +1,18 @@
 /**
  * Re-saving a checkpoint number that already exists (CheckpointSaverHook saves at the restored
  * step after every restart): a save that fails or is killed before its index rename must not
- * lose the checkpoint that was there.
+ * lose the checkpoint that was there. Both ways a manager commits a save are covered: on its
+ * writer thread (small saves, the default; here the same job runner on this thread, with a file
+ * system that fails) and streamed on the calling thread (`fileCommitter: null`).
  */
 
+import * as fs from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 
 import { DataLossError } from "../../src/errors.js";
 import { CheckpointManager } from "../../src/checkpoint/index.js";
+import { inProcessCommitter, type FileCommitter } from "../../src/checkpoint/internal/fileJobs.js";
 import type { TensorValue } from "../../src/session/Tensor.js";
 import { useTempDirs } from "../util/tempDirs.js";
 import { EventRecorder } from "../../src/testing/EventRecorder.js";
@@ -23,6 +27,15 @@ vi.mock("node:fs/promises", async (importOriginal) => {
     return actual.rename(from, to);
   };
   return { ...actual, default: { ...actual, rename }, rename };
+});
+
+/** The writer thread's job runner, with a file system whose renames onto `.index` fail while the fault is set. */
+const faultyThread: FileCommitter = inProcessCommitter({
+  ...fs,
+  renameSync: (from, to) => {
+    if (fault.failIndexRename && String(to).endsWith(".index")) throw Object.assign(new Error(`EIO: injected, rename '${String(to)}'`), { code: "EIO" });
+    fs.renameSync(from, to);
+  },
 });
 
 const tempDir = useTempDirs("ms-ckpt-");
@@ -53,13 +66,21 @@ const store = () => {
 
 /** A new manager, as a restarted process makes it: the previous one (its process) is closed first. */
 let previous: CheckpointManager | undefined;
+let committer: FileCommitter | null = null;
 const create = async () => {
   await previous?.close();
-  previous = await CheckpointManager.create({ directory: dir, checkpointName: "model.ckpt", maxToKeep: 1, logger: new EventRecorder().logger() });
+  previous = await CheckpointManager.create({ directory: dir, checkpointName: "model.ckpt", maxToKeep: 1, logger: new EventRecorder().logger(), fileCommitter: committer });
   return previous;
 };
 
-describe("re-saving an existing checkpoint number", () => {
+describe.each([
+  ["on the writer thread", faultyThread],
+  ["streamed on the calling thread", null],
+])("re-saving an existing checkpoint number, %s", (_, how) => {
+  beforeEach(() => {
+    committer = how;
+  });
+
   it("a save of the same values that fails before its index rename leaves the checkpoint restorable", async () => {
     const path = (await (await create()).save(values(100), { checkpointNumber: 100, step: 100 })) as string;
     fault.failIndexRename = true;

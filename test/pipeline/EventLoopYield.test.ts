@@ -146,6 +146,28 @@ describe("EventLoopYield", () => {
     expect(kept).toBe("global_step");
   });
 
+  it("work that progresses off the thread adds no turns under a time budget, and gets one per run without it", async () => {
+    const clock = new VirtualClock();
+    const timed = new EventLoopYield(clock, 10);
+    let finish!: () => void;
+    const work = new Promise<void>((resolve) => (finish = resolve));
+    timed.track(work, { offThread: true });
+    // Runs of 1 ms: the first due turn is the time budget's, after 10 ms.
+    let dueAt: number | undefined;
+    for (let i = 1; i <= 20 && dueAt === undefined; i++) {
+      clock.set(clock.now() + 1);
+      if (timed.due()) dueAt = i;
+    }
+    expect(dueAt).toBe(10);
+
+    const untimed = new EventLoopYield(clock, Number.POSITIVE_INFINITY);
+    untimed.track(work, { offThread: true });
+    expect([untimed.due(), untimed.due()]).toEqual([true, true]);
+    finish();
+    await work;
+    expect(untimed.due()).toBe(false);
+  });
+
   it("reads the clock only every few runs when runs are much shorter than the interval, and still yields on time", async () => {
     const clock = new VirtualClock();
     let reads = 0;

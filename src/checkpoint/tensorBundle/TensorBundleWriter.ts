@@ -145,8 +145,10 @@ export class TensorBundleWriter {
 export const encodeTensorBundle = (
   tensors: Iterable<readonly [string, BundleTensor]>,
   options: { readonly alignmentBytes?: number } = {},
-): EncodedTensorBundle => {
-  const plan = planTensorBundle(tensors, options);
+): EncodedTensorBundle => encodePlannedBundle(planTensorBundle(tensors, options));
+
+/** Encodes a planned bundle in memory (see {@link encodeTensorBundle}): each tensor checksummed, then the index. */
+export const encodePlannedBundle = (plan: PlannedTensorBundle): EncodedTensorBundle => {
   const crcs = new Map<string, number>();
   for (const t of plan.tensors) crcs.set(t.name, t.crc ?? t.bytes.reduce((crc, b) => extendCrc32c(crc, b), 0));
   const { index, entries } = plan.index(crcs);

@@ -1,0 +1,287 @@
+/**
+ * A checkpoint's whole commit as one job for a background thread: files written under
+ * temporary names and `fdatasync`ed, the directory lock checked, the renames, the directory's
+ * fsync and the retention's deletions, each a blocking call on a worker thread, with one
+ * message back when all are done.
+ *
+ * Why: made of asynchronous calls, a commit is about 25 steps, each waiting for the event-loop
+ * turn after the next training step, so a small checkpoint took about 24 ms of wall time and
+ * slowed every step in that window (docs/performance.md, `tfjs`). As one job it costs the
+ * training thread one message each way.
+ *
+ * The steps run in a process-wide worker thread ({@link sharedFileCommitter}), made on first use
+ * and kept, not holding the process open while idle. Its code is {@link JOB_RUNNER_SOURCE}, plain
+ * JavaScript given to the worker as text, so that it runs the same under `tsx`, vitest and the
+ * compiled package; {@link inProcessCommitter} runs the same text on the calling thread with a
+ * file system of the caller's choice (tests inject faults through it).
+ *
+ * @module
+ */
+
+import { Worker } from "node:worker_threads";
+import * as nodeFs from "node:fs";
+import * as nodePath from "node:path";
+
+import { RuntimeError } from "../../errors.js";
+
+// ---------------------------------------------------------------------------------------------
+// model
+// ---------------------------------------------------------------------------------------------
+
+/** One step of a {@link FileJob}, done with a blocking call. */
+export type FileStep =
+  /** Creates `dir` and its missing parents; fsyncs the parent of the first one it created. */
+  | { readonly op: "mkdir"; readonly dir: string }
+  /** Creates `tmp` (it must not exist), writes `bytes`, `fdatasync`s and closes it. */
+  | { readonly op: "write"; readonly tmp: string; readonly bytes: Uint8Array }
+  /**
+   * Stops the job (a {@link FileJobResult} with `lock`) unless the JSON file at `path` holds
+   * `token` as its `token`: the directory's writer lost its lock while it stalled.
+   */
+  | { readonly op: "checkLock"; readonly path: string; readonly token: string }
+  /** Renames `from` to `to` (replacing a file there). */
+  | { readonly op: "rename"; readonly from: string; readonly to: string }
+  /** fsyncs the directory `dir`. */
+  | { readonly op: "fsyncDir"; readonly dir: string }
+  /** Deletes `path`, best effort: a failure is a warning of the result, a missing file nothing. */
+  | { readonly op: "unlink"; readonly path: string };
+
+/** Steps run in order; the first that fails stops the job, and every written file not renamed is deleted. */
+export interface FileJob {
+  readonly steps: readonly FileStep[];
+}
+
+/** A file-system error as it crosses threads. */
+export interface FileJobError {
+  readonly message: string;
+  readonly code?: string;
+  readonly syscall?: string;
+  readonly path?: string;
+}
+
+/** How a {@link FileJob} ended. */
+export interface FileJobResult {
+  /** How many steps completed (all of them: the job succeeded). */
+  readonly done: number;
+  /** Why step `done` failed. */
+  readonly error?: FileJobError;
+  /** A `checkLock` step stopped the job: the lock file's text then (`null`: none). */
+  readonly lock?: string | null;
+  /** `unlink` steps that failed (the job went on). */
+  readonly warnings: readonly FileJobError[];
+}
+
+/** Runs {@link FileJob}s. */
+export interface FileCommitter {
+  /** Resolves with the job's result; rejects only if the job could not run at all. */
+  run(job: FileJob): Promise<FileJobResult>;
+}
+
+/**
+ * The job runner, as JavaScript text: the body of a function of `(fs, path, job)` returning a
+ * {@link FileJobResult}. Kept as text (not a compiled function's `toString()`, which a
+ * transpiler may decorate) so that a worker runs exactly it.
+ */
+const JOB_RUNNER_SOURCE = `
+const steps = job.steps;
+const written = [];
+const renamed = new Set();
+const warnings = [];
+const errorOf = (e) => ({
+  message: String(e && e.message !== undefined ? e.message : e),
+  ...(e && typeof e.code === "string" ? { code: e.code } : {}),
+  ...(e && typeof e.syscall === "string" ? { syscall: e.syscall } : {}),
+  ...(e && typeof e.path === "string" ? { path: e.path } : {}),
+});
+const fsyncDir = (dir) => {
+  const fd = fs.openSync(dir, "r");
+  try { fs.fsyncSync(fd); } finally { fs.closeSync(fd); }
+};
+let i = 0;
+try {
+  for (; i < steps.length; i++) {
+    const s = steps[i];
+    if (s.op === "write") {
+      const fd = fs.openSync(s.tmp, "wx", 0o644);
+      written.push(s.tmp);
+      try {
+        let at = 0;
+        while (at < s.bytes.byteLength) {
+          const n = fs.writeSync(fd, s.bytes, at, s.bytes.byteLength - at);
+          if (n === 0) throw Object.assign(new Error("write made no progress"), { path: s.tmp });
+          at += n;
+        }
+        fs.fdatasyncSync(fd);
+      } catch (e) {
+        if (e && typeof e.code === "string" && e.path === undefined) e.path = s.tmp;
+        throw e;
+      } finally {
+        fs.closeSync(fd);
+      }
+    } else if (s.op === "rename") {
+      fs.renameSync(s.from, s.to);
+      renamed.add(s.from);
+    } else if (s.op === "fsyncDir") {
+      fsyncDir(s.dir);
+    } else if (s.op === "mkdir") {
+      const created = fs.mkdirSync(s.dir, { recursive: true });
+      if (created !== undefined) fsyncDir(path.dirname(created));
+    } else if (s.op === "checkLock") {
+      let raw = null;
+      try { raw = fs.readFileSync(s.path, "utf8"); } catch (e) { if (!e || e.code !== "ENOENT") throw e; }
+      let token;
+      try { token = JSON.parse(raw).token; } catch { token = undefined; }
+      if (token !== s.token) return { done: i, lock: raw, warnings };
+    } else if (s.op === "unlink") {
+      try { fs.unlinkSync(s.path); } catch (e) { if (!e || e.code !== "ENOENT") warnings.push(errorOf(e)); }
+    } else {
+      throw new Error("unknown file step " + JSON.stringify(s.op));
+    }
+  }
+  return { done: i, warnings };
+} catch (e) {
+  return { done: i, error: errorOf(e), warnings };
+} finally {
+  for (const t of written) {
+    if (!renamed.has(t)) { try { fs.unlinkSync(t); } catch { /* already gone */ } }
+  }
+}
+`;
+
+/** The worker's program: runs each job it is sent and answers with its id. */
+const WORKER_SOURCE = `
+const { parentPort } = require("node:worker_threads");
+const fs = require("node:fs");
+const path = require("node:path");
+const run = new Function("fs", "path", "job", ${JSON.stringify(JOB_RUNNER_SOURCE)});
+parentPort.on("message", (m) => {
+  let result;
+  try { result = run(fs, path, m.job); } catch (e) { result = { done: -1, error: { message: String(e && e.message || e) }, warnings: [] }; }
+  parentPort.postMessage({ id: m.id, result });
+});
+`;
+
+/** The file system calls a job uses (Node's `fs`, or a test's stand-in). */
+export type JobFileSystem = Pick<
+  typeof nodeFs,
+  "openSync" | "writeSync" | "fdatasyncSync" | "fsyncSync" | "closeSync" | "renameSync" | "mkdirSync" | "readFileSync" | "unlinkSync"
+>;
+
+// ---------------------------------------------------------------------------------------------
+// constructors
+// ---------------------------------------------------------------------------------------------
+
+/** Runs jobs on the calling thread with `fs` (default Node's): the fallback, and the tests' way to inject faults. */
+export const inProcessCommitter = (fs: JobFileSystem = nodeFs): FileCommitter => {
+  const run = new Function("fs", "path", "job", JOB_RUNNER_SOURCE) as (fs: JobFileSystem, path: typeof nodePath, job: FileJob) => FileJobResult;
+  return { run: (job) => Promise.resolve().then(() => run(fs, nodePath, job)) };
+};
+
+interface Pending {
+  readonly resolve: (r: FileJobResult) => void;
+  readonly reject: (e: unknown) => void;
+}
+
+/**
+ * Runs jobs on one worker thread, one at a time in the order sent. The worker is made on first
+ * use; it holds the process open only while a job is running; if it dies, the running jobs
+ * reject and the next job makes a new one.
+ */
+class WorkerCommitter implements FileCommitter {
+  private worker: Worker | null = null;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 0;
+
+  run(job: FileJob): Promise<FileJobResult> {
+    const worker = this.worker ?? this.start();
+    const id = this.nextId++;
+    return new Promise<FileJobResult>((resolve, reject) => {
+      if (this.pending.size === 0) worker.ref();
+      this.pending.set(id, { resolve, reject });
+      // Copied, never transferred: the caller keeps its buffers (a message carrying a buffer
+      // that an earlier transfer detached is dropped without an error, and would never be
+      // answered). Each write's bytes should be a buffer of their own (`ownedBytes`): a view is
+      // copied with its whole buffer.
+      try {
+        worker.postMessage({ id, job });
+      } catch (e) {
+        this.settle(id);
+        reject(e);
+      }
+    });
+  }
+
+  /** Starts the worker now, so that the first save does not wait for it. */
+  warm(): void {
+    if (this.worker === null) this.start();
+  }
+
+  /** Stops the worker: jobs running reject; the next job starts a new one. */
+  async stop(): Promise<void> {
+    await this.worker?.terminate();
+  }
+
+  private start(): Worker {
+    // No inherited flags: the program is CommonJS text that needs no loader (`--import tsx`), and
+    // a parent's `--input-type=module` would make it an ES module.
+    const worker = new Worker(WORKER_SOURCE, { eval: true, execArgv: [], name: "monitored-session checkpoint writer", stdout: false, stderr: false });
+    worker.on("message", (m: { id: number; result: FileJobResult }) => this.settle(m.id)?.resolve(m.result));
+    const fail = (why: string): void => {
+      if (this.worker === worker) this.worker = null;
+      const jobs = [...this.pending.values()];
+      this.pending.clear();
+      for (const p of jobs) p.reject(new RuntimeError(`The checkpoint writer thread stopped (${why}); the save was not recorded.`));
+    };
+    worker.on("error", (e) => fail(e.message));
+    worker.on("exit", (code) => fail(`exit code ${code}`));
+    // After the listeners: adding a "message" listener refs the worker again.
+    worker.unref();
+    this.worker = worker;
+    return worker;
+  }
+
+  private settle(id: number): Pending | undefined {
+    const p = this.pending.get(id);
+    this.pending.delete(id);
+    if (this.pending.size === 0) this.worker?.unref();
+    return p;
+  }
+}
+
+/** A committer with a worker thread of its own (tests; managers share {@link sharedFileCommitter}'s). */
+export const workerCommitter = (): FileCommitter & { warm(): void; stop(): Promise<void> } => new WorkerCommitter();
+
+let shared: WorkerCommitter | null = null;
+
+/** The process's checkpoint writer thread (made on first use, shared by every manager). */
+export const sharedFileCommitter = (): FileCommitter & { warm(): void } => (shared ??= new WorkerCommitter());
+
+// ---------------------------------------------------------------------------------------------
+// utils
+// ---------------------------------------------------------------------------------------------
+
+/** A Node-style error (`code`, `syscall`, `path`) from a {@link FileJobError}. */
+export const toError = (e: FileJobError): Error => {
+  const err = new Error(e.message) as NodeJS.ErrnoException;
+  if (e.code !== undefined) err.code = e.code;
+  if (e.syscall !== undefined) err.syscall = e.syscall;
+  if (e.path !== undefined) err.path = e.path;
+  return err;
+};
+
+/** `bytes` as a buffer of its own: itself if it spans its whole buffer, else a copy (so that no shared pool is copied to the worker with it). */
+export const ownedBytes = (bytes: Uint8Array): Uint8Array =>
+  bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? bytes : bytes.slice();
+
+/** One buffer of its own holding `chunks` (so that no shared pool is copied to the worker with them). */
+export const concatOwned = (chunks: readonly Uint8Array[]): Uint8Array => {
+  let n = 0;
+  for (const c of chunks) n += c.byteLength;
+  const out = new Uint8Array(n);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.byteLength;
+  }
+  return out;
+};

@@ -1,0 +1,138 @@
+/**
+ * The checkpoint writer thread's jobs (src/checkpoint/internal/fileJobs.ts): each step on the
+ * real file system, through a real worker thread; failures stop the job and leave no temporary
+ * file behind; a lost lock stops it before anything is renamed; a dead thread rejects its jobs
+ * and the next job gets a new one. (That it holds the process open only while a job runs:
+ * fileJobs.process.test.ts.)
+ */
+
+import * as fs from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+
+import { RuntimeError } from "../../src/errors.js";
+import { inProcessCommitter, toError, workerCommitter, type FileCommitter, type FileStep } from "../../src/checkpoint/internal/fileJobs.js";
+import { useTempDirs } from "../util/tempDirs.js";
+
+const tempDir = useTempDirs("ms-filejobs-");
+const thread = workerCommitter();
+afterAll(() => thread.stop());
+
+const bytes = (text: string): Uint8Array => new TextEncoder().encode(text);
+
+describe.each<[string, FileCommitter]>([
+  ["on a worker thread", thread],
+  ["on the calling thread", inProcessCommitter()],
+])("a file job %s", (_, committer) => {
+  it("writes, renames and fsyncs in order, and reports every step done", async () => {
+    const dir = join(tempDir(), "a", "b");
+    const steps: FileStep[] = [
+      { op: "mkdir", dir },
+      { op: "write", tmp: join(dir, "x.tmp-1"), bytes: bytes("first") },
+      { op: "write", tmp: join(dir, "y.tmp-1"), bytes: new Uint8Array(0) },
+      { op: "rename", from: join(dir, "x.tmp-1"), to: join(dir, "x") },
+      { op: "rename", from: join(dir, "y.tmp-1"), to: join(dir, "y") },
+      { op: "fsyncDir", dir },
+    ];
+    const result = await committer.run({ steps });
+    expect(result).toEqual({ done: steps.length, warnings: [] });
+    expect(readFileSync(join(dir, "x"), "utf8")).toBe("first");
+    expect(readFileSync(join(dir, "y"), "utf8")).toBe("");
+    expect(readdirSync(dir).sort()).toEqual(["x", "y"]);
+  });
+
+  it("stops at the first failing step, names it, and deletes what it wrote and did not rename", async () => {
+    const dir = tempDir();
+    const result = await committer.run({
+      steps: [
+        { op: "write", tmp: join(dir, "a.tmp"), bytes: bytes("a") },
+        { op: "rename", from: join(dir, "a.tmp"), to: join(dir, "a") },
+        { op: "write", tmp: join(dir, "b.tmp"), bytes: bytes("b") },
+        { op: "rename", from: join(dir, "missing.tmp"), to: join(dir, "c") },
+        { op: "fsyncDir", dir },
+      ],
+    });
+    expect(result.done).toBe(3);
+    expect(result.error).toMatchObject({ code: "ENOENT", syscall: "rename" });
+    expect(toError(result.error as NonNullable<typeof result.error>)).toMatchObject({ code: "ENOENT", message: expect.stringMatching(/ENOENT/) });
+    // The renamed file stays; the written one that was never renamed is gone.
+    expect(readdirSync(dir)).toEqual(["a"]);
+  });
+
+  it("never deletes a file it did not create: a temporary name that exists fails with EEXIST", async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, "taken.tmp"), "someone else's");
+    const result = await committer.run({ steps: [{ op: "write", tmp: join(dir, "taken.tmp"), bytes: bytes("mine") }] });
+    expect(result).toMatchObject({ done: 0, error: { code: "EEXIST" } });
+    expect(readFileSync(join(dir, "taken.tmp"), "utf8")).toBe("someone else's");
+  });
+
+  it("a lock file without the token stops the job before any rename, and reports the file's text", async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, "lock"), JSON.stringify({ token: "theirs", pid: 1 }));
+    const steps: FileStep[] = [
+      { op: "write", tmp: join(dir, "s.tmp"), bytes: bytes("state") },
+      { op: "checkLock", path: join(dir, "lock"), token: "mine" },
+      { op: "rename", from: join(dir, "s.tmp"), to: join(dir, "s") },
+    ];
+    expect(await committer.run({ steps })).toEqual({ done: 1, lock: JSON.stringify({ token: "theirs", pid: 1 }), warnings: [] });
+    expect(readdirSync(dir)).toEqual(["lock"]);
+
+    writeFileSync(join(dir, "lock"), "not json");
+    expect(await committer.run({ steps })).toMatchObject({ done: 1, lock: "not json" });
+    fs.unlinkSync(join(dir, "lock"));
+    expect(await committer.run({ steps })).toMatchObject({ done: 1, lock: null });
+    expect(readdirSync(dir)).toEqual([]);
+
+    writeFileSync(join(dir, "lock"), JSON.stringify({ token: "mine" }));
+    expect(await committer.run({ steps })).toEqual({ done: 3, warnings: [] });
+    expect(readFileSync(join(dir, "s"), "utf8")).toBe("state");
+  });
+
+  it("a deletion that fails is a warning and the job goes on; a missing file is nothing", async () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, "a-directory"));
+    writeFileSync(join(dir, "old"), "x");
+    const result = await committer.run({
+      steps: [
+        { op: "unlink", path: join(dir, "a-directory") },
+        { op: "unlink", path: join(dir, "never-there") },
+        { op: "unlink", path: join(dir, "old") },
+        { op: "write", tmp: join(dir, "after.tmp"), bytes: bytes("after") },
+        { op: "rename", from: join(dir, "after.tmp"), to: join(dir, "after") },
+      ],
+    });
+    expect(result.done).toBe(5);
+    expect(result.error).toBeUndefined();
+    expect(result.warnings).toEqual([expect.objectContaining({ path: join(dir, "a-directory"), code: expect.stringMatching(/^E(ISDIR|PERM)$/) })]);
+    expect(readdirSync(dir).sort()).toEqual(["a-directory", "after"]);
+  });
+
+  it("an unknown step fails the job without touching anything", async () => {
+    const result = await committer.run({ steps: [{ op: "format-disk" } as unknown as FileStep] });
+    expect(result).toMatchObject({ done: 0, error: { message: expect.stringMatching(/unknown file step "format-disk"/) } });
+  });
+});
+
+describe("the writer thread", () => {
+  it("a thread that stops rejects its running jobs with a clear error, and the next job gets a new thread", async () => {
+    const own = workerCommitter();
+    const dir = tempDir();
+    // A job big enough to still be running when the thread is stopped, or already done: either
+    // way the next job must run.
+    const running = own.run({ steps: [{ op: "write", tmp: join(dir, "big.tmp"), bytes: new Uint8Array(1 << 20) }] });
+    await own.stop();
+    const outcome = await running.then(
+      (r) => ({ ok: r }),
+      (e: unknown) => ({ failed: e }),
+    );
+    if ("failed" in outcome) {
+      expect(outcome.failed).toBeInstanceOf(RuntimeError);
+      expect(String((outcome.failed as Error).message)).toMatch(/checkpoint writer thread stopped .*the save was not recorded/);
+    }
+    expect(await own.run({ steps: [{ op: "mkdir", dir: join(dir, "again") }] })).toEqual({ done: 1, warnings: [] });
+    expect(existsSync(join(dir, "again"))).toBe(true);
+    await own.stop();
+  });
+});
