@@ -11,6 +11,10 @@
  * - The restarted chief's goodput log counts its start from the go, not from the standby's spawn.
  * - A SIGKILLed worker is restarted alone from its standby while the chief trains on, and a
  *   standby is made again for it once it trains.
+ * - The same with the task frozen (SIGSTOP) instead of killed, on the default path (standbys
+ *   without `--standby`): a frozen worker is declared failed, SIGKILLed by `launch` and restarted
+ *   alone from its standby; a frozen chief is found lost, SIGKILLed, and the group restarts from
+ *   its standbys.
  * - `launch` SIGKILLed: its standbys end by themselves (their stdin closes).
  */
 import { existsSync, readFileSync } from "node:fs";
@@ -106,6 +110,61 @@ for (const backend of backends) {
       expect(existsSync(join(root, "runs/tfjs-classifier/model.ckpt-3000.index"))).toBe(true);
       for (const pid of standbyPids(out)) expect(gone(pid), `standby ${pid}`).toBe(true);
       expect(gone(chief)).toBe(true);
+    });
+
+    it("a frozen worker (SIGSTOP): declared failed, SIGKILLed by launch, restarted alone from its standby (the same pid); the last step reached (exit 0)", { timeout: 300_000 }, async () => {
+      const root = tempDir();
+      const yaml = exampleTree(root, (y) => `${y.replace(/^lastStep: \d+$/m, "lastStep: 3000")}${backend.cluster()}`);
+      const l = startCli(["launch", "--workers", "2", "--max-restarts", "1", "--kill-after", "20", yaml], { timeoutMs: 280_000 });
+      launched.push(l);
+      await l.waitFor(STANDBY_LINE, 120_000);
+      await l.waitFor(/^\[launch\] every task joined the replica group, which waits for a lost worker/m, 120_000);
+      const [, , workerStandby] = STANDBY_LINE.exec(l.output()) as RegExpExecArray;
+      const worker = Number(/^\[launch\] started worker:0 at \S+ \(pid (\d+)\)$/m.exec(l.output())?.[1]);
+      process.kill(worker, "SIGSTOP");
+      const r = await l.done;
+      const out = l.output();
+      expect(r.code, out).toBe(0);
+      // A stopped process leaves only with SIGKILL, which launch sends once the service declares it failed.
+      expect(out).toMatch(/^\[launch\] worker:0 was declared failed by the coordination service \(chief:0 says so\): SIGKILL$/m);
+      expect(out).toMatch(/^\[launch\] worker:0 died \(SIGKILL\): restarting it alone; the group waits for it to rejoin \(restart 1 of 1\)$/m);
+      expect(out).toMatch(new RegExp(`^\\[launch\\] started worker:0 at \\S+ \\(pid ${workerStandby}, its standby, alone: restart 1 of 1\\)$`, "m"));
+      expect([...out.matchAll(/^\[launch\] started chief:0 /gm)]).toHaveLength(1);
+      expect(out).toMatch(/^\[launch\] every task exited 0$/m);
+      expect(existsSync(join(root, "runs/tfjs-classifier/model.ckpt-3000.index"))).toBe(true);
+      expect(gone(worker)).toBe(true);
+      for (const pid of standbyPids(out)) expect(gone(pid), `standby ${pid}`).toBe(true);
+    });
+
+    it("a frozen chief (SIGSTOP): found lost, SIGKILLed by launch, the group restarts from its standbys (the same pids), resumes and reaches the last step (exit 0)", { timeout: 300_000 }, async () => {
+      const root = tempDir();
+      const yaml = exampleTree(root, (y) => `${y.replace(/^lastStep: \d+$/m, "lastStep: 3000")}${backend.cluster()}`);
+      const l = startCli(["launch", "--workers", "2", "--max-restarts", "1", "--kill-after", "20", yaml], { timeoutMs: 280_000 });
+      launched.push(l);
+      await l.waitFor(STANDBY_LINE, 120_000);
+      await l.waitFor(/^\[chief:0\] INFO Checkpoint saved: \S+model\.ckpt-1000 /m, 120_000);
+      const [, chiefStandby, workerStandby] = STANDBY_LINE.exec(l.output()) as RegExpExecArray;
+      const chief = Number(/^\[launch\] started chief:0 at \S+ \(pid (\d+)\)$/m.exec(l.output())?.[1]);
+      process.kill(chief, "SIGSTOP");
+      const r = await l.done;
+      const out = l.output();
+      expect(r.code, out).toBe(0);
+      // The worker finds it lost (on embedded coordination, the service the chief hosts stops
+      // answering; on etcd, its lease runs out), and launch SIGKILLs it and restarts the group.
+      const found =
+        backend.name === "etcd"
+          ? /^\[launch\] chief:0 was declared failed by the coordination service \(worker:0 says so\): SIGKILL$/m
+          : /^\[launch\] chief:0 is lost: the coordination service it hosts stopped answering \(worker:0 says so\): SIGKILL$/m;
+      expect(out).toMatch(found);
+      expect(out).toMatch(/^\[launch\] chief:0 exited with 137 \(killed by SIGKILL\)$/m);
+      expect(out).toMatch(/: restarting the group \(restart 1 of 1\)$/m);
+      expect(out).toMatch(new RegExp(`^\\[launch\\] started chief:0 at \\S+ \\(pid ${chiefStandby}, its standby\\)$`, "m"));
+      expect(out).toMatch(new RegExp(`^\\[launch\\] started worker:0 at \\S+ \\(pid ${workerStandby}, its standby\\)$`, "m"));
+      expect(out).toMatch(/^\[chief:0\] INFO Starting at global step [1-9]\d{3,} \(restored from /m);
+      expect(out).toMatch(/^\[launch\] every task exited 0$/m);
+      expect(existsSync(join(root, "runs/tfjs-classifier/model.ckpt-3000.index"))).toBe(true);
+      expect(gone(chief)).toBe(true);
+      for (const pid of standbyPids(out)) expect(gone(pid), `standby ${pid}`).toBe(true);
     });
 
     it.skipIf(backend.name === "etcd")("launch SIGKILLed: its standbys (the default with --max-restarts) end by themselves", { timeout: 200_000 }, async () => {
