@@ -47,12 +47,18 @@ for (const backend of backends) {
   describe.skipIf(backend.skip)(`launch --standby on the bundled job (${backend.name} coordination)`, () => {
     backend.serve();
 
-    it("a SIGKILLed chief: the group restarts from its standbys (the same pids), resumes and reaches the last step (exit 0), and no standby is left", { timeout: 300_000 }, async () => {
-      const root = tempDir();
+    /** `launch --workers 2 --max-restarts 1` (and `flags`) on the bundled job to step 3000, once it has made its standbys. */
+    const launchToStep3000 = async (root: string, flags: readonly string[]): Promise<CliChild> => {
       const yaml = exampleTree(root, (y) => `${y.replace(/^lastStep: \d+$/m, "lastStep: 3000")}${backend.cluster()}`);
-      const l = startCli(["launch", "--workers", "2", "--standby", "--max-restarts", "1", "--kill-after", "20", yaml], { timeoutMs: 280_000 });
+      const l = startCli(["launch", "--workers", "2", ...flags, "--max-restarts", "1", "--kill-after", "20", yaml], { timeoutMs: 280_000 });
       launched.push(l);
       await l.waitFor(STANDBY_LINE, 120_000);
+      return l;
+    };
+
+    it("a SIGKILLed chief: the group restarts from its standbys (the same pids), resumes and reaches the last step (exit 0), and no standby is left", { timeout: 300_000 }, async () => {
+      const root = tempDir();
+      const l = await launchToStep3000(root, ["--standby"]);
       // A checkpoint past 0, so that the restart resumes from it.
       await l.waitFor(/^\[chief:0\] INFO Checkpoint saved: \S+model\.ckpt-1000 /m, 120_000);
       const [, chiefStandby, workerStandby] = STANDBY_LINE.exec(l.output()) as RegExpExecArray;
@@ -87,10 +93,7 @@ for (const backend of backends) {
 
     it("a SIGKILLed worker: restarted alone from its standby (the same pid) while the chief trains on, a standby made again for it, the last step reached (exit 0)", { timeout: 300_000 }, async () => {
       const root = tempDir();
-      const yaml = exampleTree(root, (y) => `${y.replace(/^lastStep: \d+$/m, "lastStep: 3000")}${backend.cluster()}`);
-      const l = startCli(["launch", "--workers", "2", "--standby", "--max-restarts", "1", "--kill-after", "20", yaml], { timeoutMs: 280_000 });
-      launched.push(l);
-      await l.waitFor(STANDBY_LINE, 120_000);
+      const l = await launchToStep3000(root, ["--standby"]);
       await l.waitFor(/^\[launch\] every task joined the replica group, which waits for a lost worker/m, 120_000);
       const [, , workerStandby] = STANDBY_LINE.exec(l.output()) as RegExpExecArray;
       const chief = Number(/^\[launch\] started chief:0 at \S+ \(pid (\d+)\)$/m.exec(l.output())?.[1]);
@@ -114,10 +117,7 @@ for (const backend of backends) {
 
     it("a frozen worker (SIGSTOP): declared failed, SIGKILLed by launch, restarted alone from its standby (the same pid); the last step reached (exit 0)", { timeout: 300_000 }, async () => {
       const root = tempDir();
-      const yaml = exampleTree(root, (y) => `${y.replace(/^lastStep: \d+$/m, "lastStep: 3000")}${backend.cluster()}`);
-      const l = startCli(["launch", "--workers", "2", "--max-restarts", "1", "--kill-after", "20", yaml], { timeoutMs: 280_000 });
-      launched.push(l);
-      await l.waitFor(STANDBY_LINE, 120_000);
+      const l = await launchToStep3000(root, []);
       await l.waitFor(/^\[launch\] every task joined the replica group, which waits for a lost worker/m, 120_000);
       const [, , workerStandby] = STANDBY_LINE.exec(l.output()) as RegExpExecArray;
       const worker = Number(/^\[launch\] started worker:0 at \S+ \(pid (\d+)\)$/m.exec(l.output())?.[1]);
@@ -138,10 +138,7 @@ for (const backend of backends) {
 
     it("a frozen chief (SIGSTOP): found lost, SIGKILLed by launch, the group restarts from its standbys (the same pids), resumes and reaches the last step (exit 0)", { timeout: 300_000 }, async () => {
       const root = tempDir();
-      const yaml = exampleTree(root, (y) => `${y.replace(/^lastStep: \d+$/m, "lastStep: 3000")}${backend.cluster()}`);
-      const l = startCli(["launch", "--workers", "2", "--max-restarts", "1", "--kill-after", "20", yaml], { timeoutMs: 280_000 });
-      launched.push(l);
-      await l.waitFor(STANDBY_LINE, 120_000);
+      const l = await launchToStep3000(root, []);
       await l.waitFor(/^\[chief:0\] INFO Checkpoint saved: \S+model\.ckpt-1000 /m, 120_000);
       const [, chiefStandby, workerStandby] = STANDBY_LINE.exec(l.output()) as RegExpExecArray;
       const chief = Number(/^\[launch\] started chief:0 at \S+ \(pid (\d+)\)$/m.exec(l.output())?.[1]);
