@@ -3,12 +3,15 @@
  * measured in the same run (write + fsync, and read, of the same bytes).
  *
  * - `syncSaveMs`: `CheckpointManager.save(snapshot)`: data, index and state file(s) written to
- *   temp names and fsynced concurrently, renamed, one directory fsync, sweep (see "How a save
- *   is written" in docs/checkpoints.md). `fileFsyncsPerSave` / `dirFsyncsPerSave` count the
- *   fsyncs of one sync save (a breakdown, not a target).
+ *   temp names and fsynced, renamed, one directory fsync, sweep (see "How a save is written" in
+ *   docs/checkpoints.md): up to 4 MiB of data as one job on the checkpoint writer thread (the
+ *   fsyncs one after another there; from 2026-12-02), larger from the tensors' buffers with the
+ *   fsyncs at once. `fileFsyncsPerSave` / `dirFsyncsPerSave` count the fsyncs of one sync save,
+ *   on either path (a breakdown, not a target).
  * - `snapshotMs`: `VariableStore.snapshot()` of a `GraphSession` (the store's deep copy).
  * - `asyncStallMs`: how long `await AsyncCheckpointer.save(store)` blocks the loop (snapshot
- *   included); `asyncLoopMaxGapMs`: the longest event-loop stall while the save then runs in
+ *   included; for a save of up to 4 MiB, its checksums and encoding too, done when it is
+ *   requested); `asyncLoopMaxGapMs`: the longest event-loop stall while the save then runs in
  *   the background (a setImmediate ticker).
  * - `restoreMs`: `BundleSaver.restore` (read + verify every CRC32C).
  * - `rawWriteFsyncMs` / `rawReadMs`: the same data bytes with `fs.open/write/sync/close` and

@@ -42,6 +42,7 @@ import {
   resolveInside,
   settleAll,
   stageFile,
+  syncCounters,
   TEMP_MARKER,
   unlinkIfExists,
   type StagedFile,
@@ -257,7 +258,7 @@ export class CheckpointManager {
     if (lock !== false) {
       m.lock = await CheckpointDirLock.acquire(m.directory, { ...(lock === true ? {} : lock), clock: m.clock, logger: m.logger });
       // The directory's writer: its writer thread starts now, not at the first save.
-      if (m.committer !== null && options.fileCommitter === undefined) sharedFileCommitter().warm();
+      if (m.committer !== null && options.fileCommitter === undefined) sharedFileCommitter()?.warm();
     }
     try {
       if (options.removeLeftovers ?? true) await m.cleanup();
@@ -481,10 +482,10 @@ export class CheckpointManager {
       const secondTmp = swept.text === recorded.text ? null : tmp(swept.file);
       const steps: FileStep[] = [
         { op: "mkdir", dir: this.directory },
-        { op: "write", tmp: dataTmp, bytes: encoded.data },
-        { op: "write", tmp: indexTmp, bytes: ownedBytes(encoded.index) },
-        { op: "write", tmp: firstTmp, bytes: utf8.encode(recorded.text) },
-        ...(secondTmp === null ? [] : [{ op: "write", tmp: secondTmp, bytes: utf8.encode(swept.text) } as const]),
+        { op: "write", tmp: dataTmp, path: encoded.dataPath, bytes: encoded.data },
+        { op: "write", tmp: indexTmp, path: encoded.indexPath, bytes: ownedBytes(encoded.index) },
+        { op: "write", tmp: firstTmp, path: recorded.file, bytes: utf8.encode(recorded.text) },
+        ...(secondTmp === null ? [] : [{ op: "write", tmp: secondTmp, path: swept.file, bytes: utf8.encode(swept.text) } as const]),
         ...(expected === undefined ? [] : [{ op: "checkLock", ...expected } as const]),
         // An older checkpoint at this prefix keeps its index until the new one replaces it (see `StagedBundle.publish`).
         { op: "rename", from: dataTmp, to: encoded.dataPath },
@@ -494,14 +495,16 @@ export class CheckpointManager {
       ];
       const recordedAfter = steps.length;
       const removed = new Map<string, string>();
+      // Index first, then data (as `removeBundle`): a checkpoint whose index stays keeps its data.
       for (const path of plan.remove) {
-        for (const file of [indexPath(path), dataPath(path)]) {
-          removed.set(file, path);
-          steps.push({ op: "unlink", path: file });
-        }
+        const files = [indexPath(path), dataPath(path)];
+        for (const file of files) removed.set(file, path);
+        steps.push({ op: "unlink", paths: files });
       }
       if (secondTmp !== null) steps.push({ op: "rename", from: secondTmp, to: swept.file });
       const result = await committer.run({ steps });
+      syncCounters.files += result.syncs.files;
+      syncCounters.directories += result.syncs.directories;
       for (const w of result.warnings) {
         const path = removed.get(w.path ?? "") ?? w.path ?? "(unknown)";
         this.logger.warn(`Could not delete checkpoint ${path}: ${w.message}`, { path });

@@ -21,6 +21,9 @@ afterAll(() => thread.stop());
 
 const bytes = (text: string): Uint8Array => new TextEncoder().encode(text);
 
+/** A write step of `bytes` to `tmp`, for the file `tmp` names without its `.tmp…` suffix. */
+const write = (tmp: string, data: Uint8Array): FileStep => ({ op: "write", tmp, path: tmp.replace(/\.tmp[^/]*$/, ""), bytes: data });
+
 describe.each<[string, FileCommitter]>([
   ["on a worker thread", thread],
   ["on the calling thread", inProcessCommitter()],
@@ -29,14 +32,15 @@ describe.each<[string, FileCommitter]>([
     const dir = join(tempDir(), "a", "b");
     const steps: FileStep[] = [
       { op: "mkdir", dir },
-      { op: "write", tmp: join(dir, "x.tmp-1"), bytes: bytes("first") },
-      { op: "write", tmp: join(dir, "y.tmp-1"), bytes: new Uint8Array(0) },
+      write(join(dir, "x.tmp-1"), bytes("first")),
+      write(join(dir, "y.tmp-1"), new Uint8Array(0)),
       { op: "rename", from: join(dir, "x.tmp-1"), to: join(dir, "x") },
       { op: "rename", from: join(dir, "y.tmp-1"), to: join(dir, "y") },
       { op: "fsyncDir", dir },
     ];
     const result = await committer.run({ steps });
-    expect(result).toEqual({ done: steps.length, warnings: [] });
+    // Two files, the directory, and the parent of the first directory mkdir created.
+    expect(result).toEqual({ done: steps.length, warnings: [], syncs: { files: 2, directories: 2 } });
     expect(readFileSync(join(dir, "x"), "utf8")).toBe("first");
     expect(readFileSync(join(dir, "y"), "utf8")).toBe("");
     expect(readdirSync(dir).sort()).toEqual(["x", "y"]);
@@ -46,9 +50,9 @@ describe.each<[string, FileCommitter]>([
     const dir = tempDir();
     const result = await committer.run({
       steps: [
-        { op: "write", tmp: join(dir, "a.tmp"), bytes: bytes("a") },
+        write(join(dir, "a.tmp"), bytes("a")),
         { op: "rename", from: join(dir, "a.tmp"), to: join(dir, "a") },
-        { op: "write", tmp: join(dir, "b.tmp"), bytes: bytes("b") },
+        write(join(dir, "b.tmp"), bytes("b")),
         { op: "rename", from: join(dir, "missing.tmp"), to: join(dir, "c") },
         { op: "fsyncDir", dir },
       ],
@@ -63,7 +67,7 @@ describe.each<[string, FileCommitter]>([
   it("never deletes a file it did not create: a temporary name that exists fails with EEXIST", async () => {
     const dir = tempDir();
     writeFileSync(join(dir, "taken.tmp"), "someone else's");
-    const result = await committer.run({ steps: [{ op: "write", tmp: join(dir, "taken.tmp"), bytes: bytes("mine") }] });
+    const result = await committer.run({ steps: [write(join(dir, "taken.tmp"), bytes("mine"))] });
     expect(result).toMatchObject({ done: 0, error: { code: "EEXIST" } });
     expect(readFileSync(join(dir, "taken.tmp"), "utf8")).toBe("someone else's");
   });
@@ -72,11 +76,11 @@ describe.each<[string, FileCommitter]>([
     const dir = tempDir();
     writeFileSync(join(dir, "lock"), JSON.stringify({ token: "theirs", pid: 1 }));
     const steps: FileStep[] = [
-      { op: "write", tmp: join(dir, "s.tmp"), bytes: bytes("state") },
+      write(join(dir, "s.tmp"), bytes("state")),
       { op: "checkLock", path: join(dir, "lock"), token: "mine" },
       { op: "rename", from: join(dir, "s.tmp"), to: join(dir, "s") },
     ];
-    expect(await committer.run({ steps })).toEqual({ done: 1, lock: JSON.stringify({ token: "theirs", pid: 1 }), warnings: [] });
+    expect(await committer.run({ steps })).toMatchObject({ done: 1, lock: JSON.stringify({ token: "theirs", pid: 1 }), warnings: [] });
     expect(readdirSync(dir)).toEqual(["lock"]);
 
     writeFileSync(join(dir, "lock"), "not json");
@@ -86,27 +90,38 @@ describe.each<[string, FileCommitter]>([
     expect(readdirSync(dir)).toEqual([]);
 
     writeFileSync(join(dir, "lock"), JSON.stringify({ token: "mine" }));
-    expect(await committer.run({ steps })).toEqual({ done: 3, warnings: [] });
+    expect(await committer.run({ steps })).toMatchObject({ done: 3, warnings: [] });
     expect(readFileSync(join(dir, "s"), "utf8")).toBe("state");
   });
 
-  it("a deletion that fails is a warning and the job goes on; a missing file is nothing", async () => {
+  it("a deletion that fails is a warning, keeps the rest of its group, and the job goes on; a missing file is nothing", async () => {
     const dir = tempDir();
     mkdirSync(join(dir, "a-directory"));
-    writeFileSync(join(dir, "old"), "x");
+    writeFileSync(join(dir, "its-data"), "x");
+    writeFileSync(join(dir, "old.index"), "x");
+    writeFileSync(join(dir, "old.data"), "x");
     const result = await committer.run({
       steps: [
-        { op: "unlink", path: join(dir, "a-directory") },
-        { op: "unlink", path: join(dir, "never-there") },
-        { op: "unlink", path: join(dir, "old") },
-        { op: "write", tmp: join(dir, "after.tmp"), bytes: bytes("after") },
+        // A checkpoint whose index cannot be deleted keeps its data.
+        { op: "unlink", paths: [join(dir, "a-directory"), join(dir, "its-data")] },
+        { op: "unlink", paths: [join(dir, "never-there"), join(dir, "old.index"), join(dir, "old.data")] },
+        write(join(dir, "after.tmp"), bytes("after")),
         { op: "rename", from: join(dir, "after.tmp"), to: join(dir, "after") },
       ],
     });
-    expect(result.done).toBe(5);
+    expect(result.done).toBe(4);
     expect(result.error).toBeUndefined();
     expect(result.warnings).toEqual([expect.objectContaining({ path: join(dir, "a-directory"), code: expect.stringMatching(/^E(ISDIR|PERM)$/) })]);
-    expect(readdirSync(dir).sort()).toEqual(["a-directory", "after"]);
+    expect(readdirSync(dir).sort()).toEqual(["a-directory", "after", "its-data"]);
+  });
+
+  it("a write that fails names the file it was written for, not its temporary name, and counts the fsyncs it made", async () => {
+    const dir = tempDir();
+    const result = await committer.run({
+      steps: [write(join(dir, "ok.tmp"), bytes("ok")), { op: "fsyncDir", dir }, write(join(dir, "no-such-dir", "x.tmp"), bytes("x"))],
+    });
+    expect(result).toMatchObject({ done: 2, error: { code: "ENOENT", path: join(dir, "no-such-dir", "x") }, syncs: { files: 1, directories: 1 } });
+    expect(readdirSync(dir)).toEqual([]);
   });
 
   it("an unknown step fails the job without touching anything", async () => {
@@ -121,7 +136,7 @@ describe("the writer thread", () => {
     const dir = tempDir();
     // A job big enough to still be running when the thread is stopped, or already done: either
     // way the next job must run.
-    const running = own.run({ steps: [{ op: "write", tmp: join(dir, "big.tmp"), bytes: new Uint8Array(1 << 20) }] });
+    const running = own.run({ steps: [write(join(dir, "big.tmp"), new Uint8Array(1 << 20))] });
     await own.stop();
     const outcome = await running.then(
       (r) => ({ ok: r }),
@@ -129,9 +144,9 @@ describe("the writer thread", () => {
     );
     if ("failed" in outcome) {
       expect(outcome.failed).toBeInstanceOf(RuntimeError);
-      expect(String((outcome.failed as Error).message)).toMatch(/checkpoint writer thread stopped .*the save was not recorded/);
+      expect(String((outcome.failed as Error).message)).toMatch(/checkpoint writer thread stopped .* before it answered: the save is not counted/);
     }
-    expect(await own.run({ steps: [{ op: "mkdir", dir: join(dir, "again") }] })).toEqual({ done: 1, warnings: [] });
+    expect(await own.run({ steps: [{ op: "mkdir", dir: join(dir, "again") }] })).toMatchObject({ done: 1, warnings: [] });
     expect(existsSync(join(dir, "again"))).toBe(true);
     await own.stop();
   });

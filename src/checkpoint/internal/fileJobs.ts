@@ -13,7 +13,8 @@
  * and kept, not holding the process open while idle. Its code is {@link JOB_RUNNER_SOURCE}, plain
  * JavaScript given to the worker as text, so that it runs the same under `tsx`, vitest and the
  * compiled package; {@link inProcessCommitter} runs the same text on the calling thread with a
- * file system of the caller's choice (tests inject faults through it).
+ * file system of the caller's choice: the fallback when a worker cannot start (thread limits,
+ * code generation disallowed), and the tests' way to inject faults.
  *
  * @module
  */
@@ -32,8 +33,11 @@ import { RuntimeError } from "../../errors.js";
 export type FileStep =
   /** Creates `dir` and its missing parents; fsyncs the parent of the first one it created. */
   | { readonly op: "mkdir"; readonly dir: string }
-  /** Creates `tmp` (it must not exist), writes `bytes`, `fdatasync`s and closes it. */
-  | { readonly op: "write"; readonly tmp: string; readonly bytes: Uint8Array }
+  /**
+   * Creates `tmp` (it must not exist), writes `bytes`, `fdatasync`s and closes it. A failure
+   * names `path`, the file it is written for.
+   */
+  | { readonly op: "write"; readonly tmp: string; readonly path: string; readonly bytes: Uint8Array }
   /**
    * Stops the job (a {@link FileJobResult} with `lock`) unless the JSON file at `path` holds
    * `token` as its `token`: the directory's writer lost its lock while it stalled.
@@ -43,8 +47,12 @@ export type FileStep =
   | { readonly op: "rename"; readonly from: string; readonly to: string }
   /** fsyncs the directory `dir`. */
   | { readonly op: "fsyncDir"; readonly dir: string }
-  /** Deletes `path`, best effort: a failure is a warning of the result, a missing file nothing. */
-  | { readonly op: "unlink"; readonly path: string };
+  /**
+   * Deletes `paths` in order, best effort: the first that fails is a warning of the result and
+   * the rest are kept (a checkpoint's data outlives an index that could not be deleted); a
+   * missing file is nothing.
+   */
+  | { readonly op: "unlink"; readonly paths: readonly string[] };
 
 /** Steps run in order; the first that fails stops the job, and every written file not renamed is deleted. */
 export interface FileJob {
@@ -69,6 +77,8 @@ export interface FileJobResult {
   readonly lock?: string | null;
   /** `unlink` steps that failed (the job went on). */
   readonly warnings: readonly FileJobError[];
+  /** The file and directory fsyncs it issued (for `syncCounters`). */
+  readonly syncs: { readonly files: number; readonly directories: number };
 }
 
 /** Runs {@link FileJob}s. */
@@ -87,6 +97,7 @@ const steps = job.steps;
 const written = [];
 const renamed = new Set();
 const warnings = [];
+const syncs = { files: 0, directories: 0 };
 const errorOf = (e) => ({
   message: String(e && e.message !== undefined ? e.message : e),
   ...(e && typeof e.code === "string" ? { code: e.code } : {}),
@@ -95,28 +106,33 @@ const errorOf = (e) => ({
 });
 const fsyncDir = (dir) => {
   const fd = fs.openSync(dir, "r");
-  try { fs.fsyncSync(fd); } finally { fs.closeSync(fd); }
+  try { syncs.directories++; fs.fsyncSync(fd); } finally { fs.closeSync(fd); }
 };
 let i = 0;
 try {
   for (; i < steps.length; i++) {
     const s = steps[i];
     if (s.op === "write") {
-      const fd = fs.openSync(s.tmp, "wx", 0o644);
-      written.push(s.tmp);
+      let fd;
       try {
+        fd = fs.openSync(s.tmp, "wx", 0o644);
+        written.push(s.tmp);
         let at = 0;
         while (at < s.bytes.byteLength) {
           const n = fs.writeSync(fd, s.bytes, at, s.bytes.byteLength - at);
-          if (n === 0) throw Object.assign(new Error("write made no progress"), { path: s.tmp });
+          if (n === 0) throw new Error("write made no progress");
           at += n;
         }
+        syncs.files++;
         fs.fdatasyncSync(fd);
+        const f = fd;
+        fd = undefined;
+        fs.closeSync(f);
       } catch (e) {
-        if (e && typeof e.code === "string" && e.path === undefined) e.path = s.tmp;
+        // The file it is written for, as the streaming path names it (not the temporary name).
+        if (e && typeof e === "object") e.path = s.path;
+        if (fd !== undefined) { try { fs.closeSync(fd); } catch { /* the first error is the one to report */ } }
         throw e;
-      } finally {
-        fs.closeSync(fd);
       }
     } else if (s.op === "rename") {
       fs.renameSync(s.from, s.to);
@@ -131,16 +147,18 @@ try {
       try { raw = fs.readFileSync(s.path, "utf8"); } catch (e) { if (!e || e.code !== "ENOENT") throw e; }
       let token;
       try { token = JSON.parse(raw).token; } catch { token = undefined; }
-      if (token !== s.token) return { done: i, lock: raw, warnings };
+      if (token !== s.token) return { done: i, lock: raw, warnings, syncs };
     } else if (s.op === "unlink") {
-      try { fs.unlinkSync(s.path); } catch (e) { if (!e || e.code !== "ENOENT") warnings.push(errorOf(e)); }
+      for (const p of s.paths) {
+        try { fs.unlinkSync(p); } catch (e) { if (!e || e.code !== "ENOENT") { warnings.push(errorOf(e)); break; } }
+      }
     } else {
       throw new Error("unknown file step " + JSON.stringify(s.op));
     }
   }
-  return { done: i, warnings };
+  return { done: i, warnings, syncs };
 } catch (e) {
-  return { done: i, error: errorOf(e), warnings };
+  return { done: i, error: errorOf(e), warnings, syncs };
 } finally {
   for (const t of written) {
     if (!renamed.has(t)) { try { fs.unlinkSync(t); } catch { /* already gone */ } }
@@ -156,7 +174,7 @@ const path = require("node:path");
 const run = new Function("fs", "path", "job", ${JSON.stringify(JOB_RUNNER_SOURCE)});
 parentPort.on("message", (m) => {
   let result;
-  try { result = run(fs, path, m.job); } catch (e) { result = { done: -1, error: { message: String(e && e.message || e) }, warnings: [] }; }
+  try { result = run(fs, path, m.job); } catch (e) { result = { done: -1, error: { message: String(e && e.message || e) }, warnings: [], syncs: { files: 0, directories: 0 } }; }
   parentPort.postMessage({ id: m.id, result });
 });
 `;
@@ -178,6 +196,8 @@ export const inProcessCommitter = (fs: JobFileSystem = nodeFs): FileCommitter =>
 };
 
 interface Pending {
+  /** The worker running it: only its death fails the job. */
+  readonly worker: Worker;
   readonly resolve: (r: FileJobResult) => void;
   readonly reject: (e: unknown) => void;
 }
@@ -191,13 +211,23 @@ class WorkerCommitter implements FileCommitter {
   private worker: Worker | null = null;
   private readonly pending = new Map<number, Pending>();
   private nextId = 0;
+  /** Set once a worker could not start (thread limits, code generation disallowed): jobs then run on the calling thread. */
+  private fallback: FileCommitter | null = null;
 
   run(job: FileJob): Promise<FileJobResult> {
-    const worker = this.worker ?? this.start();
+    if (this.fallback !== null) return this.fallback.run(job);
+    let worker: Worker;
+    try {
+      worker = this.worker ?? this.start();
+    } catch {
+      // Blocking calls on this thread: slower for training, as durable.
+      this.fallback = inProcessCommitter();
+      return this.fallback.run(job);
+    }
     const id = this.nextId++;
     return new Promise<FileJobResult>((resolve, reject) => {
       if (this.pending.size === 0) worker.ref();
-      this.pending.set(id, { resolve, reject });
+      this.pending.set(id, { worker, resolve, reject });
       // Copied, never transferred: the caller keeps its buffers (a message carrying a buffer
       // that an earlier transfer detached is dropped without an error, and would never be
       // answered). Each write's bytes should be a buffer of their own (`ownedBytes`): a view is
@@ -211,9 +241,14 @@ class WorkerCommitter implements FileCommitter {
     });
   }
 
-  /** Starts the worker now, so that the first save does not wait for it. */
+  /** Starts the worker now, so that the first save does not wait for it (never throws: a worker that cannot start is the first job's concern). */
   warm(): void {
-    if (this.worker === null) this.start();
+    if (this.worker !== null || this.fallback !== null) return;
+    try {
+      this.start();
+    } catch {
+      this.fallback = inProcessCommitter();
+    }
   }
 
   /** Stops the worker: jobs running reject; the next job starts a new one. */
@@ -228,9 +263,13 @@ class WorkerCommitter implements FileCommitter {
     worker.on("message", (m: { id: number; result: FileJobResult }) => this.settle(m.id)?.resolve(m.result));
     const fail = (why: string): void => {
       if (this.worker === worker) this.worker = null;
-      const jobs = [...this.pending.values()];
-      this.pending.clear();
-      for (const p of jobs) p.reject(new RuntimeError(`The checkpoint writer thread stopped (${why}); the save was not recorded.`));
+      for (const [id, p] of [...this.pending]) {
+        if (p.worker !== worker) continue;
+        this.settle(id);
+        p.reject(
+          new RuntimeError(`The checkpoint writer thread stopped (${why}) before it answered: the save is not counted, and its files may or may not be on disk (the next save records normally).`),
+        );
+      }
     };
     worker.on("error", (e) => fail(e.message));
     worker.on("exit", (code) => fail(`exit code ${code}`));
@@ -253,8 +292,25 @@ export const workerCommitter = (): FileCommitter & { warm(): void; stop(): Promi
 
 let shared: WorkerCommitter | null = null;
 
-/** The process's checkpoint writer thread (made on first use, shared by every manager). */
-export const sharedFileCommitter = (): FileCommitter & { warm(): void } => (shared ??= new WorkerCommitter());
+/**
+ * Whether this process can run jobs at all: their runner is compiled from text, which
+ * `--disallow-code-generation-from-strings` forbids (on every thread).
+ */
+const runnable = ((): boolean => {
+  try {
+    new Function("fs", "path", "job", JOB_RUNNER_SOURCE);
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+/**
+ * The process's checkpoint writer thread (made on first use, shared by every manager); `null`
+ * where jobs cannot run (code generation from strings disallowed): saves then stream on the
+ * calling thread.
+ */
+export const sharedFileCommitter = (): (FileCommitter & { warm(): void }) | null => (runnable ? (shared ??= new WorkerCommitter()) : null);
 
 // ---------------------------------------------------------------------------------------------
 // utils
