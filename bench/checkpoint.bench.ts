@@ -4,13 +4,13 @@
  *
  * - `syncSaveMs`: `CheckpointManager.save(snapshot)`: data, index and state file(s) written to
  *   temp names and fsynced, renamed, one directory fsync, sweep (see "How a save is written" in
- *   docs/checkpoints.md): up to 4 MiB of data as one job on the checkpoint writer thread (the
- *   fsyncs one after another there; from 2026-12-02), larger from the tensors' buffers with the
- *   fsyncs at once. `fileFsyncsPerSave` / `dirFsyncsPerSave` count the fsyncs of one sync save,
- *   on either path (a breakdown, not a target).
+ *   docs/checkpoints.md): up to 1 MiB of data as one job on the checkpoint writer thread (from
+ *   2026-12-02), larger from the tensors' buffers; the files' fsyncs at once either way.
+ *   `fileFsyncsPerSave` / `dirFsyncsPerSave` count the fsyncs of one sync save, on either path
+ *   (a breakdown, not a target).
  * - `snapshotMs`: `VariableStore.snapshot()` of a `GraphSession` (the store's deep copy).
  * - `asyncStallMs`: how long `await AsyncCheckpointer.save(store)` blocks the loop (snapshot
- *   included; for a save of up to 4 MiB, its checksums and encoding too, done when it is
+ *   included; for a save of up to 1 MiB, its checksums and encoding too, done when it is
  *   requested); `asyncLoopMaxGapMs`: the longest event-loop stall while the save then runs in
  *   the background (a setImmediate ticker).
  * - `restoreMs`: `BundleSaver.restore` (read + verify every CRC32C).

@@ -34,11 +34,12 @@ describe("the writer thread, where no worker can start", () => {
       const result = await committer.run({
         steps: [
           { op: "write", tmp: join(dir, `${name}.tmp`), path: join(dir, name), bytes: Uint8Array.of(1, 2) },
+          { op: "syncWritten" },
           { op: "rename", from: join(dir, `${name}.tmp`), to: join(dir, name) },
           { op: "fsyncDir", dir },
         ],
       });
-      expect(result).toEqual({ done: 3, warnings: [], syncs: { files: 1, directories: 1 } });
+      expect(result).toEqual({ done: 4, warnings: [], syncs: { files: 1, directories: 1 } });
       expect([...readFileSync(join(dir, name))]).toEqual([1, 2]);
     }
     expect(attempts.count).toBe(1);

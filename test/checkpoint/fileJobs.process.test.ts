@@ -23,6 +23,7 @@ describe("the checkpoint writer thread", () => {
       const dir = ${JSON.stringify(dir)};
       sharedFileCommitter().run({ steps: [
         { op: "write", tmp: dir + "/done.tmp", path: dir + "/done", bytes: new Uint8Array([1, 2, 3]) },
+        { op: "syncWritten" },
         { op: "rename", from: dir + "/done.tmp", to: dir + "/done" },
       ] }).then((r) => { process.stdout.write(JSON.stringify(r)); });
     `;
@@ -30,7 +31,7 @@ describe("the checkpoint writer thread", () => {
     const child = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { encoding: "utf8", timeout: 60_000 });
     expect(child.error).toBeUndefined();
     expect(child.status).toBe(0);
-    expect(JSON.parse(child.stdout)).toEqual({ done: 2, warnings: [], syncs: { files: 1, directories: 0 } });
+    expect(JSON.parse(child.stdout)).toEqual({ done: 3, warnings: [], syncs: { files: 1, directories: 0 } });
     expect([...readFileSync(join(dir, "done"))]).toEqual([1, 2, 3]);
   });
 

@@ -34,6 +34,7 @@ describe.each<[string, FileCommitter]>([
       { op: "mkdir", dir },
       write(join(dir, "x.tmp-1"), bytes("first")),
       write(join(dir, "y.tmp-1"), new Uint8Array(0)),
+      { op: "syncWritten" },
       { op: "rename", from: join(dir, "x.tmp-1"), to: join(dir, "x") },
       { op: "rename", from: join(dir, "y.tmp-1"), to: join(dir, "y") },
       { op: "fsyncDir", dir },
@@ -118,15 +119,30 @@ describe.each<[string, FileCommitter]>([
   it("a write that fails names the file it was written for, not its temporary name, and counts the fsyncs it made", async () => {
     const dir = tempDir();
     const result = await committer.run({
-      steps: [write(join(dir, "ok.tmp"), bytes("ok")), { op: "fsyncDir", dir }, write(join(dir, "no-such-dir", "x.tmp"), bytes("x"))],
+      steps: [write(join(dir, "ok.tmp"), bytes("ok")), { op: "syncWritten" }, { op: "fsyncDir", dir }, write(join(dir, "no-such-dir", "x.tmp"), bytes("x"))],
     });
-    expect(result).toMatchObject({ done: 2, error: { code: "ENOENT", path: join(dir, "no-such-dir", "x") }, syncs: { files: 1, directories: 1 } });
+    expect(result).toMatchObject({ done: 3, error: { code: "ENOENT", path: join(dir, "no-such-dir", "x") }, syncs: { files: 1, directories: 1 } });
     expect(readdirSync(dir)).toEqual([]);
   });
 
   it("an unknown step fails the job without touching anything", async () => {
     const result = await committer.run({ steps: [{ op: "format-disk" } as unknown as FileStep] });
     expect(result).toMatchObject({ done: 0, error: { message: expect.stringMatching(/unknown file step "format-disk"/) } });
+  });
+});
+
+// The worker's file system is Node's own: a failing fdatasync is injected on the calling thread.
+describe("a file job's round of fdatasyncs", () => {
+  it("an fdatasync that fails fails the job, naming the file, after closing every file of its round; nothing written stays", async () => {
+    const dir = tempDir();
+    const failing = inProcessCommitter({
+      ...fs,
+      fdatasync: ((fd: number, cb: (e: NodeJS.ErrnoException | null) => void) =>
+        fs.fstatSync(fd).size === 3 ? cb(Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO", syscall: "fdatasync" })) : fs.fdatasync(fd, cb)) as typeof fs.fdatasync,
+    });
+    const result = await failing.run({ steps: [write(join(dir, "a.tmp"), bytes("a")), write(join(dir, "bad.tmp"), bytes("bad")), { op: "syncWritten" }, { op: "rename", from: join(dir, "a.tmp"), to: join(dir, "a") }] });
+    expect(result).toMatchObject({ done: 2, error: { code: "EIO", path: join(dir, "bad") }, syncs: { files: 2 } });
+    expect(readdirSync(dir)).toEqual([]);
   });
 });
 

@@ -53,7 +53,7 @@ const store = (): VariableStore & { restored: ReadonlyMap<string, TensorValue>[]
 };
 
 describe("CheckpointManager and the writer thread", () => {
-  it("commits a small save as one job, streams one with more than 4 MiB of data, and both restore", async () => {
+  it("commits a small save as one job, streams one with more than 1 MiB of data, and both restore", async () => {
     const dir = tempDir();
     const committer = counting();
     const manager = await CheckpointManager.create({ directory: dir, fileCommitter: committer, maxToKeep: null, logger: new EventRecorder().logger() });
@@ -61,9 +61,9 @@ describe("CheckpointManager and the writer thread", () => {
     expect(manager.writesOnThread(small as never)).toBe(true);
     const smallPath = await manager.commitSave(small as never);
     expect(committer.jobs).toHaveLength(1);
-    expect(committer.jobs[0]?.steps.map((s) => s.op)).toEqual(["mkdir", "write", "write", "write", "checkLock", "rename", "rename", "rename", "fsyncDir"]);
+    expect(committer.jobs[0]?.steps.map((s) => s.op)).toEqual(["mkdir", "write", "write", "write", "syncWritten", "checkLock", "rename", "rename", "rename", "fsyncDir"]);
 
-    const big = manager.prepareSave(values(1_200_000, 5)) as never; // 4.8 MB of float32
+    const big = manager.prepareSave(values(300_000, 5)) as never; // 1.2 MB of float32
     expect(manager.writesOnThread(big)).toBe(false);
     const bigPath = await manager.commitSave(big);
     expect(committer.jobs).toHaveLength(1);
@@ -74,7 +74,7 @@ describe("CheckpointManager and the writer thread", () => {
     await manager.restore(s, bigPath);
     expect(Array.from((s.restored[0]?.get("w")?.data as Float32Array) ?? [])).toEqual([3, 3, 3, 3]);
     const restoredBig = s.restored[1]?.get("w")?.data as Float32Array;
-    expect([restoredBig.length, restoredBig[0], restoredBig[1_199_999]]).toEqual([1_200_000, 5, 5]);
+    expect([restoredBig.length, restoredBig[0], restoredBig[299_999]]).toEqual([300_000, 5, 5]);
     await manager.close();
   });
 

@@ -34,10 +34,12 @@ export type FileStep =
   /** Creates `dir` and its missing parents; fsyncs the parent of the first one it created. */
   | { readonly op: "mkdir"; readonly dir: string }
   /**
-   * Creates `tmp` (it must not exist), writes `bytes`, `fdatasync`s and closes it. A failure
-   * names `path`, the file it is written for.
+   * Creates `tmp` (it must not exist) and writes `bytes` to it, neither synced nor closed (see
+   * `syncWritten`). A failure names `path`, the file it is written for.
    */
   | { readonly op: "write"; readonly tmp: string; readonly path: string; readonly bytes: Uint8Array }
+  /** `fdatasync`s every file written since the last such step, all at once, and closes them. */
+  | { readonly op: "syncWritten" }
   /**
    * Stops the job (a {@link FileJobResult} with `lock`) unless the JSON file at `path` holds
    * `token` as its `token`: the directory's writer lost its lock while it stalled.
@@ -89,12 +91,15 @@ export interface FileCommitter {
 
 /**
  * The job runner, as JavaScript text: the body of a function of `(fs, path, job)` returning a
- * {@link FileJobResult}. Kept as text (not a compiled function's `toString()`, which a
+ * promise of a {@link FileJobResult}: blocking calls, but for the one round of `fdatasync`s,
+ * which run at once on libuv's threads. Kept as text (not a compiled function's `toString()`, which a
  * transpiler may decorate) so that a worker runs exactly it.
  */
 const JOB_RUNNER_SOURCE = `
+return (async () => {
 const steps = job.steps;
 const written = [];
+const open = new Map();
 const renamed = new Set();
 const warnings = [];
 const syncs = { files: 0, directories: 0 };
@@ -108,6 +113,12 @@ const fsyncDir = (dir) => {
   const fd = fs.openSync(dir, "r");
   try { syncs.directories++; fs.fsyncSync(fd); } finally { fs.closeSync(fd); }
 };
+const named = (e, p) => {
+  // The file it is written for, as the streaming path names it (not the temporary name).
+  if (e && typeof e === "object") e.path = p;
+  return e;
+};
+const datasync = (fd) => new Promise((resolve, reject) => fs.fdatasync(fd, (e) => (e ? reject(e) : resolve())));
 let i = 0;
 try {
   for (; i < steps.length; i++) {
@@ -117,23 +128,28 @@ try {
       try {
         fd = fs.openSync(s.tmp, "wx", 0o644);
         written.push(s.tmp);
+        open.set(s.tmp, { fd, path: s.path });
         let at = 0;
         while (at < s.bytes.byteLength) {
           const n = fs.writeSync(fd, s.bytes, at, s.bytes.byteLength - at);
           if (n === 0) throw new Error("write made no progress");
           at += n;
         }
-        syncs.files++;
-        fs.fdatasyncSync(fd);
-        const f = fd;
-        fd = undefined;
-        fs.closeSync(f);
       } catch (e) {
-        // The file it is written for, as the streaming path names it (not the temporary name).
-        if (e && typeof e === "object") e.path = s.path;
-        if (fd !== undefined) { try { fs.closeSync(fd); } catch { /* the first error is the one to report */ } }
-        throw e;
+        throw named(e, s.path);
       }
+    } else if (s.op === "syncWritten") {
+      // One round: every file written and not yet synced, at once (one journal commit can cover them).
+      const files = [...open.values()];
+      open.clear();
+      syncs.files += files.length;
+      const results = await Promise.allSettled(files.map((f) => datasync(f.fd)));
+      let first;
+      for (let k = 0; k < files.length; k++) {
+        try { fs.closeSync(files[k].fd); } catch (e) { if (first === undefined) first = named(e, files[k].path); }
+        if (results[k].status === "rejected" && first === undefined) first = named(results[k].reason, files[k].path);
+      }
+      if (first !== undefined) throw first;
     } else if (s.op === "rename") {
       fs.renameSync(s.from, s.to);
       renamed.add(s.from);
@@ -160,10 +176,12 @@ try {
 } catch (e) {
   return { done: i, error: errorOf(e), warnings, syncs };
 } finally {
+  for (const f of open.values()) { try { fs.closeSync(f.fd); } catch { /* closed with the error already reported */ } }
   for (const t of written) {
     if (!renamed.has(t)) { try { fs.unlinkSync(t); } catch { /* already gone */ } }
   }
 }
+})();
 `;
 
 /** The worker's program: runs each job it is sent and answers with its id. */
@@ -172,17 +190,18 @@ const { parentPort } = require("node:worker_threads");
 const fs = require("node:fs");
 const path = require("node:path");
 const run = new Function("fs", "path", "job", ${JSON.stringify(JOB_RUNNER_SOURCE)});
+const failed = (e) => ({ done: -1, error: { message: String((e && e.message) || e) }, warnings: [], syncs: { files: 0, directories: 0 } });
 parentPort.on("message", (m) => {
-  let result;
-  try { result = run(fs, path, m.job); } catch (e) { result = { done: -1, error: { message: String(e && e.message || e) }, warnings: [], syncs: { files: 0, directories: 0 } }; }
-  parentPort.postMessage({ id: m.id, result });
+  let running;
+  try { running = run(fs, path, m.job); } catch (e) { running = Promise.resolve(failed(e)); }
+  running.then((result) => result, failed).then((result) => parentPort.postMessage({ id: m.id, result }));
 });
 `;
 
 /** The file system calls a job uses (Node's `fs`, or a test's stand-in). */
 export type JobFileSystem = Pick<
   typeof nodeFs,
-  "openSync" | "writeSync" | "fdatasyncSync" | "fsyncSync" | "closeSync" | "renameSync" | "mkdirSync" | "readFileSync" | "unlinkSync"
+  "openSync" | "writeSync" | "fdatasync" | "fsyncSync" | "closeSync" | "renameSync" | "mkdirSync" | "readFileSync" | "unlinkSync"
 >;
 
 // ---------------------------------------------------------------------------------------------
@@ -191,7 +210,7 @@ export type JobFileSystem = Pick<
 
 /** Runs jobs on the calling thread with `fs` (default Node's): the fallback, and the tests' way to inject faults. */
 export const inProcessCommitter = (fs: JobFileSystem = nodeFs): FileCommitter => {
-  const run = new Function("fs", "path", "job", JOB_RUNNER_SOURCE) as (fs: JobFileSystem, path: typeof nodePath, job: FileJob) => FileJobResult;
+  const run = new Function("fs", "path", "job", JOB_RUNNER_SOURCE) as (fs: JobFileSystem, path: typeof nodePath, job: FileJob) => Promise<FileJobResult>;
   return { run: (job) => Promise.resolve().then(() => run(fs, nodePath, job)) };
 };
 
