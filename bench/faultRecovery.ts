@@ -10,9 +10,10 @@
  * - `frozenRank`: one replica group (`DATA_PARALLEL=1`), SIGSTOP to worker:0, then SIGTERM to
  *   worker:1.
  *
- * Per launch: `declarationMs`, from the freeze to `launch`'s line that a task found the frozen
- * one lost (its status channel's `lost`), and `allExitedMs`, from the SIGTERM to the last task's
- * exit; and the exit codes. A launch whose codes differ from the scenario's stated outcome is
+ * Per launch: `declarationMs`, from the freeze to `launch`'s line that names the frozen task
+ * and SIGKILLs it: a task found it lost (its status channel's `lost`), or `launch` found it
+ * stopped once another task had exited (its "is stopped (SIGSTOP)" line), whichever comes
+ * first; `allExitedMs`, from the SIGTERM to the last task's exit; and the exit codes. A launch whose codes differ from the scenario's stated outcome is
  * recorded as such (`outcomes`), so that a figure is never reported for a different ending; one
  * still running 120 s after the SIGTERM is killed and counted as stalled.
  */
@@ -72,7 +73,7 @@ export const measureFaults = async (options: { readonly runs: number }): Promise
         process.kill(pid(s.frozen), "SIGSTOP");
         const termAt = Date.now();
         process.kill(pid("worker:1"), "SIGTERM");
-        const declared = run.waitFor(new RegExp(`^\\[launch\\] ${s.frozen} (was declared failed|is lost)`, "m"), 120_000).then(
+        const declared = run.waitFor(new RegExp(`^\\[launch\\] ${s.frozen} (was declared failed|is lost|is stopped \\(SIGSTOP\\))`, "m"), 120_000).then(
           () => Date.now() - frozeAt,
           () => null,
         );

@@ -14,7 +14,7 @@ import { describe, expect, it, vi } from "vitest";
 
 import { CheckpointSaverHook } from "../../hooks/CheckpointSaverHook.js";
 import { BundleSaver, CheckpointManager } from "../../src/checkpoint/index.js";
-import { inProcessCommitter, type FileCommitter, type FileJob } from "../../src/checkpoint/internal/fileJobs.js";
+import { inProcessCommitter, sharedFileCommitter, workerCommitter, type FileCommitter, type FileJob } from "../../src/checkpoint/internal/fileJobs.js";
 import { InvalidArgumentError, RuntimeError } from "../../src/errors.js";
 import type { SessionEvent } from "../../src/events/SessionEvent.js";
 import { SessionRunArgs, SessionRunContext, type HookEnv } from "../../src/hook/SessionRunHook.js";
@@ -76,6 +76,56 @@ describe("CheckpointManager and the writer thread", () => {
     const restoredBig = s.restored[1]?.get("w")?.data as Float32Array;
     expect([restoredBig.length, restoredBig[0], restoredBig[299_999]]).toEqual([300_000, 5, 5]);
     await manager.close();
+  });
+
+  it("lays out a save only once when its tensors alone are over 1 MiB, and measures the limit on the data file", async () => {
+    const committer = counting();
+    const manager = await CheckpointManager.create({ directory: tempDir(), fileCommitter: committer, maxToKeep: null, logger: new EventRecorder().logger() });
+    const plan = vi.spyOn(BundleSaver.prototype, "plan");
+    /** Whether the save goes to the thread; it is committed either way (a prepared save holds the commit order). */
+    const onThread = async (v: ReadonlyMap<string, TensorValue>): Promise<boolean> => {
+      const prepared = manager.prepareSave(v) as never;
+      const answer = manager.writesOnThread(prepared);
+      await manager.commitSave(prepared);
+      return answer;
+    };
+    try {
+      // 1 MiB and 4 bytes of float32: over the limit before any layout.
+      expect(await onThread(values(262_145))).toBe(false);
+      expect(plan).not.toHaveBeenCalled(); // the streaming path lays it out, once
+      // Exactly 1 MiB of float32: not over the limit by the tensors' bytes, over it in the data
+      // file (the manager's own tensors add 16 bytes). The layout decides.
+      expect(await onThread(values(262_144))).toBe(false);
+      expect(plan).toHaveBeenCalledTimes(1);
+      expect(await onThread(values(200_000))).toBe(true);
+      expect(plan).toHaveBeenCalledTimes(2);
+      expect(committer.jobs).toHaveLength(1);
+    } finally {
+      plan.mockRestore();
+      await manager.close();
+    }
+  });
+
+  it("streams a save made while the writer thread is still starting, and gives the thread the saves after it", async () => {
+    const thread = workerCommitter();
+    try {
+      const manager = await CheckpointManager.create({ directory: tempDir(), fileCommitter: thread, maxToKeep: null, logger: new EventRecorder().logger() });
+      // No worker runs yet: asking starts one, and this save does not wait for it.
+      const first = manager.prepareSave(values(4, 1)) as never;
+      expect(manager.writesOnThread(first)).toBe(false);
+      await thread.whenReady();
+      expect(thread.ready()).toBe(true);
+      const second = manager.prepareSave(values(4, 2)) as never;
+      expect(manager.writesOnThread(second)).toBe(true);
+      const paths = [await manager.commitSave(first), await manager.commitSave(second)];
+      expect(manager.checkpoints).toEqual(paths);
+      const s = store();
+      await manager.restore(s, paths[1]);
+      expect(Array.from(s.restored[0]?.get("w")?.data as Float32Array)).toEqual([2, 2, 2, 2]);
+      await manager.close();
+    } finally {
+      await thread.stop();
+    }
   });
 
   it("never gives a custom saver's save to the thread", async () => {
@@ -162,6 +212,8 @@ describe("CheckpointSaverHook's event-loop turns", () => {
   };
 
   it("a save on the writer thread is reported as work off the thread (no turn per step); a save written on this thread is not", async () => {
+    // The process's writer thread is running (a save made while it starts streams: see above).
+    await sharedFileCommitter()?.whenReady();
     expect(await track({})).toEqual([{ offThread: true }, { offThread: true }, { offThread: true }]);
     expect(await track({ saver: new OwnSaver() })).toEqual([{ offThread: false }, { offThread: false }, { offThread: false }]);
   });

@@ -55,14 +55,26 @@ for (const backend of backends) {
       await l.waitFor(STANDBY_LINE, 120_000);
       return l;
     };
+    /** After the first periodic save past 0 (so that a restart resumes from it): the chief's pid and the two standbys'. */
+    const pidsAfterFirstSave = async (l: CliChild): Promise<{ chief: number; chiefStandby: string; workerStandby: string }> => {
+      await l.waitFor(/^\[chief:0\] INFO Checkpoint saved: \S+model\.ckpt-1000 /m, 120_000);
+      const [, chiefStandby = "", workerStandby = ""] = STANDBY_LINE.exec(l.output()) as RegExpExecArray;
+      const chief = Number(/^\[launch\] started chief:0 at \S+ \(pid (\d+)\)$/m.exec(l.output())?.[1]);
+      return { chief, chiefStandby, workerStandby };
+    };
+    /** The group restarted from its standbys (the same pids), resumed past 0 and ended well. */
+    const expectRestartedFromStandbys = (out: string, chiefStandby: string, workerStandby: string): void => {
+      expect(out).toMatch(new RegExp(`^\\[launch\\] started chief:0 at \\S+ \\(pid ${chiefStandby}, its standby\\)$`, "m"));
+      expect(out).toMatch(new RegExp(`^\\[launch\\] started worker:0 at \\S+ \\(pid ${workerStandby}, its standby\\)$`, "m"));
+      expect(out).toMatch(/^\[chief:0\] INFO Starting at global step [1-9]\d{3,} \(restored from /m);
+      expect(out).toMatch(/^\[launch\] every task exited 0$/m);
+    };
 
     it("a SIGKILLed chief: the group restarts from its standbys (the same pids), resumes and reaches the last step (exit 0), and no standby is left", { timeout: 300_000 }, async () => {
       const root = tempDir();
       const l = await launchToStep3000(root, ["--standby"]);
       // A checkpoint past 0, so that the restart resumes from it.
-      await l.waitFor(/^\[chief:0\] INFO Checkpoint saved: \S+model\.ckpt-1000 /m, 120_000);
-      const [, chiefStandby, workerStandby] = STANDBY_LINE.exec(l.output()) as RegExpExecArray;
-      const chief = Number(/^\[launch\] started chief:0 at \S+ \(pid (\d+)\)$/m.exec(l.output())?.[1]);
+      const { chief, chiefStandby, workerStandby } = await pidsAfterFirstSave(l);
       const killedAt = Date.now();
       process.kill(chief, "SIGKILL");
       const r = await l.done;
@@ -71,10 +83,7 @@ for (const backend of backends) {
       expect(out).toMatch(/^\[launch\] chief:0 exited with 137 \(killed by SIGKILL\)$/m);
       expect(out).toMatch(/: restarting the group \(restart 1 of 1\)$/m);
       // The restarted group is the standbys.
-      expect(out).toMatch(new RegExp(`^\\[launch\\] started chief:0 at \\S+ \\(pid ${chiefStandby}, its standby\\)$`, "m"));
-      expect(out).toMatch(new RegExp(`^\\[launch\\] started worker:0 at \\S+ \\(pid ${workerStandby}, its standby\\)$`, "m"));
-      expect(out).toMatch(/^\[chief:0\] INFO Starting at global step [1-9]\d{3,} \(restored from /m);
-      expect(out).toMatch(/^\[launch\] every task exited 0$/m);
+      expectRestartedFromStandbys(out, chiefStandby, workerStandby);
       const logDir = join(root, "runs/tfjs-classifier");
       expect(existsSync(join(logDir, "model.ckpt-3000.index"))).toBe(true);
       // Every standby made (the restarted group's too) is gone once launch exited.
@@ -139,9 +148,7 @@ for (const backend of backends) {
     it("a frozen chief (SIGSTOP): found lost, SIGKILLed by launch, the group restarts from its standbys (the same pids), resumes and reaches the last step (exit 0)", { timeout: 300_000 }, async () => {
       const root = tempDir();
       const l = await launchToStep3000(root, []);
-      await l.waitFor(/^\[chief:0\] INFO Checkpoint saved: \S+model\.ckpt-1000 /m, 120_000);
-      const [, chiefStandby, workerStandby] = STANDBY_LINE.exec(l.output()) as RegExpExecArray;
-      const chief = Number(/^\[launch\] started chief:0 at \S+ \(pid (\d+)\)$/m.exec(l.output())?.[1]);
+      const { chief, chiefStandby, workerStandby } = await pidsAfterFirstSave(l);
       process.kill(chief, "SIGSTOP");
       const r = await l.done;
       const out = l.output();
@@ -155,10 +162,7 @@ for (const backend of backends) {
       expect(out).toMatch(found);
       expect(out).toMatch(/^\[launch\] chief:0 exited with 137 \(killed by SIGKILL\)$/m);
       expect(out).toMatch(/: restarting the group \(restart 1 of 1\)$/m);
-      expect(out).toMatch(new RegExp(`^\\[launch\\] started chief:0 at \\S+ \\(pid ${chiefStandby}, its standby\\)$`, "m"));
-      expect(out).toMatch(new RegExp(`^\\[launch\\] started worker:0 at \\S+ \\(pid ${workerStandby}, its standby\\)$`, "m"));
-      expect(out).toMatch(/^\[chief:0\] INFO Starting at global step [1-9]\d{3,} \(restored from /m);
-      expect(out).toMatch(/^\[launch\] every task exited 0$/m);
+      expectRestartedFromStandbys(out, chiefStandby, workerStandby);
       expect(existsSync(join(root, "runs/tfjs-classifier/model.ckpt-3000.index"))).toBe(true);
       expect(gone(chief)).toBe(true);
       for (const pid of standbyPids(out)) expect(gone(pid), `standby ${pid}`).toBe(true);

@@ -87,6 +87,12 @@ export interface FileJobResult {
 export interface FileCommitter {
   /** Resolves with the job's result; rejects only if the job could not run at all. */
   run(job: FileJob): Promise<FileJobResult>;
+  /**
+   * Whether a job sent now starts at once: `false` while a worker thread is still starting
+   * (about 25 ms idle, more on a loaded machine), which a save should not wait for. Absent:
+   * always ready.
+   */
+  ready?(): boolean;
 }
 
 /**
@@ -228,6 +234,10 @@ interface Pending {
  */
 class WorkerCommitter implements FileCommitter {
   private worker: Worker | null = null;
+  /** Whether {@link worker} runs JavaScript yet (its `online` event). */
+  private online = false;
+  /** Settles when the worker last started is online, or ended before it was. */
+  private started: Promise<void> = Promise.resolve();
   private readonly pending = new Map<number, Pending>();
   private nextId = 0;
   /** Set once a worker could not start (thread limits, code generation disallowed): jobs then run on the calling thread. */
@@ -260,6 +270,22 @@ class WorkerCommitter implements FileCommitter {
     });
   }
 
+  /**
+   * Whether a job would run at once; if no worker runs, starts one (for the jobs after). A job
+   * sent while it starts waits for it, so a save that finds it not ready is written another way.
+   */
+  ready(): boolean {
+    if (this.fallback !== null) return true;
+    if (this.worker === null) this.warm();
+    return this.fallback !== null || this.online;
+  }
+
+  /** Starts the worker if none runs, and settles once it is online (or could not start, or died): {@link ready} then says which. */
+  whenReady(): Promise<void> {
+    this.warm();
+    return this.started;
+  }
+
   /** Starts the worker now, so that the first save does not wait for it (never throws: a worker that cannot start is the first job's concern). */
   warm(): void {
     if (this.worker !== null || this.fallback !== null) return;
@@ -279,9 +305,21 @@ class WorkerCommitter implements FileCommitter {
     // No inherited flags: the program is CommonJS text that needs no loader (`--import tsx`), and
     // a parent's `--input-type=module` would make it an ES module.
     const worker = new Worker(WORKER_SOURCE, { eval: true, execArgv: [], name: "monitored-session checkpoint writer", stdout: false, stderr: false });
+    this.online = false;
+    this.started = new Promise<void>((settle) => {
+      worker.once("online", () => {
+        if (this.worker === worker) this.online = true;
+        settle();
+      });
+      worker.once("error", () => settle());
+      worker.once("exit", () => settle());
+    });
     worker.on("message", (m: { id: number; result: FileJobResult }) => this.settle(m.id)?.resolve(m.result));
     const fail = (why: string): void => {
-      if (this.worker === worker) this.worker = null;
+      if (this.worker === worker) {
+        this.worker = null;
+        this.online = false;
+      }
       for (const [id, p] of [...this.pending]) {
         if (p.worker !== worker) continue;
         this.settle(id);
@@ -307,7 +345,7 @@ class WorkerCommitter implements FileCommitter {
 }
 
 /** A committer with a worker thread of its own (tests; managers share {@link sharedFileCommitter}'s). */
-export const workerCommitter = (): FileCommitter & { warm(): void; stop(): Promise<void> } => new WorkerCommitter();
+export const workerCommitter = (): FileCommitter & { ready(): boolean; whenReady(): Promise<void>; warm(): void; stop(): Promise<void> } => new WorkerCommitter();
 
 let shared: WorkerCommitter | null = null;
 
@@ -329,7 +367,7 @@ const runnable = ((): boolean => {
  * where jobs cannot run (code generation from strings disallowed): saves then stream on the
  * calling thread.
  */
-export const sharedFileCommitter = (): (FileCommitter & { warm(): void }) | null => (runnable ? (shared ??= new WorkerCommitter()) : null);
+export const sharedFileCommitter = (): (FileCommitter & { ready(): boolean; whenReady(): Promise<void>; warm(): void }) | null => (runnable ? (shared ??= new WorkerCommitter()) : null);
 
 // ---------------------------------------------------------------------------------------------
 // utils
