@@ -229,7 +229,8 @@ export default async (): Promise<Record<string, unknown>> => {
   if (FAULTS_ONLY) {
     const earlier = JSON.parse(readFileSync(join(repoRoot, "bench/results/preemption.json"), "utf8")) as Record<string, unknown>;
     const kept = Object.fromEntries(Object.entries(earlier).filter(([k]) => !/^fault/.test(k) && !["benchmark", "date", "node", "cpus", "cpuModel"].includes(k)));
-    return { ...kept, ...(await faultFigures()) };
+    // The header's date becomes this run's: the measured figures kept say when they were measured.
+    return { ...kept, singleProcessRunDate: earlier["singleProcessRunDate"] ?? earlier["date"], clusterRunDate: earlier["clusterRunDate"] ?? earlier["date"], ...(await faultFigures()) };
   }
   const seed = Number(process.env["BENCH_SEED"] ?? Date.now() % 1_000_000);
   console.log(`preemption: seed ${seed} (BENCH_SEED=${seed} repeats these signal moments)`);
