@@ -10,7 +10,7 @@ import { EventEmitter } from "node:events";
 import { existsSync } from "node:fs";
 import { mkdir, readdir, rename, unlink, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 
 import { CheckpointManager } from "../../src/checkpoint/index.js";
 import { EmbeddedCoordinationClient, EmbeddedCoordinationService, inProcessTransport, taskName } from "../../src/cluster/coordination/index.js";
@@ -30,6 +30,7 @@ import { EventRecorder } from "../../src/testing/EventRecorder.js";
 import { RecordingLogger } from "../../src/testing/RecordingLogger.js";
 import { flush, VirtualClock } from "../../src/testing/VirtualClock.js";
 import { ClusterPreemptionCoordinator } from "../../src/preemption/ClusterPreemptionCoordinator.js";
+import { sharedFileCommitter } from "../../src/checkpoint/internal/fileJobs.js";
 import { counterModel } from "./counterModel.js";
 import { useTempDirs } from "../util/tempDirs.js";
 
@@ -414,6 +415,26 @@ describe("PreemptionCheckpointHandler in a cluster (failure_handler_test, multi-
     expect(existsSync(join(temp, "ckpt"))).toBe(true);
     await c.close();
     expect(existsSync(temp)).toBe(false);
+  });
+
+  it("a non-chief's save into its workertemp directory is written on the calling thread: the writer thread gets no job from it (the chief's save, same size, does)", async () => {
+    const c = await cluster();
+    const writer = sharedFileCommitter();
+    if (writer === null) throw new Error("this process cannot run the checkpoint writer thread (code generation from strings is disallowed)");
+    // The chief's manager started the thread when it took its directory's lock; once it is
+    // online, a save small enough for it is sent to it.
+    await writer.whenReady();
+    const jobs = vi.spyOn(writer, "run");
+    try {
+      await c.tasks[1]?.handler.save();
+      expect(existsSync(join(dirname(c.dir), "workertemp_1", "ckpt"))).toBe(true);
+      expect(jobs).not.toHaveBeenCalled();
+      await c.tasks[0]?.handler.save();
+      expect(jobs).toHaveBeenCalledTimes(1);
+    } finally {
+      jobs.mockRestore();
+    }
+    await c.close();
   });
 
   it("a workertemp directory that cannot be deleted is a warning naming it and why, and the close goes on", async () => {
