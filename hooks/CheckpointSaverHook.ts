@@ -361,7 +361,13 @@ export class CheckpointSaverHook extends SessionRunHook {
       // written) is made here: the final step is always durable when the session ends.
       if (lastStep !== this.lastRequestedStep) {
         this.timer.updateLastTriggeredStep(lastStep);
-        await this.saveNow(session, lastStep); // a listener's stop is ignored at the end
+        if (this.abandoned) {
+          // It would record after the saves that did not finish (the order of the state file),
+          // so it would wait for them past the grace period too.
+          this.logger.error(`CheckpointSaverHook.end: no checkpoint is made at the last step ${lastStep}: the background saves before it did not finish within ${this.endGraceMs / 1000} s.`);
+        } else {
+          await this.saveNow(session, lastStep); // a listener's stop is ignored at the end
+        }
       }
     } catch (e) {
       errors.push(e);

@@ -31,7 +31,7 @@ import { pipe } from "fp-ts/lib/function.js";
 import * as t from "io-ts";
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { link, mkdir, readdir, readFile, rename, unlink, writeFile } from "node:fs/promises";
+import { link, readdir, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import { hostname as osHostname } from "node:os";
 import { join, resolve } from "node:path";
 
@@ -39,7 +39,7 @@ import { systemClock, type Clock, type TimerHandle } from "../time/Clock.js";
 import { ValueError } from "../errors.js";
 import { defaultLogger, type Logger } from "../Logger.js";
 import { decodeLines, NonNegativeInt, strictType } from "../codec.js";
-import { isProcessAlive, TEMP_MARKER, unlinkIfExists } from "./internal/files.js";
+import { isProcessAlive, mkdirDurable, TEMP_MARKER, unlinkIfExists } from "./internal/files.js";
 
 // ---------------------------------------------------------------------------------------------
 // model
@@ -181,7 +181,8 @@ export class CheckpointDirLock {
     const me = options.identity ?? currentProcess();
     const dir = resolve(directory);
     const path = join(dir, LOCK_FILENAME);
-    await mkdir(dir, { recursive: true });
+    // Durable in its parent now: the saves made under this lock record into it.
+    await mkdirDurable(dir);
     // Each round either takes the lock, fails, or removed a stale lock (a bounded number of
     // times: every removal needs another process to have taken and abandoned it meanwhile).
     let waited = false;

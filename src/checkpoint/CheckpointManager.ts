@@ -452,14 +452,15 @@ export class CheckpointManager {
    */
   private encodeForThread(snapshot: ReadonlyMap<string, TensorValue>, path: string, step: number, objectPaths: ObjectPaths | undefined): EncodedBundle | undefined {
     if (this.committer === null || Object.getPrototypeOf(this.saver) !== BundleSaver.prototype) return undefined;
-    // A thread still starting would hold the save up (25 ms and more, measured: a non-chief's
-    // first preemption save, in a directory made for it, doubled): it streams instead.
-    if (this.committer.ready?.() === false) return undefined;
     // The tensors' own bytes are a lower bound of the data file's size: a save over the limit
-    // by them alone is not laid out twice (here, then again by the streaming path).
+    // by them alone is not laid out twice (here, then again by the streaming path), and starts
+    // no thread.
     let raw = 0;
     for (const v of snapshot.values()) if (!Array.isArray(v.data)) raw += (v.data as ArrayBufferView).byteLength;
     if (raw > THREAD_COMMIT_MAX_BYTES) return undefined;
+    // A thread still starting would hold the save up (25 ms and more, measured: a non-chief's
+    // first preemption save, in a directory made for it, doubled): it streams instead.
+    if (this.committer.ready?.() === false) return undefined;
     const planned = (this.saver as BundleSaver).plan(snapshot, path, { step, objectPaths });
     return planned.plan.dataBytes > THREAD_COMMIT_MAX_BYTES ? undefined : encodeBundle(planned);
   }

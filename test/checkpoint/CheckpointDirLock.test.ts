@@ -10,6 +10,7 @@ import { describe, expect, it, vi } from "vitest";
 
 import { CheckpointDirInUseError, CheckpointDirLock, CheckpointManager } from "../../src/checkpoint/index.js";
 import { currentProcess } from "../../src/checkpoint/CheckpointDirLock.js";
+import { syncCounters } from "../../src/checkpoint/internal/files.js";
 import { tensor } from "../../src/session/Tensor.js";
 import { VirtualClock } from "../../src/testing/index.js";
 import { EventRecorder } from "../../src/testing/EventRecorder.js";
@@ -34,6 +35,18 @@ describe("CheckpointDirLock", () => {
     await lock.release();
     expect(await readdir(dir)).toEqual([]);
     await acquire();
+  });
+
+  it("makes each directory it creates durable in its parent (one fsync a level); a directory that exists costs none", async () => {
+    const nested = join(dir, "a", "b", "c");
+    const before = syncCounters.directories;
+    const lock = await CheckpointDirLock.acquire(nested);
+    // dir (gained a), a (gained b) and b (gained c).
+    expect(syncCounters.directories - before).toBe(3);
+    await lock.release();
+    const again = syncCounters.directories;
+    await (await CheckpointDirLock.acquire(nested)).release();
+    expect(syncCounters.directories - again).toBe(0);
   });
 
   it.runIf(process.platform === "linux")("a live pid that started at another time is another process: its lock is stale", async () => {

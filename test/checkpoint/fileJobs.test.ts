@@ -40,11 +40,21 @@ describe.each<[string, FileCommitter]>([
       { op: "fsyncDir", dir },
     ];
     const result = await committer.run({ steps });
-    // Two files, the directory, and the parent of the first directory mkdir created.
-    expect(result).toEqual({ done: steps.length, warnings: [], syncs: { files: 2, directories: 2 } });
+    // Two files; the directory; and each directory mkdir created, in its parent (a in the
+    // temporary directory, b in a).
+    expect(result).toEqual({ done: steps.length, warnings: [], syncs: { files: 2, directories: 3 } });
     expect(readFileSync(join(dir, "x"), "utf8")).toBe("first");
     expect(readFileSync(join(dir, "y"), "utf8")).toBe("");
     expect(readdirSync(dir).sort()).toEqual(["x", "y"]);
+  });
+
+  it("answers jobs in the order sent, a quick one after a slow one included", async () => {
+    const dir = tempDir();
+    const slow = { steps: [...Array.from({ length: 8 }, (_, i) => write(join(dir, `f${i}.tmp`), new Uint8Array(64 * 1024).fill(i))), { op: "syncWritten" } as const] };
+    const quick = { steps: [{ op: "mkdir", dir: join(dir, "quick") } as const] };
+    const answered: string[] = [];
+    await Promise.all([committer.run(slow).then(() => answered.push("slow")), committer.run(quick).then(() => answered.push("quick"))]);
+    expect(answered).toEqual(["slow", "quick"]);
   });
 
   it("stops at the first failing step, names it, and deletes what it wrote and did not rename", async () => {
@@ -143,6 +153,32 @@ describe("a file job's round of fdatasyncs", () => {
     const result = await failing.run({ steps: [write(join(dir, "a.tmp"), bytes("a")), write(join(dir, "bad.tmp"), bytes("bad")), { op: "syncWritten" }, { op: "rename", from: join(dir, "a.tmp"), to: join(dir, "a") }] });
     expect(result).toMatchObject({ done: 2, error: { code: "EIO", path: join(dir, "bad") }, syncs: { files: 2 } });
     expect(readdirSync(dir)).toEqual([]);
+  });
+});
+
+describe("the order of file jobs", () => {
+  it("a job sent while another waits for its fdatasyncs starts only after that one answered", async () => {
+    const dir = tempDir();
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const gated = inProcessCommitter({
+      ...fs,
+      fdatasync: ((fd: number, cb: (e: NodeJS.ErrnoException | null) => void) => void gate.then(() => fs.fdatasync(fd, cb))) as typeof fs.fdatasync,
+    });
+    const job = (name: string) => ({
+      steps: [write(join(dir, `${name}.tmp`), bytes(name)), { op: "syncWritten" } as const, { op: "rename", from: join(dir, `${name}.tmp`), to: join(dir, name) } as const],
+    });
+    const answered: string[] = [];
+    const first = gated.run(job("first")).then((r) => (answered.push("first"), r));
+    const second = gated.run(job("second")).then((r) => (answered.push("second"), r));
+    // The first job holds at its fdatasync: the second has not written anything.
+    for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+    expect(readdirSync(dir)).toEqual(["first.tmp"]);
+    open();
+    expect(await first).toMatchObject({ done: 3 });
+    expect(await second).toMatchObject({ done: 3 });
+    expect(answered).toEqual(["first", "second"]);
+    expect(readdirSync(dir).sort()).toEqual(["first", "second"]);
   });
 });
 

@@ -78,8 +78,8 @@ describe("CheckpointManager and the writer thread", () => {
     await manager.close();
   });
 
-  it("lays out a save only once when its tensors alone are over 1 MiB, and measures the limit on the data file", async () => {
-    const committer = counting();
+  it("lays out a save only once when its tensors alone are over 1 MiB (and does not ask for the thread), and measures the limit on the data file", async () => {
+    const committer = Object.assign(counting(), { ready: vi.fn(() => true) });
     const manager = await CheckpointManager.create({ directory: tempDir(), fileCommitter: committer, maxToKeep: null, logger: new EventRecorder().logger() });
     const plan = vi.spyOn(BundleSaver.prototype, "plan");
     /** Whether the save goes to the thread; it is committed either way (a prepared save holds the commit order). */
@@ -93,6 +93,7 @@ describe("CheckpointManager and the writer thread", () => {
       // 1 MiB and 4 bytes of float32: over the limit before any layout.
       expect(await onThread(values(262_145))).toBe(false);
       expect(plan).not.toHaveBeenCalled(); // the streaming path lays it out, once
+      expect(committer.ready).not.toHaveBeenCalled(); // nor starts a thread for it
       // Exactly 1 MiB of float32: not over the limit by the tensors' bytes, over it in the data
       // file (the manager's own tensors add 16 bytes). The layout decides.
       expect(await onThread(values(262_144))).toBe(false);

@@ -650,6 +650,44 @@ describe("CheckpointSaverHook and the session's stop grace period", () => {
   });
 });
 
+describe("CheckpointSaverHook: the last step after the grace period ran out", () => {
+  it("a background save that outlives the grace period is not followed by a save at the last step: close() ends at the deadline, and says which step has no checkpoint", async () => {
+    const { MonitoredSession } = await import("../../src/pipeline/MonitoredSession.js");
+    const clock = new VirtualClock();
+    const saver = new GatedSaver();
+    const events = new EventRecorder();
+    const graph = trainingGraph();
+    const creating = MonitoredSession.create({
+      sessionCreator: { createSession: async () => { const s = graph.session(); await s.variables.initialize(); return s; } },
+      hooks: [new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 2, saver, async: true })],
+      stopGracePeriodSecs: 5,
+      clock,
+      logger: new RecordingLogger(),
+      observer: events.listener,
+    });
+    await saver.waitStarted(1); // the creation save
+    saver.release();
+    const sess = await creating;
+    await sess.run("train"); // step 1
+    await sess.run("train"); // step 2: its save starts in the background, and blocks
+    await saver.waitStarted(2);
+    await sess.run("train"); // step 3: the last, no save due
+    const closing = sess.close();
+    const outcome = expect(closing).rejects.toThrow(/did not finish within 5 s/);
+    await clock.advanceSecs(5.1);
+    // A save at step 3 would record after step 2's, so it would wait for it without limit.
+    await outcome;
+    expect(saver.started).toHaveLength(2);
+    expect(events.messages("error")).toEqual([
+      "CheckpointSaverHook.end: background checkpoint saves did not finish within 5 s (1 pending); the newest checkpoint may be missing.",
+      "CheckpointSaverHook.end: no checkpoint is made at the last step 3: the background saves before it did not finish within 5 s.",
+    ]);
+    // The late save still lands, after the session ended.
+    saver.release();
+    await saver.idle();
+  });
+});
+
 describe("CheckpointSaverHook and the directory's one manager", () => {
   it("a hook without a manager takes the directory at its first save and gives it back in end; a second one meanwhile fails", async () => {
     const { sess } = await driveHooks({ hooks: [new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1 })] });

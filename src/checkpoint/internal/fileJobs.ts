@@ -13,8 +13,8 @@
  * and kept, not holding the process open while idle. Its code is {@link JOB_RUNNER_SOURCE}, plain
  * JavaScript given to the worker as text, so that it runs the same under `tsx`, vitest and the
  * compiled package; {@link inProcessCommitter} runs the same text on the calling thread with a
- * file system of the caller's choice: the fallback when a worker cannot start (thread limits,
- * code generation disallowed), and the tests' way to inject faults.
+ * file system of the caller's choice: the fallback when a worker cannot start (thread limits),
+ * and the tests' way to inject faults.
  *
  * @module
  */
@@ -162,8 +162,16 @@ try {
     } else if (s.op === "fsyncDir") {
       fsyncDir(s.dir);
     } else if (s.op === "mkdir") {
-      const created = fs.mkdirSync(s.dir, { recursive: true });
-      if (created !== undefined) fsyncDir(path.dirname(created));
+      // Each directory created is made durable in its parent.
+      const target = path.resolve(s.dir);
+      const created = fs.mkdirSync(target, { recursive: true });
+      if (created !== undefined) {
+        const first = path.resolve(created);
+        for (let d = target; ; d = path.dirname(d)) {
+          fsyncDir(path.dirname(d));
+          if (d === first || path.dirname(d) === d) break;
+        }
+      }
     } else if (s.op === "checkLock") {
       let raw = null;
       try { raw = fs.readFileSync(s.path, "utf8"); } catch (e) { if (!e || e.code !== "ENOENT") throw e; }
@@ -190,17 +198,24 @@ try {
 })();
 `;
 
-/** The worker's program: runs each job it is sent and answers with its id. */
+/**
+ * The worker's program: runs the jobs it is sent one after another, in the order sent (a job
+ * awaits its round of fdatasyncs: the next one starts only after it answered), and answers each
+ * with its id.
+ */
 const WORKER_SOURCE = `
 const { parentPort } = require("node:worker_threads");
 const fs = require("node:fs");
 const path = require("node:path");
 const run = new Function("fs", "path", "job", ${JSON.stringify(JOB_RUNNER_SOURCE)});
 const failed = (e) => ({ done: -1, error: { message: String((e && e.message) || e) }, warnings: [], syncs: { files: 0, directories: 0 } });
+let tail = Promise.resolve();
 parentPort.on("message", (m) => {
-  let running;
-  try { running = run(fs, path, m.job); } catch (e) { running = Promise.resolve(failed(e)); }
-  running.then((result) => result, failed).then((result) => parentPort.postMessage({ id: m.id, result }));
+  tail = tail.then(() => {
+    let running;
+    try { running = run(fs, path, m.job); } catch (e) { running = Promise.resolve(failed(e)); }
+    return running.then((result) => result, failed).then((result) => parentPort.postMessage({ id: m.id, result }));
+  });
 });
 `;
 
@@ -214,10 +229,20 @@ export type JobFileSystem = Pick<
 // constructors
 // ---------------------------------------------------------------------------------------------
 
-/** Runs jobs on the calling thread with `fs` (default Node's): the fallback, and the tests' way to inject faults. */
+/**
+ * Runs jobs on the calling thread with `fs` (default Node's), one after another in the order
+ * sent, as the worker does: the tests' way to inject faults.
+ */
 export const inProcessCommitter = (fs: JobFileSystem = nodeFs): FileCommitter => {
   const run = new Function("fs", "path", "job", JOB_RUNNER_SOURCE) as (fs: JobFileSystem, path: typeof nodePath, job: FileJob) => Promise<FileJobResult>;
-  return { run: (job) => Promise.resolve().then(() => run(fs, nodePath, job)) };
+  let tail: Promise<unknown> = Promise.resolve();
+  return {
+    run: (job) => {
+      const result = tail.then(() => run(fs, nodePath, job));
+      tail = result.catch(() => undefined);
+      return result;
+    },
+  };
 };
 
 interface Pending {
@@ -240,7 +265,7 @@ class WorkerCommitter implements FileCommitter {
   private started: Promise<void> = Promise.resolve();
   private readonly pending = new Map<number, Pending>();
   private nextId = 0;
-  /** Set once a worker could not start (thread limits, code generation disallowed): jobs then run on the calling thread. */
+  /** Set once a worker could not start (thread limits): jobs then run on the calling thread. */
   private fallback: FileCommitter | null = null;
 
   run(job: FileJob): Promise<FileJobResult> {

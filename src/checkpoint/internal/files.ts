@@ -8,8 +8,8 @@
  * @module
  */
 
-import { access, open, readdir, rename, unlink, type FileHandle } from "node:fs/promises";
-import { isAbsolute, relative, resolve, sep } from "node:path";
+import { access, mkdir, open, readdir, rename, unlink, type FileHandle } from "node:fs/promises";
+import { dirname, isAbsolute, relative, resolve, sep } from "node:path";
 
 import { InvalidArgumentError } from "../../errors.js";
 import { withPath } from "../../util/fsErrors.js";
@@ -44,6 +44,22 @@ export const fsyncDir = async (dir: string): Promise<void> => {
     await fh.sync();
   } finally {
     await fh.close();
+  }
+};
+
+/**
+ * Creates `dir` and whatever parents it lacks, and makes each directory it created durable in its
+ * parent (an fsync of every directory that gained an entry: a save recorded in a directory that a
+ * power cut forgets is lost with it). Nothing is synced when `dir` existed.
+ */
+export const mkdirDurable = async (dir: string): Promise<void> => {
+  const target = resolve(dir);
+  const created = await mkdir(target, { recursive: true });
+  if (created === undefined) return;
+  const first = resolve(created);
+  for (let d = target; ; d = dirname(d)) {
+    await fsyncDir(dirname(d));
+    if (d === first || dirname(d) === d) return;
   }
 };
 

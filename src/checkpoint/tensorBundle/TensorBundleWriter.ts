@@ -27,7 +27,7 @@ import { dirname } from "node:path";
 import { InvalidArgumentError } from "../../errors.js";
 import { tensor as checkedTensor, type DType, type TensorValue } from "../../session/Tensor.js";
 import { extendCrc32c, maskCrc32c } from "../../summary/maskedCrc32c.js";
-import { assertValidPath, fsyncDir, settleAll, stageFile, stageFileWith, writeAll, type StagedFile } from "../internal/files.js";
+import { assertValidPath, fsyncDir, mkdirDurable, settleAll, stageFile, stageFileWith, writeAll, type StagedFile } from "../internal/files.js";
 import { processTempFiles, type TempFileRegistry } from "../TempFileRegistry.js";
 import { encodeBundleEntry, encodeBundleHeader, type BundleEntry, type BundleHeader } from "./bundleProtos.js";
 import { BYTES_PER_ELEMENT, swapBytes, TF_DATA_TYPE } from "./dtypes.js";
@@ -176,8 +176,8 @@ export const stagePlannedBundle = async (
   plan: PlannedTensorBundle,
   { fsync, temps }: { readonly fsync: boolean; readonly temps: TempFileRegistry },
 ): Promise<StagedPlannedBundle> => {
-  const created = await mkdir(dirname(prefix), { recursive: true });
-  if (fsync && created !== undefined) await fsyncDir(dirname(created));
+  if (fsync) await mkdirDurable(dirname(prefix));
+  else await mkdir(dirname(prefix), { recursive: true });
   const finalData = bundleDataPath(prefix);
   temps.hold(finalData);
   let data: StagedFile | undefined;
