@@ -589,29 +589,41 @@ describe("CheckpointSaverHook async", () => {
   });
 });
 
+/**
+ * A MonitoredSession on `clock` with `hook` (saving through `saver`) and a 5 s stop grace period,
+ * once its creation save (let through) is done.
+ */
+const gracedSession = async (
+  hook: CheckpointSaverHook,
+  saver: GatedSaver,
+  { clock, logger, events }: { readonly clock: VirtualClock; readonly logger: RecordingLogger; readonly events: EventRecorder },
+): Promise<import("../../src/pipeline/MonitoredSession.js").MonitoredSession> => {
+  const { MonitoredSession } = await import("../../src/pipeline/MonitoredSession.js");
+  const graph = trainingGraph();
+  const creating = MonitoredSession.create({
+    sessionCreator: { createSession: async () => { const s = graph.session(); await s.variables.initialize(); return s; } },
+    hooks: [hook],
+    stopGracePeriodSecs: 5,
+    clock,
+    logger,
+    observer: events.listener,
+  });
+  await saver.waitStarted(1); // the creation save
+  saver.release();
+  return creating;
+};
+
 describe("CheckpointSaverHook and the session's stop grace period", () => {
   it("closing waits for a background save at most the session's stopGracePeriodSecs", async () => {
-    const { MonitoredSession } = await import("../../src/pipeline/MonitoredSession.js");
     const clock = new VirtualClock();
     const saver = new GatedSaver();
     const logger = new RecordingLogger();
     const events = new EventRecorder();
-    const graph = trainingGraph();
     // The abandoned step-1 save ends with its listeners' afterSave: the event the test waits for.
     let step1Saved!: () => void;
     const step1SaveEnded = new Promise<void>((resolve) => (step1Saved = resolve));
     const listener: CheckpointSaverListener = { afterSave: (_s, step) => void (step === 1 && step1Saved()) };
-    const creating = MonitoredSession.create({
-      sessionCreator: { createSession: async () => { const s = graph.session(); await s.variables.initialize(); return s; } },
-      hooks: [new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, saver, async: true, listeners: [listener] })],
-      stopGracePeriodSecs: 5,
-      clock,
-      logger,
-      observer: events.listener,
-    });
-    await saver.waitStarted(1); // the creation save
-    saver.release();
-    const sess = await creating;
+    const sess = await gracedSession(new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 1, saver, async: true, listeners: [listener] }), saver, { clock, logger, events });
     await sess.run("train");
     await saver.waitStarted(2); // the step-1 save, in the background and blocked
     const closing = sess.close();
@@ -652,22 +664,10 @@ describe("CheckpointSaverHook and the session's stop grace period", () => {
 
 describe("CheckpointSaverHook: the last step after the grace period ran out", () => {
   it("a background save that outlives the grace period is not followed by a save at the last step: close() ends at the deadline, and says which step has no checkpoint", async () => {
-    const { MonitoredSession } = await import("../../src/pipeline/MonitoredSession.js");
     const clock = new VirtualClock();
     const saver = new GatedSaver();
     const events = new EventRecorder();
-    const graph = trainingGraph();
-    const creating = MonitoredSession.create({
-      sessionCreator: { createSession: async () => { const s = graph.session(); await s.variables.initialize(); return s; } },
-      hooks: [new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 2, saver, async: true })],
-      stopGracePeriodSecs: 5,
-      clock,
-      logger: new RecordingLogger(),
-      observer: events.listener,
-    });
-    await saver.waitStarted(1); // the creation save
-    saver.release();
-    const sess = await creating;
+    const sess = await gracedSession(new CheckpointSaverHook({ checkpointDir: dir, saveSteps: 2, saver, async: true }), saver, { clock, logger: new RecordingLogger(), events });
     await sess.run("train"); // step 1
     await sess.run("train"); // step 2: its save starts in the background, and blocks
     await saver.waitStarted(2);
