@@ -20,7 +20,6 @@
  * @module
  */
 
-import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 
 import { systemClock, type Clock } from "../time/Clock.js";
@@ -38,6 +37,7 @@ import {
   assertPlainName,
   fsyncDir,
   isStaleTemp,
+  mkdirDurable,
   readdirIfExists,
   resolveInside,
   settleAll,
@@ -412,7 +412,8 @@ export class CheckpointManager {
         bundle = await (this.saver as BundleSaver).stage(prepared.snapshot, prepared.path, { step: prepared.step, objectPaths: prepared.objectPaths });
       } else {
         await this.saver.save(prepared.snapshot, prepared.path, { step: prepared.step, objectPaths: prepared.objectPaths });
-        await mkdir(this.directory, { recursive: true });
+        // The state file is recorded in it: durable in its parent if this made it.
+        await mkdirDurable(this.directory);
       }
       await prepared.turn.previous;
       ordered = true;

@@ -23,14 +23,14 @@ import * as E from "fp-ts/lib/Either.js";
 import { isLeft, left, right, type Either } from "fp-ts/lib/Either.js";
 import { pipe } from "fp-ts/lib/function.js";
 import * as t from "io-ts";
-import { mkdir, readFile } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { isAbsolute, join, relative, resolve } from "node:path";
 
 import { ValueError, RuntimeError } from "../errors.js";
 import { defaultLogger, type Logger } from "../Logger.js";
 import { decodeLines, strictType } from "../codec.js";
 import { indexPath } from "./BundleFormat.js";
-import { assertValidPath, pathExists, resolveInside } from "./internal/files.js";
+import { assertValidPath, mkdirDurable, pathExists, resolveInside } from "./internal/files.js";
 import { writeFileAtomic } from "./writeFileAtomic.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -254,7 +254,7 @@ export const updateCheckpointState = async (
   options: Pick<CheckpointStateOptions, "latestFilename"> = {},
 ): Promise<void> => {
   const { file, text } = renderCheckpointState(dir, state, options);
-  await mkdir(dir, { recursive: true });
+  await mkdirDurable(dir);
   await writeFileAtomic(file, text);
 };
 

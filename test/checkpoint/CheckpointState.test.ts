@@ -13,6 +13,7 @@ import {
   type CheckpointState,
 } from "../../src/checkpoint/index.js";
 import { formatCheckpointState, parseCheckpointState } from "../../src/checkpoint/CheckpointState.js";
+import { syncCounters } from "../../src/checkpoint/internal/files.js";
 import { ls } from "./helpers.js";
 import { useTempDirs } from "../util/tempDirs.js";
 import { EventRecorder } from "../../src/testing/EventRecorder.js";
@@ -107,6 +108,15 @@ describe("CheckpointState text format", () => {
 });
 
 describe("getCheckpointState / updateCheckpointState", () => {
+  it("makes each directory it creates durable in its parent before the state file's own fsyncs", async () => {
+    const nested = join(dir, "a", "b");
+    const before = syncCounters.directories;
+    await updateCheckpointState(nested, generateCheckpointState(join(nested, "ckpt-1")));
+    // dir (gained a), a (gained b), then b itself after the state file's rename.
+    expect(syncCounters.directories - before).toBe(3);
+    expect((await getCheckpointState(nested))?.modelCheckpointPath).toBe(join(nested, "ckpt-1"));
+  });
+
   it("writes paths relative to the directory, atomically, and reads them back joined onto it", async () => {
     await updateCheckpointState(dir, {
       modelCheckpointPath: join(dir, "ckpt-2"),

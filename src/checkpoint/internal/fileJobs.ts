@@ -162,7 +162,7 @@ try {
     } else if (s.op === "fsyncDir") {
       fsyncDir(s.dir);
     } else if (s.op === "mkdir") {
-      // Each directory created is made durable in its parent.
+      // Each directory created is made durable in its parent (mkdirDurable's loop, in this text).
       const target = path.resolve(s.dir);
       const created = fs.mkdirSync(target, { recursive: true });
       if (created !== undefined) {
